@@ -1,0 +1,236 @@
+"""Typed settings: one `AgentSettings` tree, read from YAML with `AGENTRT_*` environment overrides.
+
+Unknown keys are errors (a typo must not silently fall back to a default). Relative paths in a
+config file are resolved against the file's folder, except `persistence.base_dir`, which is
+relative to the working directory (so `./.agentrt` lands where you run the command).
+
+Environment overrides: `AGENTRT_BASE_DIR`, `AGENTRT_REDIS_URL`, `AGENTRT_DATABASE_URL`,
+`AGENTRT_MODEL_BASE_URL`, `AGENTRT_MODEL_NAME`, `AGENTRT_PERSISTENCE_MODE`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agent.errors import ConfigError
+
+CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
+DEFAULT_CONFIG_PATH = CONFIGS_DIR / "default.yaml"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelSettings(_Strict):
+    """Which chat model to use. `scripted` replays `script`; `openai` talks to any compatible server."""
+
+    provider: Literal["scripted", "openai"] = "scripted"
+    name: str = "scripted-demo"
+    script: str | None = None
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = 0.0
+    max_output_tokens: int | None = 1024
+    timeout_s: float = 120.0
+    max_retries: int = 2
+    context_window: int = 32_000
+
+
+class ToolEntry(_Strict):
+    """A user tool loaded by import path `module:callable` (a ToolSpec, a factory, or a function)."""
+
+    path: str
+    name: str | None = None
+    effect: Literal["read_only", "idempotent", "unsafe"] | None = None
+    requires_approval: bool | None = None
+    permissions: list[str] | None = None
+
+
+class ToolsSettings(_Strict):
+    """Built-in tools by name, plus user tools by import path."""
+
+    builtins: list[str] = Field(
+        default_factory=lambda: [
+            "list_files",
+            "read_file",
+            "write_file",
+            "edit_file",
+            "delete_file",
+            "calculator",
+            "read_tool_result",
+        ]
+    )
+    custom: list[ToolEntry] = Field(default_factory=list)
+    result_preview_chars: int = 400
+
+
+class LoopSettings(_Strict):
+    """Guards of the agent loop (refining node) and of the session (loop count)."""
+
+    max_iterations: int = 25
+    max_consecutive_failures: int = 3
+    max_replans: int = 2
+    planning: Literal["always", "auto", "never"] = "always"
+    system_prompt: str = (
+        "You are agentrt, a careful agent. Work step by step with the tools you have; "
+        "files live in your sandbox room. When the task is done, answer plainly."
+    )
+
+
+class SessionSettings(_Strict):
+    """Defaults of new sessions."""
+
+    agent_id: str = "agentrt-demo"
+    tenant_id: str = "default"
+    user_id: str = "local"
+    max_loops: int = 100
+    expire_minutes: int = 7 * 24 * 60
+
+
+class PersistenceSettings(_Strict):
+    """Where and how state is kept (seed §4: `base_dir` is the volume that must be mounted)."""
+
+    base_dir: str = "./.agentrt"
+    mode: Literal["MIRROR", "PRIMARY", "JSONL_ONLY"] = "PRIMARY"
+    saver: Literal["jsonl", "sqlite", "memory"] = "jsonl"
+    inline_payload_max_bytes: int = 8192
+    fsync: Literal["always", "batch"] = "always"
+    keep_last: int | None = 50
+    keyframe_every: int = 16
+    redis_url: str | None = None
+    database_url: str | None = "sqlite:///{base_dir}/agentrt.db"
+    lease: Literal["memory", "file", "redis"] = "file"
+    lease_ttl_s: float = 60.0
+
+    @field_validator("inline_payload_max_bytes", "keyframe_every")
+    @classmethod
+    def _positive(cls, v: int) -> int:
+        if v <= 0:
+            raise ValueError("must be positive")
+        return v
+
+
+class CompressionConfig(_Strict):
+    """Context compression tiers (seed §6), as fractions of the model's context window."""
+
+    enabled: bool = True
+    tier_pointer: float = 0.5
+    tier_placeholder: float = 0.8
+    tier_hard: float = 0.95
+    keep_full_mid: int = 3
+    keep_full_high: int = 1
+    preview_chars: int = 200
+    max_hard_compressions: int = 2
+
+
+class DatasetEntry(_Strict):
+    """A dataset the session may query (CSV/JSON/Parquet file, or SQL table by URL)."""
+
+    name: str
+    path: str
+    format: str | None = None
+
+
+class AgentSettings(_Strict):
+    """The whole configuration of one agent runtime."""
+
+    model: ModelSettings = Field(default_factory=ModelSettings)
+    tools: ToolsSettings = Field(default_factory=ToolsSettings)
+    loop: LoopSettings = Field(default_factory=LoopSettings)
+    session: SessionSettings = Field(default_factory=SessionSettings)
+    persistence: PersistenceSettings = Field(default_factory=PersistenceSettings)
+    compression: CompressionConfig = Field(default_factory=CompressionConfig)
+    datasets: list[DatasetEntry] = Field(default_factory=list)
+    skills_dir: str | None = None
+    source_path: str | None = Field(default=None, exclude=True)
+
+    @property
+    def base_dir(self) -> Path:
+        """The persistence root as an absolute path."""
+        return Path(self.persistence.base_dir).expanduser().resolve()
+
+    def database_url(self) -> str | None:
+        """The SQL URL with `{base_dir}` filled in."""
+        url = self.persistence.database_url
+        return url.format(base_dir=self.base_dir) if url else None
+
+
+_ENV = {
+    "AGENTRT_BASE_DIR": ("persistence", "base_dir"),
+    "AGENTRT_REDIS_URL": ("persistence", "redis_url"),
+    "AGENTRT_DATABASE_URL": ("persistence", "database_url"),
+    "AGENTRT_MODEL_BASE_URL": ("model", "base_url"),
+    "AGENTRT_MODEL_NAME": ("model", "name"),
+    "AGENTRT_PERSISTENCE_MODE": ("persistence", "mode"),
+}
+
+
+def _expand_env(value: Any) -> Any:
+    if isinstance(value, str):
+        return os.path.expandvars(value) if "${" in value else value
+    if isinstance(value, dict):
+        return {k: _expand_env(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand_env(v) for v in value]
+    return value
+
+
+def _format_error(err: ValidationError, source: str) -> str:
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"])
+        msg = "unknown key (check spelling)" if e["type"] == "extra_forbidden" else e["msg"]
+        parts.append(f"{loc}: {msg}")
+    return f"invalid config {source}: " + "; ".join(parts)
+
+
+def load_settings(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> AgentSettings:
+    """Load settings from `path` (None: the built-in defaults, identical to configs/default.yaml)."""
+    source = str(path) if path is not None else "<built-in defaults>"
+    data: dict[str, Any] = {}
+    folder = CONFIGS_DIR
+    if path is not None:
+        p = Path(path)
+        try:
+            raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except FileNotFoundError as err:
+            raise ConfigError(f"config file not found: {p}") from err
+        except yaml.YAMLError as err:
+            raise ConfigError(f"config file {p} is not valid YAML: {err}") from err
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise ConfigError(f"config file {p} must hold a mapping at the top level")
+        data = _expand_env(raw)
+        folder = p.resolve().parent
+    for env, (section, key) in _ENV.items():
+        if os.environ.get(env):
+            data.setdefault(section, {})
+            if isinstance(data[section], dict):
+                data[section][key] = os.environ[env]
+    for dotted, value in (overrides or {}).items():
+        section, key = dotted.split(".", 1)
+        data.setdefault(section, {})[key] = value
+    try:
+        settings = AgentSettings.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_error(err, source)) from None
+    if settings.model.provider == "scripted" and settings.model.script is None:
+        settings.model.script = "scripts/demo.yaml"
+    if settings.model.script is not None:
+        settings.model.script = str((folder / settings.model.script).resolve())
+    if settings.skills_dir is not None:
+        settings.skills_dir = str((folder / settings.skills_dir).resolve())
+    elif (folder / "skills").is_dir():
+        settings.skills_dir = str((folder / "skills").resolve())
+    for ds in settings.datasets:
+        if "://" not in ds.path:
+            ds.path = str((folder / ds.path).resolve())
+    settings.source_path = source
+    return settings

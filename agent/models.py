@@ -1,0 +1,233 @@
+"""Chat-model factory from config, and the scripted chat model that ships with the package.
+
+`openai`: langchain-openai's `ChatOpenAI` against any OpenAI-compatible `base_url` (OpenAI, vLLM,
+llama.cpp, Ollama); the key is read from the environment variable named by `api_key_env`.
+
+`scripted`: `ScriptedChatModel` replays a YAML script, one response per model call:
+
+    responses:
+      - content: '{"plan": "...", "todos": ["..."]}'   # planning reply
+        usage: {input_tokens: 120, output_tokens: 40} # optional; estimated when absent
+        finish_reason: stop                            # optional; stop / tool_calls / length
+      - tool_calls:
+          - {name: write_file, args: {path: a.txt, content: {$repeat: ["x", 10000]}}}
+      - content: "Done."
+        expect_in_prompt: "some text"                 # optional: fail unless the prompt has it
+
+The n-th model call of a session gets response n: the runtime passes the session's persisted call
+index, so a resumed run replays the same responses the crashed one would have received. A call
+beyond the script raises `ModelError` (it never invents an answer).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+
+from agent.config import ModelSettings
+from agent.errors import ConfigError, ModelError
+
+
+class ScriptedToolCall(BaseModel):
+    """One tool call of a scripted response."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = None
+
+
+class ScriptedResponse(BaseModel):
+    """One scripted model response."""
+
+    model_config = ConfigDict(extra="forbid")
+    content: str = ""
+    tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
+    usage: dict[str, int] | None = None
+    finish_reason: str | None = None
+    expect_in_prompt: str | None = None
+
+
+class ModelScript(BaseModel):
+    """A whole script."""
+
+    model_config = ConfigDict(extra="forbid")
+    responses: list[ScriptedResponse]
+
+
+def _expand(value: Any) -> Any:
+    """Expand `{"$repeat": [text, n]}` so scripts can carry large payloads compactly."""
+    if isinstance(value, dict):
+        if set(value) == {"$repeat"}:
+            text, n = value["$repeat"]
+            return str(text) * int(n)
+        return {k: _expand(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v) for v in value]
+    return value
+
+
+def load_script(path: str | Path) -> ModelScript:
+    """Read and validate a model script file."""
+    p = Path(path)
+    try:
+        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        raise ConfigError(f"model script not found: {p} (set model.script in the config)") from err
+    except yaml.YAMLError as err:
+        raise ConfigError(f"model script {p} is not valid YAML: {err}") from err
+    try:
+        return ModelScript.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(f"model script {p} is invalid: {err.errors()[0]['loc']}: {err.errors()[0]['msg']}") from None
+
+
+class ScriptedChatModel(BaseChatModel):
+    """A deterministic chat model: replays scripted responses; fails on an unexpected call."""
+
+    script: ModelScript
+    model_name: str = "scripted"
+    cursor: int = 0
+    _calls: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
+    _tools: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "agentrt-scripted"
+
+    @property
+    def calls(self) -> list[list[BaseMessage]]:
+        """Every prompt this model received, in order."""
+        return self._calls
+
+    def seek(self, index: int) -> ScriptedChatModel:
+        """Position the script at response `index` (the session's model-call count)."""
+        self.cursor = index
+        return self
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
+        """Record the tool schemas; the script decides which tools get called."""
+        bound = self.model_copy()
+        bound._calls = self._calls
+        bound._tools = [t if isinstance(t, dict) else {"name": getattr(t, "name", str(t))} for t in tools]
+        return bound
+
+    def remaining(self) -> int:
+        """How many scripted responses are left after the cursor."""
+        return len(self.script.responses) - self.cursor
+
+    def assert_complete(self) -> None:
+        """Fail when scripted responses were left unused."""
+        if self.remaining() > 0:
+            raise ModelError(f"scripted model: {self.remaining()} responses were never requested")
+
+    def _next(self, messages: list[BaseMessage]) -> AIMessage:
+        idx = self.cursor
+        if idx >= len(self.script.responses):
+            raise ModelError(
+                f"scripted model got an unexpected call #{idx + 1}; the script has only "
+                f"{len(self.script.responses)} responses"
+            )
+        resp = self.script.responses[idx]
+        self.cursor += 1
+        self._calls.append(list(messages))
+        if resp.expect_in_prompt is not None:
+            blob = json.dumps([m.content for m in messages], ensure_ascii=False)
+            if resp.expect_in_prompt not in blob:
+                raise ModelError(f"scripted call #{idx + 1} expected the prompt to contain {resp.expect_in_prompt!r}")
+        tool_calls = [
+            {"id": tc.id or f"call_{idx + 1}_{i + 1}", "name": tc.name, "args": _expand(tc.args), "type": "tool_call"}
+            for i, tc in enumerate(resp.tool_calls)
+        ]
+        finish = resp.finish_reason or ("tool_calls" if tool_calls else "stop")
+        if resp.usage is not None:
+            usage = {"input_tokens": 0, "output_tokens": 0, **resp.usage}
+        else:
+            usage = {
+                "input_tokens": count_tokens_approximately(messages),
+                "output_tokens": max(1, len(resp.content) // 4 + 8 * len(tool_calls)),
+            }
+        usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+        return AIMessage(
+            content=resp.content,
+            tool_calls=tool_calls,
+            usage_metadata=usage,  # type: ignore[arg-type]
+            response_metadata={"finish_reason": finish, "model_name": self.model_name},
+            id=f"scripted-{idx + 1}",
+        )
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self._next(messages))])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        msg = self._next(messages)
+        words = msg.content.split(" ") if isinstance(msg.content, str) and msg.content else []
+        for i, word in enumerate(words):
+            text = word if i == len(words) - 1 else word + " "
+            chunk = ChatGenerationChunk(message=AIMessageChunk(content=text, id=msg.id))
+            if run_manager:
+                run_manager.on_llm_new_token(text, chunk=chunk)
+            yield chunk
+        yield ChatGenerationChunk(
+            message=AIMessageChunk(
+                content="",
+                id=msg.id,
+                tool_call_chunks=[
+                    {"id": tc["id"], "name": tc["name"], "args": json.dumps(tc["args"]), "index": i,
+                     "type": "tool_call_chunk"}
+                    for i, tc in enumerate(msg.tool_calls)
+                ],
+                usage_metadata=msg.usage_metadata,
+                response_metadata=msg.response_metadata,
+                chunk_position="last",
+            )
+        )
+
+
+def build_chat_model(settings: ModelSettings) -> BaseChatModel:
+    """The chat model the config names."""
+    if settings.provider == "scripted":
+        if not settings.script:
+            raise ConfigError("model.provider is 'scripted' but model.script is not set")
+        return ScriptedChatModel(script=load_script(settings.script), model_name=settings.name)
+    from langchain_openai import ChatOpenAI
+
+    api_key = os.environ.get(settings.api_key_env)
+    if not api_key and settings.base_url is None:
+        raise ConfigError(
+            f"model.provider is 'openai' but ${settings.api_key_env} is not set; "
+            "export it, or set model.base_url for a local OpenAI-compatible server"
+        )
+    return ChatOpenAI(
+        model=settings.name,
+        base_url=settings.base_url,
+        api_key=api_key or "not-needed",  # type: ignore[arg-type]
+        temperature=settings.temperature,
+        max_completion_tokens=settings.max_output_tokens,
+        timeout=settings.timeout_s,
+        max_retries=settings.max_retries,
+        stream_usage=True,
+    )

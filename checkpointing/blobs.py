@@ -1,0 +1,68 @@
+"""Content-addressed blob store: `blobs/sha256/<2 hex>/<62 hex>`.
+
+A blob is written via temp file + fsync + rename (+ fsync of its folder) before any record that
+references it, so a reference on disk always points at a complete blob. Reads verify the digest.
+References in records look like `{"$blob": "sha256:<hex>", "size": N}`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+from checkpointing.errors import BlobCorruptError, BlobMissingError
+from checkpointing.records import atomic_write
+
+_REF_RE = re.compile(r"^sha256:([0-9a-f]{64})$")
+BLOB_KEY = "$blob"
+
+
+class BlobStore:
+    """Blobs under `root/blobs/sha256/`; safe to share between sessions, processes and hosts."""
+
+    def __init__(self, base_dir: Path | str) -> None:
+        self.root = Path(base_dir) / "blobs" / "sha256"
+
+    def path_for(self, ref: str) -> Path:
+        """The file that holds blob `ref` (validated, so it cannot point outside the store)."""
+        m = _REF_RE.match(ref)
+        if not m:
+            raise BlobMissingError(f"invalid blob reference {ref!r}")
+        hexd = m.group(1)
+        return self.root / hexd[:2] / hexd[2:]
+
+    def put(self, data: bytes) -> str:
+        """Store `data` (idempotent) and return its reference `sha256:<hex>`."""
+        ref = "sha256:" + hashlib.sha256(data).hexdigest()
+        path = self.path_for(ref)
+        if not path.exists():
+            atomic_write(path, data)
+        return ref
+
+    def get(self, ref: str) -> bytes:
+        """Read blob `ref`, verifying its digest."""
+        path = self.path_for(ref)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError as err:
+            raise BlobMissingError(
+                f"blob {ref} is missing ({path}); the blob volume (base_dir/blobs) must be mounted"
+            ) from err
+        if "sha256:" + hashlib.sha256(data).hexdigest() != ref:
+            raise BlobCorruptError(f"blob {ref} at {path} does not match its digest")
+        return data
+
+    def exists(self, ref: str) -> bool:
+        """Whether blob `ref` is on disk (not verified)."""
+        return self.path_for(ref).exists()
+
+    def ref_obj(self, data: bytes) -> dict[str, Any]:
+        """Store `data` and return the reference object records embed."""
+        return {BLOB_KEY: self.put(data), "size": len(data)}
+
+
+def is_blob_ref(obj: Any) -> bool:
+    """Whether `obj` is a blob reference object."""
+    return isinstance(obj, dict) and set(obj) == {BLOB_KEY, "size"} and isinstance(obj.get(BLOB_KEY), str)

@@ -1,0 +1,1 @@
+"""The agent's LangGraph: state schema, wiring and the Studio entry."""

@@ -1,0 +1,102 @@
+"""The small runtime seam the nodes use, and the process-local LoopRuntime registry.
+
+Nodes never hold model clients, tools or sandboxes in state: they look the session's LoopRuntime
+up here by session id (`thread_id`). The registry is process-local; after a crash, or in another
+process, the init node (or the first node that needs it) rebuilds the runtime through the
+registered factory, from configuration, never from the checkpoint.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
+
+
+class LoopRuntimeProtocol(Protocol):
+    """What nodes need from the session's LoopRuntime (implemented by `agent.runtime.LoopRuntime`)."""
+
+    session_id: str
+    run_id: str
+    settings: Any  # agent.config.AgentSettings
+
+    def chat_model(self, call_index: int, *, with_tools: bool) -> BaseChatModel:
+        """The chat model for the `call_index`-th model call of the session (tools bound or not)."""
+
+    def system_prompt(self, state: Mapping[str, Any]) -> str:
+        """The system prompt for this session (skill, datasets summary included)."""
+
+    def execute_tool_calls(self, state: Mapping[str, Any], tool_calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Run (or replay from the journal) each call; returns one result dict per call, in order."""
+
+    def emit(self, event_type: str, payload: dict[str, Any]) -> None:
+        """Record an event (event log + live stream)."""
+
+    def compress(self, state: Mapping[str, Any], *, reason: str) -> dict[str, Any]:
+        """Apply the compression tier due now; returns the state update (may be empty)."""
+
+    def prompt_tokens(self, state: Mapping[str, Any]) -> int:
+        """Estimated prompt tokens of the next model call."""
+
+
+RuntimeFactory = Callable[[str, Mapping[str, Any], RunnableConfig], LoopRuntimeProtocol]
+
+_lock = threading.Lock()
+_runtimes: dict[str, LoopRuntimeProtocol] = {}
+_factory: RuntimeFactory | None = None
+
+
+def set_runtime_factory(factory: RuntimeFactory | None) -> None:
+    """Register how LoopRuntimes are built in this process (the runner and Studio do this)."""
+    global _factory
+    with _lock:
+        _factory = factory
+
+
+def session_id_of(config: RunnableConfig) -> str:
+    """The session id of a graph call (its `thread_id`)."""
+    conf = config.get("configurable") or {}
+    sid = conf.get("thread_id")
+    if not sid:
+        raise ValueError("the agent graph needs config['configurable']['thread_id'] (the session id)")
+    return str(sid)
+
+
+def create_runtime(state: Mapping[str, Any], config: RunnableConfig) -> LoopRuntimeProtocol:
+    """Build (or rebuild) the LoopRuntime of this call's session and register it."""
+    sid = session_id_of(config)
+    with _lock:
+        factory = _factory
+    if factory is None:
+        raise RuntimeError("no LoopRuntime factory registered: build the graph through agent.AgentRunner")
+    runtime = factory(sid, state, config)
+    with _lock:
+        _runtimes[sid] = runtime
+    return runtime
+
+
+def get_runtime(state: Mapping[str, Any], config: RunnableConfig) -> LoopRuntimeProtocol:
+    """The session's LoopRuntime; rebuilt from config when this process has none (after recovery)."""
+    sid = session_id_of(config)
+    with _lock:
+        rt = _runtimes.get(sid)
+    if rt is not None:
+        run_id = (config.get("configurable") or {}).get("run_id")
+        if run_id is None or rt.run_id == run_id:
+            return rt
+    return create_runtime(state, config)
+
+
+def drop_runtime(session_id: str) -> None:
+    """Forget a session's LoopRuntime (end of run, or tests)."""
+    with _lock:
+        _runtimes.pop(session_id, None)
+
+
+def put_runtime(runtime: LoopRuntimeProtocol) -> None:
+    """Register an already built runtime (the runner builds it before invoking the graph)."""
+    with _lock:
+        _runtimes[runtime.session_id] = runtime

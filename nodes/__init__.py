@@ -1,0 +1,1 @@
+"""The six nodes of the agent loop, one module each."""

@@ -1,0 +1,54 @@
+"""acting: execute the tool calls of the last AI message (through the journal), pair the results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+from langchain_core.runnables import RunnableConfig
+
+from checkpointing.messages import message_to_dto
+from graph.runtime import get_runtime
+from graph.state import TaskExecutionState
+from nodes._util import last_ai_dto
+
+
+def acting_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str, Any]:
+    """Run every tool call once; each gets exactly one paired ToolMessage."""
+    runtime = get_runtime(state, config)
+    ai = last_ai_dto(state)
+    calls = list((ai or {}).get("tool_calls") or [])
+    if not calls:
+        return {"last_iteration_result": {"tool_calls": 0, "failures": 0}}
+    results = runtime.execute_tool_calls(state, calls)
+    tool_msgs: list[ToolMessage] = []
+    store_entries: list[dict[str, Any]] = []
+    history: list[str] = []
+    failures = 0
+    for call, res in zip(calls, results, strict=True):
+        status = "error" if res["status"] != "success" else "success"
+        failures += status == "error"
+        tool_msgs.append(
+            ToolMessage(
+                content=res["content"],
+                tool_call_id=call["id"],
+                name=call["name"],
+                status=status,
+                id=f"tool-{call['id']}",
+            )
+        )
+        if res.get("store_entry"):
+            store_entries.append(res["store_entry"])
+        history.append(f"tool {call['name']}({call['id']}) -> {res['status']}: {str(res['content'])[:160]}")
+    update: dict[str, Any] = {
+        "messages": tool_msgs,
+        "runtime_messages": [*(state.get("runtime_messages") or []), *(message_to_dto(m) for m in tool_msgs)],
+        "execution_history_text": history,
+        "last_iteration_result": {"tool_calls": len(calls), "failures": failures},
+    }
+    if store_entries:
+        update["tool_result_store"] = store_entries
+    todo_update = runtime.todo_update(state)
+    if todo_update:
+        update.update(todo_update)
+    return update

@@ -1,0 +1,31 @@
+"""memory: the token-budget check and compression-tier dispatch (tiers live in agent.compression)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from graph.runtime import get_runtime
+from graph.state import TaskExecutionState
+
+
+def memory_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str, Any]:
+    """Compress when due (or after a LENGTH finish); signal REPLAN when nothing fits any more."""
+    runtime = get_runtime(state, config)
+    result = state.get("last_iteration_result") or {}
+    reason = "length" if result.get("finish_reason") == "length" else "budget"
+    update = dict(runtime.compress(state, reason=reason))
+    if reason == "length":
+        failures = int(state.get("consecutive_failures") or 0) + 1
+        update.setdefault("consecutive_failures", failures)
+        if failures >= runtime.settings.loop.max_consecutive_failures:
+            update["loop_signal"] = "REPLAN"
+            update["error"] = f"model output truncated (finish_reason=length) {failures} times in a row"
+    update.setdefault("loop_signal", "COMPRESSED")
+    return update
+
+
+def route_after_memory(state: TaskExecutionState) -> str:
+    """reasoning normally; refining when compression is exhausted (it replans or fails)."""
+    return "refining" if state.get("loop_signal") == "REPLAN" else "reasoning"

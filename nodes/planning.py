@@ -1,0 +1,76 @@
+"""planning: ask the model for a plan and a todo list (skipped for a trivial intent in `auto` mode)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
+
+from checkpointing.messages import dtos_to_messages
+from graph.runtime import get_runtime
+from graph.state import TaskExecutionState
+
+PLANNING_INSTRUCTIONS = (
+    "Before acting, plan. Reply with JSON only: "
+    '{"plan": "<one paragraph>", "todos": ["<step>", ...]} with 1-8 short, concrete steps.'
+)
+_LIST_ITEM = re.compile(r"^\s*(?:[-*]|\d+[.)])\s+(.+)$")
+
+
+def parse_plan(text: str) -> tuple[str, list[str]]:
+    """Extract (plan, todo titles) from the model's reply: JSON first, then a bulleted list."""
+    start, end = text.find("{"), text.rfind("}")
+    if start != -1 and end > start:
+        try:
+            obj = json.loads(text[start : end + 1])
+        except json.JSONDecodeError:
+            obj = None
+        if isinstance(obj, dict):
+            todos = obj.get("todos") or []
+            titles = [str(t.get("title") if isinstance(t, dict) else t) for t in todos if t]
+            return str(obj.get("plan") or "").strip(), titles
+    titles = [m.group(1).strip() for line in text.splitlines() if (m := _LIST_ITEM.match(line))]
+    return text.strip(), titles
+
+
+def make_todos(titles: list[str]) -> list[dict[str, Any]]:
+    """Todo items with ids and statuses; the first one is in progress."""
+    todos = [{"id": f"t{i + 1}", "title": t, "status": "pending"} for i, t in enumerate(titles)]
+    if todos:
+        todos[0]["status"] = "in_progress"
+    return todos
+
+
+def planning_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str, Any]:
+    """Plan the task (or re-plan after failures/exhausted context)."""
+    runtime = get_runtime(state, config)
+    mode = runtime.settings.loop.planning
+    replanning = state.get("loop_signal") == "REPLAN"
+    if not replanning and (mode == "never" or (mode == "auto" and state.get("user_intent") == "chat")):
+        return {"loop_signal": None}
+    call_index = int(state.get("model_call_count") or 0)
+    history = dtos_to_messages([d for d in state.get("runtime_messages") or [] if d.get("role") != "system"])
+    ask = PLANNING_INSTRUCTIONS
+    if replanning:
+        ask += f" The previous approach failed ({state.get('error') or 'too many failures'}); plan differently."
+    prompt = [SystemMessage(runtime.system_prompt(state)), *history, HumanMessage(ask)]
+    model = runtime.chat_model(call_index, with_tools=False)
+    reply = model.invoke(prompt, config)
+    text = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
+    plan, titles = parse_plan(text)
+    todos = make_todos(titles)
+    usage = dict(reply.usage_metadata) if getattr(reply, "usage_metadata", None) else None
+    finish = (reply.response_metadata or {}).get("finish_reason")
+    runtime.emit("model_call", {"node": "planning", "call_index": call_index, "usage": usage, "finish_reason": finish})
+    return {
+        "task_plan_text": plan,
+        "task_todo_list": todos,
+        "current_task": todos[0]["title"] if todos else None,
+        "model_call_count": call_index + 1,
+        "last_usage": usage,
+        "loop_signal": None,
+        "execution_history_text": [f"plan ({len(todos)} steps): {plan[:300]}"],
+    }

@@ -1,0 +1,63 @@
+"""reasoning: pre-check the token budget, then call the model with tools bound."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableConfig
+
+from checkpointing.messages import message_to_dto
+from graph.runtime import get_runtime
+from graph.state import TaskExecutionState
+from nodes._util import prompt_messages
+
+
+def reasoning_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str, Any]:
+    """One model call; its usage and finish reason are recorded on the AI message and in state."""
+    runtime = get_runtime(state, config)
+    if state.get("loop_signal") != "COMPRESSED" and runtime.compression_due(state):
+        return {"loop_signal": "COMPRESS"}
+    call_index = int(state.get("model_call_count") or 0)
+    prompt = prompt_messages(state, runtime.system_prompt(state))
+    model = runtime.chat_model(call_index, with_tools=True)
+    reply = model.invoke(prompt, config)
+    if not isinstance(reply, AIMessage):
+        reply = AIMessage(content=reply.content, id=reply.id)
+    if reply.id is None:
+        reply = reply.model_copy(update={"id": f"ai-{runtime.run_id}-{call_index}"})
+    finish = (reply.response_metadata or {}).get("finish_reason") or ("tool_calls" if reply.tool_calls else "stop")
+    usage = dict(reply.usage_metadata) if reply.usage_metadata else None
+    runtime.emit(
+        "model_call",
+        {
+            "node": "reasoning",
+            "call_index": call_index,
+            "usage": usage,
+            "finish_reason": finish,
+            "tool_calls": [tc["name"] for tc in reply.tool_calls],
+        },
+    )
+    update: dict[str, Any] = {
+        "messages": [reply],
+        "model_call_count": call_index + 1,
+        "last_usage": usage,
+        "loop_signal": None,
+        "last_iteration_result": {"finish_reason": finish, "tool_calls": len(reply.tool_calls)},
+    }
+    if finish != "length":
+        # A truncated reply is not kept in the model's context: memory compresses and we retry.
+        update["runtime_messages"] = [*(state.get("runtime_messages") or []), message_to_dto(reply)]
+    return update
+
+
+def route_after_reasoning(state: TaskExecutionState) -> str:
+    """acting when the model asked for tools; memory to compress; refining otherwise."""
+    if state.get("loop_signal") == "COMPRESS":
+        return "memory"
+    result = state.get("last_iteration_result") or {}
+    if result.get("finish_reason") == "length":
+        return "memory"
+    if result.get("tool_calls"):
+        return "acting"
+    return "refining"

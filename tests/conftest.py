@@ -1,0 +1,62 @@
+"""Shared fixtures. No test may reach a network address outside loopback (the LLM is always fake)."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = ROOT / "configs"
+
+_real_connect = socket.socket.connect
+
+
+def _guarded_connect(self: socket.socket, address: Any) -> Any:
+    host = address[0] if isinstance(address, tuple) else None
+    if host is not None:
+        try:
+            ip = ipaddress.ip_address(host)
+        except ValueError:
+            ip = None
+        if ip is not None and not ip.is_loopback:
+            raise OSError(f"tests may not reach {host}: only loopback is allowed")
+        if ip is None and host not in ("localhost",):
+            raise OSError(f"tests may not resolve {host}: only loopback is allowed")
+    return _real_connect(self, address)
+
+
+@pytest.fixture(autouse=True)
+def _loopback_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("AGENTRT_CRASH_AT", raising=False)
+    yield
+
+
+@pytest.fixture
+def base_dir(tmp_path: Path) -> Path:
+    """A fresh persistence root."""
+    d = tmp_path / "agentrt"
+    d.mkdir()
+    return d
+
+
+def write_script(path: Path, responses: list[dict[str, Any]]) -> Path:
+    """Write a scripted-model YAML file."""
+    import yaml
+
+    path.write_text(yaml.safe_dump({"responses": responses}, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def write_config(path: Path, data: dict[str, Any]) -> Path:
+    """Write a config YAML file."""
+    import yaml
+
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
