@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agent.tokens import install_offline_encodings
+
+# tiktoken must never download: point it at hash-checked encoding files that come with the install.
+install_offline_encodings()
+
 __all__ = ["AgentRunner", "RunEvent", "RunResult", "ScriptedChatModel", "load_settings"]
 
 if TYPE_CHECKING:

@@ -64,6 +64,7 @@ class ToolsSettings(_Strict):
             "delete_file",
             "calculator",
             "read_tool_result",
+            "update_todo",
         ]
     )
     custom: list[ToolEntry] = Field(default_factory=list)
@@ -192,6 +193,8 @@ def _format_error(err: ValidationError, source: str) -> str:
 
 def load_settings(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> AgentSettings:
     """Load settings from `path` (None: the built-in defaults, identical to configs/default.yaml)."""
+    if path is None and DEFAULT_CONFIG_PATH.is_file():
+        path = DEFAULT_CONFIG_PATH
     source = str(path) if path is not None else "<built-in defaults>"
     data: dict[str, Any] = {}
     folder = CONFIGS_DIR

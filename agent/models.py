@@ -116,7 +116,7 @@ class ScriptedChatModel(BaseChatModel):
         self.cursor = index
         return self
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:
         """Record the tool schemas; the script decides which tools get called."""
         bound = self.model_copy()
         bound._calls = self._calls
@@ -162,7 +162,7 @@ class ScriptedChatModel(BaseChatModel):
         return AIMessage(
             content=resp.content,
             tool_calls=tool_calls,
-            usage_metadata=usage,  # type: ignore[arg-type]
+            usage_metadata=usage,
             response_metadata={"finish_reason": finish, "model_name": self.model_name},
             id=f"scripted-{idx + 1}",
         )
@@ -196,8 +196,13 @@ class ScriptedChatModel(BaseChatModel):
                 content="",
                 id=msg.id,
                 tool_call_chunks=[
-                    {"id": tc["id"], "name": tc["name"], "args": json.dumps(tc["args"]), "index": i,
-                     "type": "tool_call_chunk"}
+                    {
+                        "id": tc["id"],
+                        "name": tc["name"],
+                        "args": json.dumps(tc["args"]),
+                        "index": i,
+                        "type": "tool_call_chunk",
+                    }
                     for i, tc in enumerate(msg.tool_calls)
                 ],
                 usage_metadata=msg.usage_metadata,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,11 +14,14 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
 from agent.config import AgentSettings, load_settings
+from agent.context import ContextManager
 from agent.errors import ConfigError
 from agent.models import build_chat_model
 from agent.runtime import LoopRuntime
+from agent.tool_results import ToolResultStore, make_entry
 from agent.tools.base import ToolContext
 from agent.tools.registry import build_toolset, toolset_descriptor
+from checkpointing.blobs import BlobStore
 from checkpointing.ids import validate_id
 from graph import runtime as runtime_registry
 from graph.build import GRAPH_VERSION, build_graph
@@ -91,6 +94,7 @@ class AgentRunner:
         self.tools = build_toolset(settings.tools)
         self.toolset = toolset_descriptor(self.tools)
         build_chat_model(settings.model)  # fail early on a bad model config / missing script
+        self.blobs = BlobStore(settings.base_dir)
         self.saver = saver if saver is not None else build_saver(settings)
         self.graph: CompiledStateGraph = build_graph(self.saver)
         self.graph_version = GRAPH_VERSION
@@ -115,6 +119,7 @@ class AgentRunner:
         from agent.sandbox import Sandbox
 
         ctx = ToolContext(session_id=session_id, tenant_id=tenant, run_id=run_id, sandbox=Sandbox(room))
+        ctx.tool_results = ToolResultStore.from_entries(list(state.get("tool_result_store") or []), self.blobs)
         rt = LoopRuntime(
             settings=self.settings,
             session_id=session_id,
@@ -123,9 +128,24 @@ class AgentRunner:
             model=build_chat_model(self.settings.model),
             tools=self.tools,
             tool_context=ctx,
+            compressor=ContextManager(self.settings) if self.settings.compression.enabled else None,
         )
         ctx.todos = rt.todos
+        rt.store_entry_factory = self._store_entry_factory(ctx.tool_results)
         return rt
+
+    def _store_entry_factory(self, store: ToolResultStore) -> Callable[[dict[str, Any], str], dict[str, Any] | None]:
+        inline_max = self.settings.persistence.inline_payload_max_bytes
+        preview = self.settings.compression.preview_chars
+
+        def factory(call: dict[str, Any], content: str) -> dict[str, Any] | None:
+            if call.get("name") == "read_tool_result":
+                return None  # a read-back is a view of an archived result, not a new one
+            entry = make_entry(call["id"], call["name"], content, self.blobs, inline_max, preview_chars=preview)
+            store.add_entry(entry)
+            return dict(entry)
+
+        return factory
 
     # --- runs ------------------------------------------------------------------------------------
     def _config(self, session_id: str, tenant_id: str, run_id: str) -> RunnableConfig:
@@ -149,7 +169,7 @@ class AgentRunner:
     ) -> Iterator[RunEvent]:
         """Run one turn, yielding events as they happen; the last event is `final` with the result."""
         if not text or not text.strip():
-            raise ConfigError("empty input: give the agent something to do, e.g. agentrt run \"summarise notes.md\"")
+            raise ConfigError('empty input: give the agent something to do, e.g. agentrt run "summarise notes.md"')
         tenant = validate_id(tenant_id or self.settings.session.tenant_id, "tenant id")
         sid = validate_id(session_id or f"s-{uuid.uuid4().hex[:16]}", "session id")
         run_id = f"r-{uuid.uuid4().hex[:12]}"

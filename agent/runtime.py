@@ -45,7 +45,7 @@ class LoopRuntime:
     tool_executor: Callable[[ToolSpec, dict[str, Any], ToolContext], dict[str, Any]] | None = None
     compressor: Any = None  # agent.compression_runtime.ContextManager (budget + tiers)
     datasets_summary: str = ""
-    store_entry_factory: Callable[[dict[str, Any], str], dict[str, Any]] | None = None
+    store_entry_factory: Callable[[dict[str, Any], str], dict[str, Any] | None] | None = None
     _bound: BaseChatModel | None = None
 
     # --- model -----------------------------------------------------------------------------
@@ -72,7 +72,7 @@ class LoopRuntime:
     def system_prompt(self, state: Mapping[str, Any]) -> str:
         """Base prompt + active skill instructions + dataset summary."""
         parts = [self.settings.loop.system_prompt]
-        if self.active_skill is not None and getattr(self.active_skill, "instructions", ""):
+        if self.active_skill is not None and self.active_skill.instructions:
             parts.append(f"## Skill: {self.active_skill.name}\n{self.active_skill.instructions}")
         if self.datasets_summary:
             parts.append("## Datasets\n" + self.datasets_summary)
@@ -87,7 +87,9 @@ class LoopRuntime:
             self.emit("tool_call", {"tool_call_id": call.get("id"), "name": call.get("name"), "args": call.get("args")})
             res = self._execute_one(call)
             if res["status"] == "success" and "store_entry" not in res and self.store_entry_factory is not None:
-                res["store_entry"] = self.store_entry_factory(call, res["content"])
+                entry = self.store_entry_factory(call, res["content"])
+                if entry is not None:
+                    res["store_entry"] = entry
             self.emit(
                 "tool_result",
                 {

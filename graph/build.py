@@ -26,7 +26,7 @@ from nodes.init import init_node
 from nodes.memory import memory_node, route_after_memory
 from nodes.planning import planning_node
 from nodes.reasoning import reasoning_node, route_after_reasoning
-from nodes.refining import route_after_refining, refining_node
+from nodes.refining import refining_node, route_after_refining
 
 NODE_NAMES = ("init", "planning", "reasoning", "acting", "refining", "memory")
 
@@ -59,8 +59,7 @@ def graph_structure(compiled: CompiledStateGraph) -> dict[str, Any]:
     drawable = compiled.get_graph()
     nodes = sorted(drawable.nodes)
     edges = sorted(
-        [e.source, e.target, bool(e.conditional), str(e.data) if e.data is not None else None]
-        for e in drawable.edges
+        [e.source, e.target, bool(e.conditional), str(e.data) if e.data is not None else None] for e in drawable.edges
     )
     return {"nodes": nodes, "edges": edges, "schema_version": SCHEMA_VERSION}
 

@@ -41,6 +41,12 @@ class LoopRuntimeProtocol(Protocol):
     def prompt_tokens(self, state: Mapping[str, Any]) -> int:
         """Estimated prompt tokens of the next model call."""
 
+    def compression_due(self, state: Mapping[str, Any]) -> bool:
+        """Whether the next model call would cross a compression tier."""
+
+    def todo_update(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """The todo list as changed by tools (or finished), as a state update."""
+
 
 RuntimeFactory = Callable[[str, Mapping[str, Any], RunnableConfig], LoopRuntimeProtocol]
 

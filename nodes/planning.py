@@ -62,7 +62,8 @@ def planning_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str
     text = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
     plan, titles = parse_plan(text)
     todos = make_todos(titles)
-    usage = dict(reply.usage_metadata) if getattr(reply, "usage_metadata", None) else None
+    um = getattr(reply, "usage_metadata", None)
+    usage = dict(um) if um else None
     finish = (reply.response_metadata or {}).get("finish_reason")
     runtime.emit("model_call", {"node": "planning", "call_index": call_index, "usage": usage, "finish_reason": finish})
     return {

@@ -27,8 +27,12 @@ def decide(state: TaskExecutionState, settings: Any) -> dict[str, Any]:
     if state.get("loop_signal") == "REPLAN":
         # memory could not make the context fit any more: a fresh plan is the last resort.
         if int(state.get("replan_count") or 0) >= loop.max_replans:
-            return {**update, "loop_signal": "FINISH", "finish_reason": CONTEXT_EXHAUSTED,
-                    "error": state.get("error") or "context window exhausted after compressions and replans"}
+            return {
+                **update,
+                "loop_signal": "FINISH",
+                "finish_reason": CONTEXT_EXHAUSTED,
+                "error": state.get("error") or "context window exhausted after compressions and replans",
+            }
         return {**update, "loop_signal": "REPLAN", "replan_count": int(state.get("replan_count") or 0) + 1}
     ai = last_ai_dto(state)
     if ai is not None and not ai.get("tool_calls"):
@@ -39,13 +43,26 @@ def decide(state: TaskExecutionState, settings: Any) -> dict[str, Any]:
     if failures >= loop.max_consecutive_failures:
         replans = int(state.get("replan_count") or 0)
         if replans >= loop.max_replans:
-            return {**update, "loop_signal": "FINISH", "finish_reason": TOO_MANY_FAILURES,
-                    "error": f"{failures} consecutive failing iterations after {replans} replans"}
-        return {**update, "loop_signal": "REPLAN", "replan_count": replans + 1, "consecutive_failures": 0,
-                "error": f"{failures} consecutive failing iterations"}
+            return {
+                **update,
+                "loop_signal": "FINISH",
+                "finish_reason": TOO_MANY_FAILURES,
+                "error": f"{failures} consecutive failing iterations after {replans} replans",
+            }
+        return {
+            **update,
+            "loop_signal": "REPLAN",
+            "replan_count": replans + 1,
+            "consecutive_failures": 0,
+            "error": f"{failures} consecutive failing iterations",
+        }
     if iteration >= loop.max_iterations:
-        return {**update, "loop_signal": "FINISH", "finish_reason": MAX_ITERATIONS,
-                "error": f"stopped after max_iterations={loop.max_iterations}"}
+        return {
+            **update,
+            "loop_signal": "FINISH",
+            "finish_reason": MAX_ITERATIONS,
+            "error": f"stopped after max_iterations={loop.max_iterations}",
+        }
     return {**update, "loop_signal": "CONTINUE"}
 
 

@@ -20,7 +20,6 @@ from agent.config import ToolEntry, ToolsSettings
 from agent.errors import ConfigError
 from agent.tools.base import ToolContext, ToolSpec
 
-
 BUILTIN_MODULES = (
     "agent.tools.files",
     "agent.tools.calculator",
@@ -30,8 +29,9 @@ BUILTIN_MODULES = (
 )
 
 
-def _builtin_factories() -> dict[str, Callable[[], ToolSpec]]:
-    out: dict[str, Callable[[], ToolSpec]] = {}
+def builtin_tools() -> dict[str, ToolSpec]:
+    """Every built-in tool by name (ToolSpecs are immutable, so they are shared)."""
+    out: dict[str, ToolSpec] = {}
     for mod_name in BUILTIN_MODULES:
         module = importlib.import_module(mod_name)
         found: list[ToolSpec] = [v for v in vars(module).values() if isinstance(v, ToolSpec)]
@@ -39,13 +39,13 @@ def _builtin_factories() -> dict[str, Callable[[], ToolSpec]]:
             if attr.startswith("builtin_") and attr.endswith("tools") and callable(value):
                 found.extend(value())
         for spec in found:
-            out[spec.name] = lambda spec=spec: spec
+            out[spec.name] = spec
     return out
 
 
 def builtin_names() -> list[str]:
     """Names of every built-in tool."""
-    return sorted(_builtin_factories())
+    return sorted(builtin_tools())
 
 
 def _import(path: str) -> Any:
@@ -82,7 +82,9 @@ def _from_function(fn: Callable[..., Any]) -> ToolSpec:
 
 
 def _from_langchain(tool: BaseTool) -> ToolSpec:
-    schema = tool.args_schema if isinstance(tool.args_schema, type) and issubclass(tool.args_schema, BaseModel) else None
+    schema = (
+        tool.args_schema if isinstance(tool.args_schema, type) and issubclass(tool.args_schema, BaseModel) else None
+    )
     if schema is None:
         schema = create_model(f"{tool.name}_args", input=(str, ...))
 
@@ -126,12 +128,12 @@ def load_custom_tool(entry: ToolEntry) -> list[ToolSpec]:
 
 def build_toolset(settings: ToolsSettings) -> dict[str, ToolSpec]:
     """Every tool of the runtime, by name (order: built-ins as listed, then custom)."""
-    factories = _builtin_factories()
+    builtins = builtin_tools()
     tools: dict[str, ToolSpec] = {}
     for name in settings.builtins:
-        if name not in factories:
-            raise ConfigError(f"unknown built-in tool {name!r}; available: {', '.join(sorted(factories))}")
-        tools[name] = factories[name]()
+        if name not in builtins:
+            raise ConfigError(f"unknown built-in tool {name!r}; available: {', '.join(sorted(builtins))}")
+        tools[name] = builtins[name]
     for entry in settings.custom:
         for spec in load_custom_tool(entry):
             if spec.name in tools:

@@ -14,8 +14,10 @@ pytestmark = pytest.mark.integration
 
 RESPONSES = [
     {"content": '{"plan": "compute", "todos": ["add"]}', "usage": {"prompt_tokens": 50, "completion_tokens": 12}},
-    {"tool_calls": [{"name": "calculator", "args": {"expression": "6*7"}}],
-     "usage": {"prompt_tokens": 80, "completion_tokens": 9}},
+    {
+        "tool_calls": [{"name": "calculator", "args": {"expression": "6*7"}}],
+        "usage": {"prompt_tokens": 80, "completion_tokens": 9},
+    },
     {"content": "The answer is", "finish_reason": "length", "usage": {"prompt_tokens": 120, "completion_tokens": 3}},
     {"content": "The answer is 42.", "usage": {"prompt_tokens": 121, "completion_tokens": 6}},
 ]

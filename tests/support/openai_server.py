@@ -44,8 +44,11 @@ class OpenAIStub:
 
             def _message(self, resp: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
                 calls = [
-                    {"id": f"call_{i}", "type": "function",
-                     "function": {"name": c["name"], "arguments": json.dumps(c.get("args", {}))}}
+                    {
+                        "id": f"call_{i}",
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": json.dumps(c.get("args", {}))},
+                    }
                     for i, c in enumerate(resp.get("tool_calls", []))
                 ]
                 msg: dict[str, Any] = {"role": "assistant", "content": resp.get("content")}
@@ -63,7 +66,10 @@ class OpenAIStub:
             def _plain(self, body: dict[str, Any], resp: dict[str, Any]) -> None:
                 msg, calls = self._message(resp)
                 payload = {
-                    "id": "chatcmpl-stub", "object": "chat.completion", "created": 0, "model": body.get("model"),
+                    "id": "chatcmpl-stub",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body.get("model"),
                     "choices": [{"index": 0, "message": msg, "finish_reason": self._finish(resp, calls)}],
                     "usage": self._usage(resp),
                 }
@@ -79,7 +85,12 @@ class OpenAIStub:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
-                base = {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": 0, "model": body.get("model")}
+                base = {
+                    "id": "chatcmpl-stub",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": body.get("model"),
+                }
 
                 def send(obj: dict[str, Any]) -> None:
                     self.wfile.write(b"data: " + json.dumps({**base, **obj}).encode() + b"\n\n")

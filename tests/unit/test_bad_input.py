@@ -50,7 +50,7 @@ def test_unknown_tool_import_path(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_malformed_tool_import_path(tmp_path: Path) -> None:
     """An import path without ':' says what shape it must have."""
     cfg = make_config(tmp_path, tools={"custom": [{"path": "just_a_module"}]})
-    with pytest.raises(ConfigError, match="package.module:callable"):
+    with pytest.raises(ConfigError, match=r"package\.module:callable"):
         AgentRunner.from_config(cfg)
 
 
@@ -74,15 +74,29 @@ def test_builtin_defaults_equal_default_yaml() -> None:
     a = load_settings(None).model_dump()
     b = load_settings(root / "configs" / "default.yaml").model_dump()
     assert a == b
+    # and the pydantic defaults (what a non-editable install without configs/ gets) agree with the file
+    import yaml
+
+    from agent.config import AgentSettings
+
+    raw = yaml.safe_load((root / "configs" / "default.yaml").read_text())
+    defaults = AgentSettings().model_dump()
+    for section, values in raw.items():
+        if isinstance(values, dict):
+            for key, value in values.items():
+                if key != "script":
+                    assert defaults[section][key] == value, f"{section}.{key}"
 
 
 def test_custom_tool_by_import_path(tmp_path: Path) -> None:
     """A plain typed function named by import path becomes a tool the model can call."""
     cfg = make_config(
         tmp_path,
-        [{"content": '{"plan": "p", "todos": ["x"]}'},
-         {"tool_calls": [{"name": "shout", "args": {"text": "hey"}}]},
-         {"content": "done"}],
+        [
+            {"content": '{"plan": "p", "todos": ["x"]}'},
+            {"tool_calls": [{"name": "shout", "args": {"text": "hey"}}]},
+            {"content": "done"},
+        ],
         tools={"custom": [{"path": "tests.support.user_tools:shout", "effect": "read_only"}]},
     )
     runner = AgentRunner.from_config(cfg)

@@ -16,7 +16,7 @@ def _run_demo(tmp_path: Path) -> tuple[AgentRunner, list, object]:
 
 def test_demo_completes_with_answer_and_files(tmp_path: Path) -> None:
     """The demo plans, calls tools over several iterations, writes files in the room and answers."""
-    runner, events, final = _run_demo(tmp_path)
+    runner, _, final = _run_demo(tmp_path)
     result = final.data  # type: ignore[attr-defined]
     assert result["status"] == "COMPLETED"
     assert result["finish_reason"] == "completed"

@@ -26,7 +26,10 @@ CASES = [
     AIMessage(
         "",
         id="a1",
-        tool_calls=[{"id": "c1", "name": "read_file", "args": {"path": "a.txt"}}, {"id": "c2", "name": "f", "args": {}}],
+        tool_calls=[
+            {"id": "c1", "name": "read_file", "args": {"path": "a.txt"}},
+            {"id": "c2", "name": "f", "args": {}},
+        ],
         usage_metadata={"input_tokens": 30, "output_tokens": 7, "total_tokens": 37},
         response_metadata={"finish_reason": "tool_calls", "model_name": "m"},
     ),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import typing
 
 from langgraph.channels.delta import DeltaChannel
-
 from langgraph.graph.message import add_messages
 
 from graph.state import FIELD_REGISTRY, SCHEMA_VERSION, TaskExecutionState, extend_list

@@ -1,0 +1,132 @@
+"""Fault injection for crash drills: hard-exit the process at a named point.
+
+Set `AGENTRT_CRASH_AT=<point>:<n>[,<point>:<n>...]` and the process calls `os._exit(137)` (the
+exit status of a SIGKILL, with no cleanup, no flush, no `finally`) the n-th time (1-based, counted per
+process) it reaches `<point>`. `:<n>` may be left out (means 1). Off unless the variable is set:
+`crash_point()` is then one dict lookup.
+
+Points: `after_tool_execute`, `before_checkpoint_put`, `after_checkpoint_put`,
+`before_journal_append`, `after_journal_append`, `mid_event_write`. The last one is not called by
+code: `install()` hooks `checkpointing.records.write_hook`, so the n-th framed-record append of the
+process (event log, checkpoints, writes or journal: whatever comes n-th) writes only the first half
+of its bytes, fsyncs them and exits; the file is left with a torn last line.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+
+from agent.errors import ConfigError
+from checkpointing import records
+
+ENV_VAR = "AGENTRT_CRASH_AT"
+CRASH_EXIT_CODE = 137
+CRASH_POINTS: tuple[str, ...] = (
+    "after_tool_execute",
+    "before_checkpoint_put",
+    "after_checkpoint_put",
+    "before_journal_append",
+    "after_journal_append",
+    "mid_event_write",
+)
+
+_targets: dict[str, frozenset[int]] = {}
+_counts: dict[str, int] = {}
+_lock = threading.Lock()
+_installed = False
+
+
+def parse_crash_spec(spec: str) -> dict[str, frozenset[int]]:
+    """Parse `point:n[,point:n...]` into {point: {n, ...}}; raises `ConfigError` when malformed."""
+    out: dict[str, set[int]] = {}
+    for raw in spec.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        point, sep, count = item.partition(":")
+        point = point.strip()
+        if point not in CRASH_POINTS:
+            raise ConfigError(
+                f"{ENV_VAR}: unknown crash point {point!r}; valid points are {', '.join(CRASH_POINTS)} "
+                f"(format <point>:<n>, comma-separated)"
+            )
+        n = 1
+        if sep:
+            try:
+                n = int(count.strip())
+            except ValueError:
+                n = 0
+            if n < 1:
+                raise ConfigError(
+                    f"{ENV_VAR}: {item!r} needs a count >= 1 after ':' (e.g. {point}:1 for the first arrival)"
+                )
+        out.setdefault(point, set()).add(n)
+    return {p: frozenset(ns) for p, ns in out.items()}
+
+
+def install(environ: Mapping[str, str] | None = None) -> None:
+    """Read `AGENTRT_CRASH_AT` once and arm the crash points (idempotent; later calls do nothing).
+
+    Raises `ConfigError` naming the valid points when the variable names an unknown one.
+    """
+    global _installed
+    if _installed:
+        return
+    env = os.environ if environ is None else environ
+    targets = parse_crash_spec(env.get(ENV_VAR, ""))
+    with _lock:
+        if _installed:
+            return
+        _targets.clear()
+        _targets.update(targets)
+        _counts.clear()
+        if "mid_event_write" in _targets:
+            records.write_hook = _mid_write_hook
+        _installed = True
+
+
+def reset() -> None:
+    """Disarm every point and forget counts, so `install()` reads the environment again (tests)."""
+    global _installed
+    with _lock:
+        _targets.clear()
+        _counts.clear()
+        if records.write_hook is _mid_write_hook:
+            records.write_hook = None
+        _installed = False
+
+
+def armed() -> dict[str, frozenset[int]]:
+    """The armed points and their counts (empty when fault injection is off)."""
+    return dict(_targets)
+
+
+def _reached(name: str) -> bool:
+    """Count one arrival at `name`; True when this arrival is one that must crash."""
+    with _lock:
+        n = _counts.get(name, 0) + 1
+        _counts[name] = n
+    return n in _targets.get(name, frozenset())
+
+
+def crash_point(name: str) -> None:
+    """Hard-exit with status 137 when `name` is armed and this is its n-th arrival; else nothing."""
+    if not _installed:
+        install()
+    if name not in _targets:
+        return
+    if _reached(name):
+        os._exit(CRASH_EXIT_CODE)
+
+
+def _mid_write_hook(fd: int, data: bytes) -> None:
+    """`records.write_hook`: on the armed append, leave half a record on disk and die."""
+    if _reached("mid_event_write"):
+        cut = max(1, len(data) // 2)
+        if data[cut - 1 : cut] == b"\n":
+            cut -= 1  # several frames in one write: still end inside a record, never on a boundary
+        os.write(fd, data[:cut])
+        os.fsync(fd)
+        os._exit(CRASH_EXIT_CODE)

@@ -1,0 +1,450 @@
+"""Session leases: one owner at a time per session, with a fencing token per grant.
+
+Three implementations of `SessionLease`:
+
+- `InProcessLease`: a process-local registry (threads of one process).
+- `FileLease`: an `flock` on `<session dir>/lease.lock` (processes of one host). The lock lives as
+  long as the holder process (or until `release`); the TTL written beside it is informational, so
+  a paused holder keeps the session rather than losing it.
+- `RedisLease`: `SET key value NX PX ttl` with compare-and-delete / compare-and-pexpire scripts
+  (several hosts). The key expires after the TTL, so a holder paused too long loses the session;
+  fencing tokens (`checkpointing.fencing`) then refuse its late writes.
+
+A grant's token comes from a per-session counter and is higher than every earlier grant of that
+session. `acquire` never waits: when someone else holds the session it raises `LeaseHeld` naming
+the holder and expiry. `LeaseHeartbeat` extends a grant in the background during a long run.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+import redis
+
+from agent.errors import AgentRuntimeError, ConfigError, LeaseHeld, StorageError
+from checkpointing.fencing import session_dir
+from checkpointing.ids import validate_id
+from checkpointing.records import atomic_write, canonical_json
+
+DEFAULT_TTL_S = 30.0
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379"
+
+
+def make_holder() -> str:
+    """A holder string unique to this process and call: `host:pid:uuid`."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
+
+
+@dataclass(frozen=True)
+class LeaseGrant:
+    """A granted lease. `token` is the fencing token every write of the holder must carry."""
+
+    token: int
+    holder: str
+    expires_at: float  # unix time (seconds) the lease lapses unless extended
+    tenant: str
+    session_id: str
+    ttl_s: float
+
+
+class SessionLease(Protocol):
+    """One owner at a time per (tenant, session)."""
+
+    def acquire(
+        self, tenant: str, session_id: str, holder: str | None = None,
+        ttl_s: float = DEFAULT_TTL_S, token_floor: int | None = None,
+    ) -> LeaseGrant:
+        """Take the lease or raise `LeaseHeld` at once. `token_floor`: the new token is above it."""
+        ...
+
+    def extend(self, grant: LeaseGrant, ttl_s: float | None = None) -> LeaseGrant:
+        """Push the expiry of a grant still held; raises `LeaseHeld` when it was lost."""
+        ...
+
+    def release(self, grant: LeaseGrant) -> None:
+        """Give the lease up (a no-op when it was already lost)."""
+        ...
+
+
+def _check_ids(tenant: str, session_id: str, ttl_s: float) -> None:
+    validate_id(tenant, "tenant id")
+    validate_id(session_id, "session id")
+    if not ttl_s > 0:
+        raise ConfigError(f"lease ttl_s must be a positive number of seconds, got {ttl_s!r}")
+
+
+@dataclass
+class _Slot:
+    counter: int = 0
+    grant: LeaseGrant | None = None
+
+
+class InProcessLease:
+    """Leases shared by every `InProcessLease` of this process (or of one explicit registry)."""
+
+    _shared: ClassVar[dict[tuple[str, str], _Slot]] = {}
+    _shared_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, registry: dict[tuple[str, str], _Slot] | None = None) -> None:
+        self._slots = InProcessLease._shared if registry is None else registry
+        self._lock = InProcessLease._shared_lock if registry is None else threading.Lock()
+
+    def acquire(
+        self, tenant: str, session_id: str, holder: str | None = None,
+        ttl_s: float = DEFAULT_TTL_S, token_floor: int | None = None,
+    ) -> LeaseGrant:
+        """Take the lease or raise `LeaseHeld`; an expired grant of another holder is taken over."""
+        _check_ids(tenant, session_id, ttl_s)
+        now = time.time()
+        with self._lock:
+            slot = self._slots.setdefault((tenant, session_id), _Slot())
+            cur = slot.grant
+            if cur is not None and cur.expires_at > now:
+                raise LeaseHeld(session_id, cur.holder, cur.expires_at)
+            slot.counter = max(slot.counter, token_floor or 0) + 1
+            who = holder or make_holder()
+            slot.grant = LeaseGrant(slot.counter, who, now + ttl_s, tenant, session_id, ttl_s)
+            return slot.grant
+
+    def extend(self, grant: LeaseGrant, ttl_s: float | None = None) -> LeaseGrant:
+        """Push the expiry; raises `LeaseHeld` when another grant replaced this one."""
+        ttl = grant.ttl_s if ttl_s is None else ttl_s
+        with self._lock:
+            slot = self._slots.get((grant.tenant, grant.session_id))
+            cur = slot.grant if slot else None
+            if slot is None or slot.counter != grant.token or (cur is not None and cur.token != grant.token):
+                raise _lost(grant, cur.holder if cur else None, cur.expires_at if cur else None)
+            slot.grant = replace(grant, expires_at=time.time() + ttl, ttl_s=ttl)
+            return slot.grant
+
+    def release(self, grant: LeaseGrant) -> None:
+        """Drop the grant if it is still the current one."""
+        with self._lock:
+            slot = self._slots.get((grant.tenant, grant.session_id))
+            if slot is not None and slot.grant is not None and slot.grant.token == grant.token:
+                slot.grant = None
+
+
+def _lost(grant: LeaseGrant, holder: str | None, expires_at: float | None) -> LeaseHeld:
+    """The error for a grant that is no longer the current one."""
+    return LeaseHeld(grant.session_id, holder or "nobody (the lease lapsed and was taken over)", expires_at)
+
+
+class FileLease:
+    """An exclusive `flock` on `<session dir>/lease.lock`, plus `lease.json` naming the holder.
+
+    `lease.json` and the token counter `lease.token` change only under a short `flock` on
+    `lease.state.lock`, so a refused caller always reads the holder that beat it.
+    """
+
+    def __init__(self, base_dir: Path | str) -> None:
+        self.base_dir = Path(base_dir)
+        self._lock = threading.Lock()
+        self._held: dict[tuple[str, str], tuple[int, LeaseGrant]] = {}
+
+    def acquire(
+        self, tenant: str, session_id: str, holder: str | None = None,
+        ttl_s: float = DEFAULT_TTL_S, token_floor: int | None = None,
+    ) -> LeaseGrant:
+        """Take the lock or raise `LeaseHeld` naming the holder recorded in `lease.json`."""
+        _check_ids(tenant, session_id, ttl_s)
+        directory = session_dir(self.base_dir, tenant, session_id)
+        with self._state_lock(directory):
+            fd = os.open(directory / "lease.lock", os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                info = self._read_holder(directory)
+                raise LeaseHeld(session_id, info.get("holder", "unknown"), info.get("expires_at")) from None
+            try:
+                counter = directory / "lease.token"
+                token = max(_read_int(counter), token_floor or 0) + 1
+                atomic_write(counter, f"{token}\n".encode())
+                who = holder or make_holder()
+                grant = LeaseGrant(token, who, time.time() + ttl_s, tenant, session_id, ttl_s)
+                self._write_holder(directory, grant)
+            except BaseException:
+                os.close(fd)
+                raise
+        with self._lock:
+            self._held[(tenant, session_id)] = (fd, grant)
+        return grant
+
+    def extend(self, grant: LeaseGrant, ttl_s: float | None = None) -> LeaseGrant:
+        """Record a later expiry in `lease.json` (the lock itself does not lapse)."""
+        ttl = grant.ttl_s if ttl_s is None else ttl_s
+        directory = session_dir(self.base_dir, grant.tenant, grant.session_id)
+        with self._lock:
+            held = self._held.get((grant.tenant, grant.session_id))
+            if held is None or held[1].token != grant.token:
+                raise _lost(grant, None, None)
+            new = replace(grant, expires_at=time.time() + ttl, ttl_s=ttl)
+            with self._state_lock(directory):
+                self._write_holder(directory, new)
+            self._held[(grant.tenant, grant.session_id)] = (held[0], new)
+            return new
+
+    def release(self, grant: LeaseGrant) -> None:
+        """Remove `lease.json` and unlock, if this object still holds `grant`."""
+        directory = session_dir(self.base_dir, grant.tenant, grant.session_id)
+        with self._lock:
+            held = self._held.get((grant.tenant, grant.session_id))
+            if held is None or held[1].token != grant.token:
+                return
+            del self._held[(grant.tenant, grant.session_id)]
+            with self._state_lock(directory):
+                try:
+                    (directory / "lease.json").unlink()
+                except FileNotFoundError:
+                    pass
+                finally:
+                    os.close(held[0])
+
+    @staticmethod
+    @contextmanager
+    def _state_lock(directory: Path) -> Iterator[None]:
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(directory / "lease.state.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise StorageError(f"cannot open the lease files in {directory}: {err}; check base_dir") from err
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _write_holder(directory: Path, grant: LeaseGrant) -> None:
+        doc = {"holder": grant.holder, "token": grant.token, "expires_at": grant.expires_at}
+        atomic_write(directory / "lease.json", canonical_json(doc) + b"\n")
+
+    @staticmethod
+    def _read_holder(directory: Path) -> dict[str, Any]:
+        try:
+            doc = json.loads((directory / "lease.json").read_bytes())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(doc, dict):
+            return {}
+        out: dict[str, Any] = {}
+        if isinstance(doc.get("holder"), str):
+            out["holder"] = doc["holder"]
+        if isinstance(doc.get("expires_at"), int | float):
+            out["expires_at"] = float(doc["expires_at"])
+        return out
+
+
+def _read_int(path: Path) -> int:
+    try:
+        return int(path.read_text().strip() or 0)
+    except FileNotFoundError:
+        return 0
+    except ValueError as err:
+        raise StorageError(f"{path} does not hold a token counter ({err}); restore or delete it") from err
+
+
+# KEYS[1] lease key, KEYS[2] token counter. ARGV[1] holder, ARGV[2] ttl ms, ARGV[3] token floor.
+# Checking, counting and setting in one script keeps tokens in grant order: a later grant always
+# carries a higher token, which two separate round trips could not promise.
+_ACQUIRE = """
+local cur = redis.call('GET', KEYS[1])
+if cur then return {0, cur, redis.call('PTTL', KEYS[1])} end
+local t = redis.call('INCR', KEYS[2])
+local floor = tonumber(ARGV[3])
+if t <= floor then
+  t = floor + 1
+  redis.call('SET', KEYS[2], t)
+end
+local v = t .. '|' .. ARGV[1]
+redis.call('SET', KEYS[1], v, 'NX', 'PX', ARGV[2])
+return {1, v, tonumber(ARGV[2])}
+"""
+
+# ARGV[1] our value, ARGV[2] ttl ms, ARGV[3] our token. A key that lapsed while nobody else took
+# it (the counter still shows our token) is taken back: no newer grant exists that we could race.
+_EXTEND = """
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, cur, tonumber(ARGV[2])}
+end
+if (not cur) and redis.call('GET', KEYS[2]) == ARGV[3] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return {1, ARGV[1], tonumber(ARGV[2])}
+end
+if cur then return {0, cur, redis.call('PTTL', KEYS[1])} end
+return {0, false, -2}
+"""
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class RedisLease:
+    """A lease shared by every host that reaches one Redis.
+
+    Keys: `<prefix>agentrt:<tenant>:lease:<session>` (value `<token>|<holder>`) and
+    `...:<session>:token` (the counter, never expires). `key_prefix` isolates tests.
+    """
+
+    def __init__(
+        self, client: redis.Redis | None = None, url: str | None = None, key_prefix: str = ""
+    ) -> None:
+        if client is None:
+            client = redis.Redis.from_url(
+                url or os.environ.get("AGENTRT_REDIS_URL", DEFAULT_REDIS_URL),
+                socket_timeout=5.0,
+                socket_connect_timeout=5.0,
+            )
+        self.client = client
+        self.key_prefix = key_prefix
+        self._acquire = client.register_script(_ACQUIRE)
+        self._extend = client.register_script(_EXTEND)
+        self._release = client.register_script(_RELEASE)
+
+    def lease_key(self, tenant: str, session_id: str) -> str:
+        """The Redis key of the lease of a session."""
+        return f"{self.key_prefix}agentrt:{tenant}:lease:{session_id}"
+
+    def token_key(self, tenant: str, session_id: str) -> str:
+        """The Redis key of a session's fencing-token counter."""
+        return self.lease_key(tenant, session_id) + ":token"
+
+    def _keys(self, tenant: str, session_id: str) -> list[str]:
+        return [self.lease_key(tenant, session_id), self.token_key(tenant, session_id)]
+
+    def acquire(
+        self, tenant: str, session_id: str, holder: str | None = None,
+        ttl_s: float = DEFAULT_TTL_S, token_floor: int | None = None,
+    ) -> LeaseGrant:
+        """`SET NX PX` in a script with the token `INCR`; raises `LeaseHeld` when taken."""
+        _check_ids(tenant, session_id, ttl_s)
+        holder = holder or make_holder()
+        keys = self._keys(tenant, session_id)
+        ok, value, pttl = self._run(self._acquire, keys, [holder, _ms(ttl_s), token_floor or 0])
+        token, current = _parse_value(value)
+        if not ok:
+            raise LeaseHeld(session_id, current, _expiry(pttl))
+        return LeaseGrant(token, holder, _expiry(pttl) or time.time() + ttl_s, tenant, session_id, ttl_s)
+
+    def extend(self, grant: LeaseGrant, ttl_s: float | None = None) -> LeaseGrant:
+        """Compare-and-pexpire; raises `LeaseHeld` naming the new holder when the lease was lost."""
+        ttl = grant.ttl_s if ttl_s is None else ttl_s
+        keys = self._keys(grant.tenant, grant.session_id)
+        ok, value, pttl = self._run(self._extend, keys, [_value(grant), _ms(ttl), str(grant.token)])
+        if not ok:
+            holder = _parse_value(value)[1] if value else None
+            raise _lost(grant, holder, _expiry(pttl))
+        return replace(grant, expires_at=_expiry(pttl) or time.time() + ttl, ttl_s=ttl)
+
+    def release(self, grant: LeaseGrant) -> None:
+        """Compare-and-delete: removes the key only if it still holds this grant."""
+        self._run(self._release, [self.lease_key(grant.tenant, grant.session_id)], [_value(grant)])
+
+    def _run(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        try:
+            return script(keys=keys, args=args)
+        except redis.RedisError as err:
+            raise StorageError(
+                f"Redis lease operation failed ({type(err).__name__}: {err}); check that Redis is "
+                "reachable (AGENTRT_REDIS_URL) or use the file lease on a single host"
+            ) from err
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def _value(grant: LeaseGrant) -> str:
+    return f"{grant.token}|{grant.holder}"
+
+
+def _parse_value(value: Any) -> tuple[int, str]:
+    """Split a lease value `<token>|<holder>` (bytes or str)."""
+    text = value.decode() if isinstance(value, bytes) else str(value)
+    token, _, holder = text.partition("|")
+    try:
+        return int(token), holder
+    except ValueError:
+        return -1, text
+
+
+def _expiry(pttl: Any) -> float | None:
+    """Unix time of expiry from a PTTL reply (None when the key has none or is gone)."""
+    ms = int(pttl) if pttl is not None else -2
+    return time.time() + ms / 1000 if ms >= 0 else None
+
+
+class LeaseHeartbeat:
+    """Extends a grant from a daemon thread every `interval_s` (a third of the TTL by default).
+
+    When the lease is lost (`LeaseHeld` from `extend`) it stops, keeps the error in `lost` and calls
+    `on_lost`. Transient storage errors are retried at the next beat and kept in `last_error`.
+    Use as a context manager, or `start()` / `stop()`.
+    """
+
+    def __init__(
+        self,
+        lease: SessionLease,
+        grant: LeaseGrant,
+        interval_s: float | None = None,
+        on_lost: Callable[[LeaseHeld], None] | None = None,
+    ) -> None:
+        self.lease = lease
+        self.grant = grant
+        self.interval_s = interval_s if interval_s is not None else max(grant.ttl_s / 3, 0.01)
+        self.on_lost = on_lost
+        self.lost: LeaseHeld | None = None
+        self.last_error: AgentRuntimeError | None = None
+        self.beats = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._loop, name=f"lease-heartbeat-{grant.session_id}", daemon=True
+        )
+
+    def start(self) -> LeaseHeartbeat:
+        """Start beating (once)."""
+        if not self._thread.is_alive() and not self._stop.is_set():
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop beating and wait for the thread (the lease itself is not released)."""
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def __enter__(self) -> LeaseHeartbeat:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.grant = self.lease.extend(self.grant)
+                self.beats += 1
+            except LeaseHeld as err:
+                self.lost = err
+                self._stop.set()
+                if self.on_lost is not None:
+                    self.on_lost(err)
+                return
+            except AgentRuntimeError as err:
+                self.last_error = err

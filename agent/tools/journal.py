@@ -1,0 +1,331 @@
+"""The tool execution journal: no tool call runs twice across crashes.
+
+`journal.jsonl` in the session directory, framed by `checkpointing.records` (checksum per line,
+torn tail cut). Entries are keyed by (run_id, tool_call_id):
+
+    INTENT     {kind: "intent", run_id, tool_call_id, tool_name, args_digest, effect, ts}
+               durable before the tool is called
+    COMPLETED  {kind: "completed", run_id, tool_call_id, result | result_ref, result_digest, ts}
+    FAILED     {kind: "failed", run_id, tool_call_id, error, ts}
+
+`execute_with_journal` applies the resume policy of seed §5: a COMPLETED call is replayed from the
+journal, a FAILED one replays its error, an INTENT without an end is re-run only for `read_only` /
+`idempotent` tools and otherwise surfaced to the model as "outcome unknown".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from contextlib import nullcontext
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+from agent.errors import ModelError, StorageError, ToolError
+from agent.faults import crash_point
+from agent.tools.base import ToolContext, ToolSpec
+from checkpointing.blobs import BLOB_KEY, BlobStore, is_blob_ref
+from checkpointing.fencing import FencingGuard, session_dir
+from checkpointing.records import FsyncPolicy, RecordLog, canonical_json
+
+JOURNAL_FILE = "journal.jsonl"
+JOURNAL_VERSION = 1
+DEFAULT_INLINE_MAX_BYTES = 16 * 1024
+
+ExecStatus = Literal["success", "error", "outcome_unknown", "needs_human"]
+
+
+class JournalStatus(StrEnum):
+    """Where a tool call stands according to the journal."""
+
+    NONE = "none"
+    INTENT_ONLY = "intent_only"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class JournalEntryState:
+    """The journal's view of one (run_id, tool_call_id)."""
+
+    status: JournalStatus
+    tool_name: str | None = None
+    effect: str | None = None
+    args_digest: str | None = None
+    result: str | None = None  # COMPLETED: the recorded result text (blob loaded and verified)
+    error: str | None = None  # FAILED: the recorded error text
+
+
+@dataclass(frozen=True)
+class JournalAnomaly:
+    """Something `agentrt doctor` should show: a call run twice, or one whose outcome is unknown."""
+
+    run_id: str
+    tool_call_id: str
+    kind: Literal["completed_twice", "intent_without_end", "end_without_intent"]
+    detail: str
+
+
+def digest_text(text: str) -> str:
+    """`sha256:<hex>` of a text's UTF-8 bytes."""
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def args_digest(args: Any) -> str:
+    """`sha256:<hex>` of the canonical JSON of tool arguments."""
+    return "sha256:" + hashlib.sha256(canonical_json(args)).hexdigest()
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+@dataclass
+class _Key:
+    intents: int = 0
+    completed: int = 0
+    failed: int = 0
+    last_kind: str = ""
+    intent: dict[str, Any] | None = None
+    end: dict[str, Any] | None = None
+
+
+class ToolExecutionJournal:
+    """The journal of one session. Writes carry the lease token checked by `fencing` (if given)."""
+
+    def __init__(
+        self,
+        base_dir: Path | str,
+        tenant: str,
+        session: str,
+        fsync: FsyncPolicy = "always",
+        fencing: FencingGuard | None = None,
+        token: int | None = None,
+        blobs: BlobStore | None = None,
+        inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES,
+    ) -> None:
+        self.path = session_dir(base_dir, tenant, session) / JOURNAL_FILE
+        self.tenant = tenant
+        self.session = session
+        self.fencing = fencing
+        self.token = token
+        self.blobs = blobs if blobs is not None else BlobStore(base_dir)
+        self.inline_max_bytes = inline_max_bytes
+        self._log = RecordLog(self.path, fsync=fsync)
+        self._lock = threading.RLock()
+        self._index: dict[tuple[str, str], _Key] | None = None
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def record_intent(
+        self, run_id: str, tool_call_id: str, tool_name: str, args: Any, effect: str
+    ) -> None:
+        """Durably record that the tool is about to run (returns after the fsync)."""
+        self._append(
+            {
+                "kind": "intent",
+                "run_id": run_id,
+                "tool_call_id": tool_call_id,
+                "tool_name": tool_name,
+                "args_digest": args_digest(args),
+                "effect": effect,
+            }
+        )
+
+    def record_completed(
+        self, run_id: str, tool_call_id: str, result: str, blobs: BlobStore | None = None
+    ) -> None:
+        """Record the result; one over `inline_max_bytes` goes to the blob store as a reference."""
+        data = result.encode("utf-8")
+        rec: dict[str, Any] = {
+            "kind": "completed",
+            "run_id": run_id,
+            "tool_call_id": tool_call_id,
+            "result_digest": digest_text(result),
+        }
+        if len(data) > self.inline_max_bytes:
+            rec["result_ref"] = (blobs or self.blobs).ref_obj(data)
+        else:
+            rec["result"] = result
+        self._append(rec)
+
+    def record_failed(self, run_id: str, tool_call_id: str, error: str) -> None:
+        """Record that the tool raised; `error` is what the model is told."""
+        self._append({"kind": "failed", "run_id": run_id, "tool_call_id": tool_call_id, "error": error})
+
+    def _append(self, rec: dict[str, Any]) -> None:
+        rec["v"] = JOURNAL_VERSION
+        rec["ts"] = _now()
+        with self._lock:
+            index = self._load()
+            with self.fencing.fenced(self.token) if self.fencing is not None else nullcontext():
+                crash_point("before_journal_append")
+                self._log.append(rec)
+                if rec["kind"] == "intent" and self._log.fsync == "batch":
+                    self._log.sync()  # an INTENT must be durable before the tool runs, even in batch mode
+                crash_point("after_journal_append")
+            self._apply(index, rec)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Every journal record in file order (torn tail cut off)."""
+        with self._lock:
+            return self._log.read()
+
+    def reload(self) -> None:
+        """Forget the in-memory index (another process wrote the file)."""
+        with self._lock:
+            self._index = None
+
+    def lookup(self, run_id: str, tool_call_id: str) -> JournalEntryState:
+        """The state of one call; a COMPLETED result is read back (and verified) from its blob."""
+        with self._lock:
+            key = self._load().get((run_id, tool_call_id))
+        if key is None or (key.intent is None and key.end is None):
+            return JournalEntryState(JournalStatus.NONE)
+        intent = key.intent or {}
+        base: dict[str, Any] = {
+            "tool_name": intent.get("tool_name"),
+            "effect": intent.get("effect"),
+            "args_digest": intent.get("args_digest"),
+        }
+        end = key.end
+        if end is None:
+            return JournalEntryState(JournalStatus.INTENT_ONLY, **base)
+        if end["kind"] == "failed":
+            return JournalEntryState(JournalStatus.FAILED, error=str(end.get("error", "")), **base)
+        return JournalEntryState(JournalStatus.COMPLETED, result=self._result_of(end), **base)
+
+    def duplicates(self) -> list[JournalAnomaly]:
+        """Calls completed more than once, calls whose intent has no end, and ends with no intent."""
+        out: list[JournalAnomaly] = []
+        with self._lock:
+            items = list(self._load().items())
+        for (run_id, call_id), k in items:
+            name = (k.intent or {}).get("tool_name")
+            if k.completed > 1:
+                detail = f"tool {name} has {k.completed} COMPLETED records: it ran more than once"
+                out.append(JournalAnomaly(run_id, call_id, "completed_twice", detail))
+            if k.last_kind == "intent":
+                detail = f"tool {name} has an INTENT without an end: its outcome is unknown"
+                out.append(JournalAnomaly(run_id, call_id, "intent_without_end", detail))
+            if k.intents == 0:
+                out.append(JournalAnomaly(run_id, call_id, "end_without_intent", "no INTENT record"))
+        return out
+
+    def _result_of(self, end: dict[str, Any]) -> str:
+        ref = end.get("result_ref")
+        if isinstance(ref, dict) and is_blob_ref(ref):
+            text = self.blobs.get(ref[BLOB_KEY]).decode("utf-8")
+        else:
+            text = str(end.get("result", ""))
+        if end.get("result_digest") not in (None, digest_text(text)):
+            raise StorageError(
+                f"{self.path}: the recorded result of tool call {end.get('tool_call_id')} does not match "
+                "its digest; restore the journal or blob volume from a backup"
+            )
+        return text
+
+    def _load(self) -> dict[tuple[str, str], _Key]:
+        if self._index is None:
+            index: dict[tuple[str, str], _Key] = {}
+            for rec in self._log.read():
+                self._apply(index, rec)
+            self._index = index
+        return self._index
+
+    @staticmethod
+    def _apply(index: dict[tuple[str, str], _Key], rec: dict[str, Any]) -> None:
+        kind = rec.get("kind")
+        if kind not in ("intent", "completed", "failed"):
+            return  # a record kind from a newer writer: kept on disk, not interpreted
+        key = index.setdefault((str(rec.get("run_id")), str(rec.get("tool_call_id"))), _Key())
+        key.last_kind = str(kind)
+        if kind == "intent":
+            key.intents += 1
+            key.intent = rec
+            return
+        if kind == "completed":
+            key.completed += 1
+        else:
+            key.failed += 1
+        # The first end wins: it is what the model saw the first time.
+        if key.end is None:
+            key.end = rec
+
+
+def _unknown_outcome_text(name: str, call_id: str, hitl: bool) -> str:
+    if hitl:
+        return (
+            f"The tool {name} (call {call_id}) was started before a crash and its outcome is unknown. "
+            "It has side effects, so it was not run again. Should it be run again? Check its effect "
+            "first, then answer yes to re-run or no to continue without it."
+        )
+    return (
+        f"Outcome unknown: the tool {name} (call {call_id}) was started before the run was interrupted "
+        "and did not record a result. It has side effects, so it was NOT run again. Verify whether its "
+        "effect happened (for example with a read-only tool) before calling it again."
+    )
+
+
+def _error_text(name: str, err: Exception) -> str:
+    if isinstance(err, ToolError):
+        return f"Error: tool {name} failed: {err}"
+    return f"Error: tool {name} raised {type(err).__name__}: {err}"
+
+
+def execute_with_journal(
+    journal: ToolExecutionJournal,
+    run_id: str,
+    tool_call: dict[str, Any],
+    spec: ToolSpec,
+    ctx: ToolContext,
+    hitl_enabled: bool = False,
+) -> tuple[str, ExecStatus, bool]:
+    """Run one tool call under the journal's policy; returns (result text, status, replayed).
+
+    `tool_call` is a LangChain tool call ({"name", "args", "id"}). `replayed` is True when the text
+    came from the journal without calling the tool. Status `outcome_unknown` / `needs_human` (HITL
+    on) mean an unsafe tool was interrupted mid-call; send the text to the model (or the human) as
+    an error tool message. Tool exceptions become FAILED records and an `error` status.
+    """
+    call_id = tool_call.get("id")
+    if not isinstance(call_id, str) or not call_id:
+        raise ModelError(
+            f"tool call {spec.name} has no id, so it cannot be journaled; the model must give every "
+            "tool call an id (check the model adapter)"
+        )
+    args = tool_call.get("args") or {}
+    if spec.state_only:
+        return _run_unjournaled(spec, ctx, args)
+    state = journal.lookup(run_id, call_id)
+    if state.status is JournalStatus.COMPLETED:
+        return state.result or "", "success", True
+    if state.status is JournalStatus.FAILED:
+        return state.error or "", "error", True
+    if state.status is JournalStatus.INTENT_ONLY and spec.effect not in ("read_only", "idempotent"):
+        status: ExecStatus = "needs_human" if hitl_enabled else "outcome_unknown"
+        return _unknown_outcome_text(spec.name, call_id, hitl_enabled), status, False
+    journal.record_intent(run_id, call_id, spec.name, args, spec.effect)
+    try:
+        result = spec.invoke(ctx, args)
+    except Exception as err:
+        crash_point("after_tool_execute")
+        text = _error_text(spec.name, err)
+        journal.record_failed(run_id, call_id, text)
+        return text, "error", False
+    crash_point("after_tool_execute")
+    journal.record_completed(run_id, call_id, result)
+    return result, "success", False
+
+
+def _run_unjournaled(spec: ToolSpec, ctx: ToolContext, args: Any) -> tuple[str, ExecStatus, bool]:
+    """A state-only tool: its effect lives in the checkpoint, so it runs again on replay."""
+    try:
+        return spec.invoke(ctx, args), "success", False
+    except Exception as err:
+        return _error_text(spec.name, err), "error", False

@@ -1,0 +1,155 @@
+"""Fencing tokens: refuse writes from a session owner whose lease was taken over.
+
+A session lease grants a token that grows with every grant. Every writer of a session (saver,
+event log, tool journal) calls `FencingGuard.check_and_raise(token)` before it writes: a token
+lower than the highest one ever seen for the session raises `StaleFencingTokenError`, a higher
+one becomes the new highest. The highest token lives in `<session dir>/fence.json`, updated under
+an exclusive `flock` on `<session dir>/fence.lock`, so the rule holds across processes on one host.
+
+Cheap on the hot path: the last value read is cached with the file's identity (inode, mtime,
+size); a check with the cached token costs one `stat`, and the file is re-read only when another
+process replaced it. `fenced(token)` additionally holds a shared lock for the duration of a write,
+so a new owner's first check waits for in-flight writes of the old one and none can slip past it.
+
+A token of `None` means "no lease in use": the guard lets the write through.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from checkpointing.errors import StaleFencingTokenError
+from checkpointing.ids import validate_id
+from checkpointing.records import atomic_write, canonical_json
+
+FENCE_FILE = "fence.json"
+LOCK_FILE = "fence.lock"
+
+_FileId = tuple[int, int, int]
+
+
+def session_dir(base_dir: Path | str, tenant: str, session_id: str) -> Path:
+    """`base_dir/tenants/<tenant>/sessions/<session>` (both ids validated)."""
+    return (
+        Path(base_dir)
+        / "tenants"
+        / validate_id(tenant, "tenant id")
+        / "sessions"
+        / validate_id(session_id, "session id")
+    )
+
+
+class FencingGuard:
+    """The highest lease token seen for one session directory, shared by every process of a host."""
+
+    def __init__(self, directory: Path | str) -> None:
+        self.directory = Path(directory)
+        self.fence_path = self.directory / FENCE_FILE
+        self.lock_path = self.directory / LOCK_FILE
+        self._lock = threading.Lock()
+        self._cached: int | None = None
+        self._cached_id: _FileId | None = None
+
+    @classmethod
+    def for_session(cls, base_dir: Path | str, tenant: str, session_id: str) -> FencingGuard:
+        """The guard of session `session_id` of `tenant` under `base_dir`."""
+        return cls(session_dir(base_dir, tenant, session_id))
+
+    def highest(self) -> int | None:
+        """The highest token recorded on disk (None when no token was ever checked)."""
+        with self._lock:
+            value, _ = self._read()
+            return value
+
+    def check_and_raise(self, token: int | None) -> None:
+        """Raise `StaleFencingTokenError` if `token` is lower than the highest seen; record it if higher."""
+        if token is None:
+            return
+        with self._lock:
+            cached = self._cached
+            if cached is not None and token < cached:
+                self._refuse(token, cached)
+            if cached is not None and token == cached and self._file_id() == self._cached_id:
+                return
+            with self._flock(fcntl.LOCK_EX):
+                self._advance(token)
+
+    @contextmanager
+    def fenced(self, token: int | None) -> Iterator[None]:
+        """Check `token` and keep the session fenced for it while the body (one write) runs."""
+        if token is None:
+            yield
+            return
+        self.check_and_raise(token)
+        with self._flock(fcntl.LOCK_SH):
+            with self._lock:
+                if self._file_id() != self._cached_id:
+                    value, file_id = self._read()
+                    self._cached, self._cached_id = value, file_id
+                    if value is not None and token < value:
+                        self._refuse(token, value)
+            yield
+
+    def _advance(self, token: int) -> None:
+        """Under the exclusive lock: compare with the file and raise it to `token` if higher."""
+        value, file_id = self._read()
+        if value is not None and token < value:
+            self._cached, self._cached_id = value, file_id
+            self._refuse(token, value)
+        if value is None or token > value:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            doc = {"highest_token": token, "updated_at": datetime.now(UTC).isoformat()}
+            atomic_write(self.fence_path, canonical_json(doc) + b"\n")
+            file_id = self._file_id()
+        self._cached, self._cached_id = token, file_id
+
+    def _read(self) -> tuple[int | None, _FileId | None]:
+        """The token on disk and the identity of the file it was read from."""
+        try:
+            with open(self.fence_path, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                raw = fh.read()
+        except FileNotFoundError:
+            return None, None
+        try:
+            doc = json.loads(raw)
+            value = doc["highest_token"]
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError("highest_token is not an integer")
+        except (ValueError, KeyError, TypeError) as err:
+            raise StaleFencingTokenError(
+                f"{self.fence_path} is unreadable ({err}); refusing to write without a fence. "
+                "Stop every process of this session, then delete the file and resume."
+            ) from err
+        return value, (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def _file_id(self) -> _FileId | None:
+        try:
+            st = os.stat(self.fence_path)
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    @contextmanager
+    def _flock(self, mode: int) -> Iterator[None]:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, mode)
+            yield
+        finally:
+            os.close(fd)
+
+    def _refuse(self, token: int, highest: int) -> None:
+        raise StaleFencingTokenError(
+            f"{self.directory}: write with lease token {token} refused, token {highest} was already "
+            "granted to a newer owner. This process lost the session lease (paused or cut off past "
+            "its TTL); stop writing and let the new owner continue."
+        )
