@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
-from agent.errors import AgentRuntimeError
+from agent.errors import AgentRuntimeError, ConfigError
 
 console = Console(stderr=True, highlight=False)
 out = Console(highlight=False)
@@ -91,20 +91,160 @@ def _print_result(result: dict[str, Any], as_json: bool) -> int:
     return 0 if result.get("status") in ("COMPLETED", "PAUSED") else 1
 
 
+def _stream_to_result(events: Any, as_json: bool) -> dict[str, Any]:
+    progress = _Progress(quiet=as_json)
+    final: dict[str, Any] = {}
+    for ev in events:
+        if ev.kind == "final":
+            final = ev.data
+        elif ev.kind == "recovered" and not as_json:
+            if ev.data.get("finished"):
+                console.print("[dim]the last run had already finished; its result:[/dim]")
+            else:
+                console.print(
+                    f"[bold]recovered[/bold] checkpoint {ev.data.get('checkpoint_id')} run {ev.data.get('run_id')}, "
+                    f"next {', '.join(ev.data.get('next_nodes') or [])}, "
+                    f"{ev.data.get('journal_completed', 0)} completed tool calls in the journal (replayed, not re-run)"
+                )
+                if ev.data.get("accepted"):
+                    console.print(f"[yellow]accepted changes: {', '.join(ev.data['accepted'])}[/yellow]")
+        elif ev.kind == "interrupt" and not as_json:
+            for req in ev.data.get("requests") or []:
+                console.print(f"[bold yellow]approval needed[/bold yellow]: {json.dumps(req, ensure_ascii=False)}")
+        else:
+            progress(ev.kind, ev.data)
+    return final
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """agentrt run TEXT."""
     runner = _runner(args)
-    progress = _Progress(quiet=args.json)
-    final: dict[str, Any] = {}
-    for ev in runner.stream(" ".join(args.text), session_id=args.session, tenant_id=args.tenant, user_id=args.user):
-        if ev.kind == "final":
-            final = ev.data
-        else:
-            progress(ev.kind, ev.data)
-    return _print_result(final, args.json)
+    events = runner.stream(" ".join(args.text), session_id=args.session, tenant_id=args.tenant, user_id=args.user)
+    return _print_result(_stream_to_result(events, args.json), args.json)
 
 
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"run": cmd_run}
+def cmd_resume(args: argparse.Namespace) -> int:
+    """agentrt resume ID."""
+    runner = _runner(args)
+    decision = None
+    if args.approve:
+        decision = {"approved": True}
+    elif args.reject:
+        decision = {"approved": False, "reason": args.reason or "rejected by the operator"}
+    accept = [a for part in (args.accept_changes or []) for a in part.split(",") if a]
+    events = runner.stream_resume(
+        args.session_id, tenant_id=args.tenant, user_id=args.user, decision=decision,
+        accept_changes=accept, operator=args.user, reason=args.reason,
+    )
+    return _print_result(_stream_to_result(events, args.json), args.json)
+
+
+def _emit(data: Any, as_json: bool, render: Callable[[Any], None]) -> int:
+    if as_json:
+        out.print_json(json.dumps(data, ensure_ascii=False, default=str))
+    else:
+        render(data)
+    return 0
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    """agentrt sessions."""
+    rows = [s.to_dict() for s in _runner(args).sessions(args.tenant, args.user)]
+
+    def render(items: list[dict[str, Any]]) -> None:
+        if not items:
+            out.print("no sessions")
+        for s in items:
+            out.print(
+                f"{s['session_id']}  {s['status']:<8} turns {s['loop_count']}/{s['max_loops']}  "
+                f"last run {s.get('last_run_status') or '-'}  branch {s['current_branch_id']}  user {s['user_id']}"
+            )
+
+    return _emit(rows, args.json, render)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """agentrt show ID."""
+    info = _runner(args).show(args.session_id, args.tenant, args.user, last=args.last)
+
+    def render(d: dict[str, Any]) -> None:
+        s = d["session"]
+        out.print(f"[bold]{s['session_id']}[/bold]  tenant {s['tenant_id']}  user {s['user_id']}  agent {s['agent_id']}")
+        out.print(f"status {s['status']}  last run {s.get('last_run_id')} {s.get('last_run_status')}  turns {s['loop_count']}")
+        out.print(f"branch {s['current_branch_id']}  leaf {s['current_leaf_entry_id']}")
+        out.print(f"checkpoint {d['checkpoint']['checkpoint_id']}  next {d['checkpoint']['next'] or '-'}")
+        out.print("branches: " + ", ".join(f"{b} -> {leaf}" for b, leaf in d["branches"].items()))
+        for e in d["entries"]:
+            out.print(f"  {e['id']}  {e['type']:<17} {e['summary']}", markup=False)
+
+    return _emit(info, args.json, render)
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    """agentrt fork ID --from ENTRY."""
+    info = _runner(args).fork(args.session_id, args.from_entry, args.tenant, args.user)
+    return _emit(info, args.json, lambda d: out.print(
+        f"branch {d['branch_id']} starts at entry {d['from_entry_id']} (checkpoint {d['checkpoint_id']}); "
+        f"the next `agentrt run --session {d['session_id']} ...` continues there"
+    ))
+
+
+def cmd_end(args: argparse.Namespace) -> int:
+    """agentrt end ID."""
+    s = _runner(args).end(args.session_id, args.tenant, args.user)
+    return _emit(s.to_dict(), args.json, lambda d: out.print(f"session {d['session_id']} is {d['status']}"))
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    """agentrt pause ID."""
+    s = _runner(args).pause(args.session_id, args.tenant, args.user)
+    return _emit(s.to_dict(), args.json, lambda d: out.print(f"session {d['session_id']} is {d['status']}"))
+
+
+def cmd_tool_result(args: argparse.Namespace) -> int:
+    """agentrt tool-result ID CALL_ID."""
+    piece = _runner(args).tool_result(args.session_id, args.call_id, args.offset, args.limit, args.tenant, args.user)
+    data = {"tool_call_id": args.call_id, "offset": piece.offset, "end": piece.end, "total": piece.total,
+            "next_offset": piece.next_offset, "text": piece.text}
+    if args.json:
+        return _emit(data, True, lambda d: None)
+    sys.stdout.write(piece.text)
+    sys.stdout.flush()
+    console.print(f"\n[dim]chars {piece.offset}-{piece.end} of {piece.total}; next offset {piece.next_offset}[/dim]")
+    return 0
+
+
+def cmd_db_init(args: argparse.Namespace) -> int:
+    """agentrt db init."""
+    from agent.stores.sql import SqlSessionStore
+
+    settings = _runner(args).settings
+    url = settings.database_url()
+    if not url:
+        raise ConfigError("no persistence.database_url is configured")
+    SqlSessionStore(url, create=True)
+    return _emit({"database": _redact(url), "created": True}, args.json, lambda d: out.print(f"tables ready in {d['database']}"))
+
+
+def _redact(url: str) -> str:
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}" if ":" in creds else url
+    return url
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "run": cmd_run,
+    "resume": cmd_resume,
+    "sessions": cmd_sessions,
+    "show": cmd_show,
+    "fork": cmd_fork,
+    "end": cmd_end,
+    "pause": cmd_pause,
+    "tool-result": cmd_tool_result,
+    "db": cmd_db_init,
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -115,6 +255,42 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--session", metavar="ID", help="continue this session (default: a new one)")
     p.add_argument("text", nargs="+", help="what the agent should do")
+    p = sub.add_parser("resume", help="recover and continue a crashed, paused or interrupted run")
+    _common(p)
+    p.add_argument("session_id", metavar="ID")
+    p.add_argument("--approve", action="store_true", help="approve the pending tool call")
+    p.add_argument("--reject", action="store_true", help="reject the pending tool call")
+    p.add_argument("--reason", help="why (recorded with --reject or --accept-changes)")
+    p.add_argument(
+        "--accept-changes", nargs="?", const="all", action="append", metavar="PINS",
+        help="re-pin changed digests explicitly (all, or a comma list of: graph_version, toolset_hash, "
+        "permissions_hash, projection_digest, surface_digest, state_schema_version); recorded in an event",
+    )
+    p = sub.add_parser("sessions", help="list sessions")
+    _common(p)
+    p = sub.add_parser("show", help="header, status, branches and last entries of a session")
+    _common(p)
+    p.add_argument("session_id", metavar="ID")
+    p.add_argument("--last", type=int, default=15, help="how many entries (default 15)")
+    p = sub.add_parser("fork", help="start a branch at an earlier entry")
+    _common(p)
+    p.add_argument("session_id", metavar="ID")
+    p.add_argument("--from", dest="from_entry", required=True, metavar="ENTRY")
+    p = sub.add_parser("end", help="end a session")
+    _common(p)
+    p.add_argument("session_id", metavar="ID")
+    p = sub.add_parser("pause", help="pause a session")
+    _common(p)
+    p.add_argument("session_id", metavar="ID")
+    p = sub.add_parser("tool-result", help="page through an archived tool result")
+    _common(p)
+    p.add_argument("session_id", metavar="ID")
+    p.add_argument("call_id", metavar="CALL_ID")
+    p.add_argument("--offset", type=int, default=0)
+    p.add_argument("--limit", type=int, default=2000)
+    p = sub.add_parser("db", help="database set-up: `agentrt db init` creates the SQL tables")
+    _common(p)
+    p.add_argument("action", choices=["init"])
     return parser
 
 

@@ -25,7 +25,7 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -64,6 +64,8 @@ class ModelScript(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     responses: list[ScriptedResponse]
+    on_exhausted: Literal["fail", "restart"] = "fail"
+    """`fail`: a call past the end raises (the default: tests notice surprises); `restart`: play again."""
 
 
 def _expand(value: Any) -> Any:
@@ -134,12 +136,17 @@ class ScriptedChatModel(BaseChatModel):
 
     def _next(self, messages: list[BaseMessage]) -> AIMessage:
         idx = self.cursor
-        if idx >= len(self.script.responses):
+        n = len(self.script.responses)
+        if idx >= n and self.script.on_exhausted == "restart" and n:
+            resp_idx = idx % n
+        elif idx >= n:
             raise ModelError(
-                f"scripted model got an unexpected call #{idx + 1}; the script has only "
-                f"{len(self.script.responses)} responses"
+                f"scripted model got an unexpected call #{idx + 1}; the script has only {n} responses "
+                "(add responses, or set `on_exhausted: restart` in the script)"
             )
-        resp = self.script.responses[idx]
+        else:
+            resp_idx = idx
+        resp = self.script.responses[resp_idx]
         self.cursor += 1
         self._calls.append(list(messages))
         if resp.expect_in_prompt is not None:

@@ -1,95 +1,57 @@
-"""AgentRunner: the Python API (and what the CLI calls): run / stream / resume / pause / end / fork."""
+"""AgentRunner: the Python API (and what the CLI calls): run / stream / resume / pause / end / fork.
+
+One runner per process is the norm. Each run holds the session lease (fenced), records its
+events in the session's event tree, writes checkpoints with `durability="sync"` (a checkpoint is
+on disk before the next step starts) and goes through the tool journal, so a crash at any point
+resumes with `resume()` to the result an uncrashed run would have had.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command
 
+from agent import faults
 from agent.config import AgentSettings, load_settings
-from agent.context import ContextManager
-from agent.errors import ConfigError
+from agent.errors import ConfigError, RecoveryBlocked, SessionError, SessionNotFound
+from agent.manager import ChatSessionManager
 from agent.models import build_chat_model
-from agent.runtime import LoopRuntime
-from agent.tool_results import ToolResultStore, make_entry
-from agent.tools.base import ToolContext
+from agent.recovery import check_header, check_identity, compare_pins, restore_messages, step, stored_pins
+from agent.results import RunEvent, RunResult, result_from_snapshot
+from agent.runtime_builder import RuntimeBuilder
+from agent.services import build_lease, build_manager, build_saver
+from agent.session import ChatSession, SessionStatus
+from agent.surface import compute_pins
+from agent.tool_results import ToolResultSlice, ToolResultStore
 from agent.tools.registry import build_toolset, toolset_descriptor
+from agent.turns import EventRecorder, SessionHold
 from checkpointing.blobs import BlobStore
+from checkpointing.errors import InvalidIdError
 from checkpointing.ids import validate_id
 from graph import runtime as runtime_registry
 from graph.build import GRAPH_VERSION, build_graph
+from graph.state import SCHEMA_VERSION
+
+__all__ = ["AgentRunner", "RunEvent", "RunResult", "build_saver"]
 
 log = logging.getLogger("agentrt.runner")
-
-
-@dataclass
-class RunEvent:
-    """One streamed event: `kind` is node, token, model_call, tool_call, tool_result, todo, user_turn or final."""
-
-    kind: str
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class RunResult:
-    """What a finished (or stopped) run reports."""
-
-    session_id: str
-    run_id: str
-    answer: str
-    status: str
-    finish_reason: str | None
-    iterations: int = 0
-    model_calls: int = 0
-    tool_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    error: str | None = None
-    todos: list[dict[str, Any]] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        """The `--json` object of `agentrt run`."""
-        return dict(self.__dict__)
-
-
-def build_saver(settings: AgentSettings) -> BaseCheckpointSaver:
-    """The checkpoint saver named by `persistence.saver`."""
-    kind = settings.persistence.saver
-    if kind == "memory":
-        from langgraph.checkpoint.memory import InMemorySaver
-
-        return InMemorySaver()
-    base = settings.base_dir
-    base.mkdir(parents=True, exist_ok=True)
-    if kind == "sqlite":
-        import sqlite3
-
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        return SqliteSaver(sqlite3.connect(base / "checkpoints.sqlite", check_same_thread=False))
-    from checkpointing.saver import JsonlCheckpointSaver
-
-    p = settings.persistence
-    return JsonlCheckpointSaver(
-        base,
-        inline_payload_max_bytes=p.inline_payload_max_bytes,
-        fsync=p.fsync,
-        keep_last=p.keep_last,
-        keyframe_every=p.keyframe_every,
-    )
+STREAM_MODES = ["updates", "custom", "messages", "checkpoints"]
 
 
 class AgentRunner:
-    """Runs agent turns for sessions; one instance per process is the norm."""
+    """Runs agent turns for sessions, and resumes, pauses, ends and forks them."""
 
     def __init__(self, settings: AgentSettings, saver: BaseCheckpointSaver | None = None) -> None:
+        faults.install()
         self.settings = settings
         self.tools = build_toolset(settings.tools)
         self.toolset = toolset_descriptor(self.tools)
@@ -98,167 +60,391 @@ class AgentRunner:
         self.saver = saver if saver is not None else build_saver(settings)
         self.graph: CompiledStateGraph = build_graph(self.saver)
         self.graph_version = GRAPH_VERSION
-        runtime_registry.set_runtime_factory(self._make_runtime)
+        self.pins = compute_pins(settings, self.toolset, GRAPH_VERSION)
+        self.lease = build_lease(settings)
+        self._manager: ChatSessionManager | None = None
+        self.builder = RuntimeBuilder(settings, self.tools, self.blobs)
+        runtime_registry.set_runtime_factory(self.builder)
 
     @classmethod
     def from_config(cls, path: str | Path | None = None, **overrides: Any) -> AgentRunner:
         """Build a runner from a YAML config (None: the built-in defaults)."""
         return cls(load_settings(path, overrides=overrides or None))
 
-    # --- runtime construction ------------------------------------------------------------------
+    @property
+    def manager(self) -> ChatSessionManager:
+        """The session manager (opened on first use, so a bad input fails before touching storage)."""
+        if self._manager is None:
+            self._manager = build_manager(self.settings)
+        return self._manager
+
     def session_dir(self, tenant_id: str, session_id: str) -> Path:
         """`base_dir/tenants/<tenant>/sessions/<session>`."""
         return self.settings.base_dir / "tenants" / tenant_id / "sessions" / session_id
 
-    def _make_runtime(self, session_id: str, state: Mapping[str, Any], config: RunnableConfig) -> LoopRuntime:
-        conf = config.get("configurable") or {}
-        tenant = str(conf.get("tenant_id") or self.settings.session.tenant_id)
-        run_id = str(conf.get("run_id") or "main")
-        room = self.session_dir(tenant, session_id) / "workspace"
-        room.mkdir(parents=True, exist_ok=True)
-        from agent.sandbox import Sandbox
+    # --- ids ---------------------------------------------------------------------------------------
+    def _ids(self, session_id: str | None, tenant_id: str | None, user_id: str | None) -> tuple[str, str | None, str]:
+        try:
+            tenant = validate_id(tenant_id or self.settings.session.tenant_id, "tenant id")
+            user = validate_id(user_id, "user id") if user_id else None
+            sid = validate_id(session_id or f"s-{uuid.uuid4().hex[:16]}", "session id")
+        except InvalidIdError as err:
+            raise ConfigError(str(err)) from None
+        return tenant, user, sid
 
-        ctx = ToolContext(session_id=session_id, tenant_id=tenant, run_id=run_id, sandbox=Sandbox(room))
-        ctx.tool_results = ToolResultStore.from_entries(list(state.get("tool_result_store") or []), self.blobs)
-        rt = LoopRuntime(
-            settings=self.settings,
-            session_id=session_id,
-            tenant_id=tenant,
-            run_id=run_id,
-            model=build_chat_model(self.settings.model),
-            tools=self.tools,
-            tool_context=ctx,
-            compressor=ContextManager(self.settings) if self.settings.compression.enabled else None,
-        )
-        ctx.todos = rt.todos
-        rt.store_entry_factory = self._store_entry_factory(ctx.tool_results)
-        return rt
-
-    def _store_entry_factory(self, store: ToolResultStore) -> Callable[[dict[str, Any], str], dict[str, Any] | None]:
-        inline_max = self.settings.persistence.inline_payload_max_bytes
-        preview = self.settings.compression.preview_chars
-
-        def factory(call: dict[str, Any], content: str) -> dict[str, Any] | None:
-            if call.get("name") == "read_tool_result":
-                return None  # a read-back is a view of an archived result, not a new one
-            entry = make_entry(call["id"], call["name"], content, self.blobs, inline_max, preview_chars=preview)
-            store.add_entry(entry)
-            return dict(entry)
-
-        return factory
-
-    # --- runs ------------------------------------------------------------------------------------
-    def _config(self, session_id: str, tenant_id: str, run_id: str) -> RunnableConfig:
-        return {
-            "configurable": {
-                "thread_id": session_id,
-                "tenant_id": tenant_id,
-                "run_id": run_id,
-                "agent_id": self.settings.session.agent_id,
-                "graph_version": self.graph_version,
-            },
-            "recursion_limit": max(50, self.settings.loop.max_iterations * 6),
+    def _config(self, session: ChatSession, run_id: str, token: int | None, **extra: Any) -> RunnableConfig:
+        conf = {
+            "thread_id": session.session_id,
+            "tenant_id": session.tenant_id,
+            "run_id": run_id,
+            "agent_id": session.agent_id,
+            "branch_id": session.current_branch_id,
+            "turn": session.loop_count,
+            "fencing_token": token,
+            "state_schema_version": SCHEMA_VERSION,
+            **self.pins.as_config(),
+            **extra,
         }
+        return {"configurable": conf, "recursion_limit": max(60, self.settings.loop.max_iterations * 8)}
 
+    def _thread(self, tenant: str, sid: str) -> RunnableConfig:
+        return {"configurable": {"thread_id": sid, "tenant_id": tenant}}
+
+    # --- a new turn ----------------------------------------------------------------------------------
     def stream(
-        self,
-        text: str,
-        session_id: str | None = None,
-        tenant_id: str | None = None,
-        user_id: str | None = None,
+        self, text: str, session_id: str | None = None, tenant_id: str | None = None, user_id: str | None = None
     ) -> Iterator[RunEvent]:
         """Run one turn, yielding events as they happen; the last event is `final` with the result."""
         if not text or not text.strip():
             raise ConfigError('empty input: give the agent something to do, e.g. agentrt run "summarise notes.md"')
-        tenant = validate_id(tenant_id or self.settings.session.tenant_id, "tenant id")
-        sid = validate_id(session_id or f"s-{uuid.uuid4().hex[:16]}", "session id")
-        run_id = f"r-{uuid.uuid4().hex[:12]}"
-        config = self._config(sid, tenant, run_id)
-        yield from self._drive({"user_input": text}, config)
+        tenant, user, sid = self._ids(session_id, tenant_id, user_id)
+        session = self._session_for_turn(tenant, sid, user, session_id is None)
+        snap = self.graph.get_state(self._thread(tenant, sid))
+        if snap.next:
+            raise SessionError(
+                f"session {sid} has an unfinished run ({session.last_run_status}, next: {', '.join(snap.next)}); "
+                f"continue it with `agentrt resume {sid}` before starting a new turn"
+            )
+        with SessionHold(self.settings, self.lease, tenant, sid) as hold:
+            session = self.manager.start_turn(session)
+            run_id = f"r-{uuid.uuid4().hex[:12]}"
+            recorder = EventRecorder(self.manager, session, hold.token, run_id)
+            self.manager.mark_run(session, run_id, "RUNNING")
+            recorder.record("run_start", {"run_id": run_id, "pins": self.pins.as_config(), "tools": list(self.pins.tool_names)})
+            self.manager.memory.add_user_turn(session, text, run_id, hold.token)
+            extra: dict[str, Any] = {}
+            fork_cp = session.context.pop("fork_checkpoint_id", None)
+            if fork_cp:
+                extra["checkpoint_id"] = fork_cp
+            config = self._config(session, run_id, hold.token, **extra)
+            yield from self._drive({"user_input": text}, config, session, recorder)
 
-    def _drive(self, graph_input: Any, config: RunnableConfig) -> Iterator[RunEvent]:
-        conf = config["configurable"]
-        for mode, chunk in self.graph.stream(graph_input, config, stream_mode=["updates", "custom", "messages"]):
-            if mode == "updates":
-                for node, update in (chunk or {}).items():
-                    if node.startswith("__"):
-                        yield RunEvent("interrupt", {"node": node, "value": repr(update)})
-                        continue
-                    data: dict[str, Any] = {"node": node}
-                    if isinstance(update, dict):
-                        data["keys"] = sorted(update)
-                        if "task_todo_list" in update:
-                            yield RunEvent("todo", {"todos": update["task_todo_list"]})
-                    yield RunEvent("node", data)
-            elif mode == "custom":
-                payload = dict(chunk) if isinstance(chunk, dict) else {"value": chunk}
-                yield RunEvent(str(payload.pop("event", "custom")), payload)
-            elif mode == "messages":
-                msg, meta = chunk
-                if getattr(msg, "type", "") == "AIMessageChunk" and isinstance(msg.content, str) and msg.content:
-                    yield RunEvent("token", {"text": msg.content, "node": meta.get("langgraph_node")})
-        result = self.result(conf["thread_id"], conf["tenant_id"])
-        result.run_id = str(conf.get("run_id") or "")
-        yield RunEvent("final", result.to_json())
+    def _session_for_turn(self, tenant: str, sid: str, user: str | None, new: bool) -> ChatSession:
+        if not new:
+            try:
+                session = self.manager.get(tenant, sid, user)
+                session.check_can_start_turn()
+                return session
+            except SessionNotFound:
+                pass
+        s = self.settings.session
+        return self.manager.create(tenant, s.agent_id, user or s.user_id, sid, config_digest=self.pins.surface_digest)
 
     def run(
-        self,
-        text: str,
-        session_id: str | None = None,
-        tenant_id: str | None = None,
-        user_id: str | None = None,
+        self, text: str, session_id: str | None = None, tenant_id: str | None = None, user_id: str | None = None
     ) -> RunResult:
         """Run one turn to its end and return the result."""
-        final: dict[str, Any] = {}
-        for ev in self.stream(text, session_id=session_id, tenant_id=tenant_id, user_id=user_id):
-            if ev.kind == "final":
-                final = ev.data
-        return RunResult(**final)
+        return _final(self.stream(text, session_id=session_id, tenant_id=tenant_id, user_id=user_id))
+
+    # --- driving the graph ---------------------------------------------------------------------------
+    def _drive(self, graph_input: Any, config: RunnableConfig, session: ChatSession, recorder: EventRecorder) -> Iterator[RunEvent]:
+        conf = config["configurable"]
+        self.builder.attach(session.session_id, recorder)
+        try:
+            for mode, chunk in self.graph.stream(graph_input, config, stream_mode=STREAM_MODES, durability="sync"):
+                yield from self._translate(mode, chunk, recorder)
+        except BaseException as err:
+            if not isinstance(err, GeneratorExit):
+                recorder.record("run_fail", {"run_id": conf["run_id"], "error": f"{type(err).__name__}: {err}"})
+                self.manager.mark_run(session, conf["run_id"], "FAILED")
+            raise
+        finally:
+            self.builder.detach(session.session_id)
+        result = self.result(session.session_id, session.tenant_id)
+        result.run_id = conf["run_id"]
+        self._finish(session, recorder, result)
+        yield RunEvent("final", result.to_json())
+
+    def _translate(self, mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEvent]:
+        if mode == "updates":
+            for node, update in (chunk or {}).items():
+                if node == "__interrupt__":
+                    values = [getattr(i, "value", i) for i in (update or ())]
+                    yield RunEvent("interrupt", {"requests": values})
+                    continue
+                recorder.node_done(node)
+                data: dict[str, Any] = {"node": node}
+                if isinstance(update, dict):
+                    data["keys"] = sorted(update)
+                    if "task_todo_list" in update:
+                        yield RunEvent("todo", {"todos": update["task_todo_list"]})
+                yield RunEvent("node", data)
+        elif mode == "checkpoints":
+            cp_id = chunk["config"]["configurable"]["checkpoint_id"]
+            recorder.checkpoint(cp_id, list(chunk.get("next") or []))
+        elif mode == "custom":
+            payload = dict(chunk) if isinstance(chunk, dict) else {"value": chunk}
+            yield RunEvent(str(payload.pop("event", "custom")), payload)
+        elif mode == "messages":
+            msg, meta = chunk
+            if getattr(msg, "type", "") == "AIMessageChunk" and isinstance(msg.content, str) and msg.content:
+                yield RunEvent("token", {"text": msg.content, "node": meta.get("langgraph_node")})
+
+    def _finish(self, session: ChatSession, recorder: EventRecorder, result: RunResult) -> None:
+        token = recorder.token
+        if result.status == "COMPLETED":
+            self.manager.memory.add_assistant_message(session, result.answer, result.run_id, token)
+            recorder.record("run_end", {"run_id": result.run_id, "finish_reason": result.finish_reason})
+        elif result.status == "PAUSED":
+            recorder.record("run_pause", {"run_id": result.run_id, "reason": "awaiting human approval"})
+        else:
+            recorder.record(
+                "run_fail", {"run_id": result.run_id, "finish_reason": result.finish_reason, "error": result.error}
+            )
+        heads = dict(session.context.get("branch_heads") or {})
+        if recorder.last_checkpoint_id:
+            heads[session.current_branch_id] = recorder.last_checkpoint_id
+        session.context = {**session.context, "branch_heads": heads}
+        self.manager.mark_run(session, result.run_id, result.status)
+
+    # --- resume ----------------------------------------------------------------------------------------
+    def resume(
+        self,
+        session_id: str,
+        tenant_id: str | None = None,
+        user_id: str | None = None,
+        decision: dict[str, Any] | None = None,
+        accept_changes: tuple[str, ...] | list[str] = (),
+        operator: str | None = None,
+        reason: str | None = None,
+    ) -> RunResult:
+        """Recover and continue a crashed, paused or interrupted run to its end."""
+        return _final(self.stream_resume(session_id, tenant_id, user_id, decision, accept_changes, operator, reason))
+
+    def stream_resume(
+        self,
+        session_id: str,
+        tenant_id: str | None = None,
+        user_id: str | None = None,
+        decision: dict[str, Any] | None = None,
+        accept_changes: tuple[str, ...] | list[str] = (),
+        operator: str | None = None,
+        reason: str | None = None,
+    ) -> Iterator[RunEvent]:
+        """`resume` as a stream: a `recovered` event first, then the run's events, then `final`."""
+        tenant, user, sid = self._ids(session_id, tenant_id, user_id)
+        session = self.manager.get(tenant, sid, user)
+        events = self.manager.jsonl.event_log(tenant, sid)
+        try:
+            check_header(events.header(), session)
+        except RecoveryBlocked as err:
+            self._blocked(session, None, err)
+            raise
+        with SessionHold(self.settings, self.lease, tenant, sid) as hold:
+            recorder = EventRecorder(self.manager, session, hold.token, session.last_run_id or "")
+            try:
+                plan = self._recover(session, events, set(accept_changes))
+            except RecoveryBlocked as err:
+                self._blocked(session, hold.token, err)
+                raise
+            doc, snap, accepted = plan
+            run_id = str(doc.get("run_id") or session.last_run_id or "main")
+            recorder.run_id = run_id
+            if not snap.next:
+                yield RunEvent("recovered", {"finished": True, "checkpoint_id": doc.get("checkpoint_id")})
+                result = self.result(sid, tenant)
+                yield RunEvent("final", {**result.to_json(), "note": "the last run had already finished"})
+                return
+            if snap.interrupts and decision is None:
+                raise SessionError(
+                    f"session {sid} is waiting for a human decision: resume with --approve or --reject"
+                )
+            if session.status is SessionStatus.PAUSED:
+                self.manager.reactivate(session)
+            if accepted:
+                recorder.record(
+                    "recovery_override",
+                    {"run_id": run_id, "accepted": accepted, "operator": operator or session.user_id, "reason": reason},
+                )
+            replayed = self.builder.journal(tenant, sid, hold.token).completed_count(run_id)
+            info = {
+                "checkpoint_id": doc.get("checkpoint_id"),
+                "next_nodes": list(snap.next),
+                "run_id": run_id,
+                "journal_completed": replayed,
+                "accepted": accepted,
+            }
+            recorder.record("run_resume", info)
+            yield RunEvent("recovered", info)
+            self.manager.mark_run(session, run_id, "RUNNING")
+            graph_input = Command(resume=decision) if snap.interrupts else None
+            if decision is not None:
+                recorder.record("hitl_decision", {"run_id": run_id, **decision})
+            config = self._config(session, run_id, hold.token)
+            yield from self._drive(graph_input, config, session, recorder)
+
+    def _recover(self, session: ChatSession, events: Any, accept: set[str]) -> tuple[dict[str, Any], Any, dict[str, Any]]:
+        thread = self._thread(session.tenant_id, session.session_id)
+        with step("validate_identity"):
+            doc = self._checkpoint_doc(thread)
+        if doc is None:
+            raise SessionError(f"session {session.session_id} has no checkpoint: there is nothing to resume")
+        check_identity(doc, session, self.settings.session.agent_id, set(events.branches()) | {"main"})
+        found = stored_pins(doc)
+        accepted = compare_pins(found, self.pins, accept, ("state_schema_version", "graph_version"))
+        with step("restore_state"):
+            snap = self.graph.get_state(thread)
+        accepted |= compare_pins(
+            found, self.pins, accept, ("permissions_hash", "toolset_hash", "projection_digest", "surface_digest")
+        )
+        restore_messages(dict(snap.values or {}))
+        return doc, snap, accepted
+
+    def _checkpoint_doc(self, thread: RunnableConfig) -> dict[str, Any] | None:
+        get_document = getattr(self.saver, "get_document", None)
+        if get_document is not None:
+            doc: dict[str, Any] | None = get_document(thread)
+            return doc
+        tup = self.saver.get_tuple(thread)
+        if tup is None:
+            return None
+        meta = dict(tup.metadata or {})
+        conf = tup.config.get("configurable") or {}
+        return {
+            "checkpoint_id": conf.get("checkpoint_id"),
+            "tenant_id": meta.get("tenant_id", thread["configurable"]["tenant_id"]),
+            "agent_id": meta.get("agent_id"),
+            "branch_id": meta.get("branch_id"),
+            "run_id": meta.get("run_id"),
+            "graph_version": meta.get("graph_version"),
+            "metadata": meta,
+            "runtime_snapshot": {k: meta.get(k) for k in ("surface_digest", "toolset_hash")},
+        }
+
+    def _blocked(self, session: ChatSession, token: int | None, err: RecoveryBlocked) -> None:
+        payload = {"step": err.step, "reason": err.reason, "expected": _jsonable(err.expected), "found": _jsonable(err.found)}
+        try:
+            self.manager.record(session, "recovery_blocked", payload, fencing_token=token)
+            self.manager.mark_run(session, session.last_run_id or "", "RECOVERY_BLOCKED")
+        except Exception as exc:  # the block itself must still reach the caller
+            log.warning("could not record RECOVERY_BLOCKED for %s: %s", session.session_id, exc)
+
+    # --- lifecycle ---------------------------------------------------------------------------------------
+    def pause(self, session_id: str, tenant_id: str | None = None, user_id: str | None = None) -> ChatSession:
+        """Mark the session PAUSED: plain turns are refused until `resume` (or end + fork)."""
+        tenant, user, sid = self._ids(session_id, tenant_id, user_id)
+        session = self.manager.pause(tenant, sid, user)
+        self.manager.record(session, "run_pause", {"reason": "paused by the user"})
+        return self.manager.save(session)
+
+    def end(self, session_id: str, tenant_id: str | None = None, user_id: str | None = None) -> ChatSession:
+        """Mark the session ENDED (no new turns; forking a branch reopens it)."""
+        tenant, user, sid = self._ids(session_id, tenant_id, user_id)
+        session = self.manager.end(tenant, sid, user)
+        self.manager.record(session, "run_end", {"session_ended": True})
+        return self.manager.save(session)
+
+    def fork(
+        self, session_id: str, from_entry_id: str, tenant_id: str | None = None, user_id: str | None = None
+    ) -> dict[str, Any]:
+        """Start a branch at an earlier entry; the next turn continues from that entry's checkpoint."""
+        tenant, user, sid = self._ids(session_id, tenant_id, user_id)
+        session = self.manager.get(tenant, sid, user)
+        events = self.manager.jsonl.event_log(tenant, sid)
+        if not events.has(from_entry_id):
+            raise ConfigError(f"entry {from_entry_id} is not in session {sid}; see `agentrt show {sid}` for entry ids")
+        checkpoint_id = None
+        for entry in events.path_to_root(from_entry_id, types=frozenset({"node_end"})):  # nearest first
+            checkpoint_id = (entry.payload or {}).get("checkpoint_id")
+            if checkpoint_id:
+                break
+        if checkpoint_id is None:
+            raise ConfigError(f"entry {from_entry_id} comes before the first checkpoint; fork from a later entry")
+        branch_id = self.manager.fork(session, from_entry_id, extra={"checkpoint_id": checkpoint_id})
+        session.context = {**session.context, "fork_checkpoint_id": checkpoint_id}
+        pin = getattr(self.saver, "pin", None)
+        if pin is not None:
+            pin({"configurable": {"thread_id": sid, "tenant_id": tenant, "checkpoint_id": checkpoint_id}})
+        self.manager.save(session)
+        return {"session_id": sid, "branch_id": branch_id, "from_entry_id": from_entry_id, "checkpoint_id": checkpoint_id}
+
+    # --- reading -------------------------------------------------------------------------------------------
+    def sessions(self, tenant_id: str | None = None, user_id: str | None = None) -> list[ChatSession]:
+        """The tenant's sessions (only the user's when given)."""
+        tenant, user, _ = self._ids(None, tenant_id, user_id)
+        return self.manager.list(tenant, user)
+
+    def show(self, session_id: str, tenant_id: str | None = None, user_id: str | None = None, last: int = 15) -> dict[str, Any]:
+        """Header, status, branches and the last entries of a session."""
+        tenant, user, sid = self._ids(session_id, tenant_id, user_id)
+        session = self.manager.get(tenant, sid, user)
+        events = self.manager.jsonl.event_log(tenant, sid)
+        snap = self.graph.get_state(self._thread(tenant, sid))
+        return {
+            "session": session.to_dict(),
+            "header": events.header(),
+            "branches": events.branches(),
+            "checkpoint": {
+                "checkpoint_id": (snap.config.get("configurable") or {}).get("checkpoint_id") if snap.config else None,
+                "next": list(snap.next),
+            },
+            "entries": [
+                {"id": e.id, "parent_id": e.parent_id, "branch_id": e.branch_id, "type": e.type, "ts": e.ts,
+                 "summary": _summary(e.payload)}
+                for e in events.last(last)
+            ],
+        }
 
     def state(self, session_id: str, tenant_id: str | None = None) -> dict[str, Any]:
         """The latest graph state of a session ({} if none)."""
         tenant = tenant_id or self.settings.session.tenant_id
-        snap = self.graph.get_state({"configurable": {"thread_id": session_id, "tenant_id": tenant}})
-        return dict(snap.values or {})
+        return dict(self.graph.get_state(self._thread(tenant, session_id)).values or {})
 
     def result(self, session_id: str, tenant_id: str | None = None) -> RunResult:
         """Summarize the session's latest state as a RunResult."""
         tenant = tenant_id or self.settings.session.tenant_id
-        snap = self.graph.get_state({"configurable": {"thread_id": session_id, "tenant_id": tenant}})
-        values = dict(snap.values or {})
-        msgs = values.get("runtime_messages") or []
-        answer = ""
-        if msgs and msgs[-1].get("role") == "ai" and not msgs[-1].get("tool_calls"):
-            content = msgs[-1].get("content")
-            answer = content if isinstance(content, str) else str(content)
-        finish = values.get("finish_reason")
-        if snap.next:
-            status = "PAUSED" if snap.interrupts else "INTERRUPTED"
-        elif finish == "completed":
-            status = "COMPLETED"
-        elif finish is None:
-            status = "UNKNOWN"
-        else:
-            status = "FAILED"
-        usage_in = usage_out = tools = 0
-        for m in values.get("messages") or []:
-            um = getattr(m, "usage_metadata", None)
-            if um:
-                usage_in += int(um.get("input_tokens", 0))
-                usage_out += int(um.get("output_tokens", 0))
-            if getattr(m, "type", "") == "tool":
-                tools += 1
-        return RunResult(
-            session_id=session_id,
-            run_id=str((snap.config.get("configurable") or {}).get("run_id") or ""),
-            answer=answer,
-            status=status,
-            finish_reason=finish,
-            iterations=int(values.get("iteration_count") or 0),
-            model_calls=int(values.get("model_call_count") or 0),
-            tool_calls=tools,
-            input_tokens=usage_in,
-            output_tokens=usage_out,
-            error=values.get("error"),
-            todos=list(values.get("task_todo_list") or []),
-        )
+        return result_from_snapshot(session_id, self.graph.get_state(self._thread(tenant, session_id)))
+
+    def tool_result(
+        self, session_id: str, tool_call_id: str, offset: int = 0, limit: int = 2000,
+        tenant_id: str | None = None, user_id: str | None = None,
+    ) -> ToolResultSlice:
+        """Page through an archived tool result of a session (what `read_tool_result` gives the model)."""
+        tenant, user, sid = self._ids(session_id, tenant_id, user_id)
+        self.manager.get(tenant, sid, user)  # tenant/user check
+        store = ToolResultStore.from_entries(list(self.state(sid, tenant).get("tool_result_store") or []), self.blobs)
+        return store.read(tool_call_id, offset, limit)
+
+
+def _final(events: Iterator[RunEvent]) -> RunResult:
+    final: dict[str, Any] = {}
+    for ev in events:
+        if ev.kind == "final":
+            final = ev.data
+    final.pop("note", None)
+    return RunResult(**final)
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _summary(payload: Mapping[str, Any] | None) -> str:
+    if not payload:
+        return ""
+    text = json.dumps({k: v for k, v in payload.items() if k != "content"}, ensure_ascii=False, default=str)
+    return text if len(text) <= 160 else text[:157] + "..."

@@ -31,9 +31,7 @@ write_hook: Callable[[int, bytes], None] | None = None
 
 def canonical_json(obj: Any) -> bytes:
     """Serialize `obj` as canonical JSON bytes (sorted keys, compact, UTF-8, no NaN)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode(
-        "utf-8"
-    )
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
 def encode_record(record: dict[str, Any]) -> bytes:

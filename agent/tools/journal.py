@@ -200,6 +200,11 @@ class ToolExecutionJournal:
             return JournalEntryState(JournalStatus.FAILED, error=str(end.get("error", "")), **base)
         return JournalEntryState(JournalStatus.COMPLETED, result=self._result_of(end), **base)
 
+    def completed_count(self, run_id: str) -> int:
+        """How many calls of `run_id` are COMPLETED (a resume replays these instead of running them)."""
+        with self._lock:
+            return sum(1 for (rid, _), k in self._load().items() if rid == run_id and k.completed)
+
     def duplicates(self) -> list[JournalAnomaly]:
         """Calls completed more than once, calls whose intent has no end, and ends with no intent."""
         out: list[JournalAnomaly] = []

@@ -1,0 +1,175 @@
+"""ChatMemory and branches (seed §7): the page history for display and next-turn input (never
+`runtime_messages`), and the branch cursor (current branch + leaf) over the event tree.
+
+The source is the event log: `user_turn` and `assistant_message` entries on the path from the
+session's current leaf to the root (so a fork changes only which history later turns see). The
+same messages are kept as rows of the SQL `chat_messages` table when a SQL store is configured;
+a SQL failure is logged once per outage and repaired by `sync_sql` (rows are keyed by entry id,
+so re-syncing never duplicates).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from agent.errors import ConfigError, SessionNotActive, StorageError
+from agent.session import ChatSession, PageMessage, SessionStatus
+from agent.stores.jsonl import JsonlSessionStore, page_messages
+from agent.stores.sql import SqlSessionStore
+from checkpointing.events import Entry, new_entry_id
+
+log = logging.getLogger("agentrt.sessions")
+
+
+class ChatMemory:
+    """Page history of a session's current branch, appended as event-log entries (+ SQL rows)."""
+
+    def __init__(
+        self,
+        jsonl: JsonlSessionStore,
+        sql: SqlSessionStore | None = None,
+        sql_usable: Callable[[], bool] | None = None,
+    ) -> None:
+        self.jsonl = jsonl
+        self.sql = sql
+        self._sql_usable = sql_usable
+        """Asked before each SQL write: the manager says no while it knows SQL is down."""
+        self._sql_down = False
+
+    def _append(
+        self, session: ChatSession, kind: str, role: str, content: str, run_id: str | None,
+        fencing_token: int | None,
+    ) -> PageMessage:
+        payload: dict[str, Any] = {"content": content}
+        if run_id is not None:
+            payload["run_id"] = run_id
+        entry = self.record(session, kind, payload, fencing_token)
+        ts = datetime.fromisoformat(entry.ts)
+        message = PageMessage(role=role, content=content, entry_id=entry.id, ts=ts)
+        session.messages = [*session.messages, message]
+        session.touch()
+        self._write_sql(session, [message])
+        return message
+
+    def add_user_turn(
+        self, session: ChatSession, content: str, run_id: str | None = None, fencing_token: int | None = None
+    ) -> PageMessage:
+        """Append a `user_turn` entry on the current branch and the page history; the leaf moves to it."""
+        return self._append(session, "user_turn", "user", content, run_id, fencing_token)
+
+    def add_assistant_message(
+        self, session: ChatSession, content: str, run_id: str | None = None, fencing_token: int | None = None
+    ) -> PageMessage:
+        """Append an `assistant_message` entry (the answer shown on the page); the leaf moves to it."""
+        return self._append(session, "assistant_message", "assistant", content, run_id, fencing_token)
+
+    def record(
+        self, session: ChatSession, type: str, payload: dict[str, Any] | None = None,
+        fencing_token: int | None = None,
+    ) -> Entry:
+        """Append an event on the session's current branch (parent: the current leaf); moves the leaf.
+
+        The session is not saved here: save it at the caller's next safe point (meanwhile the log
+        is the truth for the leaf, see `JsonlSessionStore.get`).
+        """
+        events = self.jsonl.event_log(session.tenant_id, session.session_id)
+        try:
+            entry = events.append(
+                type, payload, parent_id=session.current_leaf_entry_id,
+                branch_id=session.current_branch_id, fencing_token=fencing_token,
+            )
+        except OSError as err:
+            raise StorageError(
+                f"event not written to {events.path} ({err}); check that base_dir is writable"
+            ) from err
+        session.current_leaf_entry_id = entry.id
+        return entry
+
+    def fork(
+        self, session: ChatSession, from_entry_id: str, reason: str | None = None,
+        fencing_token: int | None = None, extra: dict[str, Any] | None = None,
+    ) -> str:
+        """Start a new branch at `from_entry_id` and return its id; earlier entries are never changed.
+
+        Appends a `branch_created` entry parented to `from_entry_id`, moves the session's current
+        branch and leaf to it, reprojects the page history, and reopens an ENDED/EXPIRED session as
+        ACTIVE (seed §1: end, then branch). A PAUSED session must be resumed or ended first. The
+        caller saves the session. `extra` goes into the entry's payload (e.g. the `checkpoint_id`
+        the LangGraph state of the new branch is forked from).
+        """
+        sid = session.session_id
+        if session.status is SessionStatus.PAUSED:
+            raise SessionNotActive(
+                f"session {sid} is PAUSED: resume it with `agentrt resume {sid}`, "
+                f"or end it with `agentrt end {sid}` before forking"
+            )
+        events = self.jsonl.event_log(session.tenant_id, sid)
+        if not events.has(from_entry_id):
+            raise ConfigError(
+                f"entry {from_entry_id} is not in session {sid}; see `agentrt show {sid}` for entry ids"
+            )
+        from_branch, from_leaf = session.current_branch_id, session.current_leaf_entry_id
+        session.current_branch_id = new_entry_id()
+        session.current_leaf_entry_id = from_entry_id
+        try:
+            entry = self.record(
+                session,
+                "branch_created",
+                {
+                    **(extra or {}),
+                    "from_entry_id": from_entry_id,
+                    "from_branch_id": from_branch,
+                    "from_leaf_entry_id": from_leaf,
+                    "reason": reason,
+                },
+                fencing_token,
+            )
+        except BaseException:
+            session.current_branch_id, session.current_leaf_entry_id = from_branch, from_leaf
+            raise
+        session.messages = page_messages(events, entry.id)
+        if session.status in (SessionStatus.ENDED, SessionStatus.EXPIRED):
+            session.status = SessionStatus.ACTIVE
+        session.touch()
+        return session.current_branch_id
+
+    def history(self, session: ChatSession, limit: int | None = None) -> list[PageMessage]:
+        """The page history of the session's current branch from the event log, oldest first."""
+        events = self.jsonl.event_log(session.tenant_id, session.session_id)
+        messages = page_messages(events, session.current_leaf_entry_id)
+        return messages[-limit:] if limit else messages
+
+    def sql_history(self, session: ChatSession) -> list[PageMessage]:
+        """The same history from the SQL rows (those on the current branch path), oldest first."""
+        if self.sql is None:
+            return []
+        events = self.jsonl.event_log(session.tenant_id, session.session_id)
+        order = {e.id: i for i, e in enumerate(events.projection(session.current_leaf_entry_id))}
+        rows = [m for _, m in self.sql.messages(session.tenant_id, session.session_id) if m.entry_id in order]
+        return sorted(rows, key=lambda m: order[m.entry_id or ""])
+
+    def sync_sql(self, session: ChatSession) -> int:
+        """Insert the SQL rows missing for the current branch (after an outage); returns rows added."""
+        if self.sql is None:
+            return 0
+        return self.sql.add_messages(
+            session.tenant_id, session.session_id, session.current_branch_id, self.history(session)
+        )
+
+    def _write_sql(self, session: ChatSession, messages: list[PageMessage]) -> None:
+        if self.sql is None or (self._sql_usable is not None and not self._sql_usable()):
+            return  # the manager's refill after the outage writes these rows (sync_sql)
+        try:
+            self.sql.add_messages(session.tenant_id, session.session_id, session.current_branch_id, messages)
+        except StorageError as err:
+            if not self._sql_down:
+                log.warning("chat_messages not written to SQL, kept in events.jsonl: %s", err)
+            self._sql_down = True
+            return
+        if self._sql_down:
+            self._sql_down = False
+            log.info("SQL is reachable again; chat_messages rows resume")
+            self.sync_sql(session)

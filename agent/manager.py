@@ -1,0 +1,497 @@
+"""ChatSessionManager: one session API over L1 memory, L2 Redis, L3 SQL and the JSONL layer (DESIGN §5).
+
+| mode       | read order                          | durable layers written on save           |
+|------------|-------------------------------------|------------------------------------------|
+| MIRROR     | L1 -> L2 -> SQL (JSONL if SQL down) | SQL (source of truth) + JSONL mirror     |
+| PRIMARY    | L1 -> L2 -> JSONL -> SQL            | JSONL (source of truth) + SQL projection |
+| JSONL_ONLY | L1 -> L2 -> JSONL                   | JSONL                                    |
+
+A read that hits a lower layer fills the layers above it that missed. Every value is checked
+against the caller's tenant (and user when given) before it is returned: another tenant's session
+reads as `SessionNotFound`. A layer that fails is marked down with one warning per outage and
+skipped until `retry_interval_s` has passed; a save still succeeds while one durable layer of the
+mode took it, and fails with `StorageError` when none did. What a down layer missed is kept and
+written to it (before anything is read from it) once it answers again. `last_read_trace` records
+the layers the calling thread's last read touched, in order, with what each answered ("hit",
+"miss", "down", "corrupt"; "newer" when MIRROR preferred a newer JSONL mirror over the SQL row;
+"rebuilt" when no layer held it and it was rebuilt from events.jsonl).
+Pending refills live in this process: a process that dies during an outage leaves them undone
+(MIRROR then still prefers the newer JSONL mirror; a stale Redis copy lives until its TTL).
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from agent.chat_memory import ChatMemory
+from agent.errors import ConfigError, SessionNotActive, SessionNotFound, StorageError
+from agent.session import ChatSession, PageMessage, SessionDocumentCorrupt, SessionStatus, SessionStore
+from agent.stores.jsonl import JsonlSessionStore
+from agent.stores.memory import MemorySessionStore
+from agent.stores.redis import RedisSessionStore
+from agent.stores.sql import SqlSessionStore, sqlite_url
+from checkpointing.errors import InvalidIdError
+from checkpointing.events import Entry
+from checkpointing.ids import validate_id
+from checkpointing.records import FsyncPolicy
+
+log = logging.getLogger("agentrt.sessions")
+Mode = Literal["MIRROR", "PRIMARY", "JSONL_ONLY"]
+MODES: tuple[str, ...] = ("MIRROR", "PRIMARY", "JSONL_ONLY")
+T = TypeVar("T")
+Key = tuple[str, str]
+
+
+class _Down(Exception):
+    """Internal: the layer is down (or still skipped after an outage)."""
+
+
+@dataclass
+class _Health:
+    down: bool = False
+    retry_at: float = 0.0
+    pending: dict[Key, ChatSession] = field(default_factory=dict)
+    """What the layer missed while down: the newest copy of each session to write back."""
+
+
+class ChatSessionManager:
+    """Create, read, save, list, end and expire sessions across the layers of one persistence mode."""
+
+    def __init__(
+        self,
+        mode: Mode,
+        l1: MemorySessionStore,
+        l2: SessionStore | None = None,
+        sql: SqlSessionStore | None = None,
+        jsonl: JsonlSessionStore | None = None,
+        retry_interval_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+        default_max_loops: int | None = None,
+        default_expire_minutes: int | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise ConfigError(f"unknown persistence mode {mode!r}; use one of {', '.join(MODES)}")
+        if jsonl is None:
+            raise ConfigError("every persistence mode needs the JSONL layer (base_dir): set base_dir")
+        if mode == "MIRROR" and sql is None:
+            raise ConfigError("persistence mode MIRROR needs a SQL database: set the database url")
+        self.mode: Mode = mode
+        self.l1 = l1
+        self.l2 = l2
+        self.sql = sql if mode != "JSONL_ONLY" else None
+        self.jsonl = jsonl
+        self.memory = ChatMemory(jsonl, self.sql, sql_usable=lambda: not self._health["SQL"].down)
+        self.retry_interval_s = retry_interval_s
+        self._clock = clock
+        self.defaults: dict[str, Any] = {}
+        """Field defaults of new sessions (from the config's `session` section)."""
+        if default_max_loops is not None:
+            self.defaults["max_loops"] = default_max_loops
+        if default_expire_minutes is not None:
+            self.defaults["expire_minutes"] = default_expire_minutes
+        caches: list[SessionStore] = [l1] + ([l2] if l2 is not None else [])
+        durable: list[SessionStore]
+        if mode == "MIRROR":
+            assert self.sql is not None
+            durable = [self.sql, jsonl]
+        elif mode == "PRIMARY":
+            durable = [jsonl] + ([self.sql] if self.sql is not None else [])
+        else:
+            durable = [jsonl]
+        self.durable_layers = durable
+        self.read_order = caches + durable
+        """Layers in read order. In MIRROR the trailing JSONL is read only while SQL is down."""
+        self._health: dict[str, _Health] = {layer.name: _Health() for layer in self.read_order}
+        self._lock = threading.RLock()
+        """Guards the outage bookkeeping; storage calls of different sessions run concurrently."""
+        self._local = threading.local()
+
+    @property
+    def last_read_trace(self) -> list[tuple[str, str]]:
+        """(layer, answer) for each layer the calling thread's last read touched, in order."""
+        trace: list[tuple[str, str]] = getattr(self._local, "trace", [])
+        return trace
+
+    @last_read_trace.setter
+    def last_read_trace(self, trace: list[tuple[str, str]]) -> None:
+        self._local.trace = trace
+
+    # -- layer health -------------------------------------------------------------------------
+
+    def _use(self, layer: SessionStore, op: Callable[[], T]) -> T:
+        """Run `op` on `layer`, tracking outages; raises `_Down` when the layer is or goes down."""
+        health = self._health[layer.name]
+        if health.down:
+            with self._lock:
+                if health.down:
+                    if self._clock() < health.retry_at:
+                        raise _Down(layer.name)
+                    try:
+                        # What the layer missed goes back first, so nothing stale is ever read from it.
+                        self._refill(layer, health)
+                        result = op()
+                    except StorageError as err:
+                        health.retry_at = self._clock() + self.retry_interval_s
+                        raise _Down(layer.name) from err
+                    health.down = False
+                    log.warning("session layer %s is reachable again; refilled what it missed", layer.name)
+                    return result
+        try:
+            return op()
+        except SessionDocumentCorrupt:
+            raise  # one damaged record, not an outage
+        except StorageError as err:
+            self._mark_down(layer, err)
+            raise _Down(layer.name) from err
+
+    def _mark_down(self, layer: SessionStore, err: Exception) -> None:
+        with self._lock:
+            health = self._health[layer.name]
+            if not health.down:
+                log.warning(
+                    "session layer %s is down, continuing with the other layers of mode %s: %s",
+                    layer.name, self.mode, err,
+                )
+            health.down = True
+            health.retry_at = self._clock() + self.retry_interval_s
+
+    def _owe(self, layer: SessionStore, session: ChatSession) -> None:
+        with self._lock:
+            self._health[layer.name].pending[session.key()] = session
+
+    def _refill(self, layer: SessionStore, health: _Health) -> None:
+        for key, session in list(health.pending.items()):
+            layer.put(session)
+            if layer is self.sql:
+                self.memory.sync_sql(session)
+            health.pending.pop(key, None)
+
+    def locate(self, tenant_id: str, session_id: str) -> dict[str, str]:
+        """Which layers hold the session: layer -> "present" / "absent" / "down" / "corrupt" (doctor)."""
+        self._check_ids(tenant_id, session_id)
+        out: dict[str, str] = {}
+        for layer in self.read_order:
+            try:
+                got = self._use(layer, partial(layer.get, tenant_id, session_id))
+                out[layer.name] = "present" if got is not None else "absent"
+            except _Down:
+                out[layer.name] = "down"
+            except SessionDocumentCorrupt:
+                out[layer.name] = "corrupt"
+        return out
+
+    def layer_status(self) -> dict[str, str]:
+        """Each layer with "up" or "down" (as last seen) and how many writes it still owes."""
+        return {
+            name: ("down" if h.down else "up") + (f" ({len(h.pending)} pending)" if h.pending else "")
+            for name, h in self._health.items()
+        }
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def _check_ids(self, tenant_id: str, session_id: str = "x") -> None:
+        try:
+            validate_id(tenant_id, "tenant id")
+            validate_id(session_id, "session id")
+        except InvalidIdError as err:
+            raise ConfigError(str(err)) from err
+
+    def _find(self, tenant_id: str, session_id: str, user_id: str | None) -> ChatSession | None:
+        trace: list[tuple[str, str]] = []
+        missed: list[SessionStore] = []
+        found: ChatSession | None = None
+        sql_down = False
+        for layer in self.read_order:
+            if self.mode == "MIRROR" and layer is self.jsonl and not sql_down:
+                break  # MIRROR reads its JSONL mirror only while SQL (the source of truth) is down
+            try:
+                got = self._use(layer, partial(layer.get, tenant_id, session_id))
+            except _Down:
+                trace.append((layer.name, "down"))
+                sql_down = sql_down or layer is self.sql
+                continue
+            except SessionDocumentCorrupt as err:
+                log.warning("session %s: %s layer copy skipped: %s", session_id, layer.name, err)
+                trace.append((layer.name, "corrupt"))
+                sql_down = sql_down or layer is self.sql
+                continue
+            if got is None or not _visible(got, tenant_id, user_id):
+                trace.append((layer.name, "miss"))
+                missed.append(layer)
+                continue
+            trace.append((layer.name, "hit"))
+            found = got
+            if self.mode == "MIRROR" and layer is self.sql:
+                found = self._newer_mirror(found, trace, missed)
+            break
+        if found is None and (self.mode != "MIRROR" or sql_down):
+            found = self._rebuild(tenant_id, session_id, user_id, trace)
+            if any(answer == "down" for _, answer in trace):
+                missed = []  # a down layer may hold better data than a rebuild: cache nothing
+        self.last_read_trace = trace
+        if found is not None:
+            for layer in missed:
+                self._fill(layer, found)
+        return found
+
+    def _rebuild(
+        self, tenant_id: str, session_id: str, user_id: str | None, trace: list[tuple[str, str]]
+    ) -> ChatSession | None:
+        # Last resort: the event log alone (a lost session.json, a crash before the first save).
+        try:
+            got = self._use(self.jsonl, partial(self.jsonl.rebuild, tenant_id, session_id))
+        except (_Down, SessionDocumentCorrupt):
+            return None
+        if got is None or not _visible(got, tenant_id, user_id):
+            return None
+        trace.append(("JSONL", "rebuilt"))
+        return got
+
+    def _newer_mirror(
+        self, found: ChatSession, trace: list[tuple[str, str]], missed: list[SessionStore]
+    ) -> ChatSession:
+        # A process that died while SQL was down took its pending refill with it; its last save
+        # reached only the JSONL mirror, which then holds a newer version than SQL.
+        try:
+            mirror = self.jsonl.get(found.tenant_id, found.session_id)
+        except StorageError:
+            return found
+        if mirror is None or mirror.version <= found.version:
+            return found
+        trace.append(("JSONL", "newer"))
+        if self.sql is not None:
+            missed.append(self.sql)
+        return mirror
+
+    def _fill(self, layer: SessionStore, session: ChatSession) -> None:
+        try:
+            self._use(layer, partial(layer.put, session))
+        except _Down:
+            self._owe(layer, session)
+
+    def get(self, tenant_id: str, session_id: str, user_id: str | None = None) -> ChatSession:
+        """The session as this tenant (and user) may see it; `SessionNotFound` otherwise.
+
+        An ACTIVE session found expired is moved to EXPIRED and saved.
+        """
+        self._check_ids(tenant_id, session_id)
+        session = self._find(tenant_id, session_id, user_id)
+        if session is None:
+            raise SessionNotFound(
+                f"session {session_id} not found for tenant {tenant_id}"
+                + (f" and user {user_id}" if user_id is not None else "")
+                + f" (layers read: {' -> '.join(f'{n}:{r}' for n, r in self.last_read_trace)}); "
+                "check the id, the tenant/user, and `agentrt sessions`"
+            )
+        if session.refresh_status():
+            trace = self.last_read_trace
+            try:
+                self.save(session)
+            except StorageError as err:
+                log.warning("session %s is expired but the new status was not saved: %s", session_id, err)
+            self.last_read_trace = trace
+        return session
+
+    def exists(self, tenant_id: str, session_id: str, user_id: str | None = None) -> bool:
+        """Whether the session is visible to this tenant (and user)."""
+        try:
+            self.get(tenant_id, session_id, user_id)
+        except SessionNotFound:
+            return False
+        return True
+
+    def list(self, tenant_id: str, user_id: str | None = None) -> builtins.list[ChatSession]:
+        """The tenant's sessions (only `user_id`'s when given) from the mode's source of truth."""
+        self._check_ids(tenant_id)
+        for layer in self.durable_layers:
+            try:
+                sessions = self._use(layer, partial(layer.list, tenant_id, user_id))
+            except _Down:
+                continue
+            for s in sessions:
+                s.refresh_status()
+            return sorted(
+                (s for s in sessions if _visible(s, tenant_id, user_id)),
+                key=lambda s: (s.created_at, s.session_id),
+            )
+        raise StorageError(
+            f"no durable session layer is reachable ({', '.join(x.name for x in self.durable_layers)}); "
+            "check base_dir and the database"
+        )
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def save(self, session: ChatSession) -> ChatSession:
+        """Write the session through every layer of the mode (durable ones first); bumps `version`."""
+        self._check_ids(session.tenant_id, session.session_id)
+        try:
+            session.to_json()
+        except ValueError as err:
+            raise ConfigError(f"session {session.session_id} cannot be saved: {err}; keep context JSON-only") from err
+        session.version += 1
+        stored = session.model_copy(deep=True)
+        wrote: builtins.list[str] = []
+        missed: builtins.list[SessionStore] = []
+        for layer in self.durable_layers:
+            try:
+                self._use(layer, partial(layer.put, stored))
+                wrote.append(layer.name)
+            except _Down:
+                missed.append(layer)
+        if not wrote:
+            session.version -= 1
+            raise StorageError(
+                f"session {session.session_id} was not saved: no durable layer of mode {self.mode} "
+                f"is reachable ({', '.join(x.name for x in self.durable_layers)}); "
+                "fix the storage and retry"
+            )
+        for layer in missed:
+            self._owe(layer, stored)
+        for layer in self.read_order[: len(self.read_order) - len(self.durable_layers)]:
+            self._fill(layer, stored)
+        return session
+
+    def create(
+        self,
+        tenant_id: str,
+        agent_id: str,
+        user_id: str,
+        session_id: str | None = None,
+        *,
+        config_digest: str | None = None,
+        **fields: Any,
+    ) -> ChatSession:
+        """Create a new ACTIVE session: the event-log header first, then the session in every layer.
+
+        `fields` are other `ChatSession` fields (room_id, max_loops, expire_minutes, context, ...).
+        """
+        session_id = session_id or str(uuid.uuid4())
+        self._check_ids(tenant_id, session_id)
+        fields = {**self.defaults, **fields}
+        try:
+            session = ChatSession(
+                session_id=session_id, agent_id=agent_id, tenant_id=tenant_id, user_id=user_id, **fields
+            )
+        except ValueError as err:
+            raise ConfigError(f"cannot create session {session_id}: {err}") from err
+        taken = ConfigError(f"session {session_id} already exists for tenant {tenant_id}; pick another id")
+        if self._find(tenant_id, session_id, None) is not None:
+            raise taken
+        try:
+            self.jsonl.create_log(session, config_digest)
+        except FileExistsError as err:
+            raise taken from err
+        return self.save(session)
+
+    def set_status(
+        self, tenant_id: str, session_id: str, status: SessionStatus, user_id: str | None = None
+    ) -> ChatSession:
+        """Read the session, set its status and save it."""
+        session = self.get(tenant_id, session_id, user_id)
+        session.status = status
+        return self.save(session)
+
+    def end(self, tenant_id: str, session_id: str, user_id: str | None = None) -> ChatSession:
+        """Mark the session ENDED (it takes no new turns; forking a branch reopens it)."""
+        return self.set_status(tenant_id, session_id, SessionStatus.ENDED, user_id)
+
+    def expire(self, tenant_id: str, session_id: str, user_id: str | None = None) -> ChatSession:
+        """Mark the session EXPIRED now."""
+        return self.set_status(tenant_id, session_id, SessionStatus.EXPIRED, user_id)
+
+    def pause(self, tenant_id: str, session_id: str, user_id: str | None = None) -> ChatSession:
+        """Mark the session PAUSED (a plain new turn is refused until it is resumed)."""
+        return self.set_status(tenant_id, session_id, SessionStatus.PAUSED, user_id)
+
+    def reactivate(self, session: ChatSession) -> ChatSession:
+        """A PAUSED session becomes ACTIVE again (the resume path); saves it."""
+        session.reactivate()
+        return self.save(session)
+
+    def start_turn(self, session: ChatSession, now: datetime | None = None) -> ChatSession:
+        """Check that a new user turn may run, count it and save (raises `SessionNotActive`)."""
+        try:
+            session.check_can_start_turn(now)
+        except SessionNotActive:
+            if session.status is SessionStatus.EXPIRED:
+                self.save(session)
+            raise
+        session.loop_count += 1
+        session.touch(now)
+        return self.save(session)
+
+    def mark_run(self, session: ChatSession, run_id: str, run_status: str) -> ChatSession:
+        """Record the newest run's id and status (see `ChatSession.mark_run`); saves it."""
+        session.mark_run(run_id, run_status)
+        return self.save(session)
+
+    # -- events and branches ------------------------------------------------------------------
+
+    def record(
+        self, session: ChatSession, type: str, payload: dict[str, Any] | None = None,
+        fencing_token: int | None = None,
+    ) -> Entry:
+        """Append an event on the current branch and move the leaf (see `ChatMemory.record`); no save."""
+        return self.memory.record(session, type, payload, fencing_token)
+
+    def fork(
+        self, session: ChatSession, from_entry_id: str, reason: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> str:
+        """Start a new branch at `from_entry_id` (see `ChatMemory.fork`), save, return the branch id."""
+        branch_id = self.memory.fork(session, from_entry_id, reason, extra=extra)
+        self.save(session)
+        return branch_id
+
+    def history(self, session: ChatSession, limit: int | None = None) -> builtins.list[PageMessage]:
+        """The page history of the session's current branch (see `ChatMemory.history`)."""
+        return self.memory.history(session, limit)
+
+
+def _visible(session: ChatSession, tenant_id: str, user_id: str | None) -> bool:
+    return session.tenant_id == tenant_id and (user_id is None or session.user_id == user_id)
+
+
+def open_manager(
+    mode: Mode,
+    base_dir: Path | str,
+    *,
+    redis_url: str | None = None,
+    database_url: str | None = None,
+    redis_key_prefix: str = "agentrt",
+    create_tables: bool | None = None,
+    inline_payload_max_bytes: int = 8192,
+    fsync: FsyncPolicy = "always",
+    l1_max_entries: int = 1024,
+    l1_ttl_seconds: float = 300.0,
+    **manager_options: Any,
+) -> ChatSessionManager:
+    """Build the layers from URLs (what the runner does from its config) and return the manager.
+
+    `database_url` None means the embedded SQLite file `base_dir/agentrt.db`; it is ignored in
+    JSONL_ONLY. Tables are created when `create_tables` is true, and by default only for SQLite
+    (a server database gets them from `agentrt db init`).
+    """
+    sql = None
+    if mode != "JSONL_ONLY":
+        url = database_url or sqlite_url(base_dir)
+        create = url.startswith("sqlite") if create_tables is None else create_tables
+        sql = SqlSessionStore(url, create=create)
+    return ChatSessionManager(
+        mode,
+        MemorySessionStore(max_entries=l1_max_entries, ttl_seconds=l1_ttl_seconds),
+        RedisSessionStore(redis_url, key_prefix=redis_key_prefix) if redis_url else None,
+        sql,
+        JsonlSessionStore(base_dir, inline_payload_max_bytes=inline_payload_max_bytes, fsync=fsync),
+        **manager_options,
+    )

@@ -1,0 +1,86 @@
+"""What runs report: streamed `RunEvent`s and the final `RunResult`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.types import StateSnapshot
+
+
+@dataclass
+class RunEvent:
+    """One streamed event.
+
+    kinds: node, token, model_call, tool_call, tool_result, todo, compression, interrupt,
+    recovered (resume only), final (last; `data` is the RunResult as JSON).
+    """
+
+    kind: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunResult:
+    """What a finished (or stopped) run reports; `status` is COMPLETED, FAILED, PAUSED or INTERRUPTED."""
+
+    session_id: str
+    run_id: str
+    answer: str
+    status: str
+    finish_reason: str | None
+    iterations: int = 0
+    model_calls: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    error: str | None = None
+    todos: list[dict[str, Any]] = field(default_factory=list)
+    pending_approval: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The `--json` object of `agentrt run` / `agentrt resume`."""
+        return dict(self.__dict__)
+
+
+def result_from_snapshot(session_id: str, snap: StateSnapshot) -> RunResult:
+    """Summarize a session's latest graph state."""
+    values = dict(snap.values or {})
+    msgs = values.get("runtime_messages") or []
+    answer = ""
+    if msgs and msgs[-1].get("role") == "ai" and not msgs[-1].get("tool_calls"):
+        content = msgs[-1].get("content")
+        answer = content if isinstance(content, str) else str(content)
+    finish = values.get("finish_reason")
+    pending = [i.value for i in snap.interrupts if isinstance(getattr(i, "value", None), dict)]
+    if snap.next:
+        status = "PAUSED" if snap.interrupts else "INTERRUPTED"
+    elif finish == "completed":
+        status = "COMPLETED"
+    elif finish is None:
+        status = "UNKNOWN"
+    else:
+        status = "FAILED"
+    usage_in = usage_out = tools = 0
+    for m in values.get("messages") or []:
+        um = getattr(m, "usage_metadata", None)
+        if um:
+            usage_in += int(um.get("input_tokens", 0))
+            usage_out += int(um.get("output_tokens", 0))
+        if getattr(m, "type", "") == "tool":
+            tools += 1
+    return RunResult(
+        session_id=session_id,
+        run_id=str((snap.metadata or {}).get("run_id") or ""),
+        answer=answer,
+        status=status,
+        finish_reason=finish,
+        iterations=int(values.get("iteration_count") or 0),
+        model_calls=int(values.get("model_call_count") or 0),
+        tool_calls=tools,
+        input_tokens=usage_in,
+        output_tokens=usage_out,
+        error=values.get("error"),
+        todos=list(values.get("task_todo_list") or []),
+        pending_approval=pending,
+    )

@@ -1,0 +1,130 @@
+"""RuntimeBuilder: rebuilds a session's LoopRuntime from config (never from a checkpoint).
+
+Registered as the graph's runtime factory: the init node calls it at the start of each turn, and
+any node calls it after a crash when this process has no runtime for the session (seed §5:
+"rebuild LoopRuntime / Sandbox"). The runner attaches the run's EventRecorder while it drives.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from agent.config import AgentSettings
+from agent.context import ContextManager
+from agent.models import build_chat_model
+from agent.runtime import EventSink, LoopRuntime
+from agent.sandbox import Sandbox
+from agent.tool_results import ToolResultStore, make_entry
+from agent.tools.base import ToolContext, ToolSpec
+from agent.tools.journal import ToolExecutionJournal, execute_with_journal
+from checkpointing.blobs import BlobStore
+from checkpointing.fencing import FencingGuard
+
+
+class RuntimeBuilder:
+    """Builds LoopRuntimes for one runner's settings and toolset."""
+
+    def __init__(self, settings: AgentSettings, tools: dict[str, ToolSpec], blobs: BlobStore) -> None:
+        self.settings = settings
+        self.tools = tools
+        self.blobs = blobs
+        self._sinks: dict[str, EventSink] = {}
+        self._datasets: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+
+    def attach(self, session_id: str, sink: EventSink) -> None:
+        """Send the session's runtime events to `sink` while a run is driven."""
+        with self._lock:
+            self._sinks[session_id] = sink
+
+    def detach(self, session_id: str) -> None:
+        """Stop recording the session's events."""
+        with self._lock:
+            self._sinks.pop(session_id, None)
+
+    def journal(self, tenant: str, session_id: str, token: int | None) -> ToolExecutionJournal:
+        """The session's tool journal, fenced with the run's lease token."""
+        return ToolExecutionJournal(
+            self.settings.base_dir,
+            tenant,
+            session_id,
+            fsync=self.settings.persistence.fsync,
+            fencing=FencingGuard.for_session(self.settings.base_dir, tenant, session_id),
+            token=token,
+            blobs=self.blobs,
+            inline_max_bytes=self.settings.persistence.inline_payload_max_bytes,
+        )
+
+    def __call__(self, session_id: str, state: Mapping[str, Any], config: RunnableConfig) -> LoopRuntime:
+        conf = config.get("configurable") or {}
+        tenant = str(conf.get("tenant_id") or self.settings.session.tenant_id)
+        run_id = str(conf.get("run_id") or "main")
+        token = conf.get("fencing_token")
+        room = self.settings.base_dir / "tenants" / tenant / "sessions" / session_id / "workspace"
+        room.mkdir(parents=True, exist_ok=True)
+        ctx = ToolContext(session_id=session_id, tenant_id=tenant, run_id=run_id, sandbox=Sandbox(room, blobs=self.blobs))
+        store = ToolResultStore.from_entries(list(state.get("tool_result_store") or []), self.blobs)
+        ctx.tool_results = store
+        rt = LoopRuntime(
+            settings=self.settings,
+            session_id=session_id,
+            tenant_id=tenant,
+            run_id=run_id,
+            model=build_chat_model(self.settings.model),
+            tools=self.tools,
+            tool_context=ctx,
+            compressor=ContextManager(self.settings) if self.settings.compression.enabled else None,
+        )
+        ctx.todos = rt.todos
+        rt.store_entry_factory = self._store_entry_factory(store)
+        journal = self.journal(tenant, session_id, token if isinstance(token, int) else None)
+        rt.tool_executor = _journaled(journal, run_id)
+        with self._lock:
+            sink = self._sinks.get(session_id)
+        if sink is not None:
+            rt.sinks.append(sink)
+        self._attach_datasets(rt, tenant)
+        return rt
+
+    def _attach_datasets(self, rt: LoopRuntime, tenant: str) -> None:
+        if not self.settings.datasets:
+            return
+        from agent.datasets import DatasetCatalog
+
+        key = (tenant, rt.session_id)
+        with self._lock:
+            catalog = self._datasets.get(key)
+            if catalog is None:
+                # Loaded once per session in this process: schema + stats are cached by the catalog.
+                catalog = DatasetCatalog(self.settings.datasets, base_dir=self.settings.base_dir)
+                catalog.load()
+                self._datasets[key] = catalog
+        rt.tool_context.datasets = catalog
+        rt.datasets_summary = json.dumps(catalog.to_summary(), ensure_ascii=False)[:4000]
+
+    def _store_entry_factory(self, store: ToolResultStore) -> Callable[[dict[str, Any], str], dict[str, Any] | None]:
+        inline_max = self.settings.persistence.inline_payload_max_bytes
+        preview = self.settings.compression.preview_chars
+
+        def factory(call: dict[str, Any], content: str) -> dict[str, Any] | None:
+            if call.get("name") == "read_tool_result":
+                return None  # a read-back is a view of an archived result, not a new one
+            entry = make_entry(call["id"], call["name"], content, self.blobs, inline_max, preview_chars=preview)
+            store.add_entry(entry)
+            return dict(entry)
+
+        return factory
+
+
+def _journaled(journal: ToolExecutionJournal, run_id: str) -> Callable[[ToolSpec, dict[str, Any], ToolContext], dict[str, Any]]:
+    def execute(spec: ToolSpec, call: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        text, status, replayed = execute_with_journal(journal, run_id, call, spec, ctx)
+        return {"status": "success" if status == "success" else "error", "content": text, "replayed": replayed,
+                "journal_status": status}
+
+    return execute

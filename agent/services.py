@@ -1,0 +1,83 @@
+"""Builders from settings: the saver, the session manager, the lease, with fault points wired in."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from agent import faults
+from agent.config import AgentSettings
+from agent.lease import FileLease, InProcessLease, RedisLease, SessionLease
+from agent.manager import ChatSessionManager, open_manager
+
+
+def build_saver(settings: AgentSettings) -> BaseCheckpointSaver:
+    """The checkpoint saver named by `persistence.saver` (crash points around `put` when armed)."""
+    kind = settings.persistence.saver
+    saver: BaseCheckpointSaver
+    if kind == "memory":
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        saver = InMemorySaver()
+    elif kind == "sqlite":
+        import sqlite3
+
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        settings.base_dir.mkdir(parents=True, exist_ok=True)
+        saver = SqliteSaver(sqlite3.connect(settings.base_dir / "checkpoints.sqlite", check_same_thread=False))
+    else:
+        from checkpointing.saver import JsonlCheckpointSaver
+
+        p = settings.persistence
+        saver = JsonlCheckpointSaver(
+            settings.base_dir,
+            inline_payload_max_bytes=p.inline_payload_max_bytes,
+            fsync=p.fsync,
+            keep_last=p.keep_last,
+            keyframe_every=p.keyframe_every,
+            default_tenant=settings.session.tenant_id,
+        )
+    if faults.armed():
+        _wrap_put(saver)
+    return saver
+
+
+def _wrap_put(saver: BaseCheckpointSaver) -> None:
+    original = saver.put
+
+    @functools.wraps(original)
+    def put(*args: Any, **kwargs: Any) -> Any:
+        faults.crash_point("before_checkpoint_put")
+        out = original(*args, **kwargs)
+        faults.crash_point("after_checkpoint_put")
+        return out
+
+    saver.put = put  # type: ignore[method-assign]
+
+
+def build_manager(settings: AgentSettings) -> ChatSessionManager:
+    """The ChatSessionManager of the configured persistence mode."""
+    p = settings.persistence
+    return open_manager(
+        p.mode,
+        settings.base_dir,
+        redis_url=p.redis_url,
+        database_url=settings.database_url(),
+        inline_payload_max_bytes=p.inline_payload_max_bytes,
+        fsync=p.fsync,
+        default_max_loops=settings.session.max_loops,
+        default_expire_minutes=settings.session.expire_minutes,
+    )
+
+
+def build_lease(settings: AgentSettings) -> SessionLease:
+    """The session lease: in-process, a file lock on base_dir (one host), or Redis (several hosts)."""
+    kind = settings.persistence.lease
+    if kind == "memory":
+        return InProcessLease()
+    if kind == "redis":
+        return RedisLease(url=settings.persistence.redis_url)
+    return FileLease(settings.base_dir)

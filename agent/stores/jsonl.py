@@ -1,0 +1,240 @@
+"""The JSONL layer: a session's business state next to its event log, under `base_dir`.
+
+Choice (documented for operators): the session document is a small file
+`tenants/<tenant>/sessions/<session>/session.json` holding one framed record (canonical JSON +
+checksum, `checkpointing.records`), rewritten atomically (temp + fsync + rename) on every save.
+The history itself is `events.jsonl` beside it (header + append-only entry tree). When
+`session.json` is missing but the header exists (a crash before the first save, a lost file),
+`rebuild` makes the session from the log alone (identity from the header, branch/leaf from the
+newest entry, page messages, turns and the last run status from the entries); the manager calls
+it only when no layer of the mode holds the session. A saved leaf that lags behind the log
+(events appended after the last save) is moved forward to the log's branch leaf: the log is the
+truth. `delete` removes only `session.json`; the event log is never deleted here.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from agent.errors import StorageError
+from agent.session import ChatSession, PageMessage, SessionDocumentCorrupt, SessionStatus
+from checkpointing.blobs import BlobStore
+from checkpointing.errors import CheckpointingError
+from checkpointing.events import EventLog, session_dir
+from checkpointing.records import FsyncPolicy, atomic_write, decode_record, encode_record
+
+logger = logging.getLogger("agentrt.sessions")
+PAGE_TYPES = {"user_turn": "user", "assistant_message": "assistant"}
+PAGE_ENTRY_TYPES = frozenset(PAGE_TYPES)
+RUN_STATUS = {
+    "run_start": "RUNNING",
+    "run_resume": "RUNNING",
+    "run_pause": "PAUSED",
+    "run_end": "COMPLETED",
+    "run_fail": "FAILED",
+    "recovery_blocked": "RECOVERY_BLOCKED",
+}
+
+
+def page_messages(events: EventLog, leaf_id: str | None) -> list[PageMessage]:
+    """The page history of the branch ending at `leaf_id`: its user_turn/assistant_message entries."""
+    out = []
+    for e in events.projection(leaf_id, PAGE_ENTRY_TYPES):
+        role = PAGE_TYPES.get(e.type)
+        if role is not None:
+            out.append(
+                PageMessage(
+                    role=role, content=str(e.payload.get("content", "")), entry_id=e.id, ts=_ts(e.ts)
+                )
+            )
+    return out
+
+
+def _ts(value: str) -> datetime:
+    return datetime.fromisoformat(value)
+
+
+class JsonlSessionStore:
+    """Sessions as `session.json` beside `events.jsonl`; also the owner of the open event logs."""
+
+    name = "JSONL"
+
+    def __init__(
+        self,
+        base_dir: Path | str,
+        inline_payload_max_bytes: int = 8192,
+        fsync: FsyncPolicy = "always",
+        max_open_logs: int = 256,
+    ) -> None:
+        self.base_dir = Path(base_dir)
+        self.inline_payload_max_bytes = inline_payload_max_bytes
+        self.fsync: FsyncPolicy = fsync
+        self.blobs = BlobStore(self.base_dir)
+        self.max_open_logs = max_open_logs
+        self._logs: OrderedDict[tuple[str, str], EventLog] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- event logs ---------------------------------------------------------------------------
+
+    def event_log(self, tenant_id: str, session_id: str) -> EventLog:
+        """The (cached, indexed) event log of one session."""
+        key = (tenant_id, session_id)
+        with self._lock:
+            log = self._logs.get(key)
+            if log is None:
+                log = EventLog(
+                    self.base_dir,
+                    tenant_id,
+                    session_id,
+                    inline_payload_max_bytes=self.inline_payload_max_bytes,
+                    fsync=self.fsync,
+                    blobs=self.blobs,
+                )
+                self._logs[key] = log
+                while len(self._logs) > self.max_open_logs:
+                    self._logs.popitem(last=False)
+            self._logs.move_to_end(key)
+            return log
+
+    def create_log(self, session: ChatSession, config_digest: str | None = None) -> dict[str, Any]:
+        """Write the header of a new session's event log."""
+        log = self.event_log(session.tenant_id, session.session_id)
+        try:
+            return log.create(
+                {
+                    "tenant_id": session.tenant_id,
+                    "agent_id": session.agent_id,
+                    "user_id": session.user_id,
+                    "session_id": session.session_id,
+                    "created_at": session.created_at.isoformat(),
+                    "config_digest": config_digest,
+                }
+            )
+        except OSError as err:
+            raise StorageError(f"cannot write {log.path} ({err}); check that base_dir is writable") from err
+
+    # -- the store protocol -------------------------------------------------------------------
+
+    def path(self, tenant_id: str, session_id: str) -> Path:
+        """The session.json of one session."""
+        return session_dir(self.base_dir, tenant_id, session_id) / "session.json"
+
+    def get(self, tenant_id: str, session_id: str) -> ChatSession | None:
+        """The session from session.json (leaf moved forward to the log's), or None."""
+        path = self.path(tenant_id, session_id)
+        with self._errors(session_id, path):
+            session = self._read(path)
+            if session is None:
+                return None
+            log = self.event_log(tenant_id, session_id)
+            if log.exists():
+                leaf = log.branch_leaf(session.current_branch_id)
+                if leaf is not None and leaf != session.current_leaf_entry_id:
+                    session.current_leaf_entry_id = leaf
+                    session.messages = page_messages(log, leaf)
+        if session.tenant_id != tenant_id or session.session_id != session_id:
+            return None
+        return session
+
+    @contextmanager
+    def _errors(self, session_id: str, path: Path) -> Iterator[None]:
+        try:
+            yield
+        except CheckpointingError as err:
+            raise SessionDocumentCorrupt(
+                f"session {session_id} under {path.parent} is damaged ({err}); run `agentrt doctor` on it"
+            ) from err
+        except OSError as err:
+            raise StorageError(f"cannot read session {session_id} under {path.parent} ({err})") from err
+
+    def _read(self, path: Path) -> ChatSession | None:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        try:
+            return ChatSession.from_json(decode_record(data.rstrip(b"\n")))
+        except ValueError as err:
+            raise CheckpointingError(f"{path}: not a valid session document ({err})") from err
+
+    def rebuild(self, tenant_id: str, session_id: str) -> ChatSession | None:
+        """The last resort when no layer holds the session: rebuild it from events.jsonl alone.
+
+        Identity from the header; branch and leaf from the newest entry; page history from that
+        branch; loop_count from the user turns; run id/status (PAUSED pauses) from the newest run event.
+        """
+        log = self.event_log(tenant_id, session_id)
+        with self._errors(session_id, log.path):
+            header = log.header()
+            if header is None or header.get("tenant_id") != tenant_id:
+                return None
+            records = log.raw_entries()
+            session = ChatSession(
+                session_id=session_id,
+                agent_id=header.get("agent_id") or "",
+                tenant_id=tenant_id,
+                user_id=header.get("user_id") or "",
+                created_at=_ts(header["created_at"]),
+                loop_count=sum(1 for r in records if r["type"] == "user_turn"),
+            )
+            if records:
+                session.current_branch_id = records[-1]["branch_id"]
+                session.current_leaf_entry_id = records[-1]["id"]
+                session.messages = page_messages(log, records[-1]["id"])
+            runs = [r for r in records if r["type"] in RUN_STATUS]
+            if runs:
+                session.last_run_status = RUN_STATUS[runs[-1]["type"]]
+                run_id = runs[-1].get("payload", {}).get("run_id")
+                session.last_run_id = run_id if isinstance(run_id, str) else None
+                if session.last_run_status == "PAUSED":
+                    session.status = SessionStatus.PAUSED
+            return session
+
+    def put(self, session: ChatSession) -> None:
+        """Rewrite session.json atomically (writing the log header first if the log is missing)."""
+        path = self.path(session.tenant_id, session.session_id)
+        if not self.event_log(session.tenant_id, session.session_id).exists():
+            # A session refilled from SQL must be able to take new events.
+            self.create_log(session)
+        try:
+            atomic_write(path, encode_record(session.to_dict()))
+        except OSError as err:
+            raise StorageError(f"cannot write {path} ({err}); check that base_dir is writable") from err
+
+    def delete(self, tenant_id: str, session_id: str) -> None:
+        """Remove session.json. The event log stays (history is append-only), so `get` still rebuilds
+        the session from it; to remove a session for good, remove its folder."""
+        try:
+            self.path(tenant_id, session_id).unlink(missing_ok=True)
+        except OSError as err:
+            raise StorageError(f"cannot delete session {session_id} ({err})") from err
+
+    def list(self, tenant_id: str, user_id: str | None = None) -> builtins.list[ChatSession]:
+        """Every session of the tenant under base_dir (only `user_id`'s when given), oldest first."""
+        root = session_dir(self.base_dir, tenant_id, "x").parent
+        out: builtins.list[ChatSession] = []
+        try:
+            names = sorted(p.name for p in root.iterdir() if p.is_dir())
+        except FileNotFoundError:
+            return out
+        except OSError as err:
+            raise StorageError(f"cannot list {root} ({err})") from err
+        for name in names:
+            try:
+                session = self.get(tenant_id, name) or self.rebuild(tenant_id, name)
+            except (ValueError, CheckpointingError):
+                continue  # a folder whose name is not a valid id is not a session
+            except StorageError as err:
+                logger.warning("session %s skipped in the listing: %s", name, err)
+                continue
+            if session is not None and (user_id is None or session.user_id == user_id):
+                out.append(session)
+        return sorted(out, key=lambda s: (s.created_at, s.session_id))

@@ -1,0 +1,110 @@
+"""One run of the graph for a session: the lease held, events recorded, the session kept in step.
+
+`SessionHold` acquires the session lease (fencing token checked at once, heartbeat running) and
+releases it; `EventRecorder` is the LoopRuntime's event sink that appends entries to the
+session's event tree (with the fencing token) and tracks which checkpoint each step produced.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from agent.config import AgentSettings
+from agent.lease import LeaseGrant, LeaseHeartbeat, SessionLease, make_holder
+from agent.manager import ChatSessionManager
+from agent.session import ChatSession
+from checkpointing.fencing import FencingGuard
+
+log = logging.getLogger("agentrt.turns")
+
+# Runtime events that become entries of the session's event log (others only stream).
+RECORDED_EVENTS = frozenset(
+    {"model_call", "tool_call", "tool_result", "compression", "sandbox", "hitl_request", "hitl_decision"}
+)
+
+
+class SessionHold:
+    """Context manager: hold the session lease for one run (fenced, kept alive by a heartbeat)."""
+
+    def __init__(self, settings: AgentSettings, lease: SessionLease, tenant_id: str, session_id: str) -> None:
+        self.settings = settings
+        self.lease = lease
+        self.tenant_id = tenant_id
+        self.session_id = session_id
+        self.guard = FencingGuard.for_session(settings.base_dir, tenant_id, session_id)
+        self.grant: LeaseGrant | None = None
+        self.heartbeat: LeaseHeartbeat | None = None
+
+    @property
+    def token(self) -> int | None:
+        """The fencing token every write of this run carries."""
+        return self.grant.token if self.grant is not None else None
+
+    def __enter__(self) -> SessionHold:
+        ttl = self.settings.persistence.lease_ttl_s
+        self.grant = self.lease.acquire(
+            self.tenant_id, self.session_id, make_holder(), ttl, token_floor=self.guard.highest()
+        )
+        try:
+            # From here on, any older holder's writes are refused.
+            self.guard.check_and_raise(self.grant.token)
+        except Exception:
+            self.lease.release(self.grant)
+            raise
+        self.heartbeat = LeaseHeartbeat(self.lease, self.grant).start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
+            grant = self.heartbeat.grant
+        else:
+            grant = self.grant
+        if grant is not None:
+            try:
+                self.lease.release(grant)
+            except Exception as err:  # releasing is best effort: the TTL frees it anyway
+                log.warning("could not release lease of %s: %s", self.session_id, err)
+
+
+@dataclass
+class EventRecorder:
+    """Appends a session's runtime events to its event log, in order, from any node thread."""
+
+    manager: ChatSessionManager
+    session: ChatSession
+    token: int | None
+    run_id: str
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    pending_nodes: list[str] = field(default_factory=list)
+    last_checkpoint_id: str | None = None
+
+    def __call__(self, event_type: str, payload: dict[str, Any]) -> None:
+        if event_type in RECORDED_EVENTS:
+            self.record(event_type, {**payload, "run_id": self.run_id})
+
+    def record(self, event_type: str, payload: dict[str, Any]) -> str:
+        """Append one entry on the session's current branch; returns its id."""
+        with self.lock:
+            entry = self.manager.record(self.session, event_type, payload, fencing_token=self.token)
+            return entry.id
+
+    def node_done(self, node: str) -> None:
+        """A node finished; its `node_end` entry is written with the checkpoint that follows."""
+        with self.lock:
+            self.pending_nodes.append(node)
+
+    def checkpoint(self, checkpoint_id: str, next_nodes: list[str]) -> None:
+        """A checkpoint was written: record `node_end` for the nodes of that step."""
+        with self.lock:
+            nodes, self.pending_nodes = self.pending_nodes, []
+            self.last_checkpoint_id = checkpoint_id
+        for node in nodes:
+            self.record(
+                "node_end",
+                {"node": node, "checkpoint_id": checkpoint_id, "next": next_nodes, "run_id": self.run_id},
+            )

@@ -1,0 +1,260 @@
+"""Benchmark: JsonlCheckpointSaver against LangGraph's stock savers on one agent-like workload.
+
+The workload: an agent loop where every step is one model turn (an AI message with a tool call)
+and one tool result (2 KB, every tenth one 50 KB), on a `messages` channel that uses either plain
+`add_messages` ("plain" mode) or LangGraph's beta `DeltaChannel` ("delta" mode). Each saver
+(JSONL, InMemorySaver, SqliteSaver, PostgresSaver on the local server, and no persistence at all)
+runs it in the same process, in interleaved rounds. Printed per mode: ms/step, bytes stored after
+N steps, the storage growth exponent, and the latency of `get_state` / `get_tuple` on the latest
+checkpoint after 50/200/1000 steps, each also as a ratio to SqliteSaver. Nothing is asserted.
+
+    python bench/checkpointers.py                      # defaults finish in about 2-3 minutes
+    python bench/checkpointers.py --plain-steps 400 --delta-steps 2000 --rounds 3
+
+PostgreSQL: AGENTRT_DATABASE_URL (default postgresql://postgres@127.0.0.1:5432/test); the bench
+works in a schema of its own and drops it at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import math
+import os
+import random
+import shutil
+import statistics
+import string
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
+from langgraph.channels.delta import DeltaChannel  # noqa: E402
+from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+from langgraph.graph.message import add_messages  # noqa: E402
+
+from checkpointing.saver import JsonlCheckpointSaver  # noqa: E402
+
+SAVERS = ("jsonl", "memory", "sqlite", "postgres", "none")
+MILESTONES = (50, 200, 1000)
+JSONL_FSYNC = os.environ.get("BENCH_JSONL_FSYNC", "always")
+
+
+def _delta_add_messages(state: list, writes: list) -> list:
+    return functools.reduce(add_messages, writes, state)
+
+
+class PlainState(TypedDict):
+    messages: Annotated[list, add_messages]
+    i: int
+
+
+class DeltaState(TypedDict):
+    messages: Annotated[list, DeltaChannel(_delta_add_messages, snapshot_frequency=50)]
+    i: int
+
+
+def build_graph(mode: str, checkpointer: Any, limit: dict[str, int]) -> Any:
+    """The agent loop; it stops when the step counter reaches limit["n"]."""
+    rnd = random.Random(7)
+
+    def agent(s: dict[str, Any]) -> dict[str, Any]:
+        call = {"id": f"c{s['i']}", "name": "search", "args": {"q": f"query {s['i']}"}}
+        return {"messages": [AIMessage(f"step {s['i']}: calling search", tool_calls=[call])], "i": s["i"] + 1}
+
+    def tools(s: dict[str, Any]) -> dict[str, Any]:
+        size = 50_000 if s["i"] % 10 == 0 else 2_000
+        body = "".join(rnd.choices(string.ascii_letters + " ", k=size))
+        return {"messages": [ToolMessage(body, tool_call_id=f"c{s['i'] - 1}")]}
+
+    b = StateGraph(DeltaState if mode == "delta" else PlainState)
+    b.add_node("agent", agent)
+    b.add_node("tools", tools)
+    b.add_edge(START, "agent")
+    b.add_conditional_edges("agent", lambda s: "tools" if s["i"] <= limit["n"] else END, ["tools", END])
+    b.add_edge("tools", "agent")
+    return b.compile(checkpointer=checkpointer)
+
+
+def _dir_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def _memory_bytes(saver: InMemorySaver) -> int:
+    total = sum(len(v[1]) for v in saver.blobs.values() if isinstance(v[1], bytes))
+    for ns_map in saver.storage.values():
+        for cps in ns_map.values():
+            total += sum(len(c[0][1]) + len(c[1][1]) for c in cps.values())
+    for w in saver.writes.values():
+        total += sum(len(x[2][1]) for x in w.values())
+    return total
+
+
+def make_saver(name: str, work: Path) -> tuple[Any, Callable[[], int | None], Callable[[], None]]:
+    """(saver, bytes-stored function, close function) for a saver name."""
+    if name == "jsonl":
+        root = work / "jsonl"
+        return JsonlCheckpointSaver(root, fsync=JSONL_FSYNC), lambda: _dir_bytes(root), lambda: None
+    if name == "memory":
+        mem = InMemorySaver()
+        return mem, lambda: _memory_bytes(mem), lambda: None
+    if name == "none":
+        return None, lambda: None, lambda: None
+    if name == "sqlite":
+        import sqlite3
+
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        (work / "sqlite").mkdir()
+        conn = sqlite3.connect(work / "sqlite" / "bench.sqlite", check_same_thread=False)
+        return SqliteSaver(conn), lambda: _dir_bytes(work / "sqlite"), conn.close
+    if name == "postgres":
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+
+        url = os.environ.get("AGENTRT_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
+        schema = f"bench_{uuid.uuid4().hex[:12]}"
+        conn = psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        conn.execute(f"CREATE SCHEMA {schema}")
+        conn.execute(f"SET search_path TO {schema}")
+        pg = PostgresSaver(conn)  # type: ignore[arg-type]
+        pg.setup()
+
+        def size() -> int:
+            row = conn.execute(
+                "SELECT COALESCE(SUM(pg_total_relation_size(format('%%I.%%I', schemaname, tablename))), 0) AS b "
+                "FROM pg_tables WHERE schemaname = %s",
+                (schema,),
+            ).fetchone()
+            return int(row["b"]) if row else 0
+
+        def close() -> None:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+            conn.close()
+
+        return pg, size, close
+    raise ValueError(f"unknown saver {name!r}")
+
+
+def _median_ms(fn: Callable[[], Any], repeats: int = 5) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def run_one(name: str, mode: str, steps: int) -> dict[str, Any]:
+    """Run the workload on one saver; measures at the milestones and at steps/4 and steps."""
+    work = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
+    saver, size, close = make_saver(name, work)
+    limit = {"n": 0}
+    graph = build_graph(mode, saver, limit)
+    cfg = {"configurable": {"thread_id": f"bench-{uuid.uuid4().hex[:8]}"}, "recursion_limit": 10 * steps + 100}
+    marks = sorted({m for m in MILESTONES if m <= steps} | {max(1, steps // 4), steps})
+    out: dict[str, Any] = {"bytes": {}, "get_state": {}, "get_tuple": {}, "ms": 0.0}
+    elapsed, done, state = 0.0, 0, None
+    try:
+        for mark in marks:
+            limit["n"] = mark
+            t0 = time.perf_counter()
+            inp: dict[str, Any] = {"messages": [HumanMessage("go on")]}
+            if state is None:
+                inp["i"] = 0
+            elif saver is None:  # no persistence: the caller carries the state
+                inp = {"messages": [*state["messages"], HumanMessage("go on")], "i": state["i"]}
+            state = graph.invoke(inp, cfg)
+            elapsed += time.perf_counter() - t0
+            done = mark
+            if saver is None:
+                continue
+            out["bytes"][mark] = size()
+            out["get_state"][mark] = _median_ms(lambda: graph.get_state(cfg))
+            out["get_tuple"][mark] = _median_ms(lambda: saver.get_tuple(cfg))
+        out["ms"] = elapsed * 1000 / steps
+    finally:
+        close()
+        shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+def _fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "-"
+    return f"{n / 1e6:.2f} MB" if n >= 1e5 else f"{n / 1e3:.1f} KB"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}x" if a is not None and b else "-"
+
+
+def _exponent(b: dict[int, float], steps: int) -> float | None:
+    lo = max(1, steps // 4)
+    if lo not in b or steps not in b or lo == steps or not b[lo]:
+        return None
+    return math.log(b[steps] / b[lo]) / math.log(steps / lo)
+
+
+def report(mode: str, steps: int, runs: dict[str, list[dict[str, Any]]]) -> None:
+    """Print one mode's table (medians over rounds) with ratios to SqliteSaver."""
+
+    def med(name: str, key: str, mark: int | None = None) -> float | None:
+        vals = [r[key] if mark is None else r[key].get(mark) for r in runs.get(name, [])]
+        vals = [v for v in vals if v is not None]
+        return statistics.median(vals) if vals else None
+
+    print(f"\n== mode: {mode} ({'DeltaChannel' if mode == 'delta' else 'plain add_messages'}), {steps} steps ==")
+    marks = [m for m in MILESTONES if m <= steps]
+    head = f"{'saver':<10}{'ms/step':>9}{'vs sqlite':>10}{'bytes':>11}{'vs sqlite':>10}{'growth^':>9}"
+    head += "".join(f"{'get_state@' + str(m):>15}{'get_tuple@' + str(m):>15}" for m in marks)
+    print(head)
+    for name in runs:
+        ms, sq_ms = med(name, "ms"), med("sqlite", "ms")
+        by = {m: v for m in {max(1, steps // 4), steps} if (v := med(name, "bytes", m)) is not None}
+        exp = _exponent(by, steps)
+        row = f"{name:<10}{ms or 0:>9.2f}{_ratio(ms, sq_ms):>10}{_fmt_bytes(by.get(steps)):>11}"
+        row += f"{_ratio(by.get(steps), med('sqlite', 'bytes', steps)):>10}{(f'{exp:.2f}' if exp else '-'):>9}"
+        for m in marks:
+            gs, gt = med(name, "get_state", m), med(name, "get_tuple", m)
+            sgs = med("sqlite", "get_state", m)
+            row += f"{(f'{gs:.2f}ms ' + _ratio(gs, sgs)) if gs is not None else '-':>15}"
+            row += f"{(f'{gt:.2f}ms') if gt is not None else '-':>15}"
+        print(row)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse arguments, run the interleaved rounds, print the tables."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--plain-steps", type=int, default=200, help="steps in plain add_messages mode")
+    ap.add_argument("--delta-steps", type=int, default=1000, help="steps in DeltaChannel mode")
+    ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds (medians are reported)")
+    ap.add_argument("--savers", default=",".join(SAVERS), help="comma list of " + ",".join(SAVERS))
+    ap.add_argument("--modes", default="delta,plain", help="comma list of delta,plain")
+    args = ap.parse_args(argv)
+    names = [n for n in args.savers.split(",") if n]
+    t_start = time.perf_counter()
+    for mode in args.modes.split(","):
+        steps = args.delta_steps if mode == "delta" else args.plain_steps
+        runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+        for r in range(args.rounds):
+            order = names[r % len(names) :] + names[: r % len(names)]
+            for name in order:
+                t0 = time.perf_counter()
+                runs[name].append(run_one(name, mode, steps))
+                print(f"  [{mode} round {r + 1}] {name}: {time.perf_counter() - t0:.1f}s", flush=True)
+        report(mode, steps, runs)
+    print(f"\ntotal {time.perf_counter() - t_start:.0f}s")
+
+
+if __name__ == "__main__":
+    main()

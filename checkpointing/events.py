@@ -1,0 +1,439 @@
+"""The session event log: `tenants/<tenant>/sessions/<session>/events.jsonl`, an append-only entry tree.
+
+Line 1 is the header `{kind: "header", schema_version, tenant_id, agent_id, user_id, session_id,
+created_at, config_digest}`. Every later line is an entry `{id, parent_id, branch_id, type, ts,
+payload}` (plus `fence` when the writer holds a lease token: an append carrying a token lower than
+the session's highest seen raises `StaleFencingTokenError`, via `checkpointing.fencing`). Ids are
+UUIDv7 strings, so "newer" is "larger". A payload whose canonical JSON is larger than
+`inline_payload_max_bytes` is stored in the blob store and the entry keeps only
+`{"$blob": "sha256:...", "size": N}`; reads resolve it.
+
+Entries are never rewritten. A branch is a path: `path_to_root(leaf)` walks parents up to the
+root, so forking (a `branch_created` entry whose parent is an earlier entry) changes only which
+path later history hangs off, never the entries of the original branch.
+
+Framing, checksums and the torn-tail rule are those of `checkpointing.records`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import uuid6
+
+from checkpointing.blobs import BLOB_KEY, BlobStore, is_blob_ref
+from checkpointing.errors import CorruptRecordError, UnknownSchemaError
+from checkpointing.fencing import FencingGuard
+from checkpointing.ids import validate_id
+from checkpointing.records import (
+    FsyncPolicy,
+    RecordLog,
+    canonical_json,
+    decode_record,
+    encode_record,
+    read_records_with_offsets,
+)
+
+SCHEMA_VERSION = 1
+HEADER_FIELDS = ("tenant_id", "agent_id", "user_id", "session_id", "created_at", "config_digest")
+
+EVENT_TYPES: frozenset[str] = frozenset(
+    {
+        "user_turn",
+        "assistant_message",
+        "node_start",
+        "node_end",
+        "model_call",
+        "tool_call",
+        "tool_result",
+        "run_start",
+        "run_pause",
+        "run_resume",
+        "run_end",
+        "run_fail",
+        "recovery_blocked",
+        "recovery_override",
+        "branch_created",
+        "compression",
+        "sandbox",
+    }
+)
+
+
+def session_dir(base_dir: Path | str, tenant_id: str, session_id: str) -> Path:
+    """The folder of one session under `base_dir` (both ids validated: they become path parts)."""
+    validate_id(tenant_id, "tenant id")
+    validate_id(session_id, "session id")
+    return Path(base_dir) / "tenants" / tenant_id / "sessions" / session_id
+
+
+def new_entry_id() -> str:
+    """A new sortable entry id (UUIDv7)."""
+    return str(uuid6.uuid7())
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One event of the tree, payload resolved (blob references replaced by their content)."""
+
+    id: str
+    parent_id: str | None
+    branch_id: str
+    type: str
+    ts: str
+    """ISO 8601 UTC time of the append."""
+    payload: dict[str, Any]
+    fence: int | None = None
+    """Lease fencing token of the writer, when it held one."""
+
+
+class EventLog:
+    """One session's events.jsonl with an in-memory index (appends never re-read the file).
+
+    Thread-safe within a process. Entries appended by another process are picked up on the next
+    call (the index catches up from the last byte it knows). Corruption other than a torn last
+    line raises `CorruptRecordError` naming file and line.
+    """
+
+    def __init__(
+        self,
+        base_dir: Path | str,
+        tenant_id: str,
+        session_id: str,
+        inline_payload_max_bytes: int = 8192,
+        fsync: FsyncPolicy = "always",
+        blobs: BlobStore | None = None,
+    ) -> None:
+        self.base_dir = Path(base_dir)
+        self.tenant_id = tenant_id
+        self.session_id = session_id
+        self.path = session_dir(base_dir, tenant_id, session_id) / "events.jsonl"
+        self.inline_payload_max_bytes = inline_payload_max_bytes
+        self.blobs = blobs or BlobStore(base_dir)
+        self._log = RecordLog(self.path, fsync=fsync)
+        self._lock = threading.RLock()
+        self._loaded = False
+        self._ino = -1
+        self._size = 0
+        self._line = 0
+        self._header: dict[str, Any] | None = None
+        self._records: dict[str, dict[str, Any]] = {}
+        self._order: list[str] = []
+        self._children: dict[str | None, list[str]] = {}
+        self._branch_leaf: dict[str, str] = {}
+        self._fence = FencingGuard(self.path.parent)
+
+    # -- index --------------------------------------------------------------------------------
+
+    def _index(self, rec: dict[str, Any], line: int) -> None:
+        if rec.get("kind") == "header":
+            if line != 1:
+                raise CorruptRecordError(str(self.path), line, "a second header inside the log")
+            if rec.get("schema_version") != SCHEMA_VERSION:
+                raise UnknownSchemaError(
+                    f"{self.path}: event log schema_version {rec.get('schema_version')!r} is not "
+                    f"{SCHEMA_VERSION}; upgrade agentrt to read it"
+                )
+            self._header = rec
+            return
+        if line == 1:
+            raise CorruptRecordError(str(self.path), 1, "the first record is not the session header")
+        eid = rec.get("id")
+        if not isinstance(eid, str) or not isinstance(rec.get("branch_id"), str) or "type" not in rec:
+            raise CorruptRecordError(str(self.path), line, "entry lacks id, branch_id or type")
+        self._records[eid] = rec
+        self._order.append(eid)
+        self._children.setdefault(rec.get("parent_id"), []).append(eid)
+        self._branch_leaf[rec["branch_id"]] = eid
+
+    def _load(self) -> None:
+        if self._loaded:
+            try:
+                st = self.path.stat()
+            except FileNotFoundError:
+                st = None
+            if st is not None and st.st_ino == self._ino and st.st_size >= self._size:
+                self._catch_up(st.st_size)
+                return
+            # The file was removed, replaced or cut by someone else: the index is void.
+            self._reset()
+        for _, rec in read_records_with_offsets(self.path, repair=True):
+            self._line += 1
+            self._index(rec, self._line)
+        if self.path.exists():
+            st = self.path.stat()
+            self._size, self._ino = st.st_size, st.st_ino
+        # The scan above already cut any torn tail; spare RecordLog a second full read.
+        self._log._checked = True
+        self._loaded = True
+
+    def _catch_up(self, size: int | None = None) -> None:
+        if size is None:
+            size = self.path.stat().st_size
+        if size <= self._size:
+            return
+        with open(self.path, "rb") as fh:
+            fh.seek(self._size)
+            data = fh.read(size - self._size)
+        pos = 0
+        while True:
+            nl = data.find(b"\n", pos)
+            if nl == -1:
+                break  # another writer's record still in flight: take it next time
+            self._line += 1
+            try:
+                rec = decode_record(data[pos:nl])
+            except (ValueError, UnicodeDecodeError) as err:
+                raise CorruptRecordError(str(self.path), self._line, str(err)) from err
+            self._index(rec, self._line)
+            pos = nl + 1
+        self._size += pos
+
+    # -- header -------------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        """Whether the log file exists (a session header was written)."""
+        return self.path.exists()
+
+    def create(self, header: dict[str, Any]) -> dict[str, Any]:
+        """Write the header line of a new log; refuses when the log already exists."""
+        rec: dict[str, Any] = {"kind": "header", "schema_version": SCHEMA_VERSION}
+        for name in HEADER_FIELDS:
+            rec[name] = header.get(name)
+        rec["created_at"] = rec["created_at"] or _now()
+        if rec["tenant_id"] != self.tenant_id or rec["session_id"] != self.session_id:
+            raise ValueError("header tenant_id/session_id must match the log's path")
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                # O_EXCL: of two processes creating the same session, exactly one wins.
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            except FileExistsError:
+                if self.path.stat().st_size > 0:
+                    raise FileExistsError(
+                        f"{self.path} already exists: session {self.session_id} has an event log; "
+                        "open it instead of creating it"
+                    ) from None
+            self._log.append(rec)
+            self._reset()
+            self._load()
+            return dict(rec)
+
+    def _reset(self) -> None:
+        self._loaded = False
+        self._ino = -1
+        self._size = 0
+        self._line = 0
+        self._header = None
+        self._records.clear()
+        self._order.clear()
+        self._children.clear()
+        self._branch_leaf.clear()
+
+    def header(self) -> dict[str, Any] | None:
+        """The header record, or None when the log does not exist."""
+        with self._lock:
+            self._load()
+            return dict(self._header) if self._header is not None else None
+
+    # -- append -------------------------------------------------------------------------------
+
+    def append(
+        self,
+        type: str,
+        payload: dict[str, Any] | None = None,
+        parent_id: str | None = None,
+        branch_id: str = "main",
+        fencing_token: int | None = None,
+    ) -> Entry:
+        """Append one entry and return it. The parent must exist (None only for a root entry)."""
+        if type not in EVENT_TYPES:
+            raise ValueError(f"unknown event type {type!r}; use one of {sorted(EVENT_TYPES)}")
+        validate_id(branch_id, "branch id")
+        body = dict(payload or {})
+        if is_blob_ref(body) or BLOB_KEY in body:
+            raise ValueError(f"an event payload may not use the reserved key {BLOB_KEY!r}")
+        with self._lock:
+            self._load()
+            if self._header is None:
+                raise FileNotFoundError(
+                    f"{self.path} has no header: create the session's event log before appending"
+                )
+            if parent_id is not None and parent_id not in self._records:
+                raise KeyError(f"parent entry {parent_id} is not in {self.path}")
+            rec: dict[str, Any] = {
+                "id": new_entry_id(),
+                "parent_id": parent_id,
+                "branch_id": branch_id,
+                "type": type,
+                "ts": _now(),
+                "payload": self._store_payload(body),
+            }
+            if fencing_token is not None:
+                rec["fence"] = fencing_token
+            with self._fence.fenced(fencing_token):
+                offset = self._log.append(rec)
+            # Records other processes appended before ours must be indexed first, in file order.
+            if offset > self._size:
+                self._catch_up()
+            else:
+                self._line += 1
+                self._index(rec, self._line)
+                self._size = offset + len(encode_record(rec))
+            return self._resolve(rec)
+
+    def _store_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
+        data = canonical_json(payload)
+        if len(data) > self.inline_payload_max_bytes:
+            return self.blobs.ref_obj(data)
+        return payload
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def _resolve(self, rec: dict[str, Any]) -> Entry:
+        payload = rec.get("payload") or {}
+        if is_blob_ref(payload):
+            loaded = json.loads(self.blobs.get(payload[BLOB_KEY]).decode("utf-8"))
+            if not isinstance(loaded, dict):
+                raise CorruptRecordError(
+                    str(self.path), -1, f"blob payload of entry {rec['id']} is not an object"
+                )
+            payload = loaded
+        fence = rec.get("fence")
+        return Entry(
+            id=rec["id"],
+            parent_id=rec.get("parent_id"),
+            branch_id=rec["branch_id"],
+            type=rec["type"],
+            ts=rec.get("ts", ""),
+            payload=payload,
+            fence=fence if isinstance(fence, int) else None,
+        )
+
+    def entries(self) -> list[Entry]:
+        """Every entry in append order, payloads resolved."""
+        with self._lock:
+            self._load()
+            return [self._resolve(self._records[i]) for i in self._order]
+
+    def raw_entries(self) -> list[dict[str, Any]]:
+        """Every entry as stored (blob references unresolved), in append order."""
+        with self._lock:
+            self._load()
+            return [dict(self._records[i]) for i in self._order]
+
+    def raw(self, entry_id: str) -> dict[str, Any]:
+        """The entry as stored (blob references unresolved)."""
+        with self._lock:
+            self._load()
+            if entry_id not in self._records:
+                raise KeyError(f"entry {entry_id} is not in {self.path}")
+            return dict(self._records[entry_id])
+
+    def has(self, entry_id: str) -> bool:
+        """Whether the entry exists."""
+        with self._lock:
+            self._load()
+            return entry_id in self._records
+
+    def entry(self, entry_id: str) -> Entry:
+        """One entry by id (KeyError when absent)."""
+        with self._lock:
+            self._load()
+            if entry_id not in self._records:
+                raise KeyError(f"entry {entry_id} is not in {self.path}")
+            return self._resolve(self._records[entry_id])
+
+    def children(self, entry_id: str | None) -> list[Entry]:
+        """The entries whose parent is `entry_id` (None: the roots), in append order."""
+        with self._lock:
+            self._load()
+            return [self._resolve(self._records[i]) for i in self._children.get(entry_id, [])]
+
+    def path_to_root(self, leaf_id: str | None, types: frozenset[str] | None = None) -> list[Entry]:
+        """The branch projection: entries from `leaf_id` up to the root, leaf first.
+
+        With `types`, only entries of those types are returned (others are walked, not resolved,
+        so e.g. the page history never reads the blobs of large tool results).
+        """
+        with self._lock:
+            self._load()
+            out: list[Entry] = []
+            seen: set[str] = set()
+            cur = leaf_id
+            while cur is not None:
+                if cur in seen or cur not in self._records:
+                    raise CorruptRecordError(str(self.path), -1, f"broken parent chain at entry {cur}")
+                seen.add(cur)
+                rec = self._records[cur]
+                if types is None or rec["type"] in types:
+                    out.append(self._resolve(rec))
+                cur = rec.get("parent_id")
+            return out
+
+    def projection(self, leaf_id: str | None, types: frozenset[str] | None = None) -> list[Entry]:
+        """The branch history in chronological order (root first, `leaf_id` last); see `path_to_root`."""
+        return list(reversed(self.path_to_root(leaf_id, types)))
+
+    def branches(self) -> dict[str, str]:
+        """Every branch id with its newest entry id."""
+        with self._lock:
+            self._load()
+            return dict(self._branch_leaf)
+
+    def branch_leaf(self, branch_id: str) -> str | None:
+        """The newest entry appended on `branch_id`, or None."""
+        with self._lock:
+            self._load()
+            return self._branch_leaf.get(branch_id)
+
+    def last(self, n: int = 10) -> list[Entry]:
+        """The `n` newest entries in append order."""
+        with self._lock:
+            self._load()
+            return [self._resolve(self._records[i]) for i in self._order[-n:]] if n > 0 else []
+
+    def sync(self) -> None:
+        """Make every append so far durable (for `fsync="batch"`)."""
+        self._log.sync()
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def read_header(path: Path) -> dict[str, Any] | None:
+    """The header of an events.jsonl file without indexing the rest (None when missing/empty)."""
+    try:
+        with open(path, "rb") as fh:
+            line = fh.readline()
+    except FileNotFoundError:
+        return None
+    if not line:
+        return None
+    if not line.endswith(b"\n"):
+        raise CorruptRecordError(str(path), 1, "torn header line")
+    try:
+        rec = decode_record(line[:-1])
+    except (ValueError, UnicodeDecodeError) as err:
+        raise CorruptRecordError(str(path), 1, str(err)) from err
+    if rec.get("kind") != "header":
+        raise CorruptRecordError(str(path), 1, "the first record is not the session header")
+    return rec
+
+
+__all__ = [
+    "EVENT_TYPES",
+    "SCHEMA_VERSION",
+    "Entry",
+    "EventLog",
+    "new_entry_id",
+    "read_header",
+    "session_dir",
+]

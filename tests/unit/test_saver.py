@@ -1,0 +1,332 @@
+"""JsonlCheckpointSaver API: documents, references, writes, ids, validation, retention, blobs."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
+
+from checkpointing import _saver_store
+from checkpointing.errors import DocumentMismatch, InvalidIdError, UnknownSchemaError, UnsupportedValueError
+from checkpointing.records import encode_record, read_records
+from checkpointing.saver import JsonlCheckpointSaver
+
+DOC_FIELDS = {
+    "schema_version", "checkpoint_id", "parent_checkpoint_id", "tenant_id", "agent_id", "session_id",
+    "branch_id", "turn", "run_id", "graph_version", "current_node", "next_nodes", "task_state",
+    "channel_versions", "versions_seen", "runtime_snapshot", "config_digest", "metadata", "created_at",
+}  # fmt: skip
+
+
+def _cfg(thread: str = "t1", cp: str | None = None, **extra: Any) -> dict[str, Any]:
+    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": "", **extra}
+    if cp:
+        conf["checkpoint_id"] = cp
+    return {"configurable": conf}
+
+
+def _checkpoint(values: dict[str, Any], versions: dict[str, int], seen: dict[str, Any] | None = None) -> Checkpoint:
+    cp = empty_checkpoint()
+    cp["id"] = str(uuid6(clock_seq=-1))
+    cp["channel_values"] = values
+    cp["channel_versions"] = versions
+    cp["versions_seen"] = seen or {}
+    return cp
+
+
+def _chain(saver: JsonlCheckpointSaver, n: int, thread: str = "t1", **extra: Any) -> list[dict[str, Any]]:
+    """n checkpoints with a growing message list and a counter; returns the stored configs."""
+    stored: list[dict[str, Any]] = []
+    msgs: list[Any] = []
+    parent = None
+    for i in range(n):
+        msgs = [*msgs, HumanMessage(f"m{i}", id=f"id{i}")]
+        cp = _checkpoint({"messages": msgs, "count": i}, {"messages": i + 1, "count": i + 1})
+        cfg = _cfg(thread, parent, **extra)
+        parent = saver.put(cfg, cp, {"source": "loop", "step": i}, {"messages": i + 1, "count": i + 1})
+        stored.append(parent)
+        parent = parent["configurable"]["checkpoint_id"]
+    return stored
+
+
+def test_read_back_equals_written_and_is_never_mutated(tmp_path: Path) -> None:
+    """What get_tuple returns equals what was put, even if the caller mutates either side later."""
+    saver = JsonlCheckpointSaver(tmp_path)
+    values = {"messages": [AIMessage("x", tool_calls=[{"id": "1", "name": "t", "args": {"a": [1]}}])],
+              "data": {"k": [1, 2, {"n": None}], "t": (1, "a")}}  # fmt: skip
+    cp = _checkpoint(values, {"messages": 1, "data": 1})
+    expected = copy.deepcopy(cp)
+    cfg = saver.put(_cfg(), cp, {"source": "input", "step": -1}, {"messages": 1, "data": 1})
+    values["data"]["k"].append("mutated")
+    cp["channel_values"]["messages"].append(HumanMessage("late"))
+    got = saver.get_tuple(cfg)
+    assert got is not None
+    assert got.checkpoint["channel_values"] == expected["channel_values"]
+    assert got.checkpoint["channel_versions"] == expected["channel_versions"]
+    got.checkpoint["channel_values"]["data"]["k"].clear()
+    again = JsonlCheckpointSaver(tmp_path).get_tuple(cfg)
+    assert again is not None and again.checkpoint["channel_values"] == expected["channel_values"]
+
+
+def test_document_has_every_design_field_from_config(tmp_path: Path) -> None:
+    """The stored document carries DESIGN §4 fields, identity and runtime snapshot from the config."""
+    saver = JsonlCheckpointSaver(tmp_path)
+    extra = {"agent_id": "a1", "branch_id": "b1", "turn": 3, "graph_version": "g7", "surface_digest": "sha256:s",
+             "toolset_hash": "sha256:t", "active_skill": "sql", "todo": ["x"], "tenant_id": "acme"}  # fmt: skip
+    seen = {"agent": {"branch:to:agent": 1}}
+    cp = _checkpoint({"count": 1}, {"count": 1, "branch:to:tools": 2}, seen)
+    cfg = saver.put(_cfg(**extra), cp, {"source": "loop", "step": 1}, {"count": 1})
+    doc = saver.get_document({"configurable": {**cfg["configurable"], "tenant_id": "acme"}})
+    assert doc is not None and DOC_FIELDS <= set(doc)
+    assert (doc["tenant_id"], doc["agent_id"], doc["branch_id"], doc["turn"]) == ("acme", "a1", "b1", 3)
+    assert (doc["session_id"], doc["run_id"], doc["graph_version"]) == ("t1", "main", "g7")
+    assert doc["runtime_snapshot"] == {"surface_digest": "sha256:s", "toolset_hash": "sha256:t",
+                                       "active_skill": "sql", "todo": ["x"]}  # fmt: skip
+    assert doc["next_nodes"] == ["tools"] and doc["current_node"] == "agent"
+    assert doc["config_digest"].startswith("sha256:")
+    path = tmp_path / "tenants" / "acme" / "sessions" / "t1" / "runs" / "main" / "checkpoints.jsonl"
+    assert read_records(path)[0]["checkpoint_id"] == cp["id"]
+
+
+def test_config_digest_ignores_secrets_and_unlisted_keys(tmp_path: Path) -> None:
+    """Two configs differing only by an api key or a non-allowlisted key get the same digest."""
+    saver = JsonlCheckpointSaver(tmp_path, config_digest_keys=("model", "api_key"))
+    digests = []
+    for i, extra in enumerate([{"model": "m", "api_key": "sk-1"}, {"model": "m", "api_key": "sk-2", "other": 1}]):
+        cfg = saver.put(_cfg(f"t{i}", **extra), _checkpoint({}, {}), {}, {})
+        doc = saver.get_document(cfg)
+        assert doc is not None and "sk-" not in str(doc)
+        digests.append(doc["config_digest"])
+    assert digests[0] == digests[1]
+
+
+def test_unchanged_channel_is_stored_by_reference_and_list_as_delta(tmp_path: Path) -> None:
+    """A channel whose version did not change is a reference; a grown list is a delta, not a copy."""
+    saver = JsonlCheckpointSaver(tmp_path)
+    cfgs = _chain(saver, 3)
+    same = [HumanMessage(f"m{i}", id=f"id{i}") for i in range(3)]
+    nxt = _checkpoint({"messages": same, "count": 9}, {"messages": 3, "count": 9})
+    saver.put(_cfg("t1", cfgs[-1]["configurable"]["checkpoint_id"]), nxt, {}, {"count": 9})
+    docs = read_records(tmp_path / "tenants/default/sessions/t1/runs/main/checkpoints.jsonl")
+    assert "w" in docs[0]["task_state"]["messages"]
+    assert docs[1]["task_state"]["messages"]["d"] == docs[0]["checkpoint_id"]
+    assert len(docs[2]["task_state"]["messages"]["add"]) == 1
+    assert docs[3]["task_state"]["messages"] == {"ref": docs[2]["checkpoint_id"]}
+    got = saver.get_tuple(_cfg("t1"))
+    assert got is not None and [m.content for m in got.checkpoint["channel_values"]["messages"]] == ["m0", "m1", "m2"]
+
+
+def test_list_filters_on_metadata_copied_from_config(tmp_path: Path) -> None:
+    """graph_version passed in configurable lands in metadata and list(filter=...) finds it."""
+    saver = JsonlCheckpointSaver(tmp_path)
+    _chain(saver, 2, graph_version="v1")
+    _chain(saver, 3, graph_version="v2")
+    found = list(saver.list(_cfg("t1"), filter={"graph_version": "v2"}))
+    assert len(found) == 3 and all(t.metadata["graph_version"] == "v2" for t in found)
+    assert len(list(saver.list(_cfg("t1"), limit=4))) == 4
+    newest = list(saver.list(_cfg("t1")))
+    ids = [t.checkpoint["id"] for t in newest]
+    assert ids == sorted(ids, reverse=True)
+    before = list(saver.list(_cfg("t1"), before={"configurable": {"checkpoint_id": ids[1]}}))
+    assert [t.checkpoint["id"] for t in before] == ids[2:]
+
+
+def test_put_writes_first_ordinary_wins_special_replaces(tmp_path: Path) -> None:
+    """A re-sent ordinary write is ignored; an __interrupt__ write replaces the earlier one."""
+    saver = JsonlCheckpointSaver(tmp_path)
+    cfg = _chain(saver, 1)[0]
+    saver.put_writes(cfg, [("a", 1), ("__interrupt__", "first")], "task1")
+    saver.put_writes(cfg, [("a", 2), ("__interrupt__", "second")], "task1")
+    saver.put_writes(cfg, [("a", 3)], "task2", task_path="p")
+    got = JsonlCheckpointSaver(tmp_path).get_tuple(cfg)
+    assert got is not None
+    assert sorted(got.pending_writes or []) == [("task1", "__interrupt__", "second"), ("task1", "a", 1), ("task2", "a", 3)]
+
+
+def test_unsupported_value_fails_at_put_and_writes_nothing(tmp_path: Path) -> None:
+    """An object the codec does not know raises UnsupportedValueError and leaves no record."""
+    saver = JsonlCheckpointSaver(tmp_path)
+    with pytest.raises(UnsupportedValueError, match="cannot store"):
+        saver.put(_cfg(), _checkpoint({"bad": object()}, {"bad": 1}), {}, {"bad": 1})
+    assert saver.get_tuple(_cfg()) is None
+    assert not list(tmp_path.rglob("*.jsonl")) or not read_records(
+        tmp_path / "tenants/default/sessions/t1/runs/main/checkpoints.jsonl"
+    )
+
+
+@pytest.mark.parametrize("bad", ["..", "a/b", "/abs", "a\x00b", "x" * 300, "../../etc"])
+@pytest.mark.parametrize("key", ["thread_id", "tenant_id", "run_id", "checkpoint_id"])
+def test_bad_ids_are_rejected_before_touching_disk(tmp_path: Path, key: str, bad: str) -> None:
+    """Ids with '..', '/', NUL or 300 chars raise InvalidIdError and create nothing."""
+    saver = JsonlCheckpointSaver(tmp_path / "base")
+    conf: dict[str, Any] = {"thread_id": "ok", "checkpoint_ns": "", key: bad}
+    with pytest.raises(InvalidIdError, match="invalid"):
+        saver.put({"configurable": conf}, _checkpoint({}, {}), {}, {})
+    assert not (tmp_path / "base").exists()
+
+
+def test_bad_checkpoint_id_in_document_is_rejected(tmp_path: Path) -> None:
+    """A checkpoint whose own id is not a safe id is refused."""
+    cp = _checkpoint({}, {})
+    cp["id"] = "../x"
+    with pytest.raises(InvalidIdError):
+        JsonlCheckpointSaver(tmp_path).put(_cfg(), cp, {}, {})
+
+
+def test_expected_graph_version_mismatch_raises_on_load(tmp_path: Path) -> None:
+    """A saver expecting another graph version reports DocumentMismatch instead of the checkpoint."""
+    _chain(JsonlCheckpointSaver(tmp_path), 2, graph_version="g1")
+    assert JsonlCheckpointSaver(tmp_path, expected_graph_version="g1").get_tuple(_cfg()) is not None
+    with pytest.raises(DocumentMismatch) as err:
+        JsonlCheckpointSaver(tmp_path, expected_graph_version="g2").get_tuple(_cfg())
+    assert (err.value.step, err.value.expected, err.value.found) == ("validate_graph", "g2", "g1")
+    with pytest.raises(DocumentMismatch, match="toolset"):
+        JsonlCheckpointSaver(tmp_path, expected_toolset_hash="sha256:x").get_tuple(_cfg())
+
+
+def test_unknown_schema_version_raises_and_keeps_file(tmp_path: Path) -> None:
+    """A document with an unknown schema_version raises UnknownSchemaError; the file is untouched."""
+    saver = JsonlCheckpointSaver(tmp_path)
+    _chain(saver, 1)
+    path = tmp_path / "tenants/default/sessions/t1/runs/main/checkpoints.jsonl"
+    doc = read_records(path)[0]
+    doc.update(schema_version=99, checkpoint_id=str(uuid6(clock_seq=-1)))
+    with open(path, "ab") as fh:
+        fh.write(encode_record(doc))
+    before = path.read_bytes()
+    with pytest.raises(UnknownSchemaError, match="schema_version 99"):
+        JsonlCheckpointSaver(tmp_path).get_tuple(_cfg())
+    assert path.read_bytes() == before
+
+
+def test_get_tuple_reads_the_same_records_after_10_or_1000_checkpoints(tmp_path: Path, monkeypatch: Any) -> None:
+    """Latest and by-id lookups go through the index: the records read do not grow with history."""
+    counts = []
+    for n in (10, 1000):
+        base = tmp_path / str(n)
+        saver = JsonlCheckpointSaver(base, fsync="batch")
+        parent = None
+        for i in range(n):
+            cp = _checkpoint({"count": i}, {"count": i + 1})
+            parent = saver.put(_cfg("t", parent), cp, {"step": i}, {"count": i + 1})["configurable"]["checkpoint_id"]
+        reads: list[int] = []
+        orig = _saver_store.SessionStore.read
+
+        def counting(self: Any, *a: Any, _o: Any = orig, _r: list[int] = reads, **k: Any) -> Any:
+            _r.append(1)
+            return _o(self, *a, **k)
+
+        monkeypatch.setattr(_saver_store.SessionStore, "read", counting)
+        fresh = JsonlCheckpointSaver(base)
+        assert fresh.get_tuple(_cfg("t")) is not None
+        assert fresh.get_tuple(_cfg("t", parent)) is not None
+        counts.append(len(reads))
+        monkeypatch.setattr(_saver_store.SessionStore, "read", orig)
+    assert counts[0] == counts[1]
+
+
+def test_keep_last_drops_old_checkpoints_but_keeps_needed_and_pinned(tmp_path: Path) -> None:
+    """Retention keeps the newest per run, what they depend on and pinned ones; values stay whole."""
+    saver = JsonlCheckpointSaver(tmp_path, keep_last=3, keyframe_every=4)
+    cfgs = _chain(saver, 5)
+    saver.pin(cfgs[1])
+    cfgs += _chain_more(saver, cfgs[-1], 5, 200)
+    ids = {t.checkpoint["id"] for t in saver.list(_cfg())}
+    assert len(ids) < 200
+    assert cfgs[1]["configurable"]["checkpoint_id"] in ids
+    for c in cfgs[-3:]:
+        assert c["configurable"]["checkpoint_id"] in ids
+    fresh = JsonlCheckpointSaver(tmp_path)
+    latest = fresh.get_tuple(_cfg())
+    assert latest is not None
+    assert [m.content for m in latest.checkpoint["channel_values"]["messages"]] == [f"m{i}" for i in range(200)]
+    pinned = fresh.get_tuple(cfgs[1])
+    assert pinned is not None and len(pinned.checkpoint["channel_values"]["messages"]) == 2
+
+
+def _chain_more(saver: JsonlCheckpointSaver, last: dict[str, Any], start: int, stop: int) -> list[dict[str, Any]]:
+    got = saver.get_tuple(last)
+    assert got is not None
+    msgs = got.checkpoint["channel_values"]["messages"]
+    parent = last["configurable"]["checkpoint_id"]
+    out = []
+    for i in range(start, stop):
+        msgs = [*msgs, HumanMessage(f"m{i}", id=f"id{i}")]
+        cp = _checkpoint({"messages": msgs, "count": i}, {"messages": i + 1, "count": i + 1})
+        stored = saver.put(_cfg("t1", parent), cp, {"step": i}, {"messages": i + 1, "count": i + 1})
+        out.append(stored)
+        parent = stored["configurable"]["checkpoint_id"]
+    return out
+
+
+def test_large_value_goes_to_blob_store_and_reads_back(tmp_path: Path) -> None:
+    """A value above inline_payload_max_bytes is a {"$blob", "size"} reference in the record."""
+    saver = JsonlCheckpointSaver(tmp_path, inline_payload_max_bytes=1024)
+    big = "z" * 5000
+    cfg = saver.put(_cfg(), _checkpoint({"doc": big}, {"doc": 1}), {}, {"doc": 1})
+    raw = (tmp_path / "tenants/default/sessions/t1/runs/main/checkpoints.jsonl").read_text()
+    assert '"$blob":"sha256:' in raw and big not in raw
+    assert len(list((tmp_path / "blobs" / "sha256").rglob("*"))) >= 1
+    got = JsonlCheckpointSaver(tmp_path).get_tuple(cfg)
+    assert got is not None and got.checkpoint["channel_values"]["doc"] == big
+
+
+def test_copy_thread_keeps_chains_after_source_is_deleted(tmp_path: Path) -> None:
+    """A copied thread reads whole values even after the source thread is deleted."""
+    saver = JsonlCheckpointSaver(tmp_path)
+    _chain(saver, 6, thread="src")
+    saver.copy_thread("src", "dst")
+    saver.delete_thread("src")
+    got = JsonlCheckpointSaver(tmp_path).get_tuple(_cfg("dst"))
+    assert got is not None and len(got.checkpoint["channel_values"]["messages"]) == 6
+    assert saver.get_tuple(_cfg("src")) is None
+
+
+def test_delete_for_runs_materializes_what_later_runs_reference(tmp_path: Path) -> None:
+    """Deleting an earlier run keeps later runs' checkpoints readable (deltas made whole)."""
+    saver = JsonlCheckpointSaver(tmp_path)
+    first = _chain(saver, 4, run_id="r1")
+    got = saver.get_tuple(first[-1])
+    assert got is not None
+    msgs = [*got.checkpoint["channel_values"]["messages"], HumanMessage("m4", id="id4")]
+    cp = _checkpoint({"messages": msgs, "count": 4}, {"messages": 5, "count": 5})
+    later = saver.put(_cfg("t1", first[-1]["configurable"]["checkpoint_id"], run_id="r2"), cp, {}, {"messages": 5})
+    saver.delete_for_runs(["r1"])
+    fresh = JsonlCheckpointSaver(tmp_path)
+    assert len(list(fresh.list(_cfg()))) == 1
+    tup = fresh.get_tuple(later)
+    assert tup is not None and [m.content for m in tup.checkpoint["channel_values"]["messages"]][-1] == "m4"
+    assert tup.checkpoint["channel_values"]["count"] == 4
+    assert not (tmp_path / "tenants/default/sessions/t1/runs/r1").exists()
+
+
+def test_prune_keep_latest_leaves_a_self_contained_latest(tmp_path: Path) -> None:
+    """After prune(keep_latest) the only checkpoint left still has its full history."""
+    saver = JsonlCheckpointSaver(tmp_path)
+    _chain(saver, 30)
+    saver.prune(["t1"])
+    left = list(JsonlCheckpointSaver(tmp_path).list(_cfg()))
+    assert len(left) == 1 and len(left[0].checkpoint["channel_values"]["messages"]) == 30
+
+
+def test_pending_writes_arriving_after_their_checkpoint_are_not_stored_twice(tmp_path: Path) -> None:
+    """A write whose message a newer checkpoint already holds points at it, and reads back equal."""
+    saver = JsonlCheckpointSaver(tmp_path)
+    parent = _chain(saver, 1)[0]
+    body = "r" * 3000
+    msgs = [HumanMessage("m0", id="id0"), ToolMessage(body, tool_call_id="c", id="t1")]
+    saver.put(_cfg("t1", parent["configurable"]["checkpoint_id"]), _checkpoint({"messages": msgs}, {"messages": 2}),
+              {}, {"messages": 2})  # fmt: skip
+    saver.put_writes(parent, [("messages", [ToolMessage(body, tool_call_id="c")])], "task")
+    writes_file = tmp_path / "tenants/default/sessions/t1/runs/main/writes.jsonl"
+    assert body not in writes_file.read_text()
+    got = JsonlCheckpointSaver(tmp_path).get_tuple(parent)
+    assert got is not None and got.pending_writes == [("task", "messages", [ToolMessage(body, tool_call_id="c")])]
+    saver.prune(["t1"])
+    latest = JsonlCheckpointSaver(tmp_path).get_tuple(_cfg())
+    assert latest is not None and latest.checkpoint["channel_values"]["messages"] == msgs

@@ -1,0 +1,166 @@
+"""Crash and corruption: torn tails, flipped bytes, missing or truncated blobs, lost index."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
+
+from checkpointing import records
+from checkpointing.errors import BlobCorruptError, BlobMissingError, CorruptCheckpointError
+from checkpointing.saver import JsonlCheckpointSaver
+
+RUN = Path("tenants/default/sessions/t1/runs/main")
+
+
+def _cfg(cp: str | None = None) -> dict[str, Any]:
+    conf: dict[str, Any] = {"thread_id": "t1", "checkpoint_ns": ""}
+    if cp:
+        conf["checkpoint_id"] = cp
+    return {"configurable": conf}
+
+
+def _put(saver: JsonlCheckpointSaver, parent: str | None, value: Any, version: int) -> str:
+    cp = empty_checkpoint()
+    cp["id"] = str(uuid6(clock_seq=-1))
+    cp["channel_values"] = {"v": value}
+    cp["channel_versions"] = {"v": version}
+    return saver.put(_cfg(parent), cp, {"step": version}, {"v": version})["configurable"]["checkpoint_id"]
+
+
+def _three(base: Path) -> list[str]:
+    saver = JsonlCheckpointSaver(base)
+    ids: list[str] = []
+    for i in range(3):
+        ids.append(_put(saver, ids[-1] if ids else None, f"value-{i}", i + 1))
+    return ids
+
+
+def _last_record_span(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    start = data.rstrip(b"\n").rfind(b"\n") + 1
+    return start, len(data)
+
+
+def test_torn_tail_at_every_byte_offset_is_cut_and_kept_aside(tmp_path: Path) -> None:
+    """Cutting the last record anywhere loses only that record; it is moved to .broken; appends work."""
+    seed = tmp_path / "seed"
+    ids = _three(seed)
+    path = seed / RUN / "checkpoints.jsonl"
+    original = path.read_bytes()
+    start, end = _last_record_span(path)
+    for cut in range(start + 1, end):
+        base = tmp_path / f"cut{cut}"
+        (base / RUN).mkdir(parents=True)
+        for f in (seed / RUN).iterdir():
+            (base / RUN / f.name).write_bytes(f.read_bytes())
+        (base / RUN / "checkpoints.jsonl").write_bytes(original[:cut])
+        saver = JsonlCheckpointSaver(base)
+        latest = saver.get_tuple(_cfg())
+        assert latest is not None and latest.checkpoint["id"] == ids[1], cut
+        assert latest.checkpoint["channel_values"] == {"v": "value-1"}
+        broken = base / RUN / "checkpoints.jsonl.broken"
+        assert broken.read_bytes() == original[start:cut]
+        new_id = _put(saver, ids[1], "after", 9)
+        again = JsonlCheckpointSaver(base).get_tuple(_cfg())
+        assert again is not None and again.checkpoint["id"] == new_id
+        assert len(list(JsonlCheckpointSaver(base).list(_cfg()))) == 3
+
+
+def test_crash_mid_append_keeps_previous_checkpoints(tmp_path: Path, monkeypatch: Any) -> None:
+    """A process dying half-way through writing a record leaves the earlier ones readable."""
+    ids = _three(tmp_path)
+
+    class Killed(BaseException):
+        pass
+
+    def half_then_die(fd: int, data: bytes) -> None:
+        import os
+
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("checkpoints.jsonl"):
+            os.write(fd, data[: len(data) // 2])
+            raise Killed
+
+    monkeypatch.setattr(records, "write_hook", half_then_die)
+    with pytest.raises(Killed):
+        _put(JsonlCheckpointSaver(tmp_path), ids[-1], "lost", 4)
+    monkeypatch.setattr(records, "write_hook", None)
+    latest = JsonlCheckpointSaver(tmp_path).get_tuple(_cfg())
+    assert latest is not None and latest.checkpoint["id"] == ids[-1]
+    assert (tmp_path / RUN / "checkpoints.jsonl.broken").exists()
+
+
+def test_flipped_byte_mid_file_raises_naming_file_and_line(tmp_path: Path) -> None:
+    """A damaged record that is not the last raises CorruptCheckpointError; nothing is changed."""
+    ids = _three(tmp_path)
+    path = tmp_path / RUN / "checkpoints.jsonl"
+    data = bytearray(path.read_bytes())
+    second = data.index(b"\n") + 1
+    pos = data.index(b"value-1", second)
+    data[pos] = ord("V")
+    path.write_bytes(bytes(data))
+    saver = JsonlCheckpointSaver(tmp_path)
+    with pytest.raises(CorruptCheckpointError) as err:
+        saver.get_tuple(_cfg(ids[1]))
+    assert err.value.path.endswith("checkpoints.jsonl") and err.value.line == 2
+    with pytest.raises(CorruptCheckpointError):
+        list(saver.list(_cfg()))
+    first = saver.get_tuple(_cfg(ids[0]))
+    assert first is not None and first.checkpoint["channel_values"] == {"v": "value-0"}
+    assert path.read_bytes() == bytes(data)
+
+
+def test_flipped_byte_blocks_appends_instead_of_hiding_damage(tmp_path: Path) -> None:
+    """Appending to a file with mid-file damage raises rather than writing past it."""
+    ids = _three(tmp_path)
+    path = tmp_path / RUN / "checkpoints.jsonl"
+    data = bytearray(path.read_bytes())
+    data[data.index(b"value-0")] = ord("X")
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptCheckpointError, match="line 1|:1:"):
+        _put(JsonlCheckpointSaver(tmp_path), ids[-1], "more", 5)
+    assert path.read_bytes() == bytes(data)
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated"])
+def test_missing_or_truncated_blob_gives_a_clear_error(tmp_path: Path, damage: str) -> None:
+    """A checkpoint whose blob is gone or cut raises a blob error; other checkpoints still load."""
+    saver = JsonlCheckpointSaver(tmp_path, inline_payload_max_bytes=256)
+    small = _put(saver, None, "small", 1)
+    big = _put(saver, small, "B" * 4000, 2)
+    blob = next(p for p in (tmp_path / "blobs" / "sha256").rglob("*") if p.is_file())
+    if damage == "missing":
+        blob.unlink()
+    else:
+        blob.write_bytes(blob.read_bytes()[:100])
+    fresh = JsonlCheckpointSaver(tmp_path)
+    with pytest.raises(BlobMissingError if damage == "missing" else BlobCorruptError):
+        fresh.get_tuple(_cfg(big))
+    ok = fresh.get_tuple(_cfg(small))
+    assert ok is not None and ok.checkpoint["channel_values"] == {"v": "small"}
+
+
+def test_lost_or_stale_index_is_rebuilt_from_the_data(tmp_path: Path) -> None:
+    """Deleting or garbling the index loses nothing: it is rebuilt from the checkpoint files."""
+    ids = _three(tmp_path)
+    index = tmp_path / "tenants/default/sessions/t1/runs/index.jsonl"
+    index.unlink()
+    got = JsonlCheckpointSaver(tmp_path).get_tuple(_cfg())
+    assert got is not None and got.checkpoint["id"] == ids[-1]
+    lines = index.read_bytes().splitlines(keepends=True)
+    index.write_bytes(lines[0] + b"garbage\n" + b"".join(lines[1:]))
+    saver = JsonlCheckpointSaver(tmp_path)
+    assert [t.checkpoint["id"] for t in saver.list(_cfg())] == ids[::-1]
+
+
+def test_index_catches_up_with_records_it_missed(tmp_path: Path) -> None:
+    """A record appended without its index line (crash in between) is still found."""
+    ids = _three(tmp_path)
+    index = tmp_path / "tenants/default/sessions/t1/runs/index.jsonl"
+    lines = index.read_bytes().splitlines(keepends=True)
+    index.write_bytes(b"".join(lines[:-1]))
+    got = JsonlCheckpointSaver(tmp_path).get_tuple(_cfg())
+    assert got is not None and got.checkpoint["id"] == ids[-1]
