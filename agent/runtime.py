@@ -43,7 +43,7 @@ class LoopRuntime:
     active_skill: Any = None
     sinks: list[EventSink] = field(default_factory=list)
     tool_executor: Callable[[ToolSpec, dict[str, Any], ToolContext], dict[str, Any]] | None = None
-    compressor: Any = None  # agent.compression_runtime.ContextManager (budget + tiers)
+    compressor: Any = None  # agent.context.ContextManager (budget + tiers)
     datasets_summary: str = ""
     store_entry_factory: Callable[[dict[str, Any], str], dict[str, Any] | None] | None = None
     _bound: BaseChatModel | None = None

@@ -183,8 +183,9 @@ class DocumentBuilder:
                 continue
             if kind == "delta":
                 assert prev is not None
-                add, pw = self._delta_items(skey, ns, enc)
-                n, db = prev.n + 1, prev.db + size_of(add)
+                add, pw, payload = self._delta_items(skey, ns, enc)
+                # Count what the delta stands for, not its pointers: that is what a read rebuilds.
+                n, db = prev.n + 1, prev.db + payload
                 full = _extend(self._enc_of(skey, store, ns, prev, ch), enc)
                 if n < self.keyframe_every or db < prev.kb:
                     entries[ch] = {"d": prev.home, "add": add, "n": n, "kb": prev.kb, "db": db}
@@ -205,20 +206,26 @@ class DocumentBuilder:
             self.values.remember((*skey, ns, cp_id, ch), enc)
         return entries, chans
 
-    def _delta_items(self, skey: tuple[str, str], ns: str, enc: list[Any]) -> tuple[list[Any], list[str]]:
-        """Spilled delta items, each a `$pw` pointer when a recent pending write holds it already."""
+    def _delta_items(
+        self, skey: tuple[str, str], ns: str, enc: list[Any]
+    ) -> tuple[list[Any], list[str], int]:
+        """Spilled delta items (a `$pw` pointer when a recent pending write holds one already),
+        the checkpoints pointed at, and the bytes of the items themselves."""
         known = self._recent.get((*skey, ns))
         out: list[Any] = []
         used: set[str] = set()
+        payload = 0
         for item in enc:
             key, msg_id = strip_id(item)
             ref = known.get(key) if known else None
+            spilled = spill(item, self.blobs, self.inline_max)
+            payload += size_of(spilled)
             if ref is not None:
                 out.append({PW_KEY: ref, "id": msg_id})
                 used.add(ref[0])
             else:
-                out.append(spill(item, self.blobs, self.inline_max))
-        return out, sorted(used)
+                out.append(spilled)
+        return out, sorted(used), payload
 
     def commit_notes(self, skey: tuple[str, str], ns: str) -> None:
         """After the document is on disk: let late pending writes point at its delta items."""

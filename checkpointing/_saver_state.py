@@ -74,6 +74,9 @@ def spill(enc: Any, blobs: BlobStore, limit: int, size: int | None = None) -> An
         return [spill(x, blobs, limit) for x in enc]
     if isinstance(enc, dict) and TAG not in enc and not is_blob_ref(enc):
         return {k: spill(v, blobs, limit) for k, v in enc.items()}
+    if isinstance(enc, dict) and enc.get(TAG) == "msg" and isinstance(enc.get("v"), dict):
+        # Spill inside the message, so its id stays visible and equal contents share one blob.
+        return {TAG: "msg", "v": {k: spill(v, blobs, limit) for k, v in enc["v"].items()}}
     return blobs.ref_obj(canonical_json(enc))
 
 

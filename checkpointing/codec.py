@@ -172,7 +172,7 @@ class CheckpointStateCodec:
     def _dec_tagged(self, d: dict[str, Any], rb: BlobResolver) -> Any:  # noqa: C901 - closed tag table
         tag, p = d[TAG], d.get("v")
         if tag == "msg":
-            return dto_to_message(p)
+            return dto_to_message(_inline_blobs(p, rb))
         if tag == "tuple":
             return tuple(self._dec(x, rb) for x in p)
         if tag == "dict":
@@ -224,6 +224,17 @@ class CheckpointStateCodec:
                 )
             return cls.model_validate(p)
         raise UnsupportedValueError(f"unknown value tag {tag!r} in checkpoint data (written by a newer version?)")
+
+
+def _inline_blobs(d: Any, rb: BlobResolver) -> Any:
+    """Plain JSON `d` with blob references replaced by the JSON they hold."""
+    if isinstance(d, list):
+        return [_inline_blobs(x, rb) for x in d]
+    if isinstance(d, dict):
+        if BLOB_KEY in d and is_blob_ref(d):
+            return _inline_blobs(rb(d), rb)
+        return {k: _inline_blobs(x, rb) for k, x in d.items()}
+    return d
 
 
 def _hashable(v: Any) -> Any:

@@ -10,6 +10,7 @@ Field groups (seed §2, snake_case):
 | protection | consecutive_failures, replan_count, context_compression_count,       | refining / memory /   |
 |            | hitl_request, hitl_decision, error                                   | acting                |
 | context    | execution_history_text, tool_result_store, messages, runtime_messages| acting / refining ... |
+| runtime    | active_skill, sandbox_manifest (path -> blob digest of the room)     | planning / acting     |
 | accounting | model_call_count, last_usage, turn                                   | planning / reasoning  |
 
 `execution_history_text`, `tool_result_store` and `messages` append: a node returns only the
@@ -78,13 +79,16 @@ class TaskExecutionState(TypedDict, total=False):
     tool_result_store: Annotated[list[dict[str, Any]], DeltaChannel(extend_list, snapshot_frequency=50)]
     messages: Annotated[list[AnyMessage], add_messages]
     runtime_messages: list[dict[str, Any]]
+    # runtime snapshot (what the LoopRuntime is rebuilt with)
+    active_skill: str | None
+    sandbox_manifest: dict[str, str] | None
     # accounting
     model_call_count: int
     last_usage: dict[str, Any] | None
     turn: int
 
 
-FieldGroup = Literal["input", "plan", "loop", "protection", "context", "accounting"]
+FieldGroup = Literal["input", "plan", "loop", "protection", "context", "runtime", "accounting"]
 
 # name -> (group, reducer kind). Reducer kinds: "replace", "append" (DeltaChannel extend), "messages".
 FIELD_REGISTRY: dict[str, tuple[FieldGroup, str]] = {
@@ -110,6 +114,8 @@ FIELD_REGISTRY: dict[str, tuple[FieldGroup, str]] = {
     "tool_result_store": ("context", "append"),
     "messages": ("context", "messages"),
     "runtime_messages": ("context", "replace"),
+    "active_skill": ("runtime", "replace"),
+    "sandbox_manifest": ("runtime", "replace"),
     "model_call_count": ("accounting", "replace"),
     "last_usage": ("accounting", "replace"),
     "turn": ("accounting", "replace"),

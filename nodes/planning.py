@@ -51,6 +51,13 @@ def planning_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str
     replanning = state.get("loop_signal") == "REPLAN"
     if not replanning and (mode == "never" or (mode == "auto" and state.get("user_intent") == "chat")):
         return {"loop_signal": None}
+    pre: dict[str, Any] = {}
+    if runtime.compression_due(state):
+        # The planner sees the history too: keep its prompt inside the window like reasoning's.
+        pre = dict(runtime.compress(state, reason="budget"))
+        pre.pop("loop_signal", None)
+        pre.pop("error", None)
+        state = {**state, **pre}  # type: ignore[typeddict-item]
     call_index = int(state.get("model_call_count") or 0)
     history = dtos_to_messages([d for d in state.get("runtime_messages") or [] if d.get("role") != "system"])
     ask = PLANNING_INSTRUCTIONS
@@ -66,12 +73,15 @@ def planning_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str
     usage = dict(um) if um else None
     finish = (reply.response_metadata or {}).get("finish_reason")
     runtime.emit("model_call", {"node": "planning", "call_index": call_index, "usage": usage, "finish_reason": finish})
+    history_lines = list(pre.pop("execution_history_text", []) or [])
     return {
+        **pre,
         "task_plan_text": plan,
         "task_todo_list": todos,
         "current_task": todos[0]["title"] if todos else None,
         "model_call_count": call_index + 1,
-        "last_usage": usage,
+        # The planning reply is not part of the context: keep the compression anchor the ledger counts from.
+        "last_usage": {**(usage or {}), "context_anchor": (state.get("last_usage") or {}).get("context_anchor")},
         "loop_signal": None,
-        "execution_history_text": [f"plan ({len(todos)} steps): {plan[:300]}"],
+        "execution_history_text": [*history_lines, f"plan ({len(todos)} steps): {plan[:300]}"],
     }

@@ -330,3 +330,17 @@ def test_pending_writes_arriving_after_their_checkpoint_are_not_stored_twice(tmp
     saver.prune(["t1"])
     latest = JsonlCheckpointSaver(tmp_path).get_tuple(_cfg())
     assert latest is not None and latest.checkpoint["channel_values"]["messages"] == msgs
+
+
+def test_big_message_written_before_its_id_was_assigned_reads_back_with_its_id(tmp_path: Path) -> None:
+    """A 50 KB tool result stored once (in a blob) keeps the id add_messages gave it later."""
+    saver = JsonlCheckpointSaver(tmp_path)
+    parent = _chain(saver, 1)[0]
+    body = "b" * 50_000
+    saver.put_writes(parent, [("messages", [ToolMessage(body, tool_call_id="c")])], "task")
+    msgs = [HumanMessage("m0", id="id0"), ToolMessage(body, tool_call_id="c", id="given-later")]
+    cfg = saver.put(_cfg("t1", parent["configurable"]["checkpoint_id"]), _checkpoint({"messages": msgs}, {"messages": 2}),
+                    {}, {"messages": 2})  # fmt: skip
+    got = JsonlCheckpointSaver(tmp_path).get_tuple(cfg)
+    assert got is not None and got.checkpoint["channel_values"]["messages"] == msgs
+    assert len([p for p in (tmp_path / "blobs").rglob("*") if p.is_file()]) == 1

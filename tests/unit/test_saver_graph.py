@@ -211,3 +211,16 @@ def test_storage_grows_linearly_with_plain_add_messages(tmp_path: Path) -> None:
         g.invoke({"messages": [], "i": 0}, {"configurable": {"thread_id": "t"}, "recursion_limit": 5000})
         sizes.append(_bytes_on_disk(root))
     assert math.log(sizes[1] / sizes[0]) / math.log(8) <= 1.15, sizes
+
+
+def test_keep_last_on_a_real_graph_keeps_state_and_drops_history(tmp_path: Path) -> None:
+    """With keep_last, a long run keeps few checkpoints yet resumes with its whole history."""
+    g = agent_loop(200).compile(checkpointer=JsonlCheckpointSaver(tmp_path, keep_last=5, fsync="batch"))
+    cfg = {"configurable": {"thread_id": "kept"}, "recursion_limit": 5000}
+    out = g.invoke({"messages": [HumanMessage("start")], "i": 0}, cfg)
+    fresh = JsonlCheckpointSaver(tmp_path)
+    assert len(list(fresh.list(cfg))) < 150
+    state = agent_loop(200).compile(checkpointer=fresh).get_state(cfg)
+    assert state.values["messages"] == out["messages"]
+    history = list(agent_loop(200).compile(checkpointer=fresh).get_state_history(cfg))
+    assert all(len(h.values.get("messages", [])) <= len(out["messages"]) for h in history)
