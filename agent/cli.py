@@ -79,7 +79,10 @@ def _print_result(result: dict[str, Any], as_json: bool) -> int:
         out.print_json(json.dumps(result, ensure_ascii=False, default=str))
     else:
         out.print()
-        out.print(result.get("answer") or "(no answer)", markup=False)
+        if result.get("status") == "PAUSED":
+            out.print("(paused: waiting for a human decision)", markup=False)
+        else:
+            out.print(result.get("answer") or "(no answer)", markup=False)
         out.print()
         out.print(
             f"[bold]session[/bold] {result['session_id']}  [bold]status[/bold] {result['status']}  "
@@ -116,11 +119,48 @@ def _stream_to_result(events: Any, as_json: bool) -> dict[str, Any]:
     return final
 
 
+def _decide(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any] | None:
+    """The human's decision on one approval request: --approve-all, a prompt on a terminal, or None."""
+    if getattr(args, "approve_all", False):
+        return {"approved": True, "reason": "approved with --approve-all"}
+    if args.json or not sys.stdin.isatty():
+        return None
+    console.print(
+        f"[bold yellow]The agent wants to run {request.get('name')}[/bold yellow]"
+        f"({json.dumps(request.get('args'), ensure_ascii=False)[:300]})"
+    )
+    answer = console.input("Approve? [y/N] ").strip().lower()
+    if answer in ("y", "yes"):
+        return {"approved": True}
+    reason = console.input("Reason for rejecting (optional): ").strip()
+    return {"approved": False, "reason": reason or "rejected at the prompt"}
+
+
+def _until_done(args: argparse.Namespace, runner: Any, final: dict[str, Any]) -> dict[str, Any]:
+    """Answer approval requests as they come (see `_decide`), resuming until the run stops otherwise."""
+    while final.get("status") == "PAUSED" and final.get("pending_approval"):
+        decision = _decide(args, final["pending_approval"][0])
+        if decision is None:
+            sid = final["session_id"]
+            console.print(
+                f"[yellow]paused for approval[/yellow]: continue with `agentrt resume {sid} --approve` "
+                f"or `agentrt resume {sid} --reject --reason ...`",
+                markup=True,
+            )
+            return final
+        events = runner.stream_resume(final["session_id"], tenant_id=args.tenant, user_id=args.user, decision=decision)
+        final = _stream_to_result(events, args.json)
+    return final
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """agentrt run TEXT."""
     runner = _runner(args)
-    events = runner.stream(" ".join(args.text), session_id=args.session, tenant_id=args.tenant, user_id=args.user)
-    return _print_result(_stream_to_result(events, args.json), args.json)
+    events = runner.stream(
+        " ".join(args.text), session_id=args.session, tenant_id=args.tenant, user_id=args.user, skill=args.skill
+    )
+    final = _until_done(args, runner, _stream_to_result(events, args.json))
+    return _print_result(final, args.json)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -254,6 +294,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run one agent turn")
     _common(p)
     p.add_argument("--session", metavar="ID", help="continue this session (default: a new one)")
+    p.add_argument("--skill", metavar="NAME", help="activate a skill from the skills folder for this turn")
+    p.add_argument("--approve-all", action="store_true", help="approve every tool call that asks for approval")
     p.add_argument("text", nargs="+", help="what the agent should do")
     p = sub.add_parser("resume", help="recover and continue a crashed, paused or interrupted run")
     _common(p)

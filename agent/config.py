@@ -65,6 +65,9 @@ class ToolsSettings(_Strict):
             "calculator",
             "read_tool_result",
             "update_todo",
+            "list_datasets",
+            "query_dataset",
+            "publish_report",
         ]
     )
     custom: list[ToolEntry] = Field(default_factory=list)
@@ -136,6 +139,7 @@ class DatasetEntry(_Strict):
     name: str
     path: str
     format: str | None = None
+    description: str | None = None
 
 
 class AgentSettings(_Strict):

@@ -35,6 +35,7 @@ from agent.tool_results import ToolResultSlice, ToolResultStore
 from agent.tools.registry import build_toolset, toolset_descriptor
 from agent.turns import EventRecorder, SessionHold
 from checkpointing.blobs import BlobStore
+from checkpointing.digest import digest_of
 from checkpointing.errors import InvalidIdError
 from checkpointing.ids import validate_id
 from graph import runtime as runtime_registry
@@ -60,10 +61,11 @@ class AgentRunner:
         self.saver = saver if saver is not None else build_saver(settings)
         self.graph: CompiledStateGraph = build_graph(self.saver)
         self.graph_version = GRAPH_VERSION
-        self.pins = compute_pins(settings, self.toolset, GRAPH_VERSION)
         self.lease = build_lease(settings)
         self._manager: ChatSessionManager | None = None
         self.builder = RuntimeBuilder(settings, self.tools, self.blobs)
+        skills = digest_of([s.as_data() for s in self.builder.skills.values()]) if self.builder.skills else None
+        self.pins = compute_pins(settings, self.toolset, GRAPH_VERSION, skill=skills)
         runtime_registry.set_runtime_factory(self.builder)
 
     @classmethod
@@ -112,11 +114,19 @@ class AgentRunner:
 
     # --- a new turn ----------------------------------------------------------------------------------
     def stream(
-        self, text: str, session_id: str | None = None, tenant_id: str | None = None, user_id: str | None = None
+        self,
+        text: str,
+        session_id: str | None = None,
+        tenant_id: str | None = None,
+        user_id: str | None = None,
+        skill: str | None = None,
     ) -> Iterator[RunEvent]:
         """Run one turn, yielding events as they happen; the last event is `final` with the result."""
         if not text or not text.strip():
             raise ConfigError('empty input: give the agent something to do, e.g. agentrt run "summarise notes.md"')
+        if skill is not None and skill not in self.builder.skills:
+            known = ", ".join(sorted(self.builder.skills)) or "none"
+            raise ConfigError(f"unknown skill {skill!r}; the skills folder has: {known}")
         tenant, user, sid = self._ids(session_id, tenant_id, user_id)
         session = self._session_for_turn(tenant, sid, user, session_id is None)
         snap = self.graph.get_state(self._thread(tenant, sid))
@@ -137,7 +147,10 @@ class AgentRunner:
             if fork_cp:
                 extra["checkpoint_id"] = fork_cp
             config = self._config(session, run_id, hold.token, **extra)
-            yield from self._drive({"user_input": text}, config, session, recorder)
+            graph_input: dict[str, Any] = {"user_input": text}
+            if skill is not None:
+                graph_input["active_skill"] = skill
+            yield from self._drive(graph_input, config, session, recorder)
 
     def _session_for_turn(self, tenant: str, sid: str, user: str | None, new: bool) -> ChatSession:
         if not new:
@@ -151,10 +164,15 @@ class AgentRunner:
         return self.manager.create(tenant, s.agent_id, user or s.user_id, sid, config_digest=self.pins.surface_digest)
 
     def run(
-        self, text: str, session_id: str | None = None, tenant_id: str | None = None, user_id: str | None = None
+        self,
+        text: str,
+        session_id: str | None = None,
+        tenant_id: str | None = None,
+        user_id: str | None = None,
+        skill: str | None = None,
     ) -> RunResult:
-        """Run one turn to its end and return the result."""
-        return _final(self.stream(text, session_id=session_id, tenant_id=tenant_id, user_id=user_id))
+        """Run one turn until it ends or pauses (status PAUSED: a tool awaits approval) and return the result."""
+        return _final(self.stream(text, session_id=session_id, tenant_id=tenant_id, user_id=user_id, skill=skill))
 
     # --- driving the graph ---------------------------------------------------------------------------
     def _drive(self, graph_input: Any, config: RunnableConfig, session: ChatSession, recorder: EventRecorder) -> Iterator[RunEvent]:
@@ -180,6 +198,8 @@ class AgentRunner:
             for node, update in (chunk or {}).items():
                 if node == "__interrupt__":
                     values = [getattr(i, "value", i) for i in (update or ())]
+                    for value in values:
+                        recorder.record("hitl_request", {"run_id": recorder.run_id, **_jsonable_dict(value)})
                     yield RunEvent("interrupt", {"requests": values})
                     continue
                 recorder.node_done(node)
@@ -260,7 +280,10 @@ class AgentRunner:
             doc, snap, accepted = plan
             run_id = str(doc.get("run_id") or session.last_run_id or "main")
             recorder.run_id = run_id
-            if not snap.next:
+            # A step whose writes were saved but whose checkpoint was not (crash between
+            # put_writes and put) has no `next` yet still a task: only no task at all is finished.
+            pending = list(snap.next) or [t.name for t in snap.tasks]
+            if not pending:
                 yield RunEvent("recovered", {"finished": True, "checkpoint_id": doc.get("checkpoint_id")})
                 result = self.result(sid, tenant)
                 yield RunEvent("final", {**result.to_json(), "note": "the last run had already finished"})
@@ -279,7 +302,7 @@ class AgentRunner:
             replayed = self.builder.journal(tenant, sid, hold.token).completed_count(run_id)
             info = {
                 "checkpoint_id": doc.get("checkpoint_id"),
-                "next_nodes": list(snap.next),
+                "next_nodes": pending,
                 "run_id": run_id,
                 "journal_completed": replayed,
                 "accepted": accepted,
@@ -433,6 +456,10 @@ def _final(events: Iterator[RunEvent]) -> RunResult:
             final = ev.data
     final.pop("note", None)
     return RunResult(**final)
+
+
+def _jsonable_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) and isinstance(_jsonable(value), dict) else {"value": repr(value)}
 
 
 def _jsonable(value: Any) -> Any:

@@ -39,8 +39,10 @@ class LoopRuntime:
     model: BaseChatModel
     tools: dict[str, ToolSpec]
     tool_context: ToolContext
+    fencing_token: int | None = None
     todos: TodoManager = field(default_factory=TodoManager)
-    active_skill: Any = None
+    active_skill: Any = None  # agent.skills.Skill
+    skills: dict[str, Any] = field(default_factory=dict)
     sinks: list[EventSink] = field(default_factory=list)
     tool_executor: Callable[[ToolSpec, dict[str, Any], ToolContext], dict[str, Any]] | None = None
     compressor: Any = None  # agent.context.ContextManager (budget + tiers)
@@ -62,6 +64,21 @@ class LoopRuntime:
         assert self._bound is not None
         return self._bound
 
+    def activate_skill(self, name: str | None) -> str | None:
+        """Make skill `name` active (None: none); returns the active name. Unknown names are ignored."""
+        skill = self.skills.get(name) if name else None
+        if skill is not self.active_skill:
+            self.active_skill = skill
+            self._bound = None  # the visible tools changed
+        return skill.name if skill is not None else None
+
+    def skills_prompt(self) -> str:
+        """The skills the planner may choose from ('' when there are none)."""
+        if not self.skills:
+            return ""
+        lines = [f"- {s.name}: {s.description}" for s in self.skills.values()]
+        return " You may activate one skill by adding \"skill\": \"<name>\" to the JSON. Skills:\n" + "\n".join(lines)
+
     def visible_tools(self) -> list[ToolSpec]:
         """The tools the model may call (the active skill may narrow them)."""
         allowed = getattr(self.active_skill, "tools", None)
@@ -79,13 +96,30 @@ class LoopRuntime:
         return "\n\n".join(parts)
 
     # --- tools -----------------------------------------------------------------------------
-    def execute_tool_calls(self, state: Mapping[str, Any], tool_calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Run each call in order (through the journal when configured); one result per call."""
+    def requires_approval(self, tool_name: str) -> bool:
+        """Whether a human must approve calls of this tool (HITL)."""
+        spec = self.tools.get(tool_name)
+        return bool(spec is not None and spec.requires_approval)
+
+    def execute_tool_calls(
+        self, state: Mapping[str, Any], tool_calls: list[dict[str, Any]], rejected: Mapping[str, str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Run each call in order (through the journal when configured); one result per call.
+
+        Calls in `rejected` (id -> reason) are not run: their result tells the model a human said no.
+        """
         self.todos.seed(state.get("task_todo_list"))
         results = []
         for call in tool_calls:
             self.emit("tool_call", {"tool_call_id": call.get("id"), "name": call.get("name"), "args": call.get("args")})
-            res = self._execute_one(call)
+            if rejected and call.get("id") in rejected:
+                res = {
+                    "status": "rejected",
+                    "content": f"rejected by the human reviewer: {rejected[call['id']]}. Do not retry this call; "
+                    "continue without it or ask the user.",
+                }
+            else:
+                res = self._execute_one(call)
             if res["status"] == "success" and "store_entry" not in res and self.store_entry_factory is not None:
                 entry = self.store_entry_factory(call, res["content"])
                 if entry is not None:
@@ -113,6 +147,23 @@ class LoopRuntime:
         if self.tool_executor is not None and not spec.state_only:
             return self.tool_executor(spec, call, self.tool_context)
         return run_tool(spec, call, self.tool_context)
+
+    def sandbox_update(self, state: Mapping[str, Any], tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
+        """A new sandbox manifest (path -> blob digest) when a tool may have changed the room."""
+        sandbox = self.tool_context.sandbox
+        if sandbox is None:
+            return {}
+        may_write = any(
+            (spec := self.tools.get(c.get("name", ""))) is not None and spec.effect != "read_only" and not spec.state_only
+            for c in tool_calls
+        )
+        if not may_write and state.get("sandbox_manifest") is not None:
+            return {}
+        manifest = sandbox.manifest()
+        if manifest == (state.get("sandbox_manifest") or {}):
+            return {}
+        self.emit("sandbox", {"kind": "snapshot", "files": len(manifest), "room_id": sandbox.room_id})
+        return {"sandbox_manifest": manifest}
 
     def todo_update(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """The todo list as changed by tools (or finished), as a state update; {} when unchanged."""

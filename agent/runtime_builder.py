@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -19,11 +20,13 @@ from agent.context import ContextManager
 from agent.models import build_chat_model
 from agent.runtime import EventSink, LoopRuntime
 from agent.sandbox import Sandbox
+from agent.skills import check_skill_tools, load_skills
 from agent.tool_results import ToolResultStore, make_entry
 from agent.tools.base import ToolContext, ToolSpec
 from agent.tools.journal import ToolExecutionJournal, execute_with_journal
 from checkpointing.blobs import BlobStore
 from checkpointing.fencing import FencingGuard
+from checkpointing.ids import validate_id
 
 
 class RuntimeBuilder:
@@ -36,6 +39,8 @@ class RuntimeBuilder:
         self._sinks: dict[str, EventSink] = {}
         self._datasets: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
+        self.skills = load_skills(settings.skills_dir)
+        check_skill_tools(self.skills, set(tools))
 
     def attach(self, session_id: str, sink: EventSink) -> None:
         """Send the session's runtime events to `sink` while a run is driven."""
@@ -65,9 +70,8 @@ class RuntimeBuilder:
         tenant = str(conf.get("tenant_id") or self.settings.session.tenant_id)
         run_id = str(conf.get("run_id") or "main")
         token = conf.get("fencing_token")
-        room = self.settings.base_dir / "tenants" / tenant / "sessions" / session_id / "workspace"
-        room.mkdir(parents=True, exist_ok=True)
-        ctx = ToolContext(session_id=session_id, tenant_id=tenant, run_id=run_id, sandbox=Sandbox(room, blobs=self.blobs))
+        sandbox = self.sandbox(tenant, session_id, str(conf.get("branch_id") or "main"), state)
+        ctx = ToolContext(session_id=session_id, tenant_id=tenant, run_id=run_id, sandbox=sandbox)
         store = ToolResultStore.from_entries(list(state.get("tool_result_store") or []), self.blobs)
         ctx.tool_results = store
         rt = LoopRuntime(
@@ -79,8 +83,11 @@ class RuntimeBuilder:
             tools=self.tools,
             tool_context=ctx,
             compressor=ContextManager(self.settings) if self.settings.compression.enabled else None,
+            fencing_token=token if isinstance(token, int) else None,
         )
         ctx.todos = rt.todos
+        rt.skills = self.skills
+        rt.activate_skill(state.get("active_skill"))
         rt.store_entry_factory = self._store_entry_factory(store)
         journal = self.journal(tenant, session_id, token if isinstance(token, int) else None)
         rt.tool_executor = _journaled(journal, run_id)
@@ -90,6 +97,35 @@ class RuntimeBuilder:
             rt.sinks.append(sink)
         self._attach_datasets(rt, tenant)
         return rt
+
+    def room_dir(self, tenant: str, session_id: str, branch_id: str) -> Path:
+        """The sandbox room of a branch: `workspace/` for main, `rooms/<branch>/` for forks."""
+        session_dir = self.settings.base_dir / "tenants" / tenant / "sessions" / session_id
+        return session_dir / "workspace" if branch_id == "main" else session_dir / "rooms" / validate_id(branch_id)
+
+    def sandbox(self, tenant: str, session_id: str, branch_id: str, state: Mapping[str, Any]) -> Sandbox:
+        """The branch's room; refilled from the checkpoint's manifest when it is empty but should not be.
+
+        A room that has files is left as it is: it holds the effects of tool calls the journal
+        recorded as completed, which a resume replays instead of re-running.
+        """
+        room = self.room_dir(tenant, session_id, branch_id)
+        manifest = state.get("sandbox_manifest") or {}
+        empty = not room.exists() or not any(room.iterdir())
+        room.mkdir(parents=True, exist_ok=True)
+        sandbox = Sandbox(room, blobs=self.blobs, on_event=self._sandbox_event(session_id))
+        if empty and manifest:
+            sandbox.restore(manifest)
+        return sandbox
+
+    def _sandbox_event(self, session_id: str) -> Callable[[str, dict[str, Any]], None]:
+        def on_event(kind: str, payload: dict[str, Any]) -> None:
+            with self._lock:
+                sink = self._sinks.get(session_id)
+            if sink is not None:
+                sink("sandbox", {"kind": kind, **payload})
+
+        return on_event
 
     def _attach_datasets(self, rt: LoopRuntime, tenant: str) -> None:
         if not self.settings.datasets:

@@ -35,13 +35,14 @@ from typing import Annotated, Any, TypedDict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
-from langgraph.channels.delta import DeltaChannel  # noqa: E402
-from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
-from langgraph.graph import END, START, StateGraph  # noqa: E402
-from langgraph.graph.message import add_messages  # noqa: E402
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
 
-from checkpointing.saver import JsonlCheckpointSaver  # noqa: E402
+from checkpointing.saver import JsonlCheckpointSaver
 
 SAVERS = ("jsonl", "memory", "sqlite", "postgres", "none")
 MILESTONES = (50, 200, 1000)
@@ -49,7 +50,8 @@ JSONL_FSYNC = os.environ.get("BENCH_JSONL_FSYNC", "always")
 
 
 def _delta_add_messages(state: list, writes: list) -> list:
-    return functools.reduce(add_messages, writes, state)
+    merge: Callable[[Any, Any], Any] = add_messages
+    return functools.reduce(merge, writes, state)
 
 
 class PlainState(TypedDict):
@@ -75,7 +77,7 @@ def build_graph(mode: str, checkpointer: Any, limit: dict[str, int]) -> Any:
         body = "".join(rnd.choices(string.ascii_letters + " ", k=size))
         return {"messages": [ToolMessage(body, tool_call_id=f"c{s['i'] - 1}")]}
 
-    b = StateGraph(DeltaState if mode == "delta" else PlainState)
+    b: Any = StateGraph(DeltaState if mode == "delta" else PlainState)
     b.add_node("agent", agent)
     b.add_node("tools", tools)
     b.add_edge(START, "agent")
@@ -123,14 +125,14 @@ def make_saver(name: str, work: Path) -> tuple[Any, Callable[[], int | None], Ca
 
         url = os.environ.get("AGENTRT_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
         schema = f"bench_{uuid.uuid4().hex[:12]}"
-        conn = psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-        conn.execute(f"CREATE SCHEMA {schema}")
-        conn.execute(f"SET search_path TO {schema}")
-        pg = PostgresSaver(conn)  # type: ignore[arg-type]
+        pconn: Any = psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        pconn.execute(f"CREATE SCHEMA {schema}")
+        pconn.execute(f"SET search_path TO {schema}")
+        pg = PostgresSaver(pconn)
         pg.setup()
 
         def size() -> int:
-            row = conn.execute(
+            row = pconn.execute(
                 "SELECT COALESCE(SUM(pg_total_relation_size(format('%%I.%%I', schemaname, tablename))), 0) AS b "
                 "FROM pg_tables WHERE schemaname = %s",
                 (schema,),
@@ -138,8 +140,8 @@ def make_saver(name: str, work: Path) -> tuple[Any, Callable[[], int | None], Ca
             return int(row["b"]) if row else 0
 
         def close() -> None:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
-            conn.close()
+            pconn.execute(f"DROP SCHEMA {schema} CASCADE")
+            pconn.close()
 
         return pg, size, close
     raise ValueError(f"unknown saver {name!r}")
@@ -160,10 +162,11 @@ def run_one(name: str, mode: str, steps: int) -> dict[str, Any]:
     saver, size, close = make_saver(name, work)
     limit = {"n": 0}
     graph = build_graph(mode, saver, limit)
-    cfg = {"configurable": {"thread_id": f"bench-{uuid.uuid4().hex[:8]}"}, "recursion_limit": 10 * steps + 100}
+    thread = f"bench-{uuid.uuid4().hex[:8]}"
+    cfg: RunnableConfig = {"configurable": {"thread_id": thread}, "recursion_limit": 10 * steps + 100}
     marks = sorted({m for m in MILESTONES if m <= steps} | {max(1, steps // 4), steps})
     out: dict[str, Any] = {"bytes": {}, "get_state": {}, "get_tuple": {}, "ms": 0.0}
-    elapsed, done, state = 0.0, 0, None
+    elapsed, state = 0.0, None
     try:
         for mark in marks:
             limit["n"] = mark
@@ -175,7 +178,6 @@ def run_one(name: str, mode: str, steps: int) -> dict[str, Any]:
                 inp = {"messages": [*state["messages"], HumanMessage("go on")], "i": state["i"]}
             state = graph.invoke(inp, cfg)
             elapsed += time.perf_counter() - t0
-            done = mark
             if saver is None:
                 continue
             out["bytes"][mark] = size()

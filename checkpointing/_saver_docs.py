@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
     Checkpoint,
@@ -16,13 +15,18 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
+from checkpointing._saver_graphinfo import current_node, next_nodes
 from checkpointing._saver_state import (
     _UNSET,
+    DL_KEY,
     PW_KEY,
-    SNAPSHOT_TAG,
     ChanState,
     HeadState,
     ValueReader,
+    _copy_value,
+    _extend,
+    _is_dl,
+    _list_of,
     size_of,
     spill,
     strip_id,
@@ -30,48 +34,16 @@ from checkpointing._saver_state import (
 )
 from checkpointing._saver_store import SessionStore
 from checkpointing.blobs import BlobStore
-from checkpointing.codec import TAG, CheckpointStateCodec
+from checkpointing.codec import CheckpointStateCodec
 from checkpointing.digest import config_digest
 from checkpointing.errors import CorruptCheckpointError
 from checkpointing.validation import SCHEMA_VERSION
 
-BRANCH_PREFIX = "branch:to:"
 _RECENT_ITEMS = 4096
-DL_KEY = "$dl"
+# A keyframe once the deltas since the last one add up to this many times its size: keyframes
+# grow geometrically, so their total stays under 1.5x the value and a read costs <= 3x its size.
+KEYFRAME_GROWTH = 2
 SNAPSHOT_KEYS = ("surface_digest", "toolset_hash", "active_skill", "todo")
-
-
-def _gt(a: Any, b: Any) -> bool:
-    try:
-        return bool(a > b)
-    except TypeError:
-        return str(a) > str(b)
-
-
-def next_nodes(checkpoint: Checkpoint) -> list[str]:
-    """Nodes LangGraph will run next: a trigger channel newer than what the node has seen."""
-    cv = checkpoint["channel_versions"]
-    vs = checkpoint["versions_seen"]
-    out: set[str] = set()
-    for ch, ver in cv.items():
-        node = ch[len(BRANCH_PREFIX) :] if ch.startswith(BRANCH_PREFIX) else ("__start__" if ch == "__start__" else None)
-        if node is None:
-            continue
-        seen = vs.get(node, {}).get(ch)
-        if seen is None or _gt(ver, seen):
-            out.add(node)
-    for packet in checkpoint["channel_values"].get("__pregel_tasks", []) or []:
-        node = getattr(packet, "node", None)
-        if isinstance(node, str):
-            out.add(node)
-    return sorted(out)
-
-
-def current_node(versions_seen: Mapping[str, Any], parent_seen: Mapping[str, Any] | None) -> str | None:
-    """The node(s) whose run produced this checkpoint: their versions_seen changed."""
-    parent_seen = parent_seen or {}
-    ran = sorted(n for n, v in versions_seen.items() if n != "__input__" and parent_seen.get(n) != v)
-    return ",".join(ran) if ran else None
 
 
 class DocumentBuilder:
@@ -187,7 +159,7 @@ class DocumentBuilder:
                 # Count what the delta stands for, not its pointers: that is what a read rebuilds.
                 n, db = prev.n + 1, prev.db + payload
                 full = _extend(self._enc_of(skey, store, ns, prev, ch), enc)
-                if n < self.keyframe_every or db < prev.kb:
+                if n < self.keyframe_every or db < KEYFRAME_GROWTH * prev.kb:
                     entries[ch] = {"d": prev.home, "add": add, "n": n, "kb": prev.kb, "db": db}
                     if pw:
                         entries[ch]["pw"] = pw
@@ -360,7 +332,8 @@ class DocumentBuilder:
             entry = (doc or {}).get("task_state", {}).get(ch) or {}
             items = entry.get("add")
             if not isinstance(items, list) or k >= len(items):
-                raise CorruptCheckpointError(str(store.runs_dir), 0, f"pending write points at missing item {cp}/{ch}/{k}")
+                reason = f"pending write points at missing item {cp}/{ch}/{k}"
+                raise CorruptCheckpointError(str(store.runs_dir), 0, reason)
             return with_id(items[k], e.get("id"))
 
         return [one(e) for e in enc] if isinstance(enc, list) else one(enc)
@@ -414,35 +387,6 @@ class DocumentBuilder:
             ),
             pending_writes=self.pending_writes(store, ns, cp_id),
         )
-
-
-def _is_dl(e: Any) -> bool:
-    return isinstance(e, dict) and DL_KEY in e and TAG not in e
-
-
-def _list_of(value: Any) -> list[Any] | None:
-    """The items of a list value or of a DeltaChannel snapshot of a list; None otherwise."""
-    if isinstance(value, list):
-        return value
-    if isinstance(value, _DeltaSnapshot) and isinstance(value.value, list):
-        return value.value
-    return None
-
-
-def _copy_value(value: Any) -> Any:
-    """A shallow copy kept for the next append check (the caller may keep mutating its list)."""
-    if isinstance(value, list):
-        return list(value)
-    if isinstance(value, _DeltaSnapshot) and isinstance(value.value, list):
-        return _DeltaSnapshot(list(value.value))
-    return _UNSET
-
-
-def _extend(base: Any, items: list[Any]) -> Any:
-    """JSON value `base` (a list, or a tagged snapshot of one) with `items` appended."""
-    if isinstance(base, dict) and base.get(TAG) == SNAPSHOT_TAG:
-        return {TAG: SNAPSHOT_TAG, "v": base["v"] + items}
-    return base + items
 
 
 def _scalar(v: Any) -> Any:

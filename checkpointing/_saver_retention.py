@@ -13,6 +13,7 @@ import shutil
 from typing import Any
 
 from checkpointing._saver_docs import DocumentBuilder
+from checkpointing._saver_state import size_of
 from checkpointing._saver_store import CHECKPOINTS, WRITES, SessionStore
 from checkpointing.errors import CorruptCheckpointError, CorruptRecordError
 from checkpointing.records import atomic_write, encode_record, read_records_with_offsets
@@ -32,30 +33,55 @@ def _targets(entry: dict[str, Any]) -> list[str]:
 
 
 def closure(docs: DocumentBuilder, store: SessionStore, seeds: set[Key], follow_refs: bool = True) -> set[Key]:
-    """`seeds` plus every document they need (refs/deltas if `follow_refs`, DeltaChannel ancestors)."""
+    """`seeds` plus every document they need.
+
+    Needs are tracked per (document, channel): a delta needs its base for that channel and the
+    pending writes it points at; a reference to a small value (<= the inline limit) needs
+    nothing, since the rewrite copies such a value into the referring document. DeltaChannel
+    channels need every ancestor back to the one that stores them. With `follow_refs=False`
+    only the DeltaChannel rule applies (everything else is materialized by the rewrite).
+    """
     idx = store.index
     keep: set[Key] = set()
-    stack = list(seeds)
+    seen: set[tuple[str, str, str]] = set()
+    stack: list[tuple[Key, str | None]] = [(k, None) for k in seeds]
     while stack:
-        key = stack.pop()
-        if key in keep or key not in idx.cps:
+        key, channel = stack.pop()
+        if key not in idx.cps:
             continue
-        keep.add(key)
-        ns = key[0]
         doc = store.doc(*key)
         if doc is None:
             continue
-        if follow_refs:
-            for entry in doc["task_state"].values():
-                for target in _targets(entry):
-                    stack.append((ns, target))
-        for w in idx.writes.get(key, []):
-            stack.extend((ns, d) for d in w.dl)
-        loc = idx.cps[key]
-        missing = _delta_channels(doc.get("metadata")) - set(loc.channels)
-        if missing and loc.parent:
-            stack.append((ns, loc.parent))
+        ns = key[0]
+        if key not in keep:
+            keep.add(key)
+            for w in idx.writes.get(key, []):
+                stack.extend(((ns, d), "") for d in w.dl if (ns, d) not in keep)
+            missing = _delta_channels(doc.get("metadata")) - set(idx.cps[key].channels)
+            parent = idx.cps[key].parent
+            if missing and parent:
+                stack.append(((ns, parent), None))
+        if not follow_refs:
+            continue
+        # None: every channel of the document; "": the record only (its writes or delta items).
+        channels = list(doc["task_state"]) if channel is None else [channel] if channel else []
+        for ch in channels:
+            if (ns, key[1], ch) in seen:
+                continue
+            seen.add((ns, key[1], ch))
+            entry = doc["task_state"].get(ch) or {}
+            if entry.get("ref") and not _is_small(docs, store, ns, entry["ref"], ch):
+                stack.append(((ns, entry["ref"]), ch))
+            if entry.get("d"):
+                stack.append(((ns, entry["d"]), ch))
+            stack.extend(((ns, p), "") for p in entry.get("pw") or [])
     return keep
+
+
+def _is_small(docs: DocumentBuilder, store: SessionStore, ns: str, cp_id: str, ch: str) -> bool:
+    doc = store.doc(ns, cp_id)
+    entry = (doc or {}).get("task_state", {}).get(ch) or {}
+    return "w" in entry and size_of(entry["w"]) <= docs.inline_max
 
 
 def retain(docs: DocumentBuilder, store: SessionStore, run: str, keep_last: int) -> int:
@@ -71,7 +97,7 @@ def retain(docs: DocumentBuilder, store: SessionStore, run: str, keep_last: int)
     seeds |= store.pins() & set(idx.cps)
     keep = closure(docs, store, seeds)
     if keep != set(idx.cps):
-        rewrite(docs, store, keep, materialize=False)
+        rewrite(docs, store, keep, materialize=True)
     return sum(1 for k in keep if idx.cps.get(k) is not None and idx.cps[k].run == run)
 
 

@@ -12,11 +12,12 @@
 
 A LangGraph `_DeltaSnapshot` of a list is handled like the list it wraps.
 
-A list that only grew is written as a delta. A keyframe is written once at least
-`keyframe_every` deltas follow the last one AND the deltas add up to the keyframe's size, so
-keyframes are spaced geometrically: storage stays linear in the session and reading a value
-costs at most about twice its size. Anything that is not a pure append is written whole. JSON
-subtrees larger than `inline_payload_max_bytes` go to the blob store (`spill`).
+A list that only grew is written as a delta. A full keyframe is written once at least
+`keyframe_every` deltas follow the last one AND the items they add reach twice the keyframe's
+size, so keyframes are spaced geometrically: storage stays linear in the session (a fixed
+every-K keyframe would make it quadratic again) and reading a value costs at most about three
+times its size. Anything that is not a pure append is written whole. JSON subtrees larger than
+`inline_payload_max_bytes` go to the blob store (`spill`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+
 from checkpointing.blobs import BlobStore, is_blob_ref
 from checkpointing.codec import TAG
 from checkpointing.errors import CorruptCheckpointError
@@ -33,6 +36,7 @@ from checkpointing.records import canonical_json
 
 _UNSET: Any = object()
 PW_KEY = "$pw"
+DL_KEY = "$dl"
 SNAPSHOT_TAG = "delta_snapshot"
 _VALUE_CACHE_ENTRIES = 512
 
@@ -189,8 +193,37 @@ def _doc(store: Any, ns: str, cp_id: str, origin: str) -> dict[str, Any]:
     doc = store.doc(ns, cp_id)
     if doc is None:
         raise _broken(store, origin, f"it depends on checkpoint {cp_id}, which is not stored")
-    return doc  # type: ignore[no-any-return]
+    return doc
 
 
 def _broken(store: Any, cp_id: str, reason: str) -> CorruptCheckpointError:
     return CorruptCheckpointError(str(store.runs_dir), 0, f"checkpoint {cp_id}: {reason}")
+
+
+def _is_dl(e: Any) -> bool:
+    return isinstance(e, dict) and DL_KEY in e and TAG not in e
+
+
+def _list_of(value: Any) -> list[Any] | None:
+    """The items of a list value or of a DeltaChannel snapshot of a list; None otherwise."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, _DeltaSnapshot) and isinstance(value.value, list):
+        return value.value
+    return None
+
+
+def _copy_value(value: Any) -> Any:
+    """A shallow copy kept for the next append check (the caller may keep mutating its list)."""
+    if isinstance(value, list):
+        return list(value)
+    if isinstance(value, _DeltaSnapshot) and isinstance(value.value, list):
+        return _DeltaSnapshot(list(value.value))
+    return _UNSET
+
+
+def _extend(base: Any, items: list[Any]) -> Any:
+    """JSON value `base` (a list, or a tagged snapshot of one) with `items` appended."""
+    if isinstance(base, dict) and base.get(TAG) == SNAPSHOT_TAG:
+        return {TAG: SNAPSHOT_TAG, "v": base["v"] + items}
+    return base + items

@@ -127,7 +127,8 @@ class SessionStore:
                 if size < known:
                     return True  # shorter than the index says: a torn tail was cut, or a rewrite
                 if size > known:
-                    lines = [_index_line(run_dir.name, kind, off, rec, path) for off, rec in self._scan_from(path, known)]
+                    found = self._scan_from(path, known)
+                    lines = [_index_line(run_dir.name, kind, off, rec, path) for off, rec in found]
                     for line in lines:
                         _apply_index_line(idx, line)
                     if lines:

@@ -90,7 +90,7 @@ class CheckpointStateCodec:
         pairs = [[self._enc(k, f"{where} key"), self._enc(x, f"{where}[{k!r}]")] for k, x in v.items()]
         return {TAG: "dict", "v": pairs}
 
-    def _enc_other(self, v: Any, where: str) -> Any:  # noqa: C901 - one branch per registered type
+    def _enc_other(self, v: Any, where: str) -> Any:
         if isinstance(v, BaseMessage):
             return {TAG: "msg", "v": message_to_dto(v)}
         if isinstance(v, tuple) and not hasattr(v, "_fields"):
@@ -169,8 +169,9 @@ class CheckpointStateCodec:
             return self._dec(rb(d), rb)
         return {k: self._dec(x, rb) for k, x in d.items()}
 
-    def _dec_tagged(self, d: dict[str, Any], rb: BlobResolver) -> Any:  # noqa: C901 - closed tag table
-        tag, p = d[TAG], d.get("v")
+    def _dec_tagged(self, d: dict[str, Any], rb: BlobResolver) -> Any:
+        tag = d[TAG]
+        p: Any = d.get("v")
         if tag == "msg":
             return dto_to_message(_inline_blobs(p, rb))
         if tag == "tuple":

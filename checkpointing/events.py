@@ -52,6 +52,8 @@ EVENT_TYPES: frozenset[str] = frozenset(
         "model_call",
         "tool_call",
         "tool_result",
+        "hitl_request",
+        "hitl_decision",
         "run_start",
         "run_pause",
         "run_resume",

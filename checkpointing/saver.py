@@ -16,6 +16,7 @@ Every async method runs the file work in a worker thread, so the event loop neve
 from __future__ import annotations
 
 import asyncio
+import builtins
 import copy
 import threading
 import uuid
@@ -149,10 +150,10 @@ class JsonlCheckpointSaver(BaseCheckpointSaver[int]):
             "cp_id": validate_id(_str(cp_id), "checkpoint_id") if cp_id else None,
         }
 
-    def _all_stores(self, tenant: str | None = None, thread: str | None = None) -> list[SessionStore]:
+    def _all_stores(self, tenant: str | None = None, thread: str | None = None) -> builtins.list[SessionStore]:
         root = self.base_dir / "tenants"
         tenants = [tenant] if tenant else sorted(p.name for p in root.iterdir()) if root.exists() else []
-        out = []
+        out: builtins.list[SessionStore] = []
         for t in tenants:
             sessions = root / t / "sessions"
             names = [thread] if thread else sorted(p.name for p in sessions.iterdir()) if sessions.exists() else []
@@ -217,14 +218,14 @@ class JsonlCheckpointSaver(BaseCheckpointSaver[int]):
         filt: dict[str, Any] | None,
         before: RunnableConfig | None,
         limit: int | None,
-    ) -> list[CheckpointTuple]:
+    ) -> builtins.list[CheckpointTuple]:
         conf = (config or {}).get("configurable") or {}
         tenant = validate_id(_str(conf.get("tenant_id") or self.default_tenant), "tenant_id") if config else None
         thread = validate_id(_str(conf["thread_id"]), "thread_id") if conf.get("thread_id") else None
         ns_filter = conf.get("checkpoint_ns") if "checkpoint_ns" in conf else None
         only_id = conf.get("checkpoint_id")
         before_id = ((before or {}).get("configurable") or {}).get("checkpoint_id")
-        out: list[CheckpointTuple] = []
+        out: builtins.list[CheckpointTuple] = []
         with self._lock:
             for store in self._all_stores(tenant, thread):
                 t = store.dir.parent.parent.name
@@ -335,7 +336,9 @@ class JsonlCheckpointSaver(BaseCheckpointSaver[int]):
                 tenant = store.dir.parent.parent.name
                 target = self._store(tenant, dst)
                 if target.runs_dir.exists() and target.index.cps:
-                    raise CheckpointingError(f"copy_thread: target thread {dst!r} already has checkpoints; pick a new id")
+                    raise CheckpointingError(
+                        f"copy_thread: target thread {dst!r} already has checkpoints; pick a new id"
+                    )
                 retention.copy_session(store, target, dst)
                 self._forget(target)
 

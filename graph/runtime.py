@@ -21,6 +21,7 @@ class LoopRuntimeProtocol(Protocol):
 
     session_id: str
     run_id: str
+    fencing_token: int | None
     settings: Any  # agent.config.AgentSettings
 
     def chat_model(self, call_index: int, *, with_tools: bool) -> BaseChatModel:
@@ -29,8 +30,22 @@ class LoopRuntimeProtocol(Protocol):
     def system_prompt(self, state: Mapping[str, Any]) -> str:
         """The system prompt for this session (skill, datasets summary included)."""
 
-    def execute_tool_calls(self, state: Mapping[str, Any], tool_calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def execute_tool_calls(
+        self, state: Mapping[str, Any], tool_calls: list[dict[str, Any]], rejected: Mapping[str, str] | None = None
+    ) -> list[dict[str, Any]]:
         """Run (or replay from the journal) each call; returns one result dict per call, in order."""
+
+    def activate_skill(self, name: str | None) -> str | None:
+        """Make a skill active; returns the active skill's name (None if unknown or none)."""
+
+    def skills_prompt(self) -> str:
+        """The skills the planner may activate, as prompt text."""
+
+    def requires_approval(self, tool_name: str) -> bool:
+        """Whether a human must approve calls of this tool."""
+
+    def sandbox_update(self, state: Mapping[str, Any], tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
+        """A new sandbox manifest for state when the tools changed the room ({} otherwise)."""
 
     def emit(self, event_type: str, payload: dict[str, Any]) -> None:
         """Record an event (event log + live stream)."""
@@ -90,8 +105,9 @@ def get_runtime(state: Mapping[str, Any], config: RunnableConfig) -> LoopRuntime
     with _lock:
         rt = _runtimes.get(sid)
     if rt is not None:
-        run_id = (config.get("configurable") or {}).get("run_id")
-        if run_id is None or rt.run_id == run_id:
+        conf = config.get("configurable") or {}
+        # A runtime belongs to one run and one lease grant: a resume (new token) rebuilds it.
+        if conf.get("run_id") in (None, rt.run_id) and conf.get("fencing_token") == rt.fencing_token:
             return rt
     return create_runtime(state, config)
 

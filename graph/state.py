@@ -128,6 +128,7 @@ class GraphInput(TypedDict, total=False):
     user_input: str
     messages: Annotated[list[AnyMessage], add_messages]
     dataset_list: list[dict[str, Any]]
+    active_skill: str | None
 
 
 def state_schema_fields() -> dict[str, Any]:

@@ -6,6 +6,7 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.types import interrupt
 
 from checkpointing.messages import message_to_dto
 from graph.runtime import get_runtime
@@ -20,14 +21,16 @@ def acting_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str, 
     calls = list((ai or {}).get("tool_calls") or [])
     if not calls:
         return {"last_iteration_result": {"tool_calls": 0, "failures": 0}}
-    results = runtime.execute_tool_calls(state, calls)
+    decisions = ask_approvals(runtime, calls)
+    rejected = {cid: d.get("reason") or "rejected" for cid, d in decisions.items() if not d["approved"]}
+    results = runtime.execute_tool_calls(state, calls, rejected=rejected)
     tool_msgs: list[ToolMessage] = []
     store_entries: list[dict[str, Any]] = []
     history: list[str] = []
     failures = 0
     for call, res in zip(calls, results, strict=True):
         status = "error" if res["status"] != "success" else "success"
-        failures += status == "error"
+        failures += res["status"] not in ("success", "rejected")
         tool_msgs.append(
             ToolMessage(
                 content=res["content"],
@@ -48,7 +51,41 @@ def acting_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str, 
     }
     if store_entries:
         update["tool_result_store"] = store_entries
+    if decisions:
+        update["hitl_decision"] = decisions
+        update["hitl_request"] = None
+    update.update(runtime.sandbox_update(state, calls))
     todo_update = runtime.todo_update(state)
     if todo_update:
         update.update(todo_update)
     return update
+
+
+def normalize_decision(value: Any) -> dict[str, Any]:
+    """A human's answer as {approved, reason}: accepts a dict, a bool, or approve/reject text."""
+    if isinstance(value, dict):
+        approved = value.get("approved", value.get("approve", False))
+        return {"approved": bool(approved), "reason": value.get("reason")}
+    if isinstance(value, str):
+        return {"approved": value.strip().lower() in ("approve", "approved", "yes", "y", "ok", "true"), "reason": None}
+    return {"approved": bool(value), "reason": None}
+
+
+def ask_approvals(runtime: Any, calls: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Ask a human about every call whose tool requires approval, before any tool of the message runs.
+
+    LangGraph re-runs this node from its top on resume; `interrupt()` then returns the recorded
+    answers in order, and no tool has run yet, so nothing before this point needs to be idempotent.
+    """
+    decisions: dict[str, dict[str, Any]] = {}
+    for call in calls:
+        if runtime.requires_approval(call.get("name", "")):
+            request = {
+                "kind": "tool_approval",
+                "tool_call_id": call["id"],
+                "name": call["name"],
+                "args": call.get("args") or {},
+                "question": f"Allow the agent to run {call['name']}?",
+            }
+            decisions[call["id"]] = normalize_decision(interrupt(request))
+    return decisions

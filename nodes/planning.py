@@ -20,8 +20,8 @@ PLANNING_INSTRUCTIONS = (
 _LIST_ITEM = re.compile(r"^\s*(?:[-*]|\d+[.)])\s+(.+)$")
 
 
-def parse_plan(text: str) -> tuple[str, list[str]]:
-    """Extract (plan, todo titles) from the model's reply: JSON first, then a bulleted list."""
+def parse_plan(text: str) -> tuple[str, list[str], str | None]:
+    """Extract (plan, todo titles, skill name) from the model's reply: JSON first, then a bulleted list."""
     start, end = text.find("{"), text.rfind("}")
     if start != -1 and end > start:
         try:
@@ -31,9 +31,10 @@ def parse_plan(text: str) -> tuple[str, list[str]]:
         if isinstance(obj, dict):
             todos = obj.get("todos") or []
             titles = [str(t.get("title") if isinstance(t, dict) else t) for t in todos if t]
-            return str(obj.get("plan") or "").strip(), titles
+            skill = obj.get("skill")
+            return str(obj.get("plan") or "").strip(), titles, skill if isinstance(skill, str) else None
     titles = [m.group(1).strip() for line in text.splitlines() if (m := _LIST_ITEM.match(line))]
-    return text.strip(), titles
+    return text.strip(), titles, None
 
 
 def make_todos(titles: list[str]) -> list[dict[str, Any]]:
@@ -60,14 +61,15 @@ def planning_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str
         state = {**state, **pre}  # type: ignore[typeddict-item]
     call_index = int(state.get("model_call_count") or 0)
     history = dtos_to_messages([d for d in state.get("runtime_messages") or [] if d.get("role") != "system"])
-    ask = PLANNING_INSTRUCTIONS
+    ask = PLANNING_INSTRUCTIONS + runtime.skills_prompt()
     if replanning:
         ask += f" The previous approach failed ({state.get('error') or 'too many failures'}); plan differently."
     prompt = [SystemMessage(runtime.system_prompt(state)), *history, HumanMessage(ask)]
     model = runtime.chat_model(call_index, with_tools=False)
     reply = model.invoke(prompt, config)
     text = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
-    plan, titles = parse_plan(text)
+    plan, titles, skill = parse_plan(text)
+    active = runtime.activate_skill(skill) if skill else state.get("active_skill")
     todos = make_todos(titles)
     um = getattr(reply, "usage_metadata", None)
     usage = dict(um) if um else None
@@ -76,6 +78,7 @@ def planning_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str
     history_lines = list(pre.pop("execution_history_text", []) or [])
     return {
         **pre,
+        "active_skill": active,
         "task_plan_text": plan,
         "task_todo_list": todos,
         "current_task": todos[0]["title"] if todos else None,

@@ -26,6 +26,7 @@ BUILTIN_MODULES = (
     "agent.tools.dataset_tools",
     "agent.tools.read_tool_result",
     "agent.tools.todo_tools",
+    "agent.tools.publish",
 )
 
 

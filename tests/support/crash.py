@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.runners import ROOT, make_config
+import yaml
+
+from tests.support.runners import ROOT
 
 DRILL_SCRIPT = ROOT / "configs" / "scripts" / "drill.yaml"
 DRILL_TOOLS = {
@@ -47,30 +49,21 @@ class Proc:
         return out
 
 
-def drill_config(tmp_path: Path, name: str = "config.yaml", **sections: Any) -> Path:
-    """A drill config on `tmp_path/agentrt` (drill script, drill tools, section overrides)."""
-    tools = sections.pop("tools", DRILL_TOOLS)
-    path = make_config(tmp_path, None, tools=tools, **sections)
-    data = path.read_text()
-    target = tmp_path / name
-    if target != path:
-        target.write_text(data)
-    return target
-
-
-def _script_path(config: Path) -> None:
-    """Point a config made by `make_config` at the drill script (make_config defaults to demo)."""
-    import yaml
-
-    data = yaml.safe_load(config.read_text())
-    data["model"]["script"] = str(DRILL_SCRIPT)
-    config.write_text(yaml.safe_dump(data, sort_keys=False))
-
-
 def make_drill_config(tmp_path: Path, name: str = "config.yaml", **sections: Any) -> Path:
-    """`drill_config` with the drill script."""
-    path = drill_config(tmp_path, name, **sections)
-    _script_path(path)
+    """A drill config `tmp_path/name` on `tmp_path/agentrt`: configs/default.yaml with the drill
+    script and tools, and `sections` merged in (a dict updates a section, anything else replaces it)."""
+    data = yaml.safe_load((ROOT / "configs" / "default.yaml").read_text())
+    data["persistence"]["base_dir"] = str(tmp_path / "agentrt")
+    data["model"]["script"] = str(DRILL_SCRIPT)
+    data["tools"] = json.loads(json.dumps(DRILL_TOOLS))
+    data["datasets"] = []  # the drill task needs none, and their paths are relative to configs/
+    for section, values in sections.items():
+        if isinstance(values, dict):
+            data.setdefault(section, {}).update(values)
+        else:
+            data[section] = values
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
 
@@ -150,26 +143,54 @@ def counter_lines(counter: Path) -> list[str]:
     return counter.read_text(encoding="utf-8").splitlines() if counter.exists() else []
 
 
-def read_state(config: Path, session: str, env: dict[str, str]) -> dict[str, Any]:
-    """The session's final graph state, normalized (see `normalize_state`), read in a child."""
-    code = (
-        "import json, sys\n"
-        "from agent.runner import AgentRunner\n"
-        "r = AgentRunner.from_config(sys.argv[1])\n"
-        "st = r.state(sys.argv[2])\n"
-        "from checkpointing.messages import message_to_dto\n"
-        "out = {k: st.get(k) for k in ('runtime_messages', 'tool_result_store', 'task_todo_list',"
-        " 'iteration_count', 'model_call_count', 'finish_reason', 'execution_history_text')}\n"
-        "print(json.dumps(out, default=str))\n"
-    )
-    proc = run_python(code, [str(config), session], env)
-    assert proc.code == 0, proc.stderr
-    return normalize_state(json.loads(proc.stdout))
+def read_state(config: Path, session: str) -> dict[str, Any]:
+    """The session's final graph state (the fields a drill compares), normalized; read-only."""
+    from agent.runner import AgentRunner
+
+    state = AgentRunner.from_config(config).state(session)
+    keys = ("runtime_messages", "tool_result_store", "task_todo_list", "iteration_count", "model_call_count",
+            "finish_reason", "execution_history_text")
+    return normalize_state(json.loads(json.dumps({k: state.get(k) for k in keys}, default=str)))
+
+
+def session_path(config: Path, session: str, tenant: str = "default") -> Path:
+    """The session directory of a drill config."""
+    base = yaml.safe_load(config.read_text())["persistence"]["base_dir"]
+    return Path(base) / "tenants" / tenant / "sessions" / session
+
+
+def unfinished_unsafe_calls(session_dir: Path) -> dict[str, str]:
+    """{tool_call_id: tool_name} of unsafe calls whose journal INTENT has no end (a torn tail is
+    ignored, as the reader does); read without touching the file."""
+    from checkpointing.records import decode_record
+
+    path = session_dir / "journal.jsonl"
+    if not path.exists():
+        return {}
+    intents: dict[str, dict[str, Any]] = {}
+    ended: set[str] = set()
+    for line in path.read_bytes().split(b"\n"):
+        if not line:
+            continue
+        try:
+            rec = decode_record(line)
+        except ValueError:
+            continue  # the torn last line of a crash
+        if rec["kind"] == "intent":
+            intents[rec["tool_call_id"]] = rec
+        else:
+            ended.add(rec["tool_call_id"])
+    return {cid: r["tool_name"] for cid, r in intents.items() if cid not in ended and r["effect"] == "unsafe"}
 
 
 def normalize_state(state: dict[str, Any]) -> dict[str, Any]:
-    """Drop what legitimately differs between two equal runs: timestamps and run ids."""
-    return _strip(state)
+    """Drop what legitimately differs between two equal runs: timestamps, run ids, and the fresh
+    random ids of the system/user messages a turn starts with (model and tool ids are scripted)."""
+    out: dict[str, Any] = _strip(state)
+    for msg in out.get("runtime_messages") or []:
+        if msg.get("role") in ("system", "user"):
+            msg.pop("id", None)
+    return out
 
 
 def _strip(value: Any) -> Any:
@@ -183,3 +204,58 @@ def _strip(value: Any) -> Any:
 def result_view(result: dict[str, Any]) -> dict[str, Any]:
     """The `--json` result without the fields that differ between equal runs."""
     return {k: v for k, v in result.items() if k not in VOLATILE_RESULT_KEYS}
+
+
+UNKNOWN_PREFIX = "Outcome unknown: the tool {name} (call {call_id})"
+
+
+def expected_after_unknown(
+    reference: dict[str, Any], actual: dict[str, Any], unknown: dict[str, str], bumped: list[str]
+) -> dict[str, Any]:
+    """The reference state as it must look when the calls in `unknown` ended as "outcome unknown".
+
+    Exactly these differences are allowed: each such call's tool message is the "outcome unknown"
+    error (its text taken from `actual` after checking its prefix), it has no tool_result_store
+    entry, its history line says so, and every read-only `peek` reports what the counter really
+    holds (`bumped`): a bump that never ran is absent.
+    """
+    exp: dict[str, Any] = json.loads(json.dumps(reference))
+    texts: dict[str, str] = {}
+    for msg in actual["runtime_messages"]:
+        cid = msg.get("tool_call_id")
+        if cid in unknown:
+            prefix = UNKNOWN_PREFIX.format(name=unknown[cid], call_id=cid)
+            assert str(msg["content"]).startswith(prefix) and "NOT run again" in msg["content"], msg
+            texts[cid] = msg["content"]
+    assert set(texts) == set(unknown), f"no outcome-unknown message for {set(unknown) - set(texts)}"
+    peeks: dict[str, str] = {}
+    for msg in exp["runtime_messages"]:
+        for call in msg.get("tool_calls") or []:
+            if call["name"] == "peek":
+                label = call["args"]["label"]
+                peeks[call["id"]] = f"{label}: {'present' if label in bumped else 'absent'}"
+    for msg in exp["runtime_messages"]:
+        cid = msg.get("tool_call_id")
+        if cid in texts:
+            msg["content"], msg["status"] = texts[cid], "error"
+        elif cid in peeks:
+            msg["content"] = peeks[cid]
+    store = []
+    for entry in exp["tool_result_store"]:
+        cid = entry["tool_call_id"]
+        if cid in texts:
+            continue
+        if cid in peeks:
+            entry.update(content=peeks[cid], preview=peeks[cid], size=len(peeks[cid]))
+        store.append(entry)
+    exp["tool_result_store"] = store
+    history = []
+    for line in exp["execution_history_text"]:
+        for cid, text in {**texts, **peeks}.items():
+            name = unknown.get(cid, "peek")
+            if line.startswith(f"tool {name}({cid}) -> "):
+                status = "error" if cid in texts else "success"
+                line = f"tool {name}({cid}) -> {status}: {text[:160]}"
+        history.append(line)
+    exp["execution_history_text"] = history
+    return exp

@@ -28,6 +28,10 @@ def make_config(
         data["model"]["script"] = str(script)
     else:
         data["model"]["script"] = str(ROOT / "configs" / data["model"]["script"])
+    for ds in data.get("datasets") or []:
+        ds["path"] = str(ROOT / "configs" / ds["path"])
+    if data.get("skills_dir"):
+        data["skills_dir"] = str(ROOT / "configs" / data["skills_dir"])
     for section, values in sections.items():
         if isinstance(values, dict):
             data.setdefault(section, {}).update(values)

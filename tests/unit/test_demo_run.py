@@ -1,32 +1,37 @@
-"""The six-node graph runs the shipped demo script end to end."""
+"""The six-node graph runs the shipped demo script end to end (plan, datasets, report, approval)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from agent.runner import AgentRunner
+from agent.runner import AgentRunner, RunEvent
 from tests.support.runners import make_config
 
 
-def _run_demo(tmp_path: Path) -> tuple[AgentRunner, list, object]:
+def _run_demo(tmp_path: Path) -> tuple[AgentRunner, list[RunEvent], dict[str, Any]]:
     runner = AgentRunner.from_config(make_config(tmp_path))
-    events = list(runner.stream("please do the demo task"))
-    return runner, events, events[-1]
+    events = list(runner.stream("please summarise the sales"))
+    paused = events[-1].data
+    assert paused["status"] == "PAUSED"
+    events += list(runner.stream_resume(paused["session_id"], decision={"approved": True}))
+    return runner, events, events[-1].data
 
 
-def test_demo_completes_with_answer_and_files(tmp_path: Path) -> None:
-    """The demo plans, calls tools over several iterations, writes files in the room and answers."""
-    runner, _, final = _run_demo(tmp_path)
-    result = final.data  # type: ignore[attr-defined]
+def test_demo_pauses_for_approval_then_completes(tmp_path: Path) -> None:
+    """The demo stops before the unsafe publish step and finishes once a human approves it."""
+    runner, events, result = _run_demo(tmp_path)
     assert result["status"] == "COMPLETED"
     assert result["finish_reason"] == "completed"
-    assert "13.5" in result["answer"]
-    assert result["iterations"] == 5
-    assert result["model_calls"] == 6
+    assert "45827.34" in result["answer"]
+    assert result["iterations"] == 6
+    assert result["model_calls"] == 7
     room = runner.session_dir("default", result["session_id"]) / "workspace"
-    assert (room / "report.md").read_text().startswith("# Sensor report")
-    assert len((room / "data" / "readings.csv").read_text()) > 8192
+    assert "| West | Edsger Dijkstra | 12088.64 |" in (room / "report.md").read_text()
+    assert (room / "outbox" / "team-report.md").read_text() == (room / "report.md").read_text()
     assert all(t["status"] == "done" for t in result["todos"])
+    interrupts = [e for e in events if e.kind == "interrupt"]
+    assert interrupts[0].data["requests"][0]["name"] == "publish_report"
 
 
 def test_demo_node_order(tmp_path: Path) -> None:
@@ -35,25 +40,34 @@ def test_demo_node_order(tmp_path: Path) -> None:
     nodes = [e.data["node"] for e in events if e.kind == "node"]
     assert nodes[:5] == ["init", "planning", "reasoning", "acting", "refining"]
     assert nodes[-2:] == ["reasoning", "refining"]
-    assert nodes.count("acting") == 4 and nodes.count("memory") == 4
+    assert nodes.count("acting") == 5 and nodes.count("memory") == 5
     kinds = [e.kind for e in events]
-    assert "token" in kinds and kinds.count("tool_call") == 8 and kinds.count("tool_result") == 8
+    assert "token" in kinds and kinds.count("tool_call") == 9 and kinds.count("tool_result") == 9
 
 
 def test_demo_records_usage_and_finish_reasons(tmp_path: Path) -> None:
     """Each model call's usage and finish reason reach the stream and the AI messages."""
-    runner, events, final = _run_demo(tmp_path)
+    runner, events, result = _run_demo(tmp_path)
     calls = [e.data for e in events if e.kind == "model_call"]
-    assert [c["finish_reason"] for c in calls] == ["stop"] + ["tool_calls"] * 4 + ["stop"]
-    assert calls[-1]["usage"]["input_tokens"] == 4050
-    state = runner.state(final.data["session_id"])  # type: ignore[attr-defined]
+    assert [c["finish_reason"] for c in calls] == ["stop"] + ["tool_calls"] * 5 + ["stop"]
+    assert calls[-1]["usage"]["input_tokens"] == 7530
+    state = runner.state(result["session_id"])
     ai = [m for m in state["runtime_messages"] if m["role"] == "ai"]
-    assert ai[-1]["usage"]["output_tokens"] == 30
+    assert ai[-1]["usage"]["output_tokens"] == 70
+    assert state["active_skill"] == "data-analyst"
 
 
-def test_large_tool_result_is_kept_whole_in_tool_result_store(tmp_path: Path) -> None:
-    """The ~11 KB read_file result is recorded in tool_result_store with its full size."""
-    runner, _, final = _run_demo(tmp_path)
-    state = runner.state(final.data["session_id"])  # type: ignore[attr-defined]
-    sizes = {e["tool_name"]: e["size"] for e in state["tool_result_store"]}
-    assert sizes["read_file"] > 8192
+def test_large_tool_result_goes_to_the_blob_store(tmp_path: Path) -> None:
+    """The ~15 KB query result is stored whole, as a blob, in tool_result_store."""
+    runner, _, result = _run_demo(tmp_path)
+    state = runner.state(result["session_id"])
+    big = [e for e in state["tool_result_store"] if e["size"] > 8192]
+    assert len(big) == 1 and big[0]["tool_name"] == "query_dataset" and "blob" in big[0]
+    assert runner.blobs.exists(big[0]["blob"]["$blob"])
+
+
+def test_sandbox_manifest_follows_the_room(tmp_path: Path) -> None:
+    """The checkpointed sandbox manifest lists exactly the room's files."""
+    runner, _, result = _run_demo(tmp_path)
+    manifest = runner.state(result["session_id"])["sandbox_manifest"]
+    assert sorted(manifest) == ["outbox/team-report.md", "report.md"]

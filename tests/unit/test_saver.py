@@ -23,14 +23,14 @@ DOC_FIELDS = {
 }  # fmt: skip
 
 
-def _cfg(thread: str = "t1", cp: str | None = None, **extra: Any) -> dict[str, Any]:
+def _cfg(thread: str = "t1", cp: str | None = None, **extra: Any) -> Any:
     conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": "", **extra}
     if cp:
         conf["checkpoint_id"] = cp
     return {"configurable": conf}
 
 
-def _checkpoint(values: dict[str, Any], versions: dict[str, int], seen: dict[str, Any] | None = None) -> Checkpoint:
+def _checkpoint(values: dict[str, Any], versions: dict[str, Any], seen: dict[str, Any] | None = None) -> Checkpoint:
     cp = empty_checkpoint()
     cp["id"] = str(uuid6(clock_seq=-1))
     cp["channel_values"] = values
@@ -39,25 +39,25 @@ def _checkpoint(values: dict[str, Any], versions: dict[str, int], seen: dict[str
     return cp
 
 
-def _chain(saver: JsonlCheckpointSaver, n: int, thread: str = "t1", **extra: Any) -> list[dict[str, Any]]:
+def _chain(saver: JsonlCheckpointSaver, n: int, thread: str = "t1", **extra: Any) -> list[Any]:
     """n checkpoints with a growing message list and a counter; returns the stored configs."""
-    stored: list[dict[str, Any]] = []
+    stored: list[Any] = []
     msgs: list[Any] = []
-    parent = None
+    parent: str | None = None
     for i in range(n):
         msgs = [*msgs, HumanMessage(f"m{i}", id=f"id{i}")]
         cp = _checkpoint({"messages": msgs, "count": i}, {"messages": i + 1, "count": i + 1})
         cfg = _cfg(thread, parent, **extra)
-        parent = saver.put(cfg, cp, {"source": "loop", "step": i}, {"messages": i + 1, "count": i + 1})
-        stored.append(parent)
-        parent = parent["configurable"]["checkpoint_id"]
+        saved = saver.put(cfg, cp, {"source": "loop", "step": i}, {"messages": i + 1, "count": i + 1})
+        stored.append(saved)
+        parent = saved["configurable"]["checkpoint_id"]
     return stored
 
 
 def test_read_back_equals_written_and_is_never_mutated(tmp_path: Path) -> None:
     """What get_tuple returns equals what was put, even if the caller mutates either side later."""
     saver = JsonlCheckpointSaver(tmp_path)
-    values = {"messages": [AIMessage("x", tool_calls=[{"id": "1", "name": "t", "args": {"a": [1]}}])],
+    values: dict[str, Any] = {"messages": [AIMessage("x", tool_calls=[{"id": "1", "name": "t", "args": {"a": [1]}}])],
               "data": {"k": [1, 2, {"n": None}], "t": (1, "a")}}  # fmt: skip
     cp = _checkpoint(values, {"messages": 1, "data": 1})
     expected = copy.deepcopy(cp)
@@ -76,13 +76,14 @@ def test_read_back_equals_written_and_is_never_mutated(tmp_path: Path) -> None:
 def test_document_has_every_design_field_from_config(tmp_path: Path) -> None:
     """The stored document carries DESIGN §4 fields, identity and runtime snapshot from the config."""
     saver = JsonlCheckpointSaver(tmp_path)
-    extra = {"agent_id": "a1", "branch_id": "b1", "turn": 3, "graph_version": "g7", "surface_digest": "sha256:s",
+    extra: dict[str, Any] = {"agent_id": "a1", "branch_id": "b1", "turn": 3, "graph_version": "g7",
+             "surface_digest": "sha256:s",
              "toolset_hash": "sha256:t", "active_skill": "sql", "todo": ["x"], "tenant_id": "acme"}  # fmt: skip
     seen = {"agent": {"branch:to:agent": 1}}
     cp = _checkpoint({"count": 1}, {"count": 1, "branch:to:tools": 2}, seen)
     cfg = saver.put(_cfg(**extra), cp, {"source": "loop", "step": 1}, {"count": 1})
     doc = saver.get_document({"configurable": {**cfg["configurable"], "tenant_id": "acme"}})
-    assert doc is not None and DOC_FIELDS <= set(doc)
+    assert doc is not None and set(doc) >= DOC_FIELDS
     assert (doc["tenant_id"], doc["agent_id"], doc["branch_id"], doc["turn"]) == ("acme", "a1", "b1", 3)
     assert (doc["session_id"], doc["run_id"], doc["graph_version"]) == ("t1", "main", "g7")
     assert doc["runtime_snapshot"] == {"surface_digest": "sha256:s", "toolset_hash": "sha256:t",
@@ -97,7 +98,8 @@ def test_config_digest_ignores_secrets_and_unlisted_keys(tmp_path: Path) -> None
     """Two configs differing only by an api key or a non-allowlisted key get the same digest."""
     saver = JsonlCheckpointSaver(tmp_path, config_digest_keys=("model", "api_key"))
     digests = []
-    for i, extra in enumerate([{"model": "m", "api_key": "sk-1"}, {"model": "m", "api_key": "sk-2", "other": 1}]):
+    variants: list[dict[str, Any]] = [{"model": "m", "api_key": "sk-1"}, {"model": "m", "api_key": "sk-2", "other": 1}]
+    for i, extra in enumerate(variants):
         cfg = saver.put(_cfg(f"t{i}", **extra), _checkpoint({}, {}), {}, {})
         doc = saver.get_document(cfg)
         assert doc is not None and "sk-" not in str(doc)
@@ -127,7 +129,7 @@ def test_list_filters_on_metadata_copied_from_config(tmp_path: Path) -> None:
     _chain(saver, 2, graph_version="v1")
     _chain(saver, 3, graph_version="v2")
     found = list(saver.list(_cfg("t1"), filter={"graph_version": "v2"}))
-    assert len(found) == 3 and all(t.metadata["graph_version"] == "v2" for t in found)
+    assert len(found) == 3 and all(dict(t.metadata)["graph_version"] == "v2" for t in found)
     assert len(list(saver.list(_cfg("t1"), limit=4))) == 4
     newest = list(saver.list(_cfg("t1")))
     ids = [t.checkpoint["id"] for t in newest]
@@ -145,7 +147,8 @@ def test_put_writes_first_ordinary_wins_special_replaces(tmp_path: Path) -> None
     saver.put_writes(cfg, [("a", 3)], "task2", task_path="p")
     got = JsonlCheckpointSaver(tmp_path).get_tuple(cfg)
     assert got is not None
-    assert sorted(got.pending_writes or []) == [("task1", "__interrupt__", "second"), ("task1", "a", 1), ("task2", "a", 3)]
+    expected = [("task1", "__interrupt__", "second"), ("task1", "a", 1), ("task2", "a", 3)]
+    assert sorted(got.pending_writes or []) == expected
 
 
 def test_unsupported_value_fails_at_put_and_writes_nothing(tmp_path: Path) -> None:
@@ -249,7 +252,7 @@ def test_keep_last_drops_old_checkpoints_but_keeps_needed_and_pinned(tmp_path: P
     assert pinned is not None and len(pinned.checkpoint["channel_values"]["messages"]) == 2
 
 
-def _chain_more(saver: JsonlCheckpointSaver, last: dict[str, Any], start: int, stop: int) -> list[dict[str, Any]]:
+def _chain_more(saver: JsonlCheckpointSaver, last: Any, start: int, stop: int) -> list[Any]:
     got = saver.get_tuple(last)
     assert got is not None
     msgs = got.checkpoint["channel_values"]["messages"]
@@ -339,8 +342,8 @@ def test_big_message_written_before_its_id_was_assigned_reads_back_with_its_id(t
     body = "b" * 50_000
     saver.put_writes(parent, [("messages", [ToolMessage(body, tool_call_id="c")])], "task")
     msgs = [HumanMessage("m0", id="id0"), ToolMessage(body, tool_call_id="c", id="given-later")]
-    cfg = saver.put(_cfg("t1", parent["configurable"]["checkpoint_id"]), _checkpoint({"messages": msgs}, {"messages": 2}),
-                    {}, {"messages": 2})  # fmt: skip
+    cp = _checkpoint({"messages": msgs}, {"messages": 2})
+    cfg = saver.put(_cfg("t1", parent["configurable"]["checkpoint_id"]), cp, {}, {"messages": 2})
     got = JsonlCheckpointSaver(tmp_path).get_tuple(cfg)
     assert got is not None and got.checkpoint["channel_values"]["messages"] == msgs
     assert len([p for p in (tmp_path / "blobs").rglob("*") if p.is_file()]) == 1

@@ -16,7 +16,7 @@ from checkpointing.saver import JsonlCheckpointSaver
 RUN = Path("tenants/default/sessions/t1/runs/main")
 
 
-def _cfg(cp: str | None = None) -> dict[str, Any]:
+def _cfg(cp: str | None = None) -> Any:
     conf: dict[str, Any] = {"thread_id": "t1", "checkpoint_ns": ""}
     if cp:
         conf["checkpoint_id"] = cp
@@ -120,7 +120,7 @@ def test_flipped_byte_blocks_appends_instead_of_hiding_damage(tmp_path: Path) ->
     data = bytearray(path.read_bytes())
     data[data.index(b"value-0")] = ord("X")
     path.write_bytes(bytes(data))
-    with pytest.raises(CorruptCheckpointError, match="line 1|:1:"):
+    with pytest.raises(CorruptCheckpointError, match=r":1: corrupt record"):
         _put(JsonlCheckpointSaver(tmp_path), ids[-1], "more", 5)
     assert path.read_bytes() == bytes(data)
 

@@ -24,7 +24,8 @@ def test_digests_are_the_same_in_processes_with_other_hash_seeds() -> None:
     outs = set()
     for seed in ("1", "2", "random"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        outs.add(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout)
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        outs.add(run.stdout)
     assert len(outs) == 1
     assert outs.pop().split()[0] == toolset_hash(TOOLS)
 

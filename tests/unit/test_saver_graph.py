@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -42,7 +43,7 @@ def agent_loop(steps: int, seed: int = 1) -> StateGraph:
         size = 50_000 if s["i"] % 10 == 0 else 2_000
         return {"messages": [ToolMessage(_payload(rnd, size), tool_call_id=f"c{s['i'] - 1}")]}
 
-    b = StateGraph(ChatState)
+    b: Any = StateGraph(ChatState)
     b.add_node("agent", agent)
     b.add_node("tools", tools)
     b.add_edge(START, "agent")
@@ -59,7 +60,7 @@ def _chat_graph(saver: BaseCheckpointSaver) -> Any:
     def reply(s: ChatState) -> dict[str, Any]:
         return {"messages": [AIMessage(f"reply {s['i']}")], "i": s["i"] + 1}
 
-    b = StateGraph(ChatState)
+    b: Any = StateGraph(ChatState)
     b.add_node("reply", reply)
     b.add_edge(START, "reply")
     b.add_edge("reply", END)
@@ -68,7 +69,7 @@ def _chat_graph(saver: BaseCheckpointSaver) -> Any:
 
 def test_graph_resumes_after_saver_is_thrown_away(tmp_path: Path) -> None:
     """A new process-like saver on the same base_dir continues the conversation where it stopped."""
-    cfg = {"configurable": {"thread_id": "s1"}}
+    cfg: RunnableConfig = {"configurable": {"thread_id": "s1"}}
     g = _chat_graph(JsonlCheckpointSaver(tmp_path))
     for n in range(5):
         g.invoke({"messages": [HumanMessage(f"hi {n}")], "i": n}, cfg)
@@ -90,13 +91,13 @@ def test_interrupt_and_resume_across_savers(tmp_path: Path) -> None:
         return {"messages": [AIMessage(f"answer={answer}")], "i": s["i"] + 1}
 
     def build(saver: BaseCheckpointSaver) -> Any:
-        b = StateGraph(ChatState)
+        b: Any = StateGraph(ChatState)
         b.add_node("ask", ask)
         b.add_edge(START, "ask")
         b.add_edge("ask", END)
         return b.compile(checkpointer=saver)
 
-    cfg = {"configurable": {"thread_id": "hitl"}}
+    cfg: RunnableConfig = {"configurable": {"thread_id": "hitl"}}
     first = build(JsonlCheckpointSaver(tmp_path)).invoke({"messages": [HumanMessage("go")], "i": 0}, cfg)
     assert first["__interrupt__"][0].value == {"question": "approve?"}
 
@@ -123,7 +124,7 @@ def test_send_fan_out_resumes_after_failure(tmp_path: Path) -> None:
         return {"results": [arg["x"] * 10]}
 
     def build(saver: BaseCheckpointSaver) -> Any:
-        b = StateGraph(FanState)
+        b: Any = StateGraph(FanState)
         b.add_node("start", lambda s: {})
         b.add_node("work", work)
         b.add_edge(START, "start")
@@ -131,7 +132,7 @@ def test_send_fan_out_resumes_after_failure(tmp_path: Path) -> None:
         b.add_edge("work", END)
         return b.compile(checkpointer=saver)
 
-    cfg = {"configurable": {"thread_id": "fan"}}
+    cfg: RunnableConfig = {"configurable": {"thread_id": "fan"}}
     try:
         build(JsonlCheckpointSaver(tmp_path)).invoke({"items": [1, 2, 3], "results": []}, cfg)
     except RuntimeError:
@@ -158,13 +159,13 @@ def test_delta_channel_graph_uses_history_fast_path(tmp_path: Path) -> None:
     """A DeltaChannel graph resumes from the saver; the fast path equals LangGraph's default walk."""
 
     def build(saver: BaseCheckpointSaver) -> Any:
-        b = StateGraph(DeltaState)
+        b: Any = StateGraph(DeltaState)
         b.add_node("add", lambda s: {"log": [len(s["log"])]})
         b.add_edge(START, "add")
         b.add_edge("add", END)
         return b.compile(checkpointer=saver)
 
-    cfg = {"configurable": {"thread_id": "delta"}}
+    cfg: RunnableConfig = {"configurable": {"thread_id": "delta"}}
     g = build(JsonlCheckpointSaver(tmp_path))
     for _ in range(12):
         g.invoke({"log": []}, cfg)
@@ -179,7 +180,7 @@ def test_delta_channel_graph_uses_history_fast_path(tmp_path: Path) -> None:
 
 async def test_async_graph_run_and_resume(tmp_path: Path) -> None:
     """ainvoke works on the saver (async methods) and a fresh saver sees the same state."""
-    cfg = {"configurable": {"thread_id": "async1", "tenant_id": "acme"}}
+    cfg: RunnableConfig = {"configurable": {"thread_id": "async1", "tenant_id": "acme"}}
     g = _chat_graph(JsonlCheckpointSaver(tmp_path))
     await g.ainvoke({"messages": [HumanMessage("a")], "i": 0}, cfg)
     await g.ainvoke({"messages": [HumanMessage("b")], "i": 1}, cfg)
@@ -191,7 +192,7 @@ async def test_async_graph_run_and_resume(tmp_path: Path) -> None:
 def test_storage_after_1000_steps_is_within_2x_of_unique_payloads(tmp_path: Path) -> None:
     """1,000 agent steps of a growing history use at most twice the bytes of the distinct messages."""
     g = agent_loop(1000).compile(checkpointer=JsonlCheckpointSaver(tmp_path, fsync="batch"))
-    cfg = {"configurable": {"thread_id": "long"}, "recursion_limit": 5000}
+    cfg: RunnableConfig = {"configurable": {"thread_id": "long"}, "recursion_limit": 5000}
     out = g.invoke({"messages": [HumanMessage("start")], "i": 0}, cfg)
     assert len(out["messages"]) == 1000
     codec = CheckpointStateCodec()
@@ -216,7 +217,7 @@ def test_storage_grows_linearly_with_plain_add_messages(tmp_path: Path) -> None:
 def test_keep_last_on_a_real_graph_keeps_state_and_drops_history(tmp_path: Path) -> None:
     """With keep_last, a long run keeps few checkpoints yet resumes with its whole history."""
     g = agent_loop(200).compile(checkpointer=JsonlCheckpointSaver(tmp_path, keep_last=5, fsync="batch"))
-    cfg = {"configurable": {"thread_id": "kept"}, "recursion_limit": 5000}
+    cfg: RunnableConfig = {"configurable": {"thread_id": "kept"}, "recursion_limit": 5000}
     out = g.invoke({"messages": [HumanMessage("start")], "i": 0}, cfg)
     fresh = JsonlCheckpointSaver(tmp_path)
     assert len(list(fresh.list(cfg))) < 150

@@ -1,0 +1,373 @@
+"""`agentrt doctor`: the seed's recovery troubleshooting table (§8) as checks that run.
+
+| symptom (seed §8)                     | checks                                  |
+|---------------------------------------|-----------------------------------------|
+| session not found                     | session_found, tenant_user, header      |
+| the model sees incomplete context     | model_context, tool_pairing             |
+| a tool executed twice                 | tool_journal                            |
+| recovery blocked                      | recovery                                |
+| file results vanished                 | blobs, sandbox                          |
+| the same session recovered concurrently | lease                                 |
+
+plus `files` (every JSONL file of the session verified record by record).
+
+The doctor never changes anything: every file is read with a verifying scanner that does not
+apply the torn-tail repair, no lease is taken, no layer is refilled, and the checkpoint saver is
+used only when reading through it cannot write (all files intact, its index up to date).
+Damaged data becomes a FAIL with its evidence, never a crash.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from agent.errors import StorageError
+from agent.session import ChatSession, SessionDocumentCorrupt
+from checkpointing.errors import InvalidIdError
+from checkpointing.ids import validate_id
+from checkpointing.records import decode_record
+
+if TYPE_CHECKING:
+    from agent.runner import AgentRunner
+
+__all__ = ["Check", "DoctorReport", "FileScan", "SessionFacts", "render", "run_doctor", "scan_file"]
+
+Status = Literal["OK", "WARN", "FAIL"]
+STATUSES: tuple[Status, ...] = ("OK", "WARN", "FAIL")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One diagnosis: what was looked at (`evidence`), how it stands, and what to do next."""
+
+    name: str
+    status: Status
+    evidence: str | dict[str, Any]
+    next_step: str
+
+    def to_json(self) -> dict[str, Any]:
+        """`{"name", "status", "evidence", "next_step"}`."""
+        return {"name": self.name, "status": self.status, "evidence": self.evidence, "next_step": self.next_step}
+
+    @property
+    def summary(self) -> str:
+        """The one-line finding (the evidence's `summary` when it is a dict)."""
+        if isinstance(self.evidence, dict):
+            return str(self.evidence.get("summary", ""))
+        return self.evidence
+
+
+@dataclass
+class DoctorReport:
+    """Every check run on one session, in the order of seed §8."""
+
+    session_id: str
+    tenant_id: str
+    checks: list[Check] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """What `agentrt doctor --json` prints."""
+        return {"checks": [c.to_json() for c in self.checks]}
+
+    @property
+    def verdict(self) -> Status:
+        """The worst status of any check."""
+        return max((c.status for c in self.checks), key=STATUSES.index, default="OK")
+
+    def exit_code(self) -> int:
+        """0 unless a check FAILed (then 1)."""
+        return 1 if any(c.status == "FAIL" for c in self.checks) else 0
+
+    def check(self, name: str) -> Check:
+        """The check called `name` (KeyError when it did not run)."""
+        for c in self.checks:
+            if c.name == name:
+                return c
+        raise KeyError(f"no check {name!r}; ran {[c.name for c in self.checks]}")
+
+
+# --- reading without repairing ---------------------------------------------------------------------
+
+
+@dataclass
+class FileScan:
+    """One JSONL file read record by record with checksums verified, and nothing cut or rewritten."""
+
+    path: Path
+    exists: bool
+    records: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    error: str | None = None
+    torn: bool = False
+    """Only the last line is bad: a crash mid-append, which the next writer moves aside."""
+    size: int = 0
+
+    @property
+    def clean(self) -> bool:
+        """Missing or fully intact."""
+        return self.error is None
+
+    def recs(self) -> Iterator[dict[str, Any]]:
+        """The intact records in file order."""
+        return (rec for _, rec in self.records)
+
+
+def scan_file(path: Path) -> FileScan:
+    """Read and verify `path` without the torn-tail repair (the doctor must not modify files)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return FileScan(path, exists=False)
+    except OSError as err:
+        return FileScan(path, exists=True, error=f"unreadable: {err}")
+    scan = FileScan(path, exists=True, size=len(data))
+    pos, line = 0, 0
+    while pos < len(data):
+        line += 1
+        nl = data.find(b"\n", pos)
+        try:
+            if nl == -1:
+                raise ValueError("no newline at the end (a torn write)")
+            rec = decode_record(data[pos:nl])
+        except (ValueError, UnicodeDecodeError) as err:
+            scan.torn = nl == -1 or nl == len(data) - 1
+            scan.error = f"line {line}: {err}"
+            return scan
+        scan.records.append((pos, rec))
+        pos = nl + 1
+    return scan
+
+
+@dataclass
+class SessionFacts:
+    """Everything the checks look at, gathered once without side effects."""
+
+    runner: AgentRunner
+    tenant_id: str
+    session_id: str
+    user_id: str | None
+    dir: Path
+    files: dict[str, FileScan] = field(default_factory=dict)
+    """Session-relative path -> scan (events.jsonl, journal.jsonl, runs/...)."""
+    layers: dict[str, str] = field(default_factory=dict)
+    """Layer name -> "present" / "absent" / "down" / "corrupt" / "error: ...", in read order."""
+    copies: dict[str, ChatSession] = field(default_factory=dict)
+    session: ChatSession | None = None
+    other_tenants: list[str] = field(default_factory=list)
+    saver_safe: bool = True
+    unsafe_reason: str | None = None
+    doc: dict[str, Any] | None = None
+    doc_error: str | None = None
+    state: dict[str, Any] | None = None
+    state_error: str | None = None
+    next_nodes: list[str] = field(default_factory=list)
+
+    @property
+    def events(self) -> FileScan:
+        """The scan of events.jsonl."""
+        return self.files["events.jsonl"]
+
+    @property
+    def header(self) -> dict[str, Any] | None:
+        """The header record (first line of events.jsonl), if intact."""
+        first = next(self.events.recs(), None)
+        return first if first is not None and first.get("kind") == "header" else None
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The intact event entries (header excluded), raw."""
+        return [r for r in self.events.recs() if r.get("kind") != "header"]
+
+    def branch_path(self) -> list[dict[str, Any]]:
+        """Entries from the root to the newest entry of the session's current branch."""
+        entries = self.entries()
+        by_id = {str(e.get("id")): e for e in entries}
+        branch = self.session.current_branch_id if self.session else "main"
+        leaf = next((e for e in reversed(entries) if e.get("branch_id") == branch), None)
+        out: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        while leaf is not None and str(leaf.get("id")) not in seen:
+            seen.add(str(leaf.get("id")))
+            out.append(leaf)
+            leaf = by_id.get(str(leaf.get("parent_id")))
+        return list(reversed(out))
+
+    def thread(self) -> Any:
+        """The LangGraph thread config of the session."""
+        return {"configurable": {"thread_id": self.session_id, "tenant_id": self.tenant_id}}
+
+
+def _scan_session_files(facts: SessionFacts) -> None:
+    names = ["events.jsonl", "journal.jsonl", "runs/index.jsonl"]
+    runs = facts.dir / "runs"
+    if runs.is_dir():
+        for run in sorted(p.name for p in runs.iterdir() if p.is_dir()):
+            names += [f"runs/{run}/checkpoints.jsonl", f"runs/{run}/writes.jsonl"]
+    facts.files = {n: scan_file(facts.dir / n) for n in names}
+
+
+def _index_lag(facts: SessionFacts) -> str | None:
+    """Why reading through the saver would write its index (None: it would not)."""
+    data = {n: s for n, s in facts.files.items() if n.endswith(("checkpoints.jsonl", "writes.jsonl")) and s.exists}
+    if not data:
+        return None
+    index = facts.files["runs/index.jsonl"]
+    if not index.exists:
+        return "runs/index.jsonl is missing (the saver would rebuild it)"
+    ends: dict[str, int] = {}
+    for rec in index.recs():
+        kind = "checkpoints.jsonl" if rec.get("k") == "c" else "writes.jsonl"
+        key = f"runs/{rec.get('run')}/{kind}"
+        ends[key] = max(ends.get(key, 0), int(rec.get("end") or 0))
+    for name, scan in data.items():
+        if ends.get(name, 0) != scan.size:
+            return f"runs/index.jsonl lags {name} (a crash after an append; the saver would catch it up)"
+    return None
+
+
+def _read_layers(facts: SessionFacts) -> None:
+    try:
+        manager = facts.runner.manager
+    except Exception as err:  # a layer that cannot even be opened is evidence too
+        facts.layers["manager"] = f"down ({type(err).__name__}: {err})"
+        return
+    for layer in manager.read_order:
+        try:
+            if layer is manager.jsonl:
+                got = _read_session_json(facts.dir / "session.json", facts.tenant_id, facts.session_id)
+            else:
+                got = layer.get(facts.tenant_id, facts.session_id)
+        except SessionDocumentCorrupt:
+            facts.layers[layer.name] = "corrupt"
+            continue
+        except StorageError:
+            facts.layers[layer.name] = "down"
+            continue
+        except Exception as err:  # a damaged copy must become evidence, not a crash
+            facts.layers[layer.name] = f"corrupt ({type(err).__name__}: {err})"
+            continue
+        facts.layers[layer.name] = "present" if got is not None else "absent"
+        if got is not None:
+            facts.copies[layer.name] = got
+            facts.session = facts.session or got
+
+
+def _read_session_json(path: Path, tenant_id: str, session_id: str) -> ChatSession | None:
+    # The JSONL store's own `get` opens the event log, whose first read cuts a torn tail.
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise StorageError(f"cannot read {path}: {err}") from err
+    try:
+        session = ChatSession.from_json(decode_record(data.rstrip(b"\n")))
+    except ValueError as err:
+        raise SessionDocumentCorrupt(f"{path}: not a valid session document ({err})") from err
+    return session if (session.tenant_id, session.session_id) == (tenant_id, session_id) else None
+
+
+def _find_other_tenants(facts: SessionFacts) -> None:
+    root = facts.runner.settings.base_dir / "tenants"
+    if root.is_dir():
+        facts.other_tenants = sorted(
+            p.name for p in root.iterdir() if p.name != facts.tenant_id and (p / "sessions" / facts.session_id).is_dir()
+        )
+
+
+def _load_checkpoint(facts: SessionFacts) -> None:
+    runner = facts.runner
+    damaged = [n for n, s in facts.files.items() if n.startswith("runs/") and not s.clean]
+    lag = _index_lag(facts)
+    if damaged or lag:
+        facts.saver_safe = False
+        facts.unsafe_reason = f"{', '.join(damaged)} damaged" if damaged else lag
+        facts.doc = _latest_doc_from_files(facts)
+        facts.state_error = (
+            f"graph state not restored: {facts.unsafe_reason}, and reading through the saver "
+            "would repair files (the doctor leaves them untouched)"
+        )
+        return
+    try:
+        facts.doc = runner._checkpoint_doc(facts.thread())
+    except Exception as err:
+        facts.doc_error = f"{type(err).__name__}: {err}"
+    if facts.doc is None and facts.doc_error is None:
+        return
+    try:
+        snap = runner.graph.get_state(facts.thread())
+        facts.state = dict(snap.values or {})
+        facts.next_nodes = list(snap.next or ())
+    except Exception as err:
+        facts.state_error = f"{type(err).__name__}: {err}"
+
+
+def _latest_doc_from_files(facts: SessionFacts) -> dict[str, Any] | None:
+    docs = [
+        rec
+        for n, s in facts.files.items()
+        if n.endswith("checkpoints.jsonl")
+        for rec in s.recs()
+        if (rec.get("checkpoint_ns") or "") == ""
+    ]
+    return max(docs, key=lambda d: str(d.get("checkpoint_id") or ""), default=None)
+
+
+def gather(runner: AgentRunner, session_id: str, tenant_id: str, user_id: str | None) -> SessionFacts:
+    """Collect the facts of one session (read-only)."""
+    directory = runner.session_dir(tenant_id, session_id)
+    facts = SessionFacts(runner, tenant_id, session_id, user_id, directory)
+    _scan_session_files(facts)
+    _read_layers(facts)
+    _find_other_tenants(facts)
+    if facts.session is not None or facts.header is not None:
+        _load_checkpoint(facts)
+    return facts
+
+
+def run_doctor(
+    runner: AgentRunner, session_id: str, tenant_id: str | None = None, user_id: str | None = None
+) -> DoctorReport:
+    """Diagnose one session; read-only, and a FAIL (not an exception) for damaged data."""
+    from agent import doctor_checks
+
+    tenant = tenant_id or runner.settings.session.tenant_id
+    report = DoctorReport(session_id, tenant)
+    try:
+        validate_id(tenant, "tenant id")
+        validate_id(session_id, "session id")
+        if user_id is not None:
+            validate_id(user_id, "user id")
+    except InvalidIdError as err:
+        report.checks.append(Check("session_found", "FAIL", str(err), "check the session id with `agentrt sessions`"))
+        return report
+    facts = gather(runner, session_id, tenant, user_id)
+    report.checks = doctor_checks.run_all(facts)
+    return report
+
+
+# --- rendering ---------------------------------------------------------------------------------------
+
+_MARK = {"OK": "OK  ", "WARN": "WARN", "FAIL": "FAIL"}
+
+
+def render(report: DoctorReport) -> str:
+    """The report for humans: one block per check (status, finding, evidence, next step)."""
+    lines = [f"agentrt doctor: session {report.session_id} (tenant {report.tenant_id})", ""]
+    for c in report.checks:
+        lines.append(f"[{_MARK[c.status]}] {c.name}: {c.summary}")
+        if isinstance(c.evidence, dict):
+            for key, value in c.evidence.items():
+                if key != "summary":
+                    lines.append(f"         {key}: {_short(value)}")
+        lines.append(f"         next: {c.next_step}")
+    counts = {s: sum(1 for c in report.checks if c.status == s) for s in STATUSES}
+    lines += ["", f"verdict: {report.verdict} ({counts['OK']} OK, {counts['WARN']} WARN, {counts['FAIL']} FAIL)"]
+    return "\n".join(lines)
+
+
+def _short(value: Any, limit: int = 300) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,290 @@
+"""The doctor's checks of what lives beside the records: blobs, the sandbox room, the lease.
+
+"File results vanished" (seed §8: sandbox checkpoint, workspace binding, blob volume) and the
+lease state, all read-only: blobs are read and hashed, the room is listed and hashed, the lease is
+read (lease.json + the kernel's lock table, or the Redis key), never taken.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from agent.doctor import Check, SessionFacts, Status
+from agent.lease import FileLease, InProcessLease, RedisLease
+from checkpointing.blobs import BLOB_KEY, is_blob_ref
+from checkpointing.errors import BlobCorruptError, BlobMissingError
+
+MAX_REFERRERS = 8
+
+
+def _check(name: str, status: Status, summary: str, next_step: str, **evidence: Any) -> Check:
+    return Check(name, status, {"summary": summary, **evidence}, next_step)
+
+
+def _walk_refs(obj: Any) -> Iterator[str]:
+    if is_blob_ref(obj):
+        yield obj[BLOB_KEY]
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _walk_refs(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _walk_refs(v)
+
+
+def _label(name: str, rec: dict[str, Any]) -> str:
+    if name == "events.jsonl":
+        return f"event {rec.get('id')} ({rec.get('type')})"
+    if name == "journal.jsonl":
+        return f"journal {rec.get('kind')} record of {rec.get('tool_call_id')} (run {rec.get('run_id')})"
+    if name.endswith("checkpoints.jsonl"):
+        return f"checkpoint {rec.get('checkpoint_id')} ({name})"
+    return f"pending writes of checkpoint {rec.get('checkpoint_id')} ({name})"
+
+
+def referenced_blobs(f: SessionFacts) -> dict[str, list[str]]:
+    """Blob ref -> what references it (records of every file, tool_result_store, sandbox manifest)."""
+    refs: dict[str, list[str]] = {}
+
+    def add(ref: str, who: str) -> None:
+        refs.setdefault(ref, [])
+        if who not in refs[ref]:
+            refs[ref].append(who)
+
+    for name, scan in f.files.items():
+        if name.endswith("index.jsonl"):
+            continue
+        for rec in scan.recs():
+            for ref in _walk_refs(rec):
+                add(ref, _label(name, rec))
+    for entry in (f.state or {}).get("tool_result_store") or []:
+        if isinstance(entry, dict) and is_blob_ref(entry.get("blob")):
+            add(entry["blob"][BLOB_KEY], f"tool_result_store {entry.get('tool_call_id')} ({entry.get('tool_name')})")
+    manifest, where = sandbox_manifest(f)
+    for path, ref in (manifest or {}).items():
+        add(ref, f"{where} file {path}")
+    return refs
+
+
+def blobs(f: SessionFacts) -> Check:
+    """Every blob the session references is on disk and matches its digest."""
+    store = f.runner.blobs
+    refs = referenced_blobs(f)
+    missing: dict[str, list[str]] = {}
+    corrupt: dict[str, list[str]] = {}
+    queue = list(refs)
+    while queue:
+        ref = queue.pop()
+        try:
+            data = store.get(ref)
+        except BlobMissingError:
+            missing[ref] = refs[ref][:MAX_REFERRERS]
+            continue
+        except BlobCorruptError:
+            corrupt[ref] = refs[ref][:MAX_REFERRERS]
+            continue
+        for inner in _nested_refs(data):  # a spilled JSON subtree may itself reference blobs
+            if inner not in refs:
+                refs[inner] = [f"inside blob {ref}"]
+                queue.append(inner)
+    ev: dict[str, Any] = {"blob_dir": str(store.root), "referenced": len(refs), "missing": missing, "corrupt": corrupt}
+    if missing or corrupt:
+        parts = [f"blob {r} is missing ({_path(f, r)}), referenced by {', '.join(w)}" for r, w in missing.items()]
+        parts += [f"blob {r} does not match its digest, referenced by {', '.join(w)}" for r, w in corrupt.items()]
+        return _check(
+            "blobs",
+            "FAIL",
+            "; ".join(parts),
+            "mount the complete blob volume (base_dir/blobs, seed §4) or restore the named blobs from a "
+            "backup; until then these tool results and payloads cannot be read back",
+            **ev,
+        )
+    return _check("blobs", "OK", f"all {len(refs)} referenced blobs present and digest-correct", "nothing to do", **ev)
+
+
+def _path(f: SessionFacts, ref: str) -> str:
+    try:
+        return str(f.runner.blobs.path_for(ref))
+    except BlobMissingError:
+        return "not a valid blob reference"
+
+
+def _nested_refs(data: bytes) -> list[str]:
+    if data[:1] not in (b"{", b"["):
+        return []
+    try:
+        return list(_walk_refs(json.loads(data)))
+    except (ValueError, UnicodeDecodeError):
+        return []
+
+
+# --- sandbox --------------------------------------------------------------------------------------------
+
+
+def sandbox_manifest(f: SessionFacts) -> tuple[dict[str, str] | None, str]:
+    """The latest sandbox manifest (room path -> `sha256:<hex>`) and where it was found."""
+    snapshot = (f.doc or {}).get("runtime_snapshot") or {}
+    for where, value in (
+        ("state sandbox_manifest", (f.state or {}).get("sandbox_manifest")),
+        ("runtime_snapshot sandbox_manifest", snapshot.get("sandbox_manifest")),
+    ):
+        if isinstance(value, dict) and isinstance(value.get("files"), dict):
+            value = value["files"]
+        if isinstance(value, dict) and value:
+            return {str(k): str(v) for k, v in value.items()}, where
+    return None, ""
+
+
+def sandbox(f: SessionFacts) -> Check:
+    """Sandbox manifest vs the workspace files vs their blobs."""
+    room = f.dir / "workspace"
+    files = _room_files(room)
+    manifest, where = sandbox_manifest(f)
+    ev: dict[str, Any] = {"workspace": str(room), "workspace_files": len(files) if files is not None else None}
+    if manifest is None:
+        wrote = any(
+            r.get("kind") == "intent" and r.get("effect") not in ("read_only", None)
+            for r in f.files["journal.jsonl"].recs()
+        )
+        if files is None and wrote:
+            return _check(
+                "sandbox",
+                "WARN",
+                "no sandbox checkpoint yet, and the workspace is gone although tools with side effects ran",
+                "mount the base_dir volume the session ran on (seed §4)",
+                **ev,
+            )
+        return _check(
+            "sandbox", "OK", "no sandbox checkpoint yet; nothing to compare the workspace with", "nothing to do", **ev
+        )
+    store = f.runner.blobs
+    lost: list[str] = []
+    absent: list[str] = []
+    changed: list[str] = []
+    for path, ref in sorted(manifest.items()):
+        on_disk = (files or {}).get(path)
+        if on_disk is None:
+            (absent if store.exists(ref) else lost).append(path)
+        elif on_disk != ref:
+            changed.append(path)
+        if not store.exists(ref) and path not in lost:
+            lost.append(path)
+    extra = sorted(set(files or {}) - set(manifest))
+    ev.update(
+        manifest_at=where,
+        manifest_files=len(manifest),
+        lost=lost,
+        missing_in_workspace=absent,
+        changed_since_snapshot=changed,
+        not_in_manifest=extra,
+    )
+    if lost:
+        return _check(
+            "sandbox",
+            "FAIL",
+            f"files of the sandbox checkpoint whose blobs are gone: {', '.join(lost)}",
+            "restore base_dir/blobs from a backup; the room cannot be restored without them",
+            **ev,
+        )
+    if absent or changed:
+        return _check(
+            "sandbox",
+            "WARN",
+            f"the workspace differs from the sandbox checkpoint ({len(absent)} missing, {len(changed)} changed)",
+            "resume restores the room from the checkpoint's manifest",
+            **ev,
+        )
+    return _check(
+        "sandbox", "OK", f"the workspace matches the sandbox checkpoint ({len(manifest)} files)", "nothing to do", **ev
+    )
+
+
+def _room_files(room: Path) -> dict[str, str] | None:
+    if not room.is_dir():
+        return None
+    out: dict[str, str] = {}
+    for dirpath, _, names in os.walk(room):
+        for name in names:
+            path = Path(dirpath) / name
+            if path.is_symlink() or not path.is_file():
+                continue
+            try:
+                out[path.relative_to(room).as_posix()] = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+            except OSError:
+                continue
+    return out
+
+
+# --- lease ------------------------------------------------------------------------------------------------
+
+
+def lease_info(f: SessionFacts) -> dict[str, Any]:
+    """The lease's kind, holder, expiry (unix time) and, for the file lease, whether the lock is held."""
+    lease = f.runner.lease
+    if isinstance(lease, FileLease):
+        return _file_lease(f.dir)
+    if isinstance(lease, RedisLease):
+        key = lease.lease_key(f.tenant_id, f.session_id)
+        try:
+            value, pttl = lease.client.get(key), lease.client.pttl(key)
+        except Exception as err:
+            return {"kind": "redis", "key": key, "error": f"{type(err).__name__}: {err}"}
+        if value is None:
+            return {"kind": "redis", "key": key}
+        token, _, holder = (value.decode() if isinstance(value, bytes) else str(value)).partition("|")
+        expires = time.time() + int(pttl) / 1000 if isinstance(pttl, int) and pttl >= 0 else None
+        return {"kind": "redis", "key": key, "holder": holder, "token": token, "expires_at": expires, "lock_held": True}
+    if isinstance(lease, InProcessLease):
+        slot = lease._slots.get((f.tenant_id, f.session_id))
+        grant = slot.grant if slot is not None else None
+        return {
+            "kind": "memory",
+            "holder": grant.holder if grant else None,
+            "expires_at": grant.expires_at if grant else None,
+        }
+    return {"kind": type(lease).__name__, "error": "unknown lease type: cannot be inspected"}
+
+
+def _file_lease(directory: Path) -> dict[str, Any]:
+    info: dict[str, Any] = {"kind": "file", "path": str(directory / "lease.json")}
+    try:
+        doc = json.loads((directory / "lease.json").read_bytes())
+    except FileNotFoundError:
+        doc = {}
+    except (OSError, ValueError) as err:
+        return {**info, "error": f"lease.json unreadable ({err})"}
+    if isinstance(doc, dict) and isinstance(doc.get("holder"), str):
+        info["holder"] = doc["holder"]
+        info["token"] = doc.get("token")
+        exp = doc.get("expires_at")
+        info["expires_at"] = float(exp) if isinstance(exp, int | float) else None
+    pid = _flock_pid(directory / "lease.lock")
+    info["lock_held"] = None if pid == -1 else pid is not None
+    if pid not in (None, -1):
+        info["lock_pid"] = pid
+    return info
+
+
+def _flock_pid(path: Path) -> int | None:
+    """The pid holding a flock on `path` from /proc/locks; None when unlocked, -1 when unknown."""
+    try:
+        st = path.stat()
+        table = Path("/proc/locks").read_text()
+    except FileNotFoundError:
+        return None if not path.exists() else -1
+    except OSError:
+        return -1
+    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in table.splitlines():
+        parts = line.split()
+        if "->" in parts:  # a waiter, not the holder
+            continue
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == want:
+            return int(parts[4]) if parts[4].isdigit() else -1
+    return None

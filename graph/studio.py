@@ -1,0 +1,72 @@
+"""The LangGraph Studio / `langgraph dev` entry that `langgraph.json` points at.
+
+`langgraph dev` refuses a graph compiled with its own checkpointer, so `make_graph` compiles the
+agent graph without one and the server is given our JSONL saver through `langgraph.json`
+(`"checkpointer": {"path": "./graph/studio.py:checkpointer"}`). `make_graph` also registers the
+LoopRuntime factory (`agent.runtime_builder.RuntimeBuilder`), so a run started through the
+server's API executes the same six nodes, tools and journal as `agentrt run`.
+
+Settings come from the file named by `AGENTRT_CONFIG` (default: configs/default.yaml), with the
+usual `AGENTRT_*` overrides (e.g. `AGENTRT_BASE_DIR`).
+
+The server loads this module in a worker thread but calls factories on its event loop, where any
+blocking file access fails; so the graph and the saver are built once here, at import time,
+and exported as plain objects (`agent_graph`, `checkpointer`).
+"""
+
+from __future__ import annotations
+
+import os
+
+from langgraph.graph.state import CompiledStateGraph
+
+from agent.config import AgentSettings, load_settings
+from checkpointing.saver import JsonlCheckpointSaver
+from graph.build import GRAPH_VERSION, build_graph
+from graph.state import SCHEMA_VERSION
+
+CONFIG_ENV = "AGENTRT_CONFIG"
+
+
+def studio_settings() -> AgentSettings:
+    """The settings the Studio server runs under (`AGENTRT_CONFIG`, else configs/default.yaml)."""
+    return load_settings(os.environ.get(CONFIG_ENV) or None)
+
+
+def make_graph(settings: AgentSettings | None = None) -> CompiledStateGraph:
+    """The agent graph without a checkpointer, with this process's LoopRuntime factory registered."""
+    # Imported here: the graph package must stay importable without the agent layer.
+    from agent.runtime_builder import RuntimeBuilder
+    from agent.surface import compute_pins
+    from agent.tools.registry import build_toolset, toolset_descriptor
+    from checkpointing.blobs import BlobStore
+    from graph.runtime import set_runtime_factory
+
+    settings = settings or studio_settings()
+    tools = build_toolset(settings.tools)
+    set_runtime_factory(RuntimeBuilder(settings, tools, BlobStore(settings.base_dir)))
+    pins = compute_pins(settings, toolset_descriptor(tools), GRAPH_VERSION)
+    # Scalars in `configurable` land in checkpoint metadata, as they do for `agentrt run`.
+    conf = {"tenant_id": settings.session.tenant_id, "state_schema_version": SCHEMA_VERSION, **pins.as_config()}
+    return build_graph(checkpointer=None).with_config(
+        configurable=conf, recursion_limit=max(60, settings.loop.max_iterations * 8)
+    )
+
+
+def make_checkpointer(settings: AgentSettings | None = None) -> JsonlCheckpointSaver:
+    """Our JSONL saver on the settings' `base_dir` (whatever `persistence.saver` says)."""
+    settings = settings or studio_settings()
+    p = settings.persistence
+    return JsonlCheckpointSaver(
+        settings.base_dir,
+        inline_payload_max_bytes=p.inline_payload_max_bytes,
+        fsync=p.fsync,
+        keep_last=p.keep_last,
+        keyframe_every=p.keyframe_every,
+        default_tenant=settings.session.tenant_id,
+    )
+
+
+_settings = studio_settings()
+agent_graph = make_graph(_settings)
+checkpointer = make_checkpointer(_settings)
