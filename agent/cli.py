@@ -16,6 +16,7 @@ from typing import Any
 from rich.console import Console
 
 from agent.errors import AgentRuntimeError, ConfigError
+from agent.logs import configure_logging
 
 console = Console(stderr=True, highlight=False)
 out = Console(highlight=False)
@@ -166,15 +167,20 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     """agentrt resume ID."""
     runner = _runner(args)
-    decision = None
+    decision: dict[str, Any] | None = None
     if args.approve:
         decision = {"approved": True}
     elif args.reject:
         decision = {"approved": False, "reason": args.reason or "rejected by the operator"}
     accept = [a for part in (args.accept_changes or []) for a in part.split(",") if a]
     events = runner.stream_resume(
-        args.session_id, tenant_id=args.tenant, user_id=args.user, decision=decision,
-        accept_changes=accept, operator=args.user, reason=args.reason,
+        args.session_id,
+        tenant_id=args.tenant,
+        user_id=args.user,
+        decision=decision,
+        accept_changes=accept,
+        operator=args.user,
+        reason=args.reason,
     )
     return _print_result(_stream_to_result(events, args.json), args.json)
 
@@ -209,8 +215,12 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     def render(d: dict[str, Any]) -> None:
         s = d["session"]
-        out.print(f"[bold]{s['session_id']}[/bold]  tenant {s['tenant_id']}  user {s['user_id']}  agent {s['agent_id']}")
-        out.print(f"status {s['status']}  last run {s.get('last_run_id')} {s.get('last_run_status')}  turns {s['loop_count']}")
+        out.print(
+            f"[bold]{s['session_id']}[/bold]  tenant {s['tenant_id']}  user {s['user_id']}  agent {s['agent_id']}"
+        )
+        out.print(
+            f"status {s['status']}  last run {s.get('last_run_id')} {s.get('last_run_status')}  turns {s['loop_count']}"
+        )
         out.print(f"branch {s['current_branch_id']}  leaf {s['current_leaf_entry_id']}")
         out.print(f"checkpoint {d['checkpoint']['checkpoint_id']}  next {d['checkpoint']['next'] or '-'}")
         out.print("branches: " + ", ".join(f"{b} -> {leaf}" for b, leaf in d["branches"].items()))
@@ -223,10 +233,14 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_fork(args: argparse.Namespace) -> int:
     """agentrt fork ID --from ENTRY."""
     info = _runner(args).fork(args.session_id, args.from_entry, args.tenant, args.user)
-    return _emit(info, args.json, lambda d: out.print(
-        f"branch {d['branch_id']} starts at entry {d['from_entry_id']} (checkpoint {d['checkpoint_id']}); "
-        f"the next `agentrt run --session {d['session_id']} ...` continues there"
-    ))
+    return _emit(
+        info,
+        args.json,
+        lambda d: out.print(
+            f"branch {d['branch_id']} starts at entry {d['from_entry_id']} (checkpoint {d['checkpoint_id']}); "
+            f"the next `agentrt run --session {d['session_id']} ...` continues there"
+        ),
+    )
 
 
 def cmd_end(args: argparse.Namespace) -> int:
@@ -244,8 +258,14 @@ def cmd_pause(args: argparse.Namespace) -> int:
 def cmd_tool_result(args: argparse.Namespace) -> int:
     """agentrt tool-result ID CALL_ID."""
     piece = _runner(args).tool_result(args.session_id, args.call_id, args.offset, args.limit, args.tenant, args.user)
-    data = {"tool_call_id": args.call_id, "offset": piece.offset, "end": piece.end, "total": piece.total,
-            "next_offset": piece.next_offset, "text": piece.text}
+    data = {
+        "tool_call_id": args.call_id,
+        "offset": piece.offset,
+        "end": piece.end,
+        "total": piece.total,
+        "next_offset": piece.next_offset,
+        "text": piece.text,
+    }
     if args.json:
         return _emit(data, True, lambda d: None)
     sys.stdout.write(piece.text)
@@ -263,7 +283,9 @@ def cmd_db_init(args: argparse.Namespace) -> int:
     if not url:
         raise ConfigError("no persistence.database_url is configured")
     SqlSessionStore(url, create=True)
-    return _emit({"database": _redact(url), "created": True}, args.json, lambda d: out.print(f"tables ready in {d['database']}"))
+    return _emit(
+        {"database": _redact(url), "created": True}, args.json, lambda d: out.print(f"tables ready in {d['database']}")
+    )
 
 
 def _redact(url: str) -> str:
@@ -304,7 +326,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reject", action="store_true", help="reject the pending tool call")
     p.add_argument("--reason", help="why (recorded with --reject or --accept-changes)")
     p.add_argument(
-        "--accept-changes", nargs="?", const="all", action="append", metavar="PINS",
+        "--accept-changes",
+        nargs="?",
+        const="all",
+        action="append",
+        metavar="PINS",
         help="re-pin changed digests explicitly (all, or a comma list of: graph_version, toolset_hash, "
         "permissions_hash, projection_digest, surface_digest, state_schema_version); recorded in an event",
     )
@@ -340,6 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    configure_logging()
     try:
         return COMMANDS[args.command](args)
     except AgentRuntimeError as err:

@@ -8,17 +8,19 @@ resumes with `resume()` to the result an uncrashed run would have had.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command
+from langgraph.types import Command, StreamMode
 
 from agent import faults
 from agent.config import AgentSettings, load_settings
@@ -45,7 +47,7 @@ from graph.state import SCHEMA_VERSION
 __all__ = ["AgentRunner", "RunEvent", "RunResult", "build_saver"]
 
 log = logging.getLogger("agentrt.runner")
-STREAM_MODES = ["updates", "custom", "messages", "checkpoints"]
+STREAM_MODES: list[StreamMode] = ["updates", "custom", "messages", "checkpoints"]
 
 
 class AgentRunner:
@@ -140,7 +142,9 @@ class AgentRunner:
             run_id = f"r-{uuid.uuid4().hex[:12]}"
             recorder = EventRecorder(self.manager, session, hold.token, run_id)
             self.manager.mark_run(session, run_id, "RUNNING")
-            recorder.record("run_start", {"run_id": run_id, "pins": self.pins.as_config(), "tools": list(self.pins.tool_names)})
+            recorder.record(
+                "run_start", {"run_id": run_id, "pins": self.pins.as_config(), "tools": list(self.pins.tool_names)}
+            )
             self.manager.memory.add_user_turn(session, text, run_id, hold.token)
             extra: dict[str, Any] = {}
             fork_cp = session.context.pop("fork_checkpoint_id", None)
@@ -151,6 +155,16 @@ class AgentRunner:
             if skill is not None:
                 graph_input["active_skill"] = skill
             yield from self._drive(graph_input, config, session, recorder)
+
+    async def astream(self, text: str, **kwargs: Any) -> AsyncIterator[RunEvent]:
+        """`stream` for asyncio code: the run proceeds in a worker thread, never blocking the event loop."""
+        async for ev in _in_thread(lambda: self.stream(text, **kwargs)):
+            yield ev
+
+    async def astream_resume(self, session_id: str, **kwargs: Any) -> AsyncIterator[RunEvent]:
+        """`stream_resume` for asyncio code (a worker thread drives the run)."""
+        async for ev in _in_thread(lambda: self.stream_resume(session_id, **kwargs)):
+            yield ev
 
     def _session_for_turn(self, tenant: str, sid: str, user: str | None, new: bool) -> ChatSession:
         if not new:
@@ -175,7 +189,9 @@ class AgentRunner:
         return _final(self.stream(text, session_id=session_id, tenant_id=tenant_id, user_id=user_id, skill=skill))
 
     # --- driving the graph ---------------------------------------------------------------------------
-    def _drive(self, graph_input: Any, config: RunnableConfig, session: ChatSession, recorder: EventRecorder) -> Iterator[RunEvent]:
+    def _drive(
+        self, graph_input: Any, config: RunnableConfig, session: ChatSession, recorder: EventRecorder
+    ) -> Iterator[RunEvent]:
         conf = config["configurable"]
         self.builder.attach(session.session_id, recorder)
         try:
@@ -289,9 +305,7 @@ class AgentRunner:
                 yield RunEvent("final", {**result.to_json(), "note": "the last run had already finished"})
                 return
             if snap.interrupts and decision is None:
-                raise SessionError(
-                    f"session {sid} is waiting for a human decision: resume with --approve or --reject"
-                )
+                raise SessionError(f"session {sid} is waiting for a human decision: resume with --approve or --reject")
             if session.status is SessionStatus.PAUSED:
                 self.manager.reactivate(session)
             if accepted:
@@ -310,13 +324,15 @@ class AgentRunner:
             recorder.record("run_resume", info)
             yield RunEvent("recovered", info)
             self.manager.mark_run(session, run_id, "RUNNING")
-            graph_input = Command(resume=decision) if snap.interrupts else None
+            graph_input: Command[Any] | None = Command(resume=decision) if snap.interrupts else None
             if decision is not None:
                 recorder.record("hitl_decision", {"run_id": run_id, **decision})
             config = self._config(session, run_id, hold.token)
             yield from self._drive(graph_input, config, session, recorder)
 
-    def _recover(self, session: ChatSession, events: Any, accept: set[str]) -> tuple[dict[str, Any], Any, dict[str, Any]]:
+    def _recover(
+        self, session: ChatSession, events: Any, accept: set[str]
+    ) -> tuple[dict[str, Any], Any, dict[str, Any]]:
         thread = self._thread(session.tenant_id, session.session_id)
         with step("validate_identity"):
             doc = self._checkpoint_doc(thread)
@@ -355,7 +371,12 @@ class AgentRunner:
         }
 
     def _blocked(self, session: ChatSession, token: int | None, err: RecoveryBlocked) -> None:
-        payload = {"step": err.step, "reason": err.reason, "expected": _jsonable(err.expected), "found": _jsonable(err.found)}
+        payload = {
+            "step": err.step,
+            "reason": err.reason,
+            "expected": _jsonable(err.expected),
+            "found": _jsonable(err.found),
+        }
         try:
             self.manager.record(session, "recovery_blocked", payload, fencing_token=token)
             self.manager.mark_run(session, session.last_run_id or "", "RECOVERY_BLOCKED")
@@ -399,7 +420,12 @@ class AgentRunner:
         if pin is not None:
             pin({"configurable": {"thread_id": sid, "tenant_id": tenant, "checkpoint_id": checkpoint_id}})
         self.manager.save(session)
-        return {"session_id": sid, "branch_id": branch_id, "from_entry_id": from_entry_id, "checkpoint_id": checkpoint_id}
+        return {
+            "session_id": sid,
+            "branch_id": branch_id,
+            "from_entry_id": from_entry_id,
+            "checkpoint_id": checkpoint_id,
+        }
 
     # --- reading -------------------------------------------------------------------------------------------
     def sessions(self, tenant_id: str | None = None, user_id: str | None = None) -> list[ChatSession]:
@@ -407,7 +433,9 @@ class AgentRunner:
         tenant, user, _ = self._ids(None, tenant_id, user_id)
         return self.manager.list(tenant, user)
 
-    def show(self, session_id: str, tenant_id: str | None = None, user_id: str | None = None, last: int = 15) -> dict[str, Any]:
+    def show(
+        self, session_id: str, tenant_id: str | None = None, user_id: str | None = None, last: int = 15
+    ) -> dict[str, Any]:
         """Header, status, branches and the last entries of a session."""
         tenant, user, sid = self._ids(session_id, tenant_id, user_id)
         session = self.manager.get(tenant, sid, user)
@@ -422,8 +450,14 @@ class AgentRunner:
                 "next": list(snap.next),
             },
             "entries": [
-                {"id": e.id, "parent_id": e.parent_id, "branch_id": e.branch_id, "type": e.type, "ts": e.ts,
-                 "summary": _summary(e.payload)}
+                {
+                    "id": e.id,
+                    "parent_id": e.parent_id,
+                    "branch_id": e.branch_id,
+                    "type": e.type,
+                    "ts": e.ts,
+                    "summary": _summary(e.payload),
+                }
                 for e in events.last(last)
             ],
         }
@@ -439,14 +473,44 @@ class AgentRunner:
         return result_from_snapshot(session_id, self.graph.get_state(self._thread(tenant, session_id)))
 
     def tool_result(
-        self, session_id: str, tool_call_id: str, offset: int = 0, limit: int = 2000,
-        tenant_id: str | None = None, user_id: str | None = None,
+        self,
+        session_id: str,
+        tool_call_id: str,
+        offset: int = 0,
+        limit: int = 2000,
+        tenant_id: str | None = None,
+        user_id: str | None = None,
     ) -> ToolResultSlice:
         """Page through an archived tool result of a session (what `read_tool_result` gives the model)."""
         tenant, user, sid = self._ids(session_id, tenant_id, user_id)
         self.manager.get(tenant, sid, user)  # tenant/user check
         store = ToolResultStore.from_entries(list(self.state(sid, tenant).get("tool_result_store") or []), self.blobs)
         return store.read(tool_call_id, offset, limit)
+
+
+async def _in_thread(make: Callable[[], Iterator[RunEvent]]) -> AsyncIterator[RunEvent]:
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+    def pump() -> None:
+        try:
+            for ev in make():
+                loop.call_soon_threadsafe(queue.put_nowait, ("event", ev))
+        except BaseException as err:  # handed to the awaiting side, which re-raises it
+            loop.call_soon_threadsafe(queue.put_nowait, ("error", err))
+        else:
+            loop.call_soon_threadsafe(queue.put_nowait, ("done", None))
+
+    worker = threading.Thread(target=pump, name="agentrt-run", daemon=True)
+    worker.start()
+    while True:
+        kind, value = await queue.get()
+        if kind == "event":
+            yield value
+        elif kind == "error":
+            raise value
+        else:
+            return
 
 
 def _final(events: Iterator[RunEvent]) -> RunResult:

@@ -77,7 +77,7 @@ class LoopRuntime:
         if not self.skills:
             return ""
         lines = [f"- {s.name}: {s.description}" for s in self.skills.values()]
-        return " You may activate one skill by adding \"skill\": \"<name>\" to the JSON. Skills:\n" + "\n".join(lines)
+        return ' You may activate one skill by adding "skill": "<name>" to the JSON. Skills:\n' + "\n".join(lines)
 
     def visible_tools(self) -> list[ToolSpec]:
         """The tools the model may call (the active skill may narrow them)."""
@@ -112,6 +112,7 @@ class LoopRuntime:
         results = []
         for call in tool_calls:
             self.emit("tool_call", {"tool_call_id": call.get("id"), "name": call.get("name"), "args": call.get("args")})
+            res: dict[str, Any]
             if rejected and call.get("id") in rejected:
                 res = {
                     "status": "rejected",
@@ -154,7 +155,9 @@ class LoopRuntime:
         if sandbox is None:
             return {}
         may_write = any(
-            (spec := self.tools.get(c.get("name", ""))) is not None and spec.effect != "read_only" and not spec.state_only
+            (spec := self.tools.get(c.get("name", ""))) is not None
+            and spec.effect != "read_only"
+            and not spec.state_only
             for c in tool_calls
         )
         if not may_write and state.get("sandbox_manifest") is not None:

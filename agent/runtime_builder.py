@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import threading
-from pathlib import Path
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -157,10 +157,16 @@ class RuntimeBuilder:
         return factory
 
 
-def _journaled(journal: ToolExecutionJournal, run_id: str) -> Callable[[ToolSpec, dict[str, Any], ToolContext], dict[str, Any]]:
+def _journaled(
+    journal: ToolExecutionJournal, run_id: str
+) -> Callable[[ToolSpec, dict[str, Any], ToolContext], dict[str, Any]]:
     def execute(spec: ToolSpec, call: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         text, status, replayed = execute_with_journal(journal, run_id, call, spec, ctx)
-        return {"status": "success" if status == "success" else "error", "content": text, "replayed": replayed,
-                "journal_status": status}
+        return {
+            "status": "success" if status == "success" else "error",
+            "content": text,
+            "replayed": replayed,
+            "journal_status": status,
+        }
 
     return execute

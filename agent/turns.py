@@ -15,6 +15,7 @@ from typing import Any
 
 from agent.config import AgentSettings
 from agent.lease import LeaseGrant, LeaseHeartbeat, SessionLease, make_holder
+from agent.logs import log_event
 from agent.manager import ChatSessionManager
 from agent.session import ChatSession
 from checkpointing.fencing import FencingGuard
@@ -58,12 +59,13 @@ class SessionHold:
         self.heartbeat = LeaseHeartbeat(self.lease, self.grant).start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        grant: LeaseGrant | None = self.grant
         if self.heartbeat is not None:
             self.heartbeat.stop()
             grant = self.heartbeat.grant
-        else:
-            grant = self.grant
         if grant is not None:
             try:
                 self.lease.release(grant)
@@ -91,7 +93,8 @@ class EventRecorder:
         """Append one entry on the session's current branch; returns its id."""
         with self.lock:
             entry = self.manager.record(self.session, event_type, payload, fencing_token=self.token)
-            return entry.id
+        log_event(event_type, self.session.session_id, self.session.tenant_id, payload)
+        return entry.id
 
     def node_done(self, node: str) -> None:
         """A node finished; its `node_end` entry is written with the checkpoint that follows."""
