@@ -274,6 +274,18 @@ def cmd_tool_result(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """agentrt doctor ID."""
+    from agent.doctor import render, run_doctor
+
+    report = run_doctor(_runner(args), args.session_id, tenant_id=args.tenant, user_id=args.user)
+    if args.json:
+        out.print_json(json.dumps(report.to_json(), ensure_ascii=False, default=str))
+    else:
+        out.print(render(report), markup=False, highlight=False)
+    return report.exit_code()
+
+
 def cmd_db_init(args: argparse.Namespace) -> int:
     """agentrt db init."""
     from agent.stores.sql import SqlSessionStore
@@ -305,6 +317,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "end": cmd_end,
     "pause": cmd_pause,
     "tool-result": cmd_tool_result,
+    "doctor": cmd_doctor,
     "db": cmd_db_init,
 }
 
@@ -331,8 +344,8 @@ def build_parser() -> argparse.ArgumentParser:
         const="all",
         action="append",
         metavar="PINS",
-        help="re-pin changed digests explicitly (all, or a comma list of: graph_version, toolset_hash, "
-        "permissions_hash, projection_digest, surface_digest, state_schema_version); recorded in an event",
+        help="re-pin changed digests explicitly (all, or a comma list of: graph_version, tool_shape_hash, "
+        "toolset_hash, permissions_hash, projection_digest, surface_digest, state_schema_version); recorded in an event",
     )
     p = sub.add_parser("sessions", help="list sessions")
     _common(p)
@@ -356,6 +369,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("call_id", metavar="CALL_ID")
     p.add_argument("--offset", type=int, default=0)
     p.add_argument("--limit", type=int, default=2000)
+    p = sub.add_parser("doctor", help="run the troubleshooting checks on a session (read-only)")
+    _common(p)
+    p.add_argument("session_id", metavar="ID")
     p = sub.add_parser("db", help="database set-up: `agentrt db init` creates the SQL tables")
     _common(p)
     p.add_argument("action", choices=["init"])

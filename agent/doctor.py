@@ -12,16 +12,20 @@
 plus `files` (every JSONL file of the session verified record by record).
 
 The doctor never changes anything: every file is read with a verifying scanner that does not
-apply the torn-tail repair, no lease is taken, no layer is refilled, and the checkpoint saver is
-used only when reading through it cannot write (all files intact, its index up to date).
-Damaged data becomes a FAIL with its evidence, never a crash.
+apply the torn-tail repair, no lease is taken, no layer is refilled (each layer is asked directly,
+not through the manager's read path), and the runner's checkpoint saver is used only when reading
+through it cannot write (files intact, index up to date); otherwise the state is read from a
+throw-away copy of `runs/`. Damaged data becomes a FAIL with its evidence, never a crash.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -164,6 +168,8 @@ class SessionFacts:
     state: dict[str, Any] | None = None
     state_error: str | None = None
     next_nodes: list[str] = field(default_factory=list)
+    waiting_for_human: bool = False
+    """The run is interrupted for a human decision (HITL)."""
 
     @property
     def events(self) -> FileScan:
@@ -278,30 +284,51 @@ def _find_other_tenants(facts: SessionFacts) -> None:
 
 
 def _load_checkpoint(facts: SessionFacts) -> None:
-    runner = facts.runner
     damaged = [n for n, s in facts.files.items() if n.startswith("runs/") and not s.clean]
     lag = _index_lag(facts)
     if damaged or lag:
+        # Reading would cut a torn tail or write the index: read a throw-away copy instead.
         facts.saver_safe = False
         facts.unsafe_reason = f"{', '.join(damaged)} damaged" if damaged else lag
-        facts.doc = _latest_doc_from_files(facts)
-        facts.state_error = (
-            f"graph state not restored: {facts.unsafe_reason}, and reading through the saver "
-            "would repair files (the doctor leaves them untouched)"
-        )
+        with tempfile.TemporaryDirectory(prefix="agentrt-doctor-") as tmp:
+            saver, graph = _copy_reader(facts, Path(tmp))
+            _read_state(facts, partial(saver.get_document, facts.thread()), graph)
+            real = str(facts.runner.settings.base_dir)
+            facts.doc_error = facts.doc_error and facts.doc_error.replace(tmp, real)
+            facts.state_error = facts.state_error and facts.state_error.replace(tmp, real)
+        if facts.doc is None and facts.doc_error is not None:
+            facts.doc = _latest_doc_from_files(facts)
         return
+    _read_state(facts, partial(facts.runner._checkpoint_doc, facts.thread()), facts.runner.graph)
+
+
+def _copy_reader(facts: SessionFacts, tmp: Path) -> tuple[Any, Any]:
+    from checkpointing.saver import JsonlCheckpointSaver
+    from graph.build import build_graph
+
+    base = facts.runner.settings.base_dir
+    shutil.copytree(facts.dir / "runs", tmp / "tenants" / facts.tenant_id / "sessions" / facts.session_id / "runs")
+    (tmp / "blobs").symlink_to((base / "blobs").resolve(), target_is_directory=True)  # read only
+    p = facts.runner.settings.persistence
+    saver = JsonlCheckpointSaver(tmp, inline_payload_max_bytes=p.inline_payload_max_bytes, fsync="batch",
+                                 default_tenant=facts.tenant_id)
+    return saver, build_graph(saver)
+
+
+def _read_state(facts: SessionFacts, read_doc: Callable[[], dict[str, Any] | None], graph: Any) -> None:
     try:
-        facts.doc = runner._checkpoint_doc(facts.thread())
+        facts.doc = read_doc()
     except Exception as err:
         facts.doc_error = f"{type(err).__name__}: {err}"
     if facts.doc is None and facts.doc_error is None:
         return
     try:
-        snap = runner.graph.get_state(facts.thread())
+        snap = graph.get_state(facts.thread())
         facts.state = dict(snap.values or {})
         facts.next_nodes = list(snap.next or ())
+        facts.waiting_for_human = bool(getattr(snap, "interrupts", ()))
     except Exception as err:
-        facts.state_error = f"{type(err).__name__}: {err}"
+        facts.state_error = f"the graph state cannot be restored: {type(err).__name__}: {err}"
 
 
 def _latest_doc_from_files(facts: SessionFacts) -> dict[str, Any] | None:

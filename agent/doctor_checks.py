@@ -1,13 +1,12 @@
-"""The doctor's checks, one function per row of seed §8; each takes the gathered `SessionFacts`.
+"""The doctor's checks of records and state, one function per row of seed §8 (see `agent.doctor`).
 
-Every check returns a `Check` with evidence (a dict whose `summary` is the one-line finding) and
-the next step. `run_all` runs them in order and turns a check that itself trips over damaged data
-into a FAIL, so the doctor reports on any session it can find.
+Every check takes the gathered `SessionFacts` and returns a `Check` whose evidence is a dict with
+the one-line finding under `summary`. `run_all` runs them in order and turns a check that itself
+trips over damaged data into a FAIL, so the doctor reports on any session it can find.
 """
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,57 +15,39 @@ from langchain_core.messages import ToolMessage
 
 from agent import doctor_files
 from agent.compression import ARCHIVED_KEY, assert_tool_pairs
-from agent.doctor import Check, SessionFacts, Status
+from agent.doctor import Check, SessionFacts
+from agent.doctor_files import finding
 from agent.errors import RecoveryBlocked
 from agent.recovery import PIN_REASONS, check_header, check_identity, compare_pins, restore_messages, stored_pins
 from agent.tools.journal import ToolExecutionJournal
 from checkpointing.events import SCHEMA_VERSION as EVENTS_SCHEMA_VERSION
 from checkpointing.messages import dtos_to_messages
 from checkpointing.validation import KNOWN_SCHEMA_VERSIONS
+from graph.state import SCHEMA_VERSION as STATE_SCHEMA_VERSION
 
 CACHE_LAYERS = ("L1", "L2")
+NOTHING = "nothing to do"
+RESTORE_CP = "restore the session's runs/ files from a backup"
 
-
-def _check(name: str, status: Status, summary: str, next_step: str, **evidence: Any) -> Check:
-    return Check(name, status, {"summary": summary, **evidence}, next_step)
-
-
-# --- session not found -------------------------------------------------------------------------------
+# --- session not found ---------------------------------------------------------------------------
 
 
 def session_found(f: SessionFacts) -> Check:
     """Which layers hold the session, in the order the manager reads them, and what a read returns."""
     manager = f.runner.manager
     order = " -> ".join(f.layers)
-    ev: dict[str, Any] = {
-        "mode": manager.mode,
-        "read_order": order,
-        "layers": f.layers,
-        "layer_status": manager.layer_status(),
-        "last_read_trace_in_this_process": manager.last_read_trace,
-    }
+    ev: dict[str, Any] = {"mode": manager.mode, "read_order": order, "layers": f.layers,
+                          "layer_status": manager.layer_status(),
+                          "last_read_trace_in_this_process": manager.last_read_trace}
+    if f.session is None and f.header is not None:
+        return finding("session_found", "WARN", "no layer holds the session document; a read rebuilds it from "
+                       "events.jsonl", "nothing is lost: the next read (`agentrt show ID`) rebuilds it", **ev)
     if f.session is None:
-        if f.header is not None:
-            return _check(
-                "session_found",
-                "WARN",
-                "no layer holds the session document; a read rebuilds it from events.jsonl",
-                "nothing to lose: the next `agentrt show` rebuilds it from the event log and refills the layers",
-                **ev,
-            )
         hint = f"; it exists under tenant(s) {', '.join(f.other_tenants)}" if f.other_tenants else ""
-        return _check(
-            "session_found",
-            "FAIL",
-            f"session {f.session_id} not found for tenant {f.tenant_id} in any layer{hint}",
-            (
-                f"pass --tenant {f.other_tenants[0]}"
-                if f.other_tenants
-                else "check the id with `agentrt sessions`, the tenant (--tenant) and that base_dir is the mounted volume"
-            ),
-            other_tenants=f.other_tenants,
-            **ev,
-        )
+        step = (f"pass --tenant {f.other_tenants[0]}" if f.other_tenants else "check the id with `agentrt "
+                "sessions`, the tenant (--tenant), and that base_dir is the volume the session was written to")
+        return finding("session_found", "FAIL", f"session {f.session_id} not found for tenant {f.tenant_id} "
+                       f"in any layer{hint}", step, other_tenants=f.other_tenants, **ev)
     hit = _first_hit(f, manager.mode)
     versions = {name: s.version for name, s in f.copies.items()}
     ev.update(read_would_hit=hit, versions=versions)
@@ -75,71 +56,42 @@ def session_found(f: SessionFacts) -> Check:
         if answer.startswith(("corrupt", "down")):
             problems.append(f"{name} is {answer}")
         elif answer == "absent" and name != "L1" and not (manager.mode == "MIRROR" and name == "JSONL"):
-            refill = (
-                f"the next read misses {name} and refills it from {hit}"
-                if name in CACHE_LAYERS
-                else (f"{name} lacks it; the next save writes it there")
-            )
-            problems.append(f"{name} does not hold the session: {refill}")
+            problems.append(f"{name} does not hold the session: " + (
+                f"the next read misses {name} and refills it from {hit}" if name in CACHE_LAYERS
+                else f"the next save writes it to {name}"))
     if len(set(versions.values())) > 1:
         problems.append(f"layers disagree on the session version {versions} (a stale copy)")
     if problems:
-        return _check(
-            "session_found",
-            "WARN",
-            "; ".join(problems),
-            "run any read (e.g. `agentrt show ID`) to refill the missing layers; fix a down/corrupt layer",
-            **ev,
-        )
-    return _check("session_found", "OK", f"found; a read takes it from {hit} ({order})", "nothing to do", **ev)
+        return finding("session_found", "WARN", "; ".join(problems), "run any read (`agentrt show ID`) to "
+                       "refill the cache layers; bring a down layer back, restore or delete a corrupt copy", **ev)
+    return finding("session_found", "OK", f"found; a read takes it from {hit} ({order})", NOTHING, **ev)
 
 
 def _first_hit(f: SessionFacts, mode: str) -> str | None:
     sql_down = f.layers.get("SQL", "").startswith(("down", "corrupt"))
     for name, answer in f.layers.items():
-        if mode == "MIRROR" and name == "JSONL" and not sql_down:
-            continue
-        if answer == "present":
+        if answer == "present" and not (mode == "MIRROR" and name == "JSONL" and not sql_down):
             return name
     return None
 
 
 def tenant_user(f: SessionFacts) -> Check:
-    """The session, its header and the caller agree on tenant and user."""
+    """The session document, its header and the caller agree on tenant and user."""
     s, h = f.session, f.header or {}
-    ev = {
-        "tenant": f.tenant_id,
-        "user_asked": f.user_id,
-        "session_user": s.user_id if s else None,
-        "header_tenant": h.get("tenant_id"),
-        "header_user": h.get("user_id"),
-    }
-    if s is None:
-        where = f"tenant(s) {', '.join(f.other_tenants)}" if f.other_tenants else "no tenant under base_dir"
-        return _check(
-            "tenant_user",
-            "FAIL",
-            f"not visible to tenant {f.tenant_id}; the id is under {where}",
-            "use the owning tenant (--tenant) or check the id",
-            **ev,
-        )
-    if f.user_id is not None and s.user_id != f.user_id:
-        return _check(
-            "tenant_user",
-            "FAIL",
-            f"the session belongs to user {s.user_id}, not {f.user_id}: it reads as not found",
-            f"run as user {s.user_id} (--user) or drop --user",
-            **ev,
-        )
-    if h and (h.get("tenant_id") != f.tenant_id or h.get("user_id") not in (None, s.user_id)):
-        return _check(
-            "tenant_user",
-            "FAIL",
-            "the event-log header names another tenant/user than the session document",
-            "the session folder was moved or copied between tenants: restore it from a backup",
-            **ev,
-        )
-    return _check("tenant_user", "OK", f"tenant {f.tenant_id}, user {s.user_id}", "nothing to do", **ev)
+    ev = {"tenant": f.tenant_id, "user_asked": f.user_id, "session_user": s.user_id if s else None,
+          "header_tenant": h.get("tenant_id"), "header_user": h.get("user_id")}
+    if s is None and not h:
+        where = f"it is under tenant(s) {', '.join(f.other_tenants)}" if f.other_tenants else "no tenant has it"
+        return finding("tenant_user", "FAIL", f"not visible to tenant {f.tenant_id}; {where}",
+                       "use the owning tenant (--tenant) or check the id", **ev)
+    owner = s.user_id if s else h.get("user_id")
+    if f.user_id is not None and owner != f.user_id:
+        return finding("tenant_user", "FAIL", f"the session belongs to user {owner}, not {f.user_id}: it reads "
+                       "as not found for them", f"run as user {owner} (--user) or drop --user", **ev)
+    if s and h and (h.get("tenant_id") != f.tenant_id or h.get("user_id") not in (None, s.user_id)):
+        return finding("tenant_user", "FAIL", "the event-log header names another tenant/user than the session "
+                       "document", "the folder was moved between tenants: restore it from a backup", **ev)
+    return finding("tenant_user", "OK", f"tenant {f.tenant_id}, user {owner}", NOTHING, **ev)
 
 
 def header(f: SessionFacts) -> Check:
@@ -147,90 +99,50 @@ def header(f: SessionFacts) -> Check:
     scan = f.events
     ev: dict[str, Any] = {"path": str(scan.path)}
     if not scan.exists:
-        return _check(
-            "header",
-            "FAIL",
-            "events.jsonl is missing: the session header and event tree are gone",
-            "mount the base_dir volume the session was written to (seed §4), or restore the folder",
-            **ev,
-        )
+        return finding("header", "FAIL", "events.jsonl is missing: the session header and event tree are gone",
+                       "mount the base_dir volume the session was written to (seed §4), or restore the folder", **ev)
     h = f.header
     if h is None:
         why = scan.error if scan.error and not scan.records else "the first record is not a session header"
-        return _check("header", "FAIL", f"no valid header: {why}", "restore events.jsonl from a backup", **ev)
-    ev.update({k: h.get(k) for k in ("schema_version", "tenant_id", "session_id", "agent_id", "user_id", "created_at")})
+        return finding("header", "FAIL", f"no valid header: {why}", "restore events.jsonl from a backup", **ev)
+    ev.update({k: h.get(k) for k in ("schema_version", "tenant_id", "session_id", "agent_id", "user_id")})
     if h.get("schema_version") != EVENTS_SCHEMA_VERSION:
-        return _check(
-            "header",
-            "FAIL",
-            f"event-log schema_version {h.get('schema_version')!r} is not {EVENTS_SCHEMA_VERSION}",
-            "open it with the agentrt version that wrote it",
-            **ev,
-        )
+        return finding("header", "FAIL", f"event-log schema_version {h.get('schema_version')!r} is not "
+                       f"{EVENTS_SCHEMA_VERSION}", "open it with the agentrt version that wrote it", **ev)
     if (h.get("tenant_id"), h.get("session_id")) != (f.tenant_id, f.session_id):
-        return _check(
-            "header",
-            "FAIL",
-            "the header names another tenant/session than its folder",
-            "the folder was copied or renamed: restore it from a backup",
-            **ev,
-        )
-    return _check(
-        "header",
-        "OK",
-        f"header valid (schema {h.get('schema_version')}, agent {h.get('agent_id')})",
-        "nothing to do",
-        **ev,
-    )
+        return finding("header", "FAIL", "the header names another tenant/session than its folder",
+                       "the folder was copied or renamed: restore it from a backup", **ev)
+    return finding("header", "OK", f"valid (schema {h.get('schema_version')}, agent {h.get('agent_id')})",
+                   NOTHING, **ev)
 
 
 def files(f: SessionFacts) -> Check:
-    """Every JSONL file of the session verifies record by record (checksum, framing)."""
-    ev: dict[str, Any] = {
-        "files": {n: (s.error or f"{len(s.records)} records") for n, s in f.files.items() if s.exists}
-    }
+    """Every JSONL file of the session verifies record by record (framing, checksum)."""
+    ev: dict[str, Any] = {"files": {n: s.error or f"{len(s.records)} records" for n, s in f.files.items() if s.exists}}
     corrupt = {n: s.error for n, s in f.files.items() if s.error and not s.torn}
     torn = {n: s.error for n, s in f.files.items() if s.error and s.torn}
     if corrupt:
-        return _check(
-            "files",
-            "FAIL",
-            f"corrupt records (not a torn tail) in {', '.join(corrupt)}: recovery is blocked",
-            "restore the named files from a backup; the runtime will not rewrite them",
-            corrupt=corrupt,
-            **ev,
-        )
+        return finding("files", "FAIL", f"corrupt records (not a torn tail) in {', '.join(corrupt)}: recovery "
+                       "is blocked", "restore the named files from a backup; the runtime never rewrites them",
+                       corrupt=corrupt, **ev)
     if torn or not f.saver_safe:
-        summary = "; ".join(
-            [f"torn last record in {n} ({e})" for n, e in torn.items()]
-            + ([f.unsafe_reason] if f.unsafe_reason and not torn else [])
-        )
-        return _check(
-            "files",
-            "WARN",
-            summary + " (a crash mid-append)",
-            "nothing to lose: the next run or resume moves the torn tail aside (<file>.broken) and catches "
-            "the index up; the doctor left the files as they are",
-            torn=torn,
-            **ev,
-        )
-    return _check("files", "OK", "every record verifies", "nothing to do", **ev)
+        found = [f"torn last record in {n} ({e}): a crash mid-append" for n, e in torn.items()]
+        return finding("files", "WARN", "; ".join(found or [str(f.unsafe_reason)]), "nothing is lost: the next run "
+                       "or resume moves a torn tail aside (<file>.broken) and catches the index up; the doctor left "
+                       "the files as they are", torn=torn, **ev)
+    return finding("files", "OK", "every record verifies", NOTHING, **ev)
 
 
-# --- the model sees incomplete context -----------------------------------------------------------------
+# --- the model sees incomplete context --------------------------------------------------------------
 
 
 def _no_state(name: str, f: SessionFacts) -> Check | None:
     if f.state is not None:
         return None
     if f.doc is None and f.doc_error is None and f.state_error is None:
-        return _check(name, "OK", "no checkpoint yet: there is no model context to restore", "nothing to do")
-    return _check(
-        name,
-        "FAIL",
-        f.state_error or f.doc_error or "the graph state could not be restored",
-        "see the `files` and `blobs` checks: restore the damaged files, then run the doctor again",
-    )
+        return finding(name, "OK", "no checkpoint yet: there is no model context to restore", NOTHING)
+    return finding(name, "FAIL", f.state_error or f.doc_error or "the graph state could not be restored",
+                   "see the `files` and `blobs` checks: restore what they name, then run the doctor again")
 
 
 def model_context(f: SessionFacts) -> Check:
@@ -241,63 +153,32 @@ def model_context(f: SessionFacts) -> Check:
     msgs = dtos_to_messages(list(state.get("runtime_messages") or []))
     store_ids = {str(e.get("tool_call_id")) for e in state.get("tool_result_store") or [] if isinstance(e, dict)}
     events = [e for e in f.branch_path() if e.get("type") == "compression"]
-    archived = [str(i) for e in events for i in (e.get("payload") or {}).get("archived_tool_call_ids") or []]
-    pointers = [m.tool_call_id for m in msgs if isinstance(m, ToolMessage) and ARCHIVED_KEY in m.additional_kwargs]
-    full = {m.tool_call_id for m in msgs if isinstance(m, ToolMessage) and ARCHIVED_KEY not in m.additional_kwargs}
-    found = stored_pins(f.doc or {})
-    ev = {
-        "runtime_messages": len(msgs),
-        "by_role": dict(Counter(m.type for m in msgs)),
-        "compression_events": len(events),
-        "archived_tool_call_ids": archived,
-        "pointers_in_messages": pointers,
-        "tool_result_store": len(store_ids),
-        "surface_digest": {"checkpoint": found.get("surface_digest"), "current": f.runner.pins.surface_digest},
-    }
+    archived = sorted({str(i) for e in events for i in (e.get("payload") or {}).get("archived_tool_call_ids") or []})
+    tool_msgs = [m for m in msgs if isinstance(m, ToolMessage)]
+    pointers = [m.tool_call_id for m in tool_msgs if ARCHIVED_KEY in m.additional_kwargs]
+    full = {m.tool_call_id for m in tool_msgs if ARCHIVED_KEY not in m.additional_kwargs}
+    stored = stored_pins(f.doc or {}).get("surface_digest")
+    ev = {"runtime_messages": len(msgs), "by_role": dict(Counter(m.type for m in msgs)),
+          "compression_events": len(events), "archived_tool_call_ids": archived,
+          "pointers_in_messages": pointers, "tool_result_store": len(store_ids),
+          "surface_digest": {"checkpoint": stored, "current": f.runner.pins.surface_digest}}
     lost = sorted((set(archived) | set(pointers)) - store_ids)
     if lost:
-        return _check(
-            "model_context",
-            "FAIL",
-            f"archived tool results missing from tool_result_store: {', '.join(lost)}; "
-            "the model sees pointers it cannot read back",
-            "restore the checkpoint files from a backup",
-            lost=lost,
-            **ev,
-        )
+        return finding("model_context", "FAIL", f"archived tool results missing from tool_result_store: "
+                       f"{', '.join(lost)}; the model sees pointers it cannot read back", RESTORE_CP, lost=lost, **ev)
     if not msgs and (state.get("execution_history_text") or state.get("tool_result_store")):
-        return _check(
-            "model_context",
-            "FAIL",
-            "runtime_messages is empty while history exists: the model would lose its tool-call messages (seed §3)",
-            "restore the checkpoint files from a backup",
-            **ev,
-        )
+        return finding("model_context", "FAIL", "runtime_messages is empty while history exists: the model would "
+                       "lose its tool-call messages (seed §3)", RESTORE_CP, **ev)
     stale = sorted(set(archived) & full)
     if stale:
-        return _check(
-            "model_context",
-            "WARN",
-            f"compression events archived {', '.join(stale)} but the checkpoint still "
-            "holds them in full (a crash between the event and the checkpoint)",
-            "resume: the memory node compresses again from the checkpoint",
-            **ev,
-        )
-    if found.get("surface_digest") not in (None, f.runner.pins.surface_digest):
-        return _check(
-            "model_context",
-            "WARN",
-            "the context was built under another runtime surface than the current one",
-            "see the `recovery` check for what changed",
-            **ev,
-        )
-    return _check(
-        "model_context",
-        "OK",
-        f"{len(msgs)} runtime messages; {len(archived)} archived results all readable",
-        "nothing to do",
-        **ev,
-    )
+        return finding("model_context", "WARN", f"compression events archived {', '.join(stale)} but the "
+                       "checkpoint holds them in full (a crash between event and checkpoint)",
+                       "resume: the memory node compresses again from the checkpoint", **ev)
+    if stored not in (None, f.runner.pins.surface_digest):
+        return finding("model_context", "WARN", "the context was built under another runtime surface than the "
+                       "current one", "see the `recovery` check for what changed", **ev)
+    return finding("model_context", "OK", f"{len(msgs)} runtime messages; {len(archived)} archived results, "
+                   "all in tool_result_store", NOTHING, **ev)
 
 
 def tool_pairing(f: SessionFacts) -> Check:
@@ -305,105 +186,68 @@ def tool_pairing(f: SessionFacts) -> Check:
     if (early := _no_state("tool_pairing", f)) is not None:
         return early
     msgs = dtos_to_messages(list((f.state or {}).get("runtime_messages") or []))
-    calls = sum(len(getattr(m, "tool_calls", []) or []) for m in msgs)
+    calls = sum(len(getattr(m, "tool_calls", None) or []) for m in msgs)
     try:
         assert_tool_pairs(msgs, allow_pending_tail=bool(f.next_nodes))
     except ValueError as err:
-        return _check(
-            "tool_pairing",
-            "FAIL",
-            str(err),
-            "restore the checkpoint files; the model API would reject this history",
-            tool_calls=calls,
-        )
-    return _check(
-        "tool_pairing", "OK", f"{calls} tool calls, each paired with its result", "nothing to do", tool_calls=calls
-    )
+        return finding("tool_pairing", "FAIL", str(err), RESTORE_CP + " (a model API rejects this history)",
+                       tool_calls=calls)
+    return finding("tool_pairing", "OK", f"{calls} tool calls, each paired with its result", NOTHING, tool_calls=calls)
 
 
-# --- a tool executed twice -------------------------------------------------------------------------------
+# --- a tool executed twice -----------------------------------------------------------------------------
 
 
 def tool_journal(f: SessionFacts) -> Check:
     """Journal entries with duplicate (run_id, tool_call_id) completions, or an INTENT without an end."""
     scan = f.files["journal.jsonl"]
     if not scan.clean:
-        return _check(
-            "tool_journal",
-            "FAIL",
-            f"journal.jsonl is damaged ({scan.error}): replays cannot be trusted",
-            "restore journal.jsonl from a backup (a torn tail is cut by the next run)",
-            path=str(scan.path),
-        )
+        return finding("tool_journal", "FAIL", f"journal.jsonl is damaged ({scan.error}): replays cannot be "
+                       "trusted", "restore journal.jsonl from a backup (a torn tail is cut by the next run)")
     if not scan.exists:
-        return _check("tool_journal", "OK", "no tool has run yet (no journal.jsonl)", "nothing to do")
+        return finding("tool_journal", "OK", "no tool has run yet (no journal.jsonl)", NOTHING)
     journal = ToolExecutionJournal(f.runner.settings.base_dir, f.tenant_id, f.session_id, blobs=f.runner.blobs)
     anomalies = journal.duplicates()
     recs = list(scan.recs())
     ev: dict[str, Any] = {
-        "records": len(recs),
-        "completed": sum(1 for r in recs if r.get("kind") == "completed"),
-        "anomalies": [
-            {"run_id": a.run_id, "tool_call_id": a.tool_call_id, "kind": a.kind, "detail": a.detail} for a in anomalies
-        ],
+        "records": len(recs), "completed": sum(1 for r in recs if r.get("kind") == "completed"),
+        "anomalies": [{"run_id": a.run_id, "tool_call_id": a.tool_call_id, "kind": a.kind, "detail": a.detail}
+                      for a in anomalies],
     }
     twice = [a for a in anomalies if a.kind == "completed_twice"]
     if twice:
-        return _check(
-            "tool_journal",
-            "FAIL",
-            "; ".join(f"{a.tool_call_id} (run {a.run_id}): {a.detail}" for a in twice),
-            "check the tool's side effect for duplicates (two writes, two sends); find which process ran it "
-            "(two holders of the lease: see the `lease` check)",
-            **ev,
-        )
+        return finding("tool_journal", "FAIL", "; ".join(f"{a.tool_call_id} (run {a.run_id}): {a.detail}"
+                                                         for a in twice),
+                       "check the tool's side effect for duplicates (two writes, two sends) and which processes "
+                       "ran the session (see the `lease` check)", **ev)
     if anomalies:
-        return _check(
-            "tool_journal",
-            "WARN",
-            "; ".join(f"{a.tool_call_id}: {a.detail}" for a in anomalies),
-            "verify whether the tool's effect happened; resume replays completed calls and surfaces an "
-            "unsafe unfinished one as 'outcome unknown' (never re-runs it silently)",
-            **ev,
-        )
-    return _check("tool_journal", "OK", f"{ev['completed']} completed calls, each recorded once", "nothing to do", **ev)
+        return finding("tool_journal", "WARN", "; ".join(f"{a.tool_call_id}: {a.detail}" for a in anomalies),
+                       "verify whether the tool's effect happened; resume replays completed calls and reports an "
+                       "unfinished unsafe one as 'outcome unknown' (never re-runs it silently)", **ev)
+    return finding("tool_journal", "OK", f"{ev['completed']} completed calls, each recorded once", NOTHING, **ev)
 
 
-# --- recovery blocked --------------------------------------------------------------------------------------
+# --- recovery blocked -----------------------------------------------------------------------------------
 
 
 def recovery(f: SessionFacts) -> Check:
-    """Would `agentrt resume` be blocked (schema / graph / toolset / branch / permissions), and why."""
+    """Would `agentrt resume` be blocked (header, schema, graph, branch, toolset, permissions), and why."""
     if f.session is None:
-        return _check("recovery", "FAIL", "recovery would be blocked: no session document", "see `session_found`")
+        return finding("recovery", "FAIL", "recovery would be blocked: no session document", "see `session_found`")
     if f.doc is None:
         if f.doc_error:
-            return _check(
-                "recovery",
-                "FAIL",
-                f"recovery would be blocked: the checkpoint cannot be read ({f.doc_error})",
-                "see the `files` and `blobs` checks",
-            )
-        return _check(
-            "recovery", "OK", "no checkpoint: nothing to recover (the next turn starts fresh)", "nothing to do"
-        )
+            return finding("recovery", "FAIL", f"recovery would be blocked: the checkpoint cannot be read "
+                           f"({f.doc_error})", "see the `files` and `blobs` checks")
+        return finding("recovery", "OK", "no checkpoint: nothing to recover (a new turn starts fresh)", NOTHING)
     found = stored_pins(f.doc)
-    current = {**f.runner.pins.as_config(), "state_schema_version": 1}
-    ev: dict[str, Any] = {
-        "checkpoint_id": f.doc.get("checkpoint_id"),
-        "next_nodes": f.next_nodes,
-        "last_run_status": f.session.last_run_status,
-    }
-    reasons, diffs = [], {}
+    current = {**f.runner.pins.as_config(), "state_schema_version": STATE_SCHEMA_VERSION}
+    reasons: list[str] = []
+    diffs: dict[str, dict[str, Any]] = {}
     try:
         check_header(f.header, f.session)
         if f.doc.get("schema_version") not in KNOWN_SCHEMA_VERSIONS:
-            raise RecoveryBlocked(
-                "validate_schema",
-                "checkpoint schema version unknown",
-                sorted(KNOWN_SCHEMA_VERSIONS),
-                f.doc.get("schema_version"),
-            )
+            raise RecoveryBlocked("validate_schema", "checkpoint schema version unknown",
+                                  sorted(KNOWN_SCHEMA_VERSIONS), f.doc.get("schema_version"))
         branches = {str(e.get("branch_id")) for e in f.entries()} | {"main"}
         check_identity(f.doc, f.session, f.runner.settings.session.agent_id, branches)
     except RecoveryBlocked as err:
@@ -411,9 +255,10 @@ def recovery(f: SessionFacts) -> Check:
     for name in PIN_REASONS:
         try:
             compare_pins(found, f.runner.pins, set(), (name,))
-        except RecoveryBlocked as err:
-            reasons.append(err.reason)
-            diffs[name] = {"checkpoint": found.get(name), "current": current.get(name, err.expected)}
+        except RecoveryBlocked:
+            diffs[name] = {"checkpoint": found.get(name), "current": current.get(name)}
+    tools = _tool_diff(f)
+    reasons += _pin_reasons(diffs, tools)
     if f.state is not None:
         try:
             restore_messages(f.state)
@@ -421,32 +266,37 @@ def recovery(f: SessionFacts) -> Check:
             reasons.append(err.reason)
     elif f.state_error:
         reasons.append(f.state_error)
-    ev.update(changed_pins=diffs, tools=_tool_diff(f))
+    ev = {"checkpoint_id": f.doc.get("checkpoint_id"), "next_nodes": f.next_nodes,
+          "last_run_status": f.session.last_run_status, "changed_pins": diffs, "tools": tools}
     if reasons:
-        pins = ",".join(diffs) or "all"
-        return _check(
-            "recovery",
-            "FAIL",
-            "recovery would be blocked: " + "; ".join(reasons),
-            f"restore the previous config/code, or re-pin on purpose with `agentrt resume {f.session_id} "
-            f"--accept-changes {pins}` (recorded as an operator override)",
-            **ev,
-        )
+        return finding("recovery", "FAIL", "recovery would be blocked: " + "; ".join(reasons),
+                       "restore the previous config/code, or re-pin on purpose with `agentrt resume "
+                       f"{f.session_id} --accept-changes {','.join(diffs) or 'all'}` (recorded as an override)", **ev)
     if not f.next_nodes:
-        return _check(
-            "recovery",
-            "OK",
-            "pins match the current code; the last run finished (nothing to resume)",
-            "nothing to do",
-            **ev,
-        )
-    return _check(
-        "recovery",
-        "OK",
-        f"recovery would pass: pins match; it continues at {', '.join(f.next_nodes)}",
-        f"`agentrt resume {f.session_id}`",
-        **ev,
-    )
+        return finding("recovery", "OK", "pins match the current code; the last run finished (nothing to resume)",
+                       NOTHING, **ev)
+    step = f"`agentrt resume {f.session_id}`"
+    if f.waiting_for_human:
+        step = f"it waits for a human decision: `agentrt resume {f.session_id} --approve` (or --reject)"
+    return finding("recovery", "OK", f"recovery would pass: pins match; it continues at {', '.join(f.next_nodes)}",
+                   step, **ev)
+
+
+def _pin_reasons(diffs: dict[str, Any], tools: dict[str, list[str]]) -> list[str]:
+    # The toolset hash covers names and permissions, and the surface digest covers every pin: name
+    # the most specific change once instead of echoing it through the digests that contain it.
+    renamed = bool(tools.get("added") or tools.get("removed"))
+    out = [PIN_REASONS[n] for n in ("state_schema_version", "graph_version") if n in diffs]
+    if "toolset_hash" in diffs and (renamed or "permissions_hash" not in diffs):
+        detail = "; ".join(f"tools {k}: {', '.join(v)}" for k, v in tools.items() if v)
+        out.append("toolset changed" + (f" ({detail})" if detail else " (a tool's schema, effect or permissions)"))
+    elif "permissions_hash" in diffs:
+        out.append(PIN_REASONS["permissions_hash"])
+    if "projection_digest" in diffs:
+        out.append(PIN_REASONS["projection_digest"])
+    if "surface_digest" in diffs and not out:
+        out.append(PIN_REASONS["surface_digest"])
+    return out
 
 
 def _tool_diff(f: SessionFacts) -> dict[str, list[str]]:
@@ -456,76 +306,16 @@ def _tool_diff(f: SessionFacts) -> dict[str, list[str]]:
     return {"added": sorted(now - before), "removed": sorted(before - now)} if before else {}
 
 
-# --- the same session recovered concurrently ------------------------------------------------------------------
+# --- running ---------------------------------------------------------------------------------------------
 
-
-def lease(f: SessionFacts) -> Check:
-    """The lease holder and expiry, read without acquiring it."""
-    info = doctor_files.lease_info(f)
-    kind, now = info.pop("kind"), time.time()
-    if kind == "memory":
-        return _check(
-            "lease",
-            "WARN",
-            "in-process lease: it cannot stop a second process or host from resuming",
-            "set persistence.lease: file (one host) or redis (several hosts)",
-            **info,
-        )
-    holder, expires = info.get("holder"), info.get("expires_at")
-    if info.get("error"):
-        return _check(
-            "lease", "WARN", f"lease state unreadable: {info['error']}", "check Redis / base_dir access", **info
-        )
-    if holder is None:
-        return _check("lease", "OK", f"free ({kind} lease)", "nothing to do", **info)
-    info["expires_in_s"] = round(expires - now, 1) if isinstance(expires, float) else None
-    locked = info.get("lock_held")
-    if locked is False:
-        return _check(
-            "lease",
-            "WARN",
-            f"stale lease.json of {holder} (its process is gone; the lock is free)",
-            "nothing to do: the next run or resume takes the lease over",
-            **info,
-        )
-    if isinstance(expires, float) and expires < now and locked:
-        return _check(
-            "lease",
-            "FAIL",
-            f"held by {holder}, whose lease expired {now - expires:.0f}s ago but whose lock is "
-            "still held: that process is alive but stuck",
-            f"stop the holder process ({holder})",
-            **info,
-        )
-    return _check(
-        "lease",
-        "WARN",
-        f"held by {holder} until {_iso(expires)}: a run of this session is in progress",
-        "wait for it to finish or expire, then resume; never start a second worker on it",
-        **info,
-    )
-
-
-def _iso(ts: Any) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts)) if isinstance(ts, float) else "unknown"
-
-
-# --- running ------------------------------------------------------------------------------------------------
-
-CHECKS: list[tuple[str, Callable[[SessionFacts], Check]]] = [
-    ("session_found", session_found),
-    ("tenant_user", tenant_user),
-    ("header", header),
-    ("files", files),
-    ("model_context", model_context),
-    ("tool_pairing", tool_pairing),
-    ("tool_journal", tool_journal),
-    ("recovery", recovery),
-    ("blobs", doctor_files.blobs),
-    ("sandbox", doctor_files.sandbox),
-    ("lease", lease),
+CheckFn = Callable[[SessionFacts], Check]
+CHECKS: list[tuple[str, CheckFn]] = [
+    ("session_found", session_found), ("tenant_user", tenant_user), ("header", header), ("files", files),
+    ("model_context", model_context), ("tool_pairing", tool_pairing), ("tool_journal", tool_journal),
+    ("recovery", recovery), ("blobs", doctor_files.blobs), ("sandbox", doctor_files.sandbox),
+    ("lease", doctor_files.lease),
 ]
-NOT_FOUND_CHECKS = ("session_found", "tenant_user", "header", "lease")
+NOT_FOUND_CHECKS = ("session_found", "tenant_user", "header")
 
 
 def run_all(f: SessionFacts) -> list[Check]:
@@ -534,14 +324,10 @@ def run_all(f: SessionFacts) -> list[Check]:
     return list(_each(f, [c for c in CHECKS if found or c[0] in NOT_FOUND_CHECKS]))
 
 
-def _each(f: SessionFacts, checks: list[tuple[str, Callable[[SessionFacts], Check]]]) -> Iterator[Check]:
+def _each(f: SessionFacts, checks: list[tuple[str, CheckFn]]) -> Iterator[Check]:
     for name, fn in checks:
         try:
             yield fn(f)
-        except Exception as err:  # damaged data the check did not foresee: still a finding
-            yield Check(
-                name,
-                "FAIL",
-                {"summary": f"the check failed on the session's data: {type(err).__name__}: {err}"},
-                "the data this check reads is damaged; restore the session folder from a backup",
-            )
+        except Exception as err:  # damaged data the check did not foresee is still a finding
+            yield finding(name, "FAIL", f"the check failed on the session's data: {type(err).__name__}: {err}",
+                          "the data this check reads is damaged; restore the session folder from a backup")

@@ -1,8 +1,9 @@
 """The doctor's checks of what lives beside the records: blobs, the sandbox room, the lease.
 
-"File results vanished" (seed §8: sandbox checkpoint, workspace binding, blob volume) and the
-lease state, all read-only: blobs are read and hashed, the room is listed and hashed, the lease is
-read (lease.json + the kernel's lock table, or the Redis key), never taken.
+"File results vanished" (seed §8: sandbox checkpoint, workspace binding, blob volume) and "the
+same session recovered concurrently" (the lease), all read-only: blobs are read and hashed, the
+room is listed and hashed, the lease is read (lease.json plus the kernel's lock table, or the
+Redis key), never taken.
 """
 
 from __future__ import annotations
@@ -23,8 +24,12 @@ from checkpointing.errors import BlobCorruptError, BlobMissingError
 MAX_REFERRERS = 8
 
 
-def _check(name: str, status: Status, summary: str, next_step: str, **evidence: Any) -> Check:
+def finding(name: str, status: Status, summary: str, next_step: str, **evidence: Any) -> Check:
+    """A `Check` whose evidence is `{"summary": summary, **evidence}`."""
     return Check(name, status, {"summary": summary, **evidence}, next_step)
+
+
+# --- blobs -------------------------------------------------------------------------------------------
 
 
 def _walk_refs(obj: Any) -> Iterator[str]:
@@ -49,23 +54,22 @@ def _label(name: str, rec: dict[str, Any]) -> str:
 
 
 def referenced_blobs(f: SessionFacts) -> dict[str, list[str]]:
-    """Blob ref -> what references it (records of every file, tool_result_store, sandbox manifest)."""
+    """Blob ref -> what references it (every record, tool_result_store entries, the sandbox manifest)."""
     refs: dict[str, list[str]] = {}
 
     def add(ref: str, who: str) -> None:
-        refs.setdefault(ref, [])
-        if who not in refs[ref]:
-            refs[ref].append(who)
+        holders = refs.setdefault(ref, [])
+        if who not in holders:
+            holders.append(who)
 
-    for name, scan in f.files.items():
-        if name.endswith("index.jsonl"):
-            continue
-        for rec in scan.recs():
-            for ref in _walk_refs(rec):
-                add(ref, _label(name, rec))
     for entry in (f.state or {}).get("tool_result_store") or []:
         if isinstance(entry, dict) and is_blob_ref(entry.get("blob")):
             add(entry["blob"][BLOB_KEY], f"tool_result_store {entry.get('tool_call_id')} ({entry.get('tool_name')})")
+    for name, scan in f.files.items():
+        if not name.endswith("index.jsonl"):
+            for rec in scan.recs():
+                for ref in _walk_refs(rec):
+                    add(ref, _label(name, rec))
     manifest, where = sandbox_manifest(f)
     for path, ref in (manifest or {}).items():
         add(ref, f"{where} file {path}")
@@ -93,19 +97,15 @@ def blobs(f: SessionFacts) -> Check:
             if inner not in refs:
                 refs[inner] = [f"inside blob {ref}"]
                 queue.append(inner)
-    ev: dict[str, Any] = {"blob_dir": str(store.root), "referenced": len(refs), "missing": missing, "corrupt": corrupt}
+    ev: dict[str, Any] = {"blob_dir": str(store.root), "referenced": len(refs), "missing": missing,
+                          "corrupt": corrupt}
     if missing or corrupt:
         parts = [f"blob {r} is missing ({_path(f, r)}), referenced by {', '.join(w)}" for r, w in missing.items()]
         parts += [f"blob {r} does not match its digest, referenced by {', '.join(w)}" for r, w in corrupt.items()]
-        return _check(
-            "blobs",
-            "FAIL",
-            "; ".join(parts),
-            "mount the complete blob volume (base_dir/blobs, seed §4) or restore the named blobs from a "
-            "backup; until then these tool results and payloads cannot be read back",
-            **ev,
-        )
-    return _check("blobs", "OK", f"all {len(refs)} referenced blobs present and digest-correct", "nothing to do", **ev)
+        return finding("blobs", "FAIL", "; ".join(parts), "mount the complete blob volume (base_dir/blobs, seed "
+                       "§4) or restore the named blobs from a backup; until then these results cannot be read", **ev)
+    return finding("blobs", "OK", f"all {len(refs)} referenced blobs present and digest-correct", "nothing to do",
+                   **ev)
 
 
 def _path(f: SessionFacts, ref: str) -> str:
@@ -124,16 +124,14 @@ def _nested_refs(data: bytes) -> list[str]:
         return []
 
 
-# --- sandbox --------------------------------------------------------------------------------------------
+# --- sandbox -------------------------------------------------------------------------------------------
 
 
 def sandbox_manifest(f: SessionFacts) -> tuple[dict[str, str] | None, str]:
     """The latest sandbox manifest (room path -> `sha256:<hex>`) and where it was found."""
     snapshot = (f.doc or {}).get("runtime_snapshot") or {}
-    for where, value in (
-        ("state sandbox_manifest", (f.state or {}).get("sandbox_manifest")),
-        ("runtime_snapshot sandbox_manifest", snapshot.get("sandbox_manifest")),
-    ):
+    for where, value in (("state sandbox_manifest", (f.state or {}).get("sandbox_manifest")),
+                         ("runtime_snapshot sandbox_manifest", snapshot.get("sandbox_manifest"))):
         if isinstance(value, dict) and isinstance(value.get("files"), dict):
             value = value["files"]
         if isinstance(value, dict) and value:
@@ -143,66 +141,47 @@ def sandbox_manifest(f: SessionFacts) -> tuple[dict[str, str] | None, str]:
 
 def sandbox(f: SessionFacts) -> Check:
     """Sandbox manifest vs the workspace files vs their blobs."""
-    room = f.dir / "workspace"
+    branch = f.session.current_branch_id if f.session is not None else "main"
+    room_dir = getattr(f.runner.builder, "room_dir", None)
+    room = room_dir(f.tenant_id, f.session_id, branch) if room_dir else f.dir / "workspace"
     files = _room_files(room)
     manifest, where = sandbox_manifest(f)
-    ev: dict[str, Any] = {"workspace": str(room), "workspace_files": len(files) if files is not None else None}
+    ev: dict[str, Any] = {"room": str(room), "room_files": None if files is None else len(files)}
     if manifest is None:
-        wrote = any(
-            r.get("kind") == "intent" and r.get("effect") not in ("read_only", None)
-            for r in f.files["journal.jsonl"].recs()
-        )
+        wrote = any(r.get("kind") == "intent" and r.get("effect") not in ("read_only", None)
+                    for r in f.files["journal.jsonl"].recs())
         if files is None and wrote:
-            return _check(
-                "sandbox",
-                "WARN",
-                "no sandbox checkpoint yet, and the workspace is gone although tools with side effects ran",
-                "mount the base_dir volume the session ran on (seed §4)",
-                **ev,
-            )
-        return _check(
-            "sandbox", "OK", "no sandbox checkpoint yet; nothing to compare the workspace with", "nothing to do", **ev
-        )
+            return finding("sandbox", "WARN", "no sandbox checkpoint yet, and the room is gone although tools "
+                           "with side effects ran", "mount the base_dir volume the session ran on (seed §4)", **ev)
+        return finding("sandbox", "OK", "no sandbox checkpoint yet; nothing to compare the room with",
+                       "nothing to do", **ev)
     store = f.runner.blobs
     lost: list[str] = []
     absent: list[str] = []
     changed: list[str] = []
     for path, ref in sorted(manifest.items()):
         on_disk = (files or {}).get(path)
-        if on_disk is None:
-            (absent if store.exists(ref) else lost).append(path)
+        if not store.exists(ref):
+            lost.append(path)
+        elif on_disk is None:
+            absent.append(path)
         elif on_disk != ref:
             changed.append(path)
-        if not store.exists(ref) and path not in lost:
-            lost.append(path)
-    extra = sorted(set(files or {}) - set(manifest))
-    ev.update(
-        manifest_at=where,
-        manifest_files=len(manifest),
-        lost=lost,
-        missing_in_workspace=absent,
-        changed_since_snapshot=changed,
-        not_in_manifest=extra,
-    )
+    ev.update(manifest_at=where, manifest_files=len(manifest), lost=lost, missing_in_workspace=absent,
+              changed_since_snapshot=changed, not_in_manifest=sorted(set(files or {}) - set(manifest)))
     if lost:
-        return _check(
-            "sandbox",
-            "FAIL",
-            f"files of the sandbox checkpoint whose blobs are gone: {', '.join(lost)}",
-            "restore base_dir/blobs from a backup; the room cannot be restored without them",
-            **ev,
-        )
+        return finding("sandbox", "FAIL", f"files of the sandbox checkpoint whose blobs are gone: {', '.join(lost)}",
+                       "restore base_dir/blobs from a backup; the room cannot be restored without them", **ev)
+    if absent and not files:
+        return finding("sandbox", "WARN", "the room is empty while the sandbox checkpoint lists "
+                       f"{len(manifest)} files (all blobs present)", "resume restores the room from the manifest", **ev)
     if absent or changed:
-        return _check(
-            "sandbox",
-            "WARN",
-            f"the workspace differs from the sandbox checkpoint ({len(absent)} missing, {len(changed)} changed)",
-            "resume restores the room from the checkpoint's manifest",
-            **ev,
-        )
-    return _check(
-        "sandbox", "OK", f"the workspace matches the sandbox checkpoint ({len(manifest)} files)", "nothing to do", **ev
-    )
+        return finding("sandbox", "WARN", f"the room differs from the sandbox checkpoint ({len(absent)} missing, "
+                       f"{len(changed)} changed)", "a resume keeps a non-empty room as it is; if those files were "
+                       "lost rather than changed on purpose, move the room aside and resume: it is restored from "
+                       "the manifest", **ev)
+    return finding("sandbox", "OK", f"the room matches the sandbox checkpoint ({len(manifest)} files)",
+                   "nothing to do", **ev)
 
 
 def _room_files(room: Path) -> dict[str, str] | None:
@@ -221,34 +200,60 @@ def _room_files(room: Path) -> dict[str, str] | None:
     return out
 
 
-# --- lease ------------------------------------------------------------------------------------------------
+# --- lease -----------------------------------------------------------------------------------------------
+
+
+def lease(f: SessionFacts) -> Check:
+    """The lease holder and expiry, read without acquiring it."""
+    info = lease_info(f)
+    kind, now = info.pop("kind"), time.time()
+    if kind == "memory":
+        return finding("lease", "WARN", "in-process lease: it cannot stop a second process or host from resuming",
+                       "set persistence.lease: file (one host) or redis (several hosts)", **info)
+    holder, expires = info.get("holder"), info.get("expires_at")
+    if info.get("error"):
+        return finding("lease", "WARN", f"lease state unreadable: {info['error']}", "check Redis / base_dir", **info)
+    if holder is None:
+        return finding("lease", "OK", f"free ({kind} lease)", "nothing to do", **info)
+    info["expires_in_s"] = round(expires - now, 1) if isinstance(expires, float) else None
+    locked = info.get("lock_held")
+    if locked is False:
+        return finding("lease", "WARN", f"stale lease.json of {holder}: its process is gone and the lock is free",
+                       "nothing to do: the next run or resume takes the lease over", **info)
+    if isinstance(expires, float) and expires < now and locked:
+        return finding("lease", "FAIL", f"held by {holder}, whose lease expired {now - expires:.0f}s ago while its "
+                       "lock is still held: that process is alive but stuck", f"stop the holder ({holder})", **info)
+    return finding("lease", "WARN", f"held by {holder} until {_iso(expires)}: a run of this session is in progress",
+                   "wait for it to finish or expire, then resume; never start a second worker on it", **info)
+
+
+def _iso(ts: Any) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts)) if isinstance(ts, float) else "unknown"
 
 
 def lease_info(f: SessionFacts) -> dict[str, Any]:
     """The lease's kind, holder, expiry (unix time) and, for the file lease, whether the lock is held."""
-    lease = f.runner.lease
-    if isinstance(lease, FileLease):
+    held = f.runner.lease
+    if isinstance(held, FileLease):
         return _file_lease(f.dir)
-    if isinstance(lease, RedisLease):
-        key = lease.lease_key(f.tenant_id, f.session_id)
+    if isinstance(held, RedisLease):
+        key = held.lease_key(f.tenant_id, f.session_id)
         try:
-            value, pttl = lease.client.get(key), lease.client.pttl(key)
+            value, pttl = held.client.get(key), held.client.pttl(key)
         except Exception as err:
             return {"kind": "redis", "key": key, "error": f"{type(err).__name__}: {err}"}
         if value is None:
             return {"kind": "redis", "key": key}
         token, _, holder = (value.decode() if isinstance(value, bytes) else str(value)).partition("|")
         expires = time.time() + int(pttl) / 1000 if isinstance(pttl, int) and pttl >= 0 else None
-        return {"kind": "redis", "key": key, "holder": holder, "token": token, "expires_at": expires, "lock_held": True}
-    if isinstance(lease, InProcessLease):
-        slot = lease._slots.get((f.tenant_id, f.session_id))
+        return {"kind": "redis", "key": key, "holder": holder, "token": token, "expires_at": expires,
+                "lock_held": True}
+    if isinstance(held, InProcessLease):
+        slot = held._slots.get((f.tenant_id, f.session_id))
         grant = slot.grant if slot is not None else None
-        return {
-            "kind": "memory",
-            "holder": grant.holder if grant else None,
-            "expires_at": grant.expires_at if grant else None,
-        }
-    return {"kind": type(lease).__name__, "error": "unknown lease type: cannot be inspected"}
+        return {"kind": "memory", "holder": grant.holder if grant else None,
+                "expires_at": grant.expires_at if grant else None}
+    return {"kind": type(held).__name__, "error": "unknown lease type: cannot be inspected"}
 
 
 def _file_lease(directory: Path) -> dict[str, Any]:
@@ -260,10 +265,9 @@ def _file_lease(directory: Path) -> dict[str, Any]:
     except (OSError, ValueError) as err:
         return {**info, "error": f"lease.json unreadable ({err})"}
     if isinstance(doc, dict) and isinstance(doc.get("holder"), str):
-        info["holder"] = doc["holder"]
-        info["token"] = doc.get("token")
         exp = doc.get("expires_at")
-        info["expires_at"] = float(exp) if isinstance(exp, int | float) else None
+        info.update(holder=doc["holder"], token=doc.get("token"),
+                    expires_at=float(exp) if isinstance(exp, int | float) else None)
     pid = _flock_pid(directory / "lease.lock")
     info["lock_held"] = None if pid == -1 else pid is not None
     if pid not in (None, -1):
@@ -272,12 +276,13 @@ def _file_lease(directory: Path) -> dict[str, Any]:
 
 
 def _flock_pid(path: Path) -> int | None:
-    """The pid holding a flock on `path` from /proc/locks; None when unlocked, -1 when unknown."""
+    """The pid holding a flock on `path` per /proc/locks; None when unlocked, -1 when unknown."""
     try:
         st = path.stat()
-        table = Path("/proc/locks").read_text()
     except FileNotFoundError:
-        return None if not path.exists() else -1
+        return None
+    try:
+        table = Path("/proc/locks").read_text()
     except OSError:
         return -1
     want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"

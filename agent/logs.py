@@ -1,7 +1,7 @@
 """Structured logs: every recorded runtime event as one log record with session/run/node/tool ids.
 
 `AGENTRT_LOG=json` writes JSON lines to stderr (`AGENTRT_LOG_LEVEL`, default INFO); `AGENTRT_LOG=text`
-writes plain lines; unset, only warnings are shown. Payload contents (tool arguments and results,
+writes plain lines; unset, Python's defaults apply (warnings reach stderr). Payload contents (tool arguments and results,
 model text) are never logged, only ids, names, sizes, statuses and token counts, so no secret that
 a tool handles reaches a log.
 """
@@ -40,20 +40,17 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging() -> None:
-    """Set up agentrt's log handler from the environment (idempotent)."""
+    """Set up agentrt's log handler from the environment (idempotent; nothing when AGENTRT_LOG is unset)."""
     global _configured
-    if _configured:
+    mode = os.environ.get("AGENTRT_LOG", "").lower()
+    if _configured or mode not in ("json", "text"):
         return
     _configured = True
-    mode = os.environ.get("AGENTRT_LOG", "").lower()
     root = logging.getLogger("agentrt")
     handler = logging.StreamHandler(sys.stderr)
-    if mode == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(JsonFormatter() if mode == "json" else logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     root.addHandler(handler)
-    root.setLevel(os.environ.get("AGENTRT_LOG_LEVEL", "INFO") if mode else logging.WARNING)
+    root.setLevel(os.environ.get("AGENTRT_LOG_LEVEL", "INFO"))
     root.propagate = False
 
 

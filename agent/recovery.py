@@ -36,6 +36,7 @@ from graph.state import SCHEMA_VERSION
 PIN_REASONS = {
     "state_schema_version": "state schema version changed",
     "graph_version": "graph version changed (nodes or edges differ)",
+    "tool_shape_hash": "toolset changed (tools added, removed, or their schema/effect changed)",
     "permissions_hash": "tool permissions changed",
     "toolset_hash": "toolset changed (tools added, removed, or their schema/effect changed)",
     "projection_digest": "message projection config changed (system prompt, planning, compression, window)",
@@ -113,8 +114,10 @@ def compare_pins(
         if name in accept or "all" in accept:
             accepted[name] = {"was": got, "now": want}
             continue
-        step_name = "validate_schema" if name == "state_schema_version" else (
-            "validate_graph" if name == "graph_version" else "validate_surface"
+        step_name = (
+            "validate_schema"
+            if name == "state_schema_version"
+            else ("validate_graph" if name == "graph_version" else "validate_surface")
         )
         raise RecoveryBlocked(step_name, PIN_REASONS[name], want, got)
     return accepted

@@ -300,9 +300,12 @@ class AgentRunner:
             # put_writes and put) has no `next` yet still a task: only no task at all is finished.
             pending = list(snap.next) or [t.name for t in snap.tasks]
             if not pending:
-                yield RunEvent("recovered", {"finished": True, "checkpoint_id": doc.get("checkpoint_id")})
+                yield RunEvent("recovered", {"finished": True, "checkpoint_id": doc.get("checkpoint_id"), "run_id": run_id})
                 result = self.result(sid, tenant)
-                yield RunEvent("final", {**result.to_json(), "note": "the last run had already finished"})
+                result.run_id = run_id
+                self._close_finished_run(session, events, recorder, result)
+                # Same object shape as `run --json`; the `recovered` event says it had finished.
+                yield RunEvent("final", result.to_json())
                 return
             if snap.interrupts and decision is None:
                 raise SessionError(f"session {sid} is waiting for a human decision: resume with --approve or --reject")
@@ -330,6 +333,25 @@ class AgentRunner:
             config = self._config(session, run_id, hold.token)
             yield from self._drive(graph_input, config, session, recorder)
 
+    def _close_finished_run(self, session: ChatSession, events: Any, recorder: EventRecorder, result: RunResult) -> None:
+        """A process killed after the graph's last checkpoint but before the run was closed left
+        no answer on the page and the run RUNNING: write what is missing, once."""
+        if session.last_run_status == result.status and session.last_run_id == result.run_id:
+            return
+        done = {e.type for e in events.entries() if (e.payload or {}).get("run_id") == result.run_id}
+        if result.status == "COMPLETED" and "assistant_message" not in done:
+            self.manager.memory.add_assistant_message(session, result.answer, result.run_id, recorder.token)
+        if not done & {"run_end", "run_fail"}:
+            kind = "run_end" if result.status == "COMPLETED" else "run_fail"
+            recorder.record(kind, {"run_id": result.run_id, "finish_reason": result.finish_reason, "error": result.error})
+        snap_config = self.graph.get_state(self._thread(session.tenant_id, session.session_id)).config or {}
+        cp_id = (snap_config.get("configurable") or {}).get("checkpoint_id")
+        if cp_id:
+            heads = dict(session.context.get("branch_heads") or {})
+            heads[session.current_branch_id] = cp_id
+            session.context = {**session.context, "branch_heads": heads}
+        self.manager.mark_run(session, result.run_id, result.status)
+
     def _recover(
         self, session: ChatSession, events: Any, accept: set[str]
     ) -> tuple[dict[str, Any], Any, dict[str, Any]]:
@@ -344,7 +366,10 @@ class AgentRunner:
         with step("restore_state"):
             snap = self.graph.get_state(thread)
         accepted |= compare_pins(
-            found, self.pins, accept, ("permissions_hash", "toolset_hash", "projection_digest", "surface_digest")
+            found,
+            self.pins,
+            accept,
+            ("tool_shape_hash", "permissions_hash", "toolset_hash", "projection_digest", "surface_digest"),
         )
         restore_messages(dict(snap.values or {}))
         return doc, snap, accepted

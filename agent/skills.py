@@ -39,8 +39,12 @@ class Skill:
 
     def as_data(self) -> dict[str, Any]:
         """Plain data (what the surface digest covers)."""
-        return {"name": self.name, "description": self.description, "instructions": self.instructions,
-                "tools": list(self.tools)}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "instructions": self.instructions,
+            "tools": list(self.tools),
+        }
 
 
 def _parse(name: str, raw: Any, body: str | None, source: Path) -> Skill:

@@ -3,6 +3,7 @@
 | pin                  | covers                                                             |
 |----------------------|--------------------------------------------------------------------|
 | `toolset_hash`       | tool names, argument schemas, effect classes, permissions          |
+| `tool_shape_hash`    | tool names, argument schemas, effect classes (no permissions)      |
 | `permissions_hash`   | each tool's permissions and approval flag (a distinct block reason)|
 | `projection_digest`  | how canonical messages are projected for the model: system prompt, |
 |                      | planning mode, compression settings, context window                |
@@ -27,6 +28,7 @@ class SurfacePins:
 
     graph_version: str
     toolset_hash: str
+    tool_shape_hash: str
     permissions_hash: str
     projection_digest: str
     surface_digest: str
@@ -44,6 +46,7 @@ def compute_pins(
 ) -> SurfacePins:
     """Digests of the surface the given settings, toolset descriptor, graph and skill define."""
     tools_h = toolset_hash(toolset)
+    shape_h = digest_of(sorted((t["name"], t.get("args_schema"), t.get("effect")) for t in toolset))
     perms_h = digest_of(
         sorted((t["name"], sorted(t.get("permissions") or []), bool(t.get("requires_approval"))) for t in toolset)
     )
@@ -65,6 +68,7 @@ def compute_pins(
     return SurfacePins(
         graph_version=graph_version,
         toolset_hash=tools_h,
+        tool_shape_hash=shape_h,
         permissions_hash=perms_h,
         projection_digest=projection,
         surface_digest=surface,

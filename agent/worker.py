@@ -10,8 +10,8 @@ A job is JSON `{"session_id", "tenant_id", "text"}` (optional `user_id`, `job_id
     :worker:<worker>       heartbeat (expires `heartbeat_ttl` seconds after the worker stops beating)
     :workers               set of workers that may own a processing list
     :delayed               sorted set of jobs to retry later (score: unix time), e.g. on LeaseHeld
-    :job:<job_id>          hash: baseline run id, attempts, status, result
-    :results               list of finished jobs (JSON), newest last
+    :job:<job_id>          hash: baseline run id, attempts, status, result (kept 7 days once finished)
+    :results               list of finished jobs (JSON), newest last (the last 10,000)
 
 Exactly once: a job is moved, never copied, between these lists (atomically); a worker whose
 heartbeat expired has its processing list moved back to `:pending` by any other worker, and the
@@ -40,12 +40,15 @@ from types import FrameType
 from typing import Any
 
 import redis
+from langchain_core.runnables import RunnableConfig
 
 from agent.errors import AgentRuntimeError, ConfigError, LeaseHeld, SessionNotFound, StorageError
 from agent.runner import AgentRunner
 
 log = logging.getLogger("agentrt.worker")
 DEFAULT_PREFIX = "agentrt:queue"
+JOB_TTL_S = 7 * 24 * 3600  # how long a finished job is remembered (a re-delivery is recognised)
+RESULTS_KEPT = 10_000
 
 _PROMOTE = """
 local items = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 100)
@@ -113,7 +116,7 @@ class JobQueue:
         """Enqueue a job (JSON object with session_id, tenant_id, text)."""
         self.r.lpush(self.pending, json.dumps(job, sort_keys=True))
 
-    def pop(self, worker_id: str, timeout_s: float) -> str | None:
+    def pop(self, worker_id: str, timeout_s: int) -> str | None:
         """Take the oldest pending job into the worker's processing list (waits up to `timeout_s`)."""
         raw = self.r.blmove(self.pending, self.processing(worker_id), timeout_s, "RIGHT", "LEFT")
         return _text(raw) if raw is not None else None
@@ -226,7 +229,7 @@ class Worker:
                     break
                 q.reap_dead(self.worker_id)
                 q.promote_due()
-                raw = q.pop(self.worker_id, 1.0)
+                raw = q.pop(self.worker_id, 1)
                 if raw is None:
                     if q.has_work(self.worker_id):
                         idle_since = time.monotonic()
@@ -264,8 +267,7 @@ class Worker:
         try:
             outcome, result = self._execute(job, key, state)
         except LeaseHeld as err:
-            log.info("job %(job)s: session %(session)s is busy; retrying later", ctx, exc_info=False)
-            log.debug("lease: %s", err)
+            log.info("job %s: session %s is busy (%s); retrying later", job.job_id, job.session_id, err.holder)
             self.queue.delay(self.worker_id, raw, self.retry_delay_s)
             return "delayed"
         except (StorageError, redis.RedisError) as err:
@@ -288,8 +290,8 @@ class Worker:
             session = runner.manager.get(job.tenant_id, job.session_id, job.user_id)
         except SessionNotFound:
             session = None
-        thread = {"configurable": {"thread_id": job.session_id, "tenant_id": job.tenant_id}}
-        snap = runner.graph.get_state(thread)  # type: ignore[arg-type]
+        thread: RunnableConfig = {"configurable": {"thread_id": job.session_id, "tenant_id": job.tenant_id}}
+        snap = runner.graph.get_state(thread)
         baseline = state.get("baseline")
         last_run = (session.last_run_id if session else None) or ""
         started = baseline is not None and last_run != baseline
@@ -331,7 +333,9 @@ class Worker:
         }
         pipe = self.queue.r.pipeline()
         pipe.hset(key, mapping={"status": status, "result": json.dumps(summary, default=str)})
+        pipe.expire(key, JOB_TTL_S)
         pipe.rpush(self.queue.results, json.dumps(summary, default=str))
+        pipe.ltrim(self.queue.results, -RESULTS_KEPT, -1)
         pipe.execute()
 
 

@@ -10,6 +10,7 @@ checkpoint after 50/200/1000 steps, each also as a ratio to SqliteSaver. Nothing
 
     python bench/checkpointers.py                      # defaults finish in about 2-3 minutes
     python bench/checkpointers.py --plain-steps 400 --delta-steps 2000 --rounds 3
+    python bench/checkpointers.py --jsonl-fsync batch     # JSONL durable at flush() only
 
 PostgreSQL: AGENTRT_DATABASE_URL (default postgresql://postgres@127.0.0.1:5432/test); the bench
 works in a schema of its own and drops it at the end.
@@ -46,7 +47,7 @@ from checkpointing.saver import JsonlCheckpointSaver
 
 SAVERS = ("jsonl", "memory", "sqlite", "postgres", "none")
 MILESTONES = (50, 200, 1000)
-JSONL_FSYNC = os.environ.get("BENCH_JSONL_FSYNC", "always")
+JSONL_FSYNC = {"policy": "always"}
 
 
 def _delta_add_messages(state: list, writes: list) -> list:
@@ -104,7 +105,7 @@ def make_saver(name: str, work: Path) -> tuple[Any, Callable[[], int | None], Ca
     """(saver, bytes-stored function, close function) for a saver name."""
     if name == "jsonl":
         root = work / "jsonl"
-        return JsonlCheckpointSaver(root, fsync=JSONL_FSYNC), lambda: _dir_bytes(root), lambda: None
+        return JsonlCheckpointSaver(root, fsync=JSONL_FSYNC["policy"]), lambda: _dir_bytes(root), lambda: None
     if name == "memory":
         mem = InMemorySaver()
         return mem, lambda: _memory_bytes(mem), lambda: None
@@ -242,7 +243,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds (medians are reported)")
     ap.add_argument("--savers", default=",".join(SAVERS), help="comma list of " + ",".join(SAVERS))
     ap.add_argument("--modes", default="delta,plain", help="comma list of delta,plain")
+    ap.add_argument("--jsonl-fsync", default="always", choices=["always", "batch"], help="JSONL fsync policy")
     args = ap.parse_args(argv)
+    JSONL_FSYNC["policy"] = args.jsonl_fsync
     names = [n for n in args.savers.split(",") if n]
     t_start = time.perf_counter()
     for mode in args.modes.split(","):

@@ -38,6 +38,8 @@ _UNSET: Any = object()
 PW_KEY = "$pw"
 DL_KEY = "$dl"
 SNAPSHOT_TAG = "delta_snapshot"
+# Tagged values whose payload the codec decodes item by item (so blob references inside resolve).
+_CONTAINER_TAGS = frozenset({SNAPSHOT_TAG, "tuple", "set", "frozenset", "dict", "overwrite"})
 _VALUE_CACHE_ENTRIES = 512
 
 
@@ -81,6 +83,8 @@ def spill(enc: Any, blobs: BlobStore, limit: int, size: int | None = None) -> An
     if isinstance(enc, dict) and enc.get(TAG) == "msg" and isinstance(enc.get("v"), dict):
         # Spill inside the message, so its id stays visible and equal contents share one blob.
         return {TAG: "msg", "v": {k: spill(v, blobs, limit) for k, v in enc["v"].items()}}
+    if isinstance(enc, dict) and enc.get(TAG) in _CONTAINER_TAGS:
+        return {**enc, "v": spill(enc.get("v"), blobs, limit)}
     return blobs.ref_obj(canonical_json(enc))
 
 

@@ -34,7 +34,7 @@ CHECKPOINTS = "checkpoints.jsonl"
 WRITES = "writes.jsonl"
 INDEX = "index.jsonl"
 PINS = "pins.json"
-_DOC_CACHE_BYTES = 64 * 1024 * 1024
+_DOC_CACHE_BYTES = 16 * 1024 * 1024
 
 
 @dataclass
@@ -82,6 +82,7 @@ class SessionStore:
         self._index_log = RecordLog(self.index_path, fsync="never")
         self._idx: SessionIndex | None = None
         self._index_size = -1
+        self._checked = False
         self._docs: OrderedDict[tuple[str, str, int], tuple[dict[str, Any], int]] = OrderedDict()
         self._doc_bytes = 0
 
@@ -90,10 +91,15 @@ class SessionStore:
     @property
     def index(self) -> SessionIndex:
         """The index, loaded (or reloaded when another process appended) on demand."""
-        if self._idx is None or _size(self.index_path) != self._index_size:
+        if self._idx is None or (not self._checked and _size(self.index_path) != self._index_size):
             self._load_index()
+        self._checked = True
         assert self._idx is not None
         return self._idx
+
+    def begin(self) -> None:
+        """Start of a saver call: look once whether another process grew the index."""
+        self._checked = False
 
     def exists(self) -> bool:
         """Whether this session has any checkpoint."""

@@ -15,12 +15,13 @@ Every async method runs the file work in a worker thread, so the event loop neve
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import copy
 import threading
 import uuid
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,8 @@ from langgraph.checkpoint.base import (
 )
 
 from checkpointing import _saver_retention as retention
+from checkpointing._saver_async import AsyncSaverMethods
+from checkpointing._saver_delta import delta_history
 from checkpointing._saver_docs import DocumentBuilder
 from checkpointing._saver_state import HeadState
 from checkpointing._saver_store import CHECKPOINTS, WRITES, SessionStore, fsync_policy_ok
@@ -43,6 +46,7 @@ from checkpointing.blobs import BlobStore
 from checkpointing.codec import CheckpointStateCodec, CodecSerializer
 from checkpointing.digest import is_secret_key
 from checkpointing.errors import CheckpointingError, InvalidIdError
+from checkpointing.fencing import FencingGuard
 from checkpointing.ids import validate_id
 from checkpointing.validation import DocumentExpectations, check_schema_version, validate_document
 
@@ -57,9 +61,10 @@ DEFAULT_CONFIG_DIGEST_KEYS = (
     "agent_config",
 )
 _MAX_NS = 1024
+_MAX_OPEN_SESSIONS = 128
 
 
-class JsonlCheckpointSaver(BaseCheckpointSaver[int]):
+class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[int]):
     """LangGraph checkpointer over crash-safe JSONL files, blobs and an index (sync and async).
 
     Args:
@@ -113,9 +118,11 @@ class JsonlCheckpointSaver(BaseCheckpointSaver[int]):
             self.codec, self.blobs, inline_payload_max_bytes, keyframe_every, config_digest_keys
         )
         self._lock = threading.RLock()
-        self._stores: dict[tuple[str, str], SessionStore] = {}
-        self._heads: dict[tuple[str, str, str], HeadState] = {}
+        # Bounded: a process serving many sessions keeps only the recently used ones in memory.
+        self._stores: OrderedDict[tuple[str, str], SessionStore] = OrderedDict()
+        self._heads: OrderedDict[tuple[str, str, str], HeadState] = OrderedDict()
         self._retained: dict[tuple[str, str, str], int] = {}
+        self._guards: dict[tuple[str, str], FencingGuard] = {}
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -132,6 +139,11 @@ class JsonlCheckpointSaver(BaseCheckpointSaver[int]):
         if store is None:
             store = SessionStore(self._session_dir(tenant, thread), self.fsync)
             self._stores[key] = store
+            while len(self._stores) > _MAX_OPEN_SESSIONS:
+                _, old = self._stores.popitem(last=False)
+                old.sync()
+        self._stores.move_to_end(key)
+        store.begin()
         return store
 
     def _ids(self, config: RunnableConfig) -> dict[str, Any]:
@@ -150,6 +162,17 @@ class JsonlCheckpointSaver(BaseCheckpointSaver[int]):
             "cp_id": validate_id(_str(cp_id), "checkpoint_id") if cp_id else None,
         }
 
+    def _fence(self, ids: dict[str, Any], config: RunnableConfig) -> AbstractContextManager[Any]:
+        """Refuse the write when it carries a lease token lower than the session's highest (stale owner)."""
+        token = (config.get("configurable") or {}).get("fencing_token")
+        if not isinstance(token, int) or isinstance(token, bool):
+            return nullcontext()
+        key = (ids["tenant"], ids["thread"])
+        guard = self._guards.get(key)
+        if guard is None:
+            guard = self._guards[key] = FencingGuard(self._session_dir(*key))
+        return guard.fenced(token)
+
     def _all_stores(self, tenant: str | None = None, thread: str | None = None) -> builtins.list[SessionStore]:
         root = self.base_dir / "tenants"
         tenants = [tenant] if tenant else sorted(p.name for p in root.iterdir()) if root.exists() else []
@@ -161,7 +184,8 @@ class JsonlCheckpointSaver(BaseCheckpointSaver[int]):
         return out
 
     def _forget(self, store: SessionStore) -> None:
-        self._heads = {k: v for k, v in self._heads.items() if self._stores.get(k[:2]) is not store}
+        for k in [k for k in self._heads if self._stores.get(k[:2]) is store]:
+            del self._heads[k]
         self.docs.values.clear()
         self.docs.forget_writes()
         store.forget_logs()
@@ -272,9 +296,13 @@ class JsonlCheckpointSaver(BaseCheckpointSaver[int]):
             )
             parent_seen = head.versions_seen if head else self._parent_seen(store, ids)
             doc = self.docs.document(ids, config, checkpoint, meta, task_state, parent_seen)
-            store.append(ids["run"], CHECKPOINTS, doc)
+            with self._fence(ids, config):
+                store.append(ids["run"], CHECKPOINTS, doc)
             self.docs.commit_notes(skey, ids["ns"])
             self._heads[hkey] = HeadState(cp_id, doc["versions_seen"], chans)
+            self._heads.move_to_end(hkey)
+            while len(self._heads) > _MAX_OPEN_SESSIONS:
+                self._heads.popitem(last=False)
             if self.keep_last is not None:
                 self._maybe_retain(store, ids["run"])
         return {"configurable": {"thread_id": ids["thread"], "checkpoint_ns": ids["ns"], "checkpoint_id": cp_id}}
@@ -303,7 +331,8 @@ class JsonlCheckpointSaver(BaseCheckpointSaver[int]):
             done = {i for w in store.index.writes.get((ids["ns"], ids["cp_id"]), []) for t, i in w.keys if t == task_id}
             built = self.docs.writes_record(ids, writes, str(task_id), task_path, done)
             if built is not None:
-                store.append(run, WRITES, built[0])
+                with self._fence(ids, config):
+                    store.append(run, WRITES, built[0])
                 self.docs.note_writes((ids["tenant"], ids["thread"]), built[0], built[1])
 
     def delete_thread(self, thread_id: str) -> None:
@@ -400,94 +429,17 @@ class JsonlCheckpointSaver(BaseCheckpointSaver[int]):
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        """Per channel: writes on the parent chain (oldest first) and the nearest stored seed."""
+        """Per channel: writes on the parent chain (oldest first) and the nearest stored seed.
+
+        Walks the in-memory index (parents, which channels each document stores) and reads only
+        the pending writes and the one seed value it needs, instead of whole checkpoints.
+        """
         if not channels:
             return {}
         ids = self._ids(config)
-        collected: dict[str, list[Any]] = {c: [] for c in channels}
-        seeds: dict[str, Any] = {}
         with self._lock:
             store = self._store(ids["tenant"], ids["thread"])
-            idx = store.index if store.runs_dir.exists() else None
-            ns = ids["ns"]
-            target = ids["cp_id"] or (idx.latest.get(ns) if idx else None)
-            loc = idx.cps.get((ns, target)) if idx and target else None
-            cursor = loc.parent if loc else None
-            remaining = set(channels)
-            while idx is not None and cursor and remaining:
-                loc = idx.cps.get((ns, cursor))
-                if loc is None:
-                    break
-                for w in reversed(self.docs.pending_writes(store, ns, cursor, only=remaining)):
-                    collected[w[1]].append(w)
-                for ch in [c for c in remaining if c in loc.channels]:
-                    enc = self.docs.values.value((ids["tenant"], ids["thread"]), store, ns, cursor, ch)
-                    seeds[ch] = self.docs.decode(enc)
-                    remaining.discard(ch)
-                cursor = loc.parent
-        out: dict[str, DeltaChannelHistory] = {}
-        for ch in channels:
-            entry: DeltaChannelHistory = {"writes": list(reversed(collected[ch]))}
-            if ch in seeds:
-                entry["seed"] = seeds[ch]
-            out[ch] = entry
-        return out
-
-    # -- async API (file work in a worker thread) ------------------------------------------------
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """Async `get_tuple`."""
-        return await asyncio.to_thread(self.get_tuple, config)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        """Async `list`."""
-        for tup in await asyncio.to_thread(self._list, config, filter, before, limit):
-            yield tup
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Async `put`."""
-        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
-    ) -> None:
-        """Async `put_writes`."""
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        """Async `delete_thread`."""
-        await asyncio.to_thread(self.delete_thread, thread_id)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Async `delete_for_runs`."""
-        await asyncio.to_thread(self.delete_for_runs, run_ids)
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Async `copy_thread`."""
-        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """Async `prune`."""
-        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
-
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        """Async `get_delta_channel_history`."""
-        return await asyncio.to_thread(lambda: self.get_delta_channel_history(config=config, channels=channels))
+            return delta_history(self.docs, store, (ids["tenant"], ids["thread"]), ids, channels)
 
 
 def _str(v: Any) -> Any:

@@ -15,11 +15,17 @@ def _write(path: str, text: str) -> dict:
 
 
 MAIN = [
-    PLAN, _write("a.txt", "v1"), {"content": "one"},
-    PLAN, {"tool_calls": [
-        {"name": "write_file", "args": {"path": "a.txt", "content": "v2"}},
-        {"name": "write_file", "args": {"path": "b.txt", "content": "new"}},
-    ]}, {"content": "two"},
+    PLAN,
+    _write("a.txt", "v1"),
+    {"content": "one"},
+    PLAN,
+    {
+        "tool_calls": [
+            {"name": "write_file", "args": {"path": "a.txt", "content": "v2"}},
+            {"name": "write_file", "args": {"path": "b.txt", "content": "new"}},
+        ]
+    },
+    {"content": "two"},
 ]
 BRANCH = [*MAIN[:3], PLAN, {"tool_calls": [{"name": "read_file", "args": {"path": "a.txt"}}]}, {"content": "three"}]
 
@@ -40,8 +46,9 @@ def test_fork_continues_from_the_entry_and_leaves_the_original_alone(tmp_path: P
     assert fork["branch_id"] != "main"
 
     (tmp_path / "branch").mkdir()
-    branch_runner = AgentRunner.from_config(make_config(tmp_path / "branch", BRANCH,
-                                                        persistence={"base_dir": str(tmp_path / "agentrt")}))
+    branch_runner = AgentRunner.from_config(
+        make_config(tmp_path / "branch", BRANCH, persistence={"base_dir": str(tmp_path / "agentrt")})
+    )
     third = branch_runner.run("turn three", session_id=sid)
     assert third.status == "COMPLETED" and third.answer == "three"
 

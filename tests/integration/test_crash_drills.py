@@ -9,6 +9,7 @@ becomes an "outcome unknown" tool message instead of a second run.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from tests.support.crash import (
     session_path,
     unfinished_unsafe_calls,
 )
+from tests.support.zygote import Zygote
 
 pytestmark = pytest.mark.integration
 
@@ -55,8 +57,15 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
+def zygote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Zygote]:
+    """A fork server: each `agentrt` process of the matrix is a fresh fork that skips the imports."""
+    with Zygote(tmp_path_factory.mktemp("zygote")) as z:
+        yield z
+
+
+@pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """An uncrashed run of the drill: its --json result and final state."""
+    """An uncrashed run of the drill (a plain `python -m agent.cli run`): its --json result and final state."""
     tmp = tmp_path_factory.mktemp("reference")
     cfg = make_drill_config(tmp)
     proc = run_cli(["run", "--config", str(cfg), "--session", SID, "--json", DRILL_TEXT], child_env(tmp / "counter"))
@@ -67,12 +76,13 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("crash_at", "expect"), CASES)
 def test_crash_point_resumes_to_reference(
-    tmp_path: Path, reference: dict[str, Any], crash_at: str, expect: str
+    tmp_path: Path, reference: dict[str, Any], zygote: Zygote, crash_at: str, expect: str
 ) -> None:
     """A run hard-exited at a crash point resumes to the reference result; no unsafe call runs twice."""
     cfg = make_drill_config(tmp_path)
     counter = tmp_path / "counter"
-    crashed = run_cli(["run", "--config", str(cfg), "--session", SID, "--json", DRILL_TEXT], child_env(counter, crash_at))
+    argv = ["run", "--config", str(cfg), "--session", SID, "--json", DRILL_TEXT]
+    crashed = zygote.run(argv, child_env(counter, crash_at))
     assert crashed.code == SIGKILL_CODE, f"did not crash at {crash_at}: {crashed.stderr[-800:]}"
     unknown = unfinished_unsafe_calls(session_path(cfg, SID))
     if expect.startswith("unknown:"):
@@ -80,7 +90,7 @@ def test_crash_point_resumes_to_reference(
     elif expect == "same":
         assert unknown == {}
 
-    resumed, _ = resume_until_done(cfg, SID, child_env(counter))
+    resumed, _ = resume_until_done(zygote.run, cfg, SID, child_env(counter))
     assert resumed.code == 0, resumed.stderr[-2000:]
     result = result_view(resumed.json())
     bumped = counter_lines(counter)
@@ -99,7 +109,7 @@ def test_crash_point_resumes_to_reference(
 
 
 def test_resume_after_crash_reports_what_it_recovered(tmp_path: Path) -> None:
-    """The human-readable resume names the checkpoint, the next node and the replayed journal calls."""
+    """A plain `python -m agent.cli` crash + resume names the checkpoint, next node and replayed calls."""
     cfg = make_drill_config(tmp_path)
     counter = tmp_path / "counter"
     crashed = run_cli(

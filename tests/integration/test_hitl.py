@@ -85,7 +85,10 @@ def test_crash_while_paused_then_approve(tmp_path: Path) -> None:
     assert proc.returncode == -9 and proc.stdout.strip() == "PAUSED"
     out = subprocess.run(
         [sys.executable, "-m", "agent.cli", "resume", "s-paused", "--config", str(cfg), "--approve", "--json"],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)

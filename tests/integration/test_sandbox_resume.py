@@ -18,15 +18,20 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = [
     {"content": '{"plan": "p", "todos": ["x"]}'},
     {"tool_calls": [{"name": "write_file", "args": {"path": "notes/a.txt", "content": "alpha"}}]},
-    {"tool_calls": [{"name": "write_file", "args": {"path": "notes/b.txt", "content": "beta"}},
-                    {"name": "delete_file", "args": {"path": "notes/a.txt"}}]},
+    {
+        "tool_calls": [
+            {"name": "write_file", "args": {"path": "notes/b.txt", "content": "beta"}},
+            {"name": "delete_file", "args": {"path": "notes/a.txt"}},
+        ]
+    },
     {"content": "done"},
 ]
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=120, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli", *args], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])

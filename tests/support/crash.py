@@ -129,10 +129,11 @@ def wait_for(predicate: Any, timeout_s: float = 30.0, poll_s: float = 0.02) -> b
     return bool(predicate())
 
 
-def resume_until_done(config: Path, session: str, env: dict[str, str], limit: int = 10) -> tuple[Proc, int]:
-    """`agentrt resume` until it exits without crashing; returns the last process and the count."""
+def resume_until_done(run: Any, config: Path, session: str, env: dict[str, str], limit: int = 10) -> tuple[Any, int]:
+    """`agentrt resume` (through `run`: `run_cli` or `Zygote.run`) until it exits without
+    crashing; returns the last outcome and how many resumes it took."""
     for n in range(1, limit + 1):
-        proc = run_cli(["resume", session, "--config", str(config), "--json"], env)
+        proc = run(["resume", session, "--config", str(config), "--json"], env)
         if proc.code != SIGKILL_CODE:
             return proc, n
     raise AssertionError(f"session {session} still crashing after {limit} resumes")

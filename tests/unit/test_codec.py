@@ -6,6 +6,7 @@ import datetime as dt
 import decimal
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +15,11 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.types import Command, Interrupt, Overwrite, Send
 from pydantic import BaseModel
 
+from checkpointing._saver_state import spill
+from checkpointing.blobs import BlobStore
 from checkpointing.codec import CheckpointStateCodec, CodecSerializer
 from checkpointing.errors import UnsupportedValueError
+from checkpointing.saver import JsonlCheckpointSaver
 
 
 class Plan(BaseModel):
@@ -91,3 +95,14 @@ def test_serde_attribute_writes_json_and_refuses_other_formats() -> None:
     for other in ("msgpack", "pickle"):
         with pytest.raises(UnsupportedValueError, match="only 'json'"):
             serde.loads_typed((other, b"\x80"))
+
+
+
+def test_blob_references_inside_containers_resolve(tmp_path: Path) -> None:
+    """Values spilled to blobs inside tuples, snapshots, dicts and messages decode back unchanged."""
+    saver = JsonlCheckpointSaver(tmp_path, inline_payload_max_bytes=1024)
+    big = "q" * 20_000
+    value = {"t": (big, 1), "s": _DeltaSnapshot([HumanMessage(big, id="h")]), "b": big.encode(), "m": {1: big}}
+    stored = spill(saver.codec.encode(value), BlobStore(tmp_path), 1024)
+    assert big not in json.dumps(stored)
+    assert saver.docs.decode(stored) == value

@@ -16,7 +16,9 @@ from tests.support.runners import make_config
 def _skills(tmp_path: Path) -> Path:
     d = tmp_path / "skills"
     d.mkdir()
-    (d / "math.yaml").write_text("description: arithmetic only\ninstructions: use the calculator\ntools: [calculator]\n")
+    (d / "math.yaml").write_text(
+        "description: arithmetic only\ninstructions: use the calculator\ntools: [calculator]\n"
+    )
     (d / "writer").mkdir()
     (d / "writer" / "skill.yaml").write_text("description: writes files\ntools: [write_file]\n")
     (d / "writer" / "SKILL.md").write_text("# Writing\nWrite short files.\n")

@@ -1,0 +1,139 @@
+"""A fork server for crash drills: `agentrt` processes without paying the import time each time.
+
+The server is a real child interpreter that imports the runtime once and then, per request,
+forks a process that runs `agent.cli.main(argv)` with its own environment and stdout/stderr
+files. The test kills that forked process with a real SIGKILL at a random instant of its run,
+which a fresh `python -m agent.cli` would spend mostly importing. Nothing is shared between runs:
+the server never builds a runner (no threads, no open files, no lease), each fork starts clean.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def serve() -> None:
+    """Server loop (runs in the child interpreter): one JSON request a line, two JSON replies."""
+    import agent.cli
+    import agent.runner  # noqa: F401  (imported once here, inherited by every fork)
+    import tests.support.drill_tools  # noqa: F401
+
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        req = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(req, agent.cli.main)
+        print(json.dumps({"pid": pid}), flush=True)
+        _, status = os.waitpid(pid, 0)
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        print(json.dumps({"pid": pid, "code": code}), flush=True)
+
+
+def _child(req: dict[str, Any], main: Any) -> None:
+    code = 1
+    try:
+        os.environ.clear()
+        os.environ.update(req["env"])
+        for fd, path in ((1, req["out"]), (2, req["err"])):
+            f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(f, fd)
+            os.close(f)
+        code = int(main(req["argv"]))
+    except SystemExit as err:
+        code = err.code if isinstance(err.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+@dataclass
+class Outcome:
+    """How one forked `agentrt` process ended."""
+
+    code: int  # exit status, or -signal number when killed
+    stdout: str
+    stderr: str
+
+    def json(self) -> dict[str, Any]:
+        """The `--json` object the command printed."""
+        out: dict[str, Any] = json.loads(self.stdout)
+        return out
+
+
+class Zygote:
+    """Client of the fork server; use as a context manager."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRT_")}
+        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from tests.support.zygote import serve; serve()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(ROOT), env=env,
+        )
+        assert self._read().get("ready"), "fork server did not start"
+        self.count = 0
+
+    def __enter__(self) -> Zygote:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the fork server died")
+        out: dict[str, Any] = json.loads(line)
+        return out
+
+    def spawn(self, argv: list[str], env: dict[str, str]) -> int:
+        """Fork an `agentrt ARGV` process; returns its pid (call `wait` next)."""
+        self.count += 1
+        out, err = self.workdir / f"p{self.count}.out", self.workdir / f"p{self.count}.err"
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"argv": argv, "env": env, "out": str(out), "err": str(err)}) + "\n")
+        self.proc.stdin.flush()
+        self._last = (out, err)
+        pid: int = self._read()["pid"]
+        return pid
+
+    def wait(self) -> Outcome:
+        """Wait for the last spawned process and collect its output."""
+        code = int(self._read()["code"])
+        out, err = self._last
+        # a process killed before it opened its output files leaves none
+        return Outcome(code, *(p.read_text() if p.exists() else "" for p in (out, err)))
+
+    def run(self, argv: list[str], env: dict[str, str], timeout: float = 0.0) -> Outcome:
+        """Spawn and wait (`timeout` is accepted for signature parity with `crash.run_cli`)."""
+        self.spawn(argv, env)
+        return self.wait()
+
+    @staticmethod
+    def kill(pid: int) -> None:
+        """SIGKILL a spawned process (no-op if it already ended)."""
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
