@@ -108,13 +108,15 @@ def _stream_to_result(events: Any, as_json: bool) -> dict[str, Any]:
                 console.print(
                     f"[bold]recovered[/bold] checkpoint {ev.data.get('checkpoint_id')} run {ev.data.get('run_id')}, "
                     f"next {', '.join(ev.data.get('next_nodes') or [])}, "
-                    f"{ev.data.get('journal_completed', 0)} completed tool calls in the journal (replayed, not re-run)"
+                    f"{ev.data.get('journal_completed', 0)} tool calls already completed (the journal replays them, never re-runs)"
                 )
                 if ev.data.get("accepted"):
                     console.print(f"[yellow]accepted changes: {', '.join(ev.data['accepted'])}[/yellow]")
         elif ev.kind == "interrupt" and not as_json:
             for req in ev.data.get("requests") or []:
-                console.print(f"[bold yellow]approval needed[/bold yellow]: {json.dumps(req, ensure_ascii=False)}")
+                args_text = json.dumps(req.get("args"), ensure_ascii=False) if isinstance(req, dict) else repr(req)
+                name = req.get("name") if isinstance(req, dict) else "?"
+                console.print(f"[bold yellow]approval needed[/bold yellow]: {name}({args_text[:300]})")
         else:
             progress(ev.kind, ev.data)
     return final
@@ -126,11 +128,7 @@ def _decide(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any]
         return {"approved": True, "reason": "approved with --approve-all"}
     if args.json or not sys.stdin.isatty():
         return None
-    console.print(
-        f"[bold yellow]The agent wants to run {request.get('name')}[/bold yellow]"
-        f"({json.dumps(request.get('args'), ensure_ascii=False)[:300]})"
-    )
-    answer = console.input("Approve? [y/N] ").strip().lower()
+    answer = console.input(f"Approve {request.get('name')}? [y/N] ").strip().lower()
     if answer in ("y", "yes"):
         return {"approved": True}
     reason = console.input("Reason for rejecting (optional): ").strip()
@@ -372,6 +370,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("doctor", help="run the troubleshooting checks on a session (read-only)")
     _common(p)
     p.add_argument("session_id", metavar="ID")
+    sub.add_parser(
+        "worker", help="run a queue worker: agentrt worker --config F --queue NAME (see README)", add_help=False
+    )
     p = sub.add_parser("db", help="database set-up: `agentrt db init` creates the SQL tables")
     _common(p)
     p.add_argument("action", choices=["init"])
@@ -380,6 +381,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["worker"]:
+        # The worker has its own options (queue, heartbeat, limits): hand them over as they are.
+        from agent import worker
+
+        configure_logging()
+        try:
+            return int(worker.main(argv[1:]) or 0)
+        except AgentRuntimeError as err:
+            console.print(f"agentrt: error: {err}", markup=False)
+            return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging()

@@ -32,12 +32,11 @@ from agent.results import RunEvent, RunResult, result_from_snapshot
 from agent.runtime_builder import RuntimeBuilder
 from agent.services import build_lease, build_manager, build_saver
 from agent.session import ChatSession, SessionStatus
-from agent.surface import compute_pins
+from agent.surface import compute_pins, skills_digest
 from agent.tool_results import ToolResultSlice, ToolResultStore
 from agent.tools.registry import build_toolset, toolset_descriptor
 from agent.turns import EventRecorder, SessionHold
 from checkpointing.blobs import BlobStore
-from checkpointing.digest import digest_of
 from checkpointing.errors import InvalidIdError
 from checkpointing.ids import validate_id
 from graph import runtime as runtime_registry
@@ -66,8 +65,7 @@ class AgentRunner:
         self.lease = build_lease(settings)
         self._manager: ChatSessionManager | None = None
         self.builder = RuntimeBuilder(settings, self.tools, self.blobs)
-        skills = digest_of([s.as_data() for s in self.builder.skills.values()]) if self.builder.skills else None
-        self.pins = compute_pins(settings, self.toolset, GRAPH_VERSION, skill=skills)
+        self.pins = compute_pins(settings, self.toolset, GRAPH_VERSION, skill=skills_digest(self.builder.skills))
         runtime_registry.set_runtime_factory(self.builder)
 
     @classmethod
@@ -438,7 +436,10 @@ class AgentRunner:
             if checkpoint_id:
                 break
         if checkpoint_id is None:
-            raise ConfigError(f"entry {from_entry_id} comes before the first checkpoint; fork from a later entry")
+            raise ConfigError(
+                f"entry {from_entry_id} comes before the session's first checkpoint, so there is no state to branch "
+                "from: fork from a later entry, or start a new session"
+            )
         branch_id = self.manager.fork(session, from_entry_id, extra={"checkpoint_id": checkpoint_id})
         session.context = {**session.context, "fork_checkpoint_id": checkpoint_id}
         pin = getattr(self.saver, "pin", None)

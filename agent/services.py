@@ -11,6 +11,7 @@ from agent import faults
 from agent.config import AgentSettings
 from agent.lease import FileLease, InProcessLease, RedisLease, SessionLease
 from agent.manager import ChatSessionManager, open_manager
+from checkpointing.saver import JsonlCheckpointSaver
 
 
 def build_saver(settings: AgentSettings) -> BaseCheckpointSaver:
@@ -29,20 +30,23 @@ def build_saver(settings: AgentSettings) -> BaseCheckpointSaver:
         settings.base_dir.mkdir(parents=True, exist_ok=True)
         saver = SqliteSaver(sqlite3.connect(settings.base_dir / "checkpoints.sqlite", check_same_thread=False))
     else:
-        from checkpointing.saver import JsonlCheckpointSaver
-
-        p = settings.persistence
-        saver = JsonlCheckpointSaver(
-            settings.base_dir,
-            inline_payload_max_bytes=p.inline_payload_max_bytes,
-            fsync=p.fsync,
-            keep_last=p.keep_last,
-            keyframe_every=p.keyframe_every,
-            default_tenant=settings.session.tenant_id,
-        )
+        saver = jsonl_saver(settings)
     if faults.armed():
         _wrap_put(saver)
     return saver
+
+
+def jsonl_saver(settings: AgentSettings) -> JsonlCheckpointSaver:
+    """Our JSONL saver on the settings' `base_dir`."""
+    p = settings.persistence
+    return JsonlCheckpointSaver(
+        settings.base_dir,
+        inline_payload_max_bytes=p.inline_payload_max_bytes,
+        fsync=p.fsync,
+        keep_last=p.keep_last,
+        keyframe_every=p.keyframe_every,
+        default_tenant=settings.session.tenant_id,
+    )
 
 
 def _wrap_put(saver: BaseCheckpointSaver) -> None:

@@ -74,3 +74,8 @@ def compute_pins(
         surface_digest=surface,
         tool_names=tuple(sorted(t["name"] for t in toolset)),
     )
+
+
+def skills_digest(skills: dict[str, Any]) -> str | None:
+    """Digest of the skill definitions a runtime can activate (None when there are none)."""
+    return digest_of([s.as_data() for s in skills.values()]) if skills else None

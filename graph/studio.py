@@ -37,15 +37,16 @@ def make_graph(settings: AgentSettings | None = None) -> CompiledStateGraph:
     """The agent graph without a checkpointer, with this process's LoopRuntime factory registered."""
     # Imported here: the graph package must stay importable without the agent layer.
     from agent.runtime_builder import RuntimeBuilder
-    from agent.surface import compute_pins
+    from agent.surface import compute_pins, skills_digest
     from agent.tools.registry import build_toolset, toolset_descriptor
     from checkpointing.blobs import BlobStore
     from graph.runtime import set_runtime_factory
 
     settings = settings or studio_settings()
     tools = build_toolset(settings.tools)
-    set_runtime_factory(RuntimeBuilder(settings, tools, BlobStore(settings.base_dir)))
-    pins = compute_pins(settings, toolset_descriptor(tools), GRAPH_VERSION)
+    builder = RuntimeBuilder(settings, tools, BlobStore(settings.base_dir))
+    set_runtime_factory(builder)
+    pins = compute_pins(settings, toolset_descriptor(tools), GRAPH_VERSION, skill=skills_digest(builder.skills))
     # Scalars in `configurable` land in checkpoint metadata, as they do for `agentrt run`.
     conf = {"tenant_id": settings.session.tenant_id, "state_schema_version": SCHEMA_VERSION, **pins.as_config()}
     return build_graph(checkpointer=None).with_config(
@@ -55,16 +56,9 @@ def make_graph(settings: AgentSettings | None = None) -> CompiledStateGraph:
 
 def make_checkpointer(settings: AgentSettings | None = None) -> JsonlCheckpointSaver:
     """Our JSONL saver on the settings' `base_dir` (whatever `persistence.saver` says)."""
-    settings = settings or studio_settings()
-    p = settings.persistence
-    return JsonlCheckpointSaver(
-        settings.base_dir,
-        inline_payload_max_bytes=p.inline_payload_max_bytes,
-        fsync=p.fsync,
-        keep_last=p.keep_last,
-        keyframe_every=p.keyframe_every,
-        default_tenant=settings.session.tenant_id,
-    )
+    from agent.services import jsonl_saver
+
+    return jsonl_saver(settings or studio_settings())
 
 
 _settings = studio_settings()

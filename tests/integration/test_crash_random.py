@@ -21,7 +21,6 @@ import pytest
 
 from tests.support.crash import (
     DRILL_TEXT,
-    SIGKILL_CODE,
     child_env,
     counter_lines,
     expected_after_unknown,
@@ -42,11 +41,12 @@ DELAY_S = (0.0, 0.45)  # an uncrashed drill run takes about 0.45 s in a fork on 
 LABELS = ["alpha", "beta", "gamma", "delta", "epsilon"]
 
 
-def _attempt(z: Zygote, argv: list[str], env: dict[str, str], delay: float) -> tuple[Outcome, bool]:
-    """Start one process, SIGKILL it after `delay` unless it ended; (outcome, was it killed)."""
+def _attempt(z: Zygote, argv: list[str], env: dict[str, str], delay: float | None) -> tuple[Outcome, bool]:
+    """Start one process, SIGKILL it after `delay` (None: never) unless it ended; (outcome, killed)."""
     pid = z.spawn(argv, env)
-    time.sleep(delay)  # the random instant itself, not a wait for a condition
-    z.kill(pid)
+    if delay is not None:
+        time.sleep(delay)  # the random instant itself, not a wait for a condition
+        z.kill(pid)
     out = z.wait()
     return out, out.code == -signal.SIGKILL
 
@@ -63,7 +63,7 @@ def test_hundred_random_kills_all_resume_to_reference(tmp_path: Path) -> None:
         ref_result, ref_state = result_view(ref.json()), read_state(ref_cfg, "ref")
 
         cfg = make_drill_config(tmp_path)
-        kills = attempts = 0
+        kills = attempts = checked = 0
         sessions: list[dict[str, Any]] = []
         while kills < KILLS and attempts < MAX_ATTEMPTS:
             sid = f"rnd-{len(sessions)}"
@@ -74,7 +74,7 @@ def test_hundred_random_kills_all_resume_to_reference(tmp_path: Path) -> None:
             while True:
                 attempts += 1
                 budget_left = kills < KILLS and attempts < MAX_ATTEMPTS
-                delay = rng.uniform(*DELAY_S) if budget_left else 60.0
+                delay = rng.uniform(*DELAY_S) if budget_left else None
                 out, killed = _attempt(z, argv, env, delay)
                 if killed:
                     kills += 1
@@ -90,12 +90,13 @@ def test_hundred_random_kills_all_resume_to_reference(tmp_path: Path) -> None:
                 figures["resumes"] += argv[0] == "resume"
                 break
             sessions.append(figures)
-            _check_session(cfg, sid, counter, out, ref_result, ref_state)
-    total_resumes = sum(s["resumes"] + s["kills"] for s in sessions)
-    print(f"\nrandom drill: {kills} kills, {len(sessions)} sessions, {attempts} processes, ~{total_resumes} resumes")
+            figures["unknown"] = _check_session(cfg, sid, counter, out, ref_result, ref_state)
+            checked += 1
+    unknown = sum(s["unknown"] for s in sessions)
+    print(f"\nrandom drill: {kills} kills, {len(sessions)} sessions, {attempts} processes, {unknown} outcome-unknown")
     print(json.dumps(sessions))
     assert kills == KILLS
-    assert all(s["kills"] for s in sessions[:-1]) or len(sessions) == 1
+    assert len(sessions) == checked
 
 
 def _nothing_to_resume(stderr: str) -> bool:
@@ -104,7 +105,8 @@ def _nothing_to_resume(stderr: str) -> bool:
 
 def _check_session(
     cfg: Path, sid: str, counter: Path, out: Outcome, ref_result: dict[str, Any], ref_state: dict[str, Any]
-) -> None:
+) -> int:
+    """Check one finished session against the reference; returns how many calls ended "outcome unknown"."""
     assert result_view(out.json()) == {**ref_result, "session_id": sid}
     bumped = counter_lines(counter)
     assert len(bumped) == len(set(bumped)), f"{sid}: an unsafe call ran twice: {bumped}"
@@ -115,4 +117,4 @@ def _check_session(
     else:
         assert state == ref_state, sid
         assert bumped == LABELS, sid
-    assert SIGKILL_CODE == 137
+    return len(unknown)

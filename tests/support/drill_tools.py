@@ -2,14 +2,18 @@
 
 The side-effect counter is a file OUTSIDE base_dir named by `AGENTRT_DRILL_COUNTER` (the drill
 sets it per session run); each `bump` appends one line, so the file shows how often it really ran.
+With `AGENTRT_DRILL_GATE=<path>` set, `bump` first creates `<path>.waiting` and blocks until
+`<path>` exists: the lease drills use it to hold a process inside a run at a known point.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 COUNTER_ENV = "AGENTRT_DRILL_COUNTER"
+GATE_ENV = "AGENTRT_DRILL_GATE"
 
 
 def _counter() -> Path:
@@ -22,6 +26,11 @@ def _counter() -> Path:
 def bump(label: str) -> str:
     """Append one line to the external counter file (an unsafe side effect)."""
     path = _counter()
+    gate = os.environ.get(GATE_ENV)
+    if gate:
+        Path(gate + ".waiting").touch()
+        while not Path(gate).exists():
+            time.sleep(0.02)
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(label + "\n")
         fh.flush()

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def serve() -> None:
     """Server loop (runs in the child interpreter): one JSON request a line, two JSON replies."""
     import agent.cli
-    import agent.runner  # noqa: F401  (imported once here, inherited by every fork)
+    import agent.runner
     import tests.support.drill_tools  # noqa: F401
 
     print(json.dumps({"ready": True}), flush=True)
