@@ -40,7 +40,12 @@ class ChatMemory:
         self._sql_down = False
 
     def _append(
-        self, session: ChatSession, kind: str, role: str, content: str, run_id: str | None,
+        self,
+        session: ChatSession,
+        kind: str,
+        role: str,
+        content: str,
+        run_id: str | None,
         fencing_token: int | None,
     ) -> PageMessage:
         payload: dict[str, Any] = {"content": content}
@@ -67,7 +72,10 @@ class ChatMemory:
         return self._append(session, "assistant_message", "assistant", content, run_id, fencing_token)
 
     def record(
-        self, session: ChatSession, type: str, payload: dict[str, Any] | None = None,
+        self,
+        session: ChatSession,
+        type: str,
+        payload: dict[str, Any] | None = None,
         fencing_token: int | None = None,
     ) -> Entry:
         """Append an event on the session's current branch (parent: the current leaf); moves the leaf.
@@ -78,19 +86,24 @@ class ChatMemory:
         events = self.jsonl.event_log(session.tenant_id, session.session_id)
         try:
             entry = events.append(
-                type, payload, parent_id=session.current_leaf_entry_id,
-                branch_id=session.current_branch_id, fencing_token=fencing_token,
+                type,
+                payload,
+                parent_id=session.current_leaf_entry_id,
+                branch_id=session.current_branch_id,
+                fencing_token=fencing_token,
             )
         except OSError as err:
-            raise StorageError(
-                f"event not written to {events.path} ({err}); check that base_dir is writable"
-            ) from err
+            raise StorageError(f"event not written to {events.path} ({err}); check that base_dir is writable") from err
         session.current_leaf_entry_id = entry.id
         return entry
 
     def fork(
-        self, session: ChatSession, from_entry_id: str, reason: str | None = None,
-        fencing_token: int | None = None, extra: dict[str, Any] | None = None,
+        self,
+        session: ChatSession,
+        from_entry_id: str,
+        reason: str | None = None,
+        fencing_token: int | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> str:
         """Start a new branch at `from_entry_id` and return its id; earlier entries are never changed.
 
@@ -108,9 +121,7 @@ class ChatMemory:
             )
         events = self.jsonl.event_log(session.tenant_id, sid)
         if not events.has(from_entry_id):
-            raise ConfigError(
-                f"entry {from_entry_id} is not in session {sid}; see `agentrt show {sid}` for entry ids"
-            )
+            raise ConfigError(f"entry {from_entry_id} is not in session {sid}; see `agentrt show {sid}` for entry ids")
         from_branch, from_leaf = session.current_branch_id, session.current_leaf_entry_id
         session.current_branch_id = new_entry_id()
         session.current_leaf_entry_id = from_entry_id

@@ -108,7 +108,8 @@ def _stream_to_result(events: Any, as_json: bool) -> dict[str, Any]:
                 console.print(
                     f"[bold]recovered[/bold] checkpoint {ev.data.get('checkpoint_id')} run {ev.data.get('run_id')}, "
                     f"next {', '.join(ev.data.get('next_nodes') or [])}, "
-                    f"{ev.data.get('journal_completed', 0)} tool calls already completed (the journal replays them, never re-runs)"
+                    f"{ev.data.get('journal_completed', 0)} tool calls already completed "
+                    "(the journal replays them, never re-runs)"
                 )
                 if ev.data.get("accepted"):
                     console.print(f"[yellow]accepted changes: {', '.join(ev.data['accepted'])}[/yellow]")
@@ -336,6 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--approve", action="store_true", help="approve the pending tool call")
     p.add_argument("--reject", action="store_true", help="reject the pending tool call")
     p.add_argument("--reason", help="why (recorded with --reject or --accept-changes)")
+    p.add_argument("--operator", help="who accepts the changes (recorded; default: --user, else the session's user)")
     p.add_argument(
         "--accept-changes",
         nargs="?",
@@ -343,7 +345,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="PINS",
         help="re-pin changed digests explicitly (all, or a comma list of: graph_version, tool_shape_hash, "
-        "toolset_hash, permissions_hash, projection_digest, surface_digest, state_schema_version); recorded in an event",
+        "toolset_hash, permissions_hash, projection_digest, surface_digest, state_schema_version); "
+        "recorded in an event",
     )
     p = sub.add_parser("sessions", help="list sessions")
     _common(p)
@@ -390,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return int(worker.main(argv[1:]) or 0)
         except AgentRuntimeError as err:
-            console.print(f"agentrt: error: {err}", markup=False)
+            console.print(f"agentrt: error: {err}", markup=False, soft_wrap=True)
             return 2
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -400,7 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AgentRuntimeError as err:
         if os.environ.get("AGENTRT_DEBUG"):
             raise
-        console.print(f"agentrt: error: {err}", markup=False)
+        console.print(f"agentrt: error: {err}", markup=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         console.print("agentrt: interrupted; resume with `agentrt resume ID`", markup=False)

@@ -63,20 +63,12 @@ class CompressionSettings(BaseModel):
     tier_placeholder: float = Field(default=0.8, gt=0, le=1)
     tier_hard: float = Field(default=0.95, gt=0, le=1)
     keep_full_mid: int = Field(default=3, ge=0, description="tool results kept whole in the pointer tier")
-    keep_full_high: int = Field(
-        default=1, ge=0, description="tool results kept whole in the placeholder/hard tiers"
-    )
+    keep_full_high: int = Field(default=1, ge=0, description="tool results kept whole in the placeholder/hard tiers")
     preview_chars: int = Field(default=200, ge=0, description="characters of a result a pointer shows")
-    read_limit: int = Field(
-        default=2000, ge=1, description="the `limit` pointers suggest to read_tool_result"
-    )
+    read_limit: int = Field(default=2000, ge=1, description="the `limit` pointers suggest to read_tool_result")
     max_hard_compressions: int = Field(default=2, ge=0, description="per run (context_compression_count)")
-    hard_keep_recent: int = Field(
-        default=2, ge=1, description="most recent units hard compression keeps verbatim"
-    )
-    keep_first_user: bool = Field(
-        default=True, description="hard compression keeps the task (first user message)"
-    )
+    hard_keep_recent: int = Field(default=2, ge=1, description="most recent units hard compression keeps verbatim")
+    keep_first_user: bool = Field(default=True, description="hard compression keeps the task (first user message)")
 
     @classmethod
     def from_config(cls, config: Any) -> CompressionSettings:
@@ -109,9 +101,7 @@ class CompressionResult:
     @property
     def changed(self) -> bool:
         """Whether the message list differs from the input."""
-        return self.tier is not CompressionTier.NONE and (
-            bool(self.archived_tool_call_ids) or self.summary is not None
-        )
+        return self.tier is not CompressionTier.NONE and (bool(self.archived_tool_call_ids) or self.summary is not None)
 
     def event_payload(self) -> dict[str, Any]:
         """JSON-ready fields for the compression event (no messages)."""
@@ -342,9 +332,7 @@ def finish_hard(
     summarized = [m.tool_call_id for m in plan.older if isinstance(m, ToolMessage)]
     kept = [*plan.head, _summary_message(summary.strip(), plan.older), *plan.recent]
     out, archived = _archive(kept, settings.keep_full_high, "placeholder", settings)
-    return _result(
-        CompressionTier.HARD, messages, out, counter, tokens_before, summarized + archived, summary.strip()
-    )
+    return _result(CompressionTier.HARD, messages, out, counter, tokens_before, summarized + archived, summary.strip())
 
 
 def compress_hard(

@@ -310,8 +310,9 @@ def _copy_reader(facts: SessionFacts, tmp: Path) -> tuple[Any, Any]:
     shutil.copytree(facts.dir / "runs", tmp / "tenants" / facts.tenant_id / "sessions" / facts.session_id / "runs")
     (tmp / "blobs").symlink_to((base / "blobs").resolve(), target_is_directory=True)  # read only
     p = facts.runner.settings.persistence
-    saver = JsonlCheckpointSaver(tmp, inline_payload_max_bytes=p.inline_payload_max_bytes, fsync="batch",
-                                 default_tenant=facts.tenant_id)
+    saver = JsonlCheckpointSaver(
+        tmp, inline_payload_max_bytes=p.inline_payload_max_bytes, fsync="batch", default_tenant=facts.tenant_id
+    )
     return saver, build_graph(saver)
 
 

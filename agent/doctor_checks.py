@@ -36,18 +36,37 @@ def session_found(f: SessionFacts) -> Check:
     """Which layers hold the session, in the order the manager reads them, and what a read returns."""
     manager = f.runner.manager
     order = " -> ".join(f.layers)
-    ev: dict[str, Any] = {"mode": manager.mode, "read_order": order, "layers": f.layers,
-                          "layer_status": manager.layer_status(),
-                          "last_read_trace_in_this_process": manager.last_read_trace}
+    ev: dict[str, Any] = {
+        "mode": manager.mode,
+        "read_order": order,
+        "layers": f.layers,
+        "layer_status": manager.layer_status(),
+        "last_read_trace_in_this_process": manager.last_read_trace,
+    }
     if f.session is None and f.header is not None:
-        return finding("session_found", "WARN", "no layer holds the session document; a read rebuilds it from "
-                       "events.jsonl", "nothing is lost: the next read (`agentrt show ID`) rebuilds it", **ev)
+        return finding(
+            "session_found",
+            "WARN",
+            "no layer holds the session document; a read rebuilds it from events.jsonl",
+            "nothing is lost: the next read (`agentrt show ID`) rebuilds it",
+            **ev,
+        )
     if f.session is None:
         hint = f"; it exists under tenant(s) {', '.join(f.other_tenants)}" if f.other_tenants else ""
-        step = (f"pass --tenant {f.other_tenants[0]}" if f.other_tenants else "check the id with `agentrt "
-                "sessions`, the tenant (--tenant), and that base_dir is the volume the session was written to")
-        return finding("session_found", "FAIL", f"session {f.session_id} not found for tenant {f.tenant_id} "
-                       f"in any layer{hint}", step, other_tenants=f.other_tenants, **ev)
+        step = (
+            f"pass --tenant {f.other_tenants[0]}"
+            if f.other_tenants
+            else "check the id with `agentrt "
+            "sessions`, the tenant (--tenant), and that base_dir is the volume the session was written to"
+        )
+        return finding(
+            "session_found",
+            "FAIL",
+            f"session {f.session_id} not found for tenant {f.tenant_id} in any layer{hint}",
+            step,
+            other_tenants=f.other_tenants,
+            **ev,
+        )
     hit = _first_hit(f, manager.mode)
     versions = {name: s.version for name, s in f.copies.items()}
     ev.update(read_would_hit=hit, versions=versions)
@@ -56,14 +75,25 @@ def session_found(f: SessionFacts) -> Check:
         if answer.startswith(("corrupt", "down")):
             problems.append(f"{name} is {answer}")
         elif answer == "absent" and name != "L1" and not (manager.mode == "MIRROR" and name == "JSONL"):
-            problems.append(f"{name} does not hold the session: " + (
-                f"the next read misses {name} and refills it from {hit}" if name in CACHE_LAYERS
-                else f"the next save writes it to {name}"))
+            problems.append(
+                f"{name} does not hold the session: "
+                + (
+                    f"the next read misses {name} and refills it from {hit}"
+                    if name in CACHE_LAYERS
+                    else f"the next save writes it to {name}"
+                )
+            )
     if len(set(versions.values())) > 1:
         problems.append(f"layers disagree on the session version {versions} (a stale copy)")
     if problems:
-        return finding("session_found", "WARN", "; ".join(problems), "run any read (`agentrt show ID`) to "
-                       "refill the cache layers; bring a down layer back, restore or delete a corrupt copy", **ev)
+        return finding(
+            "session_found",
+            "WARN",
+            "; ".join(problems),
+            "run any read (`agentrt show ID`) to "
+            "refill the cache layers; bring a down layer back, restore or delete a corrupt copy",
+            **ev,
+        )
     return finding("session_found", "OK", f"found; a read takes it from {hit} ({order})", NOTHING, **ev)
 
 
@@ -78,19 +108,39 @@ def _first_hit(f: SessionFacts, mode: str) -> str | None:
 def tenant_user(f: SessionFacts) -> Check:
     """The session document, its header and the caller agree on tenant and user."""
     s, h = f.session, f.header or {}
-    ev = {"tenant": f.tenant_id, "user_asked": f.user_id, "session_user": s.user_id if s else None,
-          "header_tenant": h.get("tenant_id"), "header_user": h.get("user_id")}
+    ev = {
+        "tenant": f.tenant_id,
+        "user_asked": f.user_id,
+        "session_user": s.user_id if s else None,
+        "header_tenant": h.get("tenant_id"),
+        "header_user": h.get("user_id"),
+    }
     if s is None and not h:
         where = f"it is under tenant(s) {', '.join(f.other_tenants)}" if f.other_tenants else "no tenant has it"
-        return finding("tenant_user", "FAIL", f"not visible to tenant {f.tenant_id}; {where}",
-                       "use the owning tenant (--tenant) or check the id", **ev)
+        return finding(
+            "tenant_user",
+            "FAIL",
+            f"not visible to tenant {f.tenant_id}; {where}",
+            "use the owning tenant (--tenant) or check the id",
+            **ev,
+        )
     owner = s.user_id if s else h.get("user_id")
     if f.user_id is not None and owner != f.user_id:
-        return finding("tenant_user", "FAIL", f"the session belongs to user {owner}, not {f.user_id}: it reads "
-                       "as not found for them", f"run as user {owner} (--user) or drop --user", **ev)
+        return finding(
+            "tenant_user",
+            "FAIL",
+            f"the session belongs to user {owner}, not {f.user_id}: it reads as not found for them",
+            f"run as user {owner} (--user) or drop --user",
+            **ev,
+        )
     if s and h and (h.get("tenant_id") != f.tenant_id or h.get("user_id") not in (None, s.user_id)):
-        return finding("tenant_user", "FAIL", "the event-log header names another tenant/user than the session "
-                       "document", "the folder was moved between tenants: restore it from a backup", **ev)
+        return finding(
+            "tenant_user",
+            "FAIL",
+            "the event-log header names another tenant/user than the session document",
+            "the folder was moved between tenants: restore it from a backup",
+            **ev,
+        )
     return finding("tenant_user", "OK", f"tenant {f.tenant_id}, user {owner}", NOTHING, **ev)
 
 
@@ -99,21 +149,37 @@ def header(f: SessionFacts) -> Check:
     scan = f.events
     ev: dict[str, Any] = {"path": str(scan.path)}
     if not scan.exists:
-        return finding("header", "FAIL", "events.jsonl is missing: the session header and event tree are gone",
-                       "mount the base_dir volume the session was written to (seed §4), or restore the folder", **ev)
+        return finding(
+            "header",
+            "FAIL",
+            "events.jsonl is missing: the session header and event tree are gone",
+            "mount the base_dir volume the session was written to (seed §4), or restore the folder",
+            **ev,
+        )
     h = f.header
     if h is None:
         why = scan.error if scan.error and not scan.records else "the first record is not a session header"
         return finding("header", "FAIL", f"no valid header: {why}", "restore events.jsonl from a backup", **ev)
     ev.update({k: h.get(k) for k in ("schema_version", "tenant_id", "session_id", "agent_id", "user_id")})
     if h.get("schema_version") != EVENTS_SCHEMA_VERSION:
-        return finding("header", "FAIL", f"event-log schema_version {h.get('schema_version')!r} is not "
-                       f"{EVENTS_SCHEMA_VERSION}", "open it with the agentrt version that wrote it", **ev)
+        return finding(
+            "header",
+            "FAIL",
+            f"event-log schema_version {h.get('schema_version')!r} is not {EVENTS_SCHEMA_VERSION}",
+            "open it with the agentrt version that wrote it",
+            **ev,
+        )
     if (h.get("tenant_id"), h.get("session_id")) != (f.tenant_id, f.session_id):
-        return finding("header", "FAIL", "the header names another tenant/session than its folder",
-                       "the folder was copied or renamed: restore it from a backup", **ev)
-    return finding("header", "OK", f"valid (schema {h.get('schema_version')}, agent {h.get('agent_id')})",
-                   NOTHING, **ev)
+        return finding(
+            "header",
+            "FAIL",
+            "the header names another tenant/session than its folder",
+            "the folder was copied or renamed: restore it from a backup",
+            **ev,
+        )
+    return finding(
+        "header", "OK", f"valid (schema {h.get('schema_version')}, agent {h.get('agent_id')})", NOTHING, **ev
+    )
 
 
 def files(f: SessionFacts) -> Check:
@@ -122,14 +188,26 @@ def files(f: SessionFacts) -> Check:
     corrupt = {n: s.error for n, s in f.files.items() if s.error and not s.torn}
     torn = {n: s.error for n, s in f.files.items() if s.error and s.torn}
     if corrupt:
-        return finding("files", "FAIL", f"corrupt records (not a torn tail) in {', '.join(corrupt)}: recovery "
-                       "is blocked", "restore the named files from a backup; the runtime never rewrites them",
-                       corrupt=corrupt, **ev)
+        return finding(
+            "files",
+            "FAIL",
+            f"corrupt records (not a torn tail) in {', '.join(corrupt)}: recovery is blocked",
+            "restore the named files from a backup; the runtime never rewrites them",
+            corrupt=corrupt,
+            **ev,
+        )
     if torn or not f.saver_safe:
         found = [f"torn last record in {n} ({e}): a crash mid-append" for n, e in torn.items()]
-        return finding("files", "WARN", "; ".join(found or [str(f.unsafe_reason)]), "nothing is lost: the next run "
-                       "or resume moves a torn tail aside (<file>.broken) and catches the index up; the doctor left "
-                       "the files as they are", torn=torn, **ev)
+        return finding(
+            "files",
+            "WARN",
+            "; ".join(found or [str(f.unsafe_reason)]),
+            "nothing is lost: the next run "
+            "or resume moves a torn tail aside (<file>.broken) and catches the index up; the doctor left "
+            "the files as they are",
+            torn=torn,
+            **ev,
+        )
     return finding("files", "OK", "every record verifies", NOTHING, **ev)
 
 
@@ -141,8 +219,12 @@ def _no_state(name: str, f: SessionFacts) -> Check | None:
         return None
     if f.doc is None and f.doc_error is None and f.state_error is None:
         return finding(name, "OK", "no checkpoint yet: there is no model context to restore", NOTHING)
-    return finding(name, "FAIL", f.state_error or f.doc_error or "the graph state could not be restored",
-                   "see the `files` and `blobs` checks: restore what they name, then run the doctor again")
+    return finding(
+        name,
+        "FAIL",
+        f.state_error or f.doc_error or "the graph state could not be restored",
+        "see the `files` and `blobs` checks: restore what they name, then run the doctor again",
+    )
 
 
 def model_context(f: SessionFacts) -> Check:
@@ -158,27 +240,59 @@ def model_context(f: SessionFacts) -> Check:
     pointers = [m.tool_call_id for m in tool_msgs if ARCHIVED_KEY in m.additional_kwargs]
     full = {m.tool_call_id for m in tool_msgs if ARCHIVED_KEY not in m.additional_kwargs}
     stored = stored_pins(f.doc or {}).get("surface_digest")
-    ev = {"runtime_messages": len(msgs), "by_role": dict(Counter(m.type for m in msgs)),
-          "compression_events": len(events), "archived_tool_call_ids": archived,
-          "pointers_in_messages": pointers, "tool_result_store": len(store_ids),
-          "surface_digest": {"checkpoint": stored, "current": f.runner.pins.surface_digest}}
+    ev = {
+        "runtime_messages": len(msgs),
+        "by_role": dict(Counter(m.type for m in msgs)),
+        "compression_events": len(events),
+        "archived_tool_call_ids": archived,
+        "pointers_in_messages": pointers,
+        "tool_result_store": len(store_ids),
+        "surface_digest": {"checkpoint": stored, "current": f.runner.pins.surface_digest},
+    }
     lost = sorted((set(archived) | set(pointers)) - store_ids)
     if lost:
-        return finding("model_context", "FAIL", f"archived tool results missing from tool_result_store: "
-                       f"{', '.join(lost)}; the model sees pointers it cannot read back", RESTORE_CP, lost=lost, **ev)
+        return finding(
+            "model_context",
+            "FAIL",
+            f"archived tool results missing from tool_result_store: "
+            f"{', '.join(lost)}; the model sees pointers it cannot read back",
+            RESTORE_CP,
+            lost=lost,
+            **ev,
+        )
     if not msgs and (state.get("execution_history_text") or state.get("tool_result_store")):
-        return finding("model_context", "FAIL", "runtime_messages is empty while history exists: the model would "
-                       "lose its tool-call messages (seed §3)", RESTORE_CP, **ev)
+        return finding(
+            "model_context",
+            "FAIL",
+            "runtime_messages is empty while history exists: the model would lose its tool-call messages (seed §3)",
+            RESTORE_CP,
+            **ev,
+        )
     stale = sorted(set(archived) & full)
     if stale:
-        return finding("model_context", "WARN", f"compression events archived {', '.join(stale)} but the "
-                       "checkpoint holds them in full (a crash between event and checkpoint)",
-                       "resume: the memory node compresses again from the checkpoint", **ev)
+        return finding(
+            "model_context",
+            "WARN",
+            f"compression events archived {', '.join(stale)} but the "
+            "checkpoint holds them in full (a crash between event and checkpoint)",
+            "resume: the memory node compresses again from the checkpoint",
+            **ev,
+        )
     if stored not in (None, f.runner.pins.surface_digest):
-        return finding("model_context", "WARN", "the context was built under another runtime surface than the "
-                       "current one", "see the `recovery` check for what changed", **ev)
-    return finding("model_context", "OK", f"{len(msgs)} runtime messages; {len(archived)} archived results, "
-                   "all in tool_result_store", NOTHING, **ev)
+        return finding(
+            "model_context",
+            "WARN",
+            "the context was built under another runtime surface than the current one",
+            "see the `recovery` check for what changed",
+            **ev,
+        )
+    return finding(
+        "model_context",
+        "OK",
+        f"{len(msgs)} runtime messages; {len(archived)} archived results, all in tool_result_store",
+        NOTHING,
+        **ev,
+    )
 
 
 def tool_pairing(f: SessionFacts) -> Check:
@@ -190,8 +304,9 @@ def tool_pairing(f: SessionFacts) -> Check:
     try:
         assert_tool_pairs(msgs, allow_pending_tail=bool(f.next_nodes))
     except ValueError as err:
-        return finding("tool_pairing", "FAIL", str(err), RESTORE_CP + " (a model API rejects this history)",
-                       tool_calls=calls)
+        return finding(
+            "tool_pairing", "FAIL", str(err), RESTORE_CP + " (a model API rejects this history)", tool_calls=calls
+        )
     return finding("tool_pairing", "OK", f"{calls} tool calls, each paired with its result", NOTHING, tool_calls=calls)
 
 
@@ -202,28 +317,43 @@ def tool_journal(f: SessionFacts) -> Check:
     """Journal entries with duplicate (run_id, tool_call_id) completions, or an INTENT without an end."""
     scan = f.files["journal.jsonl"]
     if not scan.clean:
-        return finding("tool_journal", "FAIL", f"journal.jsonl is damaged ({scan.error}): replays cannot be "
-                       "trusted", "restore journal.jsonl from a backup (a torn tail is cut by the next run)")
+        return finding(
+            "tool_journal",
+            "FAIL",
+            f"journal.jsonl is damaged ({scan.error}): replays cannot be trusted",
+            "restore journal.jsonl from a backup (a torn tail is cut by the next run)",
+        )
     if not scan.exists:
         return finding("tool_journal", "OK", "no tool has run yet (no journal.jsonl)", NOTHING)
     journal = ToolExecutionJournal(f.runner.settings.base_dir, f.tenant_id, f.session_id, blobs=f.runner.blobs)
     anomalies = journal.duplicates()
     recs = list(scan.recs())
     ev: dict[str, Any] = {
-        "records": len(recs), "completed": sum(1 for r in recs if r.get("kind") == "completed"),
-        "anomalies": [{"run_id": a.run_id, "tool_call_id": a.tool_call_id, "kind": a.kind, "detail": a.detail}
-                      for a in anomalies],
+        "records": len(recs),
+        "completed": sum(1 for r in recs if r.get("kind") == "completed"),
+        "anomalies": [
+            {"run_id": a.run_id, "tool_call_id": a.tool_call_id, "kind": a.kind, "detail": a.detail} for a in anomalies
+        ],
     }
     twice = [a for a in anomalies if a.kind == "completed_twice"]
     if twice:
-        return finding("tool_journal", "FAIL", "; ".join(f"{a.tool_call_id} (run {a.run_id}): {a.detail}"
-                                                         for a in twice),
-                       "check the tool's side effect for duplicates (two writes, two sends) and which processes "
-                       "ran the session (see the `lease` check)", **ev)
+        return finding(
+            "tool_journal",
+            "FAIL",
+            "; ".join(f"{a.tool_call_id} (run {a.run_id}): {a.detail}" for a in twice),
+            "check the tool's side effect for duplicates (two writes, two sends) and which processes "
+            "ran the session (see the `lease` check)",
+            **ev,
+        )
     if anomalies:
-        return finding("tool_journal", "WARN", "; ".join(f"{a.tool_call_id}: {a.detail}" for a in anomalies),
-                       "verify whether the tool's effect happened; resume replays completed calls and reports an "
-                       "unfinished unsafe one as 'outcome unknown' (never re-runs it silently)", **ev)
+        return finding(
+            "tool_journal",
+            "WARN",
+            "; ".join(f"{a.tool_call_id}: {a.detail}" for a in anomalies),
+            "verify whether the tool's effect happened; resume replays completed calls and reports an "
+            "unfinished unsafe one as 'outcome unknown' (never re-runs it silently)",
+            **ev,
+        )
     return finding("tool_journal", "OK", f"{ev['completed']} completed calls, each recorded once", NOTHING, **ev)
 
 
@@ -236,8 +366,12 @@ def recovery(f: SessionFacts) -> Check:
         return finding("recovery", "FAIL", "recovery would be blocked: no session document", "see `session_found`")
     if f.doc is None:
         if f.doc_error:
-            return finding("recovery", "FAIL", f"recovery would be blocked: the checkpoint cannot be read "
-                           f"({f.doc_error})", "see the `files` and `blobs` checks")
+            return finding(
+                "recovery",
+                "FAIL",
+                f"recovery would be blocked: the checkpoint cannot be read ({f.doc_error})",
+                "see the `files` and `blobs` checks",
+            )
         return finding("recovery", "OK", "no checkpoint: nothing to recover (a new turn starts fresh)", NOTHING)
     found = stored_pins(f.doc)
     current = {**f.runner.pins.as_config(), "state_schema_version": STATE_SCHEMA_VERSION}
@@ -246,8 +380,12 @@ def recovery(f: SessionFacts) -> Check:
     try:
         check_header(f.header, f.session)
         if f.doc.get("schema_version") not in KNOWN_SCHEMA_VERSIONS:
-            raise RecoveryBlocked("validate_schema", "checkpoint schema version unknown",
-                                  sorted(KNOWN_SCHEMA_VERSIONS), f.doc.get("schema_version"))
+            raise RecoveryBlocked(
+                "validate_schema",
+                "checkpoint schema version unknown",
+                sorted(KNOWN_SCHEMA_VERSIONS),
+                f.doc.get("schema_version"),
+            )
         branches = {str(e.get("branch_id")) for e in f.entries()} | {"main"}
         check_identity(f.doc, f.session, f.runner.settings.session.agent_id, branches)
     except RecoveryBlocked as err:
@@ -266,20 +404,32 @@ def recovery(f: SessionFacts) -> Check:
             reasons.append(err.reason)
     elif f.state_error:
         reasons.append(f.state_error)
-    ev = {"checkpoint_id": f.doc.get("checkpoint_id"), "next_nodes": f.next_nodes,
-          "last_run_status": f.session.last_run_status, "changed_pins": diffs, "tools": tools}
+    ev = {
+        "checkpoint_id": f.doc.get("checkpoint_id"),
+        "next_nodes": f.next_nodes,
+        "last_run_status": f.session.last_run_status,
+        "changed_pins": diffs,
+        "tools": tools,
+    }
     if reasons:
-        return finding("recovery", "FAIL", "recovery would be blocked: " + "; ".join(reasons),
-                       "restore the previous config/code, or re-pin on purpose with `agentrt resume "
-                       f"{f.session_id} --accept-changes {','.join(diffs) or 'all'}` (recorded as an override)", **ev)
+        return finding(
+            "recovery",
+            "FAIL",
+            "recovery would be blocked: " + "; ".join(reasons),
+            "restore the previous config/code, or re-pin on purpose with `agentrt resume "
+            f"{f.session_id} --accept-changes {','.join(diffs) or 'all'}` (recorded as an override)",
+            **ev,
+        )
     if not f.next_nodes:
-        return finding("recovery", "OK", "pins match the current code; the last run finished (nothing to resume)",
-                       NOTHING, **ev)
+        return finding(
+            "recovery", "OK", "pins match the current code; the last run finished (nothing to resume)", NOTHING, **ev
+        )
     step = f"`agentrt resume {f.session_id}`"
     if f.waiting_for_human:
         step = f"it waits for a human decision: `agentrt resume {f.session_id} --approve` (or --reject)"
-    return finding("recovery", "OK", f"recovery would pass: pins match; it continues at {', '.join(f.next_nodes)}",
-                   step, **ev)
+    return finding(
+        "recovery", "OK", f"recovery would pass: pins match; it continues at {', '.join(f.next_nodes)}", step, **ev
+    )
 
 
 def _pin_reasons(diffs: dict[str, Any], tools: dict[str, list[str]]) -> list[str]:
@@ -310,9 +460,16 @@ def _tool_diff(f: SessionFacts) -> dict[str, list[str]]:
 
 CheckFn = Callable[[SessionFacts], Check]
 CHECKS: list[tuple[str, CheckFn]] = [
-    ("session_found", session_found), ("tenant_user", tenant_user), ("header", header), ("files", files),
-    ("model_context", model_context), ("tool_pairing", tool_pairing), ("tool_journal", tool_journal),
-    ("recovery", recovery), ("blobs", doctor_files.blobs), ("sandbox", doctor_files.sandbox),
+    ("session_found", session_found),
+    ("tenant_user", tenant_user),
+    ("header", header),
+    ("files", files),
+    ("model_context", model_context),
+    ("tool_pairing", tool_pairing),
+    ("tool_journal", tool_journal),
+    ("recovery", recovery),
+    ("blobs", doctor_files.blobs),
+    ("sandbox", doctor_files.sandbox),
     ("lease", doctor_files.lease),
 ]
 NOT_FOUND_CHECKS = ("session_found", "tenant_user", "header")
@@ -329,5 +486,9 @@ def _each(f: SessionFacts, checks: list[tuple[str, CheckFn]]) -> Iterator[Check]
         try:
             yield fn(f)
         except Exception as err:  # damaged data the check did not foresee is still a finding
-            yield finding(name, "FAIL", f"the check failed on the session's data: {type(err).__name__}: {err}",
-                          "the data this check reads is damaged; restore the session folder from a backup")
+            yield finding(
+                name,
+                "FAIL",
+                f"the check failed on the session's data: {type(err).__name__}: {err}",
+                "the data this check reads is damaged; restore the session folder from a backup",
+            )

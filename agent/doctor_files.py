@@ -97,15 +97,19 @@ def blobs(f: SessionFacts) -> Check:
             if inner not in refs:
                 refs[inner] = [f"inside blob {ref}"]
                 queue.append(inner)
-    ev: dict[str, Any] = {"blob_dir": str(store.root), "referenced": len(refs), "missing": missing,
-                          "corrupt": corrupt}
+    ev: dict[str, Any] = {"blob_dir": str(store.root), "referenced": len(refs), "missing": missing, "corrupt": corrupt}
     if missing or corrupt:
         parts = [f"blob {r} is missing ({_path(f, r)}), referenced by {', '.join(w)}" for r, w in missing.items()]
         parts += [f"blob {r} does not match its digest, referenced by {', '.join(w)}" for r, w in corrupt.items()]
-        return finding("blobs", "FAIL", "; ".join(parts), "mount the complete blob volume (base_dir/blobs, seed "
-                       "§4) or restore the named blobs from a backup; until then these results cannot be read", **ev)
-    return finding("blobs", "OK", f"all {len(refs)} referenced blobs present and digest-correct", "nothing to do",
-                   **ev)
+        return finding(
+            "blobs",
+            "FAIL",
+            "; ".join(parts),
+            "mount the complete blob volume (base_dir/blobs, seed "
+            "§4) or restore the named blobs from a backup; until then these results cannot be read",
+            **ev,
+        )
+    return finding("blobs", "OK", f"all {len(refs)} referenced blobs present and digest-correct", "nothing to do", **ev)
 
 
 def _path(f: SessionFacts, ref: str) -> str:
@@ -130,8 +134,10 @@ def _nested_refs(data: bytes) -> list[str]:
 def sandbox_manifest(f: SessionFacts) -> tuple[dict[str, str] | None, str]:
     """The latest sandbox manifest (room path -> `sha256:<hex>`) and where it was found."""
     snapshot = (f.doc or {}).get("runtime_snapshot") or {}
-    for where, value in (("state sandbox_manifest", (f.state or {}).get("sandbox_manifest")),
-                         ("runtime_snapshot sandbox_manifest", snapshot.get("sandbox_manifest"))):
+    for where, value in (
+        ("state sandbox_manifest", (f.state or {}).get("sandbox_manifest")),
+        ("runtime_snapshot sandbox_manifest", snapshot.get("sandbox_manifest")),
+    ):
         if isinstance(value, dict) and isinstance(value.get("files"), dict):
             value = value["files"]
         if isinstance(value, dict) and value:
@@ -148,13 +154,21 @@ def sandbox(f: SessionFacts) -> Check:
     manifest, where = sandbox_manifest(f)
     ev: dict[str, Any] = {"room": str(room), "room_files": None if files is None else len(files)}
     if manifest is None:
-        wrote = any(r.get("kind") == "intent" and r.get("effect") not in ("read_only", None)
-                    for r in f.files["journal.jsonl"].recs())
+        wrote = any(
+            r.get("kind") == "intent" and r.get("effect") not in ("read_only", None)
+            for r in f.files["journal.jsonl"].recs()
+        )
         if files is None and wrote:
-            return finding("sandbox", "WARN", "no sandbox checkpoint yet, and the room is gone although tools "
-                           "with side effects ran", "mount the base_dir volume the session ran on (seed §4)", **ev)
-        return finding("sandbox", "OK", "no sandbox checkpoint yet; nothing to compare the room with",
-                       "nothing to do", **ev)
+            return finding(
+                "sandbox",
+                "WARN",
+                "no sandbox checkpoint yet, and the room is gone although tools with side effects ran",
+                "mount the base_dir volume the session ran on (seed §4)",
+                **ev,
+            )
+        return finding(
+            "sandbox", "OK", "no sandbox checkpoint yet; nothing to compare the room with", "nothing to do", **ev
+        )
     store = f.runner.blobs
     lost: list[str] = []
     absent: list[str] = []
@@ -167,21 +181,43 @@ def sandbox(f: SessionFacts) -> Check:
             absent.append(path)
         elif on_disk != ref:
             changed.append(path)
-    ev.update(manifest_at=where, manifest_files=len(manifest), lost=lost, missing_in_workspace=absent,
-              changed_since_snapshot=changed, not_in_manifest=sorted(set(files or {}) - set(manifest)))
+    ev.update(
+        manifest_at=where,
+        manifest_files=len(manifest),
+        lost=lost,
+        missing_in_workspace=absent,
+        changed_since_snapshot=changed,
+        not_in_manifest=sorted(set(files or {}) - set(manifest)),
+    )
     if lost:
-        return finding("sandbox", "FAIL", f"files of the sandbox checkpoint whose blobs are gone: {', '.join(lost)}",
-                       "restore base_dir/blobs from a backup; the room cannot be restored without them", **ev)
+        return finding(
+            "sandbox",
+            "FAIL",
+            f"files of the sandbox checkpoint whose blobs are gone: {', '.join(lost)}",
+            "restore base_dir/blobs from a backup; the room cannot be restored without them",
+            **ev,
+        )
     if absent and not files:
-        return finding("sandbox", "WARN", "the room is empty while the sandbox checkpoint lists "
-                       f"{len(manifest)} files (all blobs present)", "resume restores the room from the manifest", **ev)
+        return finding(
+            "sandbox",
+            "WARN",
+            f"the room is empty while the sandbox checkpoint lists {len(manifest)} files (all blobs present)",
+            "resume restores the room from the manifest",
+            **ev,
+        )
     if absent or changed:
-        return finding("sandbox", "WARN", f"the room differs from the sandbox checkpoint ({len(absent)} missing, "
-                       f"{len(changed)} changed)", "a resume keeps a non-empty room as it is; if those files were "
-                       "lost rather than changed on purpose, move the room aside and resume: it is restored from "
-                       "the manifest", **ev)
-    return finding("sandbox", "OK", f"the room matches the sandbox checkpoint ({len(manifest)} files)",
-                   "nothing to do", **ev)
+        return finding(
+            "sandbox",
+            "WARN",
+            f"the room differs from the sandbox checkpoint ({len(absent)} missing, {len(changed)} changed)",
+            "a resume keeps a non-empty room as it is; if those files were "
+            "lost rather than changed on purpose, move the room aside and resume: it is restored from "
+            "the manifest",
+            **ev,
+        )
+    return finding(
+        "sandbox", "OK", f"the room matches the sandbox checkpoint ({len(manifest)} files)", "nothing to do", **ev
+    )
 
 
 def _room_files(room: Path) -> dict[str, str] | None:
@@ -208,8 +244,13 @@ def lease(f: SessionFacts) -> Check:
     info = lease_info(f)
     kind, now = info.pop("kind"), time.time()
     if kind == "memory":
-        return finding("lease", "WARN", "in-process lease: it cannot stop a second process or host from resuming",
-                       "set persistence.lease: file (one host) or redis (several hosts)", **info)
+        return finding(
+            "lease",
+            "WARN",
+            "in-process lease: it cannot stop a second process or host from resuming",
+            "set persistence.lease: file (one host) or redis (several hosts)",
+            **info,
+        )
     holder, expires = info.get("holder"), info.get("expires_at")
     if info.get("error"):
         return finding("lease", "WARN", f"lease state unreadable: {info['error']}", "check Redis / base_dir", **info)
@@ -218,13 +259,29 @@ def lease(f: SessionFacts) -> Check:
     info["expires_in_s"] = round(expires - now, 1) if isinstance(expires, float) else None
     locked = info.get("lock_held")
     if locked is False:
-        return finding("lease", "WARN", f"stale lease.json of {holder}: its process is gone and the lock is free",
-                       "nothing to do: the next run or resume takes the lease over", **info)
+        return finding(
+            "lease",
+            "WARN",
+            f"stale lease.json of {holder}: its process is gone and the lock is free",
+            "nothing to do: the next run or resume takes the lease over",
+            **info,
+        )
     if isinstance(expires, float) and expires < now and locked:
-        return finding("lease", "FAIL", f"held by {holder}, whose lease expired {now - expires:.0f}s ago while its "
-                       "lock is still held: that process is alive but stuck", f"stop the holder ({holder})", **info)
-    return finding("lease", "WARN", f"held by {holder} until {_iso(expires)}: a run of this session is in progress",
-                   "wait for it to finish or expire, then resume; never start a second worker on it", **info)
+        return finding(
+            "lease",
+            "FAIL",
+            f"held by {holder}, whose lease expired {now - expires:.0f}s ago while its "
+            "lock is still held: that process is alive but stuck",
+            f"stop the holder ({holder})",
+            **info,
+        )
+    return finding(
+        "lease",
+        "WARN",
+        f"held by {holder} until {_iso(expires)}: a run of this session is in progress",
+        "wait for it to finish or expire, then resume; never start a second worker on it",
+        **info,
+    )
 
 
 def _iso(ts: Any) -> str:
@@ -246,13 +303,15 @@ def lease_info(f: SessionFacts) -> dict[str, Any]:
             return {"kind": "redis", "key": key}
         token, _, holder = (value.decode() if isinstance(value, bytes) else str(value)).partition("|")
         expires = time.time() + int(pttl) / 1000 if isinstance(pttl, int) and pttl >= 0 else None
-        return {"kind": "redis", "key": key, "holder": holder, "token": token, "expires_at": expires,
-                "lock_held": True}
+        return {"kind": "redis", "key": key, "holder": holder, "token": token, "expires_at": expires, "lock_held": True}
     if isinstance(held, InProcessLease):
         slot = held._slots.get((f.tenant_id, f.session_id))
         grant = slot.grant if slot is not None else None
-        return {"kind": "memory", "holder": grant.holder if grant else None,
-                "expires_at": grant.expires_at if grant else None}
+        return {
+            "kind": "memory",
+            "holder": grant.holder if grant else None,
+            "expires_at": grant.expires_at if grant else None,
+        }
     return {"kind": type(held).__name__, "error": "unknown lease type: cannot be inspected"}
 
 
@@ -266,8 +325,11 @@ def _file_lease(directory: Path) -> dict[str, Any]:
         return {**info, "error": f"lease.json unreadable ({err})"}
     if isinstance(doc, dict) and isinstance(doc.get("holder"), str):
         exp = doc.get("expires_at")
-        info.update(holder=doc["holder"], token=doc.get("token"),
-                    expires_at=float(exp) if isinstance(exp, int | float) else None)
+        info.update(
+            holder=doc["holder"],
+            token=doc.get("token"),
+            expires_at=float(exp) if isinstance(exp, int | float) else None,
+        )
     pid = _flock_pid(directory / "lease.lock")
     info["lock_held"] = None if pid == -1 else pid is not None
     if pid not in (None, -1):

@@ -1,19 +1,20 @@
 """The runtime's exception tree. Every message says what to do next.
 
-    AgentRuntimeError
-     ├── ConfigError            the user's config or input is wrong (their fix)
-     ├── ModelError             the model misbehaved or the scripted model ran out / was surprised
-     ├── ToolError              a tool failed or was refused (sandbox escape, bad arguments)
-     ├── StorageError           a backend (Redis, SQL, disk) failed; the original error is the cause
-     ├── SessionError           the session cannot take this action
-     │    ├── SessionNotFound
-     │    └── SessionNotActive  PAUSED / ENDED / EXPIRED / max loops reached
-     ├── LeaseHeld              another process holds the session lease
-     └── RecoveryBlocked        resuming would run changed code/tools against old state
+AgentRuntimeError
+ ├── ConfigError            the user's config or input is wrong (their fix)
+ ├── ModelError             the model misbehaved or the scripted model ran out / was surprised
+ ├── ToolError              a tool failed or was refused (sandbox escape, bad arguments)
+ ├── StorageError           a backend (Redis, SQL, disk) failed; the original error is the cause
+ ├── SessionError           the session cannot take this action
+ │    ├── SessionNotFound
+ │    └── SessionNotActive  PAUSED / ENDED / EXPIRED / max loops reached
+ ├── LeaseHeld              another process holds the session lease
+ └── RecoveryBlocked        resuming would run changed code/tools against old state
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from checkpointing.errors import DocumentMismatch
@@ -61,8 +62,9 @@ class LeaseHeld(AgentRuntimeError):
         self.session_id = session_id
         self.holder = holder
         self.expires_at = expires_at
+        when = datetime.fromtimestamp(expires_at, UTC).isoformat(timespec="seconds") if expires_at is not None else "?"
         super().__init__(
-            f"session {session_id} is held by {holder} (lease expires at {expires_at}); "
+            f"session {session_id} is held by {holder} (lease expires at {when}); "
             "wait for it to finish or expire, then resume"
         )
 
@@ -72,7 +74,11 @@ class RecoveryBlocked(AgentRuntimeError, DocumentMismatch):
 
     def __init__(self, step: str, reason: str, expected: Any = None, found: Any = None) -> None:
         DocumentMismatch.__init__(self, step, reason, expected, found)
+        if step in ("validate_schema", "validate_graph", "validate_surface"):
+            hint = "fix the cause, or re-pin explicitly with `agentrt resume ID --accept-changes`"
+        else:
+            hint = "restore the damaged or missing data from a backup; `agentrt doctor ID` shows what is wrong"
         self.args = (
             f"RECOVERY_BLOCKED at {step}: {reason} (expected {expected!r}, found {found!r}). "
-            "State was left untouched; fix the cause or resume with --accept-changes.",
+            f"State was left untouched; {hint}.",
         )

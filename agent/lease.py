@@ -62,8 +62,12 @@ class SessionLease(Protocol):
     """One owner at a time per (tenant, session)."""
 
     def acquire(
-        self, tenant: str, session_id: str, holder: str | None = None,
-        ttl_s: float = DEFAULT_TTL_S, token_floor: int | None = None,
+        self,
+        tenant: str,
+        session_id: str,
+        holder: str | None = None,
+        ttl_s: float = DEFAULT_TTL_S,
+        token_floor: int | None = None,
     ) -> LeaseGrant:
         """Take the lease or raise `LeaseHeld` at once. `token_floor`: the new token is above it."""
         ...
@@ -101,8 +105,12 @@ class InProcessLease:
         self._lock = InProcessLease._shared_lock if registry is None else threading.Lock()
 
     def acquire(
-        self, tenant: str, session_id: str, holder: str | None = None,
-        ttl_s: float = DEFAULT_TTL_S, token_floor: int | None = None,
+        self,
+        tenant: str,
+        session_id: str,
+        holder: str | None = None,
+        ttl_s: float = DEFAULT_TTL_S,
+        token_floor: int | None = None,
     ) -> LeaseGrant:
         """Take the lease or raise `LeaseHeld`; an expired grant of another holder is taken over."""
         _check_ids(tenant, session_id, ttl_s)
@@ -154,8 +162,12 @@ class FileLease:
         self._held: dict[tuple[str, str], tuple[int, LeaseGrant]] = {}
 
     def acquire(
-        self, tenant: str, session_id: str, holder: str | None = None,
-        ttl_s: float = DEFAULT_TTL_S, token_floor: int | None = None,
+        self,
+        tenant: str,
+        session_id: str,
+        holder: str | None = None,
+        ttl_s: float = DEFAULT_TTL_S,
+        token_floor: int | None = None,
     ) -> LeaseGrant:
         """Take the lock or raise `LeaseHeld` naming the holder recorded in `lease.json`."""
         _check_ids(tenant, session_id, ttl_s)
@@ -302,9 +314,7 @@ class RedisLease:
     `...:<session>:token` (the counter, never expires). `key_prefix` isolates tests.
     """
 
-    def __init__(
-        self, client: redis.Redis | None = None, url: str | None = None, key_prefix: str = ""
-    ) -> None:
+    def __init__(self, client: redis.Redis | None = None, url: str | None = None, key_prefix: str = "") -> None:
         if client is None:
             client = redis.Redis.from_url(
                 url or os.environ.get("AGENTRT_REDIS_URL", DEFAULT_REDIS_URL),
@@ -329,8 +339,12 @@ class RedisLease:
         return [self.lease_key(tenant, session_id), self.token_key(tenant, session_id)]
 
     def acquire(
-        self, tenant: str, session_id: str, holder: str | None = None,
-        ttl_s: float = DEFAULT_TTL_S, token_floor: int | None = None,
+        self,
+        tenant: str,
+        session_id: str,
+        holder: str | None = None,
+        ttl_s: float = DEFAULT_TTL_S,
+        token_floor: int | None = None,
     ) -> LeaseGrant:
         """`SET NX PX` in a script with the token `INCR`; raises `LeaseHeld` when taken."""
         _check_ids(tenant, session_id, ttl_s)
@@ -413,9 +427,7 @@ class LeaseHeartbeat:
         self.last_error: AgentRuntimeError | None = None
         self.beats = 0
         self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._loop, name=f"lease-heartbeat-{grant.session_id}", daemon=True
-        )
+        self._thread = threading.Thread(target=self._loop, name=f"lease-heartbeat-{grant.session_id}", daemon=True)
 
     def start(self) -> LeaseHeartbeat:
         """Start beating (once)."""

@@ -1,9 +1,9 @@
 """Structured logs: every recorded runtime event as one log record with session/run/node/tool ids.
 
 `AGENTRT_LOG=json` writes JSON lines to stderr (`AGENTRT_LOG_LEVEL`, default INFO); `AGENTRT_LOG=text`
-writes plain lines; unset, Python's defaults apply (warnings reach stderr). Payload contents (tool arguments and results,
-model text) are never logged, only ids, names, sizes, statuses and token counts, so no secret that
-a tool handles reaches a log.
+writes plain lines; unset, Python's defaults apply (warnings reach stderr). Payload contents (tool
+arguments and results, model text) are never logged, only ids, names, sizes, statuses and token
+counts, so no secret that a tool handles reaches a log.
 """
 
 from __future__ import annotations
@@ -16,8 +16,21 @@ from datetime import UTC, datetime
 from typing import Any
 
 EVENT_LOG = logging.getLogger("agentrt.events")
-_FIELDS = ("session_id", "tenant_id", "run_id", "node", "tool_call_id", "tool", "status", "finish_reason",
-           "call_index", "size", "tier", "checkpoint_id", "replayed")
+_FIELDS = (
+    "session_id",
+    "tenant_id",
+    "run_id",
+    "node",
+    "tool_call_id",
+    "tool",
+    "status",
+    "finish_reason",
+    "call_index",
+    "size",
+    "tier",
+    "checkpoint_id",
+    "replayed",
+)
 _configured = False
 
 
@@ -48,7 +61,9 @@ def configure_logging() -> None:
     _configured = True
     root = logging.getLogger("agentrt")
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if mode == "json" else logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(
+        JsonFormatter() if mode == "json" else logging.Formatter("%(levelname)s %(name)s: %(message)s")
+    )
     root.addHandler(handler)
     root.setLevel(os.environ.get("AGENTRT_LOG_LEVEL", "INFO"))
     root.propagate = False

@@ -160,7 +160,9 @@ class ChatSessionManager:
             if not health.down:
                 log.warning(
                     "session layer %s is down, continuing with the other layers of mode %s: %s",
-                    layer.name, self.mode, err,
+                    layer.name,
+                    self.mode,
+                    err,
                 )
             health.down = True
             health.retry_at = self._clock() + self.retry_interval_s
@@ -438,14 +440,20 @@ class ChatSessionManager:
     # -- events and branches ------------------------------------------------------------------
 
     def record(
-        self, session: ChatSession, type: str, payload: dict[str, Any] | None = None,
+        self,
+        session: ChatSession,
+        type: str,
+        payload: dict[str, Any] | None = None,
         fencing_token: int | None = None,
     ) -> Entry:
         """Append an event on the current branch and move the leaf (see `ChatMemory.record`); no save."""
         return self.memory.record(session, type, payload, fencing_token)
 
     def fork(
-        self, session: ChatSession, from_entry_id: str, reason: str | None = None,
+        self,
+        session: ChatSession,
+        from_entry_id: str,
+        reason: str | None = None,
         extra: dict[str, Any] | None = None,
     ) -> str:
         """Start a new branch at `from_entry_id` (see `ChatMemory.fork`), save, return the branch id."""

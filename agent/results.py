@@ -53,7 +53,7 @@ def result_from_snapshot(session_id: str, snap: StateSnapshot) -> RunResult:
         answer = content if isinstance(content, str) else str(content)
     finish = values.get("finish_reason")
     pending = [i.value for i in snap.interrupts if isinstance(getattr(i, "value", None), dict)]
-    if snap.next:
+    if snap.next or snap.tasks:
         status = "PAUSED" if snap.interrupts else "INTERRUPTED"
     elif finish == "completed":
         status = "COMPLETED"

@@ -130,9 +130,10 @@ class AgentRunner:
         tenant, user, sid = self._ids(session_id, tenant_id, user_id)
         session = self._session_for_turn(tenant, sid, user, session_id is None)
         snap = self.graph.get_state(self._thread(tenant, sid))
-        if snap.next:
+        if snap.next or snap.tasks:
             raise SessionError(
-                f"session {sid} has an unfinished run ({session.last_run_status}, next: {', '.join(snap.next)}); "
+                f"session {sid} has an unfinished run ({session.last_run_status}, next: "
+                f"{', '.join(snap.next or [t.name for t in snap.tasks])}); "
                 f"continue it with `agentrt resume {sid}` before starting a new turn"
             )
         with SessionHold(self.settings, self.lease, tenant, sid) as hold:
@@ -298,7 +299,8 @@ class AgentRunner:
             # put_writes and put) has no `next` yet still a task: only no task at all is finished.
             pending = list(snap.next) or [t.name for t in snap.tasks]
             if not pending:
-                yield RunEvent("recovered", {"finished": True, "checkpoint_id": doc.get("checkpoint_id"), "run_id": run_id})
+                done = {"finished": True, "checkpoint_id": doc.get("checkpoint_id"), "run_id": run_id}
+                yield RunEvent("recovered", done)
                 result = self.result(sid, tenant)
                 result.run_id = run_id
                 self._close_finished_run(session, events, recorder, result)
@@ -331,7 +333,9 @@ class AgentRunner:
             config = self._config(session, run_id, hold.token)
             yield from self._drive(graph_input, config, session, recorder)
 
-    def _close_finished_run(self, session: ChatSession, events: Any, recorder: EventRecorder, result: RunResult) -> None:
+    def _close_finished_run(
+        self, session: ChatSession, events: Any, recorder: EventRecorder, result: RunResult
+    ) -> None:
         """A process killed after the graph's last checkpoint but before the run was closed left
         no answer on the page and the run RUNNING: write what is missing, once."""
         if session.last_run_status == result.status and session.last_run_id == result.run_id:
@@ -341,7 +345,9 @@ class AgentRunner:
             self.manager.memory.add_assistant_message(session, result.answer, result.run_id, recorder.token)
         if not done & {"run_end", "run_fail"}:
             kind = "run_end" if result.status == "COMPLETED" else "run_fail"
-            recorder.record(kind, {"run_id": result.run_id, "finish_reason": result.finish_reason, "error": result.error})
+            recorder.record(
+                kind, {"run_id": result.run_id, "finish_reason": result.finish_reason, "error": result.error}
+            )
         snap_config = self.graph.get_state(self._thread(session.tenant_id, session.session_id)).config or {}
         cp_id = (snap_config.get("configurable") or {}).get("checkpoint_id")
         if cp_id:
@@ -401,10 +407,23 @@ class AgentRunner:
             "found": _jsonable(err.found),
         }
         try:
-            self.manager.record(session, "recovery_blocked", payload, fencing_token=token)
+            self._record_block(session, payload, token)
             self.manager.mark_run(session, session.last_run_id or "", "RECOVERY_BLOCKED")
         except Exception as exc:  # the block itself must still reach the caller
             log.warning("could not record RECOVERY_BLOCKED for %s: %s", session.session_id, exc)
+
+    def _record_block(self, session: ChatSession, payload: dict[str, Any], token: int | None) -> None:
+        events = self.manager.jsonl.event_log(session.tenant_id, session.session_id)
+        leaf = session.current_leaf_entry_id
+        if leaf is None or events.has(leaf):
+            self.manager.record(session, "recovery_blocked", payload, fencing_token=token)
+            return
+        # The session points at an entry the log no longer has (an event log restored from an
+        # older backup): log the block at the end of the main branch, keep the session's pointers.
+        anchor = session.model_copy()
+        anchor.current_branch_id = "main"
+        anchor.current_leaf_entry_id = events.branch_leaf("main")
+        self.manager.record(anchor, "recovery_blocked", payload, fencing_token=token)
 
     # --- lifecycle ---------------------------------------------------------------------------------------
     def pause(self, session_id: str, tenant_id: str | None = None, user_id: str | None = None) -> ChatSession:

@@ -142,8 +142,7 @@ class ChatSession(BaseModel):
             )
         if self.status is SessionStatus.EXPIRED:
             raise SessionNotActive(
-                f"session {sid} is EXPIRED (idle longer than {self.expire_minutes} minutes); "
-                "start a new session"
+                f"session {sid} is EXPIRED (idle longer than {self.expire_minutes} minutes); start a new session"
             )
         if self.loop_count >= self.max_loops:
             raise SessionNotActive(

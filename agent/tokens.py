@@ -87,8 +87,7 @@ def _bundled_rank_file(encoding_name: str) -> bytes:
     expected = OFFLINE_ENCODINGS[encoding_name]
     if hashlib.sha256(data).hexdigest() != expected:
         raise StorageError(
-            f"bpe-openai's {encoding_name} does not have the sha256 tiktoken expects ({expected}); "
-            "reinstall bpe-openai"
+            f"bpe-openai's {encoding_name} does not have the sha256 tiktoken expects ({expected}); reinstall bpe-openai"
         )
     return data
 

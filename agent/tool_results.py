@@ -134,9 +134,7 @@ class ToolResultStore:
         self._loaded.pop(entry["tool_call_id"], None)
         return entry
 
-    def add(
-        self, tool_call_id: str, tool_name: str, content: str, inline_max: int = 1 << 62
-    ) -> ToolResultEntry:
+    def add(self, tool_call_id: str, tool_name: str, content: str, inline_max: int = 1 << 62) -> ToolResultEntry:
         """Archive a result directly (blob-backed above `inline_max` bytes); returns its entry."""
         return self.add_entry(make_entry(tool_call_id, tool_name, content, self.blobs, inline_max))
 

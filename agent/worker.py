@@ -166,9 +166,7 @@ class JobQueue:
         """Whether any job is pending, delayed, or taken by another worker."""
         if self.r.llen(self.pending) or self.r.zcard(self.delayed):
             return True
-        return any(
-            self.r.llen(self.processing(_text(w))) for w in self.r.smembers(self.workers) if _text(w) != self_id
-        )
+        return any(self.r.llen(self.processing(_text(w))) for w in self.r.smembers(self.workers) if _text(w) != self_id)
 
     def leave(self, worker_id: str) -> None:
         """Unregister a worker that stops with an empty processing list."""

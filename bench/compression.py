@@ -111,9 +111,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"token counter: {TokenCounter(args.model).method}")
     print("\ntoken-count cost per step (ledger: usage of last AI + estimate of what was added)")
-    print(
-        f"{'messages':>9} {'ledger µs/step':>15} {'msgs tokenized/step':>20} {'full recount µs, at end':>24}"
-    )
+    print(f"{'messages':>9} {'ledger µs/step':>15} {'msgs tokenized/step':>20} {'full recount µs, at end':>24}")
     for n in (10, 1000):
         us, calls, naive = per_step_cost(n, args.steps, args.model)
         print(f"{n:>9} {us:>15.1f} {calls:>20.1f} {naive:>24.0f}")

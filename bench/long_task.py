@@ -107,29 +107,41 @@ def run_once(*, enabled: bool, window: int | None = None) -> dict[str, Any]:
 def report_run(label: str, run: dict[str, Any], fit_window: int) -> None:
     """Print the figures of one run."""
     r, sizes = run["result"], run["sizes"]
-    print(f"\n== {label}: window {run['window']}, {r['status']} ({r['finish_reason']}), "
-          f"{r['model_calls']} model calls, {r['tool_calls']} tool calls, {run['wall']:.2f} s wall")
-    print(f"prompt tokens per call: peak {max(sizes)}, mean {statistics.mean(sizes):.0f}, "
-          f"p50 {statistics.median(sizes):.0f} (peak = {max(sizes) / fit_window:.0%} of a {fit_window}-token window)")
+    print(
+        f"\n== {label}: window {run['window']}, {r['status']} ({r['finish_reason']}), "
+        f"{r['model_calls']} model calls, {r['tool_calls']} tool calls, {run['wall']:.2f} s wall"
+    )
+    print(
+        f"prompt tokens per call: peak {max(sizes)}, mean {statistics.mean(sizes):.0f}, "
+        f"p50 {statistics.median(sizes):.0f} (peak = {max(sizes) / fit_window:.0%} of a {fit_window}-token window)"
+    )
     over = [i for i, s in enumerate(sizes) if s >= fit_window]
     over95 = [i for i, s in enumerate(sizes) if s >= 0.95 * fit_window]
-    print(f"requests >= the {fit_window}-token window: {len(over)}; >= 95% of it: {len(over95)}"
-          + (f"; first at model call {over[0]} (a real model rejects it: the run fails there)" if over else ""))
+    print(
+        f"requests >= the {fit_window}-token window: {len(over)}; >= 95% of it: {len(over95)}"
+        + (f"; first at model call {over[0]} (a real model rejects it: the run fails there)" if over else "")
+    )
     if run["compressions"]:
         tiers: dict[str, int] = {}
         for c in run["compressions"]:
             tiers[c["tier"]] = tiers.get(c["tier"], 0) + 1
         times = run["compress_times"]
-        print(f"compressions: {tiers}; memory-node compress calls {len(times)} (no-op ones included): "
-              f"total {sum(times) * 1000:.1f} ms, mean {statistics.mean(times) * 1000:.2f} ms, "
-              f"max {max(times) * 1000:.2f} ms")
+        print(
+            f"compressions: {tiers}; memory-node compress calls {len(times)} (no-op ones included): "
+            f"total {sum(times) * 1000:.1f} ms, mean {statistics.mean(times) * 1000:.2f} ms, "
+            f"max {max(times) * 1000:.2f} ms"
+        )
 
 
 def _step(i: int, chars: int) -> list[BaseMessage]:
     body = (f"row {i}: " + "lorem ipsum dolor sit amet " * (chars // 27 + 1))[:chars]
     return [
-        AIMessage("", id=f"ai-{i}", tool_calls=[{"id": f"c-{i}", "name": "fetch", "args": {"i": i}}],
-                  usage_metadata={"input_tokens": 1000 + i, "output_tokens": 10, "total_tokens": 1010 + i}),
+        AIMessage(
+            "",
+            id=f"ai-{i}",
+            tool_calls=[{"id": f"c-{i}", "name": "fetch", "args": {"i": i}}],
+            usage_metadata={"input_tokens": 1000 + i, "output_tokens": 10, "total_tokens": 1010 + i},
+        ),
         ToolMessage(body, tool_call_id=f"c-{i}", id=f"t-{i}"),
     ]
 
@@ -182,15 +194,19 @@ def main() -> None:
     report_run("compression off, same window", off, window)
     big = run_once(enabled=False, window=args.off_window)
     report_run(f"compression off, window {args.off_window}", big, args.off_window)
-    print(f"\npeak prompt, on vs off: {max(on['sizes'])} vs {max(off['sizes'])} tokens "
-          f"({max(off['sizes']) / max(on['sizes']):.1f}x); mean {statistics.mean(on['sizes']):.0f} vs "
-          f"{statistics.mean(off['sizes']):.0f}")
+    print(
+        f"\npeak prompt, on vs off: {max(on['sizes'])} vs {max(off['sizes'])} tokens "
+        f"({max(off['sizes']) / max(on['sizes']):.1f}x); mean {statistics.mean(on['sizes']):.0f} vs "
+        f"{statistics.mean(off['sizes']):.0f}"
+    )
     print("\n== token counting cost per step (one AI + one 3,000-char tool result added to a history of N)")
     for model in ("gpt-4o", "scripted-long"):
         for n in (10, 1000):
             c = counting_cost(model, n)
-            print(f"{model:>14} {n:>5} msgs: ledger {c['ledger_us']:8.1f} us, {c['ledger_msgs']:.1f} msgs tokenized; "
-                  f"naive recount {c['naive_us']:9.1f} us, {c['naive_msgs']:.0f} msgs")
+            print(
+                f"{model:>14} {n:>5} msgs: ledger {c['ledger_us']:8.1f} us, {c['ledger_msgs']:.1f} msgs tokenized; "
+                f"naive recount {c['naive_us']:9.1f} us, {c['naive_msgs']:.0f} msgs"
+            )
 
 
 if __name__ == "__main__":

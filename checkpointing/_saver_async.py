@@ -69,7 +69,6 @@ class AsyncSaverMethods:
     ) -> Mapping[str, DeltaChannelHistory]:
         raise NotImplementedError
 
-
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async `get_tuple`."""
         return await asyncio.to_thread(self.get_tuple, config)

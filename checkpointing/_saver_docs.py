@@ -178,9 +178,7 @@ class DocumentBuilder:
             self.values.remember((*skey, ns, cp_id, ch), enc)
         return entries, chans
 
-    def _delta_items(
-        self, skey: tuple[str, str], ns: str, enc: list[Any]
-    ) -> tuple[list[Any], list[str], int]:
+    def _delta_items(self, skey: tuple[str, str], ns: str, enc: list[Any]) -> tuple[list[Any], list[str], int]:
         """Spilled delta items (a `$pw` pointer when a recent pending write holds one already),
         the checkpoints pointed at, and the bytes of the items themselves."""
         known = self._recent.get((*skey, ns))

@@ -1,16 +1,16 @@
 """Errors raised by the checkpointing package.
 
-    CheckpointingError
-     ├── CorruptRecordError      a bad record that is not a torn tail (file + line named)
-     │    └── CorruptCheckpointError
-     ├── BlobError
-     │    ├── BlobMissingError   a referenced blob is not on disk
-     │    └── BlobCorruptError   a blob's bytes do not match its digest
-     ├── InvalidIdError          an id that would become a path is not allowed
-     ├── UnsupportedValueError   a value the codec cannot write (fails at put, nothing written)
-     ├── UnknownSchemaError      a document written by a newer/unknown schema version
-     ├── StaleFencingTokenError  a write carrying a lower lease token than one already seen
-     └── DocumentMismatch        a loaded document does not match what the caller expects
+CheckpointingError
+ ├── CorruptRecordError      a bad record that is not a torn tail (file + line named)
+ │    └── CorruptCheckpointError
+ ├── BlobError
+ │    ├── BlobMissingError   a referenced blob is not on disk
+ │    └── BlobCorruptError   a blob's bytes do not match its digest
+ ├── InvalidIdError          an id that would become a path is not allowed
+ ├── UnsupportedValueError   a value the codec cannot write (fails at put, nothing written)
+ ├── UnknownSchemaError      a document written by a newer/unknown schema version
+ ├── StaleFencingTokenError  a write carrying a lower lease token than one already seen
+ └── DocumentMismatch        a loaded document does not match what the caller expects
 """
 
 from __future__ import annotations

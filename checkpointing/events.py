@@ -264,9 +264,7 @@ class EventLog:
         with self._lock:
             self._load()
             if self._header is None:
-                raise FileNotFoundError(
-                    f"{self.path} has no header: create the session's event log before appending"
-                )
+                raise FileNotFoundError(f"{self.path} has no header: create the session's event log before appending")
             if parent_id is not None and parent_id not in self._records:
                 raise KeyError(f"parent entry {parent_id} is not in {self.path}")
             rec: dict[str, Any] = {
@@ -303,9 +301,7 @@ class EventLog:
         if is_blob_ref(payload):
             loaded = json.loads(self.blobs.get(payload[BLOB_KEY]).decode("utf-8"))
             if not isinstance(loaded, dict):
-                raise CorruptRecordError(
-                    str(self.path), -1, f"blob payload of entry {rec['id']} is not an object"
-                )
+                raise CorruptRecordError(str(self.path), -1, f"blob payload of entry {rec['id']} is not an object")
             payload = loaded
         fence = rec.get("fence")
         return Entry(

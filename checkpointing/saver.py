@@ -372,7 +372,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[int]):
                 self._forget(target)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """"keep_latest": keep the newest checkpoint per namespace (plus pinned ones and what
+        """ "keep_latest": keep the newest checkpoint per namespace (plus pinned ones and what
         DeltaChannel history needs), rewritten self-contained; "delete": remove the threads."""
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")

@@ -50,11 +50,7 @@ def page_messages(events: EventLog, leaf_id: str | None) -> list[PageMessage]:
     for e in events.projection(leaf_id, PAGE_ENTRY_TYPES):
         role = PAGE_TYPES.get(e.type)
         if role is not None:
-            out.append(
-                PageMessage(
-                    role=role, content=str(e.payload.get("content", "")), entry_id=e.id, ts=_ts(e.ts)
-                )
-            )
+            out.append(PageMessage(role=role, content=str(e.payload.get("content", "")), entry_id=e.id, ts=_ts(e.ts)))
     return out
 
 

@@ -256,9 +256,7 @@ class SqlSessionStore:
         )
         with self._tx("read chat messages") as conn:
             rows = conn.execute(q).all()
-        return [
-            (b, PageMessage(role=r, content=c, entry_id=mid, ts=_aware(ts))) for b, mid, r, c, ts in rows
-        ]
+        return [(b, PageMessage(role=r, content=c, entry_id=mid, ts=_aware(ts))) for b, mid, r, c, ts in rows]
 
 
 def _aware(ts: datetime) -> datetime:

@@ -120,9 +120,7 @@ class ToolExecutionJournal:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def record_intent(
-        self, run_id: str, tool_call_id: str, tool_name: str, args: Any, effect: str
-    ) -> None:
+    def record_intent(self, run_id: str, tool_call_id: str, tool_name: str, args: Any, effect: str) -> None:
         """Durably record that the tool is about to run (returns after the fsync)."""
         self._append(
             {
@@ -135,9 +133,7 @@ class ToolExecutionJournal:
             }
         )
 
-    def record_completed(
-        self, run_id: str, tool_call_id: str, result: str, blobs: BlobStore | None = None
-    ) -> None:
+    def record_completed(self, run_id: str, tool_call_id: str, result: str, blobs: BlobStore | None = None) -> None:
         """Record the result; one over `inline_max_bytes` goes to the blob store as a reference."""
         data = result.encode("utf-8")
         rec: dict[str, Any] = {

@@ -85,8 +85,14 @@ def test_read_tool_result_returns_the_exact_original_range(run: tuple[AgentRunne
     reads = _tool_messages(runner, "read_tool_result")
     header, text = parse_read_output(str(reads[0].content))
     assert text == original[1234:2011]
-    assert header == {"tool_call_id": ARCHIVED, "tool": "read_file", "offset": "1234", "end": "2011",
-                      "total": str(len(original)), "next_offset": "2011"}
+    assert header == {
+        "tool_call_id": ARCHIVED,
+        "tool": "read_file",
+        "offset": "1234",
+        "end": "2011",
+        "total": str(len(original)),
+        "next_offset": "2011",
+    }
     header, text = parse_read_output(str(reads[1].content))
     assert text == original[-100:] and header["next_offset"] == "none"
 

@@ -58,7 +58,8 @@ def test_hundred_random_kills_all_resume_to_reference(tmp_path: Path) -> None:
     ref_dir.mkdir()
     with Zygote(tmp_path) as z:
         ref_cfg = make_drill_config(ref_dir)
-        ref = z.run(["run", "--config", str(ref_cfg), "--session", "ref", "--json", DRILL_TEXT], child_env(ref_dir / "c"))
+        ref_argv = ["run", "--config", str(ref_cfg), "--session", "ref", "--json", DRILL_TEXT]
+        ref = z.run(ref_argv, child_env(ref_dir / "c"))
         assert ref.code == 0, ref.stderr
         ref_result, ref_state = result_view(ref.json()), read_state(ref_cfg, "ref")
 
@@ -69,7 +70,7 @@ def test_hundred_random_kills_all_resume_to_reference(tmp_path: Path) -> None:
             sid = f"rnd-{len(sessions)}"
             counter = tmp_path / f"counter-{sid}"
             env = child_env(counter)
-            figures = {"sid": sid, "kills": 0, "resumes": 0, "reruns": 0}
+            figures: dict[str, Any] = {"sid": sid, "kills": 0, "resumes": 0, "reruns": 0}
             argv = ["run", "--config", str(cfg), "--session", sid, "--json", DRILL_TEXT]
             while True:
                 attempts += 1

@@ -66,8 +66,19 @@ def test_healthy_session_is_all_ok(runner: AgentRunner) -> None:
     assert {c.name: c.status for c in report.checks} == {c.name: "OK" for c in report.checks}, render(report)
     assert report.exit_code() == 0
     names = [c["name"] for c in report.to_json()["checks"]]
-    assert names == ["session_found", "tenant_user", "header", "files", "model_context", "tool_pairing",
-                     "tool_journal", "recovery", "blobs", "sandbox", "lease"]
+    assert names == [
+        "session_found",
+        "tenant_user",
+        "header",
+        "files",
+        "model_context",
+        "tool_pairing",
+        "tool_journal",
+        "recovery",
+        "blobs",
+        "sandbox",
+        "lease",
+    ]
     assert set(report.to_json()["checks"][0]) == {"name", "status", "evidence", "next_step"}
     assert "tool_result_store" in _ev(report, "model_context")
 
@@ -270,7 +281,7 @@ def test_held_redis_lease_names_holder_and_key(tmp_path: Path, redis_tenant: tup
 
 def _garble_first_line(path: Path) -> None:
     data = path.read_bytes()
-    path.write_bytes(b"{not json" + data[data.index(b"\n"):])
+    path.write_bytes(b"{not json" + data[data.index(b"\n") :])
 
 
 DAMAGE = {

@@ -148,9 +148,7 @@ def test_keys_carry_the_tenant(prefix: str, client: redis.Redis) -> None:
     lease.release(b)
 
 
-def test_lapsed_holder_loses_to_a_new_holder_and_is_fenced(
-    prefix: str, client: redis.Redis, tmp_path: Path
-) -> None:
+def test_lapsed_holder_loses_to_a_new_holder_and_is_fenced(prefix: str, client: redis.Redis, tmp_path: Path) -> None:
     """Past its TTL the old grant is gone: a new holder gets a higher token and the old token is refused."""
     lease = RedisLease(key_prefix=prefix)
     old = lease.acquire(TENANT, "s1", holder="host:1:old", ttl_s=0.2)

@@ -44,9 +44,7 @@ def blob_files(base: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("mode", ["MIRROR", "PRIMARY"])
-def test_fork_then_turn_leaves_the_original_branch_untouched(
-    mode: Mode, tmp_path: Path, layers: tuple
-) -> None:
+def test_fork_then_turn_leaves_the_original_branch_untouched(mode: Mode, tmp_path: Path, layers: tuple) -> None:
     """After fork + a new turn, old entries, tool results and blobs are byte-identical; both projections right."""
     m = build_manager(mode, tmp_path, layers[0], layers[1])
     s = m.create("t1", "agent", "u1", "s1")

@@ -47,23 +47,28 @@ def tenant() -> Iterator[str]:
         client.delete(*keys)
 
 
-def _crashed_session(tmp_path: Path, tenant: str, ttl: float = 60.0) -> tuple[Path, Path]:
-    """A redis-leased drill session of `tenant` crashed early in its run; (config, counter)."""
+def _crashed_session(tmp_path: Path, tenant: str, ttl: float = 2.0) -> tuple[Path, Path]:
+    """A redis-leased drill session of `tenant` crashed early in its run, its dead holder's lease
+    lapsed (Redis cannot see a process die: the TTL frees it); (config, counter)."""
     cfg = make_drill_config(
-        tmp_path, persistence={"lease": "redis", "redis_url": REDIS_URL, "lease_ttl_s": ttl},
+        tmp_path,
+        persistence={"lease": "redis", "redis_url": REDIS_URL, "lease_ttl_s": ttl},
         session={"tenant_id": tenant},
     )
     counter = tmp_path / "counter"
-    crashed = run_cli(["run", "--config", str(cfg), "--session", SID, "--json", DRILL_TEXT],
-                      child_env(counter, "after_checkpoint_put:3"))
+    crashed = run_cli(
+        ["run", "--config", str(cfg), "--session", SID, "--json", DRILL_TEXT],
+        child_env(counter, "after_checkpoint_put:3"),
+    )
     assert crashed.code == SIGKILL_CODE, crashed.stderr
+    assert wait_for(lambda: _holder_or_none(tenant) is None, timeout_s=30)
     return cfg, counter
 
 
 def _holder(tenant: str) -> str:
-    value = redis.Redis.from_url(REDIS_URL).get(f"agentrt:{tenant}:lease:{SID}")
-    assert value is not None, "nobody holds the lease"
-    return value.decode().split("|", 1)[1]
+    holder = _holder_or_none(tenant)
+    assert holder is not None, "nobody holds the lease"
+    return holder
 
 
 @pytest.mark.parametrize("n", [2, 8])
@@ -74,7 +79,9 @@ def test_concurrent_resumes_exactly_one_proceeds(tmp_path: Path, tenant: str, n:
     env = child_env(counter, AGENTRT_DRILL_GATE=str(gate))
     procs = [start_cli(["resume", SID, "--config", str(cfg), "--json"], env) for _ in range(n)]
     try:
-        assert wait_for(lambda: Path(str(gate) + ".waiting").exists(), timeout_s=120)
+        waiting = Path(str(gate) + ".waiting")
+        assert wait_for(lambda: waiting.exists() or all(p.poll() is not None for p in procs), timeout_s=120)
+        assert waiting.exists(), [p.communicate() for p in procs]
         holder = _holder(tenant)
         # The winner is parked inside a tool with the lease held: every other process must end
         # on its own (LeaseHeld), without the gate ever opening.
@@ -87,9 +94,8 @@ def test_concurrent_resumes_exactly_one_proceeds(tmp_path: Path, tenant: str, n:
         assert len(losers) == n - 1
         for code, err in losers:
             assert code == 2
-            lines = [ln for ln in err.splitlines() if ln.strip()]
-            assert len(lines) == 1, err
-            assert lines[0].startswith(f"agentrt: error: session {SID} is held by {holder}")
+            text = " ".join(err.split())  # rich wraps long lines, see test_lease_held_error_is_one_line
+            assert text.startswith(f"agentrt: error: session {SID} is held by {holder}"), err
         gate.touch()
         winner = next(p for p in procs if holder.split(":")[1] == str(p.pid))
         out, err = winner.communicate(timeout=120)
@@ -121,7 +127,7 @@ def test_paused_holder_cannot_write_after_takeover(tmp_path: Path, tenant: str) 
         stale_holder = _holder(tenant)
         stale.send_signal(signal.SIGSTOP)
         # The stopped holder's heartbeat cannot extend: wait for its lease to lapse in Redis.
-        assert wait_for(lambda: redis.Redis.from_url(REDIS_URL).get(f"agentrt:{tenant}:lease:{SID}") is None, 30)
+        assert wait_for(lambda: _holder_or_none(tenant) is None, 30)
         fresh = run_cli(["resume", SID, "--config", str(cfg), "--json"], child_env(counter))
         assert fresh.code == 0, fresh.stderr
         assert '"status": "COMPLETED"' in fresh.stdout
@@ -129,7 +135,7 @@ def test_paused_holder_cannot_write_after_takeover(tmp_path: Path, tenant: str) 
         before = _snapshot(session)
         gate.touch()
         stale.send_signal(signal.SIGCONT)
-        out, err = stale.communicate(timeout=120)
+        _, err = stale.communicate(timeout=120)
     finally:
         if stale.poll() is None:
             stale.send_signal(signal.SIGCONT)
@@ -141,11 +147,32 @@ def test_paused_holder_cannot_write_after_takeover(tmp_path: Path, tenant: str) 
     assert stale_holder != _holder_or_none(tenant)
     status = subprocess.run(
         ["python", "-m", "agent.cli", "show", SID, "--config", str(cfg), "--tenant", tenant, "--json"],
-        env=child_env(counter), capture_output=True, text=True, check=False, cwd=str(Path(__file__).parents[2]),
+        env=child_env(counter),
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=str(Path(__file__).parents[2]),
     )
     assert '"last_run_status": "COMPLETED"' in status.stdout, status.stdout[:2000] + status.stderr
 
 
 def _holder_or_none(tenant: str) -> str | None:
-    value = redis.Redis.from_url(REDIS_URL).get(f"agentrt:{tenant}:lease:{SID}")
-    return value.decode().split("|", 1)[1] if value is not None else None
+    value = redis.Redis.from_url(REDIS_URL, decode_responses=True).get(f"agentrt:{tenant}:lease:{SID}")
+    return str(value).split("|", 1)[1] if value is not None else None
+
+
+def test_lease_held_error_is_one_line(tmp_path: Path, tenant: str) -> None:
+    """A resume refused with LeaseHeld prints exactly one error line naming the holder."""
+    cfg, counter = _crashed_session(tmp_path, tenant)
+    gate = tmp_path / "gate"
+    holder_env = child_env(counter, AGENTRT_DRILL_GATE=str(gate))
+    holder_proc = start_cli(["resume", SID, "--config", str(cfg), "--json"], holder_env)
+    try:
+        assert wait_for(lambda: Path(str(gate) + ".waiting").exists() or holder_proc.poll() is not None, 120)
+        refused = run_cli(["resume", SID, "--config", str(cfg), "--json"], child_env(counter))
+    finally:
+        gate.touch()
+        holder_proc.communicate(timeout=120)
+    assert refused.code == 2
+    lines = [ln for ln in refused.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "is held by" in lines[0], refused.stderr

@@ -85,8 +85,19 @@ class OwnedRedis:
     def start(self) -> None:
         """Start the server and wait until it answers PING."""
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--save", "", "--appendonly", "no",
-             "--daemonize", "no", "--bind", "127.0.0.1"],
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+                "--bind",
+                "127.0.0.1",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -90,7 +90,11 @@ def _serve(tmp_path: Path, config: Path) -> Iterator[tuple[httpx.Client, Path]]:
     log = log_path.open("wb")
     proc = subprocess.Popen(
         ["langgraph", "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        cwd=project,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30.0)
     try:

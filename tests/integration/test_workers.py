@@ -66,12 +66,16 @@ def drill(tmp_path: Path) -> Iterator[Drill]:
     db_url = f"{DATABASE_URL}?options=-csearch_path%3D{schema}"
     SqlSessionStore(db_url, create=True).dispose()  # what `agentrt db init` does
     config = make_config(
-        tmp_path, SCRIPT, base="production.yaml",
+        tmp_path,
+        SCRIPT,
+        base="production.yaml",
         persistence={"redis_url": REDIS_URL, "database_url": db_url, "lease_ttl_s": 2},
-        tools={"custom": [
-            {"path": "tests.support.worker_tools:bump", "effect": "unsafe"},
-            {"path": "tests.support.worker_tools:gate", "effect": "read_only"},
-        ]},
+        tools={
+            "custom": [
+                {"path": "tests.support.worker_tools:bump", "effect": "unsafe"},
+                {"path": "tests.support.worker_tools:gate", "effect": "read_only"},
+            ]
+        },
     )
     r = redis.Redis.from_url(REDIS_URL)
     keys = f"agentrt-test:workers:{u}"
@@ -92,8 +96,19 @@ def drill(tmp_path: Path) -> Iterator[Drill]:
 
 def _start_worker(d: Drill, log: Path) -> subprocess.Popen[bytes]:
     cmd = [
-        sys.executable, "-m", "agent.worker", "--config", str(d.config), "--queue", d.queue.base.rsplit(":", 1)[1],
-        "--idle-timeout", "3", "--heartbeat-ttl", "2", "--retry-delay", "0.3",
+        sys.executable,
+        "-m",
+        "agent.worker",
+        "--config",
+        str(d.config),
+        "--queue",
+        d.queue.base.rsplit(":", 1)[1],
+        "--idle-timeout",
+        "3",
+        "--heartbeat-ttl",
+        "2",
+        "--retry-delay",
+        "0.3",
     ]
     return subprocess.Popen(
         cmd, cwd=ROOT, env=d.env, stdout=subprocess.PIPE, stderr=log.open("wb"), start_new_session=True

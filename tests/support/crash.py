@@ -22,7 +22,7 @@ import yaml
 from tests.support.runners import ROOT
 
 DRILL_SCRIPT = ROOT / "configs" / "scripts" / "drill.yaml"
-DRILL_TOOLS = {
+DRILL_TOOLS: dict[str, Any] = {
     "builtins": ["list_files", "read_file", "write_file", "edit_file", "calculator", "read_tool_result", "update_todo"],
     "custom": [
         {"path": "tests.support.drill_tools:bump", "effect": "unsafe"},
@@ -94,8 +94,13 @@ def run_cli(args: list[str], env: dict[str, str], timeout: float = 60.0, cwd: Pa
 def run_python(code: str, args: list[str], env: dict[str, str], timeout: float = 60.0) -> Proc:
     """Run `python -c CODE ARGS...` (for resumes under a changed graph or schema)."""
     p = subprocess.run(
-        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=timeout,
-        cwd=str(ROOT), check=False,
+        [sys.executable, "-c", code, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=str(ROOT),
+        check=False,
     )
     return Proc(p.returncode, p.stdout, p.stderr)
 
@@ -149,8 +154,15 @@ def read_state(config: Path, session: str) -> dict[str, Any]:
     from agent.runner import AgentRunner
 
     state = AgentRunner.from_config(config).state(session)
-    keys = ("runtime_messages", "tool_result_store", "task_todo_list", "iteration_count", "model_call_count",
-            "finish_reason", "execution_history_text")
+    keys = (
+        "runtime_messages",
+        "tool_result_store",
+        "task_todo_list",
+        "iteration_count",
+        "model_call_count",
+        "finish_reason",
+        "execution_history_text",
+    )
     return normalize_state(json.loads(json.dumps({k: state.get(k) for k in keys}, default=str)))
 
 

@@ -86,7 +86,11 @@ class Zygote:
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from tests.support.zygote import serve; serve()"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(ROOT), env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=str(ROOT),
+            env=env,
         )
         assert self._read().get("ready"), "fork server did not start"
         self.count = 0

@@ -97,7 +97,6 @@ def test_serde_attribute_writes_json_and_refuses_other_formats() -> None:
             serde.loads_typed((other, b"\x80"))
 
 
-
 def test_blob_references_inside_containers_resolve(tmp_path: Path) -> None:
     """Values spilled to blobs inside tuples, snapshots, dicts and messages decode back unchanged."""
     saver = JsonlCheckpointSaver(tmp_path, inline_payload_max_bytes=1024)

@@ -42,10 +42,7 @@ def history(n_steps: int, parallel: int = 1) -> list[BaseMessage]:
     ]
     k = 0
     for i in range(n_steps):
-        calls = [
-            {"id": f"call_{k + p}", "name": f"tool{(k + p) % 3}", "args": {"n": k + p}}
-            for p in range(parallel)
-        ]
+        calls = [{"id": f"call_{k + p}", "name": f"tool{(k + p) % 3}", "args": {"n": k + p}} for p in range(parallel)]
         msgs.append(AIMessage(f"step {i}", id=f"ai_{i}", tool_calls=calls))
         for p in range(parallel):
             msgs.append(ToolMessage(result_text(k + p), tool_call_id=f"call_{k + p}", id=f"tm_{k + p}"))

@@ -30,9 +30,15 @@ def runtime(cfg: AgentSettings, summaries: list[str] | None = None) -> tuple[Loo
     events: list[tuple[str, dict]] = []
     model = ScriptedChatModel(script=ModelScript(responses=[ScriptedResponse(content=s) for s in summaries or []]))
     rt = LoopRuntime(
-        settings=cfg, session_id="s-unit", tenant_id="t", run_id="r", model=model, tools={},
+        settings=cfg,
+        session_id="s-unit",
+        tenant_id="t",
+        run_id="r",
+        model=model,
+        tools={},
         tool_context=ToolContext(session_id="s-unit", tenant_id="t", run_id="r"),
-        compressor=ContextManager(cfg), sinks=[lambda kind, payload: events.append((kind, payload))],
+        compressor=ContextManager(cfg),
+        sinks=[lambda kind, payload: events.append((kind, payload))],
     )
     return rt, events
 

@@ -215,9 +215,7 @@ def run_drill(base: Path, effect: str, crash_at: str | None) -> subprocess.Compl
     ("effect", "after_resume", "executions"),
     [("unsafe", "outcome_unknown False", 1), ("idempotent", "success False", 2)],
 )
-def test_crash_after_tool_execute_then_resume(
-    tmp_path: Path, effect: str, after_resume: str, executions: int
-) -> None:
+def test_crash_after_tool_execute_then_resume(tmp_path: Path, effect: str, after_resume: str, executions: int) -> None:
     """Killed after the tool ran but before COMPLETED: unsafe is not re-run, idempotent is; then replayed."""
     crashed = run_drill(tmp_path, effect, "after_tool_execute:1")
     assert crashed.returncode == faults.CRASH_EXIT_CODE, crashed.stderr

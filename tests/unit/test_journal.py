@@ -119,9 +119,7 @@ def test_interrupted_unsafe_call_is_never_rerun(tmp_path: Path) -> None:
     prepare(journal(tmp_path), "intent", "unsafe")
     body = Counter()
     for _ in range(2):
-        text, status, replayed = execute_with_journal(
-            journal(tmp_path), RUN, call(), make_spec("unsafe", body), ctx()
-        )
+        text, status, replayed = execute_with_journal(journal(tmp_path), RUN, call(), make_spec("unsafe", body), ctx())
         assert status == "outcome_unknown"
         assert not replayed
         assert "echo" in text and "call_1" in text and "unknown" in text.lower()
@@ -168,9 +166,7 @@ def test_intent_is_on_disk_before_the_tool_runs(tmp_path: Path) -> None:
 def test_tool_exception_becomes_failed_and_run_goes_on(tmp_path: Path, error: Exception) -> None:
     """A raising tool yields an error result and a FAILED record; a later lookup replays it."""
     body = Counter(error=error)
-    text, status, replayed = execute_with_journal(
-        journal(tmp_path), RUN, call(), make_spec("unsafe", body), ctx()
-    )
+    text, status, replayed = execute_with_journal(journal(tmp_path), RUN, call(), make_spec("unsafe", body), ctx())
     assert status == "error" and not replayed
     assert str(error) in text and "echo" in text
     state = journal(tmp_path).lookup(RUN, "call_1")
@@ -202,9 +198,7 @@ def test_large_result_goes_to_a_blob_and_reads_back(tmp_path: Path) -> None:
     """A result over the inline limit is stored as a blob reference and replayed in full."""
     big = "é" * 5000
     body = Counter(result=big)
-    execute_with_journal(
-        journal(tmp_path, inline_max_bytes=1024), RUN, call(), make_spec("unsafe", body), ctx()
-    )
+    execute_with_journal(journal(tmp_path, inline_max_bytes=1024), RUN, call(), make_spec("unsafe", body), ctx())
     (rec,) = [r for r in journal(tmp_path).entries() if r["kind"] == "completed"]
     assert "result" not in rec and rec["result_ref"]["$blob"].startswith("sha256:")
     assert journal(tmp_path).lookup(RUN, "call_1").result == big

@@ -20,13 +20,9 @@ def ctx_with(store: ToolResultStore | None) -> ToolContext:
     return ToolContext(session_id="s1", tenant_id="t1", run_id="r1", tool_results=store)
 
 
-def read(
-    store: ToolResultStore, call_id: str, offset: int = 0, limit: int = 2000
-) -> tuple[dict[str, str], str]:
+def read(store: ToolResultStore, call_id: str, offset: int = 0, limit: int = 2000) -> tuple[dict[str, str], str]:
     """Invoke the tool as the acting node would and parse its output."""
-    out = READ_TOOL_RESULT.invoke(
-        ctx_with(store), {"tool_call_id": call_id, "offset": offset, "limit": limit}
-    )
+    out = READ_TOOL_RESULT.invoke(ctx_with(store), {"tool_call_id": call_id, "offset": offset, "limit": limit})
     return parse_read_output(out)
 
 

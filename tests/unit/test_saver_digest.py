@@ -63,5 +63,7 @@ def test_surface_digest_changes_with_toolset_or_projection() -> None:
 def test_secret_key_detection_spares_token_counters() -> None:
     """api_key/apiKey/access_token/password are secrets; max_tokens and input_tokens are not."""
     assert all(is_secret_key(k) for k in ("api_key", "apiKey", "OPENAI_API_KEY", "access_token", "password"))
-    assert not any(is_secret_key(k) for k in ("max_tokens", "input_tokens", "model", "thread_id", "keyframe",
-                                                    "custom_key", "cache_key"))
+    assert not any(
+        is_secret_key(k)
+        for k in ("max_tokens", "input_tokens", "model", "thread_id", "keyframe", "custom_key", "cache_key")
+    )

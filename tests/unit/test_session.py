@@ -30,9 +30,22 @@ def test_has_every_seed_field() -> None:
     """Every field of seed §1 exists in snake_case with a usable default."""
     s = make()
     for name in (
-        "session_id", "agent_id", "tenant_id", "user_id", "room_id", "sandbox_workspace",
-        "current_branch_id", "current_leaf_entry_id", "status", "messages", "context",
-        "loop_count", "max_loops", "dataset_list", "datasets_loaded", "last_active_time",
+        "session_id",
+        "agent_id",
+        "tenant_id",
+        "user_id",
+        "room_id",
+        "sandbox_workspace",
+        "current_branch_id",
+        "current_leaf_entry_id",
+        "status",
+        "messages",
+        "context",
+        "loop_count",
+        "max_loops",
+        "dataset_list",
+        "datasets_loaded",
+        "last_active_time",
         "expire_minutes",
     ):
         assert hasattr(s, name)
@@ -102,7 +115,7 @@ def test_naive_datetimes_are_taken_as_utc() -> None:
 def test_json_document_round_trips_and_rejects_unknown_fields() -> None:
     """to_json/from_json is lossless; a document with an unknown field is refused."""
     s = make(
-        messages=[PageMessage(role="user", content="héllo \"x\"", entry_id="e1", ts=T0)],
+        messages=[PageMessage(role="user", content='héllo "x"', entry_id="e1", ts=T0)],
         context={"k": [1, 2]},
         dataset_list=["d"],
         last_run_status="COMPLETED",

@@ -271,8 +271,13 @@ def test_down_layer_is_skipped_until_retry_then_refilled(tmp_path: Path, caplog:
     now = [0.0]
     sql = SqlSessionStore(sqlite_url(tmp_path))  # no tables yet: every call fails like an outage
     m = ChatSessionManager(
-        "PRIMARY", MemorySessionStore(), None, sql, JsonlSessionStore(tmp_path),
-        retry_interval_s=30, clock=lambda: now[0],
+        "PRIMARY",
+        MemorySessionStore(),
+        None,
+        sql,
+        JsonlSessionStore(tmp_path),
+        retry_interval_s=30,
+        clock=lambda: now[0],
     )
     caplog.set_level(logging.WARNING, "agentrt.sessions")
     a = m.create("t1", "agent", "u1", "a")

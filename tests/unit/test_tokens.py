@@ -77,9 +77,7 @@ def test_corrupt_cached_file_is_replaced_offline(offline: list[str]) -> None:
     assert offline == []
 
 
-def test_user_cache_dir_with_files_is_kept(
-    offline: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_user_cache_dir_with_files_is_kept(offline: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A TIKTOKEN_CACHE_DIR the user set is honoured: filled if needed, never replaced by ours."""
     user_dir = tmp_path / "mine"
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(user_dir))
@@ -106,9 +104,7 @@ def test_fresh_process_counts_offline(tmp_path: Path) -> None:
     )
     env = {k: v for k, v in os.environ.items() if k not in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR")}
     env["XDG_CACHE_HOME"] = str(tmp_path)
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True
-    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["tiktoken:o200k_base", "2", "[15339]"]
 
 
@@ -217,9 +213,7 @@ def test_ledger_rebase_after_compression_ignores_stale_usage() -> None:
     """After a compression, the estimate starts from the compressed size, not the old input_tokens."""
     ledger = MessageTokenLedger(TokenCounter("gpt-4o"))
     msgs = _history(3)
-    compressed = [
-        m if not isinstance(m, ToolMessage) else m.model_copy(update={"content": "[a]"}) for m in msgs
-    ]
+    compressed = [m if not isinstance(m, ToolMessage) else m.model_copy(update={"content": "[a]"}) for m in msgs]
     ledger.rebase(compressed, 42)
     assert ledger.prompt_tokens(compressed) == 42
     extra = HumanMessage("more", id="h2")
