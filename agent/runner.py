@@ -246,6 +246,9 @@ class AgentRunner:
             recorder.record(
                 "run_fail", {"run_id": result.run_id, "finish_reason": result.finish_reason, "error": result.error}
             )
+        if self.settings.datasets and self.builder.datasets_loaded(session.tenant_id, session.session_id):
+            session.dataset_list = [d.name for d in self.settings.datasets]
+            session.datasets_loaded = True
         heads = dict(session.context.get("branch_heads") or {})
         if recorder.last_checkpoint_id:
             heads[session.current_branch_id] = recorder.last_checkpoint_id

@@ -47,6 +47,7 @@ class LoopRuntime:
     tool_executor: Callable[[ToolSpec, dict[str, Any], ToolContext], dict[str, Any]] | None = None
     compressor: Any = None  # agent.context.ContextManager (budget + tiers)
     datasets_summary: str = ""
+    dataset_info: list[dict[str, Any]] = field(default_factory=list)  # schema + stats, for state.dataset_list
     store_entry_factory: Callable[[dict[str, Any], str], dict[str, Any] | None] | None = None
     _bound: BaseChatModel | None = None
 

@@ -98,6 +98,11 @@ class RuntimeBuilder:
         self._attach_datasets(rt, tenant)
         return rt
 
+    def datasets_loaded(self, tenant: str, session_id: str) -> bool:
+        """Whether this process loaded (and caches) the session's datasets."""
+        with self._lock:
+            return (tenant, session_id) in self._datasets
+
     def room_dir(self, tenant: str, session_id: str, branch_id: str) -> Path:
         """The sandbox room of a branch: `workspace/` for main, `rooms/<branch>/` for forks."""
         session_dir = self.settings.base_dir / "tenants" / tenant / "sessions" / session_id
@@ -141,7 +146,9 @@ class RuntimeBuilder:
                 catalog.load()
                 self._datasets[key] = catalog
         rt.tool_context.datasets = catalog
-        rt.datasets_summary = json.dumps(catalog.to_summary(), ensure_ascii=False)[:4000]
+        summary = catalog.to_summary()
+        rt.datasets_summary = json.dumps(summary, ensure_ascii=False)[:4000]
+        rt.dataset_info = list(summary.get("datasets") or [])
 
     def _store_entry_factory(self, store: ToolResultStore) -> Callable[[dict[str, Any], str], dict[str, Any] | None]:
         inline_max = self.settings.persistence.inline_payload_max_bytes

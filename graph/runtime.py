@@ -22,6 +22,7 @@ class LoopRuntimeProtocol(Protocol):
     session_id: str
     run_id: str
     fencing_token: int | None
+    dataset_info: list[dict[str, Any]]
     settings: Any  # agent.config.AgentSettings
 
     def chat_model(self, call_index: int, *, with_tools: bool) -> BaseChatModel:

@@ -72,4 +72,6 @@ def init_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str, An
     }
     if new_msgs:
         update["messages"] = new_msgs
+    if runtime.dataset_info:
+        update["dataset_list"] = runtime.dataset_info
     return update

@@ -55,6 +55,9 @@ def test_demo_records_usage_and_finish_reasons(tmp_path: Path) -> None:
     ai = [m for m in state["runtime_messages"] if m["role"] == "ai"]
     assert ai[-1]["usage"]["output_tokens"] == 70
     assert state["active_skill"] == "data-analyst"
+    assert [d["name"] for d in state["dataset_list"]] == ["sales", "regions"]
+    session = runner.manager.get("default", result["session_id"])
+    assert session.datasets_loaded and session.dataset_list == ["sales", "regions"]
 
 
 def test_large_tool_result_goes_to_the_blob_store(tmp_path: Path) -> None:
