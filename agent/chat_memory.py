@@ -19,6 +19,7 @@ from agent.errors import ConfigError, SessionNotActive, StorageError
 from agent.session import ChatSession, PageMessage, SessionStatus
 from agent.stores.jsonl import JsonlSessionStore, page_messages
 from agent.stores.sql import SqlSessionStore
+from checkpointing.digest import redact
 from checkpointing.events import Entry, new_entry_id
 
 log = logging.getLogger("agentrt.sessions")
@@ -87,7 +88,7 @@ class ChatMemory:
         try:
             entry = events.append(
                 type,
-                payload,
+                redact(payload) if payload else payload,  # no secret from tool args or decisions lands on disk
                 parent_id=session.current_leaf_entry_id,
                 branch_id=session.current_branch_id,
                 fencing_token=fencing_token,

@@ -17,6 +17,7 @@ from rich.console import Console
 
 from agent.errors import AgentRuntimeError, ConfigError
 from agent.logs import configure_logging
+from checkpointing.errors import CheckpointingError
 
 console = Console(stderr=True, highlight=False)
 out = Console(highlight=False)
@@ -54,7 +55,9 @@ class _Progress:
         if self.in_tokens:
             console.print()
             self.in_tokens = False
-        if kind == "node":
+        if kind == "started":
+            console.print(f"[bold]session[/bold] {data['session_id']}  run {data['run_id']}")
+        elif kind == "node":
             console.print(f"[cyan]▸ {data['node']}[/cyan]")
         elif kind == "model_call":
             usage = data.get("usage") or {}
@@ -300,11 +303,9 @@ def cmd_db_init(args: argparse.Namespace) -> int:
 
 
 def _redact(url: str) -> str:
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}" if ":" in creds else url
-    return url
+    from agent.dataset_loaders import display_url
+
+    return display_url(url)
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
@@ -334,8 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("resume", help="recover and continue a crashed, paused or interrupted run")
     _common(p)
     p.add_argument("session_id", metavar="ID")
-    p.add_argument("--approve", action="store_true", help="approve the pending tool call")
-    p.add_argument("--reject", action="store_true", help="reject the pending tool call")
+    decision = p.add_mutually_exclusive_group()
+    decision.add_argument("--approve", action="store_true", help="approve the pending tool call")
+    decision.add_argument("--reject", action="store_true", help="reject the pending tool call")
     p.add_argument("--reason", help="why (recorded with --reject or --accept-changes)")
     p.add_argument("--operator", help="who accepts the changes (recorded; default: --user, else the session's user)")
     p.add_argument(
@@ -400,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
     try:
         return COMMANDS[args.command](args)
-    except AgentRuntimeError as err:
+    except (AgentRuntimeError, CheckpointingError) as err:
         if os.environ.get("AGENTRT_DEBUG"):
             raise
         console.print(f"agentrt: error: {err}", markup=False, soft_wrap=True)
@@ -408,6 +410,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         console.print("agentrt: interrupted; resume with `agentrt resume ID`", markup=False)
         return 130
+    except Exception as err:  # a bug or an unexpected backend error: one line, the traceback on request
+        if os.environ.get("AGENTRT_DEBUG"):
+            raise
+        console.print(
+            f"agentrt: error: {type(err).__name__}: {err} (set AGENTRT_DEBUG=1 for the traceback)",
+            markup=False,
+            soft_wrap=True,
+        )
+        return 1
 
 
 if __name__ == "__main__":

@@ -217,10 +217,18 @@ def display_url(url: str) -> str:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
+    from checkpointing.digest import is_secret_key
+
+    location = url.rpartition("#")[0] if "#" in url else url
     try:
-        return make_url(url.split("#", 1)[0]).render_as_string(hide_password=True)
-    except ArgumentError:
+        parsed = make_url(location)
+    except (ArgumentError, ValueError):
         return "<unparseable url>"
+    if parsed.query:
+        parsed = parsed.set(
+            query={k: ("***" if is_secret_key(k) or "pass" in k.lower() else v) for k, v in parsed.query.items()}
+        )
+    return parsed.render_as_string(hide_password=True)
 
 
 def read_sql(
@@ -231,7 +239,7 @@ def read_sql(
     from sqlalchemy.engine import make_url
 
     shown = display_url(url)
-    location, _, table_name = url.partition("#")
+    location, _, table_name = url.rpartition("#") if "#" in url else (url, "", "")
     if not _TABLE_RE.match(table_name):
         raise ToolError(f"dataset {name}: give the table after '#', e.g. sqlite:///sales.db#orders (got {shown})")
     try:

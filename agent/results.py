@@ -12,8 +12,8 @@ from langgraph.types import StateSnapshot
 class RunEvent:
     """One streamed event.
 
-    kinds: node, token, model_call, tool_call, tool_result, todo, compression, interrupt,
-    recovered (resume only), final (last; `data` is the RunResult as JSON).
+    kinds: started (first: session and run ids), node, token, model_call, tool_call, tool_result,
+    todo, compression, interrupt, recovered (resume only), final (last; `data` is the RunResult as JSON).
     """
 
     kind: str

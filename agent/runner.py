@@ -34,6 +34,7 @@ from agent.services import build_lease, build_manager, build_saver
 from agent.session import ChatSession, SessionStatus
 from agent.surface import compute_pins, skills_digest
 from agent.tool_results import ToolResultSlice, ToolResultStore
+from agent.tools.journal import JournalStatus
 from agent.tools.registry import build_toolset, toolset_descriptor
 from agent.turns import EventRecorder, SessionHold
 from checkpointing.blobs import BlobStore
@@ -129,14 +130,10 @@ class AgentRunner:
             raise ConfigError(f"unknown skill {skill!r}; the skills folder has: {known}")
         tenant, user, sid = self._ids(session_id, tenant_id, user_id)
         session = self._session_for_turn(tenant, sid, user, session_id is None)
-        snap = self.graph.get_state(self._thread(tenant, sid))
-        if snap.next or snap.tasks:
-            raise SessionError(
-                f"session {sid} has an unfinished run ({session.last_run_status}, next: "
-                f"{', '.join(snap.next or [t.name for t in snap.tasks])}); "
-                f"continue it with `agentrt resume {sid}` before starting a new turn"
-            )
         with SessionHold(self.settings, self.lease, tenant, sid) as hold:
+            # Re-read under the lease: another run may have ended between the first read and the grant.
+            session = self.manager.get(tenant, sid, user)
+            self._refuse_unfinished(session)
             session = self.manager.start_turn(session)
             run_id = f"r-{uuid.uuid4().hex[:12]}"
             recorder = EventRecorder(self.manager, session, hold.token, run_id)
@@ -145,8 +142,10 @@ class AgentRunner:
                 "run_start", {"run_id": run_id, "pins": self.pins.as_config(), "tools": list(self.pins.tool_names)}
             )
             self.manager.memory.add_user_turn(session, text, run_id, hold.token)
+            yield RunEvent("started", {"session_id": sid, "run_id": run_id, "tenant_id": tenant})
             extra: dict[str, Any] = {}
-            fork_cp = session.context.pop("fork_checkpoint_id", None)
+            # Kept until the run on the branch closes, so a crash before its first checkpoint resumes there.
+            fork_cp = session.context.get("fork_checkpoint_id")
             if fork_cp:
                 extra["checkpoint_id"] = fork_cp
             config = self._config(session, run_id, hold.token, **extra)
@@ -165,6 +164,30 @@ class AgentRunner:
         async for ev in _in_thread(lambda: self.stream_resume(session_id, **kwargs)):
             yield ev
 
+    def _refuse_unfinished(self, session: ChatSession) -> None:
+        sid = session.session_id
+        thread = self._thread(session.tenant_id, sid)
+        snap = self.graph.get_state(thread)
+        nodes = list(snap.next) or [t.name for t in snap.tasks]
+        if not nodes:
+            doc = self._checkpoint_doc(thread)
+            events = self.manager.jsonl.event_log(session.tenant_id, sid)
+            if self._turn_without_checkpoint(session, events, str((doc or {}).get("run_id") or "")) is not None:
+                nodes = ["init"]  # a turn was recorded, then killed before its first checkpoint
+        if nodes:
+            raise SessionError(
+                f"session {sid} has an unfinished run ({session.last_run_status}, next: {', '.join(nodes)}); "
+                f"continue it with `agentrt resume {sid}` before starting a new turn"
+            )
+
+    def _run_closed(self, session: ChatSession) -> bool:
+        """Whether the session's last run wrote its run_end / run_fail / run_pause entry."""
+        events = self.manager.jsonl.event_log(session.tenant_id, session.session_id)
+        closing = {"run_end", "run_fail", "run_pause"}
+        return any(
+            e.type in closing and (e.payload or {}).get("run_id") == session.last_run_id for e in events.entries()
+        )
+
     def _session_for_turn(self, tenant: str, sid: str, user: str | None, new: bool) -> ChatSession:
         if not new:
             try:
@@ -172,7 +195,10 @@ class AgentRunner:
                 session.check_can_start_turn()
                 return session
             except SessionNotFound:
-                pass
+                if self.manager.exists(tenant, sid):
+                    raise SessionNotFound(
+                        f"session {sid} belongs to another user of tenant {tenant}; check --user"
+                    ) from None
         s = self.settings.session
         return self.manager.create(tenant, s.agent_id, user or s.user_id, sid, config_digest=self.pins.surface_digest)
 
@@ -199,6 +225,7 @@ class AgentRunner:
         except BaseException as err:
             if not isinstance(err, GeneratorExit):
                 recorder.record("run_fail", {"run_id": conf["run_id"], "error": f"{type(err).__name__}: {err}"})
+                session.context = _without(session.context, "fork_checkpoint_id")
                 self.manager.mark_run(session, conf["run_id"], "FAILED")
             raise
         finally:
@@ -246,6 +273,7 @@ class AgentRunner:
             recorder.record(
                 "run_fail", {"run_id": result.run_id, "finish_reason": result.finish_reason, "error": result.error}
             )
+        session.context = _without(session.context, "fork_checkpoint_id")
         if self.settings.datasets and self.builder.datasets_loaded(session.tenant_id, session.session_id):
             session.dataset_list = [d.name for d in self.settings.datasets]
             session.datasets_loaded = True
@@ -284,12 +312,19 @@ class AgentRunner:
         session = self.manager.get(tenant, sid, user)
         events = self.manager.jsonl.event_log(tenant, sid)
         try:
-            check_header(events.header(), session)
+            with step("read_header"):
+                header = events.header()
+            check_header(header, session)
         except RecoveryBlocked as err:
             self._blocked(session, None, err)
             raise
         with SessionHold(self.settings, self.lease, tenant, sid) as hold:
             recorder = EventRecorder(self.manager, session, hold.token, session.last_run_id or "")
+            if self._checkpoint_doc(self._thread(tenant, sid)) is None:
+                lost_first = self._turn_without_checkpoint(session, events, "")
+                if lost_first is not None:  # the session's first turn died before its first checkpoint
+                    yield from self._rerun_lost_turn(session, recorder, hold.token, lost_first, None, {})
+                    return
             try:
                 plan = self._recover(session, events, set(accept_changes))
             except RecoveryBlocked as err:
@@ -301,7 +336,13 @@ class AgentRunner:
             # A step whose writes were saved but whose checkpoint was not (crash between
             # put_writes and put) has no `next` yet still a task: only no task at all is finished.
             pending = list(snap.next) or [t.name for t in snap.tasks]
+            lost_turn = self._turn_without_checkpoint(session, events, run_id) if not pending else None
+            if lost_turn is not None:
+                yield from self._rerun_lost_turn(session, recorder, hold.token, lost_turn, doc, accepted)
+                return
             if not pending:
+                if session.status is SessionStatus.PAUSED:
+                    self.manager.reactivate(session)
                 done = {"finished": True, "checkpoint_id": doc.get("checkpoint_id"), "run_id": run_id}
                 yield RunEvent("recovered", done)
                 result = self.result(sid, tenant)
@@ -310,7 +351,13 @@ class AgentRunner:
                 # Same object shape as `run --json`; the `recovered` event says it had finished.
                 yield RunEvent("final", result.to_json())
                 return
-            if snap.interrupts and decision is None:
+            answered = bool(snap.interrupts) and self._approval_answered(tenant, sid, run_id, snap.interrupts)
+            if answered and decision is not None:
+                raise SessionError(
+                    f"session {sid}: the pending approval was already answered before the run stopped; "
+                    f"resume without --approve/--reject (`agentrt resume {sid}`)"
+                )
+            if snap.interrupts and decision is None and not answered:
                 raise SessionError(f"session {sid} is waiting for a human decision: resume with --approve or --reject")
             if session.status is SessionStatus.PAUSED:
                 self.manager.reactivate(session)
@@ -330,11 +377,58 @@ class AgentRunner:
             recorder.record("run_resume", info)
             yield RunEvent("recovered", info)
             self.manager.mark_run(session, run_id, "RUNNING")
-            graph_input: Command[Any] | None = Command(resume=decision) if snap.interrupts else None
+            graph_input: Command[Any] | None = Command(resume=decision) if snap.interrupts and not answered else None
             if decision is not None:
                 recorder.record("hitl_decision", {"run_id": run_id, **decision})
             config = self._config(session, run_id, hold.token)
             yield from self._drive(graph_input, config, session, recorder)
+
+    def _rerun_lost_turn(
+        self,
+        session: ChatSession,
+        recorder: EventRecorder,
+        token: int | None,
+        lost: tuple[str, str],
+        doc: dict[str, Any] | None,
+        accepted: dict[str, Any],
+    ) -> Iterator[RunEvent]:
+        """Run a turn that was recorded but killed before its first checkpoint (nothing of it ran)."""
+        lost_run, text = lost
+        recorder.run_id = lost_run
+        info = {
+            "checkpoint_id": (doc or {}).get("checkpoint_id"),
+            "next_nodes": ["init"],
+            "run_id": lost_run,
+            "journal_completed": 0,
+            "accepted": accepted,
+        }
+        recorder.record("run_resume", info)
+        yield RunEvent("recovered", info)
+        extra: dict[str, Any] = {}
+        if session.context.get("fork_checkpoint_id"):
+            extra["checkpoint_id"] = session.context["fork_checkpoint_id"]
+        config = self._config(session, lost_run, token, **extra)
+        yield from self._drive({"user_input": text}, config, session, recorder)
+
+    def _approval_answered(self, tenant: str, sid: str, run_id: str, interrupts: Any) -> bool:
+        """Whether the pending approval was already acted on: its tool call reached the journal."""
+        journal = self.builder.journal(tenant, sid, None)
+        for intr in interrupts or ():
+            value = getattr(intr, "value", None)
+            call_id = value.get("tool_call_id") if isinstance(value, dict) else None
+            if call_id and journal.lookup(run_id, call_id).status is not JournalStatus.NONE:
+                return True
+        return False
+
+    def _turn_without_checkpoint(self, session: ChatSession, events: Any, run_id: str) -> tuple[str, str] | None:
+        """(run id, user text) of a turn recorded as started whose graph never wrote a checkpoint."""
+        last = session.last_run_id
+        if session.last_run_status != "RUNNING" or not last or last == run_id or self._run_closed(session):
+            return None
+        for entry in reversed(events.entries()):
+            if entry.type == "user_turn" and (entry.payload or {}).get("run_id") == last:
+                return last, str(entry.payload.get("content") or "")
+        return None
 
     def _close_finished_run(
         self, session: ChatSession, events: Any, recorder: EventRecorder, result: RunResult
@@ -351,6 +445,7 @@ class AgentRunner:
             recorder.record(
                 kind, {"run_id": result.run_id, "finish_reason": result.finish_reason, "error": result.error}
             )
+        session.context = _without(session.context, "fork_checkpoint_id")
         snap_config = self.graph.get_state(self._thread(session.tenant_id, session.session_id)).config or {}
         cp_id = (snap_config.get("configurable") or {}).get("checkpoint_id")
         if cp_id:
@@ -432,22 +527,28 @@ class AgentRunner:
     def pause(self, session_id: str, tenant_id: str | None = None, user_id: str | None = None) -> ChatSession:
         """Mark the session PAUSED: plain turns are refused until `resume` (or end + fork)."""
         tenant, user, sid = self._ids(session_id, tenant_id, user_id)
-        session = self.manager.pause(tenant, sid, user)
-        self.manager.record(session, "run_pause", {"reason": "paused by the user"})
-        return self.manager.save(session)
+        with SessionHold(self.settings, self.lease, tenant, sid) as hold:  # LeaseHeld while a run is going
+            session = self.manager.pause(tenant, sid, user)
+            self.manager.record(session, "run_pause", {"reason": "paused by the user"}, fencing_token=hold.token)
+            return self.manager.save(session)
 
     def end(self, session_id: str, tenant_id: str | None = None, user_id: str | None = None) -> ChatSession:
         """Mark the session ENDED (no new turns; forking a branch reopens it)."""
         tenant, user, sid = self._ids(session_id, tenant_id, user_id)
-        session = self.manager.end(tenant, sid, user)
-        self.manager.record(session, "run_end", {"session_ended": True})
-        return self.manager.save(session)
+        with SessionHold(self.settings, self.lease, tenant, sid) as hold:
+            session = self.manager.end(tenant, sid, user)
+            self.manager.record(session, "run_end", {"session_ended": True}, fencing_token=hold.token)
+            return self.manager.save(session)
 
     def fork(
         self, session_id: str, from_entry_id: str, tenant_id: str | None = None, user_id: str | None = None
     ) -> dict[str, Any]:
         """Start a branch at an earlier entry; the next turn continues from that entry's checkpoint."""
         tenant, user, sid = self._ids(session_id, tenant_id, user_id)
+        with SessionHold(self.settings, self.lease, tenant, sid):  # not while a run is going
+            return self._fork_held(tenant, user, sid, from_entry_id)
+
+    def _fork_held(self, tenant: str, user: str | None, sid: str, from_entry_id: str) -> dict[str, Any]:
         session = self.manager.get(tenant, sid, user)
         events = self.manager.jsonl.event_log(tenant, sid)
         if not events.has(from_entry_id):
@@ -568,6 +669,10 @@ def _final(events: Iterator[RunEvent]) -> RunResult:
             final = ev.data
     final.pop("note", None)
     return RunResult(**final)
+
+
+def _without(context: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in context.items() if k != key}
 
 
 def _jsonable_dict(value: Any) -> dict[str, Any]:

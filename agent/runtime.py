@@ -48,6 +48,7 @@ class LoopRuntime:
     compressor: Any = None  # agent.context.ContextManager (budget + tiers)
     datasets_summary: str = ""
     dataset_info: list[dict[str, Any]] = field(default_factory=list)  # schema + stats, for state.dataset_list
+    journal_knows: Callable[[str], bool] = field(default=lambda _call_id: False)
     store_entry_factory: Callable[[dict[str, Any], str], dict[str, Any] | None] | None = None
     _bound: BaseChatModel | None = None
 
@@ -114,7 +115,7 @@ class LoopRuntime:
         for call in tool_calls:
             self.emit("tool_call", {"tool_call_id": call.get("id"), "name": call.get("name"), "args": call.get("args")})
             res: dict[str, Any]
-            if rejected and call.get("id") in rejected:
+            if rejected and call.get("id") in rejected and not self.journal_knows(call.get("id", "")):
                 res = {
                     "status": "rejected",
                     "content": f"rejected by the human reviewer: {rejected[call['id']]}. Do not retry this call; "
@@ -146,6 +147,13 @@ class LoopRuntime:
         if spec is None:
             known = ", ".join(sorted(self.tools))
             return {"status": "error", "content": f"error: unknown tool {name!r}; available tools: {known}"}
+        if self.active_skill is not None and spec not in self.visible_tools():
+            allowed = ", ".join(sorted(t.name for t in self.visible_tools()))
+            return {
+                "status": "error",
+                "content": f"error: tool {name!r} is not allowed by the active skill {self.active_skill.name!r}; "
+                f"allowed: {allowed}",
+            }
         if self.tool_executor is not None and not spec.state_only:
             return self.tool_executor(spec, call, self.tool_context)
         return run_tool(spec, call, self.tool_context)

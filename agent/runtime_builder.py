@@ -23,7 +23,7 @@ from agent.sandbox import Sandbox
 from agent.skills import check_skill_tools, load_skills
 from agent.tool_results import ToolResultStore, make_entry
 from agent.tools.base import ToolContext, ToolSpec
-from agent.tools.journal import ToolExecutionJournal, execute_with_journal
+from agent.tools.journal import JournalStatus, ToolExecutionJournal, execute_with_journal
 from checkpointing.blobs import BlobStore
 from checkpointing.fencing import FencingGuard
 from checkpointing.ids import validate_id
@@ -91,6 +91,8 @@ class RuntimeBuilder:
         rt.store_entry_factory = self._store_entry_factory(store)
         journal = self.journal(tenant, session_id, token if isinstance(token, int) else None)
         rt.tool_executor = _journaled(journal, run_id)
+        # A call the journal has seen ran (or started): a later "reject" must not hide that.
+        rt.journal_knows = lambda call_id: journal.lookup(run_id, call_id).status is not JournalStatus.NONE
         with self._lock:
             sink = self._sinks.get(session_id)
         if sink is not None:

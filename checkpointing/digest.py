@@ -18,10 +18,10 @@ from checkpointing.records import canonical_json
 
 _SECRET_PARTS = frozenset(
     {"apikey", "token", "password", "passwd", "pwd", "secret", "credential", "credentials",
-     "authorization", "auth", "cookie", "bearer", "dsn"}
+     "authorization", "auth", "cookie", "bearer", "dsn", "passphrase"}
 )  # fmt: skip
 _SECRET_SUFFIXES = (
-    "apikey", "token", "password", "passwd", "secret", "credentials",
+    "apikey", "apikeys", "token", "password", "passwd", "passphrase", "secret", "credentials",
     "privatekey", "accesskey", "secretkey", "signingkey", "encryptionkey",
 )  # fmt: skip
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -124,3 +124,35 @@ def config_digest(config: Mapping[str, Any], allowlist: Iterable[str]) -> str:
         if found:
             picked[path] = cur
     return digest_of(picked)
+
+
+_URL_CRED = re.compile(r"(?P<s>[A-Za-z][A-Za-z0-9+.-]*://)(?P<u>[^:/@\s]*):[^@/\s]+@")
+_QUERY_SECRET = re.compile(r"(?i)([?&](?:password|passwd|pwd|sslpassword|token|api[_-]?key|secret)=)[^&#\s]*")
+REDACTED_VALUE = "***"
+
+
+def redact_text(text: str) -> str:
+    """Mask credentials inside a string: `scheme://user:***@host`, `?password=***`."""
+    return _QUERY_SECRET.sub(r"\1***", _URL_CRED.sub(r"\g<s>\g<u>:***@", text))
+
+
+def redact(value: Any) -> Any:
+    """A copy of `value` with secret-looking keys' values and URL credentials masked, at any depth."""
+    if isinstance(value, Mapping):
+        return {str(k): REDACTED_VALUE if is_secret_key(str(k)) else redact(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(v) for v in value]
+    if isinstance(value, str):
+        return redact_text(value) if ("://" in value or "=" in value) else value
+    return value
+
+
+def scrub_secrets(value: Any) -> Any:
+    """Like `redact`, but secret-looking keys are dropped instead of masked (checkpoint metadata)."""
+    if isinstance(value, Mapping):
+        return {str(k): scrub_secrets(v) for k, v in value.items() if not is_secret_key(str(k))}
+    if isinstance(value, (list, tuple)):
+        return [scrub_secrets(v) for v in value]
+    if isinstance(value, str):
+        return redact_text(value) if ("://" in value or "=" in value) else value
+    return value

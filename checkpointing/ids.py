@@ -15,7 +15,7 @@ def validate_id(value: object, what: str = "id") -> str:
 
     Allowed: 1-64 characters of letters, digits, `_` and `-`, or a canonical UUID.
     """
-    if not isinstance(value, str) or not (_ID_RE.match(value) or _UUID_RE.match(value)):
+    if not isinstance(value, str) or not (_ID_RE.fullmatch(value) or _UUID_RE.fullmatch(value)):
         shown = value if isinstance(value, str) and len(value) <= 80 else f"{str(value)[:80]}..."
         raise InvalidIdError(f"invalid {what} {shown!r}: use 1-64 letters, digits, '_' or '-' (or a UUID)")
     return value

@@ -44,7 +44,7 @@ from checkpointing._saver_state import HeadState
 from checkpointing._saver_store import CHECKPOINTS, WRITES, SessionStore, fsync_policy_ok
 from checkpointing.blobs import BlobStore
 from checkpointing.codec import CheckpointStateCodec, CodecSerializer
-from checkpointing.digest import is_secret_key
+from checkpointing.digest import scrub_secrets
 from checkpointing.errors import CheckpointingError, InvalidIdError
 from checkpointing.fencing import FencingGuard
 from checkpointing.ids import validate_id
@@ -283,7 +283,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[int]):
         cp_id = validate_id(_str(checkpoint["id"]), "checkpoint id")
         ids["parent_id"] = ids["cp_id"]
         # LangGraph copies every scalar of configurable into metadata: never persist secret-looking ones.
-        meta = {k: v for k, v in get_serializable_checkpoint_metadata(config, metadata).items() if not is_secret_key(k)}
+        meta = scrub_secrets(get_serializable_checkpoint_metadata(config, metadata))
         with self._lock:
             store = self._store(ids["tenant"], ids["thread"])
             skey = (ids["tenant"], ids["thread"])

@@ -123,3 +123,22 @@ def put_runtime(runtime: LoopRuntimeProtocol) -> None:
     """Register an already built runtime (the runner builds it before invoking the graph)."""
     with _lock:
         _runtimes[runtime.session_id] = runtime
+
+
+class ModelCallError(RuntimeError):
+    """A model call failed (server down, bad response); the run can be resumed once it is fixed."""
+
+
+def invoke_model(model: BaseChatModel, prompt: Any, config: RunnableConfig, session_id: str, call_index: int) -> Any:
+    """Call the model; a provider/network failure becomes one clear error that says how to go on."""
+    try:
+        return model.invoke(prompt, config)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as err:
+        if type(err).__module__.startswith(("agent.", "checkpointing.")):
+            raise
+        raise ModelCallError(
+            f"model call #{call_index + 1} failed ({type(err).__name__}: {err}); "
+            f"fix the model server or config, then `agentrt resume {session_id}`"
+        ) from err

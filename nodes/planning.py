@@ -10,7 +10,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 
 from checkpointing.messages import dtos_to_messages
-from graph.runtime import get_runtime
+from graph.runtime import get_runtime, invoke_model
 from graph.state import TaskExecutionState
 
 PLANNING_INSTRUCTIONS = (
@@ -66,7 +66,7 @@ def planning_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str
         ask += f" The previous approach failed ({state.get('error') or 'too many failures'}); plan differently."
     prompt = [SystemMessage(runtime.system_prompt(state)), *history, HumanMessage(ask)]
     model = runtime.chat_model(call_index, with_tools=False)
-    reply = model.invoke(prompt, config)
+    reply = invoke_model(model, prompt, config, runtime.session_id, call_index)
     text = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
     plan, titles, skill = parse_plan(text)
     active = runtime.activate_skill(skill) if skill else state.get("active_skill")

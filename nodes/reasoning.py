@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
 from checkpointing.messages import message_to_dto
-from graph.runtime import get_runtime
+from graph.runtime import get_runtime, invoke_model
 from graph.state import TaskExecutionState
 from nodes._util import prompt_messages
 
@@ -21,11 +21,12 @@ def reasoning_node(state: TaskExecutionState, config: RunnableConfig) -> dict[st
     call_index = int(state.get("model_call_count") or 0)
     prompt = prompt_messages(state, runtime.system_prompt(state))
     model = runtime.chat_model(call_index, with_tools=True)
-    reply = model.invoke(prompt, config)
+    reply = invoke_model(model, prompt, config, runtime.session_id, call_index)
     if not isinstance(reply, AIMessage):
         reply = AIMessage(content=reply.content, id=reply.id)
     if reply.id is None:
         reply = reply.model_copy(update={"id": f"ai-{runtime.run_id}-{call_index}"})
+    reply = unique_tool_call_ids(reply, state, f"call-{call_index}")
     finish = (reply.response_metadata or {}).get("finish_reason") or ("tool_calls" if reply.tool_calls else "stop")
     usage = dict(reply.usage_metadata) if reply.usage_metadata else None
     runtime.emit(
@@ -49,6 +50,24 @@ def reasoning_node(state: TaskExecutionState, config: RunnableConfig) -> dict[st
         # A truncated reply is not kept in the model's context: memory compresses and we retry.
         update["runtime_messages"] = [*(state.get("runtime_messages") or []), message_to_dto(reply)]
     return update
+
+
+def unique_tool_call_ids(reply: AIMessage, state: TaskExecutionState, prefix: str) -> AIMessage:
+    """Give every tool call a non-empty id unseen in this session.
+
+    Approvals, the journal and tool-message pairing are keyed by the call id: a model (or server)
+    that repeats or omits ids must not make two calls share one, or a rejected call could run.
+    """
+    seen = {m.get("tool_call_id") for m in state.get("runtime_messages") or [] if m.get("role") == "tool"}
+    seen |= {m.tool_call_id for m in state.get("messages") or [] if isinstance(m, ToolMessage)}
+    fixed, changed = [], False
+    for i, tc in enumerate(reply.tool_calls):
+        tid = tc.get("id")
+        if not isinstance(tid, str) or not tid or tid in seen:
+            tid, changed = f"{prefix}-{i + 1}", True
+        seen.add(tid)
+        fixed.append({**tc, "id": tid})
+    return reply.model_copy(update={"tool_calls": fixed}) if changed else reply
 
 
 def route_after_reasoning(state: TaskExecutionState) -> str:
