@@ -105,6 +105,7 @@ class AgentRunner:
             "turn": session.loop_count,
             "fencing_token": token,
             "state_schema_version": SCHEMA_VERSION,
+            runtime_registry.FACTORY_KEY: self.builder,
             **self.pins.as_config(),
             **extra,
         }

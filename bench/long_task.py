@@ -86,7 +86,7 @@ def run_once(*, enabled: bool, window: int | None = None) -> dict[str, Any]:
         t0 = time.perf_counter()
         events = list(runner.stream(TASK, session_id=sid))
         wall = time.perf_counter() - t0
-        model = runtime_registry._runtimes[sid].model  # type: ignore[attr-defined]
+        model = runtime_registry.find_runtime(sid).model  # type: ignore[attr-defined]
         assert isinstance(model, ScriptedChatModel)
         counter = TokenCounter(runner.settings.model.name)
         sizes = [counter.count_messages(p) for p in model.calls]

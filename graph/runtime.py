@@ -66,8 +66,12 @@ class LoopRuntimeProtocol(Protocol):
 
 RuntimeFactory = Callable[[str, Mapping[str, Any], RunnableConfig], LoopRuntimeProtocol]
 
+# A runner passes its own factory in the run's config under this key, so several runners (other
+# configs, other base_dirs) can share one process; set_runtime_factory is the fallback (Studio).
+FACTORY_KEY = "__agentrt_runtime_factory"
+
 _lock = threading.Lock()
-_runtimes: dict[str, LoopRuntimeProtocol] = {}
+_runtimes: dict[tuple[str, str], LoopRuntimeProtocol] = {}
 _factory: RuntimeFactory | None = None
 
 
@@ -87,24 +91,29 @@ def session_id_of(config: RunnableConfig) -> str:
     return str(sid)
 
 
+def _key(config: RunnableConfig) -> tuple[str, str]:
+    conf = config.get("configurable") or {}
+    return str(conf.get("tenant_id") or ""), session_id_of(config)
+
+
 def create_runtime(state: Mapping[str, Any], config: RunnableConfig) -> LoopRuntimeProtocol:
     """Build (or rebuild) the LoopRuntime of this call's session and register it."""
-    sid = session_id_of(config)
+    key = _key(config)
     with _lock:
-        factory = _factory
+        factory = (config.get("configurable") or {}).get(FACTORY_KEY) or _factory
     if factory is None:
         raise RuntimeError("no LoopRuntime factory registered: build the graph through agent.AgentRunner")
-    runtime = factory(sid, state, config)
+    runtime = factory(key[1], state, config)
     with _lock:
-        _runtimes[sid] = runtime
+        _runtimes[key] = runtime
     return runtime
 
 
 def get_runtime(state: Mapping[str, Any], config: RunnableConfig) -> LoopRuntimeProtocol:
     """The session's LoopRuntime; rebuilt from config when this process has none (after recovery)."""
-    sid = session_id_of(config)
+    key = _key(config)
     with _lock:
-        rt = _runtimes.get(sid)
+        rt = _runtimes.get(key)
     if rt is not None:
         conf = config.get("configurable") or {}
         # A runtime belongs to one run and one lease grant: a resume (new token) rebuilds it.
@@ -113,16 +122,19 @@ def get_runtime(state: Mapping[str, Any], config: RunnableConfig) -> LoopRuntime
     return create_runtime(state, config)
 
 
-def drop_runtime(session_id: str) -> None:
+def drop_runtime(session_id: str, tenant_id: str = "") -> None:
     """Forget a session's LoopRuntime (end of run, or tests)."""
     with _lock:
-        _runtimes.pop(session_id, None)
+        _runtimes.pop((tenant_id, session_id), None)
 
 
-def put_runtime(runtime: LoopRuntimeProtocol) -> None:
-    """Register an already built runtime (the runner builds it before invoking the graph)."""
+def find_runtime(session_id: str, tenant_id: str | None = None) -> LoopRuntimeProtocol | None:
+    """The registered runtime of a session (any tenant when `tenant_id` is None), for inspection."""
     with _lock:
-        _runtimes[runtime.session_id] = runtime
+        for (tenant, sid), rt in _runtimes.items():
+            if sid == session_id and tenant_id in (None, tenant):
+                return rt
+    return None
 
 
 class ModelCallError(RuntimeError):

@@ -40,7 +40,7 @@ def _runner(tmp_path: Path, responses: list[dict[str, Any]], window: int) -> Age
 
 
 def _model(session_id: str) -> ScriptedChatModel:
-    model = runtime_registry._runtimes[session_id].model  # type: ignore[attr-defined]
+    model = runtime_registry.find_runtime(session_id).model  # type: ignore[attr-defined]
     assert isinstance(model, ScriptedChatModel)
     return model
 

@@ -50,7 +50,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> LongRun:
     tmp = tmp_path_factory.mktemp("long")
     runner = AgentRunner.from_config(make_config(tmp, base="long-task.yaml"))
     events = list(runner.stream(TASK, session_id=SESSION))
-    model = runtime_registry._runtimes[SESSION].model  # type: ignore[attr-defined]
+    model = runtime_registry.find_runtime(SESSION).model  # type: ignore[attr-defined]
     assert isinstance(model, ScriptedChatModel)
     return LongRun(runner, events, runner.state(SESSION), model.calls)
 

@@ -65,7 +65,7 @@ def test_result_was_archived_before_it_was_read_back(run: tuple[AgentRunner, lis
     """The model saw only a pointer for the first read when it asked for the range; the run completed."""
     _, events = run
     assert events[-1].data["status"] == "COMPLETED"
-    model = runtime_registry._runtimes[SESSION].model  # type: ignore[attr-defined]
+    model = runtime_registry.find_runtime(SESSION).model  # type: ignore[attr-defined]
     assert isinstance(model, ScriptedChatModel)
     prompt = model.calls[7]  # the call that answered with read_tool_result
     first = next(m for m in prompt if isinstance(m, ToolMessage) and m.tool_call_id == ARCHIVED)

@@ -43,7 +43,8 @@ def test_planner_activates_a_skill_and_the_model_sees_its_tools(tmp_path: Path) 
     result = runner.run("add two and three")
     assert result.answer == "5"
     assert runner.state(result.session_id)["active_skill"] == "math"
-    rt = registry._runtimes[result.session_id]
+    rt = registry.find_runtime(result.session_id)
+    assert rt is not None
     assert {t.name for t in rt.visible_tools()} == {"calculator", "read_tool_result", "update_todo"}
     prompt = rt.model.calls[-1]  # type: ignore[attr-defined]
     assert "## Skill: math" in prompt[0].content and "use the calculator" in prompt[0].content
