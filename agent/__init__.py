@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agent.tokens import install_offline_encodings
+from agent.loop.tokens import install_offline_encodings
 
 # tiktoken must never download: point it at hash-checked encoding files that come with the install.
 install_offline_encodings()
@@ -17,7 +17,7 @@ __all__ = ["AgentRunner", "RunEvent", "RunResult", "ScriptedChatModel", "load_se
 
 if TYPE_CHECKING:
     from agent.config import load_settings
-    from agent.models import ScriptedChatModel
+    from agent.loop.models import ScriptedChatModel
     from agent.runner import AgentRunner, RunEvent, RunResult
 
 
@@ -28,7 +28,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(runner, name)
     if name == "ScriptedChatModel":
-        from agent.models import ScriptedChatModel
+        from agent.loop.models import ScriptedChatModel
 
         return ScriptedChatModel
     if name == "load_settings":

@@ -290,7 +290,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_db_init(args: argparse.Namespace) -> int:
     """agentrt db init."""
-    from agent.stores.sql import SqlSessionStore
+    from agent.session.stores.sql import SqlSessionStore
 
     settings = _runner(args).settings
     url = settings.database_url()
@@ -303,7 +303,7 @@ def cmd_db_init(args: argparse.Namespace) -> int:
 
 
 def _redact(url: str) -> str:
-    from agent.dataset_loaders import display_url
+    from agent.tools.datasets.loaders import display_url
 
     return display_url(url)
 

@@ -24,10 +24,10 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from agent.compression import assert_tool_pairs
 from agent.errors import RecoveryBlocked
-from agent.session import ChatSession
-from agent.surface import SurfacePins
+from agent.loop.compression import assert_tool_pairs
+from agent.loop.surface import SurfacePins
+from agent.session.session import ChatSession
 from checkpointing.errors import CheckpointingError
 from checkpointing.messages import dtos_to_messages
 from graph.state import SCHEMA_VERSION

@@ -25,15 +25,15 @@ from langgraph.types import Command, StreamMode
 from agent import faults
 from agent.config import AgentSettings, load_settings
 from agent.errors import ConfigError, RecoveryBlocked, SessionError, SessionNotFound
-from agent.manager import ChatSessionManager
-from agent.models import build_chat_model
+from agent.loop.builder import RuntimeBuilder
+from agent.loop.models import build_chat_model
+from agent.loop.surface import compute_pins, skills_digest
+from agent.loop.tool_results import ToolResultSlice, ToolResultStore
 from agent.recovery import check_header, check_identity, compare_pins, restore_messages, step, stored_pins
 from agent.results import RunEvent, RunResult, result_from_snapshot
-from agent.runtime_builder import RuntimeBuilder
 from agent.services import build_lease, build_manager, build_saver
-from agent.session import ChatSession, SessionStatus
-from agent.surface import compute_pins, skills_digest
-from agent.tool_results import ToolResultSlice, ToolResultStore
+from agent.session.manager import ChatSessionManager
+from agent.session.session import ChatSession, SessionStatus
 from agent.tools.journal import JournalStatus
 from agent.tools.registry import build_toolset, toolset_descriptor
 from agent.turns import EventRecorder, SessionHold

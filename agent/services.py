@@ -9,8 +9,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agent import faults
 from agent.config import AgentSettings
-from agent.lease import FileLease, InProcessLease, RedisLease, SessionLease
-from agent.manager import ChatSessionManager, open_manager
+from agent.session.lease import FileLease, InProcessLease, RedisLease, SessionLease
+from agent.session.manager import ChatSessionManager, open_manager
 from checkpointing.saver import JsonlCheckpointSaver
 
 

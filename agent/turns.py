@@ -14,10 +14,10 @@ from types import TracebackType
 from typing import Any
 
 from agent.config import AgentSettings
-from agent.lease import LeaseGrant, LeaseHeartbeat, SessionLease, make_holder
 from agent.logs import log_event
-from agent.manager import ChatSessionManager
-from agent.session import ChatSession
+from agent.session.lease import LeaseGrant, LeaseHeartbeat, SessionLease, make_holder
+from agent.session.manager import ChatSessionManager
+from agent.session.session import ChatSession
 from checkpointing.fencing import FencingGuard
 
 log = logging.getLogger("agentrt.turns")

@@ -36,10 +36,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent.context import ContextManager  # noqa: E402
-from agent.models import ScriptedChatModel  # noqa: E402
+from agent.loop.context import ContextManager  # noqa: E402
+from agent.loop.models import ScriptedChatModel  # noqa: E402
+from agent.loop.tokens import MessageTokenLedger, TokenCounter  # noqa: E402
 from agent.runner import AgentRunner  # noqa: E402
-from agent.tokens import MessageTokenLedger, TokenCounter  # noqa: E402
 from graph import runtime as runtime_registry  # noqa: E402
 
 TASK = "Read the sensor log back in slices and report."

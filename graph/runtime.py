@@ -17,7 +17,7 @@ from langchain_core.runnables import RunnableConfig
 
 
 class LoopRuntimeProtocol(Protocol):
-    """What nodes need from the session's LoopRuntime (implemented by `agent.runtime.LoopRuntime`)."""
+    """What nodes need from the session's LoopRuntime (implemented by `agent.loop.runtime.LoopRuntime`)."""
 
     session_id: str
     run_id: str

@@ -3,7 +3,7 @@
 `langgraph dev` refuses a graph compiled with its own checkpointer, so `make_graph` compiles the
 agent graph without one and the server is given our JSONL saver through `langgraph.json`
 (`"checkpointer": {"path": "./graph/studio.py:checkpointer"}`). `make_graph` also registers the
-LoopRuntime factory (`agent.runtime_builder.RuntimeBuilder`), so a run started through the
+LoopRuntime factory (`agent.loop.builder.RuntimeBuilder`), so a run started through the
 server's API executes the same six nodes, tools and journal as `agentrt run`.
 
 Settings come from the file named by `AGENTRT_CONFIG` (default: configs/default.yaml), with the
@@ -36,8 +36,8 @@ def studio_settings() -> AgentSettings:
 def make_graph(settings: AgentSettings | None = None) -> CompiledStateGraph:
     """The agent graph without a checkpointer, with this process's LoopRuntime factory registered."""
     # Imported here: the graph package must stay importable without the agent layer.
-    from agent.runtime_builder import RuntimeBuilder
-    from agent.surface import compute_pins, skills_digest
+    from agent.loop.builder import RuntimeBuilder
+    from agent.loop.surface import compute_pins, skills_digest
     from agent.tools.registry import build_toolset, toolset_descriptor
     from checkpointing.blobs import BlobStore
     from graph.runtime import set_runtime_factory

@@ -1,4 +1,4 @@
-"""memory: the token-budget check and compression-tier dispatch (tiers live in agent.compression)."""
+"""memory: the token-budget check and compression-tier dispatch (tiers live in agent.loop.compression)."""
 
 from __future__ import annotations
 

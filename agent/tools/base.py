@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    from agent.sandbox import Sandbox
+    from agent.tools.sandbox.room import Sandbox
 
 EffectClass = Literal["read_only", "idempotent", "unsafe"]
 EFFECT_CLASSES: tuple[str, ...] = ("read_only", "idempotent", "unsafe")

@@ -6,9 +6,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agent.datasets import HARD_MAX_ROWS, DatasetCatalog
 from agent.errors import ToolError
 from agent.tools.base import ToolContext, ToolSpec
+from agent.tools.datasets.registry import HARD_MAX_ROWS, DatasetCatalog
 
 
 def _catalog(ctx: ToolContext) -> DatasetCatalog:

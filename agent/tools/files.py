@@ -1,7 +1,7 @@
 """Built-in file tools over the session's sandbox room (`ctx.sandbox`).
 
 Paths are relative to the sandbox workspace; the sandbox refuses anything that would leave the
-room (see `agent.sandbox`). Every failure is a `ToolError` whose message tells the model what to
+room (see `agent.tools.sandbox.room`). Every failure is a `ToolError` whose message tells the model what to
 try instead.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from agent.errors import ToolError
-from agent.sandbox import Sandbox
 from agent.tools.base import ToolContext, ToolSpec
+from agent.tools.sandbox.room import Sandbox
 
 MAX_READ_CHARS = 100_000
 MAX_LIST_ENTRIES = 500

@@ -16,7 +16,7 @@ import re
 from pydantic import BaseModel, Field
 
 from agent.errors import ToolError
-from agent.tool_results import ToolResultSlice, ToolResultStore
+from agent.loop.tool_results import ToolResultSlice, ToolResultStore
 from agent.tools.base import ToolContext, ToolSpec
 
 NAME = "read_tool_result"

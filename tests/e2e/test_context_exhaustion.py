@@ -9,10 +9,10 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import RunnableConfig
 
-from agent.compression import assert_tool_pairs, is_archived
-from agent.models import ScriptedChatModel
+from agent.loop.compression import assert_tool_pairs, is_archived
+from agent.loop.models import ScriptedChatModel
+from agent.loop.tool_results import ToolResultStore
 from agent.runner import AgentRunner
-from agent.tool_results import ToolResultStore
 from checkpointing.messages import dtos_to_messages
 from graph import runtime as runtime_registry
 from tests.support.runners import make_config

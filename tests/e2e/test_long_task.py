@@ -11,12 +11,12 @@ import yaml
 from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-from agent.compression import CompressionSettings, assert_tool_pairs, choose_tier, is_archived, is_summary
-from agent.context import SUMMARY_INSTRUCTIONS
-from agent.models import ScriptedChatModel
+from agent.loop.compression import CompressionSettings, assert_tool_pairs, choose_tier, is_archived, is_summary
+from agent.loop.context import SUMMARY_INSTRUCTIONS
+from agent.loop.models import ScriptedChatModel
+from agent.loop.tokens import TokenCounter
+from agent.loop.tool_results import ToolResultStore
 from agent.runner import AgentRunner, RunEvent
-from agent.tokens import TokenCounter
-from agent.tool_results import ToolResultStore
 from checkpointing.messages import dtos_to_messages
 from graph import runtime as runtime_registry
 from tests.support.runners import ROOT, make_config

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from langchain_core.messages import ToolMessage
 
-from agent.compression import is_archived
-from agent.models import ScriptedChatModel
+from agent.loop.compression import is_archived
+from agent.loop.models import ScriptedChatModel
+from agent.loop.tool_results import ToolResultStore
 from agent.runner import AgentRunner
-from agent.tool_results import ToolResultStore
 from agent.tools.read_tool_result import parse_read_output
 from graph import runtime as runtime_registry
 from tests.support.runners import make_config

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from agent.datasets import DatasetCatalog
 from agent.errors import ToolError
+from agent.tools.datasets.registry import DatasetCatalog
 
 pytestmark = pytest.mark.integration
 DATABASE_URL = os.environ.get("AGENTRT_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")

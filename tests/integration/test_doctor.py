@@ -14,8 +14,8 @@ import redis
 
 from agent.doctor import DoctorReport, render, run_doctor
 from agent.errors import RecoveryBlocked
-from agent.lease import FileLease, RedisLease
 from agent.runner import AgentRunner
+from agent.session.lease import FileLease, RedisLease
 from checkpointing.records import RecordLog, atomic_write, canonical_json, read_records
 from tests.support.runners import make_config, make_runner
 

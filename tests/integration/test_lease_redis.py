@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from agent.errors import LeaseHeld, StorageError
-from agent.lease import LeaseHeartbeat, RedisLease
+from agent.session.lease import LeaseHeartbeat, RedisLease
 from agent.tools.journal import ToolExecutionJournal
 from checkpointing.errors import StaleFencingTokenError
 from checkpointing.fencing import FencingGuard
@@ -81,7 +81,7 @@ def wait_until_gone(client: redis.Redis, key: str) -> None:
 RACER = """
     import json, sys
     from agent.errors import LeaseHeld
-    from agent.lease import RedisLease
+    from agent.session.lease import RedisLease
     lease = RedisLease(key_prefix=sys.argv[1])
     lease.client.ping()
     print("ready", flush=True)
@@ -231,7 +231,7 @@ def test_redis_down_is_a_storage_error() -> None:
 PAUSED_HOLDER = """
     import json, sys
     from agent.errors import LeaseHeld
-    from agent.lease import LeaseHeartbeat, RedisLease
+    from agent.session.lease import LeaseHeartbeat, RedisLease
     from agent.tools.journal import ToolExecutionJournal
     from checkpointing.errors import StaleFencingTokenError
     from checkpointing.fencing import FencingGuard

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.manager import ChatSessionManager, Mode
-from agent.session import ChatSession
-from agent.stores.redis import RedisSessionStore
-from agent.stores.sql import SqlSessionStore
+from agent.session.manager import ChatSessionManager, Mode
+from agent.session.session import ChatSession
+from agent.session.stores.redis import RedisSessionStore
+from agent.session.stores.sql import SqlSessionStore
 from tests.integration.test_stores_support import build_manager, drop_redis_prefix, redis_store, sql_store
 
 pytestmark = pytest.mark.integration

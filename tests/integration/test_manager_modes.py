@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from agent.errors import SessionNotFound
-from agent.manager import ChatSessionManager, Mode
-from agent.stores.redis import RedisSessionStore
-from agent.stores.sql import SqlSessionStore
+from agent.session.manager import ChatSessionManager, Mode
+from agent.session.stores.redis import RedisSessionStore
+from agent.session.stores.sql import SqlSessionStore
 from tests.integration.test_stores_support import build_manager, drop_redis_prefix, redis_store, sql_store
 
 pytestmark = pytest.mark.integration

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from agent.errors import StorageError
-from agent.manager import ChatSessionManager
-from agent.stores.redis import RedisSessionStore
-from agent.stores.sql import SqlSessionStore
+from agent.session.manager import ChatSessionManager
+from agent.session.stores.redis import RedisSessionStore
+from agent.session.stores.sql import SqlSessionStore
 from tests.integration.test_stores_support import (
     DATABASE_URL,
     OwnedRedis,

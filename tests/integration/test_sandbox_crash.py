@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.sandbox import Sandbox
+from agent.tools.sandbox.room import Sandbox
 from checkpointing.blobs import BlobStore
 
 pytestmark = pytest.mark.integration
@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 CHILD = textwrap.dedent(
     """
     import json, os, signal, sys
-    from agent.sandbox import Sandbox
+    from agent.tools.sandbox.room import Sandbox
     from checkpointing.blobs import BlobStore
 
     base, mode = sys.argv[1], sys.argv[2]

@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 
 from agent.errors import StorageError
-from agent.session import ChatSession, PageMessage, SessionStatus, utcnow
-from agent.stores.redis import RedisSessionStore
-from agent.stores.sql import SqlSessionStore
+from agent.session.session import ChatSession, PageMessage, SessionStatus, utcnow
+from agent.session.stores.redis import RedisSessionStore
+from agent.session.stores.sql import SqlSessionStore
 from tests.integration.test_stores_support import (
     DATABASE_URL,
     drop_redis_prefix,

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import redis
 
-from agent.manager import ChatSessionManager, Mode
-from agent.session import SessionStore
-from agent.stores.jsonl import JsonlSessionStore
-from agent.stores.memory import MemorySessionStore
-from agent.stores.redis import RedisSessionStore
-from agent.stores.sql import SqlSessionStore
+from agent.session.manager import ChatSessionManager, Mode
+from agent.session.session import SessionStore
+from agent.session.stores.jsonl import JsonlSessionStore
+from agent.session.stores.memory import MemorySessionStore
+from agent.session.stores.redis import RedisSessionStore
+from agent.session.stores.sql import SqlSessionStore
 
 REDIS_URL = os.environ.get("AGENTRT_REDIS_URL", "redis://127.0.0.1:6379")
 DATABASE_URL = os.environ.get("AGENTRT_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")

@@ -18,9 +18,9 @@ import pytest
 import redis
 import sqlalchemy as sa
 
-from agent.lease import RedisLease
 from agent.runner import AgentRunner
-from agent.stores.sql import SqlSessionStore
+from agent.session.lease import RedisLease
+from agent.session.stores.sql import SqlSessionStore
 from agent.worker import Job, JobQueue, Worker
 from tests.support.runners import ROOT, make_config
 

@@ -8,7 +8,9 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from pydantic import ValidationError
 
-from agent.compression import (
+from agent.config import CompressionConfig
+from agent.errors import ConfigError, ModelError
+from agent.loop.compression import (
     CompressionSettings,
     CompressionTier,
     ToolPairingError,
@@ -23,9 +25,7 @@ from agent.compression import (
     is_archived,
     is_summary,
 )
-from agent.config import CompressionConfig
-from agent.errors import ConfigError, ModelError
-from agent.tokens import MessageTokenLedger, TokenCounter
+from agent.loop.tokens import MessageTokenLedger, TokenCounter
 from checkpointing.messages import dto_to_message, message_to_dto
 
 

@@ -7,11 +7,11 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.ai import UsageMetadata
 
-from agent.compression import SUMMARY_KEY, CompressionTier, assert_tool_pairs, is_archived, is_summary
 from agent.config import AgentSettings
-from agent.context import SUMMARY_INSTRUCTIONS, ContextManager
-from agent.models import ModelScript, ScriptedChatModel, ScriptedResponse
-from agent.runtime import LoopRuntime
+from agent.loop.compression import SUMMARY_KEY, CompressionTier, assert_tool_pairs, is_archived, is_summary
+from agent.loop.context import SUMMARY_INSTRUCTIONS, ContextManager
+from agent.loop.models import ModelScript, ScriptedChatModel, ScriptedResponse
+from agent.loop.runtime import LoopRuntime
 from agent.tools.base import ToolContext
 from checkpointing.messages import dtos_to_messages, messages_to_dtos
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from agent.datasets import DatasetCatalog
 from agent.errors import ToolError
 from agent.tools.base import ToolContext
 from agent.tools.dataset_tools import builtin_dataset_tools
+from agent.tools.datasets.registry import DatasetCatalog
 
 SAMPLES = Path(__file__).resolve().parents[2] / "configs" / "datasets"
 

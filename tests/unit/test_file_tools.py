@@ -8,9 +8,9 @@ import pytest
 from pydantic import ValidationError
 
 from agent.errors import ToolError
-from agent.sandbox import Sandbox
 from agent.tools.base import ToolContext, ToolSpec
 from agent.tools.files import builtin_file_tools
+from agent.tools.sandbox.room import Sandbox
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.errors import StorageError, ToolError
-from agent.tool_results import ToolResultStore, make_entry
+from agent.loop.tool_results import ToolResultStore, make_entry
 from agent.tools.base import ToolContext
 from agent.tools.read_tool_result import READ_TOOL_RESULT, parse_read_output
 from checkpointing.blobs import BlobStore

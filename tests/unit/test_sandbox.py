@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agent.errors import ConfigError, StorageError, ToolError
-from agent.sandbox import Sandbox
+from agent.tools.sandbox.room import Sandbox
 from checkpointing.blobs import BlobStore
 
 

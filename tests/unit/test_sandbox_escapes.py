@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.errors import ToolError
-from agent.sandbox import Sandbox
+from agent.tools.sandbox.room import Sandbox
 from checkpointing.blobs import BlobStore
 
 # Paths refused on their own text (no file-system set-up needed). The workspace is `work`, so

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from agent.errors import ConfigError, SessionNotActive, SessionNotFound
-from agent.manager import ChatSessionManager, Mode
-from agent.session import SessionStatus, utcnow
-from agent.stores.jsonl import JsonlSessionStore
-from agent.stores.memory import MemorySessionStore
-from agent.stores.sql import SqlSessionStore, sqlite_url
+from agent.session.manager import ChatSessionManager, Mode
+from agent.session.session import SessionStatus, utcnow
+from agent.session.stores.jsonl import JsonlSessionStore
+from agent.session.stores.memory import MemorySessionStore
+from agent.session.stores.sql import SqlSessionStore, sqlite_url
 
 
 def manager(tmp_path: Path, mode: Mode = "PRIMARY", sql: bool = True) -> ChatSessionManager:
@@ -211,7 +211,7 @@ def test_l1_is_bounded_and_expires_by_ttl() -> None:
     """L1 evicts the least recently used beyond its size and forgets entries past the TTL."""
     now = [0.0]
     l1 = MemorySessionStore(max_entries=2, ttl_seconds=10, clock=lambda: now[0])
-    from agent.session import ChatSession
+    from agent.session.session import ChatSession
 
     def mk(i: str) -> ChatSession:
         return ChatSession(session_id=i, agent_id="a", tenant_id="t", user_id="u")
@@ -256,7 +256,7 @@ def test_a_damaged_session_file_reads_the_next_layer_without_an_outage(tmp_path:
 
 def test_open_manager_builds_the_embedded_default(tmp_path: Path) -> None:
     """open_manager with no URLs runs PRIMARY on L1 + JSONL + a SQLite file it creates."""
-    from agent.manager import open_manager
+    from agent.session.manager import open_manager
 
     m = open_manager("PRIMARY", tmp_path)
     m.create("t1", "agent", "u1", "s1")

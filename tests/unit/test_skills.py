@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from agent.errors import ConfigError
+from agent.loop.skills import load_skills
 from agent.runner import AgentRunner
-from agent.skills import load_skills
 from graph import runtime as registry
 from tests.support.runners import make_config
 

@@ -4,7 +4,7 @@
 `open_dir` walks from the room's directory descriptor one component at a time with `O_NOFOLLOW`,
 so a symlink that appears after the checks makes the operation fail instead of escaping.
 `replace_file` writes atomically through such a descriptor; `check_manifest` validates a manifest
-read back from a checkpoint. `agent.sandbox` explains the rules as a whole.
+read back from a checkpoint. `agent.tools.sandbox.room` explains the rules as a whole.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def os_errors(shown: str) -> Iterator[None]:
 
 
 def check_regular(st: os.stat_result, shown: str) -> None:
-    """Refuse anything but a singly linked regular file (see `agent.sandbox` for why)."""
+    """Refuse anything but a singly linked regular file (see `agent.tools.sandbox.room` for why)."""
     if stat.S_ISDIR(st.st_mode):
         raise ToolError(f"{shown!r} is a directory; name a file, or use list_files")
     if stat.S_ISLNK(st.st_mode):

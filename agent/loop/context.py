@@ -1,6 +1,6 @@
 """ContextManager: when and how the model's context is compressed (the memory node's policy).
 
-The tiers themselves are pure functions in `agent.compression`; this module measures the prompt
+The tiers themselves are pure functions in `agent.loop.compression`; this module measures the prompt
 (real `input_tokens` of the last reply + estimates of what came after, via the session's
 `MessageTokenLedger`), picks the tier, runs the summarizer model for the hard tier, enforces
 `max_hard_compressions`, and turns the result into a state update plus a `compression` event.
@@ -16,19 +16,19 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from agent.compression import (
+from agent.config import AgentSettings
+from agent.loop.compression import (
     CompressionSettings,
     CompressionTier,
     choose_tier,
     compress,
     hard_compression_allowed,
 )
-from agent.config import AgentSettings
-from agent.tokens import MessageTokenLedger, TokenCounter
+from agent.loop.tokens import MessageTokenLedger, TokenCounter
 from checkpointing.messages import dtos_to_messages, messages_to_dtos
 
 if TYPE_CHECKING:
-    from agent.runtime import LoopRuntime
+    from agent.loop.runtime import LoopRuntime
 
 _ORDER = [CompressionTier.NONE, CompressionTier.POINTER, CompressionTier.PLACEHOLDER, CompressionTier.HARD]
 SUMMARY_INSTRUCTIONS = (

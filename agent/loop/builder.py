@@ -16,14 +16,14 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from agent.config import AgentSettings
-from agent.context import ContextManager
-from agent.models import build_chat_model
-from agent.runtime import EventSink, LoopRuntime
-from agent.sandbox import Sandbox
-from agent.skills import check_skill_tools, load_skills
-from agent.tool_results import ToolResultStore, make_entry
+from agent.loop.context import ContextManager
+from agent.loop.models import build_chat_model
+from agent.loop.runtime import EventSink, LoopRuntime
+from agent.loop.skills import check_skill_tools, load_skills
+from agent.loop.tool_results import ToolResultStore, make_entry
 from agent.tools.base import ToolContext, ToolSpec
 from agent.tools.journal import JournalStatus, ToolExecutionJournal, execute_with_journal
+from agent.tools.sandbox.room import Sandbox
 from checkpointing.blobs import BlobStore
 from checkpointing.fencing import FencingGuard
 from checkpointing.ids import validate_id
@@ -137,7 +137,7 @@ class RuntimeBuilder:
     def _attach_datasets(self, rt: LoopRuntime, tenant: str) -> None:
         if not self.settings.datasets:
             return
-        from agent.datasets import DatasetCatalog
+        from agent.tools.datasets.registry import DatasetCatalog
 
         key = (tenant, rt.session_id)
         with self._lock:

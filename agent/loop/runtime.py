@@ -19,8 +19,8 @@ from pydantic import ValidationError
 
 from agent.config import AgentSettings
 from agent.errors import AgentRuntimeError
-from agent.models import ScriptedChatModel
-from agent.todos import TodoManager
+from agent.loop.models import ScriptedChatModel
+from agent.loop.todos import TodoManager
 from agent.tools.base import ToolContext, ToolSpec
 
 log = logging.getLogger("agentrt.runtime")
@@ -41,11 +41,11 @@ class LoopRuntime:
     tool_context: ToolContext
     fencing_token: int | None = None
     todos: TodoManager = field(default_factory=TodoManager)
-    active_skill: Any = None  # agent.skills.Skill
+    active_skill: Any = None  # agent.loop.skills.Skill
     skills: dict[str, Any] = field(default_factory=dict)
     sinks: list[EventSink] = field(default_factory=list)
     tool_executor: Callable[[ToolSpec, dict[str, Any], ToolContext], dict[str, Any]] | None = None
-    compressor: Any = None  # agent.context.ContextManager (budget + tiers)
+    compressor: Any = None  # agent.loop.context.ContextManager (budget + tiers)
     datasets_summary: str = ""
     dataset_info: list[dict[str, Any]] = field(default_factory=list)  # schema + stats, for state.dataset_list
     journal_knows: Callable[[str], bool] = field(default=lambda _call_id: False)

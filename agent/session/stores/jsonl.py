@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import StorageError
-from agent.session import ChatSession, PageMessage, SessionDocumentCorrupt, SessionStatus
+from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt, SessionStatus
 from checkpointing.blobs import BlobStore
 from checkpointing.errors import CheckpointingError
 from checkpointing.events import EventLog, session_dir

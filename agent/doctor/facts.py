@@ -1,26 +1,7 @@
-"""`agentrt doctor`: the seed's recovery troubleshooting table (§8) as checks that run.
-
-| symptom (seed §8)                     | checks                                  |
-|---------------------------------------|-----------------------------------------|
-| session not found                     | session_found, tenant_user, header      |
-| the model sees incomplete context     | model_context, tool_pairing             |
-| a tool executed twice                 | tool_journal                            |
-| recovery blocked                      | recovery                                |
-| file results vanished                 | blobs, sandbox                          |
-| the same session recovered concurrently | lease                                 |
-
-plus `files` (every JSONL file of the session verified record by record).
-
-The doctor never changes anything: every file is read with a verifying scanner that does not
-apply the torn-tail repair, no lease is taken, no layer is refilled (each layer is asked directly,
-not through the manager's read path), and the runner's checkpoint saver is used only when reading
-through it cannot write (files intact, index up to date); otherwise the state is read from a
-throw-away copy of `runs/`. Damaged data becomes a FAIL with its evidence, never a crash.
-"""
+"""The facts the doctor's checks read: every file scanned, every layer asked, the state loaded (read-only)."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -30,15 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent.errors import StorageError
-from agent.session import ChatSession, SessionDocumentCorrupt
-from checkpointing.errors import InvalidIdError
-from checkpointing.ids import validate_id
+from agent.session.session import ChatSession, SessionDocumentCorrupt
 from checkpointing.records import decode_record
 
 if TYPE_CHECKING:
     from agent.runner import AgentRunner
 
-__all__ = ["Check", "DoctorReport", "FileScan", "SessionFacts", "render", "run_doctor", "scan_file"]
+__all__ = ["STATUSES", "Check", "DoctorReport", "FileScan", "SessionFacts", "Status", "gather", "scan_file"]
 
 Status = Literal["OK", "WARN", "FAIL"]
 STATUSES: tuple[Status, ...] = ("OK", "WARN", "FAIL")
@@ -353,49 +332,3 @@ def gather(runner: AgentRunner, session_id: str, tenant_id: str, user_id: str | 
     if facts.session is not None or facts.header is not None:
         _load_checkpoint(facts)
     return facts
-
-
-def run_doctor(
-    runner: AgentRunner, session_id: str, tenant_id: str | None = None, user_id: str | None = None
-) -> DoctorReport:
-    """Diagnose one session; read-only, and a FAIL (not an exception) for damaged data."""
-    from agent import doctor_checks
-
-    tenant = tenant_id or runner.settings.session.tenant_id
-    report = DoctorReport(session_id, tenant)
-    try:
-        validate_id(tenant, "tenant id")
-        validate_id(session_id, "session id")
-        if user_id is not None:
-            validate_id(user_id, "user id")
-    except InvalidIdError as err:
-        report.checks.append(Check("session_found", "FAIL", str(err), "check the session id with `agentrt sessions`"))
-        return report
-    facts = gather(runner, session_id, tenant, user_id)
-    report.checks = doctor_checks.run_all(facts)
-    return report
-
-
-# --- rendering ---------------------------------------------------------------------------------------
-
-_MARK = {"OK": "OK  ", "WARN": "WARN", "FAIL": "FAIL"}
-
-
-def render(report: DoctorReport) -> str:
-    """The report for humans: one block per check (status, finding, evidence, next step)."""
-    lines = [f"agentrt doctor: session {report.session_id} (tenant {report.tenant_id})", ""]
-    for c in report.checks:
-        lines.append(f"[{_MARK[c.status]}] {c.name}: {c.summary}")
-        if isinstance(c.evidence, dict):
-            for key, value in c.evidence.items():
-                if key != "summary":
-                    lines.append(f"         {key}: {_short(value)}")
-        lines.append(f"         next: {c.next_step}")
-    counts = {s: sum(1 for c in report.checks if c.status == s) for s in STATUSES}
-    lines += ["", f"verdict: {report.verdict} ({counts['OK']} OK, {counts['WARN']} WARN, {counts['FAIL']} FAIL)"]
-    return "\n".join(lines)
-
-
-def _short(value: Any, limit: int = 300) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

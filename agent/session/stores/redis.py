@@ -15,7 +15,7 @@ import redis
 from redis.exceptions import RedisError
 
 from agent.errors import StorageError
-from agent.session import ChatSession, SessionDocumentCorrupt, SessionStatus, utcnow
+from agent.session.session import ChatSession, SessionDocumentCorrupt, SessionStatus, utcnow
 from checkpointing.ids import validate_id
 
 DEFAULT_PREFIX = "agentrt"

@@ -8,7 +8,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from agent.session import ChatSession
+from agent.session.session import ChatSession
 
 
 class MemorySessionStore:

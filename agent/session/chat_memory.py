@@ -16,9 +16,9 @@ from datetime import datetime
 from typing import Any
 
 from agent.errors import ConfigError, SessionNotActive, StorageError
-from agent.session import ChatSession, PageMessage, SessionStatus
-from agent.stores.jsonl import JsonlSessionStore, page_messages
-from agent.stores.sql import SqlSessionStore
+from agent.session.session import ChatSession, PageMessage, SessionStatus
+from agent.session.stores.jsonl import JsonlSessionStore, page_messages
+from agent.session.stores.sql import SqlSessionStore
 from checkpointing.digest import redact
 from checkpointing.events import Entry, new_entry_id
 

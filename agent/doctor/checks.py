@@ -13,11 +13,11 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from agent import doctor_files
-from agent.compression import ARCHIVED_KEY, assert_tool_pairs
-from agent.doctor import Check, SessionFacts
-from agent.doctor_files import finding
+from agent.doctor import files as doctor_files
+from agent.doctor.facts import Check, SessionFacts
+from agent.doctor.files import finding
 from agent.errors import RecoveryBlocked
+from agent.loop.compression import ARCHIVED_KEY, assert_tool_pairs
 from agent.recovery import PIN_REASONS, check_header, check_identity, compare_pins, restore_messages, stored_pins
 from agent.tools.journal import ToolExecutionJournal
 from checkpointing.events import SCHEMA_VERSION as EVENTS_SCHEMA_VERSION

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from agent.errors import StorageError
-from agent.session import ChatSession, PageMessage, SessionDocumentCorrupt
+from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt
 
 
 def sqlite_url(base_dir: Path | str) -> str:

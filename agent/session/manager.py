@@ -33,13 +33,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from agent.chat_memory import ChatMemory
 from agent.errors import ConfigError, SessionNotActive, SessionNotFound, StorageError
-from agent.session import ChatSession, PageMessage, SessionDocumentCorrupt, SessionStatus, SessionStore
-from agent.stores.jsonl import JsonlSessionStore
-from agent.stores.memory import MemorySessionStore
-from agent.stores.redis import RedisSessionStore
-from agent.stores.sql import SqlSessionStore, sqlite_url
+from agent.session.chat_memory import ChatMemory
+from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt, SessionStatus, SessionStore
+from agent.session.stores.jsonl import JsonlSessionStore
+from agent.session.stores.memory import MemorySessionStore
+from agent.session.stores.redis import RedisSessionStore
+from agent.session.stores.sql import SqlSessionStore, sqlite_url
 from checkpointing.errors import InvalidIdError
 from checkpointing.events import Entry
 from checkpointing.ids import validate_id

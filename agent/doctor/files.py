@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agent.doctor import Check, SessionFacts, Status
-from agent.lease import FileLease, InProcessLease, RedisLease
+from agent.doctor.facts import Check, SessionFacts, Status
+from agent.session.lease import FileLease, InProcessLease, RedisLease
 from checkpointing.blobs import BLOB_KEY, is_blob_ref
 from checkpointing.errors import BlobCorruptError, BlobMissingError
 

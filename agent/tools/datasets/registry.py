@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.dataset_loaders import Table, display_url, read_csv, read_json, read_parquet, read_sql
 from agent.errors import ToolError
+from agent.tools.datasets.loaders import Table, display_url, read_csv, read_json, read_parquet, read_sql
 
 FORMATS = ("csv", "json", "jsonl", "parquet", "sql")
 HARD_MAX_ROWS = 1_000

@@ -26,7 +26,7 @@ dropped on every write through the sandbox. `restore()` makes the room equal to 
 and verifies every needed blob before changing anything. `fork_room()` materializes a manifest into a
 new room (plain copies: hard links to blobs would be refused by the rules above), leaving this room
 untouched. Symlinks, special files and hard-linked files are not part of a manifest; restore removes
-them, and temp files a crash left behind. The primitives live in `agent.sandbox_paths`.
+them, and temp files a crash left behind. The primitives live in `agent.tools.sandbox.paths`.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import ConfigError, StorageError, ToolError
-from agent.sandbox_paths import (
+from agent.tools.sandbox.paths import (
     CLOEXEC,
     NOFOLLOW,
     TMP_PREFIX,

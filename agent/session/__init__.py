@@ -1,0 +1,5 @@
+"""Layer 1 of the seed: the business session (ChatSession), its stores, manager, page history and lease."""
+
+from agent.session.session import ChatSession, SessionStatus
+
+__all__ = ["ChatSession", "SessionStatus"]

@@ -1,0 +1,1 @@
+"""Sandbox rooms: one folder per session branch that file tools cannot leave."""
