@@ -11,6 +11,7 @@ from langgraph.types import interrupt
 from checkpointing.messages import message_to_dto
 from graph.runtime import get_runtime
 from graph.state import TaskExecutionState
+from nodes import _model_output as out
 from nodes._util import last_ai_dto
 
 
@@ -19,7 +20,8 @@ def acting_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str, 
     runtime = get_runtime(state, config)
     ai = last_ai_dto(state)
     calls = list((ai or {}).get("tool_calls") or [])
-    if not calls:
+    unparsed = out.invalid_call_answers(ai, runtime.emit)  # calls whose arguments were not JSON
+    if not calls and not unparsed:
         return {"last_iteration_result": {"tool_calls": 0, "failures": 0}}
     decisions = ask_approvals(runtime, calls)
     rejected = {cid: d.get("reason") or "rejected" for cid, d in decisions.items() if not d["approved"]}
@@ -43,11 +45,14 @@ def acting_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str, 
         if res.get("store_entry"):
             store_entries.append(res["store_entry"])
         history.append(f"tool {call['name']}({call['id']}) -> {res['status']}: {str(res['content'])[:160]}")
+    tool_msgs += unparsed
+    failures += len(unparsed)
+    history += [f"tool {m.name}({m.tool_call_id}) -> error: arguments not JSON" for m in unparsed]
     update: dict[str, Any] = {
         "messages": tool_msgs,
         "runtime_messages": [*(state.get("runtime_messages") or []), *(message_to_dto(m) for m in tool_msgs)],
         "execution_history_text": history,
-        "last_iteration_result": {"tool_calls": len(calls), "failures": failures},
+        "last_iteration_result": {"tool_calls": len(calls) + len(unparsed), "failures": failures},
     }
     if store_entries:
         update["tool_result_store"] = store_entries

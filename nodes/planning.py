@@ -12,6 +12,7 @@ from langchain_core.runnables import RunnableConfig
 from checkpointing.messages import dtos_to_messages
 from graph.runtime import get_runtime, invoke_model
 from graph.state import TaskExecutionState
+from nodes import _model_output as out
 
 PLANNING_INSTRUCTIONS = (
     "Before acting, plan. Reply with JSON only: "
@@ -69,12 +70,25 @@ def planning_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str
     reply = invoke_model(model, prompt, config, runtime.session_id, call_index)
     text = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
     plan, titles, skill = parse_plan(text)
+    plan, titles, issues = out.checked_plan(text, plan, titles, state.get("user_input"))
     active = runtime.activate_skill(skill) if skill else state.get("active_skill")
     todos = make_todos(titles)
     um = getattr(reply, "usage_metadata", None)
     usage = dict(um) if um else None
     finish = (reply.response_metadata or {}).get("finish_reason")
-    runtime.emit("model_call", {"node": "planning", "call_index": call_index, "usage": usage, "finish_reason": finish})
+    shown, source = out.usage_of(out.as_ai_message(reply), prompt)
+    issues += [i for i in out.classify(out.as_ai_message(reply), finish, ()) if i["issue"] == out.Issue.NO_USAGE]
+    runtime.emit(
+        "model_call",
+        {
+            "node": "planning",
+            "call_index": call_index,
+            "usage": shown,
+            "usage_source": source.value,
+            "finish_reason": finish,
+            "issues": issues,
+        },
+    )
     history_lines = list(pre.pop("execution_history_text", []) or [])
     return {
         **pre,

@@ -10,6 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from checkpointing.messages import message_to_dto
 from graph.runtime import get_runtime, invoke_model
 from graph.state import TaskExecutionState
+from nodes import _model_output as out
 from nodes._util import prompt_messages
 
 
@@ -20,23 +21,28 @@ def reasoning_node(state: TaskExecutionState, config: RunnableConfig) -> dict[st
         return {"loop_signal": "COMPRESS"}
     call_index = int(state.get("model_call_count") or 0)
     prompt = prompt_messages(state, runtime.system_prompt(state))
+    prompt = out.with_retry_hint(prompt, state.get("last_iteration_result"))
     model = runtime.chat_model(call_index, with_tools=True)
     reply = invoke_model(model, prompt, config, runtime.session_id, call_index)
-    if not isinstance(reply, AIMessage):
-        reply = AIMessage(content=reply.content, id=reply.id)
+    reply, issues = out.sanitize_reply(reply, prefix=f"call-{call_index}", seen_ids=out.answered_ids(prompt))
     if reply.id is None:
         reply = reply.model_copy(update={"id": f"ai-{runtime.run_id}-{call_index}"})
     reply = unique_tool_call_ids(reply, state, f"call-{call_index}")
     finish = (reply.response_metadata or {}).get("finish_reason") or ("tool_calls" if reply.tool_calls else "stop")
     usage = dict(reply.usage_metadata) if reply.usage_metadata else None
+    issues += out.classify(reply, finish, getattr(runtime, "tools", None) or ())
+    shown, source = out.usage_of(reply, prompt)
+    empty = out.is_empty(reply) and finish != "length"
     runtime.emit(
         "model_call",
         {
             "node": "reasoning",
             "call_index": call_index,
-            "usage": usage,
+            "usage": shown,
+            "usage_source": source.value,
             "finish_reason": finish,
             "tool_calls": [tc["name"] for tc in reply.tool_calls],
+            "issues": issues,
         },
     )
     update: dict[str, Any] = {
@@ -44,10 +50,15 @@ def reasoning_node(state: TaskExecutionState, config: RunnableConfig) -> dict[st
         "model_call_count": call_index + 1,
         "last_usage": usage,
         "loop_signal": None,
-        "last_iteration_result": {"finish_reason": finish, "tool_calls": len(reply.tool_calls)},
+        "last_iteration_result": {
+            "finish_reason": out.EMPTY if empty else finish,
+            "tool_calls": len(reply.tool_calls) + len(reply.invalid_tool_calls),
+            **({"failures": 1} if empty else {}),
+        },
     }
-    if finish != "length":
-        # A truncated reply is not kept in the model's context: memory compresses and we retry.
+    if finish != "length" and not empty:
+        # A truncated or empty reply is not kept in the model's context: memory compresses and we
+        # retry; an empty one is asked again with a hint, and counts as a failing iteration.
         update["runtime_messages"] = [*(state.get("runtime_messages") or []), message_to_dto(reply)]
     return update
 

@@ -35,7 +35,7 @@ def decide(state: TaskExecutionState, settings: Any) -> dict[str, Any]:
             }
         return {**update, "loop_signal": "REPLAN", "replan_count": int(state.get("replan_count") or 0) + 1}
     ai = last_ai_dto(state)
-    if ai is not None and not ai.get("tool_calls"):
+    if ai is not None and not ai.get("tool_calls") and not ai.get("invalid_tool_calls"):
         return {**update, "loop_signal": "FINISH", "finish_reason": COMPLETED, "consecutive_failures": 0, "error": None}
     failures = int(state.get("consecutive_failures") or 0)
     failures = failures + 1 if result.get("failures") else 0

@@ -14,6 +14,15 @@ llama.cpp, Ollama); the key is read from the environment variable named by `api_
       - content: "Done."
         expect_in_prompt: "some text"                 # optional: fail unless the prompt has it
 
+What real models get wrong can be scripted too (tests pin the runtime's answer to each):
+
+      - raw_tool_calls:                               # arguments as the server sent them (a string):
+          - {name: calculator, arguments: '{"expression": 6*7'}   # not JSON -> invalid_tool_calls
+      - tool_calls: [{name: no_such_tool}]
+        omit_ids: true                                # tool calls without ids
+        omit_usage: true                              # no usage block, as many servers when streaming
+      - content: ""                                   # an empty reply
+
 The n-th model call of a session gets response n: the runtime passes the session's persisted call
 index, so a resumed run replays the same responses the crashed one would have received. A call
 beyond the script raises `ModelError` (it never invents an answer).
@@ -29,9 +38,11 @@ from typing import Any, Literal
 
 import yaml
 from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.output_parsers.openai_tools import make_invalid_tool_call, parse_tool_call
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
@@ -48,13 +59,25 @@ class ScriptedToolCall(BaseModel):
     id: str | None = None
 
 
+class ScriptedRawToolCall(BaseModel):
+    """A tool call as an OpenAI-compatible server sends it: `arguments` is a string, maybe not JSON."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = None
+    arguments: str = ""
+    id: str | None = None
+
+
 class ScriptedResponse(BaseModel):
     """One scripted model response."""
 
     model_config = ConfigDict(extra="forbid")
     content: str = ""
     tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
+    raw_tool_calls: list[ScriptedRawToolCall] = Field(default_factory=list)
     usage: dict[str, int] | None = None
+    omit_usage: bool = False
+    omit_ids: bool = False
     finish_reason: str | None = None
     expect_in_prompt: str | None = None
 
@@ -157,18 +180,31 @@ class ScriptedChatModel(BaseChatModel):
             {"id": tc.id or f"call_{idx + 1}_{i + 1}", "name": tc.name, "args": _expand(tc.args), "type": "tool_call"}
             for i, tc in enumerate(resp.tool_calls)
         ]
-        finish = resp.finish_reason or ("tool_calls" if tool_calls else "stop")
-        if resp.usage is not None:
+        invalid: list[dict[str, Any]] = []
+        for j, raw in enumerate(resp.raw_tool_calls):
+            rid = raw.id or f"call_{idx + 1}_{len(resp.tool_calls) + j + 1}"
+            parsed = _parse_raw_call(raw.name, raw.arguments, rid)
+            (tool_calls if parsed.get("type") == "tool_call" else invalid).append(parsed)
+        if resp.omit_ids:
+            for tc in [*tool_calls, *invalid]:
+                tc["id"] = None
+        finish = resp.finish_reason or ("tool_calls" if tool_calls or invalid else "stop")
+        usage: dict[str, int] | None
+        if resp.omit_usage:
+            usage = None
+        elif resp.usage is not None:
             usage = {"input_tokens": 0, "output_tokens": 0, **resp.usage}
         else:
             usage = {
                 "input_tokens": count_tokens_approximately(messages),
                 "output_tokens": max(1, len(resp.content) // 4 + 8 * len(tool_calls)),
             }
-        usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+        if usage is not None:
+            usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
         return AIMessage(
             content=resp.content,
             tool_calls=tool_calls,
+            invalid_tool_calls=invalid,
             usage_metadata=usage,
             response_metadata={"finish_reason": finish, "model_name": self.model_name},
             id=f"scripted-{idx + 1}",
@@ -206,17 +242,29 @@ class ScriptedChatModel(BaseChatModel):
                     {
                         "id": tc["id"],
                         "name": tc["name"],
-                        "args": json.dumps(tc["args"]),
+                        "args": tc["args"] if isinstance(tc["args"], str) else json.dumps(tc["args"]),
                         "index": i,
                         "type": "tool_call_chunk",
                     }
-                    for i, tc in enumerate(msg.tool_calls)
+                    for i, tc in enumerate([*msg.tool_calls, *msg.invalid_tool_calls])
                 ],
                 usage_metadata=msg.usage_metadata,
                 response_metadata=msg.response_metadata,
                 chunk_position="last",
             )
         )
+
+
+def _parse_raw_call(name: str | None, arguments: str, call_id: str) -> dict[str, Any]:
+    """Parse a raw call the way langchain-openai does: a JSON object, else an invalid tool call."""
+    raw = {"id": call_id, "function": {"name": name, "arguments": arguments}}
+    try:
+        parsed = parse_tool_call(raw, return_id=True)
+    except OutputParserException as err:
+        return dict(make_invalid_tool_call(raw, str(err)))
+    if parsed is None or not isinstance(parsed.get("args"), dict):
+        return dict(make_invalid_tool_call(raw, f"Received arguments that are not a JSON object: {arguments[:80]!r}"))
+    return dict(parsed)
 
 
 def build_chat_model(settings: ModelSettings) -> BaseChatModel:

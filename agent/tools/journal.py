@@ -24,6 +24,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from agent.errors import ModelError, StorageError, ToolError
 from agent.faults import crash_point
 from agent.tools.base import ToolContext, ToolSpec
@@ -274,6 +276,11 @@ def _unknown_outcome_text(name: str, call_id: str, hitl: bool) -> str:
 
 
 def _error_text(name: str, err: Exception) -> str:
+    if isinstance(err, ValidationError):
+        # The model's arguments did not fit the tool's parameters: name the field, not a stack of pydantic text.
+        first = err.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"]) or "arguments"
+        return f"Error: invalid arguments for {name}: {loc}: {first['msg']}; call it again with valid arguments"
     if isinstance(err, ToolError):
         return f"Error: tool {name} failed: {err}"
     return f"Error: tool {name} raised {type(err).__name__}: {err}"
