@@ -40,6 +40,9 @@ class ModelSettings(_Strict):
     timeout_s: float = 120.0
     max_retries: int = 2
     context_window: int = 32_000
+    streaming: bool = True
+    """Stream replies token by token (the CLI and `runner.stream()` show them as they come). Off: one
+    plain request per call, e.g. for servers that report token usage only when not streaming (llama.cpp)."""
 
 
 class ToolEntry(_Strict):

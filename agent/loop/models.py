@@ -272,7 +272,9 @@ def build_chat_model(settings: ModelSettings) -> BaseChatModel:
     if settings.provider == "scripted":
         if not settings.script:
             raise ConfigError("model.provider is 'scripted' but model.script is not set")
-        return ScriptedChatModel(script=load_script(settings.script), model_name=settings.name)
+        return ScriptedChatModel(
+            script=load_script(settings.script), model_name=settings.name, disable_streaming=not settings.streaming
+        )
     from langchain_openai import ChatOpenAI
 
     api_key = os.environ.get(settings.api_key_env)
@@ -281,8 +283,16 @@ def build_chat_model(settings: ModelSettings) -> BaseChatModel:
             f"model.provider is 'openai' but ${settings.api_key_env} is not set; "
             "export it, or set model.base_url for a local OpenAI-compatible server"
         )
+    # langchain-openai sends only `max_completion_tokens`; llama.cpp's and Ollama's servers read only
+    # `max_tokens` and would generate until the context is full. Other servers take both alike.
+    extra_body = (
+        {"max_tokens": settings.max_output_tokens}
+        if settings.base_url is not None and settings.max_output_tokens is not None
+        else None
+    )
     return ChatOpenAI(
         model=settings.name,
+        extra_body=extra_body,
         base_url=settings.base_url,
         api_key=api_key or "not-needed",  # type: ignore[arg-type]
         temperature=settings.temperature,
@@ -290,4 +300,5 @@ def build_chat_model(settings: ModelSettings) -> BaseChatModel:
         timeout=settings.timeout_s,
         max_retries=settings.max_retries,
         stream_usage=True,
+        disable_streaming=not settings.streaming,
     )
