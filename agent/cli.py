@@ -63,8 +63,13 @@ class _Progress:
             usage = data.get("usage") or {}
             console.print(
                 f"[dim]  model call #{data.get('call_index', 0) + 1}: in {usage.get('input_tokens', '?')} / "
-                f"out {usage.get('output_tokens', '?')} tokens, finish={data.get('finish_reason')}[/dim]"
+                f"out {usage.get('output_tokens', '?')} tokens"
+                f"{' (estimated)' if data.get('usage_source') == 'estimate' else ''}, "
+                f"finish={data.get('finish_reason')}[/dim]"
             )
+            for item in data.get("issues") or []:
+                if item.get("issue") != "no_usage":  # already said by "(estimated)"
+                    console.print(f"[yellow]  model output: {item.get('issue')} -> {item.get('outcome')}[/yellow]")
         elif kind == "tool_call":
             args = json.dumps(data.get("args"), ensure_ascii=False)
             console.print(f"[yellow]  tool {data.get('name')}[/yellow]({args[:100]}{'…' if len(args) > 100 else ''})")

@@ -1,8 +1,10 @@
 """A loopback OpenAI-compatible chat-completions server for tests (the real client talks to it).
 
 Responses are queued dicts: {"content": str, "tool_calls": [{"name", "args"}], "finish_reason": str,
-"usage": {"prompt_tokens", "completion_tokens"}}. Both plain and `stream: true` (SSE, with the
-usage chunk when `stream_options.include_usage`) requests are served. Every request body is kept.
+"usage": {"prompt_tokens", "completion_tokens"}}; a call's "raw_args" is sent as its arguments string
+as is (malformed JSON), and "no_usage": true leaves the usage block out. Both plain and `stream: true`
+(SSE, with the usage chunk when `stream_options.include_usage`) requests are served. Every request
+body is kept.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ class OpenAIStub:
                     {
                         "id": f"call_{i}",
                         "type": "function",
-                        "function": {"name": c["name"], "arguments": json.dumps(c.get("args", {}))},
+                        "function": {"name": c["name"], "arguments": c.get("raw_args", json.dumps(c.get("args", {})))},
                     }
                     for i, c in enumerate(resp.get("tool_calls", []))
                 ]
@@ -71,7 +73,7 @@ class OpenAIStub:
                     "created": 0,
                     "model": body.get("model"),
                     "choices": [{"index": 0, "message": msg, "finish_reason": self._finish(resp, calls)}],
-                    "usage": self._usage(resp),
+                    **({} if resp.get("no_usage") else {"usage": self._usage(resp)}),
                 }
                 data = json.dumps(payload).encode()
                 self.send_response(200)
@@ -103,7 +105,7 @@ class OpenAIStub:
                     delta = {"tool_calls": [{"index": i, "id": c["id"], "type": "function", "function": c["function"]}]}
                     send({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
                 send({"choices": [{"index": 0, "delta": {}, "finish_reason": self._finish(resp, calls)}]})
-                if (body.get("stream_options") or {}).get("include_usage"):
+                if (body.get("stream_options") or {}).get("include_usage") and not resp.get("no_usage"):
                     send({"choices": [], "usage": self._usage(resp)})
                 self.wfile.write(b"data: [DONE]\n\n")
 
