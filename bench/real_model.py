@@ -110,9 +110,8 @@ def main() -> int:
     print(f"prompt: {QUESTION!r}, max_tokens {args.max_tokens}, {args.rounds} rounds, medians")
     for side in ("bare", "agentrt"):
         toks = [r[2] for r in results[side]]
-        print(
-            f"  {side:8} time to first token {med[side][0] * 1000:8.1f} ms   {med[side][1]:6.1f} tokens/s   tokens {toks}"
-        )
+        ttft_ms, rate = med[side][0] * 1000, med[side][1]
+        print(f"  {side:8} time to first token {ttft_ms:8.1f} ms   {rate:6.1f} tokens/s   tokens {toks}")
     print(
         f"  agentrt / bare: time to first token x{med['agentrt'][0] / med['bare'][0]:.2f}, "
         f"tokens/s x{med['agentrt'][1] / med['bare'][1]:.2f}"
