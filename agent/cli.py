@@ -179,6 +179,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
         decision = {"approved": True}
     elif args.reject:
         decision = {"approved": False, "reason": args.reason or "rejected by the operator"}
+    if decision is not None and runner.settings.workers.enabled:
+        from agent.submit import cmd_queue_decision
+
+        return cmd_queue_decision(args, decision)
     accept = [a for part in (args.accept_changes or []) for a in part.split(",") if a]
     events = runner.stream_resume(
         args.session_id,
@@ -380,9 +384,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("doctor", help="run the troubleshooting checks on a session (read-only)")
     _common(p)
     p.add_argument("session_id", metavar="ID")
-    sub.add_parser(
-        "worker", help="run a queue worker: agentrt worker --config F --queue NAME (see README)", add_help=False
-    )
+    from agent import submit  # `agentrt submit` / `agentrt wait`: turns for the Celery workers
+
+    COMMANDS.update(submit.add_commands(sub, _common))
     p = sub.add_parser("db", help="database set-up: `agentrt db init` creates the SQL tables")
     _common(p)
     p.add_argument("action", choices=["init"])
@@ -392,16 +396,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["worker"]:
-        # The worker has its own options (queue, heartbeat, limits): hand them over as they are.
-        from agent import worker
-
-        configure_logging()
-        try:
-            return int(worker.main(argv[1:]) or 0)
-        except AgentRuntimeError as err:
-            console.print(f"agentrt: error: {err}", markup=False, soft_wrap=True)
-            return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging()

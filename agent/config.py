@@ -5,7 +5,8 @@ config file are resolved against the file's folder, except `persistence.base_dir
 relative to the working directory (so `./.agentrt` lands where you run the command).
 
 Environment overrides: `AGENTRT_BASE_DIR`, `AGENTRT_REDIS_URL`, `AGENTRT_DATABASE_URL`,
-`AGENTRT_MODEL_BASE_URL`, `AGENTRT_MODEL_NAME`, `AGENTRT_PERSISTENCE_MODE`.
+`AGENTRT_MODEL_BASE_URL`, `AGENTRT_MODEL_NAME`, `AGENTRT_PERSISTENCE_MODE`, `AGENTRT_BROKER_URL`,
+`AGENTRT_RESULT_BACKEND`, `AGENTRT_QUEUE`.
 """
 
 from __future__ import annotations
@@ -123,6 +124,24 @@ class PersistenceSettings(_Strict):
         return v
 
 
+class WorkerSettings(_Strict):
+    """Celery workers (README "Running on more than one machine"); off while `broker_url` is unset."""
+
+    broker_url: str | None = None  # redis://host:6379/0 or amqp://user:pass@host:5672/vhost
+    result_backend: str | None = None  # redis://...; default: persistence.redis_url
+    queue: str = "agentrt"
+    key_prefix: str = "agentrt:celery:"  # Redis broker and result keys start with it
+    visibility_timeout_s: float = 6 * 3600  # Redis broker: above the longest run
+    restore_interval_s: float = 10.0  # Redis broker: how often unacked tasks past the timeout are restored
+    soft_shutdown_s: float = 60.0  # SIGQUIT: how long running tasks get before they are requeued
+    result_expires_s: int = 7 * 24 * 3600
+
+    @property
+    def enabled(self) -> bool:
+        """Whether turns go to workers (`agentrt submit`, approvals enqueued)."""
+        return bool(self.broker_url)
+
+
 class CompressionConfig(_Strict):
     """Context compression tiers (seed §6), as fractions of the model's context window."""
 
@@ -154,6 +173,7 @@ class AgentSettings(_Strict):
     session: SessionSettings = Field(default_factory=SessionSettings)
     persistence: PersistenceSettings = Field(default_factory=PersistenceSettings)
     compression: CompressionConfig = Field(default_factory=CompressionConfig)
+    workers: WorkerSettings = Field(default_factory=WorkerSettings)
     datasets: list[DatasetEntry] = Field(default_factory=list)
     skills_dir: str | None = None
     source_path: str | None = Field(default=None, exclude=True)
@@ -176,6 +196,9 @@ _ENV = {
     "AGENTRT_MODEL_BASE_URL": ("model", "base_url"),
     "AGENTRT_MODEL_NAME": ("model", "name"),
     "AGENTRT_PERSISTENCE_MODE": ("persistence", "mode"),
+    "AGENTRT_BROKER_URL": ("workers", "broker_url"),
+    "AGENTRT_RESULT_BACKEND": ("workers", "result_backend"),
+    "AGENTRT_QUEUE": ("workers", "queue"),
 }
 
 

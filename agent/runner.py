@@ -15,7 +15,7 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -43,6 +43,9 @@ from checkpointing.ids import validate_id
 from graph import runtime as runtime_registry
 from graph.build import GRAPH_VERSION, build_graph
 from graph.state import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from agent.submit import TurnHandle
 
 __all__ = ["AgentRunner", "RunEvent", "RunResult", "build_saver"]
 
@@ -576,6 +579,28 @@ class AgentRunner:
             "from_entry_id": from_entry_id,
             "checkpoint_id": checkpoint_id,
         }
+
+    # --- workers -------------------------------------------------------------------------------------------
+    def submit(
+        self,
+        text: str,
+        session_id: str,
+        tenant_id: str | None = None,
+        user_id: str | None = None,
+        turn_id: str | None = None,
+    ) -> TurnHandle:
+        """Queue a turn for the Celery workers (`workers.broker_url`); `.wait()` / `.status()` follow it."""
+        from agent.submit import submit_turn
+
+        return submit_turn(self.settings, text, session_id, tenant_id, user_id, turn_id)
+
+    def submit_decision(
+        self, session_id: str, decision: dict[str, Any], tenant_id: str | None = None
+    ) -> TurnHandle:
+        """Approve or reject a submitted turn that paused for approval; a worker continues it."""
+        from agent.submit import submit_decision
+
+        return submit_decision(self.settings, session_id, decision, tenant_id)
 
     # --- reading -------------------------------------------------------------------------------------------
     def sessions(self, tenant_id: str | None = None, user_id: str | None = None) -> list[ChatSession]:

@@ -1,235 +1,272 @@
-"""Two worker processes on one Redis, one PostgreSQL and one base_dir share a queue of sessions."""
+"""Celery workers on each real broker (Redis, RabbitMQ): every submitted turn runs exactly once, in
+order per session, through worker crashes (SIGKILL), graceful stops (SIGTERM) and redeliveries."""
 
 from __future__ import annotations
 
-import json
 import os
+import random
 import signal
 import subprocess
 import sys
+import threading
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
-import redis
-import sqlalchemy as sa
+from celery.result import AsyncResult
 
 from agent.runner import AgentRunner
-from agent.session.lease import RedisLease
-from agent.session.stores.sql import SqlSessionStore
-from agent.worker import Job, JobQueue, Worker
-from tests.support.runners import ROOT, make_config
+from agent.session.inbox import TurnStatus
+from agent.submit import TurnHandle, producer_app
+from tests.support.celery_drill import BROKERS, Cluster, open_cluster, turn_script, wait_all
+from tests.support.runners import ROOT
 
 pytestmark = pytest.mark.integration
 
-REDIS_URL = os.environ.get("AGENTRT_REDIS_URL", "redis://127.0.0.1:6379")
-DATABASE_URL = os.environ.get("AGENTRT_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
-N_SESSIONS = 6
-BOUND_S = 120.0
-ANSWER = "Counted once and passed the gate."
-SCRIPT: list[dict[str, Any]] = [
-    {"content": json.dumps({"plan": "Bump the counter, pass the gate, answer.", "todos": ["Bump", "Pass the gate"]})},
-    {"tool_calls": [{"name": "bump", "args": {"note": "once"}}]},
-    {"tool_calls": [{"name": "gate", "args": {}}]},
-    {"content": ANSWER},
-]
+N_SESSIONS = 20
+BOUND_S = 150.0
+SAME = "Count this once more, please."
 
 
-@dataclass
-class Drill:
-    """Everything one drill created, with unique names so tests can run side by side."""
-
-    config: Path
-    tenant: str
-    queue: JobQueue
-    keys: str
-    redis: redis.Redis
-    env: dict[str, str]
+@pytest.fixture(params=BROKERS)
+def broker(request: pytest.FixtureRequest) -> str:
+    """Each test runs once per broker."""
+    return str(request.param)
 
 
-def _engine() -> sa.Engine:
-    return sa.create_engine(DATABASE_URL.replace("postgresql://", "postgresql+psycopg://", 1))
+def _cluster(tmp_path: Path, broker: str, tools: tuple[str, ...] = ("bump",)) -> Iterator[Cluster]:
+    c = open_cluster(tmp_path, broker, turn_script(3, tools))
+    try:
+        yield c
+    finally:
+        c.close()
 
 
 @pytest.fixture
-def drill(tmp_path: Path) -> Iterator[Drill]:
-    """A fresh PostgreSQL schema, unique Redis names, and a production-based config on tmp_path."""
-    u = uuid.uuid4().hex[:10]
-    schema = f"agentrt_workers_{u}"
-    engine = _engine()
-    with engine.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    db_url = f"{DATABASE_URL}?options=-csearch_path%3D{schema}"
-    SqlSessionStore(db_url, create=True).dispose()  # what `agentrt db init` does
-    config = make_config(
-        tmp_path,
-        SCRIPT,
-        base="production.yaml",
-        persistence={"redis_url": REDIS_URL, "database_url": db_url, "lease_ttl_s": 2},
-        tools={
-            "custom": [
-                {"path": "tests.support.worker_tools:bump", "effect": "unsafe"},
-                {"path": "tests.support.worker_tools:gate", "effect": "read_only"},
-            ]
-        },
-    )
-    r = redis.Redis.from_url(REDIS_URL)
-    keys = f"agentrt-test:workers:{u}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRT_")}
-    env.update(AGENTRT_TEST_KEYS=keys, AGENTRT_REDIS_URL=REDIS_URL, PYTHONPATH=str(ROOT))
-    d = Drill(config, f"tw{u}", JobQueue(r, f"test-{u}"), keys, r, env)
-    try:
-        yield d
-    finally:
-        for pattern in (f"{d.queue.base}:*", f"{keys}:*", f"agentrt:{d.tenant}:*"):
-            for key in r.scan_iter(match=pattern, count=500):
-                r.delete(key)
-        r.close()
-        with engine.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        engine.dispose()
+def cluster(tmp_path: Path, broker: str) -> Iterator[Cluster]:
+    """Three turns of plan / bump / answer per session."""
+    yield from _cluster(tmp_path, broker)
 
 
-def _start_worker(d: Drill, log: Path) -> subprocess.Popen[bytes]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "agent.worker",
-        "--config",
-        str(d.config),
-        "--queue",
-        d.queue.base.rsplit(":", 1)[1],
-        "--idle-timeout",
-        "3",
-        "--heartbeat-ttl",
-        "2",
-        "--retry-delay",
-        "0.3",
-    ]
-    return subprocess.Popen(
-        cmd, cwd=ROOT, env=d.env, stdout=subprocess.PIPE, stderr=log.open("wb"), start_new_session=True
-    )
+@pytest.fixture
+def slow_cluster(tmp_path: Path, broker: str) -> Iterator[Cluster]:
+    """Three turns of plan / bump / 200 ms nap / answer per session (a longer window to crash in)."""
+    yield from _cluster(tmp_path, broker, ("bump", "nap"))
 
 
-def _wait_for(predicate: Any, what: str) -> Any:
+def _texts(sid: str, i: int) -> list[str]:
+    if i == 0:
+        return [f"Start counting in {sid}.", SAME, SAME]  # the same text twice: two turns
+    return [f"Turn {n} of {sid}." for n in (1, 2, 3)]
+
+
+def _submit_all(c: Cluster) -> tuple[dict[str, list[str]], dict[str, list[TurnHandle]]]:
+    """20 sessions x 3 turns from 4 submitting threads at once (each session's turns in order)."""
+    texts = {f"s{i:02d}": _texts(f"s{i:02d}", i) for i in range(N_SESSIONS)}
+    handles: dict[str, list[TurnHandle]] = {sid: [] for sid in texts}
+    sids = sorted(texts)
+    errors: list[BaseException] = []
+
+    def submitter(mine: list[str]) -> None:
+        try:
+            for n in range(3):
+                for sid in mine:
+                    handles[sid].append(c.submit(sid, texts[sid][n]))
+        except BaseException as err:  # reported by the main thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=submitter, args=(sids[k::4],)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return texts, handles
+
+
+def _check_once_in_order(c: Cluster, texts: dict[str, list[str]], handles: dict[str, list[TurnHandle]]) -> int:
+    """Every turn COMPLETED exactly once, in submission order; no unsafe effect twice. Returns resumed turns."""
+    for sid, hs in handles.items():
+        for turn in wait_all(hs, BOUND_S):
+            assert turn.status is TurnStatus.COMPLETED, (turn.to_json(), c.log_tail())
+    runner = AgentRunner.from_config(c.config)
+    resumed = 0
+    for sid, expected in texts.items():
+        turns = c.turns(sid)
+        assert [t.text for t in turns] == expected
+        assert [t.turn_id for t in turns] == [h.turn_id for h in handles[sid]]
+        assert [t.result.get("answer") for t in turns] == ["Answer 1.", "Answer 2.", "Answer 3."], sid
+        done = [r["turn_id"] for r in c.inbox(sid).records() if r["kind"] == "done"]
+        assert sorted(done) == sorted(t.turn_id for t in turns), f"{sid}: a turn finished twice or never"
+        run_ids = [t.result["run_id"] for t in turns]
+        assert len(set(run_ids)) == 3
+        events = runner.manager.jsonl.event_log(c.tenant, sid).entries()
+        asked = [(e.payload["run_id"], e.payload["content"]) for e in events if e.type == "user_turn"]
+        assert asked == list(zip(run_ids, expected, strict=True)), f"{sid}: turns out of order"
+        ended = [e.payload["run_id"] for e in events if e.type == "run_end"]
+        assert ended == run_ids, f"{sid}: run_end entries {ended}"
+        for run_id in run_ids:
+            assert int(c.redis.get(f"{c.keys}:bump-run:{run_id}") or 0) <= 1, f"{sid}: unsafe tool ran twice"
+        resumed += sum(1 for t in turns if t.attempts > 1)
+    return resumed
+
+
+def _start_pair(c: Cluster) -> None:
+    c.start_worker("w0")
+    c.start_worker("w1")
+
+
+def test_sixty_turns_on_two_workers_run_once_each_in_order(cluster: Cluster) -> None:
+    """20 sessions x 3 turns (two identical texts in one) on 2 workers x concurrency 2: once each, in order."""
+    c = cluster
+    _start_pair(c)
+    texts, handles = _submit_all(c)
+    assert _check_once_in_order(c, texts, handles) == 0
+    for sid in texts:
+        assert int(c.redis.get(f"{c.keys}:bump:{sid}") or 0) == 3, sid
+    # standard Celery tooling sees the workers
+    out = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "agent.worker", "inspect", "ping", "--timeout", "5"],
+        cwd=ROOT, env=c.env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0 and out.stdout.count("pong") == 2, out.stdout + out.stderr
+
+
+def _running_on(c: Cluster, name: str, sids: list[str], since: float) -> bool:
+    for sid in sids:
+        for rec in c.inbox(sid).records():
+            if rec["kind"] == "started" and str(rec.get("worker", "")).startswith(f"{name}-") and rec["ts"] > since:
+                turn = next(t for t in c.turns(sid) if t.turn_id == rec["turn_id"])
+                if turn.status is TurnStatus.RUNNING:
+                    return True
+    return False
+
+
+def test_a_worker_sigkilled_three_times_loses_no_turn_and_repeats_no_effect(slow_cluster: Cluster) -> None:
+    """SIGKILL of a whole worker mid-run, three times, each time restarted: same exactly-once, in-order result."""
+    c = slow_cluster
+    _start_pair(c)
+    texts, handles = _submit_all(c)
+    sids = sorted(texts)
+    rng = random.Random()
+    since = time.time()
+    for kill in range(3):
+        deadline = time.monotonic() + BOUND_S
+        while not _running_on(c, "w1", sids, since):
+            assert time.monotonic() < deadline, f"w1 never ran a turn before kill {kill + 1}\n{c.log_tail()}"
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 0.6))
+        c.signal_worker("w1", signal.SIGKILL, group=True)
+        c.workers["w1"].wait(timeout=30)
+        since = time.time()
+        c.start_worker("w1")
+    assert _check_once_in_order(c, texts, handles) >= 1, "no turn was caught mid-run by a kill"
+    for sid in sids:
+        assert int(c.redis.get(f"{c.keys}:bump:{sid}") or 0) <= 3, sid
+
+
+def _gated(c: Cluster, sid: str) -> tuple[TurnHandle, int]:
+    """Submit one turn whose gate tool blocks; returns the handle and the pool process inside the gate."""
+    c.redis.set(f"{c.keys}:gate:{sid}", "closed")
+    handle = c.submit(sid, "Pass the gate.")
     deadline = time.monotonic() + BOUND_S
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+    while not (pid := c.redis.get(f"{c.keys}:reached:{sid}")):
+        assert time.monotonic() < deadline, c.log_tail()
+        time.sleep(0.05)
+    return handle, int(pid)
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_sigterm_stops_the_run_at_a_step_boundary_and_another_worker_finishes_it(tmp_path: Path, broker: str) -> None:
+    """SIGTERM: the worker exits within the bound, its turn is requeued and completed by the other worker."""
+    for c in _cluster(tmp_path, broker, ("bump", "gate")):
+        _start_pair(c)
+        handle, child = _gated(c, "s-term")
+        owner = next(name for name, p in c.workers.items() if p.pid == _parent(child))
+        other = next(name for name in c.workers if name != owner)
+        c.signal_worker(owner, signal.SIGTERM)
+        t0 = time.monotonic()
+        time.sleep(0.5)
+        c.redis.delete(f"{c.keys}:gate:s-term")  # the gate step ends; the run stops after it
+        assert c.workers[owner].wait(timeout=60) == 0, c.log_tail()
+        stopped_in = time.monotonic() - t0
+        turn = handle.wait(timeout=BOUND_S)
+        assert turn.status is TurnStatus.COMPLETED, (turn.to_json(), c.log_tail())
+        assert str(turn.result["worker"]).startswith(f"{other}-"), turn.to_json()
+        assert turn.attempts == 2
+        assert stopped_in < 30, f"SIGTERM took {stopped_in:.1f} s"
+        runner = AgentRunner.from_config(c.config)
+        kinds = [e.type for e in runner.manager.jsonl.event_log(c.tenant, "s-term").entries()]
+        assert kinds.count("run_start") == 1 and kinds.count("run_resume") == 1 and kinds.count("run_end") == 1
+        assert int(c.redis.get(f"{c.keys}:bump:s-term") or 0) == 1
+
+
+def test_a_task_redelivered_after_its_turn_finished_does_not_run_it_again(cluster: Cluster) -> None:
+    """The pool process dies after the turn's end and before the ack: the redelivered task does nothing."""
+    c = cluster
+    turn_id = f"t-mine-{c.tenant}"  # a caller-given turn id
+    c.redis.set(f"{c.keys}:crash-after:{turn_id}", "1")
+    c.start_worker("w0")
+    handle = c.submit("s-again", "Count once.", turn_id=turn_id)
+    assert handle.wait(timeout=BOUND_S).status is TurnStatus.COMPLETED
+    deadline = time.monotonic() + BOUND_S
+    while int(c.redis.get(f"{c.keys}:executions:{turn_id}") or 0) < 2:
+        assert time.monotonic() < deadline, f"the task was not delivered again\n{c.log_tail()}"
         time.sleep(0.1)
+    assert not c.redis.exists(f"{c.keys}:crash-after:{turn_id}")  # the crash did happen
+    result = AsyncResult(turn_id, app=producer_app(c.settings)).get(timeout=BOUND_S)
+    assert result["status"] == "COMPLETED" and result["turn_id"] == turn_id
+    kinds = [r["kind"] for r in c.inbox("s-again").records()]
+    assert kinds == ["submitted", "started", "done"]
+    runner = AgentRunner.from_config(c.config)
+    events = [e.type for e in runner.manager.jsonl.event_log(c.tenant, "s-again").entries()]
+    assert events.count("run_start") == 1 and events.count("run_resume") == 0
+    assert int(c.redis.get(f"{c.keys}:bump:s-again") or 0) == 1
 
 
-def _events(runner: AgentRunner, tenant: str, sid: str) -> list[str]:
-    return [e.type for e in runner.manager.jsonl.event_log(tenant, sid).entries()]
+def test_a_turn_paused_for_approval_ends_its_task_and_resume_approve_queues_the_rest(tmp_path: Path) -> None:
+    """The paused turn settles as PAUSED, the next turn waits; `agentrt resume --approve` continues both."""
+    for c in _cluster(tmp_path, "redis", ("bump_approved",)):
+        c.start_worker("w0")
+        first = c.submit("s-ask", "Bump after asking.")
+        second = c.submit("s-ask", "And once more.")
+        assert first.wait(timeout=BOUND_S).status is TurnStatus.PAUSED
+        time.sleep(1.0)
+        assert second.status() is TurnStatus.PENDING
+        env = {**c.env, "PYTHONPATH": str(ROOT)}
+        cmd = [sys.executable, "-m", "agent.cli", "resume", "s-ask", "--approve", "--config", str(c.config)]
+        out = subprocess.run(
+            [*cmd, "--tenant", c.tenant], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+        assert out.returncode == 0 and f"queued: {first.turn_id}" in out.stdout, out.stdout + out.stderr
+        assert first.wait(timeout=BOUND_S).status is TurnStatus.COMPLETED
+        turn = second.wait(timeout=BOUND_S)
+        assert turn.status is TurnStatus.PAUSED  # its own bump asks too
+        assert int(c.redis.get(f"{c.keys}:bump:s-ask") or 0) == 1
 
 
-def test_every_session_runs_once_and_a_killed_workers_session_resumes_on_the_other(
-    drill: Drill, tmp_path: Path
-) -> None:
-    """Each queued session completes exactly once; the one whose worker was SIGKILLed is resumed by the survivor."""
-    d = drill
-    sessions = [f"s-{d.tenant}-{i}" for i in range(N_SESSIONS)]
-    victim = sessions[0]
-    d.redis.set(f"{d.keys}:gate:{victim}", "closed")
-    for sid in sessions:
-        d.queue.push({"session_id": sid, "tenant_id": d.tenant, "text": f"count for {sid}"})
-    workers = [_start_worker(d, tmp_path / f"worker{i}.log") for i in range(2)]
-    try:
-        pid = int(_wait_for(lambda: d.redis.get(f"{d.keys}:reached:{victim}"), "the victim to reach its gate"))
-        killed = next(w for w in workers if w.pid == pid)
-        survivor = next(w for w in workers if w is not killed)
-        os.killpg(killed.pid, signal.SIGKILL)  # mid-run: the bump is journaled, the gate call is not
-        killed.wait(timeout=BOUND_S)
-        d.redis.delete(f"{d.keys}:gate:{victim}")
-        out, _ = survivor.communicate(timeout=BOUND_S)
-    finally:
-        for w in workers:
-            if w.poll() is None:
-                os.killpg(w.pid, signal.SIGKILL)
-                w.wait(timeout=30)
-    assert killed.returncode == -signal.SIGKILL
-    assert survivor.returncode == 0, (tmp_path / "worker0.log").read_text()[-2000:]
-    summary = json.loads(out.decode().strip().splitlines()[-1])
-    assert summary["outcomes"].get("resumed") == 1
+def test_submit_and_wait_on_the_command_line(tmp_path: Path) -> None:
+    """`agentrt submit` prints a turn id; `agentrt wait` prints the answer; a reused turn id is refused."""
+    for c in _cluster(tmp_path, "redis"):
+        c.start_worker("w0", concurrency=1)
+        env = {**c.env, "PYTHONPATH": str(ROOT)}
+        base = [sys.executable, "-m", "agent.cli"]
+        opts = ["--config", str(c.config), "--tenant", c.tenant]
 
-    results = [json.loads(x) for x in d.redis.lrange(d.queue.results, 0, -1)]
-    by_session: dict[str, list[dict[str, Any]]] = {}
-    for res in results:
-        by_session.setdefault(res["session_id"], []).append(res)
-    assert sorted(by_session) == sorted(sessions)
-    assert all(len(v) == 1 and v[0]["status"] == "COMPLETED" for v in by_session.values()), by_session
-    assert by_session[victim][0]["outcome"] == "resumed"
-    assert by_session[victim][0]["worker_id"] == summary["worker_id"]
+        def cli(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [*base, *args, *opts], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+            )
 
-    runner = AgentRunner.from_config(d.config)
-    for sid in sessions:
-        result = runner.result(sid, d.tenant)
-        assert (result.status, result.answer) == ("COMPLETED", ANSWER), sid
-        assert runner.manager.get(d.tenant, sid).last_run_status == "COMPLETED"
-        events = _events(runner, d.tenant, sid)
-        assert events.count("run_end") == 1 and events.count("run_start") == 1, (sid, events)
-        assert events.count("run_resume") == (1 if sid == victim else 0), (sid, events)
-        assert int(d.redis.get(f"{d.keys}:bump:{sid}") or 0) == 1, f"the unsafe tool of {sid} ran more than once"
-    # The PostgreSQL layer holds every session too (PRIMARY mode projects there).
-    sql = runner.manager.sql
-    assert sql is not None
-    assert sorted(s.session_id for s in sql.list(d.tenant)) == sorted(sessions)
-    # Nothing is left in the queue, and the dead worker's processing list was taken back.
-    assert d.redis.llen(d.queue.pending) == 0 and d.redis.zcard(d.queue.delayed) == 0
-    assert not list(d.redis.scan_iter(match=f"{d.queue.base}:processing:*"))
-
-
-def _in_process_worker(d: Drill, monkeypatch: pytest.MonkeyPatch) -> tuple[AgentRunner, Worker]:
-    monkeypatch.setenv("AGENTRT_TEST_KEYS", d.keys)
-    runner = AgentRunner.from_config(d.config)
-    return runner, Worker(runner, d.queue, worker_id=f"w-{d.tenant}", retry_delay_s=0.0)
-
-
-def test_a_job_delivered_again_after_its_run_finished_is_acknowledged_not_run_twice(
-    drill: Drill, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A re-delivered job (crash before the ack, or before its result was recorded) never starts a second turn."""
-    d = drill
-    runner, worker = _in_process_worker(d, monkeypatch)
-    sid = f"s-{d.tenant}-again"
-    d.queue.push({"session_id": sid, "tenant_id": d.tenant, "text": "count once"})
-    raw = d.queue.pop(worker.worker_id, 1)
-    assert raw is not None
-    assert worker.process(raw) == "ran"
-    d.redis.lpush(d.queue.processing(worker.worker_id), raw)  # delivered again before the ack
-    assert worker.process(raw) == "duplicate"
-    d.redis.hset(d.queue.job_key(Job.parse(raw).job_id), "status", "running")  # died before recording
-    d.redis.lpush(d.queue.processing(worker.worker_id), raw)
-    assert worker.process(raw) == "already_done"
-    events = _events(runner, d.tenant, sid)
-    assert events.count("run_start") == 1 and events.count("run_end") == 1
-    assert int(d.redis.get(f"{d.keys}:bump:{sid}") or 0) == 1
-    assert d.redis.llen(d.queue.processing(worker.worker_id)) == 0
-
-
-def test_a_job_whose_session_lease_is_held_waits_and_runs_once_the_lease_is_free(
-    drill: Drill, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """LeaseHeld sends the job to the retry set instead of failing it; it runs after the holder lets go."""
-    d = drill
-    runner, worker = _in_process_worker(d, monkeypatch)
-    sid = f"s-{d.tenant}-busy"
-    lease = RedisLease(url=REDIS_URL)
-    grant = lease.acquire(d.tenant, sid, "another-host:1:x", 30)
-    d.queue.push({"session_id": sid, "tenant_id": d.tenant, "text": "count once"})
-    raw = d.queue.pop(worker.worker_id, 1)
-    assert raw is not None
-    assert worker.process(raw) == "delayed"
-    assert d.redis.zcard(d.queue.delayed) == 1 and d.redis.llen(d.queue.processing(worker.worker_id)) == 0
-    lease.release(grant)
-    assert d.queue.promote_due() == 1
-    raw = d.queue.pop(worker.worker_id, 1)
-    assert raw is not None and worker.process(raw) == "ran"
-    assert runner.result(sid, d.tenant).status == "COMPLETED"
-    assert int(d.redis.get(f"{d.keys}:bump:{sid}") or 0) == 1
+        sub = cli("submit", "--session", "s-cli", "--turn-id", "t-cli-1", "Count", "for", "me.")
+        assert sub.returncode == 0 and sub.stdout.strip() == "t-cli-1", sub.stdout + sub.stderr
+        again = cli("submit", "--session", "s-cli", "--turn-id", "t-cli-1", "Again.")
+        assert again.returncode == 2 and "was used before" in again.stdout + again.stderr
+        done = cli("wait", "t-cli-1", "--timeout", "120")
+        assert done.returncode == 0 and "COMPLETED" in done.stdout and "Answer 1." in done.stdout, done.stdout
+        missing = cli("wait", "t-nope", "--timeout", "1")
+        assert missing.returncode == 2 and "no turn t-nope" in missing.stdout + missing.stderr

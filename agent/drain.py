@@ -1,0 +1,152 @@
+"""Draining a session's inbox: what one worker task does, independent of the task engine.
+
+`drain(runner, tenant, session, turn_id, ...)` is the body of the Celery task. It returns at once
+when its turn is already finished (a redelivered task) or waits for a human. Otherwise it takes
+the session's drain lease (one drainer per session on every machine; `LeaseHeld` means another
+worker is draining: the task retries later) and runs the session's open turns one after the other
+in submission order, each to its end or its approval pause:
+
+- a turn never started runs as a new turn (`runner.stream`);
+- a turn started by a worker that died or was stopped resumes (`runner.stream_resume`: the seed
+  §5 checks, the tool journal, so no completed tool runs again and an unsafe tool in doubt is
+  reported), unless its run was never created (the session's last run id is still the one
+  recorded before it started), then it runs as a new turn;
+- a turn approved after a pause resumes with the human's decision.
+
+Stopping (SIGTERM) is checked after every node: the run is closed at that step boundary and left
+resumable, the lease released, and `Stopping` raised so the task is requeued.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from agent.config import AgentSettings
+from agent.errors import AgentRuntimeError, LeaseHeld, SessionError, SessionNotFound, StorageError
+from agent.results import RunEvent
+from agent.runner import AgentRunner
+from agent.session.inbox import Inbox, Turn, TurnStatus
+from agent.session.lease import FileLease, InProcessLease, LeaseHeartbeat, RedisLease, SessionLease, make_holder
+
+log = logging.getLogger("agentrt.drain")
+DRAIN_KEY_PREFIX = "drain:"
+_MEMORY_DRAINS: dict[Any, Any] = {}
+
+
+class Stopping(Exception):
+    """The worker is shutting down: the current turn was left resumable at a step boundary."""
+
+
+def drain_lease(settings: AgentSettings) -> SessionLease:
+    """The drain lease: the session lease's kind, under its own keys (the run itself takes the session lease)."""
+    kind = settings.persistence.lease
+    if kind == "redis":
+        return RedisLease(url=settings.persistence.redis_url, key_prefix=DRAIN_KEY_PREFIX)
+    if kind == "file":
+        return FileLease(settings.base_dir / "drain-leases")
+    return InProcessLease(_MEMORY_DRAINS)
+
+
+def drain(
+    runner: AgentRunner,
+    tenant_id: str,
+    session_id: str,
+    turn_id: str,
+    worker: str,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> dict[str, Any]:
+    """Run the session's open turns in order until `turn_id` is settled; returns that turn's summary."""
+    inbox = Inbox(runner.settings.base_dir, tenant_id, session_id)
+    own = inbox.turn(turn_id)
+    if own.finished or (own.status is TurnStatus.PAUSED):
+        return own.to_json()  # redelivered, or waiting for a human: nothing to run
+    lease = drain_lease(runner.settings)
+    grant = lease.acquire(tenant_id, session_id, make_holder(), runner.settings.persistence.lease_ttl_s)
+    beat = LeaseHeartbeat(lease, grant).start()
+
+    def stop() -> bool:
+        return should_stop() or beat.lost is not None
+
+    try:
+        while not stop():
+            turn = inbox.next_open()
+            if turn is None or turn.status is TurnStatus.PAUSED:
+                break  # nothing left, or the session waits for a human before its next turn
+            _process(runner, inbox, turn, worker, stop)
+        if stop():
+            raise Stopping(f"worker {worker} is stopping; session {session_id} is left resumable")
+    finally:
+        beat.stop()
+        lease.release(beat.grant)
+    return inbox.turn(turn_id).to_json()
+
+
+def _process(runner: AgentRunner, inbox: Inbox, turn: Turn, worker: str, stop: Callable[[], bool]) -> None:
+    tenant, sid = inbox.tenant_id, inbox.session_id
+    # L1 is this process's cache: another worker may have moved the session on since.
+    runner.manager.l1.delete(tenant, sid)
+    try:
+        last = runner.manager.get(tenant, sid, turn.user_id).last_run_id or ""
+    except SessionNotFound:
+        last = ""
+    first = turn.attempts == 0
+    inbox.mark_started(turn.turn_id, last if first else turn.baseline_run_id, worker)
+    try:
+        if turn.decision is not None:
+            result = _resume_with(runner, turn, turn.decision, stop)
+        elif first or last == turn.baseline_run_id or not _run_began(runner, tenant, sid, last):
+            # its run was never created, or died before recording the user's text: nothing of it ran
+            result = _final(runner.stream(turn.text, session_id=sid, tenant_id=tenant, user_id=turn.user_id), stop)
+        else:
+            result = _resume_with(runner, turn, None, stop)
+    except (Stopping, LeaseHeld, StorageError):
+        raise  # left RUNNING: the requeued or retried task continues it
+    except AgentRuntimeError as err:
+        result = {"status": "FAILED", "session_id": sid, "error": str(err)}
+    except Exception as err:  # a bug must not leave callers waiting forever
+        log.exception("turn %s of session %s failed", turn.turn_id, sid)
+        result = {"status": "FAILED", "session_id": sid, "error": f"{type(err).__name__}: {err}"}
+    if result.get("status") == "PAUSED":
+        inbox.mark_paused(turn.turn_id, result, worker)
+        return
+    if result.get("status") != "COMPLETED":
+        result = {**result, "run_status": result.get("status"), "status": "FAILED"}
+    inbox.mark_done(turn.turn_id, result, worker)
+
+
+def _run_began(runner: AgentRunner, tenant: str, sid: str, run_id: str) -> bool:
+    events = runner.manager.jsonl.event_log(tenant, sid)
+    return any(e.type == "user_turn" and (e.payload or {}).get("run_id") == run_id for e in events.entries())
+
+
+def _resume_with(
+    runner: AgentRunner, turn: Turn, decision: dict[str, Any] | None, stop: Callable[[], bool]
+) -> dict[str, Any]:
+    def events(d: dict[str, Any] | None) -> Iterator[RunEvent]:
+        return runner.stream_resume(turn.session_id, turn.tenant_id, turn.user_id, decision=d)
+
+    if decision is None:
+        return _final(events(None), stop)
+    try:
+        return _final(events(decision), stop)
+    except SessionError:
+        # The decision was acted on before a crash (the approved call is in the journal): go on without it.
+        return _final(events(None), stop)
+
+
+def _final(events: Iterator[RunEvent], stop: Callable[[], bool]) -> dict[str, Any]:
+    final: dict[str, Any] = {}
+    try:
+        for ev in events:
+            if ev.kind == "final":
+                final = dict(ev.data)
+            elif ev.kind == "node" and stop():
+                raise Stopping("stopped at a step boundary")
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
+    final.pop("note", None)
+    return final

@@ -1,0 +1,224 @@
+"""A session's inbox: the turns submitted to it, in submission order, and what became of each.
+
+`base_dir/tenants/<tenant>/sessions/<session>/inbox.jsonl` holds framed records (checkpointing's
+record framing: canonical JSON + checksum, torn-tail rule), appended under an exclusive `flock`
+so submitters and workers on several machines never interleave:
+
+    submitted  {turn_id, text, user_id}        the turn exists (durable before it is enqueued)
+    started    {turn_id, baseline_run_id}      a worker is about to run it; the session's last run
+                                               id before, so a crash tells "not yet run" from "ran"
+    paused     {turn_id, run_id}               its run waits for a human approval
+    decision   {turn_id, decision}             the human answered; the turn is pending again
+    done       {turn_id, status, run_id, ...}  its run ended (COMPLETED or FAILED)
+
+A turn's status is its last record's: the worker that holds the session's drain lease takes the
+first turn that is not finished, in submission order. `turns/<turn_id>.json` under the tenant
+maps a turn id to its session (created exclusively: a turn id is used once per tenant).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from agent.errors import ConfigError, SessionNotFound
+from checkpointing.errors import InvalidIdError
+from checkpointing.ids import validate_id
+from checkpointing.records import RecordLog
+
+
+class TurnStatus(StrEnum):
+    """Where a submitted turn stands."""
+
+    PENDING = "PENDING"  # submitted (or approved after a pause), not running
+    RUNNING = "RUNNING"  # a worker started it (or died while running it)
+    PAUSED = "PAUSED"  # waits for a human approval: `agentrt resume ID --approve`
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+
+    @property
+    def settled(self) -> bool:
+        """Whether a waiting caller may stop waiting (nothing more happens without a human)."""
+        return self in (TurnStatus.PAUSED, TurnStatus.COMPLETED, TurnStatus.FAILED)
+
+
+@dataclass
+class Turn:
+    """One submitted turn, folded from its inbox records."""
+
+    turn_id: str
+    tenant_id: str
+    session_id: str
+    text: str
+    user_id: str | None
+    submitted_at: float
+    status: TurnStatus = TurnStatus.PENDING
+    baseline_run_id: str | None = None  # the session's last run id ("" for none) when it first started
+    decision: dict[str, Any] | None = None  # the approval to apply on the next pass
+    result: dict[str, Any] = field(default_factory=dict)  # `done`/`paused` payload: status, run_id, answer...
+    attempts: int = 0  # how many times a worker started it (more than one: it was resumed)
+
+    @property
+    def finished(self) -> bool:
+        """COMPLETED or FAILED: a redelivered task has nothing to do."""
+        return self.status in (TurnStatus.COMPLETED, TurnStatus.FAILED)
+
+    def to_json(self) -> dict[str, Any]:
+        """The turn as `agentrt wait --json` prints it."""
+        return {
+            "turn_id": self.turn_id,
+            "tenant_id": self.tenant_id,
+            "session_id": self.session_id,
+            "status": self.status.value,
+            "attempts": self.attempts,
+            **{k: v for k, v in self.result.items() if k not in ("turn_id", "status")},
+        }
+
+
+def new_turn_id() -> str:
+    """A fresh turn id (a random UUID: never derived from the text, so equal texts are two turns)."""
+    return str(uuid.uuid4())
+
+
+class Inbox:
+    """The inbox file of one session."""
+
+    def __init__(self, base_dir: Path, tenant_id: str, session_id: str) -> None:
+        self.tenant_id = _valid(tenant_id, "tenant id")
+        self.session_id = _valid(session_id, "session id")
+        self.path = base_dir / "tenants" / tenant_id / "sessions" / session_id / "inbox.jsonl"
+        self.log = RecordLog(self.path)
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _append(self, kind: str, turn_id: str, **payload: Any) -> None:
+        with self._locked():
+            self.log.append({"kind": kind, "turn_id": turn_id, "ts": time.time(), **payload})
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every record, oldest first."""
+        return RecordLog(self.path).read() if self.path.exists() else []
+
+    def turns(self) -> list[Turn]:
+        """Every turn in submission order, each with the state its records give."""
+        by_id: dict[str, Turn] = {}
+        for rec in self.records():
+            tid = str(rec.get("turn_id"))
+            kind = rec.get("kind")
+            if kind == "submitted":
+                by_id[tid] = Turn(
+                    tid, self.tenant_id, self.session_id, str(rec["text"]), rec.get("user_id"), float(rec["ts"])
+                )
+                continue
+            turn = by_id.get(tid)
+            if turn is not None:
+                _fold(turn, str(kind), rec)
+        return list(by_id.values())
+
+    def turn(self, turn_id: str) -> Turn:
+        """One turn; `ConfigError` when the session has no such turn."""
+        for t in self.turns():
+            if t.turn_id == turn_id:
+                return t
+        raise ConfigError(
+            f"session {self.session_id} has no turn {turn_id}; check the turn id `agentrt submit` printed"
+        )
+
+    def next_open(self) -> Turn | None:
+        """The first turn in submission order that is not finished (it may be paused)."""
+        return next((t for t in self.turns() if not t.finished), None)
+
+    def submit(self, text: str, turn_id: str, user_id: str | None) -> None:
+        """Append a new turn (the caller reserved `turn_id` in the tenant's turn index first)."""
+        if not text or not text.strip():
+            raise ConfigError('empty input: give the agent something to do, e.g. agentrt submit --session ID "..."')
+        self._append("submitted", turn_id, text=text, user_id=user_id)
+
+    def mark_started(self, turn_id: str, baseline_run_id: str | None, worker: str) -> None:
+        """A worker is about to run (or resume) the turn."""
+        self._append("started", turn_id, baseline_run_id=baseline_run_id, worker=worker)
+
+    def mark_paused(self, turn_id: str, result: dict[str, Any], worker: str) -> None:
+        """The turn's run stopped for a human approval."""
+        self._append("paused", turn_id, result=result, worker=worker)
+
+    def add_decision(self, turn_id: str, decision: dict[str, Any]) -> None:
+        """The human's answer to the paused turn; a worker applies it on its next pass."""
+        self._append("decision", turn_id, decision=decision)
+
+    def mark_done(self, turn_id: str, result: dict[str, Any], worker: str) -> None:
+        """The turn's run ended; `result["status"]` is COMPLETED or FAILED."""
+        self._append("done", turn_id, result=result, worker=worker)
+
+
+def _fold(turn: Turn, kind: str, rec: dict[str, Any]) -> None:
+    if kind == "started":
+        turn.attempts += 1
+        if turn.attempts == 1:  # later starts are resumes of the run the first one created
+            turn.baseline_run_id = str(rec.get("baseline_run_id") or "")
+        turn.status = TurnStatus.RUNNING
+    elif kind == "paused":
+        turn.status, turn.result, turn.decision = TurnStatus.PAUSED, dict(rec.get("result") or {}), None
+    elif kind == "decision":
+        turn.status, turn.decision = TurnStatus.PENDING, dict(rec.get("decision") or {})
+    elif kind == "done":
+        turn.result = dict(rec.get("result") or {})
+        failed = turn.result.get("status") == TurnStatus.FAILED.value
+        turn.status = TurnStatus.FAILED if failed else TurnStatus.COMPLETED
+    turn.result = {**turn.result, "worker": rec.get("worker", turn.result.get("worker"))}
+
+
+class TurnIndex:
+    """`tenants/<tenant>/turns/<turn_id>.json`: which session a turn id belongs to."""
+
+    def __init__(self, base_dir: Path, tenant_id: str) -> None:
+        self.tenant_id = _valid(tenant_id, "tenant id")
+        self.dir = base_dir / "tenants" / tenant_id / "turns"
+
+    def reserve(self, turn_id: str, session_id: str) -> None:
+        """Claim `turn_id` for the session; `ConfigError` when the id was used before."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        path = self.dir / f"{_valid(turn_id, 'turn id')}.json"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            raise ConfigError(f"turn id {turn_id} was used before: give each turn a new id (or none)") from None
+        try:
+            os.write(fd, json.dumps({"session_id": session_id, "turn_id": turn_id}).encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def session_of(self, turn_id: str) -> str:
+        """The session a turn was submitted to; `SessionNotFound` for an unknown id."""
+        path = self.dir / f"{_valid(turn_id, 'turn id')}.json"
+        try:
+            return str(json.loads(path.read_text())["session_id"])
+        except (OSError, ValueError, KeyError):
+            raise SessionNotFound(
+                f"no turn {turn_id} in tenant {self.tenant_id}: check the id `agentrt submit` printed and --tenant"
+            ) from None
+
+
+def _valid(value: str, what: str) -> str:
+    try:
+        return validate_id(value, what)
+    except InvalidIdError as err:
+        raise ConfigError(str(err)) from None

@@ -1,0 +1,202 @@
+"""Submitting turns to the Celery workers and following them: `agentrt submit`, `agentrt wait`.
+
+`submit_turn` reserves the turn id in the tenant's turn index, appends the turn to the session's
+inbox (durable before anything is sent), then sends the task; a submitter that dies between the
+two leaves a pending turn that the session's next task runs. `TurnHandle.wait()` follows the inbox
+on the shared volume, so it needs no result backend round trip and sees a turn finished by any
+worker's drain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import uuid
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from celery import Celery
+
+from agent.celery_app import TASK_NAME, celery_config
+from agent.config import AgentSettings, load_settings
+from agent.errors import ConfigError
+from agent.session.inbox import Inbox, Turn, TurnIndex, TurnStatus, new_turn_id
+
+
+class TurnHandle:
+    """A submitted turn: `status()`, `turn()`, `wait()`."""
+
+    def __init__(self, base_dir: Path, tenant_id: str, session_id: str, turn_id: str) -> None:
+        self.tenant_id = tenant_id
+        self.session_id = session_id
+        self.turn_id = turn_id
+        self._inbox = Inbox(base_dir, tenant_id, session_id)
+
+    def __repr__(self) -> str:
+        return f"TurnHandle({self.turn_id!r}, session={self.session_id!r}, tenant={self.tenant_id!r})"
+
+    def turn(self) -> Turn:
+        """The turn as its inbox records say now."""
+        return self._inbox.turn(self.turn_id)
+
+    def status(self) -> TurnStatus:
+        """PENDING, RUNNING, PAUSED (waits for approval), COMPLETED or FAILED."""
+        return self.turn().status
+
+    def wait(self, timeout: float | None = None, poll_s: float = 0.05) -> Turn:
+        """Block until the turn is COMPLETED, FAILED or PAUSED; `TimeoutError` after `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            turn = self.turn()
+            if turn.status.settled:
+                return turn
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"turn {self.turn_id} is still {turn.status.value} after {timeout:g} s; "
+                    f"wait again with `agentrt wait {self.turn_id}`"
+                )
+            time.sleep(poll_s)
+
+
+@lru_cache(maxsize=8)
+def _app_for(config_json: str) -> Celery:
+    return make_app_from_json(config_json)
+
+
+def make_app_from_json(config_json: str) -> Celery:
+    """A producer app for a serialized Celery configuration."""
+    app = Celery("agentrt", set_as_current=False)
+    app.conf.update(json.loads(config_json))
+    return app
+
+
+def producer_app(settings: AgentSettings) -> Celery:
+    """One cached producer app per distinct configuration (keeps its broker connection pool)."""
+    return _app_for(json.dumps(celery_config(settings), sort_keys=True))
+
+
+def _ids(settings: AgentSettings, session_id: str, tenant_id: str | None) -> tuple[str, str]:
+    tenant = tenant_id or settings.session.tenant_id
+    Inbox(settings.base_dir, tenant, session_id)  # validates both ids
+    return tenant, session_id
+
+
+def _send(settings: AgentSettings, tenant: str, sid: str, turn_id: str, task_id: str) -> None:
+    producer_app(settings).send_task(
+        TASK_NAME, args=[tenant, sid, turn_id], task_id=task_id, queue=settings.workers.queue
+    )
+
+
+def submit_turn(
+    settings: AgentSettings,
+    text: str,
+    session_id: str,
+    tenant_id: str | None = None,
+    user_id: str | None = None,
+    turn_id: str | None = None,
+) -> TurnHandle:
+    """Append a turn to the session and enqueue it; the same text twice is two turns."""
+    celery_config(settings)  # no broker configured: say so before recording anything
+    tenant, sid = _ids(settings, session_id, tenant_id)
+    tid = turn_id or new_turn_id()
+    inbox = Inbox(settings.base_dir, tenant, sid)
+    if not text or not text.strip():
+        inbox.submit(text, tid, user_id)  # raises the one-line error
+    TurnIndex(settings.base_dir, tenant).reserve(tid, sid)
+    inbox.submit(text, tid, user_id)
+    _send(settings, tenant, sid, tid, tid)
+    return TurnHandle(settings.base_dir, tenant, sid, tid)
+
+
+def submit_decision(
+    settings: AgentSettings, session_id: str, decision: dict[str, Any], tenant_id: str | None = None
+) -> TurnHandle:
+    """Record the human's answer to the session's paused turn and enqueue its continuation."""
+    celery_config(settings)
+    tenant, sid = _ids(settings, session_id, tenant_id)
+    inbox = Inbox(settings.base_dir, tenant, sid)
+    paused = [t for t in inbox.turns() if t.status is TurnStatus.PAUSED]
+    if not paused:
+        raise ConfigError(
+            f"session {sid} has no submitted turn waiting for approval; see `agentrt show {sid}` "
+            "(a turn run with `agentrt run` is resumed in place: unset workers.broker_url)"
+        )
+    turn = paused[0]
+    inbox.add_decision(turn.turn_id, decision)
+    _send(settings, tenant, sid, turn.turn_id, f"{turn.turn_id}.{uuid.uuid4().hex[:8]}")
+    return TurnHandle(settings.base_dir, tenant, sid, turn.turn_id)
+
+
+def handle_for(settings: AgentSettings, turn_id: str, tenant_id: str | None = None) -> TurnHandle:
+    """The handle of a turn submitted earlier (found through the tenant's turn index)."""
+    tenant = tenant_id or settings.session.tenant_id
+    sid = TurnIndex(settings.base_dir, tenant).session_of(turn_id)
+    return TurnHandle(settings.base_dir, tenant, sid, turn_id)
+
+
+# --- the command line -----------------------------------------------------------------------------
+
+
+def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> dict[str, Any]:
+    """Register `submit` and `wait` on the CLI's subparsers; returns {name: handler}."""
+    p = sub.add_parser("submit", help="queue a turn for the workers; prints its turn id")
+    common(p)
+    p.add_argument("--session", required=True, metavar="ID", help="the session (created on its first turn)")
+    p.add_argument("--turn-id", metavar="ID", help="your own unique id for this turn (default: a new UUID)")
+    p.add_argument("text", nargs="+", help="what the agent should do")
+    p = sub.add_parser("wait", help="wait for a submitted turn to finish or pause; prints its result")
+    common(p)
+    p.add_argument("turn_id", metavar="TURN_ID")
+    p.add_argument("--timeout", type=float, help="give up after this many seconds (exit code 3)")
+    return {"submit": cmd_submit, "wait": cmd_wait}
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    """agentrt submit --session ID "text": prints the turn id."""
+    settings = load_settings(args.config)
+    handle = submit_turn(settings, " ".join(args.text), args.session, args.tenant, args.user, args.turn_id)
+    if args.json:
+        print(json.dumps({"turn_id": handle.turn_id, "session_id": handle.session_id, "tenant_id": handle.tenant_id}))
+    else:
+        print(handle.turn_id)
+    return 0
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    """agentrt wait TURN_ID: 0 when COMPLETED or PAUSED, 1 when FAILED, 3 on --timeout."""
+    settings = load_settings(args.config)
+    try:
+        turn = handle_for(settings, args.turn_id, args.tenant).wait(args.timeout)
+    except TimeoutError as err:
+        print(f"agentrt: {err}")
+        return 3
+    return print_turn(turn, args.json)
+
+
+def cmd_queue_decision(args: argparse.Namespace, decision: dict[str, Any]) -> int:
+    """`agentrt resume ID --approve/--reject` with workers configured: queue the continuation."""
+    handle = submit_decision(load_settings(args.config), args.session_id, decision, args.tenant)
+    print(json.dumps({"turn_id": handle.turn_id, "queued": True}) if args.json else f"queued: {handle.turn_id}")
+    return 0
+
+
+def print_turn(turn: Turn, as_json: bool) -> int:
+    """Print a settled turn (one JSON object with --json); the exit code."""
+    data = turn.to_json()
+    if as_json:
+        print(json.dumps(data, ensure_ascii=False, default=str))
+    else:
+        print(f"{turn.status.value}  turn {turn.turn_id}  session {turn.session_id}  run {data.get('run_id')}")
+        if data.get("answer"):
+            print(data["answer"])
+        if data.get("error"):
+            print(f"error: {data['error']}")
+        if turn.status is TurnStatus.PAUSED:
+            print(f"waits for approval: agentrt resume {turn.session_id} --approve (or --reject)")
+    return 1 if turn.status is TurnStatus.FAILED else 0
+
+
+__all__ = ["TurnHandle", "handle_for", "submit_decision", "submit_turn"]
