@@ -51,8 +51,9 @@ def cluster(tmp_path: Path, broker: str) -> Iterator[Cluster]:
 
 @pytest.fixture
 def slow_cluster(tmp_path: Path, broker: str) -> Iterator[Cluster]:
-    """Three turns of plan / bump / 200 ms nap / answer per session (a longer window to crash in)."""
-    yield from _cluster(tmp_path, broker, ("bump", "nap"))
+    """Three turns of plan / bump / 3 x 200 ms nap / answer per session: work enough for three kills
+    while a restarted worker boots on this busy 2-core machine."""
+    yield from _cluster(tmp_path, broker, ("bump", "nap", "nap", "nap"))
 
 
 def _texts(sid: str, i: int) -> list[str]:
@@ -206,13 +207,15 @@ def test_sigterm_stops_the_run_at_a_step_boundary_and_another_worker_finishes_it
 
 
 def test_a_task_redelivered_after_its_turn_finished_does_not_run_it_again(cluster: Cluster) -> None:
-    """The pool process dies after the turn's end and before the ack: the redelivered task does nothing."""
+    """The worker dies after the turn's end and before the ack: the redelivered task does nothing."""
     c = cluster
     turn_id = f"t-mine-{c.tenant}"  # a caller-given turn id
     c.redis.set(f"{c.keys}:crash-after:{turn_id}", "1")
     c.start_worker("w0")
     handle = c.submit("s-again", "Count once.", turn_id=turn_id)
     assert handle.wait(timeout=BOUND_S).status is TurnStatus.COMPLETED
+    assert c.workers["w0"].wait(timeout=60) == -signal.SIGKILL  # died before acknowledging
+    c.start_worker("w0")
     deadline = time.monotonic() + BOUND_S
     while int(c.redis.get(f"{c.keys}:executions:{turn_id}") or 0) < 2:
         assert time.monotonic() < deadline, f"the task was not delivered again\n{c.log_tail()}"

@@ -2,8 +2,10 @@
 
 - every task execution is counted under `<AGENTRT_TEST_KEYS>:executions:<task id>`;
 - when `<prefix>:crash-after:<turn id>` exists, the pool process that just finished that turn's
-  task deletes the key and SIGKILLs itself in `task_postrun`: after the turn's work and its
-  result, before the main process acknowledges the message (a crash between the end and the ack).
+  task deletes the key and SIGKILLs its whole worker (its process group) in `task_postrun`: after
+  the turn's work and its result, before the main process acknowledges the message (a crash, or a
+  lost machine, between the end and the ack). Killing only the pool process would not do: Celery
+  then sees the stored SUCCESS and acknowledges.
 """
 
 from __future__ import annotations
@@ -35,4 +37,4 @@ def _count(task_id: str | None = None, **_: Any) -> None:
 def _crash_before_ack(task_id: str | None = None, state: str | None = None, **_: Any) -> None:
     r, prefix = _redis()
     if state == "SUCCESS" and r.delete(f"{prefix}:crash-after:{task_id}"):
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.killpg(os.getpgid(0), signal.SIGKILL)
