@@ -3,14 +3,13 @@ order per session, through worker crashes (SIGKILL), graceful stops (SIGTERM) an
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -35,25 +34,34 @@ def broker(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def _cluster(tmp_path: Path, broker: str, tools: tuple[str, ...] = ("bump",)) -> Iterator[Cluster]:
-    c = open_cluster(tmp_path, broker, turn_script(3, tools))
-    try:
-        yield c
-    finally:
+MakeCluster = Callable[..., Cluster]
+
+
+@pytest.fixture
+def make_cluster(tmp_path: Path) -> Iterator[MakeCluster]:
+    """`make_cluster(broker, tools)`: a cluster whose sessions script three turns of plan / tools / answer."""
+    made: list[Cluster] = []
+
+    def make(broker: str, tools: tuple[str, ...] = ("bump",)) -> Cluster:
+        made.append(open_cluster(tmp_path, broker, turn_script(3, tools)))
+        return made[-1]
+
+    yield make
+    for c in made:
         c.close()
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, broker: str) -> Iterator[Cluster]:
+def cluster(make_cluster: MakeCluster, broker: str) -> Cluster:
     """Three turns of plan / bump / answer per session."""
-    yield from _cluster(tmp_path, broker)
+    return make_cluster(broker)
 
 
 @pytest.fixture
-def slow_cluster(tmp_path: Path, broker: str) -> Iterator[Cluster]:
+def slow_cluster(make_cluster: MakeCluster, broker: str) -> Cluster:
     """Three turns of plan / bump / 3 x 200 ms nap / answer per session: work enough for three kills
     while a restarted worker boots on this busy 2-core machine."""
-    yield from _cluster(tmp_path, broker, ("bump", "nap", "nap", "nap"))
+    return make_cluster(broker, ("bump", "nap", "nap", "nap"))
 
 
 def _texts(sid: str, i: int) -> list[str]:
@@ -88,7 +96,7 @@ def _submit_all(c: Cluster) -> tuple[dict[str, list[str]], dict[str, list[TurnHa
 
 def _check_once_in_order(c: Cluster, texts: dict[str, list[str]], handles: dict[str, list[TurnHandle]]) -> int:
     """Every turn COMPLETED exactly once, in submission order; no unsafe effect twice. Returns resumed turns."""
-    for sid, hs in handles.items():
+    for hs in handles.values():
         for turn in wait_all(hs, BOUND_S):
             assert turn.status is TurnStatus.COMPLETED, (turn.to_json(), c.log_tail())
     runner = AgentRunner.from_config(c.config)
@@ -182,28 +190,30 @@ def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
-def test_sigterm_stops_the_run_at_a_step_boundary_and_another_worker_finishes_it(tmp_path: Path, broker: str) -> None:
+def test_sigterm_stops_the_run_at_a_step_boundary_and_another_worker_finishes_it(
+    make_cluster: MakeCluster, broker: str
+) -> None:
     """SIGTERM: the worker exits within the bound, its turn is requeued and completed by the other worker."""
-    for c in _cluster(tmp_path, broker, ("bump", "gate")):
-        _start_pair(c)
-        handle, child = _gated(c, "s-term")
-        owner = next(name for name, p in c.workers.items() if p.pid == _parent(child))
-        other = next(name for name in c.workers if name != owner)
-        c.signal_worker(owner, signal.SIGTERM)
-        t0 = time.monotonic()
-        time.sleep(0.5)
-        c.redis.delete(f"{c.keys}:gate:s-term")  # the gate step ends; the run stops after it
-        assert c.workers[owner].wait(timeout=60) == 0, c.log_tail()
-        stopped_in = time.monotonic() - t0
-        turn = handle.wait(timeout=BOUND_S)
-        assert turn.status is TurnStatus.COMPLETED, (turn.to_json(), c.log_tail())
-        assert str(turn.result["worker"]).startswith(f"{other}-"), turn.to_json()
-        assert turn.attempts == 2
-        assert stopped_in < 30, f"SIGTERM took {stopped_in:.1f} s"
-        runner = AgentRunner.from_config(c.config)
-        kinds = [e.type for e in runner.manager.jsonl.event_log(c.tenant, "s-term").entries()]
-        assert kinds.count("run_start") == 1 and kinds.count("run_resume") == 1 and kinds.count("run_end") == 1
-        assert int(c.redis.get(f"{c.keys}:bump:s-term") or 0) == 1
+    c = make_cluster(broker, ("bump", "gate"))
+    _start_pair(c)
+    handle, child = _gated(c, "s-term")
+    owner = next(name for name, p in c.workers.items() if p.pid == _parent(child))
+    other = next(name for name in c.workers if name != owner)
+    c.signal_worker(owner, signal.SIGTERM)
+    t0 = time.monotonic()
+    time.sleep(0.5)
+    c.redis.delete(f"{c.keys}:gate:s-term")  # the gate step ends; the run stops after it
+    assert c.workers[owner].wait(timeout=60) == 0, c.log_tail()
+    stopped_in = time.monotonic() - t0
+    turn = handle.wait(timeout=BOUND_S)
+    assert turn.status is TurnStatus.COMPLETED, (turn.to_json(), c.log_tail())
+    assert str(turn.result["worker"]).startswith(f"{other}-"), turn.to_json()
+    assert turn.attempts == 2
+    assert stopped_in < 30, f"SIGTERM took {stopped_in:.1f} s"
+    runner = AgentRunner.from_config(c.config)
+    kinds = [e.type for e in runner.manager.jsonl.event_log(c.tenant, "s-term").entries()]
+    assert kinds.count("run_start") == 1 and kinds.count("run_resume") == 1 and kinds.count("run_end") == 1
+    assert int(c.redis.get(f"{c.keys}:bump:s-term") or 0) == 1
 
 
 def test_a_task_redelivered_after_its_turn_finished_does_not_run_it_again(cluster: Cluster) -> None:
@@ -231,45 +241,45 @@ def test_a_task_redelivered_after_its_turn_finished_does_not_run_it_again(cluste
     assert int(c.redis.get(f"{c.keys}:bump:s-again") or 0) == 1
 
 
-def test_a_turn_paused_for_approval_ends_its_task_and_resume_approve_queues_the_rest(tmp_path: Path) -> None:
+def test_a_turn_paused_for_approval_ends_its_task_and_resume_approve_queues_the_rest(make_cluster: MakeCluster) -> None:
     """The paused turn settles as PAUSED, the next turn waits; `agentrt resume --approve` continues both."""
-    for c in _cluster(tmp_path, "redis", ("bump_approved",)):
-        c.start_worker("w0")
-        first = c.submit("s-ask", "Bump after asking.")
-        second = c.submit("s-ask", "And once more.")
-        assert first.wait(timeout=BOUND_S).status is TurnStatus.PAUSED
-        time.sleep(1.0)
-        assert second.status() is TurnStatus.PENDING
-        env = {**c.env, "PYTHONPATH": str(ROOT)}
-        cmd = [sys.executable, "-m", "agent.cli", "resume", "s-ask", "--approve", "--config", str(c.config)]
-        out = subprocess.run(
-            [*cmd, "--tenant", c.tenant], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False
-        )
-        assert out.returncode == 0 and f"queued: {first.turn_id}" in out.stdout, out.stdout + out.stderr
-        assert first.wait(timeout=BOUND_S).status is TurnStatus.COMPLETED
-        turn = second.wait(timeout=BOUND_S)
-        assert turn.status is TurnStatus.PAUSED  # its own bump asks too
-        assert int(c.redis.get(f"{c.keys}:bump:s-ask") or 0) == 1
+    c = make_cluster("redis", ("bump_approved",))
+    c.start_worker("w0")
+    first = c.submit("s-ask", "Bump after asking.")
+    second = c.submit("s-ask", "And once more.")
+    assert first.wait(timeout=BOUND_S).status is TurnStatus.PAUSED
+    time.sleep(1.0)
+    assert second.status() is TurnStatus.PENDING
+    env = {**c.env, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "agent.cli", "resume", "s-ask", "--approve", "--config", str(c.config)]
+    out = subprocess.run(
+        [*cmd, "--tenant", c.tenant], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.returncode == 0 and f"queued: {first.turn_id}" in out.stdout, out.stdout + out.stderr
+    assert first.wait(timeout=BOUND_S).status is TurnStatus.COMPLETED
+    turn = second.wait(timeout=BOUND_S)
+    assert turn.status is TurnStatus.PAUSED  # its own bump asks too
+    assert int(c.redis.get(f"{c.keys}:bump:s-ask") or 0) == 1
 
 
-def test_submit_and_wait_on_the_command_line(tmp_path: Path) -> None:
+def test_submit_and_wait_on_the_command_line(make_cluster: MakeCluster) -> None:
     """`agentrt submit` prints a turn id; `agentrt wait` prints the answer; a reused turn id is refused."""
-    for c in _cluster(tmp_path, "redis"):
-        c.start_worker("w0", concurrency=1)
-        env = {**c.env, "PYTHONPATH": str(ROOT)}
-        base = [sys.executable, "-m", "agent.cli"]
-        opts = ["--config", str(c.config), "--tenant", c.tenant]
+    c = make_cluster("redis")
+    c.start_worker("w0", concurrency=1)
+    env = {**c.env, "PYTHONPATH": str(ROOT)}
+    base = [sys.executable, "-m", "agent.cli"]
+    opts = ["--config", str(c.config), "--tenant", c.tenant]
 
-        def cli(*args: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run(
-                [*base, *args, *opts], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
-            )
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*base, *args, *opts], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+        )
 
-        sub = cli("submit", "--session", "s-cli", "--turn-id", "t-cli-1", "Count", "for", "me.")
-        assert sub.returncode == 0 and sub.stdout.strip() == "t-cli-1", sub.stdout + sub.stderr
-        again = cli("submit", "--session", "s-cli", "--turn-id", "t-cli-1", "Again.")
-        assert again.returncode == 2 and "was used before" in again.stdout + again.stderr
-        done = cli("wait", "t-cli-1", "--timeout", "120")
-        assert done.returncode == 0 and "COMPLETED" in done.stdout and "Answer 1." in done.stdout, done.stdout
-        missing = cli("wait", "t-nope", "--timeout", "1")
-        assert missing.returncode == 2 and "no turn t-nope" in missing.stdout + missing.stderr
+    sub = cli("submit", "--session", "s-cli", "--turn-id", "t-cli-1", "Count", "for", "me.")
+    assert sub.returncode == 0 and sub.stdout.strip() == "t-cli-1", sub.stdout + sub.stderr
+    again = cli("submit", "--session", "s-cli", "--turn-id", "t-cli-1", "Again.")
+    assert again.returncode == 2 and "was used before" in again.stdout + again.stderr
+    done = cli("wait", "t-cli-1", "--timeout", "120")
+    assert done.returncode == 0 and "COMPLETED" in done.stdout and "Answer 1." in done.stdout, done.stdout
+    missing = cli("wait", "t-nope", "--timeout", "1")
+    assert missing.returncode == 2 and "no turn t-nope" in missing.stdout + missing.stderr

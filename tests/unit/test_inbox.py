@@ -1,0 +1,72 @@
+"""The session inbox: turns in submission order, statuses folded from records, unique turn ids."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.errors import ConfigError, SessionNotFound
+from agent.session.inbox import Inbox, TurnIndex, TurnStatus, new_turn_id
+
+
+def _submit(base: Path, sid: str, text: str, turn_id: str | None = None) -> str:
+    tid = turn_id or new_turn_id()
+    TurnIndex(base, "acme").reserve(tid, sid)
+    Inbox(base, "acme", sid).submit(text, tid, None)
+    return tid
+
+
+def test_the_same_text_twice_is_two_turns_in_submission_order(tmp_path: Path) -> None:
+    """Equal texts get distinct ids (never a digest of the text) and keep their order."""
+    ids = [_submit(tmp_path, "s1", t) for t in ("one", "again", "again")]
+    turns = Inbox(tmp_path, "acme", "s1").turns()
+    assert [t.turn_id for t in turns] == ids and len(set(ids)) == 3
+    assert [t.text for t in turns] == ["one", "again", "again"]
+    assert all(t.status is TurnStatus.PENDING for t in turns)
+
+
+def test_statuses_follow_the_records_and_the_next_open_turn_is_the_oldest(tmp_path: Path) -> None:
+    """started -> RUNNING, paused -> PAUSED, decision -> PENDING with it, done -> COMPLETED/FAILED."""
+    a, b = _submit(tmp_path, "s1", "a"), _submit(tmp_path, "s1", "b")
+    inbox = Inbox(tmp_path, "acme", "s1")
+    inbox.mark_started(a, "", "w1")
+    assert inbox.turn(a).status is TurnStatus.RUNNING and inbox.turn(a).baseline_run_id == ""
+    inbox.mark_started(a, "r-later", "w2")  # a resume keeps the first baseline
+    assert inbox.turn(a).baseline_run_id == "" and inbox.turn(a).attempts == 2
+    inbox.mark_paused(a, {"status": "PAUSED", "run_id": "r-1"}, "w2")
+    assert inbox.turn(a).status is TurnStatus.PAUSED and inbox.next_open() == inbox.turn(a)
+    inbox.add_decision(a, {"approved": True})
+    assert inbox.turn(a).status is TurnStatus.PENDING and inbox.turn(a).decision == {"approved": True}
+    inbox.mark_done(a, {"status": "COMPLETED", "run_id": "r-1", "answer": "ok"}, "w2")
+    assert inbox.turn(a).finished and inbox.turn(a).to_json()["answer"] == "ok"
+    assert inbox.next_open() == inbox.turn(b)
+    inbox.mark_done(b, {"status": "FAILED", "error": "boom"}, "w2")
+    assert inbox.turn(b).status is TurnStatus.FAILED and inbox.next_open() is None
+
+
+def test_a_turn_id_is_used_once_per_tenant_and_found_again(tmp_path: Path) -> None:
+    """A reused id is refused with what to do; the index maps an id back to its session."""
+    _submit(tmp_path, "s1", "a", "t-1")
+    with pytest.raises(ConfigError, match="was used before"):
+        _submit(tmp_path, "s2", "b", "t-1")
+    assert TurnIndex(tmp_path, "acme").session_of("t-1") == "s1"
+    with pytest.raises(SessionNotFound, match="no turn t-2"):
+        TurnIndex(tmp_path, "acme").session_of("t-2")
+    assert TurnIndex(tmp_path, "other").dir != TurnIndex(tmp_path, "acme").dir
+
+
+@pytest.mark.parametrize("bad", ["../x", "a/b", "", "x" * 65])
+def test_ids_that_become_paths_are_validated(tmp_path: Path, bad: str) -> None:
+    """Session, tenant and turn ids are checked before they reach a path."""
+    with pytest.raises(ConfigError, match="invalid"):
+        Inbox(tmp_path, "acme", bad)
+    with pytest.raises(ConfigError, match="invalid"):
+        TurnIndex(tmp_path, "acme").reserve(bad, "s1")
+
+
+def test_an_empty_text_is_refused(tmp_path: Path) -> None:
+    """A blank turn is a one-line error, and nothing is recorded."""
+    with pytest.raises(ConfigError, match="empty input"):
+        Inbox(tmp_path, "acme", "s1").submit("  ", "t-1", None)
+    assert Inbox(tmp_path, "acme", "s1").turns() == []
