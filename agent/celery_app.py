@@ -49,6 +49,7 @@ def celery_config(settings: AgentSettings) -> dict[str, Any]:
         "worker_soft_shutdown_timeout": w.soft_shutdown_s,
         "broker_connection_retry_on_startup": True,
         "worker_hijack_root_logger": False,
+        "worker_proc_alive_timeout": 60.0,  # a pool process builds its runner at start (agent/worker.py)
     }
     if w.broker_url.startswith(("redis://", "rediss://")):
         conf["broker_transport_options"] = {

@@ -1,7 +1,8 @@
 """Draining a session's inbox: what one worker task does, independent of the task engine.
 
 `drain(runner, tenant, session, turn_id, ...)` is the body of the Celery task. It returns at once
-when its turn is already finished (a redelivered task) or waits for a human. Otherwise it takes
+when the session has nothing to run (every turn finished: a redelivered task does nothing; or the
+oldest open turn waits for a human). Otherwise it takes
 the session's drain lease (one drainer per session on every machine; `LeaseHeld` means another
 worker is draining: the task retries later) and runs the session's open turns one after the other
 in submission order, each to its end or its approval pause:
@@ -60,8 +61,12 @@ def drain(
     """Run the session's open turns in order until `turn_id` is settled; returns that turn's summary."""
     inbox = Inbox(runner.settings.base_dir, tenant_id, session_id)
     own = inbox.turn(turn_id)
-    if own.finished or (own.status is TurnStatus.PAUSED):
-        return own.to_json()  # redelivered, or waiting for a human: nothing to run
+    first = inbox.next_open()
+    if first is None or first.status is TurnStatus.PAUSED:
+        # Redelivered after its turn finished, or the session waits for a human: nothing to run.
+        return own.to_json()
+    # Otherwise drain, even when our own turn is done: a drainer that died after finishing it may
+    # have left later turns whose own tasks have already returned (behind a pause, then approved).
     lease = drain_lease(runner.settings)
     grant = lease.acquire(tenant_id, session_id, make_holder(), runner.settings.persistence.lease_ttl_s)
     beat = LeaseHeartbeat(lease, grant).start()
@@ -75,7 +80,8 @@ def drain(
             if turn is None or turn.status is TurnStatus.PAUSED:
                 break  # nothing left, or the session waits for a human before its next turn
             _process(runner, inbox, turn, worker, stop)
-        if stop():
+        left = inbox.next_open()
+        if stop() and left is not None and left.status is not TurnStatus.PAUSED:
             raise Stopping(f"worker {worker} is stopping; session {session_id} is left resumable")
     finally:
         beat.stop()

@@ -594,9 +594,7 @@ class AgentRunner:
 
         return submit_turn(self.settings, text, session_id, tenant_id, user_id, turn_id)
 
-    def submit_decision(
-        self, session_id: str, decision: dict[str, Any], tenant_id: str | None = None
-    ) -> TurnHandle:
+    def submit_decision(self, session_id: str, decision: dict[str, Any], tenant_id: str | None = None) -> TurnHandle:
         """Approve or reject a submitted turn that paused for approval; a worker continues it."""
         from agent.submit import submit_decision
 

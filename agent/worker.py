@@ -56,6 +56,15 @@ def _ask_runs_to_stop(**_: Any) -> None:
         _stop.set()
 
 
+@signals.worker_process_init.connect
+def _warm_up(**_: Any) -> None:
+    # Build the runner as each pool process starts, so the first turn does not pay for it.
+    try:
+        runner()
+    except Exception as err:  # reported again (and the turn failed) when a task needs it
+        log.error("agentrt worker: cannot build the runtime: %s", err)
+
+
 def stopping() -> bool:
     """Whether this worker is shutting down (runs stop at their next step boundary)."""
     return _stop is not None and _stop.is_set()

@@ -205,6 +205,7 @@ def test_sigterm_stops_the_run_at_a_step_boundary_and_another_worker_finishes_it
     c.redis.delete(f"{c.keys}:gate:s-term")  # the gate step ends; the run stops after it
     assert c.workers[owner].wait(timeout=60) == 0, c.log_tail()
     stopped_in = time.monotonic() - t0
+    print(f"[{broker}] SIGTERM: the worker exited {stopped_in - 0.5:.1f} s after the gate opened")
     turn = handle.wait(timeout=BOUND_S)
     assert turn.status is TurnStatus.COMPLETED, (turn.to_json(), c.log_tail())
     assert str(turn.result["worker"]).startswith(f"{other}-"), turn.to_json()
