@@ -86,13 +86,13 @@ def main() -> None:
     p.add_argument("--broker", choices=["redis", "rabbitmq", "both"], default="both")
     p.add_argument("--sessions", type=int, default=20)
     p.add_argument("--turns", type=int, default=2, help="turns per session")
-    p.add_argument("--procs", default="1,2,4", help="worker process counts")
+    p.add_argument("--procs", default="1,2,4", help='worker process counts ("" for the latency only)')
     p.add_argument("--samples", type=int, default=40, help="latency samples")
     args = p.parse_args()
     brokers = ["redis", "rabbitmq"] if args.broker == "both" else [args.broker]
     with tempfile.TemporaryDirectory(prefix="agentrt-bench-workers-") as root:
         for broker in brokers:
-            for n in (int(x) for x in args.procs.split(",")):
+            for n in (int(x) for x in args.procs.split(",") if x):
                 tmp = Path(root) / f"{broker}-{n}"
                 tmp.mkdir()
                 tpm = throughput(broker, n, args.sessions, args.turns, tmp)

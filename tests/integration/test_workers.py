@@ -17,7 +17,7 @@ from celery.result import AsyncResult
 
 from agent.runner import AgentRunner
 from agent.session.inbox import TurnStatus
-from agent.submit import TurnHandle, producer_app
+from agent.submit import TurnHandle, producer_app, submit_turn
 from tests.support.celery_drill import BROKERS, Cluster, open_cluster, turn_script, wait_all
 from tests.support.runners import ROOT
 
@@ -284,3 +284,15 @@ def test_submit_and_wait_on_the_command_line(make_cluster: MakeCluster) -> None:
     assert done.returncode == 0 and "COMPLETED" in done.stdout and "Answer 1." in done.stdout, done.stdout
     missing = cli("wait", "t-nope", "--timeout", "1")
     assert missing.returncode == 2 and "no turn t-nope" in missing.stdout + missing.stderr
+
+
+def test_a_turn_for_another_users_session_fails_with_a_clear_error(make_cluster: MakeCluster) -> None:
+    """A second user of the same tenant cannot add turns to the first user's session through the queue."""
+    c = make_cluster("redis")
+    c.start_worker("w0", concurrency=1)
+    mine = submit_turn(c.settings, "Count for alice.", "s-alice", c.tenant, "alice")
+    assert mine.wait(timeout=BOUND_S).status is TurnStatus.COMPLETED
+    theirs = submit_turn(c.settings, "Count for bob.", "s-alice", c.tenant, "bob")
+    turn = theirs.wait(timeout=BOUND_S)
+    assert turn.status is TurnStatus.FAILED and "another user" in str(turn.result.get("error")), turn.to_json()
+    assert int(c.redis.get(f"{c.keys}:bump:s-alice") or 0) == 1
