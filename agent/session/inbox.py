@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import ConfigError, SessionNotFound
-from checkpointing.errors import InvalidIdError
+from checkpointing.errors import CorruptRecordError, InvalidIdError
 from checkpointing.ids import validate_id
-from checkpointing.records import RecordLog
+from checkpointing.records import RecordLog, decode_record
 
 
 class TurnStatus(StrEnum):
@@ -99,22 +99,34 @@ class Inbox:
         self.log = RecordLog(self.path)
 
     @contextmanager
-    def _locked(self) -> Iterator[None]:
+    def _locked(self, mode: int) -> Iterator[None]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fcntl.flock(fd, mode)
             yield
         finally:
             os.close(fd)
 
     def _append(self, kind: str, turn_id: str, **payload: Any) -> None:
-        with self._locked():
+        with self._locked(fcntl.LOCK_EX):  # the append cuts a crashed writer's torn tail first
             self.log.append({"kind": kind, "turn_id": turn_id, "ts": time.time(), **payload})
 
     def records(self) -> list[dict[str, Any]]:
-        """Every record, oldest first."""
-        return RecordLog(self.path).read() if self.path.exists() else []
+        """Every record, oldest first. A reader never changes the file: a torn last line (a writer
+        that crashed mid-append) is skipped here and cut by the next append."""
+        if not self.path.exists():
+            return []
+        with self._locked(fcntl.LOCK_SH):
+            data = self.path.read_bytes()
+        lines = data.split(b"\n")
+        out = []
+        for n, line in enumerate(lines[:-1], start=1):  # the part after the last newline is torn or empty
+            try:
+                out.append(decode_record(line))
+            except (ValueError, UnicodeDecodeError) as err:
+                raise CorruptRecordError(str(self.path), n, str(err)) from err
+        return out
 
     def turns(self) -> list[Turn]:
         """Every turn in submission order, each with the state its records give."""

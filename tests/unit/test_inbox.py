@@ -8,6 +8,7 @@ import pytest
 
 from agent.errors import ConfigError, SessionNotFound
 from agent.session.inbox import Inbox, TurnIndex, TurnStatus, new_turn_id
+from checkpointing.errors import CorruptRecordError
 
 
 def _submit(base: Path, sid: str, text: str, turn_id: str | None = None) -> str:
@@ -70,3 +71,27 @@ def test_an_empty_text_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="empty input"):
         Inbox(tmp_path, "acme", "s1").submit("  ", "t-1", None)
     assert Inbox(tmp_path, "acme", "s1").turns() == []
+
+
+def test_a_torn_last_line_is_skipped_by_readers_and_cut_by_the_next_append(tmp_path: Path) -> None:
+    """A writer killed mid-append leaves a partial line: reads ignore it (never cut), the next append cuts it."""
+    a = _submit(tmp_path, "s1", "a")
+    inbox = Inbox(tmp_path, "acme", "s1")
+    with open(inbox.path, "ab") as fh:
+        fh.write(b'{"kind":"started","turn_id":"')
+    before = inbox.path.read_bytes()
+    assert [t.turn_id for t in inbox.turns()] == [a]
+    assert inbox.path.read_bytes() == before  # a reader changed nothing
+    Inbox(tmp_path, "acme", "s1").mark_started(a, "", "w1")
+    assert Inbox(tmp_path, "acme", "s1").turn(a).status is TurnStatus.RUNNING
+
+
+def test_a_damaged_complete_record_is_reported_with_file_and_line(tmp_path: Path) -> None:
+    """Corruption before the last line is an error naming the file and line; nothing is changed."""
+    _submit(tmp_path, "s1", "a")
+    inbox = Inbox(tmp_path, "acme", "s1")
+    data = inbox.path.read_bytes().replace(b'"a"', b'"b"')
+    inbox.path.write_bytes(data)
+    with pytest.raises(CorruptRecordError, match=r"inbox\.jsonl:1"):
+        inbox.turns()
+    assert inbox.path.read_bytes() == data
