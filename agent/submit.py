@@ -22,7 +22,7 @@ from celery import Celery
 
 from agent.celery_app import TASK_NAME, celery_config
 from agent.config import AgentSettings, load_settings
-from agent.errors import ConfigError
+from agent.errors import ConfigError, StorageError
 from agent.session.inbox import Inbox, Turn, TurnIndex, TurnStatus, new_turn_id
 
 
@@ -85,9 +85,16 @@ def _ids(settings: AgentSettings, session_id: str, tenant_id: str | None) -> tup
 
 
 def _send(settings: AgentSettings, tenant: str, sid: str, turn_id: str, task_id: str) -> None:
-    producer_app(settings).send_task(
-        TASK_NAME, args=[tenant, sid, turn_id], task_id=task_id, queue=settings.workers.queue
-    )
+    try:
+        producer_app(settings).send_task(
+            TASK_NAME, args=[tenant, sid, turn_id], task_id=task_id, queue=settings.workers.queue
+        )
+    except Exception as err:  # kombu/redis/amqp errors: the turn is recorded, its task is not
+        raise StorageError(
+            f"turn {turn_id} is recorded in session {sid} but the broker did not take its task "
+            f"({type(err).__name__}: {err}); check workers.broker_url and that the broker is up. "
+            "The turn runs with the session's next submitted turn"
+        ) from err
 
 
 def submit_turn(

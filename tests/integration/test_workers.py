@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 from celery.result import AsyncResult
 
+from agent.config import load_settings
+from agent.errors import StorageError
 from agent.runner import AgentRunner
-from agent.session.inbox import TurnStatus
+from agent.session.inbox import Inbox, TurnStatus
 from agent.submit import TurnHandle, producer_app, submit_turn
-from tests.support.celery_drill import BROKERS, Cluster, open_cluster, turn_script, wait_all
+from tests.support.celery_drill import BROKERS, REDIS_URL, Cluster, open_cluster, turn_script, wait_all
 from tests.support.runners import ROOT
 
 pytestmark = pytest.mark.integration
@@ -296,3 +298,18 @@ def test_a_turn_for_another_users_session_fails_with_a_clear_error(make_cluster:
     turn = theirs.wait(timeout=BOUND_S)
     assert turn.status is TurnStatus.FAILED and "another user" in str(turn.result.get("error")), turn.to_json()
     assert int(c.redis.get(f"{c.keys}:bump:s-alice") or 0) == 1
+
+
+def test_a_broker_that_is_down_is_a_storage_error_and_the_turn_stays_recorded(tmp_path: Path) -> None:
+    """The inbox keeps the turn (it runs with the session's next one); the one-line error says what to check."""
+    settings = load_settings(
+        None,
+        overrides={
+            "persistence.base_dir": str(tmp_path),
+            "workers.broker_url": "redis://127.0.0.1:1/0",  # nothing listens there
+            "workers.result_backend": f"{REDIS_URL}/0",
+        },
+    )
+    with pytest.raises(StorageError, match="did not take its task"):
+        submit_turn(settings, "hello", "s1", turn_id="t-down")
+    assert [t.turn_id for t in Inbox(settings.base_dir, settings.session.tenant_id, "s1").turns()] == ["t-down"]
