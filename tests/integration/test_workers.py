@@ -313,3 +313,20 @@ def test_a_broker_that_is_down_is_a_storage_error_and_the_turn_stays_recorded(tm
     with pytest.raises(StorageError, match="did not take its task"):
         submit_turn(settings, "hello", "s1", turn_id="t-down")
     assert [t.turn_id for t in Inbox(settings.base_dir, settings.session.tenant_id, "s1").turns()] == ["t-down"]
+
+
+def test_a_turn_submitted_after_a_fork_runs_on_the_new_branch(make_cluster: MakeCluster) -> None:
+    """Fork a worker-run session at its first turn's end; the next submitted turn continues the branch."""
+    c = make_cluster("redis")
+    c.start_worker("w0", concurrency=1)
+    assert c.submit("s-fork", "First.").wait(timeout=BOUND_S).status is TurnStatus.COMPLETED
+    runner = AgentRunner.from_config(c.config)
+    events = runner.manager.jsonl.event_log(c.tenant, "s-fork").entries()
+    end = next(e for e in events if e.type == "run_end")
+    fork = runner.fork("s-fork", end.id, tenant_id=c.tenant)
+    turn = c.submit("s-fork", "Second, on the branch.").wait(timeout=BOUND_S)
+    assert turn.status is TurnStatus.COMPLETED and turn.result.get("answer") == "Answer 2.", turn.to_json()
+    runner.manager.l1.delete(c.tenant, "s-fork")
+    entries = runner.manager.jsonl.event_log(c.tenant, "s-fork").entries()
+    asked = [(e.branch_id, e.payload["content"]) for e in entries if e.type == "user_turn"]
+    assert asked == [("main", "First."), (fork["branch_id"], "Second, on the branch.")]
