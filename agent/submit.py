@@ -22,7 +22,7 @@ from celery import Celery
 
 from agent.celery_app import TASK_NAME, celery_config
 from agent.config import AgentSettings, load_settings
-from agent.errors import ConfigError, StorageError
+from agent.errors import ConfigError, SessionNotFound, StorageError
 from agent.session.inbox import Inbox, Turn, TurnIndex, TurnStatus, new_turn_id
 
 
@@ -137,11 +137,18 @@ def submit_decision(
     return TurnHandle(settings.base_dir, tenant, sid, turn.turn_id)
 
 
-def handle_for(settings: AgentSettings, turn_id: str, tenant_id: str | None = None) -> TurnHandle:
-    """The handle of a turn submitted earlier (found through the tenant's turn index)."""
+def handle_for(
+    settings: AgentSettings, turn_id: str, tenant_id: str | None = None, user_id: str | None = None
+) -> TurnHandle:
+    """The handle of a turn submitted earlier (found through the tenant's turn index); with
+    `user_id`, only a turn that user submitted."""
     tenant = tenant_id or settings.session.tenant_id
-    sid = TurnIndex(settings.base_dir, tenant).session_of(turn_id)
-    return TurnHandle(settings.base_dir, tenant, sid, turn_id)
+    index = TurnIndex(settings.base_dir, tenant)
+    handle = TurnHandle(settings.base_dir, tenant, index.session_of(turn_id), turn_id)
+    owner = handle.turn().user_id
+    if user_id and owner and owner != user_id:
+        raise SessionNotFound(f"no turn {turn_id} of user {user_id} in tenant {tenant}: check --user")
+    return handle
 
 
 # --- the command line -----------------------------------------------------------------------------
@@ -176,7 +183,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
     """agentrt wait TURN_ID: 0 when COMPLETED or PAUSED, 1 when FAILED, 3 on --timeout."""
     settings = load_settings(args.config)
     try:
-        turn = handle_for(settings, args.turn_id, args.tenant).wait(args.timeout)
+        turn = handle_for(settings, args.turn_id, args.tenant, args.user).wait(args.timeout)
     except TimeoutError as err:
         print(f"agentrt: {err}")
         return 3

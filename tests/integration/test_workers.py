@@ -16,10 +16,10 @@ import pytest
 from celery.result import AsyncResult
 
 from agent.config import load_settings
-from agent.errors import StorageError
+from agent.errors import SessionNotFound, StorageError
 from agent.runner import AgentRunner
 from agent.session.inbox import Inbox, TurnStatus
-from agent.submit import TurnHandle, producer_app, submit_turn
+from agent.submit import TurnHandle, handle_for, producer_app, submit_turn
 from tests.support.celery_drill import BROKERS, REDIS_URL, Cluster, open_cluster, turn_script, wait_all
 from tests.support.runners import ROOT
 
@@ -297,6 +297,9 @@ def test_a_turn_for_another_users_session_fails_with_a_clear_error(make_cluster:
     theirs = submit_turn(c.settings, "Count for bob.", "s-alice", c.tenant, "bob")
     turn = theirs.wait(timeout=BOUND_S)
     assert turn.status is TurnStatus.FAILED and "another user" in str(turn.result.get("error")), turn.to_json()
+    assert handle_for(c.settings, mine.turn_id, c.tenant, "alice").wait(timeout=1).status is TurnStatus.COMPLETED
+    with pytest.raises(SessionNotFound, match="check --user"):
+        handle_for(c.settings, mine.turn_id, c.tenant, "bob")
     assert int(c.redis.get(f"{c.keys}:bump:s-alice") or 0) == 1
 
 
