@@ -387,6 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
     from agent import submit  # `agentrt submit` / `agentrt wait`: turns for the Celery workers
 
     COMMANDS.update(submit.add_commands(sub, _common))
+    sub.add_parser("serve", help="the LangGraph Agent Server API and a page over sessions (agentrt serve -h)")
     p = sub.add_parser("db", help="database set-up: `agentrt db init` creates the SQL tables")
     _common(p)
     p.add_argument("action", choices=["init"])
@@ -396,6 +397,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["serve"]:  # the server has its own options (see agent/serve/cli.py)
+        from agent.serve.cli import main as serve_main
+
+        return serve_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging()

@@ -164,6 +164,28 @@ class DatasetEntry(_Strict):
     description: str | None = None
 
 
+class ApiKeyEntry(_Strict):
+    """One API key of `agentrt serve` (header `x-api-key`) and whom it acts as.
+
+    Write the key as `${ENV_VAR}` to keep it out of the file; without `user_id` the key sees every
+    session of its tenant (as `agentrt sessions` without `--user` does).
+    """
+
+    key: str = Field(min_length=16)
+    tenant_id: str
+    user_id: str | None = None
+
+
+class ServeSettings(_Strict):
+    """`agentrt serve`: who may call it. No keys and no auth function: loopback only, default tenant."""
+
+    api_keys: list[ApiKeyEntry] = Field(default_factory=list)
+    auth: str | None = None
+    """`module:callable` taking the request headers, returning {tenant_id, user_id} or None (refused)."""
+    run_threads: int = 8
+    """How many turns run at the same time in the server process."""
+
+
 class AgentSettings(_Strict):
     """The whole configuration of one agent runtime."""
 
@@ -176,6 +198,7 @@ class AgentSettings(_Strict):
     workers: WorkerSettings = Field(default_factory=WorkerSettings)
     datasets: list[DatasetEntry] = Field(default_factory=list)
     skills_dir: str | None = None
+    serve: ServeSettings = Field(default_factory=ServeSettings)
     source_path: str | None = Field(default=None, exclude=True)
 
     @property

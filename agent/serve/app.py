@@ -1,0 +1,97 @@
+"""The FastAPI app of `agentrt serve`: the LangGraph Agent Server API over sessions, and the page at `/`."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+from agent.config import AgentSettings
+from agent.errors import (
+    AgentRuntimeError,
+    ConfigError,
+    LeaseHeld,
+    RecoveryBlocked,
+    SessionError,
+    SessionNotFound,
+    StorageError,
+)
+from agent.serve import routes_assistants, routes_page, routes_runs, routes_threads
+from agent.serve.auth import Unauthorized
+from agent.serve.context import ServeContext
+from checkpointing.errors import CheckpointingError
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+
+def _status(err: Exception) -> int:
+    if isinstance(err, Unauthorized):
+        return 401
+    if isinstance(err, SessionNotFound):
+        return 404
+    if isinstance(err, ConfigError):
+        return 422
+    if isinstance(err, SessionError | LeaseHeld | RecoveryBlocked):
+        return 409
+    if isinstance(err, StorageError):
+        return 503
+    return 500
+
+
+def create_app(settings: AgentSettings) -> FastAPI:
+    """Build the app (the runner opens its stores here, once)."""
+    ctx = ServeContext(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        ctx.engine.shutdown()
+
+    app = FastAPI(
+        title="agentrt serve",
+        description="The LangGraph Agent Server API over agentrt sessions (threads = sessions, runs = turns).",
+        version=_version(),
+        lifespan=lifespan,
+    )
+    app.state.ctx = ctx
+
+    async def on_error(request: Request, err: Exception) -> JSONResponse:
+        return JSONResponse({"detail": str(err)}, status_code=_status(err))
+
+    for exc in (Unauthorized, AgentRuntimeError, CheckpointingError):
+        app.add_exception_handler(exc, on_error)
+
+    @app.get("/ok", tags=["system"])
+    def ok() -> dict[str, Any]:
+        """Liveness."""
+        return {"ok": True}
+
+    @app.get("/info", tags=["system"])
+    def info() -> dict[str, Any]:
+        """Server version and the features it offers (read by langgraph_sdk and Studio)."""
+        return {
+            "version": _version(),
+            "langgraph_py_version": _version("langgraph"),
+            "flags": {"assistants": True, "crons": False, "langsmith": False, "thread_ttl": False},
+            "metadata": {"server": "agentrt serve", "auth": "open (loopback)" if ctx.auth.open else "api keys"},
+        }
+
+    app.include_router(routes_assistants.router)
+    app.include_router(routes_threads.router)
+    app.include_router(routes_runs.router)
+    app.include_router(routes_page.router)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    return app
+
+
+def _version(dist: str = "agentrt") -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "0"

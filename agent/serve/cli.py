@@ -1,0 +1,42 @@
+"""`agentrt serve [--host 127.0.0.1] [--port 2024] [--config F]`: run the server with uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from agent.config import load_settings
+from agent.errors import AgentRuntimeError
+from agent.serve.auth import Authenticator, check_bind
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Options of `agentrt serve`."""
+    p = argparse.ArgumentParser(
+        prog="agentrt serve", description="Serve the LangGraph Agent Server API and the page at / over sessions."
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=2024, help="port (default 2024, as `langgraph dev`)")
+    p.add_argument("--config", metavar="F", help="agentrt config (default: built-in defaults)")
+    p.add_argument("--log-level", default="warning", help="uvicorn log level (default warning)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse, check the bind address against the auth settings, and serve until stopped."""
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        settings = load_settings(args.config)
+        check_bind(args.host, Authenticator(settings))
+        import uvicorn
+
+        from agent.serve.app import create_app
+
+        app = create_app(settings)
+    except AgentRuntimeError as err:
+        print(f"agentrt serve: error: {err}", file=sys.stderr)
+        return 2
+    print(f"agentrt serve: http://{args.host}:{args.port}  (API docs at /docs, sessions page at /)", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5)
+    return 0

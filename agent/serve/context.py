@@ -1,0 +1,191 @@
+"""What every route shares: the runner, the run engine, auth, and threads read as agentrt sessions.
+
+A thread is a session of the caller's tenant (and user, when the key names one); its state is the
+session's checkpoint on its current branch (the fork point until a forked branch has run), and its
+history walks that branch's parent chain, so another branch's checkpoints never show.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import StateSnapshot
+
+from agent.config import AgentSettings
+from agent.errors import ConfigError, SessionNotFound
+from agent.serve.auth import Authenticator, Principal
+from agent.serve.encode import empty_state, jsonable, thread_state
+from agent.serve.engine import RunEngine
+from agent.serve.runner import ServeRunner
+from agent.session.session import ChatSession
+from checkpointing.errors import InvalidIdError
+from checkpointing.ids import validate_id
+
+GRAPH_ID = "agentrt"
+# LangGraph's server derives a graph's default assistant id this way, so clients see the same id.
+ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
+ASSISTANT_ID = str(uuid.uuid5(ASSISTANT_NAMESPACE, GRAPH_ID))
+METADATA_KEY = "thread_metadata"
+
+
+class ServeContext:
+    """The server's shared parts; one per app."""
+
+    def __init__(self, settings: AgentSettings) -> None:
+        self.settings = settings
+        self.auth = Authenticator(settings)
+        self.runner = ServeRunner(settings)
+        self.engine = RunEngine(self.runner, settings.serve.run_threads)
+        self.started_at = time.time()
+
+    # --- ids and sessions ------------------------------------------------------------------------
+    def check_assistant(self, assistant_id: str) -> None:
+        """Only the agentrt graph is served: by graph id or by its assistant id."""
+        if assistant_id not in (GRAPH_ID, ASSISTANT_ID):
+            raise SessionNotFound(f"assistant {assistant_id} not found: this server has one, {GRAPH_ID!r}")
+
+    def session(self, principal: Principal, thread_id: str) -> ChatSession:
+        """The thread's session as this caller may see it (`SessionNotFound` otherwise, also for bad ids)."""
+        try:
+            validate_id(thread_id, "thread id")
+        except InvalidIdError:
+            raise SessionNotFound(f"thread {thread_id} not found") from None
+        try:
+            return self.runner.manager.get(principal.tenant_id, thread_id, principal.user_id)
+        except SessionNotFound:
+            raise SessionNotFound(f"thread {thread_id} not found") from None
+
+    def create_session(
+        self, principal: Principal, thread_id: str | None, metadata: dict[str, Any] | None
+    ) -> ChatSession:
+        """A new, empty session (a thread before its first run)."""
+        sid = thread_id or str(uuid.uuid4())
+        try:
+            validate_id(sid, "thread id")
+        except InvalidIdError as err:
+            raise ConfigError(str(err)) from None
+        s = self.settings.session
+        context = {METADATA_KEY: jsonable(metadata)} if metadata else {}
+        return self.runner.manager.create(
+            principal.tenant_id,
+            s.agent_id,
+            principal.user_id or s.user_id,
+            sid,
+            config_digest=self.runner.pins.surface_digest,
+            context=context,
+        )
+
+    # --- state ---------------------------------------------------------------------------------------
+    def head_config(self, session: ChatSession) -> RunnableConfig:
+        """The config of the session's current head checkpoint (the fork point of a fresh branch)."""
+        conf: dict[str, Any] = {"thread_id": session.session_id, "tenant_id": session.tenant_id}
+        fork_cp = session.context.get("fork_checkpoint_id")
+        if fork_cp and self.engine.active(session.tenant_id, session.session_id) is None:
+            conf["checkpoint_id"] = fork_cp
+        return {"configurable": conf}
+
+    def snapshot(self, session: ChatSession, checkpoint_id: str | None = None) -> StateSnapshot:
+        """The graph state at the head (or at `checkpoint_id`)."""
+        config = self.head_config(session)
+        if checkpoint_id:
+            config["configurable"]["checkpoint_id"] = checkpoint_id
+        return self.runner.graph.get_state(config)
+
+    def state(self, session: ChatSession, checkpoint_id: str | None = None) -> dict[str, Any]:
+        """The API's ThreadState."""
+        snap = self.snapshot(session, checkpoint_id)
+        if snap.metadata is None:
+            if checkpoint_id:
+                raise SessionNotFound(f"checkpoint {checkpoint_id} not found in thread {session.session_id}")
+            return empty_state(session.session_id)
+        return thread_state(session.session_id, snap)
+
+    def history(
+        self,
+        session: ChatSession,
+        limit: int = 10,
+        before: str | None = None,
+        checkpoint_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        """States of the current branch, newest first (parents followed from the head)."""
+        snap = self.snapshot(session, checkpoint_id)
+        if before:
+            snap = self.snapshot(session, before)
+            snap = self._parent(session, snap)
+        out: list[dict[str, Any]] = []
+        while snap is not None and snap.metadata is not None and len(out) < max(1, limit):
+            meta = dict(snap.metadata or {})
+            if not metadata or all(meta.get(k) == v for k, v in metadata.items()):
+                out.append(thread_state(session.session_id, snap))
+            snap = self._parent(session, snap)
+        return out
+
+    def _parent(self, session: ChatSession, snap: StateSnapshot) -> StateSnapshot | None:
+        parent = (snap.parent_config or {}).get("configurable") or {}
+        if not parent.get("checkpoint_id"):
+            return None
+        conf = {**parent, "thread_id": session.session_id, "tenant_id": session.tenant_id}
+        return self.runner.graph.get_state({"configurable": conf})
+
+    # --- threads -------------------------------------------------------------------------------------
+    def thread_status(self, session: ChatSession) -> str:
+        """idle / busy / interrupted / error, from the live run and the session's last run."""
+        if self.engine.active(session.tenant_id, session.session_id) is not None:
+            return "busy"
+        last = session.last_run_status
+        if last in ("FAILED", "RECOVERY_BLOCKED"):
+            return "error"
+        # RUNNING with no live run here: killed mid-run (or running elsewhere); resumable either way.
+        if last in ("PAUSED", "RUNNING", "INTERRUPTED"):
+            return "interrupted"
+        return "idle"
+
+    def thread(self, session: ChatSession, with_values: bool = True) -> dict[str, Any]:
+        """The API's Thread object."""
+        values: dict[str, Any] = {}
+        interrupts: dict[str, list[Any]] = {}
+        if with_values:
+            snap = self.snapshot(session)
+            values = jsonable(snap.values or {})
+            for task in snap.tasks:
+                if task.interrupts:
+                    interrupts[task.id] = [jsonable(i) for i in task.interrupts]
+        meta = {
+            **(session.context.get(METADATA_KEY) or {}),
+            "graph_id": GRAPH_ID,
+            "assistant_id": ASSISTANT_ID,
+            "user_id": session.user_id,
+        }
+        return {
+            "thread_id": session.session_id,
+            "created_at": session.created_at.isoformat(),
+            "updated_at": session.last_active_time.isoformat(),
+            "metadata": meta,
+            "status": self.thread_status(session),
+            "values": values,
+            "interrupts": interrupts,
+            "config": {},
+            "error": None,
+            "session_status": session.status.value,
+            "branch_id": session.current_branch_id,
+        }
+
+    def assistant(self) -> dict[str, Any]:
+        """The one assistant: the agentrt graph."""
+        created = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(self.started_at))
+        return {
+            "assistant_id": ASSISTANT_ID,
+            "graph_id": GRAPH_ID,
+            "name": GRAPH_ID,
+            "description": "agentrt: the agent graph over crash-safe sessions",
+            "config": {},
+            "context": {},
+            "metadata": {"created_by": "system"},
+            "version": 1,
+            "created_at": created,
+            "updated_at": created,
+        }

@@ -1,0 +1,97 @@
+"""Graph values, snapshots and stream chunks as the JSON the LangGraph Agent Server API sends.
+
+LangChain messages become their `model_dump()` (what `langgraph_sdk` and Studio read back),
+interrupts `{"value", "id"}`; anything else without a JSON form becomes its `repr`, never a
+pickle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from datetime import date, datetime
+from enum import Enum
+from typing import Any
+
+from langgraph.types import Interrupt, StateSnapshot
+from pydantic import BaseModel
+
+INTERRUPT_KEY = "__interrupt__"
+
+
+def jsonable(value: Any) -> Any:
+    """`value` as plain JSON types."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [jsonable(v) for v in value]
+    if isinstance(value, Interrupt):
+        return {"value": jsonable(value.value), "id": value.id}
+    if isinstance(value, BaseModel):
+        return jsonable(value.model_dump())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return jsonable(dataclasses.asdict(value))
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Enum):
+        return jsonable(value.value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return repr(value)
+
+
+def checkpoint_ref(thread_id: str, config: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """`{thread_id, checkpoint_ns, checkpoint_id, checkpoint_map}` of a snapshot's config."""
+    conf = (config or {}).get("configurable") or {}
+    if not conf.get("checkpoint_id"):
+        return None
+    return {
+        "thread_id": thread_id,
+        "checkpoint_ns": conf.get("checkpoint_ns", ""),
+        "checkpoint_id": conf["checkpoint_id"],
+        "checkpoint_map": jsonable(conf.get("checkpoint_map") or {}),
+    }
+
+
+def thread_state(thread_id: str, snap: StateSnapshot) -> dict[str, Any]:
+    """A `StateSnapshot` as the API's ThreadState."""
+    tasks = [
+        {
+            "id": t.id,
+            "name": t.name,
+            "path": jsonable(list(t.path)),
+            "error": None if t.error is None else f"{type(t.error).__name__}: {t.error}",
+            "interrupts": [jsonable(i) for i in t.interrupts],
+            "checkpoint": None,
+            "state": None,
+            "result": jsonable(t.result),
+        }
+        for t in snap.tasks
+    ]
+    return {
+        "values": jsonable(snap.values or {}),
+        "next": list(snap.next),
+        "tasks": tasks,
+        "checkpoint": checkpoint_ref(thread_id, snap.config)
+        or {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": None, "checkpoint_map": {}},
+        "metadata": jsonable(snap.metadata or {}),
+        "created_at": snap.created_at,
+        "parent_checkpoint": checkpoint_ref(thread_id, snap.parent_config),
+        "interrupts": [jsonable(i) for i in snap.interrupts],
+    }
+
+
+def empty_state(thread_id: str) -> dict[str, Any]:
+    """The ThreadState of a thread that has no checkpoint yet."""
+    return {
+        "values": {},
+        "next": [],
+        "tasks": [],
+        "checkpoint": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": None, "checkpoint_map": {}},
+        "metadata": {},
+        "created_at": None,
+        "parent_checkpoint": None,
+        "interrupts": [],
+    }

@@ -1,0 +1,244 @@
+"""Runs in the server process: each turn goes through the AgentRunner on a thread of a bounded pool.
+
+A `RunRecord` keeps the run's `RunEvent`s in order; any number of subscribers (an SSE response,
+`join`, the page's live view) replay what they missed and then follow it, each translating the
+events for itself. The API run id is agentrt's run id (the `run_start` entry of the event log),
+so a run the client knew before a server restart is the run `agentrt resume` continues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from agent.errors import SessionError
+from agent.results import RunEvent
+from agent.serve.auth import Principal
+from agent.serve.encode import jsonable
+from agent.serve.runner import ServeRunner
+
+KEEP_FINISHED_RUNS = 500
+
+
+class RunStatus(StrEnum):
+    """The API's run statuses."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCESS = "success"
+    ERROR = "error"
+    INTERRUPTED = "interrupted"
+
+
+class ThreadBusy(SessionError):
+    """A run is already going on this thread (HTTP 409)."""
+
+
+def now_iso() -> str:
+    """The current UTC time as ISO 8601."""
+    return datetime.now(UTC).isoformat()
+
+
+@dataclass
+class RunRecord:
+    """One run seen by this server process, with its event buffer and subscribers."""
+
+    thread_id: str
+    tenant_id: str
+    assistant_id: str
+    metadata: dict[str, Any]
+    kwargs: dict[str, Any]
+    run_id: str = ""
+    status: RunStatus = RunStatus.PENDING
+    created_at: str = field(default_factory=now_iso)
+    updated_at: str = field(default_factory=now_iso)
+    events: list[RunEvent] = field(default_factory=list)
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    final_values: dict[str, Any] = field(default_factory=dict)
+    interrupts: list[dict[str, Any]] = field(default_factory=list)
+    done: threading.Event = field(default_factory=threading.Event)
+    cancel_requested: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _subs: list[tuple[asyncio.AbstractEventLoop, asyncio.Queue[RunEvent | None]]] = field(default_factory=list)
+
+    def push(self, ev: RunEvent | None) -> None:
+        """Append an event (None: the run is over) and hand it to every subscriber."""
+        with self._lock:
+            if ev is not None:
+                self.events.append(ev)
+            subs = list(self._subs)
+        for loop, queue in subs:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, ev)
+            except RuntimeError:  # the subscriber's loop is gone (client disconnected)
+                pass
+
+    def finish(self, status: RunStatus) -> None:
+        """Mark the run over and wake every subscriber."""
+        with self._lock:
+            self.status = status
+            self.updated_at = now_iso()
+            self.done.set()
+        self.push(None)
+
+    async def follow(self) -> AsyncIterator[RunEvent]:
+        """Every event of the run: those already buffered, then the new ones until it ends."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()
+        with self._lock:
+            backlog = list(self.events)
+            live = not self.done.is_set()
+            if live:
+                self._subs.append((loop, queue))
+        try:
+            for ev in backlog:
+                yield ev
+            while live:
+                item = await queue.get()
+                if item is None:
+                    return
+                yield item
+        finally:
+            with self._lock:
+                if (loop, queue) in self._subs:
+                    self._subs.remove((loop, queue))
+
+    def to_json(self) -> dict[str, Any]:
+        """The API's Run object."""
+        return {
+            "run_id": self.run_id,
+            "thread_id": self.thread_id,
+            "assistant_id": self.assistant_id,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "status": self.status.value,
+            "metadata": self.metadata,
+            "multitask_strategy": "reject",
+            "kwargs": self.kwargs,
+        }
+
+
+class RunEngine:
+    """Starts runs on a thread pool and keeps their records (one live run per thread)."""
+
+    def __init__(self, runner: ServeRunner, threads: int) -> None:
+        self.runner = runner
+        self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="agentrt-serve-run")
+        self._lock = threading.Lock()
+        self._active: dict[tuple[str, str], RunRecord] = {}
+        self._runs: OrderedDict[tuple[str, str], RunRecord] = OrderedDict()
+
+    def start(self, principal: Principal, rec: RunRecord, make: Callable[[], Iterator[RunEvent]]) -> RunRecord:
+        """Start `make()`'s run; returns once it has started (its run id known) or raises why it could not."""
+        key = (principal.tenant_id, rec.thread_id)
+        with self._lock:
+            active = self._active.get(key)
+            if active is not None and not active.done.is_set():
+                raise ThreadBusy(
+                    f"thread {rec.thread_id} already has a run going ({active.run_id}); join it or cancel it first"
+                )
+            self._active[key] = rec
+        started = threading.Event()
+        failure: list[BaseException] = []
+        self._pool.submit(self._execute, rec, make, started, failure)
+        started.wait()
+        if failure:
+            with self._lock:
+                if self._active.get(key) is rec:
+                    del self._active[key]
+            raise failure[0]
+        with self._lock:
+            self._runs[(principal.tenant_id, rec.run_id)] = rec
+            self._runs.move_to_end((principal.tenant_id, rec.run_id))
+            finished = [k for k, r in self._runs.items() if r.done.is_set()]
+            for k in finished[: max(0, len(finished) - KEEP_FINISHED_RUNS)]:
+                del self._runs[k]
+        return rec
+
+    def _execute(
+        self,
+        rec: RunRecord,
+        make: Callable[[], Iterator[RunEvent]],
+        started: threading.Event,
+        failure: list[BaseException],
+    ) -> None:
+        status = RunStatus.ERROR
+        try:
+            gen = make()
+            for ev in gen:
+                if not started.is_set():
+                    rec.run_id = str(ev.data.get("run_id") or "")
+                    rec.status = RunStatus.RUNNING
+                    started.set()
+                if ev.kind == "final":
+                    rec.result = ev.data
+                rec.push(ev)
+                if rec.cancel_requested.is_set():
+                    gen.close()  # the runner releases the lease; the last checkpoint stays resumable
+                    status = RunStatus.INTERRUPTED
+                    break
+            else:
+                status = _status_of(rec.result)
+        except BaseException as err:  # handed to the request (before start) or to the stream (after)
+            if not started.is_set():
+                failure.append(err)
+                started.set()
+                return
+            rec.error = {"error": type(err).__name__, "message": str(err)}
+            status = RunStatus.ERROR
+        if status is RunStatus.ERROR and rec.error is None:
+            message = str((rec.result or {}).get("error") or (rec.result or {}).get("finish_reason") or "run failed")
+            rec.error = {"error": "RunFailed", "message": message}
+        self._read_final(rec)
+        rec.finish(status)
+
+    def _read_final(self, rec: RunRecord) -> None:
+        try:
+            snap = self.runner.graph.get_state({"configurable": {"thread_id": rec.thread_id, "tenant_id": rec.tenant_id}})
+        except Exception:  # the run's outcome is already known; the values are a courtesy
+            return
+        rec.final_values = jsonable(snap.values or {})
+        rec.interrupts = [jsonable(i) for i in snap.interrupts]
+
+    def active(self, tenant_id: str, thread_id: str) -> RunRecord | None:
+        """The run going on this thread in this process, if any."""
+        with self._lock:
+            rec = self._active.get((tenant_id, thread_id))
+        return rec if rec is not None and not rec.done.is_set() else None
+
+    def get(self, tenant_id: str, run_id: str) -> RunRecord | None:
+        """A run this process started (the tenant must match)."""
+        with self._lock:
+            return self._runs.get((tenant_id, run_id))
+
+    def for_thread(self, tenant_id: str, thread_id: str) -> list[RunRecord]:
+        """The runs of a thread this process knows, newest first."""
+        with self._lock:
+            runs = [r for (t, _), r in self._runs.items() if t == tenant_id and r.thread_id == thread_id]
+        return list(reversed(runs))
+
+    def live(self, tenant_id: str) -> list[RunRecord]:
+        """The tenant's runs going in this process."""
+        with self._lock:
+            return [r for (t, _), r in self._active.items() if t == tenant_id and not r.done.is_set()]
+
+    def shutdown(self) -> None:
+        """Stop taking runs; running ones finish on their threads."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _status_of(result: dict[str, Any] | None) -> RunStatus:
+    status = (result or {}).get("status")
+    if status == "COMPLETED":
+        return RunStatus.SUCCESS
+    if status in ("PAUSED", "INTERRUPTED"):
+        return RunStatus.INTERRUPTED
+    return RunStatus.ERROR

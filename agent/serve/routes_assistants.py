@@ -1,0 +1,98 @@
+"""Assistants: the one `agentrt` graph (search, get, graph, schemas, subgraphs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body, Depends
+
+from agent.serve.auth import Principal
+from agent.serve.context import GRAPH_ID, ServeContext
+from agent.serve.deps import get_ctx, get_principal
+
+router = APIRouter(prefix="/assistants", tags=["assistants"])
+
+
+@router.post("/search")
+def search_assistants(
+    body: dict[str, Any] | None = Body(default=None),
+    ctx: ServeContext = Depends(get_ctx),
+    _: Principal = Depends(get_principal),
+) -> list[dict[str, Any]]:
+    """The assistants matching `graph_id` / `metadata` (there is one)."""
+    body = body or {}
+    assistant = ctx.assistant()
+    if body.get("graph_id") not in (None, GRAPH_ID):
+        return []
+    meta = body.get("metadata") or {}
+    if any(assistant["metadata"].get(k) != v for k, v in meta.items()):
+        return []
+    return [assistant][int(body.get("offset") or 0) :][: int(body.get("limit") or 10)]
+
+
+@router.post("/count")
+def count_assistants(
+    body: dict[str, Any] | None = Body(default=None),
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
+) -> int:
+    """How many assistants match."""
+    return len(search_assistants({**(body or {}), "limit": 100}, ctx, principal))
+
+
+@router.get("/{assistant_id}")
+def get_assistant(
+    assistant_id: str, ctx: ServeContext = Depends(get_ctx), _: Principal = Depends(get_principal)
+) -> dict[str, Any]:
+    """One assistant (by assistant id or graph id)."""
+    ctx.check_assistant(assistant_id)
+    return ctx.assistant()
+
+
+@router.get("/{assistant_id}/graph")
+def get_graph(
+    assistant_id: str,
+    xray: str | None = None,
+    ctx: ServeContext = Depends(get_ctx),
+    _: Principal = Depends(get_principal),
+) -> dict[str, Any]:
+    """The graph's nodes and edges (LangGraph's drawable JSON)."""
+    ctx.check_assistant(assistant_id)
+    depth: int | bool = False
+    if xray is not None:
+        depth = int(xray) if xray.isdigit() else xray.lower() == "true"
+    graph: dict[str, Any] = ctx.runner.graph.get_graph(xray=depth).to_json()
+    return graph
+
+
+@router.get("/{assistant_id}/schemas")
+def get_schemas(
+    assistant_id: str, ctx: ServeContext = Depends(get_ctx), _: Principal = Depends(get_principal)
+) -> dict[str, Any]:
+    """Input, output, state, config and context JSON schemas of the graph."""
+    ctx.check_assistant(assistant_id)
+    graph = ctx.runner.graph
+
+    def attempt(fn: Any) -> Any:
+        try:
+            return fn()
+        except Exception:  # a type without a JSON schema: Studio copes with null
+            return None
+
+    return {
+        "graph_id": GRAPH_ID,
+        "input_schema": attempt(graph.get_input_jsonschema),
+        "output_schema": attempt(graph.get_output_jsonschema),
+        "state_schema": attempt(lambda: graph.get_output_jsonschema()),
+        "config_schema": attempt(graph.get_config_jsonschema),
+        "context_schema": attempt(graph.get_context_jsonschema),
+    }
+
+
+@router.get("/{assistant_id}/subgraphs")
+def get_subgraphs(
+    assistant_id: str, ctx: ServeContext = Depends(get_ctx), _: Principal = Depends(get_principal)
+) -> dict[str, Any]:
+    """The agentrt graph has no subgraphs."""
+    ctx.check_assistant(assistant_id)
+    return {}

@@ -1,0 +1,310 @@
+"""Runs on a thread and stateless runs: create, stream, wait, join, cancel, list, get.
+
+A run with `input` is a new agentrt turn; a run with `command={"resume": ...}` answers the pending
+approval; a run with neither continues the thread's unfinished run (after a crash or a cancel),
+exactly as `agentrt resume` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Body, Depends, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from agent.errors import SessionNotFound
+from agent.serve.auth import Principal
+from agent.serve.context import ServeContext
+from agent.serve.deps import get_ctx, get_principal
+from agent.serve.encode import INTERRUPT_KEY
+from agent.serve.engine import RunRecord, RunStatus
+from agent.serve.run_requests import make_job, make_record
+from agent.serve.run_log import logged_runs
+from agent.serve.streams import StreamTranslator, normalize_modes, sse
+from agent.serve.thread_ops import delete_thread
+
+router = APIRouter(tags=["runs"])
+
+
+# --- starting ------------------------------------------------------------------------------------------
+async def _start(ctx: ServeContext, principal: Principal, thread_id: str | None, body: dict[str, Any]) -> RunRecord:
+    ctx.check_assistant(str(body.get("assistant_id") or ""))
+    if thread_id is None:
+        session = await run_in_threadpool(ctx.create_session, principal, None, None)
+        thread_id = session.session_id
+    else:
+        try:
+            await run_in_threadpool(ctx.session, principal, thread_id)
+        except SessionNotFound:
+            if body.get("if_not_exists") != "create":
+                raise
+            await run_in_threadpool(ctx.create_session, principal, thread_id, body.get("metadata"))
+    rec = make_record(body, thread_id, principal)
+    job = make_job(ctx, principal, thread_id, body)
+    return await run_in_threadpool(ctx.engine.start, principal, rec, job)
+
+
+def _location(rec: RunRecord, stateless: bool) -> dict[str, str]:
+    path = f"/runs/{rec.run_id}" if stateless else f"/threads/{rec.thread_id}/runs/{rec.run_id}"
+    return {"Content-Location": path}
+
+
+async def _after(ctx: ServeContext, rec: RunRecord, body: dict[str, Any], stateless: bool) -> None:
+    """Stateless runs asked to `on_completion: delete` drop their session once the run succeeded."""
+    if stateless and body.get("on_completion") == "delete":
+        await run_in_threadpool(rec.done.wait)
+        if rec.status is RunStatus.SUCCESS:
+            session = await run_in_threadpool(ctx.runner.manager.get, rec.tenant_id, rec.thread_id)
+            await run_in_threadpool(delete_thread, ctx, session)
+
+
+def _final_values(rec: RunRecord) -> dict[str, Any]:
+    if rec.error is not None and rec.status is RunStatus.ERROR:
+        return {"__error__": rec.error}
+    values = dict(rec.final_values)
+    if rec.interrupts:
+        values[INTERRUPT_KEY] = rec.interrupts
+    return values
+
+
+async def _sse(
+    rec: RunRecord, modes: frozenset[str], request: Request | None = None, cancel_on_disconnect: bool = False
+) -> AsyncIterator[bytes]:
+    translator = StreamTranslator(modes, rec.run_id)
+    finished = False
+    try:
+        yield sse("metadata", {"run_id": rec.run_id, "thread_id": rec.thread_id, "attempt": 1})
+        async for ev in rec.follow():
+            for name, data in translator.translate(ev):
+                yield sse(name, data)
+        if rec.error is not None and rec.status is RunStatus.ERROR:
+            yield sse("error", rec.error)
+        else:
+            for name, data in translator.closing(rec.interrupts):
+                yield sse(name, data)
+        finished = True
+    finally:
+        if not finished and cancel_on_disconnect:
+            rec.cancel_requested.set()
+
+
+def _stream_response(rec: RunRecord, modes: frozenset[str], stateless: bool, cancel: bool) -> StreamingResponse:
+    headers = {**_location(rec, stateless), "Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    return StreamingResponse(
+        _sse(rec, modes, cancel_on_disconnect=cancel), media_type="text/event-stream", headers=headers
+    )
+
+
+# --- on a thread --------------------------------------------------------------------------------------
+@router.post("/threads/{thread_id}/runs")
+async def create_run(
+    thread_id: str,
+    body: dict[str, Any] = Body(...),
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
+) -> JSONResponse:
+    """Start a run in the background; returns the Run."""
+    rec = await _start(ctx, principal, thread_id, body)
+    return JSONResponse(rec.to_json(), headers=_location(rec, False))
+
+
+@router.post("/threads/{thread_id}/runs/stream")
+async def stream_run(
+    thread_id: str,
+    body: dict[str, Any] = Body(...),
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
+) -> StreamingResponse:
+    """Start a run and stream its events (server-sent events in the requested `stream_mode`s)."""
+    rec = await _start(ctx, principal, thread_id, body)
+    cancel = body.get("on_disconnect") == "cancel"
+    return _stream_response(rec, normalize_modes(body.get("stream_mode")), False, cancel)
+
+
+@router.post("/threads/{thread_id}/runs/wait")
+async def wait_run(
+    thread_id: str,
+    body: dict[str, Any] = Body(...),
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
+) -> JSONResponse:
+    """Run to the end (or to the pending approval) and return the thread's values."""
+    rec = await _start(ctx, principal, thread_id, body)
+    await run_in_threadpool(rec.done.wait)
+    return JSONResponse(_final_values(rec), headers=_location(rec, False))
+
+
+@router.get("/threads/{thread_id}/runs")
+def list_runs(
+    thread_id: str,
+    limit: int = 10,
+    offset: int = 0,
+    status: str | None = None,
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
+) -> list[dict[str, Any]]:
+    """The thread's runs, newest first: live ones from this process, the rest from the event log."""
+    session = ctx.session(principal, thread_id)
+    runs = _runs_of(ctx, session.tenant_id, session.session_id)
+    if status:
+        runs = [r for r in runs if r["status"] == status]
+    return runs[offset : offset + limit]
+
+
+def _runs_of(ctx: ServeContext, tenant_id: str, thread_id: str) -> list[dict[str, Any]]:
+    live = {r.run_id: r.to_json() for r in ctx.engine.for_thread(tenant_id, thread_id)}
+    session = ctx.runner.manager.get(tenant_id, thread_id)
+    logged = logged_runs(ctx.runner.manager.jsonl.event_log(tenant_id, thread_id), session)
+    out = [live.pop(r["run_id"], r) for r in logged]
+    out.extend(live.values())
+    out.sort(key=lambda r: str(r["created_at"]), reverse=True)
+    return out
+
+
+def _run_or_404(ctx: ServeContext, principal: Principal, thread_id: str, run_id: str) -> RunRecord | None:
+    ctx.session(principal, thread_id)
+    rec = ctx.engine.get(principal.tenant_id, run_id)
+    return rec if rec is not None and rec.thread_id == thread_id else None
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}")
+def get_run(
+    thread_id: str,
+    run_id: str,
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
+) -> dict[str, Any]:
+    """One run of the thread."""
+    rec = _run_or_404(ctx, principal, thread_id, run_id)
+    if rec is not None:
+        return rec.to_json()
+    for run in _runs_of(ctx, principal.tenant_id, thread_id):
+        if run["run_id"] == run_id:
+            return run
+    raise SessionNotFound(f"run {run_id} not found in thread {thread_id}")
+
+
+@router.post("/threads/{thread_id}/runs/{run_id}/cancel")
+async def cancel_run(
+    thread_id: str,
+    run_id: str,
+    wait: int = 0,
+    action: str = "interrupt",
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
+) -> Response:
+    """Stop the run after its current step; its last checkpoint stays, so a run without input continues it.
+
+    `action=rollback` is treated as `interrupt`: agentrt never deletes a run's checkpoints.
+    """
+    rec = await run_in_threadpool(_run_or_404, ctx, principal, thread_id, run_id)
+    if rec is None:
+        get_run(thread_id, run_id, ctx, principal)  # 404 unless the run exists (then it is not live here)
+        return Response(status_code=204)
+    rec.cancel_requested.set()
+    if wait:
+        await run_in_threadpool(rec.done.wait)
+    return Response(status_code=204)
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/join")
+async def join_run(
+    thread_id: str,
+    run_id: str,
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
+) -> dict[str, Any]:
+    """Wait for the run to end; the thread's values."""
+    rec = await run_in_threadpool(_run_or_404, ctx, principal, thread_id, run_id)
+    if rec is None:
+        await run_in_threadpool(get_run, thread_id, run_id, ctx, principal)
+        session = await run_in_threadpool(ctx.session, principal, thread_id)
+        state = await run_in_threadpool(ctx.state, session)
+        return dict(state["values"])
+    await run_in_threadpool(rec.done.wait)
+    return _final_values(rec)
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/stream")
+async def join_stream(
+    thread_id: str,
+    run_id: str,
+    stream_mode: list[str] | None = None,
+    cancel_on_disconnect: bool = False,
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
+) -> StreamingResponse:
+    """Stream a run's events from its start (replayed) to its end."""
+    rec = await run_in_threadpool(_run_or_404, ctx, principal, thread_id, run_id)
+    if rec is None:
+        raise SessionNotFound(f"run {run_id} is not running in this server; read the thread's state instead")
+    modes = normalize_modes(stream_mode or rec.kwargs.get("stream_mode"))
+    return _stream_response(rec, modes, False, cancel_on_disconnect)
+
+
+@router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)
+def delete_run(thread_id: str, run_id: str, _: Principal = Depends(get_principal)) -> Response:
+    """Runs are part of the session's history and are never deleted one by one."""
+    from agent.errors import ConfigError
+
+    raise ConfigError("agentrt keeps every run in the session's history; delete the thread to remove it")
+
+
+# --- stateless ------------------------------------------------------------------------------------------
+@router.post("/runs")
+async def create_stateless(
+    body: dict[str, Any] = Body(...),
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
+) -> JSONResponse:
+    """A run on a new thread (kept unless `on_completion: delete`)."""
+    rec = await _start(ctx, principal, None, body)
+    asyncio.get_running_loop().create_task(_after(ctx, rec, body, True))
+    return JSONResponse(rec.to_json(), headers=_location(rec, True))
+
+
+@router.post("/runs/stream")
+async def stream_stateless(
+    body: dict[str, Any] = Body(...),
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
+) -> StreamingResponse:
+    """`/threads/{id}/runs/stream` on a new thread."""
+    rec = await _start(ctx, principal, None, body)
+    asyncio.get_running_loop().create_task(_after(ctx, rec, body, True))
+    return _stream_response(rec, normalize_modes(body.get("stream_mode")), True, body.get("on_disconnect") == "cancel")
+
+
+@router.post("/runs/wait")
+async def wait_stateless(
+    body: dict[str, Any] = Body(...),
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
+) -> JSONResponse:
+    """`/threads/{id}/runs/wait` on a new thread."""
+    rec = await _start(ctx, principal, None, body)
+    await run_in_threadpool(rec.done.wait)
+    values = _final_values(rec)
+    await _after(ctx, rec, body, True)
+    return JSONResponse(values, headers=_location(rec, True))
+
+
+@router.post("/runs/cancel", status_code=204)
+def cancel_many(
+    body: dict[str, Any] | None = Body(default=None),
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
+) -> Response:
+    """Cancel the caller's live runs by `thread_id` and/or `run_ids` (or `status`: running / all)."""
+    body = body or {}
+    ids = set(body.get("run_ids") or [])
+    thread = body.get("thread_id")
+    for rec in ctx.engine.live(principal.tenant_id):
+        if (ids and rec.run_id not in ids) or (thread and rec.thread_id != thread):
+            continue
+        if ids or thread or body.get("status") in ("running", "all", "pending"):
+            rec.cancel_requested.set()
+    return Response(status_code=204)

@@ -1,0 +1,85 @@
+"""Reading a run request: the agent's input text or the human's answer to an interrupt, and the job to run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from agent.errors import ConfigError
+from agent.results import RunEvent
+from agent.serve.auth import Principal
+from agent.serve.context import ASSISTANT_ID, ServeContext
+from agent.serve.engine import RunRecord
+from agent.serve.streams import normalize_modes
+from nodes.acting import normalize_decision
+
+UNSUPPORTED = ("interrupt_before", "interrupt_after", "checkpoint", "checkpoint_id", "after_seconds", "webhook")
+
+
+def input_text(value: Any) -> str | None:
+    """The turn's text from `{"user_input": ...}`, `{"messages": [...]}` (last human message) or a string."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        if value.get("user_input") is not None:
+            return str(value["user_input"])
+        for msg in reversed(list(value.get("messages") or [])):
+            if isinstance(msg, str):
+                return msg
+            if isinstance(msg, dict) and msg.get("role", msg.get("type")) in ("user", "human"):
+                return _content_text(msg.get("content"))
+        if not value:
+            return None
+    raise ConfigError(
+        'run input must be {"user_input": "..."} or {"messages": [{"role": "user", "content": "..."}]}'
+    )
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return str(content or "")
+
+
+def resume_decision(command: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`command={"resume": ...}` as agentrt's approval decision (`{"approved", "reason"}`)."""
+    if not command:
+        return None
+    extra = sorted(k for k in command if k != "resume" and command[k] is not None)
+    if extra:
+        raise ConfigError(f"command {', '.join(extra)} is not supported by agentrt serve; send command={{'resume': ...}}")
+    value = command.get("resume")
+    if isinstance(value, dict) and len(value) == 1:
+        (key, inner), = value.items()
+        if key not in ("approved", "approve", "reason"):
+            value = inner  # {interrupt_id: answer}, as LangGraph accepts it
+    return normalize_decision(value)
+
+
+def make_record(body: dict[str, Any], thread_id: str, principal: Principal) -> RunRecord:
+    """The run's record (not started yet) from the request body."""
+    for key in UNSUPPORTED:
+        if body.get(key):
+            raise ConfigError(f"{key} is not supported by agentrt serve; leave it out")
+    modes = sorted(normalize_modes(body.get("stream_mode")))
+    return RunRecord(
+        thread_id=thread_id,
+        tenant_id=principal.tenant_id,
+        assistant_id=ASSISTANT_ID,
+        metadata=dict(body.get("metadata") or {}),
+        kwargs={"stream_mode": modes, "input": body.get("input"), "command": body.get("command")},
+    )
+
+
+def make_job(
+    ctx: ServeContext, principal: Principal, thread_id: str, body: dict[str, Any]
+) -> Callable[[], Iterator[RunEvent]]:
+    """A new turn (input), or the continuation of the thread's unfinished run (command, or no input)."""
+    runner = ctx.runner
+    decision = resume_decision(body.get("command"))
+    text = None if decision is not None else input_text(body.get("input"))
+    if text is not None:
+        return lambda: runner.stream(text, session_id=thread_id, tenant_id=principal.tenant_id, user_id=principal.user_id)
+    return lambda: runner.stream_resume(thread_id, principal.tenant_id, principal.user_id, decision=decision)

@@ -1,0 +1,59 @@
+"""Deleting and copying a thread, within the caller's tenant only.
+
+The JSONL saver's own `delete_thread` / `copy_thread` act on a thread id in *every* tenant (a
+LangGraph saver knows no tenants); the server must never reach across, so these go through the
+saver's per-(tenant, thread) stores. Both hold the session lease: not while a run is going.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+from agent.errors import ConfigError
+from agent.serve.auth import Principal
+from agent.serve.context import METADATA_KEY, ServeContext
+from agent.session.session import ChatSession
+from agent.turns import SessionHold
+from checkpointing import _saver_retention as retention
+from checkpointing.saver import JsonlCheckpointSaver
+
+
+def _jsonl_saver(ctx: ServeContext, what: str) -> JsonlCheckpointSaver:
+    saver = ctx.runner.saver
+    if not isinstance(saver, JsonlCheckpointSaver):
+        raise ConfigError(f"{what} a thread needs persistence.saver: jsonl (this server uses another saver)")
+    return saver
+
+
+def delete_thread(ctx: ServeContext, session: ChatSession) -> None:
+    """Remove the session from every layer, its checkpoints and its folder, for good."""
+    saver = _jsonl_saver(ctx, "deleting")
+    tenant, sid = session.tenant_id, session.session_id
+    runner = ctx.runner
+    with SessionHold(runner.settings, runner.lease, tenant, sid):
+        for layer in runner.manager.read_order:
+            layer.delete(tenant, sid)
+        with saver._lock:
+            for store in saver._all_stores(tenant, sid):
+                saver._forget(store)
+                store.remove()
+            saver._stores.pop((tenant, sid), None)
+        jsonl = runner.manager.jsonl
+        with jsonl._lock:
+            jsonl._logs.pop((tenant, sid), None)
+        shutil.rmtree(runner.session_dir(tenant, sid), ignore_errors=True)
+
+
+def copy_thread(ctx: ServeContext, principal: Principal, session: ChatSession) -> ChatSession:
+    """A new session holding a copy of every checkpoint of this one (its business history starts empty)."""
+    saver = _jsonl_saver(ctx, "copying")
+    meta = dict(session.context.get(METADATA_KEY) or {})
+    meta["copied_from"] = session.session_id
+    new = ctx.create_session(principal, None, meta)
+    with SessionHold(ctx.runner.settings, ctx.runner.lease, session.tenant_id, session.session_id):
+        with saver._lock:
+            for src in saver._all_stores(session.tenant_id, session.session_id):
+                target = saver._store(session.tenant_id, new.session_id)
+                retention.copy_session(src, target, new.session_id)
+                saver._forget(target)
+    return new
