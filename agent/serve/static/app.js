@@ -1,0 +1,51 @@
+// agentrt page: live progress of a running turn (SSE), archived tool results and the doctor on demand.
+(function () {
+  "use strict";
+  function text(el, s) { el.textContent = s; return el; }
+
+  var live = document.getElementById("live");
+  if (live && live.dataset.stream) {
+    var source = new EventSource(live.dataset.stream);
+    var state = document.getElementById("run-state");
+    source.addEventListener("progress", function (ev) {
+      var data = JSON.parse(ev.data);
+      var line = document.createElement("div");
+      line.className = "live-line " + data.kind;
+      text(line, data.text);
+      live.appendChild(line);
+      live.scrollTop = live.scrollHeight;
+    });
+    source.addEventListener("done", function (ev) {
+      var data = JSON.parse(ev.data);
+      if (state) { text(state, "run " + data.status); state.dataset.status = data.status; }
+      source.close();
+      setTimeout(function () { window.location.reload(); }, 400);
+    });
+    source.onerror = function () { source.close(); };
+  }
+
+  document.addEventListener("click", function (ev) {
+    var btn = ev.target.closest("[data-tool-result]");
+    if (btn) {
+      ev.preventDefault();
+      var box = document.getElementById("result-" + btn.dataset.toolResult);
+      fetch(btn.dataset.url, { credentials: "same-origin" })
+        .then(function (r) { return r.json().then(function (j) { return [r.ok, j]; }); })
+        .then(function (pair) {
+          var pre = document.createElement("pre");
+          text(pre, pair[0] ? pair[1].text + (pair[1].next_offset !== null ? "\n… (" + pair[1].total + " characters in all)" : "") : pair[1].detail);
+          box.replaceChildren(pre);
+        });
+      return;
+    }
+    var doc = ev.target.closest("[data-doctor]");
+    if (doc) {
+      ev.preventDefault();
+      var out = document.getElementById("doctor");
+      text(out, "running checks…");
+      fetch(doc.dataset.doctor, { credentials: "same-origin" })
+        .then(function (r) { return r.text(); })
+        .then(function (html) { out.innerHTML = html; });
+    }
+  });
+})();
