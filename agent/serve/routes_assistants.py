@@ -73,20 +73,29 @@ def get_schemas(
     ctx.check_assistant(assistant_id)
     graph = ctx.runner.graph
 
-    def attempt(fn: Any) -> Any:
+    builder = graph.builder
+
+    def attempt(fn: Any, schema: Any) -> Any:
         try:
             return fn()
-        except Exception:  # a type without a JSON schema: Studio copes with null
-            return None
+        except Exception:  # pydantic cannot build it (typing.TypedDict on 3.11): list the fields
+            return _fields_schema(schema)
 
     return {
         "graph_id": GRAPH_ID,
-        "input_schema": attempt(graph.get_input_jsonschema),
-        "output_schema": attempt(graph.get_output_jsonschema),
-        "state_schema": attempt(lambda: graph.get_output_jsonschema()),
-        "config_schema": attempt(graph.get_config_jsonschema),
-        "context_schema": attempt(graph.get_context_jsonschema),
+        "input_schema": attempt(graph.get_input_jsonschema, builder.input_schema),
+        "output_schema": attempt(graph.get_output_jsonschema, builder.output_schema),
+        "state_schema": attempt(graph.get_output_jsonschema, builder.state_schema),
+        "config_schema": attempt(lambda: graph.config_schema().model_json_schema(), None),
+        "context_schema": attempt(graph.get_context_jsonschema, None),
     }
+
+
+def _fields_schema(schema: Any) -> dict[str, Any] | None:
+    fields = getattr(schema, "__annotations__", None)
+    if not fields:
+        return None
+    return {"title": getattr(schema, "__name__", "state"), "type": "object", "properties": {k: {} for k in fields}}
 
 
 @router.get("/{assistant_id}/subgraphs")

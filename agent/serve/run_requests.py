@@ -47,7 +47,7 @@ def resume_decision(command: dict[str, Any] | None) -> dict[str, Any] | None:
     """`command={"resume": ...}` as agentrt's approval decision (`{"approved", "reason"}`)."""
     if not command:
         return None
-    extra = sorted(k for k in command if k != "resume" and command[k] is not None)
+    extra = sorted(k for k in command if k != "resume" and command[k] not in (None, (), [], {}))
     if extra:
         raise ConfigError(f"command {', '.join(extra)} is not supported by agentrt serve; send command={{'resume': ...}}")
     value = command.get("resume")

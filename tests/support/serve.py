@@ -1,0 +1,126 @@
+"""Start `agentrt serve` as a real subprocess on a free loopback port, and stop it (SIGTERM or SIGKILL)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.support.runners import ROOT, make_config
+
+START_BOUND_S = 60.0
+NAP_SECONDS = 0.8
+# plan, four slow read-only steps, answer: about four seconds of run to cancel or crash in.
+SLOW_SCRIPT: list[dict[str, Any]] = [
+    {"content": json.dumps({"plan": "Rest four times, then answer.", "todos": ["Rest", "Answer"]})},
+    *({"tool_calls": [{"name": "nap", "args": {"seconds": NAP_SECONDS}}]} for _ in range(4)),
+    {"content": "Rested four times."},
+]
+SLOW_TOOLS = {"custom": [{"path": "tests.support.serve_tools:nap", "effect": "read_only"}]}
+
+
+def free_port() -> int:
+    """A port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def slow_config(tmp_path: Path, **sections: Any) -> Path:
+    """The default config with the slow script and the `nap` tool."""
+    return make_config(tmp_path, SLOW_SCRIPT, tools=SLOW_TOOLS, **sections)
+
+
+@dataclass
+class Server:
+    """A running `agentrt serve` subprocess."""
+
+    url: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group (no cleanup, like a crash)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it does not exit."""
+        if self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        except ProcessLookupError:
+            pass
+
+
+def env() -> dict[str, str]:
+    """The environment of our subprocesses: this worktree's code first."""
+    return {**os.environ, "PYTHONPATH": str(ROOT), "AGENTRT_DEBUG": ""}
+
+
+def start_server(config: Path, cwd: Path, port: int | None = None, host: str = "127.0.0.1") -> Server:
+    """Start the server and wait for `/ok`."""
+    port = port or free_port()
+    log = cwd / f"serve-{port}.log"
+    out = log.open("ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent.cli", "serve", "--host", host, "--port", str(port), "--config", str(config)],
+        cwd=cwd,
+        env=env(),
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    server = Server(f"http://{host}:{port}", proc, log)
+    deadline = time.monotonic() + START_BOUND_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"agentrt serve exited with {proc.returncode}:\n{log.read_text()}")
+        try:
+            if httpx.get(f"{server.url}/ok", timeout=1).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    server.kill()
+    raise AssertionError(f"agentrt serve did not answer /ok within {START_BOUND_S}s:\n{log.read_text()}")
+
+
+@contextmanager
+def serving(config: Path, cwd: Path) -> Iterator[Server]:
+    """A server for the duration of the block."""
+    server = start_server(config, cwd)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def cli(config: Path, cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run `agentrt ...` (as `python -m agent.cli`) against the same config."""
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli", *args[:1], "--config", str(config), *args[1:]],
+        cwd=cwd,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
