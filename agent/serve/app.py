@@ -21,6 +21,7 @@ from agent.errors import (
     SessionError,
     SessionNotFound,
     StorageError,
+    ToolError,
 )
 from agent.serve import routes_assistants, routes_page, routes_runs, routes_threads
 from agent.serve.auth import Unauthorized
@@ -35,7 +36,7 @@ def _status(err: Exception) -> int:
         return 401
     if isinstance(err, SessionNotFound):
         return 404
-    if isinstance(err, ConfigError):
+    if isinstance(err, ConfigError | ToolError):
         return 422
     if isinstance(err, SessionError | LeaseHeld | RecoveryBlocked):
         return 409

@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from starlette.concurrency import run_in_threadpool
 
 from agent.doctor import run_doctor
-from agent.errors import AgentRuntimeError, ConfigError
+from agent.errors import AgentRuntimeError, ConfigError, ToolError
 from agent.results import RunEvent
 from agent.serve import page
 from agent.serve.auth import KEY_COOKIE, KEY_HEADER, Principal, Unauthorized
@@ -207,14 +207,28 @@ async def live(sid: str, request: Request, ctx: ServeContext = Depends(get_ctx))
 def tool_result(
     sid: str, call_id: str, request: Request, offset: int = 0, limit: int = 4000, ctx: ServeContext = Depends(get_ctx)
 ) -> JSONResponse:
-    """A page of an archived tool result (what `read_tool_result` gives the model)."""
+    """A page of a tool result: the archived one (what `read_tool_result` gives the model), else the
+    tool message still in the state."""
     principal = _principal(request, ctx)
-    ctx.session(principal, sid)
-    sl = ctx.runner.tool_result(sid, call_id, offset, min(limit, 20000), principal.tenant_id, principal.user_id)
-    return JSONResponse(
-        {"tool_call_id": sl.tool_call_id, "name": sl.tool_name, "text": sl.text, "offset": sl.offset,
-         "total": sl.total, "next_offset": sl.next_offset}
-    )
+    session = ctx.session(principal, sid)
+    limit = max(1, min(limit, 20000))
+    try:
+        sl = ctx.runner.tool_result(sid, call_id, offset, limit, principal.tenant_id, principal.user_id)
+        return JSONResponse(
+            {"tool_call_id": sl.tool_call_id, "name": sl.tool_name, "text": sl.text, "offset": sl.offset,
+             "total": sl.total, "next_offset": sl.next_offset, "archived": True}
+        )
+    except ToolError:
+        for msg in (ctx.snapshot(session).values or {}).get("messages") or []:
+            if getattr(msg, "type", "") == "tool" and getattr(msg, "tool_call_id", None) == call_id:
+                text = msg.content if isinstance(msg.content, str) else json.dumps(msg.content)
+                end = min(len(text), offset + limit)
+                return JSONResponse(
+                    {"tool_call_id": call_id, "name": getattr(msg, "name", ""), "text": text[offset:end],
+                     "offset": offset, "total": len(text), "next_offset": end if end < len(text) else None,
+                     "archived": False}
+                )
+        raise
 
 
 @router.get("/ui/sessions/{sid}/doctor", response_class=HTMLResponse)
