@@ -1,0 +1,113 @@
+"""The page at `/` in a real headless Chromium (Debian's, with its driver; nothing downloaded).
+
+List the sessions, open one that waits for approval, approve it, watch the run finish live.
+A screenshot is saved under the test's tmp_path (and copied to $ARTIFACTS_DIR when set).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from langgraph_sdk import get_sync_client
+
+from tests.support.runners import make_config
+from tests.support.serve import serving
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        (shutil.which("chromium") is None or not Path("/usr/bin/chromedriver").exists()) and os.environ.get("CI") != "true",
+        reason="needs Debian's chromium and chromium-driver (apt-get install -y chromium chromium-driver)",
+    ),
+]
+
+WAIT_S = 60
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[object]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1280,1600",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+    ):
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_page_lists_sessions_approves_and_shows_the_run_finish(tmp_path: Path, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+
+    def _wait(d):  # the page reloads when a run ends: elements go stale in between
+        return WebDriverWait(d, WAIT_S, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException))
+
+    driver = browser
+    config = make_config(tmp_path)
+    with serving(config, tmp_path) as server:
+        client = get_sync_client(url=server.url)
+        tid = client.threads.create()["thread_id"]
+        client.runs.wait(tid, "agentrt", input={"user_input": "How did each region do against its target?"})
+
+        driver.get(server.url + "/")
+        row = _wait(driver).until(
+            ec.presence_of_element_located((By.CSS_SELECTOR, f'tr[data-session="{tid}"]'))
+        )
+        assert "How did each region do" in row.text
+        assert "interrupted" in row.text
+        row.find_element(By.TAG_NAME, "a").click()
+
+        approval = _wait(driver).until(ec.presence_of_element_located((By.ID, "approval")))
+        assert "publish_report" in approval.text
+        conversation = driver.find_element(By.ID, "conversation").text
+        assert "query_dataset" in conversation and "write_file" in conversation
+        todos = driver.find_element(By.ID, "todos").text
+        assert "[done] Compute revenue by region" in todos
+
+        # An archived / stored tool result read back on demand.
+        driver.find_element(By.CSS_SELECTOR, "[data-tool-result]").click()
+        _wait(driver).until(lambda d: d.find_element(By.CSS_SELECTOR, ".result pre").text)
+
+        approval.find_element(By.XPATH, ".//button[text()='Approve']").click()
+        _wait(driver).until(
+            lambda d: d.find_element(By.ID, "run-status").text == "idle"
+            and "publish_report" in d.find_element(By.ID, "conversation").text
+            and d.find_elements(By.CSS_SELECTOR, ".entry.assistant_message")
+        )
+        assert not driver.find_elements(By.ID, "approval")
+        answer = driver.find_elements(By.CSS_SELECTOR, ".entry.assistant_message")[-1].text
+        assert client.threads.get_state(tid)["values"]["finish_reason"] == "completed"
+        assert answer.strip()
+
+        driver.find_element(By.CSS_SELECTOR, "[data-doctor]").click()
+        _wait(driver).until(lambda d: "session_found" in d.find_element(By.ID, "doctor").text)
+
+        shot = tmp_path / "serve-page.png"
+        driver.save_screenshot(str(shot))
+        assert shot.stat().st_size > 10_000
+        if os.environ.get("ARTIFACTS_DIR"):
+            target = Path(os.environ["ARTIFACTS_DIR"])
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copy(shot, target / shot.name)
