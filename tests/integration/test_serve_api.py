@@ -7,6 +7,7 @@ model plans, queries the datasets, writes report.md and asks before `publish_rep
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -217,3 +218,29 @@ def test_binding_beyond_loopback_without_auth_is_refused(tmp_path):
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0
     assert "without authentication" in out.stderr and "api_keys" in out.stderr
+
+
+def test_forked_branch_state_and_history_follow_the_branch(demo):
+    server, _ = demo
+    client = get_sync_client(url=server.url)
+    tid = client.threads.create()["thread_id"]
+    client.runs.wait(tid, "agentrt", input={"user_input": "report"})
+    client.runs.wait(tid, "agentrt", command={"resume": {"approved": True}})
+    old = [h["checkpoint"]["checkpoint_id"] for h in client.threads.get_history(tid, limit=100)]
+
+    page = httpx.get(f"{server.url}/ui/sessions/{tid}").text
+    entries = re.findall(r'class="entry tool_result" data-entry="([^"]+)"', page)
+    fork_at = entries[2]
+    forked = httpx.post(f"{server.url}/ui/sessions/{tid}/fork", data={"entry_id": fork_at}, follow_redirects=False)
+    assert forked.status_code == 303 and "error" not in forked.headers["location"]
+
+    state = client.threads.get_state(tid)
+    cp = state["checkpoint"]["checkpoint_id"]
+    assert cp in old and cp != old[0], "the state is the fork point, an ancestor of the old head"
+    branch_history = [h["checkpoint"]["checkpoint_id"] for h in client.threads.get_history(tid, limit=100)]
+    assert branch_history == old[old.index(cp):]
+    assert client.threads.get(tid)["branch_id"] != "main"
+
+    client.runs.wait(tid, "agentrt", input={"user_input": "again, on the branch"})
+    new = [h["checkpoint"]["checkpoint_id"] for h in client.threads.get_history(tid, limit=200)]
+    assert cp in new and old[0] not in new, "the new branch's history never shows the old branch's head"
