@@ -82,7 +82,7 @@ def load_auth_function(path: str) -> AuthFunction:
         raise ConfigError(f"serve.auth {path!r} cannot be loaded ({err}); check the module path") from err
     if not callable(func):
         raise ConfigError(f"serve.auth {path!r} is not callable")
-    return func  # type: ignore[no-any-return]
+    return func
 
 
 def check_bind(host: str, auth: Authenticator) -> None:

@@ -112,10 +112,9 @@ class ServeContext:
         metadata: dict[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
         """States of the current branch, newest first (parents followed from the head)."""
-        snap = self.snapshot(session, checkpoint_id)
+        snap: StateSnapshot | None = self.snapshot(session, checkpoint_id)
         if before:
-            snap = self.snapshot(session, before)
-            snap = self._parent(session, snap)
+            snap = self._parent(session, self.snapshot(session, before))
         out: list[dict[str, Any]] = []
         while snap is not None and snap.metadata is not None and len(out) < max(1, limit):
             meta = dict(snap.metadata or {})

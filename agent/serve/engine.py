@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -182,7 +182,8 @@ class RunEngine:
                     rec.result = ev.data
                 rec.push(ev)
                 if rec.cancel_requested.is_set():
-                    gen.close()  # the runner releases the lease; the last checkpoint stays resumable
+                    if isinstance(gen, Generator):
+                        gen.close()  # the runner releases the lease; the last checkpoint stays resumable
                     status = RunStatus.INTERRUPTED
                     break
             else:
@@ -202,7 +203,9 @@ class RunEngine:
 
     def _read_final(self, rec: RunRecord) -> None:
         try:
-            snap = self.runner.graph.get_state({"configurable": {"thread_id": rec.thread_id, "tenant_id": rec.tenant_id}})
+            snap = self.runner.graph.get_state(
+                {"configurable": {"thread_id": rec.thread_id, "tenant_id": rec.tenant_id}}
+            )
         except Exception:  # the run's outcome is already known; the values are a courtesy
             return
         rec.final_values = jsonable(snap.values or {})

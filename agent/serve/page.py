@@ -48,8 +48,10 @@ def sessions_page(rows: list[tuple[ChatSession, str, str]], tenant: str, error: 
         '<textarea name="text" placeholder="What should the agent do?" required></textarea>'
         '<button type="submit" class="primary" id="start-session">Start</button></form></section>'
     )
-    body.append('<section><h2>Sessions</h2><table id="sessions"><thead><tr><th>session</th><th>status</th>'
-                "<th>run</th><th>last activity</th><th>first message</th></tr></thead><tbody>")
+    body.append(
+        '<section><h2>Sessions</h2><table id="sessions"><thead><tr><th>session</th><th>status</th>'
+        "<th>run</th><th>last activity</th><th>first message</th></tr></thead><tbody>"
+    )
     for s, run_status, first in sorted(rows, key=lambda r: r[0].last_active_time, reverse=True):
         body.append(
             f'<tr class="session-row" data-session="{esc(s.session_id)}">'
@@ -86,7 +88,7 @@ def _entry_html(sid: str, e: Entry) -> str:
         inner = f"<pre>{esc(json.dumps(p, ensure_ascii=False, default=str)[:600])}</pre>"
     else:
         summary = {k: v for k, v in p.items() if k not in ("pins", "tools")}
-        inner = f"<div class=\"meta\">{esc(json.dumps(summary, ensure_ascii=False, default=str)[:300])}</div>"
+        inner = f'<div class="meta">{esc(json.dumps(summary, ensure_ascii=False, default=str)[:300])}</div>'
     return f'<div class="entry {esc(e.type)}" data-entry="{esc(e.id)}">{head}{inner}</div>'
 
 
@@ -103,7 +105,7 @@ def _branch_tree(branches: dict[str, str], created: list[Entry], current: str) -
 
     def node(b: str) -> str:
         cls = ' class="current"' if b == current else ""
-        label = f"{esc(b)}" + (f" <span class=\"meta\">from {esc(origin[b])}</span>" if b in origin else "")
+        label = f"{esc(b)}" + (f' <span class="meta">from {esc(origin[b])}</span>' if b in origin else "")
         sub = "".join(node(k) for k in kids.get(b, []))
         return f"<li{cls}>{label}" + (f'<ul class="tree">{sub}</ul>' if sub else "") + "</li>"
 
@@ -119,7 +121,7 @@ def session_page(view: dict[str, Any], tenant: str, error: str | None = None) ->
         f'<h1>{esc(sid)} <span class="status {esc(s.status.value)}" id="session-status">{esc(s.status.value)}</span> '
         f'<span class="status {esc(view["run_status"])}" id="run-status">{esc(view["run_status"])}</span></h1>'
         f'<p class="meta">user {esc(s.user_id)} · branch {esc(s.current_branch_id)} · turns {s.loop_count} · '
-        f'last run {esc(s.last_run_id)} {esc(s.last_run_status)}</p>'
+        f"last run {esc(s.last_run_id)} {esc(s.last_run_status)}</p>"
         + _button(f"/ui/sessions/{sid}/pause", "Pause", "", None)
         + " "
         + _button(f"/ui/sessions/{sid}/end", "End", "danger", None)
@@ -142,14 +144,18 @@ def session_page(view: dict[str, Any], tenant: str, error: str | None = None) ->
         )
     convo = "".join(_entry_html(sid, e) for e in view["entries"] if e.type not in HIDDEN_TYPES)
     parts.append('<div class="cols"><div>')
-    parts.append(f'<section><h2>Conversation (branch {esc(s.current_branch_id)})</h2><div id="conversation">'
-                 f"{convo or '<p>No entries yet.</p>'}</div></section>")
+    parts.append(
+        f'<section><h2>Conversation (branch {esc(s.current_branch_id)})</h2><div id="conversation">'
+        f"{convo or '<p>No entries yet.</p>'}</div></section>"
+    )
     parts.append(
         f'<section><h2>Next turn</h2><form method="post" action="/ui/sessions/{esc(sid)}/turn">'
         '<textarea name="text" required></textarea><button type="submit" class="primary">Send</button></form></section>'
     )
     parts.append("</div><div>")
-    parts.append(f"<section><h2>Branches</h2>{_branch_tree(view['branches'], view['created'], s.current_branch_id)}</section>")
+    parts.append(
+        f"<section><h2>Branches</h2>{_branch_tree(view['branches'], view['created'], s.current_branch_id)}</section>"
+    )
     todos = "".join(
         f'<li class="todo {esc(t.get("status"))}">[{esc(t.get("status"))}] {esc(t.get("title"))}</li>'
         for t in view["todos"]
@@ -174,7 +180,7 @@ def doctor_fragment(report: DoctorReport) -> str:
         f"<td>{esc(c.summary)}</td><td>{esc(c.next_step)}</td></tr>"
         for c in report.checks
     )
-    return f'<table><tr><th></th><th>check</th><th>finding</th><th>next step</th></tr>{rows}</table>'
+    return f"<table><tr><th></th><th>check</th><th>finding</th><th>next step</th></tr>{rows}</table>"
 
 
 def login_page(error: str | None = None) -> str:

@@ -215,8 +215,15 @@ def tool_result(
     try:
         sl = ctx.runner.tool_result(sid, call_id, offset, limit, principal.tenant_id, principal.user_id)
         return JSONResponse(
-            {"tool_call_id": sl.tool_call_id, "name": sl.tool_name, "text": sl.text, "offset": sl.offset,
-             "total": sl.total, "next_offset": sl.next_offset, "archived": True}
+            {
+                "tool_call_id": sl.tool_call_id,
+                "name": sl.tool_name,
+                "text": sl.text,
+                "offset": sl.offset,
+                "total": sl.total,
+                "next_offset": sl.next_offset,
+                "archived": True,
+            }
         )
     except ToolError:
         for msg in (ctx.snapshot(session).values or {}).get("messages") or []:
@@ -224,9 +231,15 @@ def tool_result(
                 text = msg.content if isinstance(msg.content, str) else json.dumps(msg.content)
                 end = min(len(text), offset + limit)
                 return JSONResponse(
-                    {"tool_call_id": call_id, "name": getattr(msg, "name", ""), "text": text[offset:end],
-                     "offset": offset, "total": len(text), "next_offset": end if end < len(text) else None,
-                     "archived": False}
+                    {
+                        "tool_call_id": call_id,
+                        "name": getattr(msg, "name", ""),
+                        "text": text[offset:end],
+                        "offset": offset,
+                        "total": len(text),
+                        "next_offset": end if end < len(text) else None,
+                        "archived": False,
+                    }
                 )
         raise
 

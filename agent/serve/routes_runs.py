@@ -21,8 +21,8 @@ from agent.serve.context import ServeContext
 from agent.serve.deps import get_ctx, get_principal
 from agent.serve.encode import INTERRUPT_KEY
 from agent.serve.engine import RunRecord, RunStatus
-from agent.serve.run_requests import make_job, make_record
 from agent.serve.run_log import logged_runs
+from agent.serve.run_requests import make_job, make_record
 from agent.serve.streams import StreamTranslator, normalize_modes, sse
 from agent.serve.thread_ops import delete_thread
 

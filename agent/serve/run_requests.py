@@ -32,9 +32,7 @@ def input_text(value: Any) -> str | None:
                 return _content_text(msg.get("content"))
         if not value:
             return None
-    raise ConfigError(
-        'run input must be {"user_input": "..."} or {"messages": [{"role": "user", "content": "..."}]}'
-    )
+    raise ConfigError('run input must be {"user_input": "..."} or {"messages": [{"role": "user", "content": "..."}]}')
 
 
 def _content_text(content: Any) -> str:
@@ -49,10 +47,12 @@ def resume_decision(command: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     extra = sorted(k for k in command if k != "resume" and command[k] not in (None, (), [], {}))
     if extra:
-        raise ConfigError(f"command {', '.join(extra)} is not supported by agentrt serve; send command={{'resume': ...}}")
+        raise ConfigError(
+            f"command {', '.join(extra)} is not supported by agentrt serve; send command={{'resume': ...}}"
+        )
     value = command.get("resume")
     if isinstance(value, dict) and len(value) == 1:
-        (key, inner), = value.items()
+        ((key, inner),) = value.items()
         if key not in ("approved", "approve", "reason"):
             value = inner  # {interrupt_id: answer}, as LangGraph accepts it
     return normalize_decision(value)
@@ -81,5 +81,7 @@ def make_job(
     decision = resume_decision(body.get("command"))
     text = None if decision is not None else input_text(body.get("input"))
     if text is not None:
-        return lambda: runner.stream(text, session_id=thread_id, tenant_id=principal.tenant_id, user_id=principal.user_id)
+        return lambda: runner.stream(
+            text, session_id=thread_id, tenant_id=principal.tenant_id, user_id=principal.user_id
+        )
     return lambda: runner.stream_resume(thread_id, principal.tenant_id, principal.user_id, decision=decision)

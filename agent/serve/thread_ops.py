@@ -50,10 +50,9 @@ def copy_thread(ctx: ServeContext, principal: Principal, session: ChatSession) -
     meta = dict(session.context.get(METADATA_KEY) or {})
     meta["copied_from"] = session.session_id
     new = ctx.create_session(principal, None, meta)
-    with SessionHold(ctx.runner.settings, ctx.runner.lease, session.tenant_id, session.session_id):
-        with saver._lock:
-            for src in saver._all_stores(session.tenant_id, session.session_id):
-                target = saver._store(session.tenant_id, new.session_id)
-                retention.copy_session(src, target, new.session_id)
-                saver._forget(target)
+    with SessionHold(ctx.runner.settings, ctx.runner.lease, session.tenant_id, session.session_id), saver._lock:
+        for src in saver._all_stores(session.tenant_id, session.session_id):
+            target = saver._store(session.tenant_id, new.session_id)
+            retention.copy_session(src, target, new.session_id)
+            saver._forget(target)
     return new

@@ -106,8 +106,11 @@ def test_sync_client_background_run_join_reject_copy_and_delete(demo):
     assert joined["__interrupt__"][0]["value"]["name"] == "publish_report"
     assert client.runs.get(tid, run["run_id"])["status"] == "interrupted"
 
-    parts = list(client.runs.stream(tid, "agentrt", command={"resume": {"approved": False, "reason": "not yet"}},
-                                    stream_mode="updates"))
+    parts = list(
+        client.runs.stream(
+            tid, "agentrt", command={"resume": {"approved": False, "reason": "not yet"}}, stream_mode="updates"
+        )
+    )
     rejected = [p for p in parts if p.event == "updates" and "acting" in p.data]
     assert rejected and "not yet" in json.dumps(rejected[0].data)
     assert client.threads.get_state(tid)["values"]["finish_reason"] == "completed"
@@ -152,8 +155,7 @@ async def test_remote_graph_async_stream(demo):
     remote = RemoteGraph("agentrt", url=server.url)
     config = {"configurable": {"thread_id": str(uuid.uuid4())}}
     nodes = [
-        next(iter(chunk))
-        async for chunk in remote.astream({"user_input": "report"}, config, stream_mode="updates")
+        next(iter(chunk)) async for chunk in remote.astream({"user_input": "report"}, config, stream_mode="updates")
     ]
     assert nodes[:3] == ["init", "planning", "reasoning"]
     assert nodes[-1] == "__interrupt__"
@@ -173,7 +175,7 @@ def test_cancel_stops_the_run_and_a_run_without_input_continues_it(tmp_path):
         state = client.threads.get_state(tid)
         assert state["next"], "a cancelled run keeps its last checkpoint"
         assert state["values"].get("finish_reason") is None
-        with pytest.raises(Exception, match="409|unfinished"):
+        with pytest.raises(Exception, match=r"409|unfinished"):
             client.runs.wait(tid, "agentrt", input={"user_input": "something else"})
         values = client.runs.wait(tid, "agentrt", input=None)
         assert values["finish_reason"] == "completed"
@@ -238,7 +240,7 @@ def test_forked_branch_state_and_history_follow_the_branch(demo):
     cp = state["checkpoint"]["checkpoint_id"]
     assert cp in old and cp != old[0], "the state is the fork point, an ancestor of the old head"
     branch_history = [h["checkpoint"]["checkpoint_id"] for h in client.threads.get_history(tid, limit=100)]
-    assert branch_history == old[old.index(cp):]
+    assert branch_history == old[old.index(cp) :]
     assert client.threads.get(tid)["branch_id"] != "main"
 
     client.runs.wait(tid, "agentrt", input={"user_input": "again, on the branch"})

@@ -20,7 +20,8 @@ from tests.support.serve import serving
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(
-        (shutil.which("chromium") is None or not Path("/usr/bin/chromedriver").exists()) and os.environ.get("CI") != "true",
+        (shutil.which("chromium") is None or not Path("/usr/bin/chromedriver").exists())
+        and os.environ.get("CI") != "true",
         reason="needs Debian's chromium and chromium-driver (apt-get install -y chromium chromium-driver)",
     ),
 ]
@@ -55,11 +56,10 @@ def browser(tmp_path: Path) -> Iterator[object]:
 
 
 def test_page_lists_sessions_approves_and_shows_the_run_finish(tmp_path: Path, browser):
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
-
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 
     def _wait(d):  # the page reloads when a run ends: elements go stale in between
         return WebDriverWait(d, WAIT_S, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException))
@@ -72,9 +72,7 @@ def test_page_lists_sessions_approves_and_shows_the_run_finish(tmp_path: Path, b
         client.runs.wait(tid, "agentrt", input={"user_input": "How did each region do against its target?"})
 
         driver.get(server.url + "/")
-        row = _wait(driver).until(
-            ec.presence_of_element_located((By.CSS_SELECTOR, f'tr[data-session="{tid}"]'))
-        )
+        row = _wait(driver).until(ec.presence_of_element_located((By.CSS_SELECTOR, f'tr[data-session="{tid}"]')))
         assert "How did each region do" in row.text
         assert "interrupted" in row.text
         row.find_element(By.TAG_NAME, "a").click()
@@ -92,9 +90,11 @@ def test_page_lists_sessions_approves_and_shows_the_run_finish(tmp_path: Path, b
 
         approval.find_element(By.XPATH, ".//button[text()='Approve']").click()
         _wait(driver).until(
-            lambda d: d.find_element(By.ID, "run-status").text == "idle"
-            and "publish_report" in d.find_element(By.ID, "conversation").text
-            and d.find_elements(By.CSS_SELECTOR, ".entry.assistant_message")
+            lambda d: (
+                d.find_element(By.ID, "run-status").text == "idle"
+                and "publish_report" in d.find_element(By.ID, "conversation").text
+                and d.find_elements(By.CSS_SELECTOR, ".entry.assistant_message")
+            )
         )
         assert not driver.find_elements(By.ID, "approval")
         answer = driver.find_elements(By.CSS_SELECTOR, ".entry.assistant_message")[-1].text
