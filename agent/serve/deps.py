@@ -1,4 +1,8 @@
-"""FastAPI dependencies: the shared context and the caller's principal."""
+"""FastAPI dependencies: the shared context and the caller's principal.
+
+Both are `async` (no I/O, except an auth function's own): a sync dependency would cost each request
+a hop to the thread pool.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +12,13 @@ from agent.serve.auth import Principal
 from agent.serve.context import ServeContext
 
 
-def get_ctx(request: Request) -> ServeContext:
+async def get_ctx(request: Request) -> ServeContext:
     """The app's ServeContext."""
     ctx: ServeContext = request.app.state.ctx
     return ctx
 
 
-def get_principal(request: Request) -> Principal:
+async def get_principal(request: Request) -> Principal:
     """Who is calling (raises `Unauthorized`, answered with 401)."""
-    ctx = get_ctx(request)
+    ctx: ServeContext = request.app.state.ctx
     return ctx.auth.authenticate(request.headers, request.cookies)

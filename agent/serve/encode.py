@@ -8,6 +8,7 @@ pickle.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from datetime import date, datetime
 from enum import Enum
@@ -15,6 +16,7 @@ from typing import Any
 
 from langgraph.types import Interrupt, StateSnapshot
 from pydantic import BaseModel
+from starlette.responses import Response
 
 INTERRUPT_KEY = "__interrupt__"
 
@@ -95,3 +97,9 @@ def empty_state(thread_id: str) -> dict[str, Any]:
         "parent_checkpoint": None,
         "interrupts": [],
     }
+
+
+def json_response(data: Any, status_code: int = 200) -> Response:
+    """A JSON response of already-plain data (skips FastAPI's response-model pass on hot paths)."""
+    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=repr).encode()
+    return Response(body, status_code=status_code, media_type="application/json")

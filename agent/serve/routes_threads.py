@@ -10,6 +10,7 @@ from agent.errors import ConfigError, SessionNotFound
 from agent.serve.auth import Principal
 from agent.serve.context import METADATA_KEY, ServeContext
 from agent.serve.deps import get_ctx, get_principal
+from agent.serve.encode import json_response
 from agent.serve.thread_ops import copy_thread, delete_thread
 
 router = APIRouter(prefix="/threads", tags=["threads"])
@@ -42,9 +43,9 @@ def search_threads(
     body: dict[str, Any] | None = Body(default=None),
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
-) -> list[dict[str, Any]]:
+) -> Response:
     """The caller's sessions, newest first, filtered by `metadata`, `status` and `ids`."""
-    return _search(body or {}, ctx, principal)
+    return json_response(_search(body or {}, ctx, principal))
 
 
 def _search(body: dict[str, Any], ctx: ServeContext, principal: Principal, count_only: bool = False) -> Any:
@@ -85,9 +86,9 @@ def count_threads(
 @router.get("/{thread_id}")
 def get_thread(
     thread_id: str, ctx: ServeContext = Depends(get_ctx), principal: Principal = Depends(get_principal)
-) -> dict[str, Any]:
+) -> Response:
     """One thread with its current values."""
-    return ctx.thread(ctx.session(principal, thread_id))
+    return json_response(ctx.thread(ctx.session(principal, thread_id)))
 
 
 @router.delete("/{thread_id}", status_code=204)
@@ -131,9 +132,9 @@ def get_state(
     subgraphs: bool = False,
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
-) -> dict[str, Any]:
+) -> Response:
     """The session's state at the head of its current branch."""
-    return ctx.state(ctx.session(principal, thread_id))
+    return json_response(ctx.state(ctx.session(principal, thread_id)))
 
 
 @router.get("/{thread_id}/state/{checkpoint_id}")
@@ -142,9 +143,9 @@ def get_state_at(
     checkpoint_id: str,
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
-) -> dict[str, Any]:
+) -> Response:
     """The session's state at one checkpoint."""
-    return ctx.state(ctx.session(principal, thread_id), checkpoint_id)
+    return json_response(ctx.state(ctx.session(principal, thread_id), checkpoint_id))
 
 
 @router.post("/{thread_id}/state/checkpoint")
@@ -153,10 +154,10 @@ def post_state_at(
     body: dict[str, Any] | None = Body(default=None),
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
-) -> dict[str, Any]:
+) -> Response:
     """`{"checkpoint": {"checkpoint_id": ...}}`: the state at that checkpoint."""
     cp = ((body or {}).get("checkpoint") or {}).get("checkpoint_id")
-    return ctx.state(ctx.session(principal, thread_id), cp)
+    return json_response(ctx.state(ctx.session(principal, thread_id), cp))
 
 
 @router.post("/{thread_id}/state")
@@ -174,7 +175,7 @@ def post_history(
     body: dict[str, Any] | None = Body(default=None),
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
-) -> list[dict[str, Any]]:
+) -> Response:
     """States of the current branch, newest first (`limit`, `before`, `checkpoint`, `metadata`)."""
     body = body or {}
     before = body.get("before")
@@ -182,7 +183,7 @@ def post_history(
         before = before.get("checkpoint_id") or (before.get("configurable") or {}).get("checkpoint_id")
     cp = (body.get("checkpoint") or {}).get("checkpoint_id")
     session = ctx.session(principal, thread_id)
-    return ctx.history(session, int(body.get("limit") or 10), before, cp, body.get("metadata"))
+    return json_response(ctx.history(session, int(body.get("limit") or 10), before, cp, body.get("metadata")))
 
 
 @router.get("/{thread_id}/history")
@@ -192,6 +193,6 @@ def get_history(
     before: str | None = None,
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
-) -> list[dict[str, Any]]:
+) -> Response:
     """`GET` form of the history."""
-    return ctx.history(ctx.session(principal, thread_id), limit, before)
+    return json_response(ctx.history(ctx.session(principal, thread_id), limit, before))
