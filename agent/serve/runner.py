@@ -13,13 +13,31 @@ from typing import Any
 
 from agent.results import RunEvent
 from agent.runner import AgentRunner
+from agent.services import build_manager
+from agent.session.manager import ChatSessionManager
+from agent.session.stores.memory import MemorySessionStore
 from agent.turns import EventRecorder
 
 GRAPH_EVENT = "graph"
+# The server lives long next to CLI runs and workers on the same sessions: a session cached in
+# this process (L1) could miss their changes, and a run started from a stale copy would append
+# its entries to an old leaf. So the server reads every session from the shared layers.
+L1_TTL_S = 1e-6
 
 
 class ServeRunner(AgentRunner):
     """`AgentRunner` whose streams also carry the raw graph chunks (kind `graph`)."""
+
+    @property
+    def manager(self) -> ChatSessionManager:
+        """The session manager, without a process-local cache worth the name (see `L1_TTL_S`)."""
+        if self._manager is None:
+            manager = build_manager(self.settings)
+            for layer in manager.read_order:
+                if isinstance(layer, MemorySessionStore):
+                    layer.ttl_seconds = L1_TTL_S
+            self._manager = manager
+        return self._manager
 
     def _translate(self, mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEvent]:
         yield RunEvent(GRAPH_EVENT, {"mode": mode, "chunk": chunk})

@@ -212,6 +212,15 @@ def test_cli_session_is_a_thread_and_an_api_thread_continues_in_the_cli(demo):
     assert json.loads(again.stdout)["status"] == "COMPLETED"
     assert len(client.runs.list(tid)) == 2
     assert client.threads.get_state(tid)["values"]["user_input"] == "once more"
+    assert client.threads.get(tid)["status"] == "idle"
+
+    # The server's next turn continues after the CLI's (one branch, turns in order).
+    client.runs.wait(tid, "agentrt", input={"user_input": "third"})
+    client.runs.wait(tid, "agentrt", command={"resume": {"approved": True}})
+    shown = json.loads(cli(config, cwd, "show", tid, "--json").stdout)
+    users = [m["content"] for m in shown["session"]["messages"] if m["role"] == "user"]
+    assert users == ["report", "once more", "third"]
+    assert list(shown["branches"]) == ["main"]
 
 
 def test_binding_beyond_loopback_without_auth_is_refused(tmp_path):
