@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 
 from agent.config import AgentSettings
 from agent.errors import (
@@ -54,7 +55,8 @@ def create_app(settings: AgentSettings) -> FastAPI:
         yield
         ctx.engine.shutdown()
 
-    app = FastAPI(
+    # Swagger UI served from the package (fastapi-offline), not from a CDN: /docs works offline.
+    app = FastAPIOffline(
         title="agentrt serve",
         description="The LangGraph Agent Server API over agentrt sessions (threads = sessions, runs = turns).",
         version=_version(),

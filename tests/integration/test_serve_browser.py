@@ -104,6 +104,11 @@ def test_page_lists_sessions_approves_and_shows_the_run_finish(tmp_path: Path, b
         driver.find_element(By.CSS_SELECTOR, "[data-doctor]").click()
         _wait(driver).until(lambda d: "session_found" in d.find_element(By.ID, "doctor").text)
 
+        # The OpenAPI page renders offline (its Swagger UI assets come from the server, not a CDN).
+        driver.get(server.url + "/docs")
+        _wait(driver).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".opblock")) > 20)
+        driver.back()
+
         shot = tmp_path / "serve-page.png"
         driver.save_screenshot(str(shot))
         assert shot.stat().st_size > 10_000
