@@ -25,6 +25,7 @@ from agent.serve.encode import jsonable
 from agent.serve.runner import ServeRunner
 
 KEEP_FINISHED_RUNS = 500
+KEEP_EVENTS_OF = 50
 
 
 class RunStatus(StrEnum):
@@ -89,6 +90,11 @@ class RunRecord:
             self.done.set()
         self.push(None)
 
+    async def wait(self) -> None:
+        """Until the run is over (no thread held while waiting)."""
+        async for _ in self.follow():
+            pass
+
     async def follow(self) -> AsyncIterator[RunEvent]:
         """Every event of the run: those already buffered, then the new ones until it ends."""
         loop = asyncio.get_running_loop()
@@ -136,8 +142,11 @@ class RunEngine:
         self._active: dict[tuple[str, str], RunRecord] = {}
         self._runs: OrderedDict[tuple[str, str], RunRecord] = OrderedDict()
 
-    def start(self, principal: Principal, rec: RunRecord, make: Callable[[], Iterator[RunEvent]]) -> RunRecord:
-        """Start `make()`'s run; returns once it has started (its run id known) or raises why it could not."""
+    async def start(self, principal: Principal, rec: RunRecord, make: Callable[[], Iterator[RunEvent]]) -> RunRecord:
+        """Start `make()`'s run; returns once it has started (its run id known) or raises why it could not.
+
+        Waiting costs no thread: a run queued behind busy pool threads holds only this coroutine.
+        """
         key = (principal.tenant_id, rec.thread_id)
         with self._lock:
             active = self._active.get(key)
@@ -146,20 +155,30 @@ class RunEngine:
                     f"thread {rec.thread_id} already has a run going ({active.run_id}); join it or cancel it first"
                 )
             self._active[key] = rec
-        started = threading.Event()
-        failure: list[BaseException] = []
-        self._pool.submit(self._execute, rec, make, started, failure)
-        started.wait()
-        if failure:
+        loop = asyncio.get_running_loop()
+        started: asyncio.Future[BaseException | None] = loop.create_future()
+
+        def resolve(err: BaseException | None) -> None:
+            if not started.done():
+                started.set_result(err)
+
+        def on_start(err: BaseException | None) -> None:
+            loop.call_soon_threadsafe(resolve, err)
+
+        self._pool.submit(self._execute, rec, make, on_start)
+        failure = await started
+        if failure is not None:
             with self._lock:
                 if self._active.get(key) is rec:
                     del self._active[key]
-            raise failure[0]
+            raise failure
         with self._lock:
             self._runs[(principal.tenant_id, rec.run_id)] = rec
             self._runs.move_to_end((principal.tenant_id, rec.run_id))
-            finished = [k for k, r in self._runs.items() if r.done.is_set()]
-            for k in finished[: max(0, len(finished) - KEEP_FINISHED_RUNS)]:
+            finished = [r for r in self._runs.values() if r.done.is_set()]
+            for old in finished[: max(0, len(finished) - KEEP_EVENTS_OF)]:
+                old.events = []  # their subscribers are gone; keep the record, drop the states it holds
+            for k in [k for k, r in self._runs.items() if r.done.is_set()][:-KEEP_FINISHED_RUNS]:
                 del self._runs[k]
         return rec
 
@@ -167,17 +186,18 @@ class RunEngine:
         self,
         rec: RunRecord,
         make: Callable[[], Iterator[RunEvent]],
-        started: threading.Event,
-        failure: list[BaseException],
+        on_start: Callable[[BaseException | None], None],
     ) -> None:
         status = RunStatus.ERROR
+        started = False
         try:
             gen = make()
             for ev in gen:
-                if not started.is_set():
+                if not started:
                     rec.run_id = str(ev.data.get("run_id") or "")
                     rec.status = RunStatus.RUNNING
-                    started.set()
+                    started = True
+                    on_start(None)
                 if ev.kind == "final":
                     rec.result = ev.data
                 rec.push(ev)
@@ -189,12 +209,14 @@ class RunEngine:
             else:
                 status = _status_of(rec.result)
         except BaseException as err:  # handed to the request (before start) or to the stream (after)
-            if not started.is_set():
-                failure.append(err)
-                started.set()
+            if not started:
+                on_start(err)
                 return
             rec.error = {"error": type(err).__name__, "message": str(err)}
             status = RunStatus.ERROR
+        if not started:  # a run that yielded nothing: nothing to follow
+            on_start(SessionError("the run ended before it started; see the server log"))
+            return
         if status is RunStatus.ERROR and rec.error is None:
             message = str((rec.result or {}).get("error") or (rec.result or {}).get("finish_reason") or "run failed")
             rec.error = {"error": "RunFailed", "message": message}

@@ -86,7 +86,7 @@ async def login(request: Request, ctx: ServeContext = Depends(get_ctx)) -> Respo
 
 async def _start(ctx: ServeContext, principal: Principal, sid: str, body: dict[str, Any]) -> RunRecord:
     rec = make_record(body, sid, principal)
-    return await run_in_threadpool(ctx.engine.start, principal, rec, make_job(ctx, principal, sid, body))
+    return await ctx.engine.start(principal, rec, make_job(ctx, principal, sid, body))
 
 
 @router.post("/ui/sessions")

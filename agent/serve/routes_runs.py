@@ -8,7 +8,7 @@ exactly as `agentrt resume` does.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Request, Response
@@ -27,6 +27,13 @@ from agent.serve.streams import StreamTranslator, normalize_modes, sse
 from agent.serve.thread_ops import delete_thread
 
 router = APIRouter(tags=["runs"])
+_tasks: set[asyncio.Task[None]] = set()
+
+
+def _background(coro: Coroutine[Any, Any, None]) -> None:
+    task = asyncio.get_running_loop().create_task(coro)
+    _tasks.add(task)  # keep a reference until it is done
+    task.add_done_callback(_tasks.discard)
 
 
 # --- starting ------------------------------------------------------------------------------------------
@@ -44,7 +51,7 @@ async def _start(ctx: ServeContext, principal: Principal, thread_id: str | None,
             await run_in_threadpool(ctx.create_session, principal, thread_id, body.get("metadata"))
     rec = make_record(body, thread_id, principal)
     job = make_job(ctx, principal, thread_id, body)
-    return await run_in_threadpool(ctx.engine.start, principal, rec, job)
+    return await ctx.engine.start(principal, rec, job)
 
 
 def _location(rec: RunRecord, stateless: bool) -> dict[str, str]:
@@ -55,7 +62,7 @@ def _location(rec: RunRecord, stateless: bool) -> dict[str, str]:
 async def _after(ctx: ServeContext, rec: RunRecord, body: dict[str, Any], stateless: bool) -> None:
     """Stateless runs asked to `on_completion: delete` drop their session once the run succeeded."""
     if stateless and body.get("on_completion") == "delete":
-        await run_in_threadpool(rec.done.wait)
+        await rec.wait()
         if rec.status is RunStatus.SUCCESS:
             session = await run_in_threadpool(ctx.runner.manager.get, rec.tenant_id, rec.thread_id)
             await run_in_threadpool(delete_thread, ctx, session)
@@ -133,7 +140,7 @@ async def wait_run(
 ) -> JSONResponse:
     """Run to the end (or to the pending approval) and return the thread's values."""
     rec = await _start(ctx, principal, thread_id, body)
-    await run_in_threadpool(rec.done.wait)
+    await rec.wait()
     return JSONResponse(_final_values(rec), headers=_location(rec, False))
 
 
@@ -206,7 +213,7 @@ async def cancel_run(
         return Response(status_code=204)
     rec.cancel_requested.set()
     if wait:
-        await run_in_threadpool(rec.done.wait)
+        await rec.wait()
     return Response(status_code=204)
 
 
@@ -224,7 +231,7 @@ async def join_run(
         session = await run_in_threadpool(ctx.session, principal, thread_id)
         state = await run_in_threadpool(ctx.state, session)
         return dict(state["values"])
-    await run_in_threadpool(rec.done.wait)
+    await rec.wait()
     return _final_values(rec)
 
 
@@ -262,7 +269,7 @@ async def create_stateless(
 ) -> JSONResponse:
     """A run on a new thread (kept unless `on_completion: delete`)."""
     rec = await _start(ctx, principal, None, body)
-    asyncio.get_running_loop().create_task(_after(ctx, rec, body, True))
+    _background(_after(ctx, rec, body, True))
     return JSONResponse(rec.to_json(), headers=_location(rec, True))
 
 
@@ -274,7 +281,7 @@ async def stream_stateless(
 ) -> StreamingResponse:
     """`/threads/{id}/runs/stream` on a new thread."""
     rec = await _start(ctx, principal, None, body)
-    asyncio.get_running_loop().create_task(_after(ctx, rec, body, True))
+    _background(_after(ctx, rec, body, True))
     return _stream_response(rec, normalize_modes(body.get("stream_mode")), True, body.get("on_disconnect") == "cancel")
 
 
@@ -286,7 +293,7 @@ async def wait_stateless(
 ) -> JSONResponse:
     """`/threads/{id}/runs/wait` on a new thread."""
     rec = await _start(ctx, principal, None, body)
-    await run_in_threadpool(rec.done.wait)
+    await rec.wait()
     values = _final_values(rec)
     await _after(ctx, rec, body, True)
     return JSONResponse(values, headers=_location(rec, True))
