@@ -81,6 +81,22 @@ def test_no_endpoint_returns_another_tenants_or_users_data(tmp_path: Path):
         for method, path, status, _ in _probe(server.url, "wrong-key-0123456789", tid, run_id, cp, call):
             assert status in (401, 303), f"{method} {path} with a wrong key: {status}"
 
+        # The page: a browser signs in once; its cookie is scoped exactly like the key.
+        with httpx.Client(base_url=server.url) as browser:
+            assert browser.get("/").headers.get("location") == "/ui/login"
+            assert browser.post("/ui/login", data={"key": "not-a-key-0123456789"}).status_code == 401
+            signed = browser.post("/ui/login", data={"key": GLOBEX})
+            assert signed.status_code == 303 and "httponly" in signed.headers["set-cookie"].lower()
+            assert browser.get("/").status_code == 200 and tid not in browser.get("/").text
+            assert browser.get(f"/ui/sessions/{tid}").status_code == 404
+        # A form posted from another site cannot steer a session, even with the owner's credentials.
+        before = alice.threads.get(tid)["session_status"]
+        evil = httpx.post(
+            f"{server.url}/ui/sessions/{tid}/end", headers={"x-api-key": ALICE, "origin": "http://evil.example"}
+        )
+        assert evil.status_code == 401
+        assert alice.threads.get(tid)["session_status"] == before != "ENDED"
+
         # Alice still has everything, untouched.
         assert alice.threads.get(tid)["metadata"]["secret"] == "acme-plan"
         assert alice.threads.get_state(tid)["checkpoint"]["checkpoint_id"] == cp

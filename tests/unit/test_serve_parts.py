@@ -1,0 +1,105 @@
+"""`agentrt serve` parts without a server: auth, run requests, stream translation, JSON encoding."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessageChunk
+from langgraph.types import Interrupt
+
+from agent.config import load_settings
+from agent.errors import ConfigError
+from agent.results import RunEvent
+from agent.serve.auth import Authenticator, Principal, Unauthorized, check_bind
+from agent.serve.encode import jsonable
+from agent.serve.run_requests import input_text, resume_decision
+from agent.serve.runner import GRAPH_EVENT
+from agent.serve.streams import StreamTranslator, normalize_modes, sse
+
+KEY = "k" * 20
+
+
+def _auth(**serve: object) -> Authenticator:
+    return Authenticator(load_settings(None, overrides={f"serve.{k}": v for k, v in serve.items()}))
+
+
+def test_open_server_is_the_default_tenant_and_binds_to_loopback_only():
+    auth = _auth()
+    assert auth.authenticate({}) == Principal("default")
+    check_bind("127.0.0.1", auth)
+    with pytest.raises(ConfigError, match=r"refusing to serve on 0\.0\.0\.0 without authentication"):
+        check_bind("0.0.0.0", auth)
+
+
+def test_keys_map_to_tenant_and_user_and_anything_else_is_refused():
+    auth = _auth(api_keys=[{"key": KEY, "tenant_id": "acme", "user_id": "alice"}])
+    check_bind("0.0.0.0", auth)
+    assert auth.authenticate({"x-api-key": KEY}) == Principal("acme", "alice")
+    assert auth.authenticate({}, {"agentrt_key": KEY}) == Principal("acme", "alice")
+    for headers in ({}, {"x-api-key": KEY + "x"}, {"x-api-key": KEY[:-1]}):
+        with pytest.raises(Unauthorized):
+            auth.authenticate(headers)
+
+
+def test_bad_key_config_and_bad_auth_path_fail_with_one_line():
+    with pytest.raises(ConfigError, match=r"serve\.api_keys"):
+        _auth(api_keys=[{"key": "short", "tenant_id": "acme"}])
+    with pytest.raises(ConfigError, match="tenant id"):
+        _auth(api_keys=[{"key": KEY, "tenant_id": "../etc"}])
+    with pytest.raises(ConfigError, match="module:callable"):
+        _auth(auth="no_colon")
+    with pytest.raises(ConfigError, match="cannot be loaded"):
+        _auth(auth="no_such_module_xyz:f")
+
+
+def test_input_text_from_user_input_messages_or_string():
+    assert input_text({"user_input": "hi"}) == "hi"
+    assert input_text({"messages": [{"role": "user", "content": "a"}, {"role": "ai", "content": "b"}]}) == "a"
+    assert input_text({"messages": [{"type": "human", "content": [{"type": "text", "text": "x"}]}]}) == "x"
+    assert input_text("plain") == "plain"
+    assert input_text(None) is None
+    with pytest.raises(ConfigError, match="user_input"):
+        input_text({"other": 1})
+
+
+def test_resume_values_become_approval_decisions():
+    assert resume_decision({"resume": {"approved": True}}) == {"approved": True, "reason": None}
+    assert resume_decision({"resume": "reject"})["approved"] is False
+    assert resume_decision({"resume": {"abc123": {"approved": True}}})["approved"] is True
+    assert resume_decision({"resume": True, "goto": ()})["approved"] is True
+    with pytest.raises(ConfigError, match="goto"):
+        resume_decision({"resume": True, "goto": "reasoning"})
+
+
+def test_translator_emits_only_requested_modes_and_interrupts_last():
+    tr = StreamTranslator(normalize_modes(["updates", "values", "debug"]), "r1")
+    assert tr.modes == {"updates", "values"}
+    ev = RunEvent(GRAPH_EVENT, {"mode": "updates", "chunk": {"__interrupt__": (Interrupt(value={"q": 1}, id="i1"),)}})
+    assert list(tr.translate(ev)) == [("updates", {"__interrupt__": [{"value": {"q": 1}, "id": "i1"}]})]
+    cp = RunEvent(GRAPH_EVENT, {"mode": "checkpoints", "chunk": {"values": {"a": 1}}})
+    assert list(tr.translate(cp)) == [("values", {"a": 1})]
+    msg = RunEvent(GRAPH_EVENT, {"mode": "messages", "chunk": (AIMessageChunk(content="t"), {"langgraph_node": "n"})})
+    assert list(tr.translate(msg)) == []
+    assert list(tr.closing([{"value": 1, "id": "i"}])) == [
+        ("values", {"a": 1, "__interrupt__": [{"value": 1, "id": "i"}]})
+    ]
+    assert list(tr.translate(RunEvent("node", {"node": "x"}))) == []
+
+
+def test_messages_and_events_modes():
+    tr = StreamTranslator(normalize_modes("messages-tuple"), "r1")
+    msg = RunEvent(GRAPH_EVENT, {"mode": "messages", "chunk": (AIMessageChunk(content="t"), {"langgraph_node": "n"})})
+    [(event, data)] = list(tr.translate(msg))
+    assert event == "messages" and data[0]["content"] == "t" and data[1] == {"langgraph_node": "n"}
+    events = StreamTranslator(normalize_modes("events"), "r1")
+    [(event, data)] = list(events.translate(msg))
+    assert event == "events" and data["event"] == "on_chat_model_stream" and data["run_id"] == "r1"
+
+
+def test_sse_framing_and_jsonable_fallbacks():
+    assert sse("values", {"a": "é"}) == 'event: values\ndata: {"a":"é"}\n\n'.encode()
+
+    class Odd:
+        def __repr__(self) -> str:
+            return "<odd>"
+
+    assert jsonable({"x": (1, Odd()), 2: b"b"}) == {"x": [1, "<odd>"], "2": "b"}
