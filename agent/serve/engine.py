@@ -95,8 +95,12 @@ class RunRecord:
         async for _ in self.follow():
             pass
 
-    async def follow(self) -> AsyncIterator[RunEvent]:
-        """Every event of the run: those already buffered, then the new ones until it ends."""
+    async def follow(self, heartbeat_s: float | None = None) -> AsyncIterator[RunEvent | None]:
+        """Every event of the run: those already buffered, then the new ones until it ends.
+
+        With `heartbeat_s`, yields None after that long without an event (streams send a comment,
+        so proxies keep a connection open through a long tool call).
+        """
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()
         with self._lock:
@@ -108,7 +112,11 @@ class RunRecord:
             for ev in backlog:
                 yield ev
             while live:
-                item = await queue.get()
+                try:
+                    item = await asyncio.wait_for(queue.get(), heartbeat_s)
+                except TimeoutError:
+                    yield None
+                    continue
                 if item is None:
                     return
                 yield item

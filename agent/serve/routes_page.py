@@ -194,7 +194,10 @@ async def live(sid: str, request: Request, ctx: ServeContext = Depends(get_ctx))
 
     async def events() -> AsyncIterator[bytes]:
         if rec is not None:
-            async for ev in rec.follow():
+            async for ev in rec.follow(15.0):
+                if ev is None:
+                    yield b": heartbeat\n\n"
+                    continue
                 line = _progress(ev)
                 if line:
                     yield sse("progress", {"kind": ev.kind, "text": line})

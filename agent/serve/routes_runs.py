@@ -15,7 +15,7 @@ from fastapi import APIRouter, Body, Depends, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from agent.errors import SessionNotFound
+from agent.errors import ConfigError, SessionNotFound
 from agent.serve.auth import Principal
 from agent.serve.context import ServeContext
 from agent.serve.deps import get_ctx, get_principal
@@ -27,6 +27,7 @@ from agent.serve.streams import StreamTranslator, normalize_modes, sse
 from agent.serve.thread_ops import delete_thread
 
 router = APIRouter(tags=["runs"])
+HEARTBEAT_S = 15.0
 _tasks: set[asyncio.Task[None]] = set()
 
 
@@ -84,7 +85,10 @@ async def _sse(
     finished = False
     try:
         yield sse("metadata", {"run_id": rec.run_id, "thread_id": rec.thread_id, "attempt": 1})
-        async for ev in rec.follow():
+        async for ev in rec.follow(HEARTBEAT_S):
+            if ev is None:
+                yield b": heartbeat\n\n"
+                continue
             for name, data in translator.translate(ev):
                 yield sse(name, data)
         if rec.error is not None and rec.status is RunStatus.ERROR:
@@ -255,8 +259,6 @@ async def join_stream(
 @router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)
 def delete_run(thread_id: str, run_id: str, _: Principal = Depends(get_principal)) -> Response:
     """Runs are part of the session's history and are never deleted one by one."""
-    from agent.errors import ConfigError
-
     raise ConfigError("agentrt keeps every run in the session's history; delete the thread to remove it")
 
 

@@ -103,3 +103,23 @@ def test_sse_framing_and_jsonable_fallbacks():
             return "<odd>"
 
     assert jsonable({"x": (1, Odd()), 2: b"b"}) == {"x": [1, "<odd>"], "2": "b"}
+
+
+async def test_a_follower_gets_the_backlog_heartbeats_then_live_events_until_the_end():
+    import asyncio
+    import threading
+
+    from agent.serve.engine import RunRecord, RunStatus
+
+    rec = RunRecord(thread_id="t", tenant_id="default", assistant_id="a", metadata={}, kwargs={})
+    rec.push(RunEvent("started", {"run_id": "r"}))
+
+    def later() -> None:
+        rec.push(RunEvent("node", {"node": "init"}))
+        rec.finish(RunStatus.SUCCESS)
+
+    threading.Timer(0.3, later).start()
+    seen = [ev.kind if ev is not None else None async for ev in rec.follow(heartbeat_s=0.05)]
+    assert seen[0] == "started" and seen[-1] == "node" and None in seen
+    assert [ev.kind async for ev in rec.follow() if ev is not None] == ["started", "node"]  # replay after the end
+    await asyncio.wait_for(rec.wait(), 1)
