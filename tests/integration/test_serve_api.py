@@ -129,6 +129,10 @@ def test_stateless_run_and_unknown_thread(demo):
     client = get_sync_client(url=server.url)
     values = client.runs.wait(None, "agentrt", input={"user_input": "report"})
     assert values["__interrupt__"][0]["value"]["name"] == "publish_report"
+    events = [p.data for p in client.runs.stream(None, "agentrt", input={"user_input": "r"}, stream_mode="events")]
+    ended = [e["name"] for e in events if isinstance(e, dict) and e.get("event") == "on_chain_end"]
+    assert ended[:3] == ["init", "planning", "reasoning"]
+    assert any(e.get("event") == "on_custom_event" and e["name"] == "tool_call" for e in events if isinstance(e, dict))
     with pytest.raises(httpx.HTTPStatusError, match="404"):
         client.runs.wait(str(uuid.uuid4()), "agentrt", input={"user_input": "x"})
     with pytest.raises(NotFoundError):
