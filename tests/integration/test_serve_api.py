@@ -177,8 +177,9 @@ def test_cancel_stops_the_run_and_a_run_without_input_continues_it(tmp_path):
         client.runs.cancel(tid, run["run_id"], wait=True)
         assert client.runs.get(tid, run["run_id"])["status"] == "interrupted"
         state = client.threads.get_state(tid)
-        assert state["next"], "a cancelled run keeps its last checkpoint"
-        assert state["values"].get("finish_reason") is None
+        # Stopped mid-run: a node still to run, or one whose writes were saved before its checkpoint.
+        assert state["next"] or state["tasks"], "a cancelled run keeps its last checkpoint"
+        assert client.threads.get(tid)["status"] == "interrupted"
         with pytest.raises(Exception, match=r"409|unfinished"):
             client.runs.wait(tid, "agentrt", input={"user_input": "something else"})
         values = client.runs.wait(tid, "agentrt", input=None)
