@@ -260,3 +260,33 @@ def test_forked_branch_state_and_history_follow_the_branch(demo):
     client.runs.wait(tid, "agentrt", input={"user_input": "again, on the branch"})
     new = [h["checkpoint"]["checkpoint_id"] for h in client.threads.get_history(tid, limit=200)]
     assert cp in new and old[0] not in new, "the new branch's history never shows the old branch's head"
+
+
+def test_page_buttons_pause_end_and_send_the_next_turn(demo):
+    server, _ = demo
+    client = get_sync_client(url=server.url)
+    tid = client.threads.create()["thread_id"]
+    client.runs.wait(tid, "agentrt", input={"user_input": "report"})
+    page = f"{server.url}/ui/sessions/{tid}"
+    rejected = httpx.post(f"{page}/decision", data={"approved": "0"}, follow_redirects=True)
+    assert rejected.status_code == 200 and "Approval needed" not in rejected.text
+    client.runs.join(tid, client.runs.list(tid)[0]["run_id"])
+    assert client.threads.get_state(tid)["values"]["finish_reason"] == "completed"
+
+    sent = httpx.post(f"{page}/turn", data={"text": "and now the costs"}, follow_redirects=False)
+    assert sent.status_code == 303 and "error" not in sent.headers["location"]
+    client.runs.join(tid, client.runs.list(tid)[0]["run_id"])
+    assert client.threads.get_state(tid)["values"]["user_input"] == "and now the costs"
+
+    httpx.post(f"{page}/resume", data={"approved": "1"})  # nothing to continue: an error shown, no change
+    httpx.post(f"{page}/decision", data={"approved": "1"})
+    client.runs.join(tid, client.runs.list(tid)[0]["run_id"])
+    paused = httpx.post(f"{page}/pause", follow_redirects=False)
+    assert paused.status_code == 303 and "error" not in paused.headers["location"]
+    assert client.threads.get(tid)["session_status"] == "PAUSED"
+    with pytest.raises(httpx.HTTPStatusError, match="409"):
+        client.runs.wait(tid, "agentrt", input={"user_input": "refused while paused"})
+    ended = httpx.post(f"{page}/end", follow_redirects=False)
+    assert "error" not in ended.headers["location"]
+    assert client.threads.get(tid)["session_status"] == "ENDED"
+    assert "ENDED" in httpx.get(page).text
