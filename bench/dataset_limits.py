@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.unit import test_dataset_limits as t  # noqa: E402
+from tests.unit import test_dataset_limits as t
 
 
 def main() -> None:

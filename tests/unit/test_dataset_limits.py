@@ -99,7 +99,7 @@ def test_limits_are_configurable() -> None:
         base_dir=SAMPLES,
         limits=QueryLimits(cpu_seconds=0.2, max_result_bytes=100),
     )
-    with pytest.raises(ToolError, match="more than 0.2 s of CPU|SQLite steps"):
+    with pytest.raises(ToolError, match=r"more than 0\.2 s of CPU|SQLite steps"):
         catalog.query(RCTE)
     with pytest.raises(ToolError, match="more than 100 bytes"):
         catalog.query("SELECT * FROM sales")
