@@ -62,14 +62,14 @@ _QL = QueryLimits()
 class QueryLimitsSettings(_Strict):
     """Limits of one `query_dataset` call (see agent/tools/datasets/limits.py for each field)."""
 
-    cpu_seconds: float = Field(_QL.cpu_seconds, gt=0)
-    wall_seconds: float = Field(_QL.wall_seconds, gt=0)
-    max_steps: int = Field(_QL.max_steps, gt=0)
-    max_result_bytes: int = Field(_QL.max_result_bytes, gt=0)
-    max_value_bytes: int = Field(_QL.max_value_bytes, gt=0)
-    max_format_width: int = Field(_QL.max_format_width, ge=0)
-    cache_size_kib: int = Field(_QL.cache_size_kib, gt=0)
-    heap_limit_bytes: int | None = Field(_QL.heap_limit_bytes, gt=0)
+    cpu_seconds: float = Field(default=_QL.cpu_seconds, gt=0)
+    wall_seconds: float = Field(default=_QL.wall_seconds, gt=0)
+    max_steps: int = Field(default=_QL.max_steps, gt=0)
+    max_result_bytes: int = Field(default=_QL.max_result_bytes, gt=0)
+    max_value_bytes: int = Field(default=_QL.max_value_bytes, gt=0)
+    max_format_width: int = Field(default=_QL.max_format_width, ge=0)
+    cache_size_kib: int = Field(default=_QL.cache_size_kib, gt=0)
+    heap_limit_bytes: int | None = Field(default=_QL.heap_limit_bytes, gt=0)
 
     def limits(self) -> QueryLimits:
         """The limits as the dataset catalog takes them."""
