@@ -477,6 +477,15 @@ NOT_FOUND_CHECKS = ("session_found", "tenant_user", "header")
 
 def run_all(f: SessionFacts) -> list[Check]:
     """Every check in seed §8 order; only the identity checks when the session does not exist at all."""
+    if f.hidden:
+        return [
+            Check(
+                "session_found",
+                "FAIL",
+                f"session {f.session_id} not found for tenant {f.tenant_id} and user {f.user_id}",
+                f"check the id, --tenant and --user; `agentrt sessions --user {f.user_id}` lists yours",
+            )
+        ]
     found = f.session is not None or f.header is not None
     return list(_each(f, [c for c in CHECKS if found or c[0] in NOT_FOUND_CHECKS]))
 

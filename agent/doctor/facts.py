@@ -149,6 +149,15 @@ class SessionFacts:
     next_nodes: list[str] = field(default_factory=list)
     waiting_for_human: bool = False
     """The run is interrupted for a human decision (HITL)."""
+    hidden: bool = False
+    """The caller named a user who does not own the session: nothing of it may be shown."""
+
+    def owner(self) -> str | None:
+        """The session's user, from the session document or else the event-log header."""
+        if self.session is not None:
+            return self.session.user_id
+        user = (self.header or {}).get("user_id")
+        return str(user) if user is not None else None
 
     @property
     def events(self) -> FileScan:
@@ -328,7 +337,14 @@ def gather(runner: AgentRunner, session_id: str, tenant_id: str, user_id: str | 
     facts = SessionFacts(runner, tenant_id, session_id, user_id, directory)
     _scan_session_files(facts)
     _read_layers(facts)
-    _find_other_tenants(facts)
+    if user_id is not None:
+        # A user-scoped caller sees only their own sessions, as `show` and `tool-result` do: another
+        # user's session (or another tenant's) reads as not found, and no fact of it is gathered.
+        if facts.owner() not in (None, user_id):
+            facts.hidden = True
+            return facts
+    else:
+        _find_other_tenants(facts)
     if facts.session is not None or facts.header is not None:
         _load_checkpoint(facts)
     return facts
