@@ -12,13 +12,14 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.runners import ROOT, make_config
 
 SECRET = "alice-private-note-7f3c"
-SCRIPT = [
+SCRIPT: list[dict[str, Any]] = [
     {"content": '{"plan": "p", "todos": ["x"]}'},
     {"tool_calls": [{"name": "write_file", "args": {"path": "a.txt", "content": SECRET * 50}}]},
     {"tool_calls": [{"name": "read_file", "args": {"path": "a.txt"}}]},
