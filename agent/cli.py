@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
-from agent.errors import AgentRuntimeError, ConfigError
+from agent.errors import AgentRuntimeError
 from agent.logs import configure_logging
 from checkpointing.errors import CheckpointingError
 
@@ -293,18 +293,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return report.exit_code()
 
 
-def cmd_db_init(args: argparse.Namespace) -> int:
-    """agentrt db init."""
-    from agent.session.stores.sql import SqlSessionStore
+def cmd_db(args: argparse.Namespace) -> int:
+    """agentrt db upgrade | init."""
+    from agent.config import load_settings
+    from agent.session import db_cli
 
-    settings = _runner(args).settings
-    url = settings.database_url()
-    if not url:
-        raise ConfigError("no persistence.database_url is configured")
-    SqlSessionStore(url, create=True)
-    return _emit(
-        {"database": _redact(url), "created": True}, args.json, lambda d: out.print(f"tables ready in {d['database']}")
-    )
+    settings = load_settings(args.config)
+    data = (db_cli.db_init if args.action == "init" else db_cli.db_upgrade)(settings)
+    return _emit(data, args.json, lambda d: out.print(db_cli.render(d), markup=False))
 
 
 def _redact(url: str) -> str:
@@ -323,7 +319,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "pause": cmd_pause,
     "tool-result": cmd_tool_result,
     "doctor": cmd_doctor,
-    "db": cmd_db_init,
+    "db": cmd_db,
 }
 
 
@@ -383,9 +379,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "worker", help="run a queue worker: agentrt worker --config F --queue NAME (see README)", add_help=False
     )
-    p = sub.add_parser("db", help="database set-up: `agentrt db init` creates the SQL tables")
+    p = sub.add_parser("db", help="SQL schema: `db upgrade` migrates, `db init` also creates the database")
     _common(p)
-    p.add_argument("action", choices=["init"])
+    p.add_argument("action", choices=["upgrade", "init"])
     return parser
 
 

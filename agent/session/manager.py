@@ -478,6 +478,7 @@ def open_manager(
     database_url: str | None = None,
     redis_key_prefix: str = "agentrt",
     create_tables: bool | None = None,
+    config_hint: str = "",
     inline_payload_max_bytes: int = 8192,
     fsync: FsyncPolicy = "always",
     l1_max_entries: int = 1024,
@@ -487,14 +488,22 @@ def open_manager(
     """Build the layers from URLs (what the runner does from its config) and return the manager.
 
     `database_url` None means the embedded SQLite file `base_dir/agentrt.db`; it is ignored in
-    JSONL_ONLY. Tables are created when `create_tables` is true, and by default only for SQLite
-    (a server database gets them from `agentrt db init`).
+    JSONL_ONLY. The schema migrations are applied when `create_tables` is true, and by default only
+    for SQLite (created or upgraded on first use). A server database must already be at the newest
+    schema (`agentrt db upgrade`): a missing or older one raises `SchemaOutdated` naming the command
+    (with `config_hint` appended, e.g. " --config prod.yaml") before anything else happens. A server
+    that does not answer is not refused here: that is an outage, which the manager rides out.
     """
     sql = None
     if mode != "JSONL_ONLY":
         url = database_url or sqlite_url(base_dir)
         create = url.startswith("sqlite") if create_tables is None else create_tables
         sql = SqlSessionStore(url, create=create)
+        if not create:
+            try:
+                sql.check_schema(config_hint)
+            except StorageError as err:
+                log.warning("SQL schema not checked, the database does not answer: %s", err)
     return ChatSessionManager(
         mode,
         MemorySessionStore(max_entries=l1_max_entries, ttl_seconds=l1_ttl_seconds),
