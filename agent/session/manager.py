@@ -14,9 +14,16 @@ mode took it, and fails with `StorageError` when none did. What a down layer mis
 written to it (before anything is read from it) once it answers again. `last_read_trace` records
 the layers the calling thread's last read touched, in order, with what each answered ("hit",
 "miss", "down", "corrupt"; "newer" when MIRROR preferred a newer JSONL mirror over the SQL row;
-"rebuilt" when no layer held it and it was rebuilt from events.jsonl).
-Pending refills live in this process: a process that dies during an outage leaves them undone
-(MIRROR then still prefers the newer JSONL mirror; a stale Redis copy lives until its TTL).
+"rebuilt" when no layer held it and it was rebuilt from events.jsonl; "owed" when a Redis copy was
+skipped because the outbox still owes it a write).
+
+Convergence after outages and crashes: every write a SQL or Redis layer misses is also recorded
+in the session's durable outbox (`outbox.py`) before the caller goes on, and replayed, in order
+and idempotently, from the source of truth when the layer answers again: by this process when it
+next uses the layer, or by any process that next reads the session (a read replays what is owed
+before it reads the layer; a Redis copy still owed is never read). A save deletes the Redis copy
+before it writes the durable layers, so a process killed between the two leaves no stale copy
+behind; and each turn start checks (one COUNT) that SQL holds every page row of the event log.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from typing import Any, Literal, TypeVar
 
 from agent.errors import ConfigError, SessionNotActive, SessionNotFound, StorageError
 from agent.session.chat_memory import ChatMemory
+from agent.session.outbox import Debt, Outbox, Owed
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt, SessionStatus, SessionStore
 from agent.session.stores.jsonl import JsonlSessionStore
 from agent.session.stores.memory import MemorySessionStore
@@ -90,7 +98,15 @@ class ChatSessionManager:
         self.l2 = l2
         self.sql = sql if mode != "JSONL_ONLY" else None
         self.jsonl = jsonl
-        self.memory = ChatMemory(jsonl, self.sql, sql_usable=lambda: not self._health["SQL"].down)
+        self.outbox = Outbox(jsonl.base_dir, fsync=jsonl.fsync == "always")
+        self._owed: set[tuple[Key, str, Owed]] = set()
+        """Debts this process already wrote to an outbox and has not paid (one record per outage)."""
+        self.memory = ChatMemory(
+            jsonl,
+            self.sql,
+            sql_usable=lambda: not self._health["SQL"].down,
+            on_sql_missed=lambda s: self._owe_durably(s.key(), "SQL", Owed.MESSAGES),
+        )
         self.retry_interval_s = retry_interval_s
         self._clock = clock
         self.defaults: dict[str, Any] = {}
@@ -170,6 +186,18 @@ class ChatSessionManager:
     def _owe(self, layer: SessionStore, session: ChatSession) -> None:
         with self._lock:
             self._health[layer.name].pending[session.key()] = session
+        self._owe_durably(session.key(), layer.name, Owed.SESSION)
+
+    def _owe_durably(self, key: Key, layer: str, what: Owed) -> None:
+        if layer not in ("SQL", "L2") or (key, layer, what) in self._owed:
+            return  # L1 lives in this process only; a debt already on disk needs no second record
+        try:
+            self.outbox.owe(key[0], key[1], layer, what)
+        except OSError as err:
+            log.warning("outbox of session %s not written (%s): %s may lag until the next save", key[1], err, layer)
+            return
+        with self._lock:
+            self._owed.add((key, layer, what))
 
     def _refill(self, layer: SessionStore, health: _Health) -> None:
         for key, session in list(health.pending.items()):
@@ -177,6 +205,59 @@ class ChatSessionManager:
             if layer is self.sql:
                 self.memory.sync_sql(session)
             health.pending.pop(key, None)
+            # The put above wrote this process's newest copy: that pays a cache's debt as it is.
+            self._pay(key, layer.name, replay=layer is self.sql)
+
+    def _layer(self, name: str) -> SessionStore | None:
+        return next((x for x in self.read_order if x.name == name), None)
+
+    def _replay(self, layer: SessionStore, debt: Debt, key: Key) -> None:
+        """Write what `debt` says the layer missed, from the source of truth."""
+        if layer is self.sql and debt.what is Owed.MESSAGES:
+            self.memory.sync_all_sql(*key)
+        elif layer is self.sql:
+            newest = self.jsonl.get(*key)  # PRIMARY's truth; in MIRROR the mirror took what SQL missed
+            row = self.sql.get(*key)
+            if newest is not None and (row is None or row.version < newest.version):
+                self.sql.put(newest)
+        else:
+            layer.delete(*key)  # a cache: the next read refills it from a durable layer
+
+    def _pay(self, key: Key, only: str | None = None, replay: bool = True) -> set[str]:
+        """Replay the session's outbox debts (of layer `only`, or all); returns the layers still owed.
+
+        `replay=False` only marks them paid (the caller has just written the newest copy itself).
+        """
+        if not self.outbox.owes(*key):
+            return set()
+        try:
+            debts = self.outbox.debts(*key)
+        except OSError as err:
+            log.warning("outbox of session %s unreadable (%s); its layers are read as they are", key[1], err)
+            return set()
+        unpaid: set[str] = set()
+        for name in dict.fromkeys(d.layer for d in debts if only in (None, d.layer)):
+            layer, health = self._layer(name), self._health.get(name)
+            if layer is None or health is None:
+                continue  # not configured in this process: the debt waits for one that has it
+            mine = [d for d in debts if d.layer == name]
+            if only is None and health.down and self._clock() < health.retry_at:
+                unpaid.add(name)
+                continue
+            try:
+                for debt in mine if replay else ():
+                    self._replay(layer, debt, key)
+                self.outbox.settle(*key, name, max(d.offset for d in mine))
+            except StorageError as err:
+                self._mark_down(layer, err)
+                unpaid.add(name)
+                continue
+            except OSError as err:
+                log.warning("outbox of session %s not settled (%s); it is replayed again later", key[1], err)
+            with self._lock:
+                self._owed -= {(key, name, what) for what in Owed}
+            log.info("session %s: replayed what layer %s missed (%d debts)", key[1], name, len(mine))
+        return unpaid
 
     def locate(self, tenant_id: str, session_id: str) -> dict[str, str]:
         """Which layers hold the session: layer -> "present" / "absent" / "down" / "corrupt" (doctor)."""
@@ -213,9 +294,14 @@ class ChatSessionManager:
         missed: list[SessionStore] = []
         found: ChatSession | None = None
         sql_down = False
+        owed = self._pay((tenant_id, session_id))
         for layer in self.read_order:
             if self.mode == "MIRROR" and layer is self.jsonl and not sql_down:
                 break  # MIRROR reads its JSONL mirror only while SQL (the source of truth) is down
+            if layer.name == "L2" and "L2" in owed:
+                # Its copy may be stale: never read it. "down" when the replay just failed on it.
+                trace.append((layer.name, "down" if self._health[layer.name].down else "owed"))
+                continue
             try:
                 got = self._use(layer, partial(layer.get, tenant_id, session_id))
             except _Down:
@@ -243,7 +329,7 @@ class ChatSessionManager:
         self.last_read_trace = trace
         if found is not None:
             for layer in missed:
-                self._fill(layer, found)
+                self._fill(layer, found, read_fill=True)
         return found
 
     def _rebuild(
@@ -275,9 +361,11 @@ class ChatSessionManager:
             missed.append(self.sql)
         return mirror
 
-    def _fill(self, layer: SessionStore, session: ChatSession) -> None:
+    def _fill(self, layer: SessionStore, session: ChatSession, read_fill: bool = False) -> None:
+        # A read's fill must not overwrite what a concurrent save wrote after this read began.
+        put = getattr(layer, "put_if_absent", None) if read_fill else None
         try:
-            self._use(layer, partial(layer.put, session))
+            self._use(layer, partial(put or layer.put, session))
         except _Down:
             self._owe(layer, session)
 
@@ -342,6 +430,7 @@ class ChatSessionManager:
             raise ConfigError(f"session {session.session_id} cannot be saved: {err}; keep context JSON-only") from err
         session.version += 1
         stored = session.model_copy(deep=True)
+        self._invalidate_cache(session.key())
         wrote: builtins.list[str] = []
         missed: builtins.list[SessionStore] = []
         for layer in self.durable_layers:
@@ -362,6 +451,16 @@ class ChatSessionManager:
         for layer in self.read_order[: len(self.read_order) - len(self.durable_layers)]:
             self._fill(layer, stored)
         return session
+
+    def _invalidate_cache(self, key: Key) -> None:
+        # Before the durable write: a process killed between it and the cache write must not leave
+        # the older copy in Redis for the next reader. Redis down: the outbox remembers it instead.
+        if self.l2 is None:
+            return
+        try:
+            self._use(self.l2, partial(self.l2.delete, *key))
+        except _Down:
+            self._owe_durably(key, self.l2.name, Owed.SESSION)
 
     def create(
         self,
@@ -430,7 +529,20 @@ class ChatSessionManager:
             raise
         session.loop_count += 1
         session.touch(now)
+        self._check_page_rows(session)
         return self.save(session)
+
+    def _check_page_rows(self, session: ChatSession) -> None:
+        # A process killed between an event append and its SQL row leaves no debt: count instead.
+        if self.sql is None or self._health["SQL"].down:
+            return
+        try:
+            if self.memory.sql_behind(session.tenant_id, session.session_id):
+                added = self.memory.sync_all_sql(session.tenant_id, session.session_id)
+                log.info("session %s: %d page rows were missing in SQL and were written", session.session_id, added)
+        except StorageError as err:
+            self._mark_down(self.sql, err)
+            self._owe_durably(session.key(), "SQL", Owed.MESSAGES)
 
     def mark_run(self, session: ChatSession, run_id: str, run_status: str) -> ChatSession:
         """Record the newest run's id and status (see `ChatSession.mark_run`); saves it."""

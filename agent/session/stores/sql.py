@@ -263,6 +263,13 @@ class SqlSessionStore:
                 conn.execute(sa.insert(t), rows)
         return len(rows)
 
+    def count_messages(self, tenant_id: str, session_id: str) -> int:
+        """How many chat message rows the session has."""
+        t = self.chat_messages
+        q = sa.select(sa.func.count()).where(t.c.tenant_id == tenant_id, t.c.session_id == session_id)
+        with self._tx("count chat messages") as conn:
+            return int(conn.execute(q).scalar_one())
+
     def messages(self, tenant_id: str, session_id: str) -> builtins.list[tuple[str, PageMessage]]:
         """Every chat message row of the session as (branch_id, message), oldest first."""
         t = self.chat_messages
