@@ -2,9 +2,10 @@
 
 Real servers: PostgreSQL behind a cuttable TCP relay (in this test process), real Redis, every
 turn a separate `agentrt` process with a production.yaml-like config (PRIMARY, PostgreSQL L3 in
-a schema of its own, Redis L2; the file lease, so a killed process's lease frees at once). PostgreSQL is cut during a turn, the process is killed
-(SIGKILL, or the crash drill's exit at a checkpoint), PostgreSQL comes back, and the next
-process's turn leaves every page-history row of the event log in PostgreSQL once, in order.
+a schema of its own, Redis L2; the file lease, so a killed process's lease frees at once).
+PostgreSQL is cut during a turn, the process is killed (SIGKILL, or the crash drill's exit at a
+checkpoint), PostgreSQL comes back, and the next processes leave every page-history row of the
+event log in PostgreSQL once, in order.
 """
 
 from __future__ import annotations
