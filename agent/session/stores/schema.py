@@ -87,6 +87,8 @@ def _file_lock(engine: sa.Engine) -> Iterator[None]:
 
 def upgrade(engine: sa.Engine, table_prefix: str = "", schema: str | None = None, target: str = "head") -> str | None:
     """Apply the migrations up to `target`; returns the revision before (None: a fresh database)."""
+    if target == "head" and current(engine, table_prefix, schema) == HEAD:
+        return HEAD  # the common case, without the file lock or importing Alembic
     from alembic import command
 
     with _file_lock(engine):
