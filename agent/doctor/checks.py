@@ -69,7 +69,7 @@ def session_found(f: SessionFacts) -> Check:
         )
     hit = _first_hit(f, manager.mode)
     versions = {name: s.version for name, s in f.copies.items()}
-    ev.update(read_would_hit=hit, versions=versions)
+    ev.update(read_would_hit=hit, versions=versions, outbox_owes=f.owed)
     problems: list[str] = []
     for name, answer in f.layers.items():
         if answer.startswith(("corrupt", "down")):
@@ -85,6 +85,11 @@ def session_found(f: SessionFacts) -> Check:
             )
     if len(set(versions.values())) > 1:
         problems.append(f"layers disagree on the session version {versions} (a stale copy)")
+    if f.owed:
+        problems.append(
+            f"the outbox still owes {', '.join(f.owed)} (writes missed in an outage); "
+            "the next read of the session replays them once the layer answers"
+        )
     if problems:
         return finding(
             "session_found",

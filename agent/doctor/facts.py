@@ -149,6 +149,8 @@ class SessionFacts:
     next_nodes: list[str] = field(default_factory=list)
     waiting_for_human: bool = False
     """The run is interrupted for a human decision (HITL)."""
+    owed: list[str] = field(default_factory=list)
+    """What the session's outbox says a layer still owes ("SQL messages", ...), or why it is unreadable."""
     hidden: bool = False
     """The caller named a user who does not own the session: nothing of it may be shown."""
 
@@ -246,6 +248,10 @@ def _read_layers(facts: SessionFacts) -> None:
         if got is not None:
             facts.copies[layer.name] = got
             facts.session = facts.session or got
+    try:
+        facts.owed = [f"{d.layer} {d.what}" for d in manager.outbox.debts(facts.tenant_id, facts.session_id, False)]
+    except Exception as err:  # read-only: a damaged outbox is evidence (the next read replaces it)
+        facts.owed = [f"unreadable outbox ({type(err).__name__}: {err})"]
 
 
 def _read_session_json(path: Path, tenant_id: str, session_id: str) -> ChatSession | None:

@@ -105,14 +105,20 @@ class Outbox:
         except FileNotFoundError:
             return False
 
-    def debts(self, tenant_id: str, session_id: str) -> list[Debt]:
-        """The unpaid debts in the order they were recorded (one per layer and kind: the newest)."""
+    def debts(self, tenant_id: str, session_id: str, repair: bool = True) -> list[Debt]:
+        """The unpaid debts in the order they were recorded (one per layer and kind: the newest).
+
+        A damaged file is replaced (see the module doc) unless `repair` is false (read-only callers
+        such as the doctor): then `CorruptRecordError` is raised.
+        """
         if not self.owes(tenant_id, session_id):
             return []
         path = self.path(tenant_id, session_id)
         try:
             records = read_records_with_offsets(path, repair=False)
         except CorruptRecordError as err:
+            if not repair:
+                raise
             records = self._replace_damaged(tenant_id, session_id, err)
         paid: dict[str, int] = {}
         for _, rec in records:

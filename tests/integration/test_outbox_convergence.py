@@ -165,6 +165,10 @@ def test_rows_missed_while_postgres_was_cut_reach_it_after_a_crash(
     assert crashed.returncode == 137, crashed.stderr
     assert _outbox(base, sid).stat().st_size > 0  # the missed rows are owed, on disk
     assert len(_pg_rows(pg_schema, sid)) == 2
+    doctor = agentrt("doctor", sid, "--config", cfg, "--json", cwd=tmp_path)
+    found = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "session_found")
+    assert found["status"] == "WARN" and "SQL messages" in found["evidence"]["outbox_owes"], found
+    assert _outbox(base, sid).stat().st_size > 0  # the doctor only looked
 
     relay.restore()
     shown = agentrt("show", sid, "--config", cfg, cwd=tmp_path)  # a new process that only reads the session
