@@ -72,7 +72,7 @@ def _url(base: str, schema: str) -> str:
     return f"{base}?options=-csearch_path%3D{schema}"
 
 
-def _config(tmp_path: Path, relay: Relay, schema: str) -> str:
+def _config(tmp_path: Path, relay: Relay, schema: str, mode: str = "PRIMARY") -> str:
     cfg = str(
         make_config(
             tmp_path,
@@ -83,6 +83,7 @@ def _config(tmp_path: Path, relay: Relay, schema: str) -> str:
                 "database_url": _url(relay.url_for(DATABASE_URL), schema),
                 "redis_url": REDIS_URL,
                 "lease": "file",  # a killed holder's lease is free at once (Redis would wait out its TTL)
+                "mode": mode,
             },
         )
     )
@@ -118,6 +119,16 @@ def _pg_rows(schema: str, sid: str) -> list[tuple[str, str, str]]:
     return [(str(a), str(b), str(c)) for a, b, c in rows]
 
 
+def _pg_version(schema: str, sid: str) -> int:
+    engine = _engine(_url(DATABASE_URL, schema))
+    try:
+        with engine.connect() as conn:
+            q = sa.text("SELECT version FROM sessions WHERE tenant_id = :t AND session_id = :s")
+            return int(conn.execute(q, {"t": TENANT, "s": sid}).scalar_one())
+    finally:
+        engine.dispose()
+
+
 def _log_rows(base_dir: Path, sid: str) -> list[tuple[str, str, str]]:
     roles = {"user_turn": "user", "assistant_message": "assistant"}
     log = EventLog(base_dir, TENANT, sid)
@@ -148,12 +159,14 @@ def _finish(tmp_path: Path, cfg: str, sid: str) -> None:
     assert ran.returncode == 0, ran.stderr
 
 
+@pytest.mark.parametrize("mode", ["PRIMARY", "MIRROR"])
 def test_rows_missed_while_postgres_was_cut_reach_it_after_a_crash(
-    tmp_path: Path, relay: Relay, pg_schema: str
+    tmp_path: Path, relay: Relay, pg_schema: str, mode: str
 ) -> None:
     """Cut PostgreSQL, turn 2 dies at a checkpoint (exit 137), PostgreSQL returns: after the next
-    processes every page row is in PostgreSQL once, in log order, and the outbox is empty."""
-    cfg = _config(tmp_path, relay, pg_schema)
+    processes every page row is in PostgreSQL once, in log order, the session row is the newest,
+    and the outbox is empty."""
+    cfg = _config(tmp_path, relay, pg_schema, mode)
     sid = _first_turn(tmp_path, cfg)
     base = tmp_path / "agentrt"
     assert [r[1:] for r in _pg_rows(pg_schema, sid)] == [("user", "one"), ("assistant", "the answer is 35")]
@@ -183,6 +196,9 @@ def test_rows_missed_while_postgres_was_cut_reach_it_after_a_crash(
                                         "the answer is 35"]
     assert _pg_rows(pg_schema, sid) == log_rows
     assert _outbox(base, sid).stat().st_size == 0
+    assert _pg_version(pg_schema, sid) == json.loads((_outbox(base, sid).parent / "session.json").read_text())[
+        "version"
+    ]
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
