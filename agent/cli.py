@@ -296,11 +296,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def cmd_db(args: argparse.Namespace) -> int:
     """agentrt db upgrade | init."""
     from agent.config import load_settings
-    from agent.session import db_cli
+    from agent.session.db_cli import db_init, db_upgrade, render
 
-    settings = load_settings(args.config)
-    data = (db_cli.db_init if args.action == "init" else db_cli.db_upgrade)(settings)
-    return _emit(data, args.json, lambda d: out.print(db_cli.render(d), markup=False))
+    data = (db_init if args.action == "init" else db_upgrade)(load_settings(args.config))
+    return _emit(data, args.json, lambda d: out.print(render(d), markup=False))
 
 
 def _redact(url: str) -> str:
