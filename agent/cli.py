@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
-from agent.errors import AgentRuntimeError, ConfigError
+from agent.errors import AgentRuntimeError
 from agent.logs import configure_logging
 from checkpointing.errors import CheckpointingError
 
@@ -297,18 +297,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return report.exit_code()
 
 
-def cmd_db_init(args: argparse.Namespace) -> int:
-    """agentrt db init."""
-    from agent.session.stores.sql import SqlSessionStore
+def cmd_db(args: argparse.Namespace) -> int:
+    """agentrt db upgrade | init."""
+    from agent.config import load_settings
+    from agent.session.db_cli import db_init, db_upgrade, render
 
-    settings = _runner(args).settings
-    url = settings.database_url()
-    if not url:
-        raise ConfigError("no persistence.database_url is configured")
-    SqlSessionStore(url, create=True)
-    return _emit(
-        {"database": _redact(url), "created": True}, args.json, lambda d: out.print(f"tables ready in {d['database']}")
-    )
+    data = (db_init if args.action == "init" else db_upgrade)(load_settings(args.config))
+    return _emit(data, args.json, lambda d: out.print(render(d), markup=False))
 
 
 def _redact(url: str) -> str:
@@ -327,7 +322,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "pause": cmd_pause,
     "tool-result": cmd_tool_result,
     "doctor": cmd_doctor,
-    "db": cmd_db_init,
+    "db": cmd_db,
 }
 
 
@@ -388,9 +383,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     COMMANDS.update(submit.add_commands(sub, _common))
     sub.add_parser("serve", help="the LangGraph Agent Server API and a page over sessions (agentrt serve -h)")
-    p = sub.add_parser("db", help="database set-up: `agentrt db init` creates the SQL tables")
+    p = sub.add_parser("db", help="SQL schema: `db upgrade` migrates, `db init` also creates the database")
     _common(p)
-    p.add_argument("action", choices=["init"])
+    p.add_argument("action", choices=["upgrade", "init"])
     return parser
 
 

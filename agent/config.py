@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.errors import ConfigError
+from agent.tools.datasets.limits import QueryLimits
 
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 DEFAULT_CONFIG_PATH = CONFIGS_DIR / "default.yaml"
@@ -56,6 +57,26 @@ class ToolEntry(_Strict):
     permissions: list[str] | None = None
 
 
+_QL = QueryLimits()
+
+
+class QueryLimitsSettings(_Strict):
+    """Limits of one `query_dataset` call (see agent/tools/datasets/limits.py for each field)."""
+
+    cpu_seconds: float = Field(default=_QL.cpu_seconds, gt=0)
+    wall_seconds: float = Field(default=_QL.wall_seconds, gt=0)
+    max_steps: int = Field(default=_QL.max_steps, gt=0)
+    max_result_bytes: int = Field(default=_QL.max_result_bytes, gt=0)
+    max_value_bytes: int = Field(default=_QL.max_value_bytes, gt=0)
+    max_format_width: int = Field(default=_QL.max_format_width, ge=0)
+    cache_size_kib: int = Field(default=_QL.cache_size_kib, gt=0)
+    heap_limit_bytes: int | None = Field(default=_QL.heap_limit_bytes, gt=0)
+
+    def limits(self) -> QueryLimits:
+        """The limits as the dataset catalog takes them."""
+        return QueryLimits(**self.model_dump())
+
+
 class ToolsSettings(_Strict):
     """Built-in tools by name, plus user tools by import path."""
 
@@ -76,6 +97,7 @@ class ToolsSettings(_Strict):
     )
     custom: list[ToolEntry] = Field(default_factory=list)
     result_preview_chars: int = 400
+    query_limits: QueryLimitsSettings = Field(default_factory=QueryLimitsSettings)
 
 
 class LoopSettings(_Strict):

@@ -82,3 +82,10 @@ class RecoveryBlocked(AgentRuntimeError, DocumentMismatch):
             f"RECOVERY_BLOCKED at {step}: {reason} (expected {expected!r}, found {found!r}). "
             f"State was left untouched; {hint}.",
         )
+
+
+class SchemaOutdated(ConfigError):
+    """The SQL database has no agentrt schema, an older one, or a newer one than this agentrt knows.
+
+    Raised before any turn starts; the message names the one command that fixes it.
+    """

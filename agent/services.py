@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agent import faults
-from agent.config import AgentSettings
+from agent.config import DEFAULT_CONFIG_PATH, AgentSettings
 from agent.session.lease import FileLease, InProcessLease, RedisLease, SessionLease
 from agent.session.manager import ChatSessionManager, open_manager
 from checkpointing.saver import JsonlCheckpointSaver
@@ -70,11 +71,20 @@ def build_manager(settings: AgentSettings) -> ChatSessionManager:
         settings.base_dir,
         redis_url=p.redis_url,
         database_url=settings.database_url(),
+        config_hint=config_hint(settings),
         inline_payload_max_bytes=p.inline_payload_max_bytes,
         fsync=p.fsync,
         default_max_loops=settings.session.max_loops,
         default_expire_minutes=settings.session.expire_minutes,
     )
+
+
+def config_hint(settings: AgentSettings) -> str:
+    """` --config F` for commands printed in messages, when the settings came from a named file."""
+    src = settings.source_path
+    if not src or src.startswith("<") or Path(src).resolve() == DEFAULT_CONFIG_PATH.resolve():
+        return ""
+    return f" --config {src}"
 
 
 def build_lease(settings: AgentSettings) -> SessionLease:

@@ -37,7 +37,7 @@ MOVES: dict[str, str] = {
     "agent.doctor_checks": "agent.doctor.checks",
     "agent.doctor_files": "agent.doctor.files",
 }
-SESSION_CHILDREN = "session|manager|stores|chat_memory|lease|lifecycle|outbox|migrations|inbox"
+SESSION_CHILDREN = "session|manager|stores|chat_memory|lease|lifecycle|outbox|migrations|inbox|layers|db_cli"
 
 
 def _path(dotted: str) -> Path:

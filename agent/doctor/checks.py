@@ -69,7 +69,7 @@ def session_found(f: SessionFacts) -> Check:
         )
     hit = _first_hit(f, manager.mode)
     versions = {name: s.version for name, s in f.copies.items()}
-    ev.update(read_would_hit=hit, versions=versions)
+    ev.update(read_would_hit=hit, versions=versions, outbox_owes=f.owed)
     problems: list[str] = []
     for name, answer in f.layers.items():
         if answer.startswith(("corrupt", "down")):
@@ -85,6 +85,11 @@ def session_found(f: SessionFacts) -> Check:
             )
     if len(set(versions.values())) > 1:
         problems.append(f"layers disagree on the session version {versions} (a stale copy)")
+    if f.owed:
+        problems.append(
+            f"the outbox still owes {', '.join(f.owed)} (writes missed in an outage); "
+            "the next read of the session replays them once the layer answers"
+        )
     if problems:
         return finding(
             "session_found",
@@ -477,6 +482,15 @@ NOT_FOUND_CHECKS = ("session_found", "tenant_user", "header")
 
 def run_all(f: SessionFacts) -> list[Check]:
     """Every check in seed §8 order; only the identity checks when the session does not exist at all."""
+    if f.hidden:
+        return [
+            Check(
+                "session_found",
+                "FAIL",
+                f"session {f.session_id} not found for tenant {f.tenant_id} and user {f.user_id}",
+                f"check the id, --tenant and --user; `agentrt sessions --user {f.user_id}` lists yours",
+            )
+        ]
     found = f.session is not None or f.header is not None
     return list(_each(f, [c for c in CHECKS if found or c[0] in NOT_FOUND_CHECKS]))
 

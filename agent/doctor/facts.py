@@ -149,6 +149,17 @@ class SessionFacts:
     next_nodes: list[str] = field(default_factory=list)
     waiting_for_human: bool = False
     """The run is interrupted for a human decision (HITL)."""
+    owed: list[str] = field(default_factory=list)
+    """What the session's outbox says a layer still owes ("SQL messages", ...), or why it is unreadable."""
+    hidden: bool = False
+    """The caller named a user who does not own the session: nothing of it may be shown."""
+
+    def owner(self) -> str | None:
+        """The session's user, from the session document or else the event-log header."""
+        if self.session is not None:
+            return self.session.user_id
+        user = (self.header or {}).get("user_id")
+        return str(user) if user is not None else None
 
     @property
     def events(self) -> FileScan:
@@ -237,6 +248,10 @@ def _read_layers(facts: SessionFacts) -> None:
         if got is not None:
             facts.copies[layer.name] = got
             facts.session = facts.session or got
+    try:
+        facts.owed = [f"{d.layer} {d.what}" for d in manager.outbox.debts(facts.tenant_id, facts.session_id, False)]
+    except Exception as err:  # read-only: a damaged outbox is evidence (the next read replaces it)
+        facts.owed = [f"unreadable outbox ({type(err).__name__}: {err})"]
 
 
 def _read_session_json(path: Path, tenant_id: str, session_id: str) -> ChatSession | None:
@@ -328,7 +343,14 @@ def gather(runner: AgentRunner, session_id: str, tenant_id: str, user_id: str | 
     facts = SessionFacts(runner, tenant_id, session_id, user_id, directory)
     _scan_session_files(facts)
     _read_layers(facts)
-    _find_other_tenants(facts)
+    if user_id is not None:
+        # A user-scoped caller sees only their own sessions, as `show` and `tool-result` do: another
+        # user's session (or another tenant's) reads as not found, and no fact of it is gathered.
+        if facts.owner() not in (None, user_id):
+            facts.hidden = True
+            return facts
+    else:
+        _find_other_tenants(facts)
     if facts.session is not None or facts.header is not None:
         _load_checkpoint(facts)
     return facts

@@ -144,7 +144,11 @@ class RuntimeBuilder:
             catalog = self._datasets.get(key)
             if catalog is None:
                 # Loaded once per session in this process: schema + stats are cached by the catalog.
-                catalog = DatasetCatalog(self.settings.datasets, base_dir=self.settings.base_dir)
+                catalog = DatasetCatalog(
+                    self.settings.datasets,
+                    base_dir=self.settings.base_dir,
+                    limits=self.settings.tools.query_limits.limits(),
+                )
                 catalog.load()
                 self._datasets[key] = catalog
         rt.tool_context.datasets = catalog

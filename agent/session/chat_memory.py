@@ -4,8 +4,9 @@
 The source is the event log: `user_turn` and `assistant_message` entries on the path from the
 session's current leaf to the root (so a fork changes only which history later turns see). The
 same messages are kept as rows of the SQL `chat_messages` table when a SQL store is configured;
-a SQL failure is logged once per outage and repaired by `sync_sql` (rows are keyed by entry id,
-so re-syncing never duplicates).
+a SQL write that fails (or is skipped while SQL is known down) is logged once per outage and
+reported to `on_sql_missed` (the manager records it in the session's durable outbox); `sync_all_sql`
+repairs it from the event log (rows are keyed by entry id, so re-syncing never duplicates).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from agent.errors import ConfigError, SessionNotActive, StorageError
 from agent.session.session import ChatSession, PageMessage, SessionStatus
-from agent.session.stores.jsonl import JsonlSessionStore, page_messages
+from agent.session.stores.jsonl import PAGE_TYPES, JsonlSessionStore, page_messages
 from agent.session.stores.sql import SqlSessionStore
 from checkpointing.digest import redact
 from checkpointing.events import Entry, new_entry_id
@@ -33,11 +34,14 @@ class ChatMemory:
         jsonl: JsonlSessionStore,
         sql: SqlSessionStore | None = None,
         sql_usable: Callable[[], bool] | None = None,
+        on_sql_missed: Callable[[ChatSession], None] | None = None,
     ) -> None:
         self.jsonl = jsonl
         self.sql = sql
         self._sql_usable = sql_usable
         """Asked before each SQL write: the manager says no while it knows SQL is down."""
+        self._on_sql_missed = on_sql_missed
+        """Told about each page row that did not reach SQL (before the caller goes on)."""
         self._sql_down = False
 
     def _append(
@@ -164,24 +168,56 @@ class ChatMemory:
         return sorted(rows, key=lambda m: order[m.entry_id or ""])
 
     def sync_sql(self, session: ChatSession) -> int:
-        """Insert the SQL rows missing for the current branch (after an outage); returns rows added."""
+        """Insert the SQL rows missing for the session, every branch (after an outage); returns rows added."""
+        return self.sync_all_sql(session.tenant_id, session.session_id)
+
+    def page_entries(self, tenant_id: str, session_id: str) -> dict[str, list[PageMessage]]:
+        """Every page message of the session from the event log, by branch, in log order."""
+        by_branch: dict[str, list[PageMessage]] = {}
+        for e in self.jsonl.event_log(tenant_id, session_id).entries():
+            role = PAGE_TYPES.get(e.type)
+            if role is not None:
+                message = PageMessage(
+                    role=role, content=str(e.payload.get("content", "")), entry_id=e.id, ts=datetime.fromisoformat(e.ts)
+                )
+                by_branch.setdefault(e.branch_id, []).append(message)
+        return by_branch
+
+    def sync_all_sql(self, tenant_id: str, session_id: str) -> int:
+        """Insert every page row of the session that SQL lacks, in log order; returns rows added."""
         if self.sql is None:
             return 0
-        return self.sql.add_messages(
-            session.tenant_id, session.session_id, session.current_branch_id, self.history(session)
+        return sum(
+            self.sql.add_messages(tenant_id, session_id, branch, rows)
+            for branch, rows in self.page_entries(tenant_id, session_id).items()
         )
 
+    def sql_behind(self, tenant_id: str, session_id: str) -> bool:
+        """Whether SQL holds fewer page rows of the session than the event log (one COUNT query)."""
+        if self.sql is None:
+            return False
+        expected = sum(len(rows) for rows in self.page_entries(tenant_id, session_id).values())
+        return self.sql.count_messages(tenant_id, session_id) < expected
+
     def _write_sql(self, session: ChatSession, messages: list[PageMessage]) -> None:
-        if self.sql is None or (self._sql_usable is not None and not self._sql_usable()):
-            return  # the manager's refill after the outage writes these rows (sync_sql)
+        if self.sql is None:
+            return
+        if self._sql_usable is not None and not self._sql_usable():
+            self._missed(session)  # replayed from the outbox once SQL answers again
+            return
         try:
             self.sql.add_messages(session.tenant_id, session.session_id, session.current_branch_id, messages)
         except StorageError as err:
             if not self._sql_down:
                 log.warning("chat_messages not written to SQL, kept in events.jsonl: %s", err)
             self._sql_down = True
+            self._missed(session)
             return
         if self._sql_down:
             self._sql_down = False
             log.info("SQL is reachable again; chat_messages rows resume")
             self.sync_sql(session)
+
+    def _missed(self, session: ChatSession) -> None:
+        if self._on_sql_missed is not None:
+            self._on_sql_missed(session)

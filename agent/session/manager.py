@@ -14,9 +14,16 @@ mode took it, and fails with `StorageError` when none did. What a down layer mis
 written to it (before anything is read from it) once it answers again. `last_read_trace` records
 the layers the calling thread's last read touched, in order, with what each answered ("hit",
 "miss", "down", "corrupt"; "newer" when MIRROR preferred a newer JSONL mirror over the SQL row;
-"rebuilt" when no layer held it and it was rebuilt from events.jsonl).
-Pending refills live in this process: a process that dies during an outage leaves them undone
-(MIRROR then still prefers the newer JSONL mirror; a stale Redis copy lives until its TTL).
+"rebuilt" when no layer held it and it was rebuilt from events.jsonl; "owed" when a Redis copy was
+skipped because the outbox still owes it a write).
+
+Convergence after outages and crashes: every write a SQL or Redis layer misses is also recorded
+in the session's durable outbox (`outbox.py`) before the caller goes on, and replayed, in order
+and idempotently, from the source of truth when the layer answers again: by this process when it
+next uses the layer, or by any process that next reads the session (a read replays what is owed
+before it reads the layer; a Redis copy still owed is never read). A save deletes the Redis copy
+before it writes the durable layers, so a process killed between the two leaves no stale copy
+behind; and each turn start checks (one COUNT) that SQL holds every page row of the event log.
 """
 
 from __future__ import annotations
@@ -27,14 +34,17 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from agent.errors import ConfigError, SessionNotActive, SessionNotFound, StorageError
 from agent.session.chat_memory import ChatMemory
+from agent.session.layers import Down as _Down
+from agent.session.layers import Health as _Health
+from agent.session.layers import Key, LayerKeeper
+from agent.session.outbox import Outbox, Owed
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt, SessionStatus, SessionStore
 from agent.session.stores.jsonl import JsonlSessionStore
 from agent.session.stores.memory import MemorySessionStore
@@ -48,23 +58,9 @@ from checkpointing.records import FsyncPolicy
 log = logging.getLogger("agentrt.sessions")
 Mode = Literal["MIRROR", "PRIMARY", "JSONL_ONLY"]
 MODES: tuple[str, ...] = ("MIRROR", "PRIMARY", "JSONL_ONLY")
-T = TypeVar("T")
-Key = tuple[str, str]
 
 
-class _Down(Exception):
-    """Internal: the layer is down (or still skipped after an outage)."""
-
-
-@dataclass
-class _Health:
-    down: bool = False
-    retry_at: float = 0.0
-    pending: dict[Key, ChatSession] = field(default_factory=dict)
-    """What the layer missed while down: the newest copy of each session to write back."""
-
-
-class ChatSessionManager:
+class ChatSessionManager(LayerKeeper):
     """Create, read, save, list, end and expire sessions across the layers of one persistence mode."""
 
     def __init__(
@@ -90,7 +86,15 @@ class ChatSessionManager:
         self.l2 = l2
         self.sql = sql if mode != "JSONL_ONLY" else None
         self.jsonl = jsonl
-        self.memory = ChatMemory(jsonl, self.sql, sql_usable=lambda: not self._health["SQL"].down)
+        self.outbox = Outbox(jsonl.base_dir, fsync=jsonl.fsync == "always")
+        self._owed: set[tuple[Key, str, Owed]] = set()
+        """Debts this process already wrote to an outbox and has not paid (one record per outage)."""
+        self.memory = ChatMemory(
+            jsonl,
+            self.sql,
+            sql_usable=lambda: not self._health["SQL"].down,
+            on_sql_missed=lambda s: self._owe_durably(s.key(), "SQL", Owed.MESSAGES),
+        )
         self.retry_interval_s = retry_interval_s
         self._clock = clock
         self.defaults: dict[str, Any] = {}
@@ -127,57 +131,6 @@ class ChatSessionManager:
         self._local.trace = trace
 
     # -- layer health -------------------------------------------------------------------------
-
-    def _use(self, layer: SessionStore, op: Callable[[], T]) -> T:
-        """Run `op` on `layer`, tracking outages; raises `_Down` when the layer is or goes down."""
-        health = self._health[layer.name]
-        if health.down:
-            with self._lock:
-                if health.down:
-                    if self._clock() < health.retry_at:
-                        raise _Down(layer.name)
-                    try:
-                        # What the layer missed goes back first, so nothing stale is ever read from it.
-                        self._refill(layer, health)
-                        result = op()
-                    except StorageError as err:
-                        health.retry_at = self._clock() + self.retry_interval_s
-                        raise _Down(layer.name) from err
-                    health.down = False
-                    log.warning("session layer %s is reachable again; refilled what it missed", layer.name)
-                    return result
-        try:
-            return op()
-        except SessionDocumentCorrupt:
-            raise  # one damaged record, not an outage
-        except StorageError as err:
-            self._mark_down(layer, err)
-            raise _Down(layer.name) from err
-
-    def _mark_down(self, layer: SessionStore, err: Exception) -> None:
-        with self._lock:
-            health = self._health[layer.name]
-            if not health.down:
-                log.warning(
-                    "session layer %s is down, continuing with the other layers of mode %s: %s",
-                    layer.name,
-                    self.mode,
-                    err,
-                )
-            health.down = True
-            health.retry_at = self._clock() + self.retry_interval_s
-
-    def _owe(self, layer: SessionStore, session: ChatSession) -> None:
-        with self._lock:
-            self._health[layer.name].pending[session.key()] = session
-
-    def _refill(self, layer: SessionStore, health: _Health) -> None:
-        for key, session in list(health.pending.items()):
-            layer.put(session)
-            if layer is self.sql:
-                self.memory.sync_sql(session)
-            health.pending.pop(key, None)
-
     def locate(self, tenant_id: str, session_id: str) -> dict[str, str]:
         """Which layers hold the session: layer -> "present" / "absent" / "down" / "corrupt" (doctor)."""
         self._check_ids(tenant_id, session_id)
@@ -191,13 +144,6 @@ class ChatSessionManager:
             except SessionDocumentCorrupt:
                 out[layer.name] = "corrupt"
         return out
-
-    def layer_status(self) -> dict[str, str]:
-        """Each layer with "up" or "down" (as last seen) and how many writes it still owes."""
-        return {
-            name: ("down" if h.down else "up") + (f" ({len(h.pending)} pending)" if h.pending else "")
-            for name, h in self._health.items()
-        }
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -213,9 +159,14 @@ class ChatSessionManager:
         missed: list[SessionStore] = []
         found: ChatSession | None = None
         sql_down = False
+        owed = self._pay((tenant_id, session_id))
         for layer in self.read_order:
             if self.mode == "MIRROR" and layer is self.jsonl and not sql_down:
                 break  # MIRROR reads its JSONL mirror only while SQL (the source of truth) is down
+            if layer.name == "L2" and "L2" in owed:
+                # Its copy may be stale: never read it. "down" when the replay just failed on it.
+                trace.append((layer.name, "down" if self._health[layer.name].down else "owed"))
+                continue
             try:
                 got = self._use(layer, partial(layer.get, tenant_id, session_id))
             except _Down:
@@ -243,7 +194,7 @@ class ChatSessionManager:
         self.last_read_trace = trace
         if found is not None:
             for layer in missed:
-                self._fill(layer, found)
+                self._fill(layer, found, read_fill=True)
         return found
 
     def _rebuild(
@@ -275,9 +226,11 @@ class ChatSessionManager:
             missed.append(self.sql)
         return mirror
 
-    def _fill(self, layer: SessionStore, session: ChatSession) -> None:
+    def _fill(self, layer: SessionStore, session: ChatSession, read_fill: bool = False) -> None:
+        # A read's fill must not overwrite what a concurrent save wrote after this read began.
+        put = getattr(layer, "put_if_absent", None) if read_fill else None
         try:
-            self._use(layer, partial(layer.put, session))
+            self._use(layer, partial(put or layer.put, session))
         except _Down:
             self._owe(layer, session)
 
@@ -342,6 +295,7 @@ class ChatSessionManager:
             raise ConfigError(f"session {session.session_id} cannot be saved: {err}; keep context JSON-only") from err
         session.version += 1
         stored = session.model_copy(deep=True)
+        self._invalidate_cache(session.key())
         wrote: builtins.list[str] = []
         missed: builtins.list[SessionStore] = []
         for layer in self.durable_layers:
@@ -430,6 +384,7 @@ class ChatSessionManager:
             raise
         session.loop_count += 1
         session.touch(now)
+        self._check_page_rows(session)
         return self.save(session)
 
     def mark_run(self, session: ChatSession, run_id: str, run_status: str) -> ChatSession:
@@ -478,6 +433,7 @@ def open_manager(
     database_url: str | None = None,
     redis_key_prefix: str = "agentrt",
     create_tables: bool | None = None,
+    config_hint: str = "",
     inline_payload_max_bytes: int = 8192,
     fsync: FsyncPolicy = "always",
     l1_max_entries: int = 1024,
@@ -487,14 +443,22 @@ def open_manager(
     """Build the layers from URLs (what the runner does from its config) and return the manager.
 
     `database_url` None means the embedded SQLite file `base_dir/agentrt.db`; it is ignored in
-    JSONL_ONLY. Tables are created when `create_tables` is true, and by default only for SQLite
-    (a server database gets them from `agentrt db init`).
+    JSONL_ONLY. The schema migrations are applied when `create_tables` is true, and by default only
+    for SQLite (created or upgraded on first use). A server database must already be at the newest
+    schema (`agentrt db upgrade`): a missing or older one raises `SchemaOutdated` naming the command
+    (with `config_hint` appended, e.g. " --config prod.yaml") before anything else happens. A server
+    that does not answer is not refused here: that is an outage, which the manager rides out.
     """
     sql = None
     if mode != "JSONL_ONLY":
         url = database_url or sqlite_url(base_dir)
         create = url.startswith("sqlite") if create_tables is None else create_tables
         sql = SqlSessionStore(url, create=create)
+        if not create:
+            try:
+                sql.check_schema(config_hint)
+            except StorageError as err:
+                log.warning("SQL schema not checked, the database does not answer: %s", err)
     return ChatSessionManager(
         mode,
         MemorySessionStore(max_entries=l1_max_entries, ttl_seconds=l1_ttl_seconds),

@@ -180,3 +180,37 @@ def test_no_durable_layer_left_fails_clearly(relay: Relay, relayed_sql: SqlSessi
     break_base_dir(tmp_path / "m", "t1")
     with pytest.raises(StorageError, match="not saved"):
         mirror.save(s)
+
+
+def test_redis_copy_missed_during_an_outage_is_never_read_by_the_next_process(tmp_path: Path) -> None:
+    """Redis (behind a relay) misses a save, the process "dies" (its memory is gone), Redis returns
+    with the older copy still in it: the next manager replays the outbox first and reads the newest."""
+    from tests.integration.test_stores_support import REDIS_URL, drop_redis_prefix, redis_store
+
+    host, port = REDIS_URL.split("//", 1)[1].split("/", 1)[0].split(":")
+    redis_relay = Relay(host, int(port))
+    redis_relay.restore()
+    direct = redis_store()
+    prefix = direct.key_prefix
+    try:
+        relayed = RedisSessionStore(f"redis://127.0.0.1:{redis_relay.port}", key_prefix=prefix, socket_timeout=1)
+        first = build_manager("PRIMARY", tmp_path, relayed, None)
+        first.create("t1", "agent", "u1", "a")
+        turn(first, "t1", "a", "cached")
+        stale = direct.get("t1", "a")
+        assert stale is not None
+        redis_relay.cut()
+        turn(first, "t1", "a", "missed by redis")
+        assert first.outbox.pending_layers("t1", "a") == {"L2"}
+        redis_relay.restore()
+        direct.put(stale)  # as if the delete-before-write had not happened: the older copy is there
+        second = build_manager("PRIMARY", tmp_path, relayed, None)  # the next process
+        got = second.get("t1", "a")
+        assert [x.content for x in got.messages][-2:] == ["missed by redis", "re: missed by redis"]
+        assert ("L2", "hit") not in second.last_read_trace
+        assert second.outbox.pending_layers("t1", "a") == set()
+        refilled = direct.get("t1", "a")
+        assert refilled is not None and refilled.version == got.version
+    finally:
+        redis_relay.cut()
+        drop_redis_prefix(direct.client, prefix)

@@ -94,6 +94,14 @@ class RedisSessionStore:
         except RedisError as err:
             raise self._fail("SET", err) from err
 
+    def put_if_absent(self, session: ChatSession) -> None:
+        """SET NX: fill the cache after a read without overwriting a copy a writer put meanwhile."""
+        key = self.key(session.tenant_id, session.session_id)
+        try:
+            self.client.set(key, session.to_json().encode("utf-8"), ex=self.ttl_for(session), nx=True)
+        except RedisError as err:
+            raise self._fail("SET NX", err) from err
+
     def delete(self, tenant_id: str, session_id: str) -> None:
         """DEL the session's key."""
         try:

@@ -5,9 +5,12 @@ Tables (tenant_id is part of every primary key):
 - `chat_messages` (tenant_id, session_id, message_id) -> the page history rows of `ChatMemory`
   (`message_id` is the event-log entry id, so re-inserting a row is a no-op).
 
-Tables are created only by `init()` (what `agentrt db init` calls) or when constructed with
-`create=True` (the embedded SQLite default). `table_prefix` / `schema` let tests and several
-deployments share one database. Every SQLAlchemy error leaves this module as `StorageError`.
+The tables are made and changed only by the Alembic migrations (agent/session/migrations, see
+`stores/schema.py`): `init()` applies them (what `agentrt db upgrade` calls, and what constructing
+with `create=True` does: the embedded SQLite default), `check_schema()` refuses a database whose
+schema is missing or older. The `Table` objects below describe the newest schema for queries only.
+`table_prefix` / `schema` let tests and several deployments share one database. Every SQLAlchemy
+error leaves this module as `StorageError`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from agent.errors import StorageError
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt
+from agent.session.stores import schema as sql_schema
 
 
 def sqlite_url(base_dir: Path | str) -> str:
@@ -63,6 +67,8 @@ class SqlSessionStore:
                 Path(self.url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
             engine = sa.create_engine(self.url, pool_pre_ping=True, connect_args=connect_args)
         self.engine = engine
+        self.table_prefix = table_prefix
+        self.schema = schema
         self.metadata = sa.MetaData(schema=schema)
         self.sessions = sa.Table(
             f"{table_prefix}sessions",
@@ -98,7 +104,7 @@ class SqlSessionStore:
     def _fail(self, what: str, err: Exception) -> StorageError:
         text = str(err).lower()
         if "no such table" in text or ("does not exist" in text and "relation" in text):
-            hint = "the tables are missing: run `agentrt db init`"
+            hint = "the tables are missing: run `agentrt db upgrade` (`agentrt db init` also creates the database)"
         else:
             hint = "check that the database is reachable and AGENTRT_DATABASE_URL points at it"
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
@@ -112,20 +118,31 @@ class SqlSessionStore:
         except SQLAlchemyError as err:
             raise self._fail(what, err) from err
 
-    def init(self) -> None:
-        """Create the tables if they do not exist (safe to call twice)."""
+    def init(self) -> str | None:
+        """Apply the schema migrations up to the newest (safe to call twice); returns the revision before."""
         try:
-            if self.metadata.schema and self.engine.dialect.name == "postgresql":
-                with self.engine.begin() as conn:
-                    conn.execute(sa.schema.CreateSchema(self.metadata.schema, if_not_exists=True))
-            self.metadata.create_all(self.engine)
+            return sql_schema.upgrade(self.engine, self.table_prefix, self.schema)
         except SQLAlchemyError as err:
-            raise self._fail("init", err) from err
+            raise self._fail("schema upgrade", err) from err
+
+    def check_schema(self, config_hint: str = "") -> None:
+        """Raise `SchemaOutdated` (with the command to run) unless the schema is the newest."""
+        sql_schema.check(self.engine, self.table_prefix, self.schema, config_hint)
+
+    def revision(self) -> str | None:
+        """The database's schema revision (None: no agentrt schema)."""
+        try:
+            return sql_schema.current(self.engine, self.table_prefix, self.schema)
+        except SQLAlchemyError as err:
+            raise self._fail("schema check", err) from err
 
     def drop(self) -> None:
-        """Drop this store's tables (tests, and resetting a throw-away database)."""
+        """Migrate down to nothing and drop the version table (tests, resetting a throw-away database)."""
         try:
-            self.metadata.drop_all(self.engine)
+            if self.revision() is not None:
+                sql_schema.downgrade(self.engine, "base", self.table_prefix, self.schema)
+            version = sa.Table(sql_schema.version_table(self.table_prefix), sa.MetaData(schema=self.schema))
+            version.drop(self.engine, checkfirst=True)
         except SQLAlchemyError as err:
             raise self._fail("drop", err) from err
 
@@ -245,6 +262,13 @@ class SqlSessionStore:
             if rows:
                 conn.execute(sa.insert(t), rows)
         return len(rows)
+
+    def count_messages(self, tenant_id: str, session_id: str) -> int:
+        """How many chat message rows the session has."""
+        t = self.chat_messages
+        q = sa.select(sa.func.count()).where(t.c.tenant_id == tenant_id, t.c.session_id == session_id)
+        with self._tx("count chat messages") as conn:
+            return int(conn.execute(q).scalar_one())
 
     def messages(self, tenant_id: str, session_id: str) -> builtins.list[tuple[str, PageMessage]]:
         """Every chat message row of the session as (branch_id, message), oldest first."""

@@ -8,8 +8,10 @@ Why SQLite: it ships with Python (DuckDB is not installed here, and a new depend
 reason than speed on tables an agent explores), an in-memory database per session costs nothing,
 and `sqlite3` gives two independent read-only guards: an authorizer that sees every action a
 compiled statement would take (only SELECT, READ, FUNCTION and RECURSIVE are allowed) and
-`PRAGMA query_only=ON`. A VM-step budget (progress handler) stops runaway queries, and the sqlite3
-module itself refuses more than one statement per call.
+`PRAGMA query_only=ON`. CPU time, result size, value size and memory are limited per query
+(`limits.QueryLimits`: a progress handler, a checked printf, SQLITE_LIMIT_LENGTH, temp files), so
+a hostile query ends with a `ToolError` within about `cpu_seconds`; the sqlite3 module itself
+refuses more than one statement per call.
 
 Dataset files are read with the process's rights; pass `allowed_roots` to confine them (and SQLite
 database files) to some folders when dataset lists come from less trusted users.
@@ -31,13 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import ToolError
+from agent.tools.datasets.limits import QueryBudget, QueryLimits, apply_limits, cell_size, stopped_error
 from agent.tools.datasets.loaders import Table, display_url, read_csv, read_json, read_parquet, read_sql
 
 FORMATS = ("csv", "json", "jsonl", "parquet", "sql")
 HARD_MAX_ROWS = 1_000
 MAX_SQL_CHARS = 20_000
-MAX_VALUE_BYTES = 10_000_000  # no query may build a bigger string or blob (zeroblob(1e9) would)
-QUERY_STEP_BUDGET = 50_000_000  # SQLite VM instructions, checked every 1000
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _SUFFIXES = {".csv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 _LEADING_COMMENTS = re.compile(r"^(\s+|--[^\n]*(\n|$)|/\*.*?\*/)*", re.S)
@@ -104,6 +105,7 @@ class DatasetCatalog:
         max_load_rows: int = 1_000_000,
         max_sql_rows: int = 100_000,
         allowed_roots: Iterable[Path | str] | None = None,
+        limits: QueryLimits | None = None,
     ) -> None:
         self.base_dir = Path(base_dir) if base_dir is not None else None
         self.allowed_roots = None if allowed_roots is None else [os.path.realpath(r) for r in allowed_roots]
@@ -112,7 +114,8 @@ class DatasetCatalog:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._loaded = False
-        self._steps = 0
+        self.limits = limits or QueryLimits()
+        self._budget = QueryBudget(self.limits)
         self._denied: list[str] = []
         self._specs: dict[str, tuple[DatasetInfo, str]] = {}
         for i, spec in enumerate(datasets, start=1):
@@ -203,10 +206,9 @@ class DatasetCatalog:
                 if info.status == "error":
                     conn.execute(f"DROP TABLE IF EXISTS {_quote(info.name)}")
             conn.commit()
+            apply_limits(conn, self.limits, self._budget)
             conn.execute("PRAGMA query_only=ON")
             conn.set_authorizer(self._authorize)
-            conn.set_progress_handler(self._progress, 1000)
-            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
             self._conn, self._loaded = conn, True
             return self.to_summary()
 
@@ -228,10 +230,6 @@ class DatasetCatalog:
             return sqlite3.SQLITE_OK
         self._denied.append(_ACTION_NAMES.get(action, f"action {action}"))
         return sqlite3.SQLITE_DENY
-
-    def _progress(self) -> int:
-        self._steps += 1000
-        return 1 if self._steps > QUERY_STEP_BUDGET else 0
 
     def _check_sql(self, sql: str) -> str:
         if not isinstance(sql, str) or not sql.strip():
@@ -262,10 +260,11 @@ class DatasetCatalog:
         with self._lock:
             if self._conn is None:
                 raise ToolError("the dataset catalog was closed; start a new session")
-            self._steps, self._denied = 0, []
+            self._denied = []
+            self._budget.arm()
             try:
                 cur = self._conn.execute(sql)
-                rows = cur.fetchmany(max_rows + 1)
+                rows = self._fetch(cur, max_rows + 1)
             except sqlite3.ProgrammingError as err:
                 if "one statement" in str(err):
                     raise ToolError("only one statement per query; remove the ';' and what follows") from None
@@ -276,12 +275,37 @@ class DatasetCatalog:
         out = [[v.hex() if isinstance(v, bytes) else v for v in r] for r in rows[:max_rows]]
         return {"columns": columns, "rows": out, "row_count": len(out), "truncated": len(rows) > max_rows}
 
+    def _fetch(self, cur: sqlite3.Cursor, limit: int) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = []
+        size, cap = 0, self.limits.max_result_bytes
+        try:
+            while len(rows) < limit:
+                row = cur.fetchone()
+                if row is None:
+                    break
+                size += sum(cell_size(v) for v in row)
+                if size > cap:
+                    raise ToolError(
+                        f"query result too large: more than {cap:,} bytes in {len(rows) + 1} rows; "
+                        "select fewer or shorter columns (substr, length) or fewer rows"
+                    )
+                rows.append(row)
+        finally:
+            cur.close()
+        return rows
+
     def _query_error(self, err: sqlite3.Error) -> ToolError:
         if self._denied:
             return ToolError(f"refused: the query tried to {self._denied[0]}; datasets are read-only")
-        if self._steps > QUERY_STEP_BUDGET:
-            return ToolError("query stopped: it did too much work; add WHERE/LIMIT or simplify the joins")
+        if self._budget.refused:
+            return ToolError(self._budget.refused)
+        if self._budget.reason:
+            return stopped_error(self._budget.reason)
         text = str(err)
+        if "string or blob too big" in text:
+            return ToolError(
+                f"query stopped: a value would exceed {self.limits.max_value_bytes:,} bytes; build smaller strings"
+            )
         if "no such table" in text:
             return ToolError(f"SQL error: {text}; {self._failed_hint()}")
         if "readonly" in text or "query_only" in text:

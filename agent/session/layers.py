@@ -1,0 +1,204 @@
+"""Layer health and convergence of the session manager: outages, refills, the durable outbox.
+
+`LayerKeeper` is the part of `ChatSessionManager` that runs storage calls on a layer while
+tracking its outages (`_use`: one warning per outage, skipped until `retry_interval_s` passed),
+keeps what a down layer missed (in memory for this process, and durably in the session's outbox,
+see outbox.py), and replays it, in order and from the source of truth, when the layer answers
+again or when any process next reads the session.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TypeVar
+
+from agent.errors import StorageError
+from agent.session.chat_memory import ChatMemory
+from agent.session.outbox import Debt, Outbox, Owed
+from agent.session.session import ChatSession, SessionDocumentCorrupt, SessionStore
+from agent.session.stores.jsonl import JsonlSessionStore
+from agent.session.stores.sql import SqlSessionStore
+
+log = logging.getLogger("agentrt.sessions")
+T = TypeVar("T")
+Key = tuple[str, str]
+
+
+class Down(Exception):
+    """Internal: the layer is down (or still skipped after an outage)."""
+
+
+@dataclass
+class Health:
+    """What the manager knows of one layer: down or up, when to retry, what it missed."""
+
+    down: bool = False
+    retry_at: float = 0.0
+    pending: dict[Key, ChatSession] = field(default_factory=dict)
+    """What the layer missed while down: the newest copy of each session to write back."""
+
+
+class LayerKeeper:
+    """Outage tracking and convergence over the layers of a session manager (see the module doc)."""
+
+    mode: str
+    l2: SessionStore | None
+    sql: SqlSessionStore | None
+    jsonl: JsonlSessionStore
+    memory: ChatMemory
+    outbox: Outbox
+    read_order: list[SessionStore]
+    retry_interval_s: float
+    _clock: Callable[[], float]
+    _health: dict[str, Health]
+    _lock: threading.RLock
+    _owed: set[tuple[Key, str, Owed]]
+
+
+    def _use(self, layer: SessionStore, op: Callable[[], T]) -> T:
+        """Run `op` on `layer`, tracking outages; raises `Down` when the layer is or goes down."""
+        health = self._health[layer.name]
+        if health.down:
+            with self._lock:
+                if health.down:
+                    if self._clock() < health.retry_at:
+                        raise Down(layer.name)
+                    try:
+                        # What the layer missed goes back first, so nothing stale is ever read from it.
+                        self._refill(layer, health)
+                        result = op()
+                    except StorageError as err:
+                        health.retry_at = self._clock() + self.retry_interval_s
+                        raise Down(layer.name) from err
+                    health.down = False
+                    log.warning("session layer %s is reachable again; refilled what it missed", layer.name)
+                    return result
+        try:
+            return op()
+        except SessionDocumentCorrupt:
+            raise  # one damaged record, not an outage
+        except StorageError as err:
+            self._mark_down(layer, err)
+            raise Down(layer.name) from err
+
+    def _mark_down(self, layer: SessionStore, err: Exception) -> None:
+        with self._lock:
+            health = self._health[layer.name]
+            if not health.down:
+                log.warning(
+                    "session layer %s is down, continuing with the other layers of mode %s: %s",
+                    layer.name,
+                    self.mode,
+                    err,
+                )
+            health.down = True
+            health.retry_at = self._clock() + self.retry_interval_s
+
+    def _owe(self, layer: SessionStore, session: ChatSession) -> None:
+        with self._lock:
+            self._health[layer.name].pending[session.key()] = session
+        self._owe_durably(session.key(), layer.name, Owed.SESSION)
+
+    def _owe_durably(self, key: Key, layer: str, what: Owed) -> None:
+        if layer not in ("SQL", "L2") or (key, layer, what) in self._owed:
+            return  # L1 lives in this process only; a debt already on disk needs no second record
+        try:
+            self.outbox.owe(key[0], key[1], layer, what)
+        except OSError as err:
+            log.warning("outbox of session %s not written (%s): %s may lag until the next save", key[1], err, layer)
+            return
+        with self._lock:
+            self._owed.add((key, layer, what))
+
+    def _refill(self, layer: SessionStore, health: Health) -> None:
+        for key, session in list(health.pending.items()):
+            layer.put(session)
+            if layer is self.sql:
+                self.memory.sync_sql(session)
+            health.pending.pop(key, None)
+            # The put above wrote this process's newest copy: that pays a cache's debt as it is.
+            self._pay(key, layer.name, replay=layer is self.sql)
+
+    def _layer(self, name: str) -> SessionStore | None:
+        return next((x for x in self.read_order if x.name == name), None)
+
+    def _replay(self, layer: SessionStore, debt: Debt, key: Key) -> None:
+        """Write what `debt` says the layer missed, from the source of truth."""
+        if layer is self.sql and debt.what is Owed.MESSAGES:
+            self.memory.sync_all_sql(*key)
+        elif layer is self.sql:
+            newest = self.jsonl.get(*key)  # PRIMARY's truth; in MIRROR the mirror took what SQL missed
+            row = self.sql.get(*key)
+            if newest is not None and (row is None or row.version < newest.version):
+                self.sql.put(newest)
+        else:
+            layer.delete(*key)  # a cache: the next read refills it from a durable layer
+
+    def _pay(self, key: Key, only: str | None = None, replay: bool = True) -> set[str]:
+        """Replay the session's outbox debts (of layer `only`, or all); returns the layers still owed.
+
+        `replay=False` only marks them paid (the caller has just written the newest copy itself).
+        """
+        if not self.outbox.owes(*key):
+            return set()
+        try:
+            debts = self.outbox.debts(*key)
+        except OSError as err:
+            log.warning("outbox of session %s unreadable (%s); its layers are read as they are", key[1], err)
+            return set()
+        unpaid: set[str] = set()
+        for name in dict.fromkeys(d.layer for d in debts if only in (None, d.layer)):
+            layer, health = self._layer(name), self._health.get(name)
+            if layer is None or health is None:
+                continue  # not configured in this process: the debt waits for one that has it
+            mine = [d for d in debts if d.layer == name]
+            if only is None and health.down and self._clock() < health.retry_at:
+                unpaid.add(name)
+                continue
+            try:
+                for debt in mine if replay else ():
+                    self._replay(layer, debt, key)
+                self.outbox.settle(*key, name, max(d.offset for d in mine))
+            except StorageError as err:
+                self._mark_down(layer, err)
+                unpaid.add(name)
+                continue
+            except OSError as err:
+                log.warning("outbox of session %s not settled (%s); it is replayed again later", key[1], err)
+            with self._lock:
+                self._owed -= {(key, name, what) for what in Owed}
+            log.info("session %s: replayed what layer %s missed (%d debts)", key[1], name, len(mine))
+        return unpaid
+
+    def layer_status(self) -> dict[str, str]:
+        """Each layer with "up" or "down" (as last seen) and how many writes it still owes."""
+        return {
+            name: ("down" if h.down else "up") + (f" ({len(h.pending)} pending)" if h.pending else "")
+            for name, h in self._health.items()
+        }
+
+    def _invalidate_cache(self, key: Key) -> None:
+        # Before the durable write: a process killed between it and the cache write must not leave
+        # the older copy in Redis for the next reader. Redis down: the outbox remembers it instead.
+        if self.l2 is None:
+            return
+        try:
+            self._use(self.l2, partial(self.l2.delete, *key))
+        except Down:
+            self._owe_durably(key, self.l2.name, Owed.SESSION)
+
+    def _check_page_rows(self, session: ChatSession) -> None:
+        # A process killed between an event append and its SQL row leaves no debt: count instead.
+        if self.sql is None or self._health["SQL"].down:
+            return
+        try:
+            if self.memory.sql_behind(session.tenant_id, session.session_id):
+                added = self.memory.sync_all_sql(session.tenant_id, session.session_id)
+                log.info("session %s: %d page rows were missing in SQL and were written", session.session_id, added)
+        except StorageError as err:
+            self._mark_down(self.sql, err)
+            self._owe_durably(session.key(), "SQL", Owed.MESSAGES)

@@ -1,0 +1,175 @@
+"""The SQL schema is deployed by migrations: `agentrt db init` / `db upgrade`, refused when missing or old.
+
+Each test works on its own PostgreSQL database (CREATE DATABASE with a unique name, dropped after),
+through the installed console script with a production.yaml-like config (PRIMARY, Redis lease and
+cache, PostgreSQL L3) pointed at it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from agent.session.stores import schema
+from agent.session.stores.sql import SqlSessionStore
+from tests.integration.test_stores_support import DATABASE_URL, REDIS_URL
+from tests.support.runners import ROOT, make_config
+
+SERVER = DATABASE_URL.rsplit("/", 1)[0]
+
+
+def agentrt(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run the console script with this checkout first on the import path."""
+    exe = shutil.which("agentrt")
+    assert exe is not None, "the agentrt console script is not installed (pip install -e .)"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRT_")}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run([exe, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=180)
+
+
+def _admin() -> sa.Engine:
+    url = SERVER.replace("postgresql://", "postgresql+psycopg://") + "/postgres"
+    return sa.create_engine(url, isolation_level="AUTOCOMMIT")
+
+
+@pytest.fixture
+def dbname() -> Iterator[str]:
+    """A unique database name on the shared server; the database is dropped afterwards if it exists."""
+    name = f"agentrt_schema_{uuid.uuid4().hex[:10]}"
+    yield name
+    engine = _admin()
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    engine.dispose()
+
+
+def _create(name: str) -> None:
+    engine = _admin()
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+
+
+def _config(tmp_path: Path, dbname: str) -> str:
+    return str(
+        make_config(
+            tmp_path,
+            base="production.yaml",
+            persistence={"database_url": f"{SERVER}/{dbname}", "redis_url": REDIS_URL},
+        )
+    )
+
+
+def _sessions_dir(tmp_path: Path) -> Path:
+    return tmp_path / "agentrt" / "tenants"
+
+
+def test_fresh_database_is_refused_until_db_upgrade(tmp_path: Path, dbname: str) -> None:
+    """An empty database: `run` says the one command to run and starts nothing; after it, `run` works."""
+    _create(dbname)
+    cfg = _config(tmp_path, dbname)
+    refused = agentrt("run", "--config", cfg, "hello", cwd=tmp_path)
+    assert refused.returncode == 2
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1, refused.stderr
+    assert "has no agentrt schema" in lines[0] and f"run `agentrt db upgrade --config {cfg}`" in lines[0]
+    assert not _sessions_dir(tmp_path).exists()  # no session was started
+
+    up = agentrt("db", "upgrade", "--config", cfg, "--json", cwd=tmp_path)
+    assert up.returncode == 0, up.stderr
+    assert json.loads(up.stdout)["revision"] == schema.HEAD
+    again = agentrt("db", "upgrade", "--config", cfg, cwd=tmp_path)
+    assert again.returncode == 0 and "up to date" in again.stdout
+
+    ran = agentrt("run", "--config", cfg, "--approve-all", "--json", "hello", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    sid = json.loads(ran.stdout)["session_id"]
+    store = SqlSessionStore(f"{SERVER}/{dbname}")
+    try:
+        assert [s.session_id for s in store.list("default")] == [sid]
+        assert [m.role for _, m in store.messages("default", sid)] == ["user", "assistant"]
+    finally:
+        store.dispose()
+
+
+def test_missing_database_says_db_init_which_creates_it(tmp_path: Path, dbname: str) -> None:
+    """No such database: `run` says `agentrt db init`; `db init` creates it and its tables; `run` works."""
+    cfg = _config(tmp_path, dbname)
+    refused = agentrt("run", "--config", cfg, "hello", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert f"does not exist: run `agentrt db init --config {cfg}`" in refused.stderr
+    made = agentrt("db", "init", "--config", cfg, "--json", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    got = json.loads(made.stdout)
+    assert got["created"] is True and got["revision"] == schema.HEAD and got["before"] is None
+    second = agentrt("db", "init", "--config", cfg, "--json", cwd=tmp_path)
+    assert json.loads(second.stdout)["created"] is False
+    ran = agentrt("run", "--config", cfg, "hello", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+
+
+def test_unversioned_or_unknown_schema_is_refused(tmp_path: Path, dbname: str) -> None:
+    """Tables without a version row (made before migrations) are refused, then adopted by `db upgrade`;
+    a revision this agentrt does not know (a newer agentrt's) is refused and not touched."""
+    _create(dbname)
+    cfg = _config(tmp_path, dbname)
+    assert agentrt("db", "upgrade", "--config", cfg, cwd=tmp_path).returncode == 0
+    assert agentrt("run", "--config", cfg, "one", cwd=tmp_path).returncode == 0
+    engine = sa.create_engine(f"{SERVER}/{dbname}".replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("DROP TABLE alembic_version"))
+        refused = agentrt("sessions", "--config", cfg, cwd=tmp_path)
+        assert refused.returncode == 2 and "agentrt db upgrade" in refused.stderr
+        up = agentrt("db", "upgrade", "--config", cfg, "--json", cwd=tmp_path)
+        assert up.returncode == 0, up.stderr
+        assert json.loads(up.stdout)["before"] is None
+        listed = agentrt("sessions", "--config", cfg, "--json", cwd=tmp_path)
+        assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 1  # the rows were kept
+
+        with engine.begin() as conn:
+            conn.execute(sa.text("UPDATE alembic_version SET version_num = 'ffff9999'"))
+        newer = agentrt("run", "--config", cfg, "two", cwd=tmp_path)
+        assert newer.returncode == 2 and "'ffff9999', which this agentrt does not know" in newer.stderr
+    finally:
+        engine.dispose()
+
+
+def test_downgraded_schema_is_refused(tmp_path: Path, dbname: str) -> None:
+    """A schema migrated down to nothing reads as missing: refused with the upgrade command."""
+    _create(dbname)
+    cfg = _config(tmp_path, dbname)
+    assert agentrt("db", "upgrade", "--config", cfg, cwd=tmp_path).returncode == 0
+    engine = sa.create_engine(f"{SERVER}/{dbname}".replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        schema.downgrade(engine, "base")
+        assert schema.current(engine) is None
+    finally:
+        engine.dispose()
+    refused = agentrt("run", "--config", cfg, "hello", cwd=tmp_path)
+    assert refused.returncode == 2 and f"run `agentrt db upgrade --config {cfg}`" in refused.stderr
+
+
+def test_embedded_sqlite_creates_its_schema_on_first_use(tmp_path: Path) -> None:
+    """The default config needs no set-up step: the first run creates agentrt.db at the newest revision."""
+    cfg = str(make_config(tmp_path))
+    ran = agentrt("run", "--config", cfg, "hello", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'agentrt' / 'agentrt.db'}")
+    try:
+        assert schema.current(engine) == schema.HEAD
+    finally:
+        engine.dispose()
+
+
+def test_head_constant_matches_the_migration_scripts() -> None:
+    """schema.HEAD (what a running process compares with) is the scripts' head revision."""
+    assert schema.script_head() == schema.HEAD == schema.REVISIONS[-1]
