@@ -13,7 +13,7 @@ from typing import Any
 
 from checkpointing.errors import DocumentMismatch, UnknownSchemaError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 KNOWN_SCHEMA_VERSIONS = frozenset({SCHEMA_VERSION})
 
 
