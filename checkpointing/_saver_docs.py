@@ -9,15 +9,23 @@ A checkpoint record (`"k": "c"`) is one line holding the whole checkpoint:
     channel_versions, versions_seen, updated_channels, pending_sends: as LangGraph gave them
     parent_writes    [[task_id, idx], ...]: the parent's pending writes this checkpoint was built
                      from; reading history checks each is stored (a lost one is an error)
+    delta_channels   the DeltaChannel channels (LangGraph's `counters_since_delta_snapshot`): one
+                     without a value here is rebuilt from ancestors' writes (retention keeps them)
     next_nodes, current_node, runtime_snapshot, metadata, created_at, tenant/session/run ids
 
-A pending-writes record (`"k": "w"`) holds one `put_writes` call. JSON subtrees of values larger
-than `inline_payload_max_bytes` go to the blob store (items of a list one by one, so the
-snapshots of a growing list share their blobs).
+A pending-writes record (`"k": "w"`) holds one `put_writes` call.
+
+Item records (`"k": "i", "h": <hash>, "v": <json>`): the items of a list value (and the values of
+a dict value, and a whole write value) of at least `item_min_bytes` are stored once per session
+under their content hash and referenced as `{"$i": <hash>}`. A message written as a pending write
+and later part of a DeltaChannel snapshot (or a plain list channel) is therefore stored once, so
+storage stays linear in the session. Item records precede the records that reference them, in
+the same write.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,43 +41,59 @@ from langgraph.checkpoint.base import (
 
 from checkpointing._saver_graphinfo import current_node, next_nodes
 from checkpointing._saver_store import SCHEMA_VERSION, SessionStore, version_key
-from checkpointing.blobs import BlobStore, is_blob_ref
 from checkpointing.codec import TAG, CheckpointStateCodec
 from checkpointing.errors import CorruptCheckpointError
 
 _CONTAINER_TAGS = frozenset({"delta_snapshot", "tuple", "set", "frozenset", "overwrite", "deque"})
+ITEM_KEY = "$i"
+Items = dict[str, bytes]
 
 
 class DocumentBuilder:
     """Turns LangGraph checkpoints into records and back."""
 
-    def __init__(self, codec: CheckpointStateCodec, blobs: BlobStore, inline_max: int) -> None:
+    def __init__(self, codec: CheckpointStateCodec, item_min: int) -> None:
         self.codec = codec
-        self.blobs = blobs
-        self.inline_max = inline_max
-
-    def resolve_blob(self, ref: dict[str, Any]) -> Any:
-        """The JSON a blob reference stands for (digest verified by the blob store)."""
-        return orjson.loads(self.blobs.get(ref["$blob"]))
+        self.item_min = item_min
 
     def decode(self, enc: Any) -> Any:
-        """Decode stored JSON into a fresh Python value."""
-        return self.codec.decode(enc, self.resolve_blob)
+        """Decode stored JSON (item references already resolved) into a fresh Python value."""
+        return self.codec.decode(enc)
 
-    def spill(self, enc: Any, size: int | None = None) -> Any:
-        """Move JSON subtrees larger than the inline limit to the blob store, deepest first."""
-        if size is None:
-            size = len(orjson.dumps(enc))
-        if size <= self.inline_max:
-            return enc
+    def spill(self, enc: Any, store: SessionStore, new: Items) -> Any:
+        """`enc` with its big items (one level deep) replaced by item references; new ones in `new`."""
         if isinstance(enc, list):
-            return [self.spill(x) for x in enc]
-        if isinstance(enc, dict) and TAG not in enc and not is_blob_ref(enc):
-            return {k: self.spill(v) for k, v in enc.items()}
-        if isinstance(enc, dict) and enc.get(TAG) in _CONTAINER_TAGS:
-            return {**enc, "v": self.spill(enc.get("v"))}
-        data = orjson.dumps(enc)
-        return self.blobs.ref_obj(data)
+            return [self._item(x, store, new) for x in enc]
+        if isinstance(enc, dict):
+            if TAG not in enc:
+                return {k: self._item(x, store, new) for k, x in enc.items()}
+            if enc[TAG] in _CONTAINER_TAGS and isinstance(enc.get("v"), list):
+                return {**enc, "v": [self._item(x, store, new) for x in enc["v"]]}
+        return self._item(enc, store, new)
+
+    def _item(self, x: Any, store: SessionStore, new: Items) -> Any:
+        if not isinstance(x, (dict, list, str)) or (isinstance(x, str) and len(x) < self.item_min):
+            return x
+        raw = orjson.dumps(x)
+        if len(raw) < self.item_min:
+            return x
+        h = hashlib.blake2b(raw, digest_size=16).hexdigest()
+        if h not in new and h not in store.index.items:
+            new[h] = raw
+        return {ITEM_KEY: h}
+
+    def resolve(self, enc: Any, store: SessionStore) -> Any:
+        """The inverse of `spill`: item references replaced by the JSON they stand for."""
+        if isinstance(enc, list):
+            return [_deref(x, store) for x in enc]
+        if isinstance(enc, dict):
+            if _is_ref(enc):
+                return store.item(enc[ITEM_KEY])
+            if TAG not in enc:
+                return {k: _deref(x, store) for k, x in enc.items()}
+            if enc[TAG] in _CONTAINER_TAGS and isinstance(enc.get("v"), list):
+                return {**enc, "v": [_deref(x, store) for x in enc["v"]]}
+        return enc
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -82,8 +106,9 @@ class DocumentBuilder:
         new_versions: Mapping[str, Any],
         store: SessionStore,
         parent_seen: Mapping[str, Any] | None,
+        new: Items,
     ) -> dict[str, Any]:
-        """The record of one `put`; raises (UnsupportedValueError) before any blob is written."""
+        """The record of one `put` (its new items added to `new`); raises before anything is written."""
         ns, cp_id = ids["ns"], checkpoint["id"]
         idx = store.index
         parent = idx.cps.get((ns, ids["parent_id"])) if ids["parent_id"] else None
@@ -101,12 +126,14 @@ class DocumentBuilder:
             task_state[ch] = [ver, home]
         meta_enc = self.codec.encode(metadata)
         sends = self.codec.encode(checkpoint["pending_sends"]) if "pending_sends" in checkpoint else None  # type: ignore[typeddict-item]
-        values = {ch: self.spill(enc) for ch, enc in encoded.items()}
+        values = {ch: self.spill(enc, store, new) for ch, enc in encoded.items()}
         parent_writes = (
             sorted([w.task, i] for w in idx.writes.get((ns, ids["parent_id"]), []) for i in w.idxs)
             if ids["parent_id"]
             else []
         )
+        counters = metadata.get("counters_since_delta_snapshot")
+        delta_channels = sorted(counters) if isinstance(counters, dict) else []
         snapshot = metadata.get("runtime_snapshot")
         run_meta = metadata.get("run_id")
         rec: dict[str, Any] = {
@@ -127,6 +154,7 @@ class DocumentBuilder:
             "versions_seen": {k: dict(v) for k, v in checkpoint["versions_seen"].items()},
             "updated_channels": checkpoint.get("updated_channels"),
             "parent_writes": parent_writes,
+            "delta_channels": delta_channels,
             "runtime_snapshot": self.codec.encode(snapshot) if isinstance(snapshot, dict) else {},
             "metadata": meta_enc,
             "created_at": checkpoint["ts"],
@@ -137,7 +165,14 @@ class DocumentBuilder:
         return rec
 
     def writes_record(
-        self, ids: dict[str, Any], writes: Sequence[tuple[str, Any]], task_id: str, task_path: str, skip: set[int]
+        self,
+        ids: dict[str, Any],
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+        skip: set[int],
+        store: SessionStore,
+        new: Items,
     ) -> dict[str, Any] | None:
         """The record of one put_writes call, without ordinary writes already stored."""
         rows = []
@@ -145,7 +180,7 @@ class DocumentBuilder:
             idx = WRITES_IDX_MAP.get(ch, i)
             if idx >= 0 and idx in skip:
                 continue
-            rows.append([idx, ch, self.codec.encode(value)])
+            rows.append([idx, ch, self.spill(self.codec.encode(value), store, new)])
         if not rows:
             return None
         return {
@@ -185,12 +220,13 @@ class DocumentBuilder:
                     continue
                 merged[key] = (task, ch, enc, path)
         rows = sorted(merged.items(), key=lambda kv: writes_sort_key(kv[1][3], kv[0][0], kv[0][1]))
-        return [(t, ch, self.decode(enc)) for (_, (t, ch, enc, _)) in rows if only is None or ch in only]
+        wanted = [(t, ch, enc) for (_, (t, ch, enc, _)) in rows if only is None or ch in only]
+        return [(t, ch, self.decode(self.resolve(enc, store))) for t, ch, enc in wanted]
 
     def to_tuple(self, store: SessionStore, doc: dict[str, Any]) -> CheckpointTuple:
         """The LangGraph CheckpointTuple a stored record describes (fresh objects every call)."""
         ns, cp_id = doc["checkpoint_ns"], doc["checkpoint_id"]
-        values = {ch: self.decode(self.value(store, ns, doc, ch)) for ch in doc["task_state"]}
+        values = {ch: self.decode(self.resolve(self.value(store, ns, doc, ch), store)) for ch in doc["task_state"]}
         checkpoint: dict[str, Any] = {
             "v": doc.get("checkpoint_format", 1),
             "id": cp_id,
@@ -222,6 +258,28 @@ class DocumentBuilder:
         out["metadata"] = self.decode(doc["metadata"])
         out["runtime_snapshot"] = self.decode(doc.get("runtime_snapshot") or {})
         return out
+
+
+def _is_ref(x: Any) -> bool:
+    return isinstance(x, dict) and len(x) == 1 and ITEM_KEY in x
+
+
+def _deref(x: Any, store: SessionStore) -> Any:
+    return store.item(x[ITEM_KEY]) if _is_ref(x) else x
+
+
+def refs_of(rec: dict[str, Any]) -> list[str]:
+    """The item hashes a checkpoint or writes record references."""
+    tops: list[Any] = list((rec.get("values") or {}).values()) if rec["k"] == "c" else [w[2] for w in rec["writes"]]
+    out: list[str] = []
+    for enc in tops:
+        if _is_ref(enc):
+            out.append(enc[ITEM_KEY])
+            continue
+        inner = enc.get("v") if isinstance(enc, dict) and TAG in enc else enc
+        parts = inner if isinstance(inner, list) else list(inner.values()) if isinstance(inner, dict) else []
+        out.extend(x[ITEM_KEY] for x in parts if _is_ref(x))
+    return out
 
 
 def _known_home(store: SessionStore, ns: str, ch: str, ver: Any, parent: Any) -> str | None:

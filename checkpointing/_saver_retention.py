@@ -5,6 +5,7 @@ LangGraph `DeltaChannel` between snapshots), every ancestor back to the one that
 channel, because their pending writes are the channel's history (its delta base). Values it
 references in a dropped checkpoint's record are copied into the oldest kept record that uses
 them (and later kept records re-pointed there), so every kept checkpoint reads back identical.
+Each rewritten run file starts with the item records its kept records reference.
 Rewrites replace files via temp file + fsync + rename; the index is rebuilt after.
 """
 
@@ -12,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkpointing._saver_docs import DocumentBuilder
-from checkpointing._saver_store import SessionStore
+from checkpointing._saver_docs import DocumentBuilder, refs_of
+from checkpointing._saver_store import SCHEMA_VERSION, SessionStore
 
 Key = tuple[str, str]
 
@@ -69,7 +70,7 @@ def rewrite(docs: DocumentBuilder, store: SessionStore, keep: set[Key]) -> None:
     per_run: dict[str, list[dict[str, Any]]] = {}
     kept_cps: list[dict[str, Any]] = []
     for run in store.runs():
-        recs = [r for r in store.all_records(run) if (r["checkpoint_ns"], r["checkpoint_id"]) in keep]
+        recs = [r for r in store.all_records(run) if r["k"] != "i" and (r["checkpoint_ns"], r["checkpoint_id"]) in keep]
         per_run[run] = recs
         kept_cps.extend(r for r in recs if r["k"] == "c")
     moved: dict[tuple[str, str, str], str] = {}
@@ -79,7 +80,10 @@ def rewrite(docs: DocumentBuilder, store: SessionStore, keep: set[Key]) -> None:
         if new is not rec:
             replaced[id(rec)] = new
     for run, recs in per_run.items():
-        store.replace_run(run, [replaced.get(id(r), r) for r in recs])
+        out = [replaced.get(id(r), r) for r in recs]
+        hashes = list(dict.fromkeys(h for r in out for h in refs_of(r)))
+        items = [{"k": "i", "schema_version": SCHEMA_VERSION, "h": h, "v": store.item(h)} for h in hashes]
+        store.replace_run(run, items + out)
     del idx
     store.forget()
 

@@ -1,6 +1,6 @@
 """The files of one session (thread) and the in-memory index that finds records in them.
 
-    sessions/<thread>/runs/<run>/checkpoints.jsonl   checkpoint records and pending-writes records
+    sessions/<thread>/runs/<run>/checkpoints.jsonl   checkpoint, pending-writes and item records
     sessions/<thread>/pins.json                      checkpoint ids that retention must keep
 
 The index is built by one verified scan of each run file when the session is first opened in a
@@ -71,6 +71,8 @@ class SessionIndex:
     children: dict[tuple[str, str], int] = field(default_factory=dict)
     # (ns, channel, version as JSON) -> the checkpoint whose record stores that value
     by_version: dict[tuple[str, str, bytes], str] = field(default_factory=dict)
+    # content hash -> (run, offset, line) of the item record holding that JSON
+    items: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     ends: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
@@ -155,30 +157,43 @@ class SessionStore:
             log = self._logs[run] = RecordLog(self.run_file(run), fsync=self.fsync, group=self.group)
         return log
 
-    def append(self, run: str, record: dict[str, Any], durable: bool | None = None) -> None:
-        """Append a checkpoint or writes record and index it."""
+    def append(
+        self, run: str, record: dict[str, Any], durable: bool | None = None, items: dict[str, bytes] | None = None
+    ) -> None:
+        """Append the item records `items` (hash -> JSON) then `record`, in one write, and index them."""
         idx = self.index
         log = self._log(run)
-        body = orjson.dumps(record)
-        framed = frame(body)
+        hashes = list(items or {})
+        frames = [item_frame(h, (items or {})[h]) for h in hashes]
+        frames.append(frame(orjson.dumps(record)))
         saved = log.fsync
         if durable is not None:
             log.fsync = "always" if durable else "never"
         try:
-            off = log.append_frames([framed])[0]
+            offs = log.append_frames(frames)
         except CorruptRecordError as err:
             raise CorruptCheckpointError(err.path, err.line, err.reason) from err
         finally:
             log.fsync = saved
         end, lines = idx.ends.get(run, (0, 0))
-        if off != end:
-            # Another writer appended (or a torn tail was cut) since we indexed: re-scan first.
+        if offs[0] != end:
+            # Another writer appended (or a torn tail was cut) since we indexed: re-scan instead.
             self.begin()
             self.index  # noqa: B018 - catch up
             return
-        _apply(idx, run, off, lines + 1, record)
-        idx.ends[run] = (off + len(framed), lines + 1)
-        self._cache_put((run, off), record, len(framed))
+        for i, h in enumerate(hashes):
+            idx.items[h] = (run, offs[i], lines + 1 + i)
+        lines += len(hashes)
+        _apply(idx, run, offs[-1], lines + 1, record)
+        idx.ends[run] = (offs[-1] + len(frames[-1]), lines + 1)
+        self._cache_put((run, offs[-1]), record, len(frames[-1]))
+
+    def item(self, h: str) -> Any:
+        """The JSON value stored under content hash `h` (its record checksum-verified)."""
+        loc = self.index.items.get(h)
+        if loc is None:
+            raise CorruptCheckpointError(str(self.runs_dir), 0, f"stored item {h} is missing")
+        return self.read(*loc)["v"]
 
     def sync(self) -> None:
         """fsync every run file appended to."""
@@ -267,6 +282,11 @@ class SessionStore:
         atomic_write(self.dir / PINS, orjson.dumps({"pinned": sorted([list(p) for p in pins])}))
 
 
+def item_frame(h: str, raw: bytes) -> bytes:
+    """The framed item record holding JSON `raw` under its content hash `h`."""
+    return frame(b'{"k":"i","schema_version":%d,"h":"%s","v":%s}' % (SCHEMA_VERSION, h.encode(), raw))
+
+
 def _parse(body: bytes, path: Path, line: int) -> dict[str, Any]:
     rec = orjson.loads(body)
     version = rec.get("schema_version") if isinstance(rec, dict) else None
@@ -280,12 +300,15 @@ def _parse(body: bytes, path: Path, line: int) -> dict[str, Any]:
 
 
 def _apply(idx: SessionIndex, run: str, off: int, line: int, rec: dict[str, Any]) -> None:
+    if rec["k"] == "i":
+        idx.items[rec["h"]] = (run, off, line)
+        return
     ns, cp_id = rec["checkpoint_ns"], rec["checkpoint_id"]
     if rec["k"] == "c":
         homes = {ch: h for ch, (_, h) in rec["task_state"].items()}
         versions = rec["channel_versions"]
         meta_run = rec.get("run_id_meta")
-        missing = [ch for ch in versions if ch not in homes]
+        missing = [ch for ch in rec.get("delta_channels", []) if ch not in homes]
         parent = rec.get("parent_checkpoint_id")
         idx.cps[(ns, cp_id)] = CpLoc(run, off, line, parent, homes, versions, meta_run, missing)
         if parent:

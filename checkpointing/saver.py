@@ -1,7 +1,6 @@
 """JsonlCheckpointSaver: a LangGraph checkpoint saver writing checksummed JSONL records.
 
     base_dir/tenants/<tenant>/sessions/<thread>/runs/<run>/checkpoints.jsonl
-    base_dir/blobs/sha256/<2 hex>/<62 hex>
 
 `thread_id` is the session, the tenant comes from `config["configurable"]["tenant_id"]` and the
 run from `config["configurable"]["run_id"]` (defaults when absent), on every read and write;
@@ -43,7 +42,6 @@ from checkpointing._saver_async import AsyncSaverMethods
 from checkpointing._saver_delta import delta_history
 from checkpointing._saver_docs import DocumentBuilder
 from checkpointing._saver_store import SessionStore, fsync_policy_ok
-from checkpointing.blobs import BlobStore
 from checkpointing.codec import CheckpointStateCodec, CodecSerializer
 from checkpointing.digest import scrub_secrets
 from checkpointing.errors import CheckpointingError, DocumentMismatch, InvalidIdError
@@ -58,11 +56,12 @@ DocumentHook = Callable[[dict[str, Any]], None]
 
 
 class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
-    """LangGraph checkpointer over crash-safe JSONL files and blobs (sync and async).
+    """LangGraph checkpointer over crash-safe JSONL files (sync and async).
 
     Args:
         base_dir: the persistence volume (must be mounted in containers).
-        inline_payload_max_bytes: JSON subtrees of stored values larger than this go to blobs.
+        item_min_bytes: list items (and dict values) of stored values and writes at least this
+            big are stored once per session under their content hash (see `_saver_docs`).
         fsync: "always" (every record durable when the call returns), "checkpoint" (pending
             writes reach disk with the next checkpoint of the run: one fsync per superstep; a
             crash may lose the writes of finished tasks, which then run again), or "batch"
@@ -82,7 +81,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         self,
         base_dir: str | Path,
         *,
-        inline_payload_max_bytes: int = 16384,
+        item_min_bytes: int = 256,
         fsync: str = "always",
         group: CommitGroup | None = None,
         keep_last: int | None = None,
@@ -98,8 +97,8 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         super().__init__(serde=CodecSerializer(self.codec))
         if keep_last is not None and keep_last < 1:
             raise ValueError("keep_last must be None or >= 1")
-        if inline_payload_max_bytes < 64:
-            raise ValueError("inline_payload_max_bytes must be >= 64")
+        if item_min_bytes < 16:
+            raise ValueError("item_min_bytes must be >= 16")
         self.base_dir = Path(base_dir)
         self.fsync = fsync_policy_ok(fsync)
         self.group = group
@@ -108,8 +107,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         self.validate = validate
         self.default_tenant = validate_id(default_tenant, "default_tenant")
         self.default_run = validate_id(default_run, "default_run")
-        self.blobs = BlobStore(self.base_dir)
-        self.docs = DocumentBuilder(self.codec, self.blobs, inline_payload_max_bytes)
+        self.docs = DocumentBuilder(self.codec, item_min_bytes)
         self._lock = threading.RLock()
         # Bounded: a process serving many sessions keeps only the recently used ones in memory.
         self._stores: OrderedDict[tuple[str, str], SessionStore] = OrderedDict()
@@ -305,11 +303,11 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         with self._lock:
             store = self._store(ids["tenant"], ids["thread"])
             parent = store.doc(ids["ns"], ids["parent_id"]) if ids["parent_id"] and store.runs_dir.exists() else None
-            rec = self.docs.checkpoint_record(
-                ids, config, checkpoint, meta, new_versions, store, parent["versions_seen"] if parent else None
-            )
+            new: dict[str, bytes] = {}
+            seen = parent["versions_seen"] if parent else None
+            rec = self.docs.checkpoint_record(ids, config, checkpoint, meta, new_versions, store, seen, new)
             with self._fence(store, config):
-                store.append(ids["run"], rec)
+                store.append(ids["run"], rec, items=new)
             if self.keep_last is not None:
                 self._maybe_retain(store, ids["run"])
         return {"configurable": {"thread_id": ids["thread"], "checkpoint_ns": ids["ns"], "checkpoint_id": cp_id}}
@@ -335,10 +333,11 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
                 if w.task == str(task_id)
                 for i in w.idxs
             }
-            rec = self.docs.writes_record(ids, writes, str(task_id), task_path, done)
+            new: dict[str, bytes] = {}
+            rec = self.docs.writes_record(ids, writes, str(task_id), task_path, done, store, new)
             if rec is not None:
                 with self._fence(store, config):
-                    store.append(run, rec, durable=False if self.fsync == "checkpoint" else None)
+                    store.append(run, rec, durable=False if self.fsync == "checkpoint" else None, items=new)
 
     def delete_thread(self, thread_id: str) -> None:
         """Remove every checkpoint and write of `thread_id`, in every tenant."""
