@@ -44,11 +44,12 @@ from checkpointing._saver_docs import DocumentBuilder
 from checkpointing._saver_store import SessionStore, fsync_policy_ok
 from checkpointing.codec import CheckpointStateCodec, CodecSerializer
 from checkpointing.digest import scrub_secrets
-from checkpointing.errors import CheckpointingError, DocumentMismatch, InvalidIdError
+from checkpointing.errors import CheckpointingError, InvalidIdError
 from checkpointing.fencing import FencingGuard
 from checkpointing.ids import validate_id
 from checkpointing.layout import sessions_root, tenants_root
 from checkpointing.records import CommitGroup
+from checkpointing.validation import validate_metadata
 
 _MAX_NS = 1024
 _MAX_OPEN_SESSIONS = 128
@@ -200,15 +201,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         if not self.expect_metadata and self.validate is None:
             return
         view = self.docs.document_view(store, doc)
-        meta = view.get("metadata") or {}
-        for key, want in self.expect_metadata.items():
-            if meta.get(key) != want:
-                raise DocumentMismatch(
-                    f"validate_{key}",
-                    f"checkpoint {doc['checkpoint_id']}: {key} differs; recovery is blocked, state was kept",
-                    want,
-                    meta.get(key),
-                )
+        validate_metadata(view, self.expect_metadata)
         if self.validate is not None:
             self.validate(view)
 

@@ -283,16 +283,23 @@ def _chain_more(saver: JsonlCheckpointSaver, last: Any, start: int, stop: int) -
     return out
 
 
-def test_large_value_goes_to_blob_store_and_reads_back(tmp_path: Path) -> None:
-    """A value above inline_payload_max_bytes is a {"$blob", "size"} reference in the record."""
-    saver = JsonlCheckpointSaver(tmp_path, inline_payload_max_bytes=1024)
+def test_big_list_items_are_stored_once_per_session(tmp_path: Path) -> None:
+    """A big message in a pending write and in two later list values is written to disk once."""
+    saver = JsonlCheckpointSaver(tmp_path)
     big = "z" * 5000
-    cfg = saver.put(_cfg(), _checkpoint({"doc": big}, {"doc": 1}), {}, {"doc": 1})
+    msg = ToolMessage(big, tool_call_id="c", id="m1")
+    first = saver.put(_cfg(), _checkpoint({"messages": [msg]}, {"messages": 1}), {}, {"messages": 1})
+    saver.put_writes(first, [("messages", [msg])], "task")
+    grown = [msg, HumanMessage("next", id="m2")]
+    cfg = saver.put(_cfg("t1", first["configurable"]["checkpoint_id"]),
+                    _checkpoint({"messages": grown}, {"messages": 2}), {}, {"messages": 2})  # fmt: skip
     raw = (tmp_path / "tenants/default/sessions/t1/runs/main/checkpoints.jsonl").read_text()
-    assert '"$blob":"sha256:' in raw and big not in raw
-    assert len(list((tmp_path / "blobs" / "sha256").rglob("*"))) >= 1
-    got = JsonlCheckpointSaver(tmp_path).get_tuple(cfg)
-    assert got is not None and got.checkpoint["channel_values"]["doc"] == big
+    assert raw.count(big) == 1
+    fresh = JsonlCheckpointSaver(tmp_path)
+    got = fresh.get_tuple(cfg)
+    assert got is not None and got.checkpoint["channel_values"]["messages"] == grown
+    parent = fresh.get_tuple(first)
+    assert parent is not None and parent.pending_writes == [("task", "messages", [msg])]
 
 
 def test_copy_thread_keeps_chains_after_source_is_deleted(tmp_path: Path) -> None:
@@ -331,17 +338,3 @@ def test_prune_keep_latest_leaves_a_self_contained_latest(tmp_path: Path) -> Non
     saver.prune(["t1"])
     left = list(JsonlCheckpointSaver(tmp_path).list(_cfg()))
     assert len(left) == 1 and len(left[0].checkpoint["channel_values"]["messages"]) == 30
-
-
-def test_big_message_written_before_its_id_was_assigned_reads_back_with_its_id(tmp_path: Path) -> None:
-    """A 50 KB tool result stored once (in a blob) keeps the id add_messages gave it later."""
-    saver = JsonlCheckpointSaver(tmp_path)
-    parent = _chain(saver, 1)[0]
-    body = "b" * 50_000
-    saver.put_writes(parent, [("messages", [ToolMessage(body, tool_call_id="c")])], "task")
-    msgs = [HumanMessage("m0", id="id0"), ToolMessage(body, tool_call_id="c", id="given-later")]
-    cp = _checkpoint({"messages": msgs}, {"messages": 2})
-    cfg = saver.put(_cfg("t1", parent["configurable"]["checkpoint_id"]), cp, {}, {"messages": 2})
-    got = JsonlCheckpointSaver(tmp_path).get_tuple(cfg)
-    assert got is not None and got.checkpoint["channel_values"]["messages"] == msgs
-    assert len([p for p in (tmp_path / "blobs").rglob("*") if p.is_file()]) == 1
