@@ -223,8 +223,12 @@ class DocumentBuilder:
         wanted = [(t, ch, enc) for (_, (t, ch, enc, _)) in rows if only is None or ch in only]
         return [(t, ch, self.decode(self.resolve(enc, store))) for t, ch, enc in wanted]
 
-    def to_tuple(self, store: SessionStore, doc: dict[str, Any]) -> CheckpointTuple:
-        """The LangGraph CheckpointTuple a stored record describes (fresh objects every call)."""
+    def to_tuple(self, store: SessionStore, doc: dict[str, Any], tenant: str | None = None) -> CheckpointTuple:
+        """The LangGraph CheckpointTuple a stored record describes (fresh objects every call).
+
+        `tenant` (when not the saver's default) is part of the configs it returns, so LangGraph's
+        follow-up reads (parent walk, DeltaChannel history) stay in the caller's tenant.
+        """
         ns, cp_id = doc["checkpoint_ns"], doc["checkpoint_id"]
         values = {ch: self.decode(self.resolve(self.value(store, ns, doc, ch), store)) for ch in doc["task_state"]}
         checkpoint: dict[str, Any] = {
@@ -240,12 +244,13 @@ class DocumentBuilder:
             checkpoint["pending_sends"] = self.decode(doc["pending_sends"])
         thread = doc["session_id"]
         parent = doc.get("parent_checkpoint_id")
+        extra = {"tenant_id": tenant} if tenant else {}
         return CheckpointTuple(
-            config={"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": cp_id}},
+            config={"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": cp_id, **extra}},
             checkpoint=checkpoint,  # type: ignore[arg-type]
             metadata=self.decode(doc["metadata"]),
             parent_config=(
-                {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": parent}}
+                {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": parent, **extra}}
                 if parent
                 else None
             ),

@@ -26,6 +26,8 @@ from checkpointing.records import (
     FsyncPolicy,
     RecordLog,
     atomic_write,
+    decode_record,
+    encode_record,
     frame,
     scan,
     verify_line,
@@ -272,14 +274,18 @@ class SessionStore:
         """Pinned (checkpoint_ns, checkpoint_id) pairs."""
         path = self.dir / PINS
         try:
-            data = orjson.loads(path.read_bytes())
+            raw = path.read_bytes()
         except FileNotFoundError:
             return set()
+        try:
+            data = decode_record(raw[:-1]) if raw.endswith(b"\n") else decode_record(b"")
+        except ValueError as err:
+            raise CorruptCheckpointError(str(path), 1, str(err)) from err
         return {(str(ns), str(i)) for ns, i in data.get("pinned", [])}
 
     def set_pins(self, pins: set[tuple[str, str]]) -> None:
         """Replace the pinned set (atomic file rewrite)."""
-        atomic_write(self.dir / PINS, orjson.dumps({"pinned": sorted([list(p) for p in pins])}))
+        atomic_write(self.dir / PINS, encode_record({"pinned": sorted([list(p) for p in pins])}))
 
 
 def item_frame(h: str, raw: bytes) -> bytes:

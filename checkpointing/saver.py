@@ -210,7 +210,8 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         if doc is None:
             return None
         self._check(doc, store)
-        return self.docs.to_tuple(store, doc)
+        tenant = doc["tenant_id"]
+        return self.docs.to_tuple(store, doc, None if tenant == self.default_tenant else tenant)
 
     # -- sync API ------------------------------------------------------------------------------
 
@@ -303,7 +304,10 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
                 store.append(ids["run"], rec, items=new)
             if self.keep_last is not None:
                 self._maybe_retain(store, ids["run"])
-        return {"configurable": {"thread_id": ids["thread"], "checkpoint_ns": ids["ns"], "checkpoint_id": cp_id}}
+        out: dict[str, Any] = {"thread_id": ids["thread"], "checkpoint_ns": ids["ns"], "checkpoint_id": cp_id}
+        if ids["tenant"] != self.default_tenant:
+            out["tenant_id"] = ids["tenant"]
+        return {"configurable": out}
 
     def put_writes(
         self,
