@@ -69,8 +69,14 @@ def rewrite(docs: DocumentBuilder, store: SessionStore, keep: set[Key]) -> None:
     idx = store.index
     per_run: dict[str, list[dict[str, Any]]] = {}
     kept_cps: list[dict[str, Any]] = []
+    known = set(idx.cps)
     for run in store.runs():
-        recs = [r for r in store.all_records(run) if r["k"] != "i" and (r["checkpoint_ns"], r["checkpoint_id"]) in keep]
+        # Writes may land before their checkpoint (LangGraph's async durability): those are kept.
+        recs = [
+            r
+            for r in store.all_records(run)
+            if r["k"] != "i" and ((key := (r["checkpoint_ns"], r["checkpoint_id"])) in keep or key not in known)
+        ]
         per_run[run] = recs
         kept_cps.extend(r for r in recs if r["k"] == "c")
     moved: dict[tuple[str, str, str], str] = {}

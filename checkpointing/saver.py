@@ -389,6 +389,16 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
                     if keep != set(idx.cps):
                         retention.rewrite(self.docs, store, keep)
 
+    def retain(self, config: RunnableConfig) -> None:
+        """Apply `keep_last` to the run of `config` now (puts apply it as the run grows)."""
+        if self.keep_last is None:
+            raise ValueError("retain needs keep_last")
+        ids = self._ids(config)
+        with self._lock:
+            store = self._store(ids["tenant"], ids["thread"])
+            if store.exists():
+                retention.retain(self.docs, store, ids["run"], self.keep_last)
+
     def _maybe_retain(self, store: SessionStore, run: str) -> None:
         assert self.keep_last is not None
         rkey = (str(store.dir), run)
