@@ -322,7 +322,7 @@ class CheckpointStateCodec:
         if tag == "namedtuple":
             return cls(**fields)
         if tag == "dataclass":
-            obj = object.__new__(cls)
+            obj: Any = object.__new__(cls)
             for k, x in fields.items():
                 object.__setattr__(obj, k, x)
             return obj

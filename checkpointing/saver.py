@@ -48,7 +48,7 @@ from checkpointing.errors import CheckpointingError, InvalidIdError
 from checkpointing.fencing import FencingGuard
 from checkpointing.ids import validate_id
 from checkpointing.layout import sessions_root, tenants_root
-from checkpointing.records import CommitGroup
+from checkpointing.records import CommitGroup, FsyncPolicy
 from checkpointing.validation import validate_metadata
 
 _MAX_NS = 1024
@@ -147,7 +147,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         store = self._stores.get(key)
         if store is None:
             directory = sessions_root(self.base_dir, tenant) / _dir_name(thread)
-            log_policy = "batch" if self.fsync == "batch" else "always"
+            log_policy: FsyncPolicy = "batch" if self.fsync == "batch" else "always"
             store = SessionStore(directory, log_policy, self.group)
             self._stores[key] = store
             while len(self._stores) > _MAX_OPEN_SESSIONS:

@@ -13,14 +13,13 @@ import random
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from typing_extensions import Annotated
 
 from agent.errors import AgentRuntimeError
 from agent.session import ChatSession
