@@ -82,7 +82,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         self,
         base_dir: str | Path,
         *,
-        item_min_bytes: int = 256,
+        item_min_bytes: int = 64,
         fsync: str = "always",
         group: CommitGroup | None = None,
         keep_last: int | None = None,

@@ -96,7 +96,9 @@ def test_document_has_every_design_field_and_caller_pins_travel_in_metadata(tmp_
     assert doc["task_state"] == {"count": [1, cp["id"]]}
     path = tmp_path / "tenants" / "acme" / "sessions" / "t1" / "runs" / "main" / "checkpoints.jsonl"
     assert read_records(path)[0]["checkpoint_id"] == cp["id"]
-    assert saver.get_document(cfg) is None  # another tenant (the default) has no such checkpoint
+    assert cfg["configurable"]["tenant_id"] == "acme"  # returned configs keep the caller's tenant
+    default = {k: v for k, v in cfg["configurable"].items() if k != "tenant_id"}
+    assert saver.get_document({"configurable": default}) is None  # the default tenant has no such checkpoint
 
 
 def test_values_are_stored_once_per_channel_version(tmp_path: Path) -> None:
