@@ -22,8 +22,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 from agent.errors import AgentRuntimeError
-from agent.session import ChatSession
-from agent.stores.jsonl import JsonlSessionStore
+from agent.session.session import ChatSession
+from agent.session.stores.jsonl import JsonlSessionStore
 from agent.tools.journal import ToolExecutionJournal
 from checkpointing.blobs import BlobStore
 from checkpointing.errors import CheckpointingError
