@@ -18,8 +18,11 @@ A pending-writes record (`"k": "w"`) holds one `put_writes` call.
 Item records (`"k": "i", "h": <hash>, "v": <json>`): the items of a list value (and the values of
 a dict value, and a whole write value) of at least `item_min_bytes` are stored once per session
 under their content hash and referenced as `{"$i": <hash>}`. A message written as a pending write
-and later part of a DeltaChannel snapshot (or a plain list channel) is therefore stored once, so
-storage stays linear in the session. Item records precede the records that reference them, in
+and later part of a DeltaChannel snapshot (or a plain list channel) is therefore stored once. A
+list of at least 2 x CHUNK elements is written as references to chunk items (CHUNK element
+references each, cut from index 0, so a list that only grew shares all its full chunks with the
+previous version) plus its tail: storage stays about linear even for a plain `add_messages` list.
+Item records precede the records that reference them, in
 the same write.
 """
 
@@ -30,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -38,6 +42,7 @@ from langgraph.checkpoint.base import (
     PendingWrite,
     writes_sort_key,
 )
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from checkpointing._saver_graphinfo import current_node, next_nodes
 from checkpointing._saver_store import SCHEMA_VERSION, SessionStore, version_key
@@ -46,6 +51,9 @@ from checkpointing.errors import CorruptCheckpointError
 
 _CONTAINER_TAGS = frozenset({"delta_snapshot", "tuple", "set", "frozenset", "overwrite", "deque"})
 ITEM_KEY = "$i"
+CHUNK_KEY = "$c"
+CHUNK = 64
+_MEMO = 20_000  # messages remembered per session (object -> its stored reference)
 Items = dict[str, bytes]
 
 
@@ -60,16 +68,53 @@ class DocumentBuilder:
         """Decode stored JSON (item references already resolved) into a fresh Python value."""
         return self.codec.decode(enc)
 
+    def encode_spill(self, value: Any, store: SessionStore, new: Items) -> Any:
+        """`spill(codec.encode(value))`, encoding and hashing each message of a list only once per
+        session: a message object seen before (same object, still stored) reuses its reference."""
+        items = value.value if isinstance(value, _DeltaSnapshot) else value
+        if type(items) is not list:
+            return self.spill(self.codec.encode(value), store, new)
+        memo = store.memo
+        refs = []
+        for x in items:
+            hit = memo.get(id(x)) if isinstance(x, BaseMessage) else None
+            if hit is not None and hit[0] is x and (not _is_ref(hit[1]) or _known(hit[1], store, new)):
+                refs.append(hit[1])
+                continue
+            ref = self._item(self.codec.encode(x), store, new)
+            if isinstance(x, BaseMessage):
+                memo[id(x)] = (x, ref)
+                if len(memo) > _MEMO:
+                    memo.pop(next(iter(memo)))
+            refs.append(ref)
+        out = self._chunked(refs, store, new)
+        return {TAG: "delta_snapshot", "v": out} if isinstance(value, _DeltaSnapshot) else out
+
     def spill(self, enc: Any, store: SessionStore, new: Items) -> Any:
         """`enc` with its big items (one level deep) replaced by item references; new ones in `new`."""
         if isinstance(enc, list):
-            return [self._item(x, store, new) for x in enc]
+            return self._chunked([self._item(x, store, new) for x in enc], store, new)
         if isinstance(enc, dict):
             if TAG not in enc:
                 return {k: self._item(x, store, new) for k, x in enc.items()}
             if enc[TAG] in _CONTAINER_TAGS and isinstance(enc.get("v"), list):
-                return {**enc, "v": [self._item(x, store, new) for x in enc["v"]]}
+                return {**enc, "v": self._chunked([self._item(x, store, new) for x in enc["v"]], store, new)}
         return self._item(enc, store, new)
+
+    def _chunked(self, refs: list[Any], store: SessionStore, new: Items) -> list[Any]:
+        """Full runs of CHUNK elements (from index 0) become one shared chunk item each, so a list
+        that only grew writes a few chunk references plus its tail, not one reference per item."""
+        if len(refs) < 2 * CHUNK:
+            return refs
+        full = len(refs) - len(refs) % CHUNK
+        out: list[Any] = []
+        for i in range(0, full, CHUNK):
+            raw = orjson.dumps(refs[i : i + CHUNK])
+            h = hashlib.blake2b(raw, digest_size=16).hexdigest()
+            if h not in new and h not in store.index.items:
+                new[h] = raw
+            out.append({CHUNK_KEY: h})
+        return out + refs[full:]
 
     def _item(self, x: Any, store: SessionStore, new: Items) -> Any:
         if not isinstance(x, (dict, list, str)) or (isinstance(x, str) and len(x) < self.item_min):
@@ -85,14 +130,14 @@ class DocumentBuilder:
     def resolve(self, enc: Any, store: SessionStore) -> Any:
         """The inverse of `spill`: item references replaced by the JSON they stand for."""
         if isinstance(enc, list):
-            return [_deref(x, store) for x in enc]
+            return _unchunk(enc, store)
         if isinstance(enc, dict):
             if _is_ref(enc):
                 return store.item(enc[ITEM_KEY])
             if TAG not in enc:
                 return {k: _deref(x, store) for k, x in enc.items()}
             if enc[TAG] in _CONTAINER_TAGS and isinstance(enc.get("v"), list):
-                return {**enc, "v": [_deref(x, store) for x in enc["v"]]}
+                return {**enc, "v": _unchunk(enc["v"], store)}
         return enc
 
     # -- writing -------------------------------------------------------------------------------
@@ -121,12 +166,12 @@ class DocumentBuilder:
             if ch not in new_versions:
                 home = _known_home(store, ns, ch, ver, parent)
             if home is None:
-                encoded[ch] = self.codec.encode(value)
+                encoded[ch] = self.encode_spill(value, store, new)
                 home = cp_id
             task_state[ch] = [ver, home]
         meta_enc = self.codec.encode(metadata)
         sends = self.codec.encode(checkpoint["pending_sends"]) if "pending_sends" in checkpoint else None  # type: ignore[typeddict-item]
-        values = {ch: self.spill(enc, store, new) for ch, enc in encoded.items()}
+        values = encoded
         parent_writes = (
             sorted([w.task, i] for w in idx.writes.get((ns, ids["parent_id"]), []) for i in w.idxs)
             if ids["parent_id"]
@@ -180,7 +225,7 @@ class DocumentBuilder:
             idx = WRITES_IDX_MAP.get(ch, i)
             if idx >= 0 and idx in skip:
                 continue
-            rows.append([idx, ch, self.spill(self.codec.encode(value), store, new)])
+            rows.append([idx, ch, self.encode_spill(value, store, new)])
         if not rows:
             return None
         return {
@@ -273,6 +318,25 @@ def _deref(x: Any, store: SessionStore) -> Any:
     return store.item(x[ITEM_KEY]) if _is_ref(x) else x
 
 
+def _known(ref: dict[str, Any], store: SessionStore, new: Items) -> bool:
+    h = ref[ITEM_KEY]
+    return h in new or h in store.index.items
+
+
+def _is_chunk(x: Any) -> bool:
+    return isinstance(x, dict) and len(x) == 1 and CHUNK_KEY in x
+
+
+def _unchunk(items: list[Any], store: SessionStore) -> list[Any]:
+    out: list[Any] = []
+    for x in items:
+        if _is_chunk(x):
+            out.extend(_deref(y, store) for y in store.item(x[CHUNK_KEY]))
+        else:
+            out.append(_deref(x, store))
+    return out
+
+
 def refs_of(rec: dict[str, Any]) -> list[str]:
     """The item hashes a checkpoint or writes record references."""
     tops: list[Any] = list((rec.get("values") or {}).values()) if rec["k"] == "c" else [w[2] for w in rec["writes"]]
@@ -284,7 +348,13 @@ def refs_of(rec: dict[str, Any]) -> list[str]:
         inner = enc.get("v") if isinstance(enc, dict) and TAG in enc else enc
         parts = inner if isinstance(inner, list) else list(inner.values()) if isinstance(inner, dict) else []
         out.extend(x[ITEM_KEY] for x in parts if _is_ref(x))
+        out.extend(x[CHUNK_KEY] for x in parts if _is_chunk(x))
     return out
+
+
+def chunk_refs(value: Any) -> list[str]:
+    """The item hashes a chunk item (a list of elements) references."""
+    return [x[ITEM_KEY] for x in value if _is_ref(x)] if isinstance(value, list) else []
 
 
 def _known_home(store: SessionStore, ns: str, ch: str, ver: Any, parent: Any) -> str | None:

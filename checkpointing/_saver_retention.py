@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkpointing._saver_docs import DocumentBuilder, refs_of
+from checkpointing._saver_docs import DocumentBuilder, chunk_refs, refs_of
 from checkpointing._saver_store import SCHEMA_VERSION, SessionStore
 
 Key = tuple[str, str]
@@ -87,7 +87,9 @@ def rewrite(docs: DocumentBuilder, store: SessionStore, keep: set[Key]) -> None:
             replaced[id(rec)] = new
     for run, recs in per_run.items():
         out = [replaced.get(id(r), r) for r in recs]
-        hashes = list(dict.fromkeys(h for r in out for h in refs_of(r)))
+        tops = list(dict.fromkeys(h for r in out for h in refs_of(r)))
+        inner = [x for h in tops for x in chunk_refs(store.item(h))]
+        hashes = list(dict.fromkeys(inner + tops))
         items = [{"k": "i", "schema_version": SCHEMA_VERSION, "h": h, "v": store.item(h)} for h in hashes]
         store.replace_run(run, items + out)
     del idx
