@@ -77,13 +77,21 @@ class DocumentBuilder:
         memo = store.memo
         refs = []
         for x in items:
-            hit = memo.get(id(x)) if isinstance(x, BaseMessage) else None
-            if hit is not None and hit[0] is x and (not _is_ref(hit[1]) or _known(hit[1], store, new)):
+            msg = isinstance(x, BaseMessage)
+            # add_messages assigns ids in place: a memo entry holds only while no field was reassigned.
+            shape = tuple(map(id, x.__dict__.values())) if msg else ()
+            hit = memo.get(id(x)) if msg else None
+            if (
+                hit is not None
+                and hit[0] is x
+                and hit[2] == shape
+                and (not _is_ref(hit[1]) or _known(hit[1], store, new))
+            ):
                 refs.append(hit[1])
                 continue
             ref = self._item(self.codec.encode(x), store, new)
-            if isinstance(x, BaseMessage):
-                memo[id(x)] = (x, ref)
+            if msg:
+                memo[id(x)] = (x, ref, shape)
                 if len(memo) > _MEMO:
                     memo.pop(next(iter(memo)))
             refs.append(ref)

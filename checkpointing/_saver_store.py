@@ -97,7 +97,7 @@ class SessionStore:
         self._cache: OrderedDict[tuple[str, int], tuple[dict[str, Any], int]] = OrderedDict()
         self._cache_bytes = 0
         # id(message) -> (message, its stored form): each message object is encoded and hashed once.
-        self.memo: dict[int, tuple[Any, Any]] = {}
+        self.memo: dict[int, tuple[Any, Any, tuple[int, ...]]] = {}
 
     # -- index ---------------------------------------------------------------------------------
 

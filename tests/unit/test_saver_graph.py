@@ -227,6 +227,23 @@ def test_storage_grows_linearly_with_a_delta_channel(tmp_path: Path) -> None:
     assert math.log(sizes[1] / sizes[0]) / math.log(8) <= 1.1, sizes
 
 
+def test_storage_grows_linearly_with_plain_add_messages(tmp_path: Path) -> None:
+    """A plain add_messages list (the whole list in every checkpoint) still grows ~linearly on disk."""
+    sizes = []
+    for steps in (100, 800):
+        root = tmp_path / str(steps)
+        g = agent_loop(steps, state=ChatState).compile(checkpointer=JsonlCheckpointSaver(root, fsync="batch"))
+        out = g.invoke({"messages": [], "i": 0}, {"configurable": {"thread_id": "t"}, "recursion_limit": 5000})
+        sizes.append(_bytes_on_disk(root))
+    assert math.log(sizes[1] / sizes[0]) / math.log(8) <= 1.1, sizes
+    again = (
+        agent_loop(800, state=ChatState)
+        .compile(checkpointer=JsonlCheckpointSaver(root))
+        .get_state({"configurable": {"thread_id": "t"}})
+    )
+    assert again.values["messages"] == out["messages"]
+
+
 def test_keep_last_on_a_real_graph_keeps_state_and_drops_history(tmp_path: Path) -> None:
     """With keep_last, a long run keeps few checkpoints yet resumes with its whole history."""
     g = agent_loop(200).compile(checkpointer=JsonlCheckpointSaver(tmp_path, keep_last=5, fsync="batch"))
