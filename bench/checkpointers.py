@@ -10,6 +10,7 @@ checkpoint after 50/200/1000 steps, each also as a ratio to SqliteSaver. Nothing
 
     python bench/checkpointers.py                      # defaults finish in about 2-3 minutes
     python bench/checkpointers.py --plain-steps 400 --delta-steps 2000 --rounds 3
+    python bench/checkpointers.py --jsonl-fsync checkpoint  # writes reach disk with the next checkpoint
     python bench/checkpointers.py --jsonl-fsync batch     # JSONL durable at flush() only
 
 PostgreSQL: AGENTRT_DATABASE_URL (default postgresql://postgres@127.0.0.1:5432/test); the bench
@@ -43,10 +44,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
+from checkpointing import records
 from checkpointing.saver import JsonlCheckpointSaver
 
 SAVERS = ("jsonl", "memory", "sqlite", "postgres", "none")
-MILESTONES = (50, 200, 1000)
+MILESTONES = (100, 1000)
 JSONL_FSYNC = {"policy": "always"}
 
 
@@ -168,6 +170,7 @@ def run_one(name: str, mode: str, steps: int) -> dict[str, Any]:
     marks = sorted({m for m in MILESTONES if m <= steps} | {max(1, steps // 4), steps})
     out: dict[str, Any] = {"bytes": {}, "get_state": {}, "get_tuple": {}, "ms": 0.0}
     elapsed, state = 0.0, None
+    fsyncs = records.fsync_count()
     try:
         for mark in marks:
             limit["n"] = mark
@@ -185,6 +188,8 @@ def run_one(name: str, mode: str, steps: int) -> dict[str, Any]:
             out["get_state"][mark] = _median_ms(lambda: graph.get_state(cfg))
             out["get_tuple"][mark] = _median_ms(lambda: saver.get_tuple(cfg))
         out["ms"] = elapsed * 1000 / steps
+        # Counted in records.py; only our saver's fsyncs go through it (and reads cost none).
+        out["fsync"] = (records.fsync_count() - fsyncs) / steps if name == "jsonl" else None
     finally:
         close()
         shutil.rmtree(work, ignore_errors=True)
@@ -218,19 +223,24 @@ def report(mode: str, steps: int, runs: dict[str, list[dict[str, Any]]]) -> None
 
     print(f"\n== mode: {mode} ({'DeltaChannel' if mode == 'delta' else 'plain add_messages'}), {steps} steps ==")
     marks = [m for m in MILESTONES if m <= steps]
-    head = f"{'saver':<10}{'ms/step':>9}{'vs sqlite':>10}{'bytes':>11}{'vs sqlite':>10}{'growth^':>9}"
-    head += "".join(f"{'get_state@' + str(m):>15}{'get_tuple@' + str(m):>15}" for m in marks)
+    head = f"{'saver':<10}{'ms/step':>9}{'vs sqlite':>10}{'fsync/st':>9}{'growth^':>9}"
+    head += "".join(f"{'bytes@' + str(m):>11}{'vs sqlite':>10}" for m in marks)
+    head += "".join(f"{'get_state@' + str(m):>18}{'get_tuple@' + str(m):>15}" for m in marks)
     print(head)
     for name in runs:
         ms, sq_ms = med(name, "ms"), med("sqlite", "ms")
         by = {m: v for m in {max(1, steps // 4), steps} if (v := med(name, "bytes", m)) is not None}
         exp = _exponent(by, steps)
-        row = f"{name:<10}{ms or 0:>9.2f}{_ratio(ms, sq_ms):>10}{_fmt_bytes(by.get(steps)):>11}"
-        row += f"{_ratio(by.get(steps), med('sqlite', 'bytes', steps)):>10}{(f'{exp:.2f}' if exp else '-'):>9}"
+        fs = med(name, "fsync")
+        row = f"{name:<10}{ms or 0:>9.2f}{_ratio(ms, sq_ms):>10}{(f'{fs:.2f}' if fs is not None else '-'):>9}"
+        row += f"{(f'{exp:.2f}' if exp else '-'):>9}"
+        for m in marks:
+            b = med(name, "bytes", m)
+            row += f"{_fmt_bytes(b):>11}{_ratio(b, med('sqlite', 'bytes', m)):>10}"
         for m in marks:
             gs, gt = med(name, "get_state", m), med(name, "get_tuple", m)
             sgs = med("sqlite", "get_state", m)
-            row += f"{(f'{gs:.2f}ms ' + _ratio(gs, sgs)) if gs is not None else '-':>15}"
+            row += f"{(f'{gs:.2f}ms ' + _ratio(gs, sgs)) if gs is not None else '-':>18}"
             row += f"{(f'{gt:.2f}ms') if gt is not None else '-':>15}"
         print(row)
 
@@ -243,7 +253,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds (medians are reported)")
     ap.add_argument("--savers", default=",".join(SAVERS), help="comma list of " + ",".join(SAVERS))
     ap.add_argument("--modes", default="delta,plain", help="comma list of delta,plain")
-    ap.add_argument("--jsonl-fsync", default="always", choices=["always", "batch"], help="JSONL fsync policy")
+    policies = ["always", "checkpoint", "batch"]
+    ap.add_argument("--jsonl-fsync", default="always", choices=policies, help="JSONL fsync policy")
     args = ap.parse_args(argv)
     JSONL_FSYNC["policy"] = args.jsonl_fsync
     names = [n for n in args.savers.split(",") if n]

@@ -1,42 +1,63 @@
-"""The DeltaChannel history fast path: parent walk over the index, reading only what it needs."""
+"""`get_delta_channel_history` over the index: the parent walk reads only what it needs.
+
+Each step from a checkpoint to its parent checks that every pending write the checkpoint was
+built from (`parent_writes`) is still stored: a lost or torn writes record is an error, never a
+silently different history.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from langgraph.checkpoint.base import DeltaChannelHistory
 
 from checkpointing._saver_docs import DocumentBuilder
 from checkpointing._saver_store import SessionStore
+from checkpointing.errors import CorruptCheckpointError
+
+
+def check_parent_writes(store: SessionStore, ns: str, child: dict[str, Any]) -> None:
+    """Raise when a pending write that checkpoint `child` was built from is not stored."""
+    parent = child.get("parent_checkpoint_id")
+    wanted = child.get("parent_writes") or []
+    if not parent or not wanted:
+        return
+    have = {(w.task, i) for w in store.index.writes.get((ns, parent), []) for i in w.idxs}
+    lost = [f"{t}/{i}" for t, i in wanted if (t, i) not in have]
+    if lost:
+        loc = store.index.cps.get((ns, child["checkpoint_id"]))
+        where = str(store.run_file(loc.run)) if loc else str(store.runs_dir)
+        raise CorruptCheckpointError(
+            where,
+            loc.line if loc else 0,
+            f"checkpoint {child['checkpoint_id']} was built from pending writes {', '.join(lost[:5])} "
+            f"of checkpoint {parent}, which are not stored",
+        )
 
 
 def delta_history(
-    docs: DocumentBuilder,
-    store: SessionStore,
-    skey: tuple[str, str],
-    ids: dict[str, Any],
-    channels: Sequence[str],
-) -> Mapping[str, DeltaChannelHistory]:
-    """What `BaseCheckpointSaver.get_delta_channel_history` returns, without loading whole tuples."""
+    docs: DocumentBuilder, store: SessionStore, ns: str, target: str | None, channels: Sequence[str]
+) -> dict[str, DeltaChannelHistory]:
+    """Per channel: the writes on the parent chain of `target` (oldest first) and the nearest seed."""
     collected: dict[str, list[Any]] = {c: [] for c in channels}
     seeds: dict[str, Any] = {}
-    idx = store.index if store.runs_dir.exists() else None
-    ns = ids["ns"]
-    target = ids["cp_id"] or (idx.latest.get(ns) if idx else None)
-    loc = idx.cps.get((ns, target)) if idx and target else None
-    cursor = loc.parent if loc else None
+    idx = store.index
+    child = store.doc(ns, target) if target else None
     remaining = set(channels)
-    while idx is not None and cursor and remaining:
-        loc = idx.cps.get((ns, cursor))
-        if loc is None:
+    while child is not None and remaining:
+        cursor = child.get("parent_checkpoint_id")
+        if not cursor or (ns, cursor) not in idx.cps:
             break
+        check_parent_writes(store, ns, child)
+        doc = store.doc(ns, cursor)
+        assert doc is not None
         for w in reversed(docs.pending_writes(store, ns, cursor, only=remaining)):
             collected[w[1]].append(w)
-        for ch in [c for c in remaining if c in loc.channels]:
-            seeds[ch] = docs.decode(docs.values.value(skey, store, ns, cursor, ch))
+        for ch in [c for c in remaining if c in doc["task_state"]]:
+            seeds[ch] = docs.decode(docs.resolve(docs.value(store, ns, doc, ch), store))
             remaining.discard(ch)
-        cursor = loc.parent
+        child = doc
     out: dict[str, DeltaChannelHistory] = {}
     for ch in channels:
         entry: DeltaChannelHistory = {"writes": list(reversed(collected[ch]))}

@@ -1,11 +1,39 @@
-"""Building checkpoint documents (DESIGN §4) and reading them back into LangGraph tuples."""
+"""Checkpoint records (the document of DESIGN §4) and reading them back into LangGraph tuples.
+
+A checkpoint record (`"k": "c"`) is one line holding the whole checkpoint:
+
+    task_state       {channel: [version, home]}: the version of each stored channel it uses, and
+                     the checkpoint whose record holds that value (itself when the channel is in
+                     `new_versions`); values are stored once per (ns, channel, version)
+    values           {channel: encoded value} for the channels whose home is this record
+    channel_versions, versions_seen, updated_channels, pending_sends: as LangGraph gave them
+    parent_writes    [[task_id, idx], ...]: the parent's pending writes this checkpoint was built
+                     from; reading history checks each is stored (a lost one is an error)
+    delta_channels   the DeltaChannel channels (LangGraph's `counters_since_delta_snapshot`): one
+                     without a value here is rebuilt from ancestors' writes (retention keeps them)
+    next_nodes, current_node, runtime_snapshot, metadata, created_at, tenant/session/run ids
+
+A pending-writes record (`"k": "w"`) holds one `put_writes` call.
+
+Item records (`"k": "i", "h": <hash>, "v": <json>`): the items of a list value (and the values of
+a dict value, and a whole write value) of at least `item_min_bytes` are stored once per session
+under their content hash and referenced as `{"$i": <hash>}`. A message written as a pending write
+and later part of a DeltaChannel snapshot (or a plain list channel) is therefore stored once. A
+list of at least 2 x CHUNK elements is written as references to chunk items (CHUNK element
+references each, cut from index 0, so a list that only grew shares all its full chunks with the
+previous version) plus its tail: storage stays about linear even for a plain `add_messages` list.
+Item records precede the records that reference them, in
+the same write.
+"""
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -14,284 +42,202 @@ from langgraph.checkpoint.base import (
     PendingWrite,
     writes_sort_key,
 )
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from checkpointing._saver_graphinfo import current_node, next_nodes
-from checkpointing._saver_state import (
-    _UNSET,
-    DL_KEY,
-    PW_KEY,
-    ChanState,
-    HeadState,
-    ValueReader,
-    _copy_value,
-    _extend,
-    _is_dl,
-    _list_of,
-    size_of,
-    spill,
-    strip_id,
-    with_id,
-)
-from checkpointing._saver_store import SessionStore
-from checkpointing.blobs import BlobStore
-from checkpointing.codec import CheckpointStateCodec
-from checkpointing.digest import config_digest
+from checkpointing._saver_store import SCHEMA_VERSION, SessionStore, version_key
+from checkpointing.codec import TAG, CheckpointStateCodec
 from checkpointing.errors import CorruptCheckpointError
-from checkpointing.validation import SCHEMA_VERSION
 
-_RECENT_ITEMS = 4096
-# A keyframe once the deltas since the last one add up to this many times its size: keyframes
-# grow geometrically, so their total stays under 1.5x the value and a read costs <= 3x its size.
-KEYFRAME_GROWTH = 2
-SNAPSHOT_KEYS = ("surface_digest", "toolset_hash", "active_skill", "todo")
+_CONTAINER_TAGS = frozenset({"delta_snapshot", "tuple", "set", "frozenset", "overwrite", "deque"})
+ITEM_KEY = "$i"
+CHUNK_KEY = "$c"
+CHUNK = 64
+_MEMO = 20_000  # messages remembered per session (object -> its stored reference)
+Items = dict[str, bytes]
 
 
 class DocumentBuilder:
-    """Turns LangGraph checkpoints into documents and back, sharing caches with the saver."""
+    """Turns LangGraph checkpoints into records and back."""
 
-    def __init__(
-        self,
-        codec: CheckpointStateCodec,
-        blobs: BlobStore,
-        inline_max: int,
-        keyframe_every: int,
-        digest_keys: Sequence[str],
-    ) -> None:
+    def __init__(self, codec: CheckpointStateCodec, item_min: int) -> None:
         self.codec = codec
-        self.blobs = blobs
-        self.inline_max = inline_max
-        self.keyframe_every = keyframe_every
-        self.digest_keys = tuple(digest_keys)
-        self.values = ValueReader()
-        # Pending writes of recent checkpoints, by content: lets a delta point at them, not copy them.
-        self._recent: OrderedDict[tuple[Any, ...], OrderedDict[bytes, list[Any]]] = OrderedDict()
-        # ...and delta items of recent checkpoints, for pending writes that arrive after them.
-        self._recent_deltas: OrderedDict[tuple[Any, ...], OrderedDict[bytes, list[Any]]] = OrderedDict()
-        self._notes: list[tuple[bytes, list[Any]]] = []
-
-    def resolve_blob(self, ref: dict[str, Any]) -> Any:
-        """Load the JSON a blob reference stands for (digest verified by the blob store)."""
-        import json
-
-        return json.loads(self.blobs.get(ref["$blob"]))
+        self.item_min = item_min
 
     def decode(self, enc: Any) -> Any:
-        """Decode stored JSON into a fresh Python value."""
-        return self.codec.decode(enc, self.resolve_blob)
+        """Decode stored JSON (item references already resolved) into a fresh Python value."""
+        return self.codec.decode(enc)
+
+    def encode_spill(self, value: Any, store: SessionStore, new: Items) -> Any:
+        """`spill(codec.encode(value))`, encoding and hashing each message of a list only once per
+        session: a message object seen before (same object, still stored) reuses its reference."""
+        items = value.value if isinstance(value, _DeltaSnapshot) else value
+        if type(items) is not list:
+            return self.spill(self.codec.encode(value), store, new)
+        memo = store.memo
+        refs = []
+        for x in items:
+            msg = isinstance(x, BaseMessage)
+            # add_messages assigns ids in place: a memo entry holds only while no field was reassigned.
+            shape = tuple(map(id, x.__dict__.values())) if msg else ()
+            hit = memo.get(id(x)) if msg else None
+            if (
+                hit is not None
+                and hit[0] is x
+                and hit[2] == shape
+                and (not _is_ref(hit[1]) or _known(hit[1], store, new))
+            ):
+                refs.append(hit[1])
+                continue
+            ref = self._item(self.codec.encode(x), store, new)
+            if msg:
+                memo[id(x)] = (x, ref, shape)
+                if len(memo) > _MEMO:
+                    memo.pop(next(iter(memo)))
+            refs.append(ref)
+        out = self._chunked(refs, store, new)
+        return {TAG: "delta_snapshot", "v": out} if isinstance(value, _DeltaSnapshot) else out
+
+    def spill(self, enc: Any, store: SessionStore, new: Items) -> Any:
+        """`enc` with its big items (one level deep) replaced by item references; new ones in `new`."""
+        if isinstance(enc, list):
+            return self._chunked([self._item(x, store, new) for x in enc], store, new)
+        if isinstance(enc, dict):
+            if TAG not in enc:
+                return {k: self._item(x, store, new) for k, x in enc.items()}
+            if enc[TAG] in _CONTAINER_TAGS and isinstance(enc.get("v"), list):
+                return {**enc, "v": self._chunked([self._item(x, store, new) for x in enc["v"]], store, new)}
+        return self._item(enc, store, new)
+
+    def _chunked(self, refs: list[Any], store: SessionStore, new: Items) -> list[Any]:
+        """Full runs of CHUNK elements (from index 0) become one shared chunk item each, so a list
+        that only grew writes a few chunk references plus its tail, not one reference per item."""
+        if len(refs) < 2 * CHUNK:
+            return refs
+        full = len(refs) - len(refs) % CHUNK
+        out: list[Any] = []
+        for i in range(0, full, CHUNK):
+            raw = orjson.dumps(refs[i : i + CHUNK])
+            h = hashlib.blake2b(raw, digest_size=16).hexdigest()
+            if h not in new and h not in store.index.items:
+                new[h] = raw
+            out.append({CHUNK_KEY: h})
+        return out + refs[full:]
+
+    def _item(self, x: Any, store: SessionStore, new: Items) -> Any:
+        if not isinstance(x, (dict, list, str)) or (isinstance(x, str) and len(x) < self.item_min):
+            return x
+        raw = orjson.dumps(x)
+        if len(raw) < self.item_min:
+            return x
+        h = hashlib.blake2b(raw, digest_size=16).hexdigest()
+        if h not in new and h not in store.index.items:
+            new[h] = raw
+        return {ITEM_KEY: h}
+
+    def resolve(self, enc: Any, store: SessionStore) -> Any:
+        """The inverse of `spill`: item references replaced by the JSON they stand for."""
+        if isinstance(enc, list):
+            return _unchunk(enc, store)
+        if isinstance(enc, dict):
+            if _is_ref(enc):
+                return store.item(enc[ITEM_KEY])
+            if TAG not in enc:
+                return {k: _deref(x, store) for k, x in enc.items()}
+            if enc[TAG] in _CONTAINER_TAGS and isinstance(enc.get("v"), list):
+                return {**enc, "v": _unchunk(enc["v"], store)}
+        return enc
 
     # -- writing -------------------------------------------------------------------------------
 
-    def chan_from_disk(self, skey: tuple[str, str], store: SessionStore, ns: str, cp_id: str, ch: str) -> ChanState:
-        """What the stored document `cp_id` says about channel `ch` (value loaded lazily)."""
-        doc = store.doc(ns, cp_id)
-        assert doc is not None
-        home, entry = self.values.home_entry(store, ns, cp_id, ch)
-        st = ChanState(doc["channel_versions"].get(ch), home)
-        if "d" in entry:
-            st.n, st.kb, st.db = entry.get("n", 0), entry.get("kb", 0), entry.get("db", 0)
-        else:
-            st.kb = size_of(entry.get("w"))
-        return st
-
-    def _enc_of(self, skey: tuple[str, str], store: SessionStore, ns: str, st: ChanState, ch: str) -> Any:
-        if st.enc is _UNSET:
-            st.enc = self.values.value(skey, store, ns, st.home, ch)
-        return st.enc
-
-    def encode_state(
-        self,
-        skey: tuple[str, str],
-        store: SessionStore,
-        ns: str,
-        cp_id: str,
-        checkpoint: Checkpoint,
-        new_versions: Mapping[str, Any],
-        head: HeadState | None,
-        parent_id: str | None,
-    ) -> tuple[dict[str, Any], dict[str, ChanState]]:
-        """Entries for `task_state` and the new channel states; raises before any blob is written.
-
-        The returned states also carry channels absent from this checkpoint (a DeltaChannel
-        between snapshots), so the next snapshot can be a delta over the previous one.
-        """
-        versions = checkpoint["channel_versions"]
-        self._notes = []
-        parent_doc = store.doc(ns, parent_id) if parent_id and head is None else None
-        plans: list[tuple[str, str, Any, ChanState | None]] = []
-        for ch, value in checkpoint["channel_values"].items():
-            prev = head.chans.get(ch) if head is not None else None
-            if prev is None and parent_doc is not None and ch in parent_doc["task_state"]:
-                prev = self.chan_from_disk(skey, store, ns, parent_id or "", ch)
-            if prev is not None and ch not in new_versions and prev.version == versions.get(ch):
-                plans.append((ch, "ref", None, prev))
-                continue
-            items = _list_of(value)
-            if prev is not None and items is not None:
-                old = prev.obj
-                if old is _UNSET:
-                    old = self.decode(self._enc_of(skey, store, ns, prev, ch))
-                old_items = _list_of(old)
-                if (
-                    old_items is not None
-                    and type(old) is type(value)
-                    and len(items) >= len(old_items)
-                    and items[: len(old_items)] == old_items
-                ):
-                    plans.append((ch, "delta", self.codec.encode(items[len(old_items) :]), prev))
-                    continue
-            plans.append((ch, "whole", self.codec.encode(value), prev))
-        entries: dict[str, Any] = {}
-        chans: dict[str, ChanState] = {}
-        if head is not None:
-            chans.update({c: st for c, st in head.chans.items() if c in versions})
-        for ch, kind, enc, prev in plans:
-            value = checkpoint["channel_values"][ch]
-            ver = versions.get(ch)
-            snap = _copy_value(value)
-            if kind == "ref":
-                assert prev is not None
-                entries[ch] = {"ref": prev.home}
-                chans[ch] = prev
-                continue
-            if kind == "delta":
-                assert prev is not None
-                add, pw, payload = self._delta_items(skey, ns, enc)
-                # Count what the delta stands for, not its pointers: that is what a read rebuilds.
-                n, db = prev.n + 1, prev.db + payload
-                full = _extend(self._enc_of(skey, store, ns, prev, ch), enc)
-                if n < self.keyframe_every or db < KEYFRAME_GROWTH * prev.kb:
-                    entries[ch] = {"d": prev.home, "add": add, "n": n, "kb": prev.kb, "db": db}
-                    if pw:
-                        entries[ch]["pw"] = pw
-                    self._notes.extend(
-                        (strip_id(e)[0], [cp_id, ch, k])
-                        for k, (e, a) in enumerate(zip(enc, add, strict=True))
-                        if not (isinstance(a, dict) and PW_KEY in a)
-                    )
-                    chans[ch] = ChanState(ver, cp_id, n, prev.kb, db, full, snap)
-                    self.values.remember((*skey, ns, cp_id, ch), full)
-                    continue
-                enc = full
-            whole = spill(enc, self.blobs, self.inline_max)
-            entries[ch] = {"w": whole}
-            chans[ch] = ChanState(ver, cp_id, 0, size_of(whole), 0, enc, snap)
-            self.values.remember((*skey, ns, cp_id, ch), enc)
-        return entries, chans
-
-    def _delta_items(self, skey: tuple[str, str], ns: str, enc: list[Any]) -> tuple[list[Any], list[str], int]:
-        """Spilled delta items (a `$pw` pointer when a recent pending write holds one already),
-        the checkpoints pointed at, and the bytes of the items themselves."""
-        known = self._recent.get((*skey, ns))
-        out: list[Any] = []
-        used: set[str] = set()
-        payload = 0
-        for item in enc:
-            key, msg_id = strip_id(item)
-            ref = known.get(key) if known else None
-            spilled = spill(item, self.blobs, self.inline_max)
-            payload += size_of(spilled)
-            if ref is not None:
-                out.append({PW_KEY: ref, "id": msg_id})
-                used.add(ref[0])
-            else:
-                out.append(spilled)
-        return out, sorted(used), payload
-
-    def commit_notes(self, skey: tuple[str, str], ns: str) -> None:
-        """After the document is on disk: let late pending writes point at its delta items."""
-        known = self._recent_deltas.setdefault((*skey, ns), OrderedDict())
-        self._recent_deltas.move_to_end((*skey, ns))
-        for h, ref in self._notes:
-            known.setdefault(h, ref)
-        self._notes = []
-        while len(known) > _RECENT_ITEMS:
-            known.popitem(last=False)
-        while len(self._recent_deltas) > 64:
-            self._recent_deltas.popitem(last=False)
-
-    def note_writes(self, skey: tuple[str, str], rec: dict[str, Any], unspilled: list[Any]) -> None:
-        """Remember the content of a stored writes record for later checkpoints' deltas."""
-        key = (*skey, rec["checkpoint_ns"])
-        known = self._recent.setdefault(key, OrderedDict())
-        self._recent.move_to_end(key)
-        for (idx, _ch, stored), enc in zip(rec["writes"], unspilled, strict=True):
-            if idx < 0:
-                continue
-            elems = list(enumerate(enc)) if isinstance(enc, list) else [(-1, enc)]
-            for j, e in elems:
-                if _is_dl(stored[j] if j >= 0 else stored):
-                    continue
-                h = strip_id(e)[0]
-                if h not in known:
-                    known[h] = [rec["checkpoint_id"], rec["task_id"], idx, j]
-        while len(known) > _RECENT_ITEMS:
-            known.popitem(last=False)
-        while len(self._recent) > 64:
-            self._recent.popitem(last=False)
-
-    def forget_writes(self) -> None:
-        """Drop remembered writes and delta items (after a rewrite or delete)."""
-        self._recent.clear()
-        self._recent_deltas.clear()
-
-    def document(
+    def checkpoint_record(
         self,
         ids: dict[str, Any],
         config: RunnableConfig,
         checkpoint: Checkpoint,
         metadata: dict[str, Any],
-        task_state: dict[str, Any],
+        new_versions: Mapping[str, Any],
+        store: SessionStore,
         parent_seen: Mapping[str, Any] | None,
+        new: Items,
     ) -> dict[str, Any]:
-        """The checkpoint document of DESIGN §4 (plus the LangGraph fields needed to rebuild it)."""
-        conf = config.get("configurable", {})
-        snapshot = {k: self.codec.encode(conf.get(k)) for k in SNAPSHOT_KEYS}
-        doc: dict[str, Any] = {
+        """The record of one `put` (its new items added to `new`); raises before anything is written."""
+        ns, cp_id = ids["ns"], checkpoint["id"]
+        idx = store.index
+        parent = idx.cps.get((ns, ids["parent_id"])) if ids["parent_id"] else None
+        versions = checkpoint["channel_versions"]
+        task_state: dict[str, list[Any]] = {}
+        encoded: dict[str, Any] = {}
+        for ch, value in checkpoint["channel_values"].items():
+            ver = versions.get(ch)
+            home = None
+            if ch not in new_versions:
+                home = _known_home(store, ns, ch, ver, parent)
+            if home is None:
+                encoded[ch] = self.encode_spill(value, store, new)
+                home = cp_id
+            task_state[ch] = [ver, home]
+        meta_enc = self.codec.encode(metadata)
+        sends = self.codec.encode(checkpoint["pending_sends"]) if "pending_sends" in checkpoint else None  # type: ignore[typeddict-item]
+        values = encoded
+        parent_writes = (
+            sorted([w.task, i] for w in idx.writes.get((ns, ids["parent_id"]), []) for i in w.idxs)
+            if ids["parent_id"]
+            else []
+        )
+        counters = metadata.get("counters_since_delta_snapshot")
+        delta_channels = sorted(counters) if isinstance(counters, dict) else []
+        snapshot = metadata.get("runtime_snapshot")
+        run_meta = metadata.get("run_id")
+        rec: dict[str, Any] = {
+            "k": "c",
             "schema_version": SCHEMA_VERSION,
-            "checkpoint_id": checkpoint["id"],
+            "checkpoint_id": cp_id,
             "parent_checkpoint_id": ids["parent_id"],
-            "checkpoint_ns": ids["ns"],
+            "checkpoint_ns": ns,
             "tenant_id": ids["tenant"],
-            "agent_id": _scalar(conf.get("agent_id")),
             "session_id": ids["thread"],
-            "branch_id": _scalar(conf.get("branch_id")),
-            "turn": _scalar(conf.get("turn")),
             "run_id": ids["run"],
-            "graph_version": _scalar(conf.get("graph_version")),
+            "run_id_meta": run_meta if isinstance(run_meta, str) else None,
             "current_node": current_node(checkpoint["versions_seen"], parent_seen),
             "next_nodes": next_nodes(checkpoint),
             "task_state": task_state,
-            "channel_versions": dict(checkpoint["channel_versions"]),
+            "values": values,
+            "channel_versions": dict(versions),
             "versions_seen": {k: dict(v) for k, v in checkpoint["versions_seen"].items()},
-            "runtime_snapshot": snapshot,
-            "config_digest": config_digest(conf, self.digest_keys),
-            "metadata": self.codec.encode(metadata),
+            "updated_channels": checkpoint.get("updated_channels"),
+            "parent_writes": parent_writes,
+            "delta_channels": delta_channels,
+            "runtime_snapshot": self.codec.encode(snapshot) if isinstance(snapshot, dict) else {},
+            "metadata": meta_enc,
             "created_at": checkpoint["ts"],
             "checkpoint_format": checkpoint.get("v", 1),
-            "updated_channels": checkpoint.get("updated_channels"),
         }
-        if "pending_sends" in checkpoint:
-            doc["pending_sends"] = self.codec.encode(checkpoint["pending_sends"])  # type: ignore[typeddict-item]
-        return doc
+        if sends is not None:
+            rec["pending_sends"] = sends
+        return rec
 
     def writes_record(
-        self, ids: dict[str, Any], writes: Sequence[tuple[str, Any]], task_id: str, task_path: str, skip: set[int]
-    ) -> tuple[dict[str, Any], list[Any]] | None:
+        self,
+        ids: dict[str, Any],
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+        skip: set[int],
+        store: SessionStore,
+        new: Items,
+    ) -> dict[str, Any] | None:
         """The record of one put_writes call, without ordinary writes already stored."""
         rows = []
         for i, (ch, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(ch, i)
             if idx >= 0 and idx in skip:
                 continue
-            rows.append([idx, ch, self.codec.encode(value)])
+            rows.append([idx, ch, self.encode_spill(value, store, new)])
         if not rows:
             return None
-        unspilled = [row[2] for row in rows]
-        known = self._recent_deltas.get((ids["tenant"], ids["thread"], ids["ns"]))
-        dl: set[str] = set()
-        for row in rows:
-            row[2] = self._spill_write(row[2], known if row[0] >= 0 else None, dl)
-        rec = {
+        return {
+            "k": "w",
             "schema_version": SCHEMA_VERSION,
             "checkpoint_id": ids["cp_id"],
             "checkpoint_ns": ids["ns"],
@@ -299,44 +245,20 @@ class DocumentBuilder:
             "task_path": task_path,
             "writes": rows,
         }
-        if dl:
-            rec["dl"] = sorted(dl)
-        return rec, unspilled
-
-    def _spill_write(self, enc: Any, known: Mapping[bytes, list[Any]] | None, dl: set[str]) -> Any:
-        """Spill a write value; elements a stored delta already holds become `$dl` pointers."""
-
-        def one(e: Any) -> Any:
-            if known:
-                h, msg_id = strip_id(e)
-                ref = known.get(h)
-                if ref is not None:
-                    dl.add(ref[0])
-                    return {DL_KEY: ref, "id": msg_id}
-            return spill(e, self.blobs, self.inline_max)
-
-        if isinstance(enc, list):
-            return [one(e) for e in enc]
-        return one(enc)
-
-    def resolve_dl(self, store: SessionStore, ns: str, enc: Any) -> Any:
-        """A stored write value with its `$dl` pointers replaced by the delta items they name."""
-
-        def one(e: Any) -> Any:
-            if not _is_dl(e):
-                return e
-            cp, ch, k = e[DL_KEY]
-            doc = store.doc(ns, cp)
-            entry = (doc or {}).get("task_state", {}).get(ch) or {}
-            items = entry.get("add")
-            if not isinstance(items, list) or k >= len(items):
-                reason = f"pending write points at missing item {cp}/{ch}/{k}"
-                raise CorruptCheckpointError(str(store.runs_dir), 0, reason)
-            return with_id(items[k], e.get("id"))
-
-        return [one(e) for e in enc] if isinstance(enc, list) else one(enc)
 
     # -- reading -------------------------------------------------------------------------------
+
+    def value(self, store: SessionStore, ns: str, doc: dict[str, Any], ch: str) -> Any:
+        """The stored JSON of channel `ch` as checkpoint `doc` uses it."""
+        _, home = doc["task_state"][ch]
+        src = doc if home == doc["checkpoint_id"] else store.doc(ns, home)
+        if src is None or ch not in src.get("values", {}):
+            raise CorruptCheckpointError(
+                str(store.runs_dir),
+                0,
+                f"checkpoint {doc['checkpoint_id']}: value of {ch!r} stored at {home} is missing",
+            )
+        return src["values"][ch]
 
     def pending_writes(
         self, store: SessionStore, ns: str, cp_id: str, only: set[str] | None = None
@@ -351,16 +273,17 @@ class DocumentBuilder:
                     continue
                 merged[key] = (task, ch, enc, path)
         rows = sorted(merged.items(), key=lambda kv: writes_sort_key(kv[1][3], kv[0][0], kv[0][1]))
-        return [
-            (t, ch, self.decode(self.resolve_dl(store, ns, enc)))
-            for (_, (t, ch, enc, _)) in rows
-            if only is None or ch in only
-        ]
+        wanted = [(t, ch, enc) for (_, (t, ch, enc, _)) in rows if only is None or ch in only]
+        return [(t, ch, self.decode(self.resolve(enc, store))) for t, ch, enc in wanted]
 
-    def to_tuple(self, skey: tuple[str, str], store: SessionStore, doc: dict[str, Any]) -> CheckpointTuple:
-        """The LangGraph CheckpointTuple a stored document describes (fresh objects every call)."""
+    def to_tuple(self, store: SessionStore, doc: dict[str, Any], tenant: str | None = None) -> CheckpointTuple:
+        """The LangGraph CheckpointTuple a stored record describes (fresh objects every call).
+
+        `tenant` (when not the saver's default) is part of the configs it returns, so LangGraph's
+        follow-up reads (parent walk, DeltaChannel history) stay in the caller's tenant.
+        """
         ns, cp_id = doc["checkpoint_ns"], doc["checkpoint_id"]
-        values = {ch: self.decode(self.values.value(skey, store, ns, cp_id, ch)) for ch in doc["task_state"]}
+        values = {ch: self.decode(self.resolve(self.value(store, ns, doc, ch), store)) for ch in doc["task_state"]}
         checkpoint: dict[str, Any] = {
             "v": doc.get("checkpoint_format", 1),
             "id": cp_id,
@@ -374,18 +297,78 @@ class DocumentBuilder:
             checkpoint["pending_sends"] = self.decode(doc["pending_sends"])
         thread = doc["session_id"]
         parent = doc.get("parent_checkpoint_id")
+        extra = {"tenant_id": tenant} if tenant else {}
         return CheckpointTuple(
-            config={"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": cp_id}},
+            config={"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": cp_id, **extra}},
             checkpoint=checkpoint,  # type: ignore[arg-type]
             metadata=self.decode(doc["metadata"]),
             parent_config=(
-                {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": parent}}
+                {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": parent, **extra}}
                 if parent
                 else None
             ),
             pending_writes=self.pending_writes(store, ns, cp_id),
         )
 
+    def document_view(self, store: SessionStore, doc: dict[str, Any]) -> dict[str, Any]:
+        """The record as a plain document for recovery/doctor: values left out, metadata decoded."""
+        out = {k: v for k, v in doc.items() if k not in ("values", "k")}
+        out["metadata"] = self.decode(doc["metadata"])
+        out["runtime_snapshot"] = self.decode(doc.get("runtime_snapshot") or {})
+        return out
 
-def _scalar(v: Any) -> Any:
-    return v if v is None or isinstance(v, (str, int, float, bool)) else str(v)
+
+def _is_ref(x: Any) -> bool:
+    return isinstance(x, dict) and len(x) == 1 and ITEM_KEY in x
+
+
+def _deref(x: Any, store: SessionStore) -> Any:
+    return store.item(x[ITEM_KEY]) if _is_ref(x) else x
+
+
+def _known(ref: dict[str, Any], store: SessionStore, new: Items) -> bool:
+    h = ref[ITEM_KEY]
+    return h in new or h in store.index.items
+
+
+def _is_chunk(x: Any) -> bool:
+    return isinstance(x, dict) and len(x) == 1 and CHUNK_KEY in x
+
+
+def _unchunk(items: list[Any], store: SessionStore) -> list[Any]:
+    out: list[Any] = []
+    for x in items:
+        if _is_chunk(x):
+            out.extend(_deref(y, store) for y in store.item(x[CHUNK_KEY]))
+        else:
+            out.append(_deref(x, store))
+    return out
+
+
+def refs_of(rec: dict[str, Any]) -> list[str]:
+    """The item hashes a checkpoint or writes record references."""
+    tops: list[Any] = list((rec.get("values") or {}).values()) if rec["k"] == "c" else [w[2] for w in rec["writes"]]
+    out: list[str] = []
+    for enc in tops:
+        if _is_ref(enc):
+            out.append(enc[ITEM_KEY])
+            continue
+        inner = enc.get("v") if isinstance(enc, dict) and TAG in enc else enc
+        parts = inner if isinstance(inner, list) else list(inner.values()) if isinstance(inner, dict) else []
+        out.extend(x[ITEM_KEY] for x in parts if _is_ref(x))
+        out.extend(x[CHUNK_KEY] for x in parts if _is_chunk(x))
+    return out
+
+
+def chunk_refs(value: Any) -> list[str]:
+    """The item hashes a chunk item (a list of elements) references."""
+    return [x[ITEM_KEY] for x in value if _is_ref(x)] if isinstance(value, list) else []
+
+
+def _known_home(store: SessionStore, ns: str, ch: str, ver: Any, parent: Any) -> str | None:
+    """The checkpoint already storing `ch` at version `ver`: the parent's, else any in the thread."""
+    key = version_key(ver)
+    if parent is not None and ch in parent.homes and version_key(parent.versions.get(ch)) == key:
+        home: str = parent.homes[ch]
+        return home
+    return store.index.by_version.get((ns, ch, key))

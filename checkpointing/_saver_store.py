@@ -1,63 +1,66 @@
-"""Files of one session (thread) and the index that finds records without scanning history.
+"""The files of one session (thread) and the in-memory index that finds records in them.
 
-    sessions/<thread>/runs/<run>/checkpoints.jsonl   one checkpoint document a line
-    sessions/<thread>/runs/<run>/writes.jsonl        one put_writes call a line
-    sessions/<thread>/runs/index.jsonl               one small line per record: where it is
+    sessions/<thread>/runs/<run>/checkpoints.jsonl   checkpoint, pending-writes and item records
     sessions/<thread>/pins.json                      checkpoint ids that retention must keep
 
-The index is derived data: it is appended after the record it describes (not fsynced), caught up
-from the data files when they are longer than it knows, and rebuilt from them when it does not
-match. The data files are the truth and follow the record framing rules of `records.py`.
+The index is built by one verified scan of each run file when the session is first opened in a
+process, and caught up from the bytes past its end when another process grew a file. It is never
+written to disk. Reads never modify files: a torn tail is skipped, a damaged complete record
+raises `CorruptCheckpointError` naming file and line.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkpointing.errors import CorruptCheckpointError, CorruptRecordError
+import orjson
+
+from checkpointing.errors import CorruptCheckpointError, CorruptRecordError, UnknownSchemaError
+from checkpointing.layout import CHECKPOINTS_FILE, RUNS
 from checkpointing.records import (
+    CommitGroup,
     FsyncPolicy,
     RecordLog,
     atomic_write,
     decode_record,
     encode_record,
-    read_records_with_offsets,
+    frame,
+    scan,
+    verify_line,
 )
 
-CHECKPOINTS = "checkpoints.jsonl"
-WRITES = "writes.jsonl"
-INDEX = "index.jsonl"
 PINS = "pins.json"
-_DOC_CACHE_BYTES = 16 * 1024 * 1024
+SCHEMA_VERSION = 2
+_CACHE_BYTES = 16 * 1024 * 1024
 
 
 @dataclass
 class CpLoc:
-    """Where a checkpoint document is, plus what list/retention need without reading it."""
+    """Where a checkpoint record is, plus what reads and retention need without reading it."""
 
     run: str
     off: int
-    end: int
+    line: int
     parent: str | None
-    channels: list[str]
+    homes: dict[str, str]
+    versions: dict[str, Any]
     meta_run: str | None
+    missing: list[str]
 
 
 @dataclass
 class WriteLoc:
-    """Where one put_writes record is and which (task_id, idx) keys it holds."""
+    """Where one pending-writes record is and which (task_id, idx) keys it holds."""
 
     run: str
     off: int
-    end: int
-    keys: list[tuple[str, int]]
-    dl: list[str] = field(default_factory=list)
+    line: int
+    task: str
+    idxs: list[int]
 
 
 @dataclass
@@ -67,225 +70,204 @@ class SessionIndex:
     cps: dict[tuple[str, str], CpLoc] = field(default_factory=dict)
     latest: dict[str, str] = field(default_factory=dict)
     writes: dict[tuple[str, str], list[WriteLoc]] = field(default_factory=dict)
-    ends: dict[tuple[str, str], int] = field(default_factory=dict)
+    children: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (ns, channel, version as JSON) -> the checkpoint whose record stores that value
+    by_version: dict[tuple[str, str, bytes], str] = field(default_factory=dict)
+    # content hash -> (run, offset, line) of the item record holding that JSON
+    items: dict[str, tuple[str, int, int]] = field(default_factory=dict)
+    ends: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+def version_key(version: Any) -> bytes:
+    """A version as index key: its JSON, so 5, 5.0 and "5" stay distinct."""
+    return orjson.dumps(version)
 
 
 class SessionStore:
     """Read and append the records of one session; keeps its index in memory."""
 
-    def __init__(self, session_dir: Path, fsync: FsyncPolicy) -> None:
+    def __init__(self, session_dir: Path, fsync: FsyncPolicy, group: CommitGroup | None = None) -> None:
         self.dir = session_dir
-        self.runs_dir = session_dir / "runs"
-        self.index_path = self.runs_dir / INDEX
+        self.runs_dir = session_dir / RUNS
         self.fsync = fsync
-        self._logs: dict[tuple[str, str], RecordLog] = {}
-        self._index_log = RecordLog(self.index_path, fsync="never")
+        self.group = group
+        self._logs: dict[str, RecordLog] = {}
         self._idx: SessionIndex | None = None
-        self._index_size = -1
         self._checked = False
-        self._docs: OrderedDict[tuple[str, str, int], tuple[dict[str, Any], int]] = OrderedDict()
-        self._doc_bytes = 0
+        self._cache: OrderedDict[tuple[str, int], tuple[dict[str, Any], int]] = OrderedDict()
+        self._cache_bytes = 0
+        # id(message) -> (message, its stored form): each message object is encoded and hashed once.
+        self.memo: dict[int, tuple[Any, Any, tuple[int, ...]]] = {}
 
     # -- index ---------------------------------------------------------------------------------
 
     @property
     def index(self) -> SessionIndex:
-        """The index, loaded (or reloaded when another process appended) on demand."""
-        if self._idx is None or (not self._checked and _size(self.index_path) != self._index_size):
-            self._load_index()
-        self._checked = True
-        assert self._idx is not None
+        """The index, loaded (or caught up when another process appended) on demand."""
+        if self._idx is None:
+            self._idx = SessionIndex()
+            self._checked = False
+        if not self._checked:
+            self._catch_up(self._idx)
+            self._checked = True
         return self._idx
 
     def begin(self) -> None:
-        """Start of a saver call: look once whether another process grew the index."""
+        """Start of a saver call: look once whether another process grew a run file."""
         self._checked = False
 
     def exists(self) -> bool:
         """Whether this session has any checkpoint."""
         return self.runs_dir.exists() and bool(self.index.cps)
 
-    def _load_index(self) -> None:
-        idx = SessionIndex()
-        try:
-            for rec in self._index_log.read():
-                _apply_index_line(idx, rec)
-            stale = self._catch_up(idx)
-        except CorruptRecordError:
-            stale = True
-        if stale:
-            idx = SessionIndex()
-            self._rebuild_index_file(idx)
-        self._idx = idx
-        self._index_size = _size(self.index_path)
+    def run_file(self, run: str) -> Path:
+        """Path of a run's log."""
+        return self.runs_dir / run / CHECKPOINTS_FILE
 
-    def _catch_up(self, idx: SessionIndex) -> bool:
-        """Index what the data files hold beyond the index (crash after append); True if stale."""
+    def runs(self) -> list[str]:
+        """Run ids with a log on disk."""
         if not self.runs_dir.exists():
-            return False
-        for run_dir in sorted(p for p in self.runs_dir.iterdir() if p.is_dir()):
-            for kind in (CHECKPOINTS, WRITES):
-                path = run_dir / kind
-                if not path.exists():
-                    continue
-                known = idx.ends.get((run_dir.name, kind), 0)
-                size = path.stat().st_size
-                if size < known:
-                    return True  # shorter than the index says: a torn tail was cut, or a rewrite
-                if size > known:
-                    found = self._scan_from(path, known)
-                    lines = [_index_line(run_dir.name, kind, off, rec, path) for off, rec in found]
-                    for line in lines:
-                        _apply_index_line(idx, line)
-                    if lines:
-                        self._index_log.append_many(lines)
-        return False
+            return []
+        return sorted(p.name for p in self.runs_dir.iterdir() if (p / CHECKPOINTS_FILE).exists())
 
-    def _scan_from(self, path: Path, start: int) -> list[tuple[int, dict[str, Any]]]:
-        with open(path, "rb") as fh:
-            fh.seek(start)
-            data = fh.read()
-        out: list[tuple[int, dict[str, Any]]] = []
-        pos = 0
-        while pos < len(data):
-            nl = data.find(b"\n", pos)
+    def _catch_up(self, idx: SessionIndex) -> None:
+        for run in self.runs():
+            path = self.run_file(run)
+            end, lines = idx.ends.get(run, (0, 0))
+            size = path.stat().st_size
+            if size < end:
+                # Shorter than indexed: rewritten (retention) or a tail cut by recovery. Start over.
+                self._idx = idx = SessionIndex()
+                self._cache.clear()
+                self._cache_bytes = 0
+                return self._catch_up(idx)
+            if size == end:
+                continue
             try:
-                if nl == -1:
-                    raise ValueError("torn")
-                out.append((start + pos, decode_record(data[pos:nl])))
-            except (ValueError, UnicodeDecodeError):
-                # Let the framing module apply the torn-tail rule (or raise for mid-file damage).
-                try:
-                    recs = read_records_with_offsets(path, repair=True)
-                except CorruptRecordError as err:
-                    raise CorruptCheckpointError(err.path, err.line, err.reason) from err
-                return [(o, r) for o, r in recs if o >= start]
-            pos = nl + 1
-        return out
-
-    def _rebuild_index_file(self, idx: SessionIndex) -> None:
-        lines: list[dict[str, Any]] = []
-        if self.runs_dir.exists():
-            for run_dir in sorted(p for p in self.runs_dir.iterdir() if p.is_dir()):
-                for kind in (CHECKPOINTS, WRITES):
-                    path = run_dir / kind
-                    try:
-                        recs = read_records_with_offsets(path, repair=True)
-                    except CorruptRecordError as err:
-                        raise CorruptCheckpointError(err.path, err.line, err.reason) from err
-                    for off, rec in recs:
-                        line = _index_line(run_dir.name, kind, off, rec, path)
-                        _apply_index_line(idx, line)
-                        lines.append(line)
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.index_path, b"".join(encode_record(x) for x in lines))
-        self._index_log = RecordLog(self.index_path, fsync="never")
-        self._index_size = self.index_path.stat().st_size
-
-    def rebuild_index(self) -> None:
-        """Rebuild the index from the data files (after a rewrite, or when it was found stale)."""
-        self._docs.clear()
-        self._doc_bytes = 0
-        idx = SessionIndex()
-        self._rebuild_index_file(idx)
-        self._idx = idx
+                found = scan(path, end, lines + 1)
+            except CorruptRecordError as err:
+                raise CorruptCheckpointError(err.path, err.line, err.reason) from err
+            for i, (off, body) in enumerate(found.records):
+                rec = _parse(body, path, lines + 1 + i)
+                _apply(idx, run, off, lines + 1 + i, rec)
+            idx.ends[run] = (found.good, lines + len(found.records))
+        return None
 
     # -- appends -------------------------------------------------------------------------------
 
-    def _log(self, run: str, kind: str) -> RecordLog:
-        key = (run, kind)
-        log = self._logs.get(key)
+    def _log(self, run: str) -> RecordLog:
+        log = self._logs.get(run)
         if log is None:
-            log = RecordLog(self.runs_dir / run / kind, fsync=self.fsync)
-            self._logs[key] = log
+            log = self._logs[run] = RecordLog(self.run_file(run), fsync=self.fsync, group=self.group)
         return log
 
-    def append(self, run: str, kind: str, record: dict[str, Any]) -> None:
-        """Append a checkpoint or writes record, then its index line (not fsynced: derived data)."""
+    def append(
+        self, run: str, record: dict[str, Any], durable: bool | None = None, items: dict[str, bytes] | None = None
+    ) -> None:
+        """Append the item records `items` (hash -> JSON) then `record`, in one write, and index them."""
         idx = self.index
-        log = self._log(run, kind)
+        log = self._log(run)
+        hashes = list(items or {})
+        frames = [item_frame(h, (items or {})[h]) for h in hashes]
+        frames.append(frame(orjson.dumps(record)))
+        saved = log.fsync
+        if durable is not None:
+            log.fsync = "always" if durable else "never"
         try:
-            off = log.append(record)
+            offs = log.append_frames(frames)
         except CorruptRecordError as err:
             raise CorruptCheckpointError(err.path, err.line, err.reason) from err
-        # Under the saver's lock the file ends with our record (one writer per session, by lease).
-        line = _index_line(run, kind, off, record, log.path, size=_size(log.path) - off)
-        _apply_index_line(idx, line)
-        self._docs_put((run, kind, off), record, line["end"] - off)
-        frame = encode_record(line)
-        fd = os.open(self.index_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            os.write(fd, frame)
         finally:
-            os.close(fd)
-        self._index_size += len(frame)
+            log.fsync = saved
+        end, lines = idx.ends.get(run, (0, 0))
+        if offs[0] != end:
+            # Another writer appended (or a torn tail was cut) since we indexed: re-scan instead.
+            self.begin()
+            self.index  # noqa: B018 - catch up
+            return
+        for i, h in enumerate(hashes):
+            idx.items[h] = (run, offs[i], lines + 1 + i)
+        lines += len(hashes)
+        _apply(idx, run, offs[-1], lines + 1, record)
+        idx.ends[run] = (offs[-1] + len(frames[-1]), lines + 1)
+        self._cache_put((run, offs[-1]), record, len(frames[-1]))
+
+    def item(self, h: str) -> Any:
+        """The JSON value stored under content hash `h` (its record checksum-verified)."""
+        loc = self.index.items.get(h)
+        if loc is None:
+            raise CorruptCheckpointError(str(self.runs_dir), 0, f"stored item {h} is missing")
+        return self.read(*loc)["v"]
 
     def sync(self) -> None:
-        """fsync every data file appended to, and write the buffered index lines."""
+        """fsync every run file appended to."""
         for log in self._logs.values():
             log.sync()
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def read(self, run: str, kind: str, off: int, expect_id: str | None = None) -> dict[str, Any]:
-        """The record at `off` of a run file (cached), verified by checksum (and id if given)."""
-        key = (run, kind, off)
-        hit = self._docs.get(key)
+    def read(self, run: str, off: int, line: int) -> dict[str, Any]:
+        """The record at `off` of a run file (cached), verified by checksum."""
+        key = (run, off)
+        hit = self._cache.get(key)
         if hit is not None:
-            self._docs.move_to_end(key)
+            self._cache.move_to_end(key)
             return hit[0]
-        path = self.runs_dir / run / kind
+        path = self.run_file(run)
         with open(path, "rb") as fh:
             fh.seek(off)
-            line = fh.readline()
+            raw = fh.readline()
+        if not raw.endswith(b"\n"):
+            raise CorruptCheckpointError(str(path), line, "record is incomplete (file changed under us)")
         try:
-            if not line.endswith(b"\n"):
-                raise ValueError("record is incomplete")
-            rec = decode_record(line[:-1])
-        except (ValueError, UnicodeDecodeError) as err:
-            raise CorruptCheckpointError(str(path), _line_no(path, off), str(err)) from err
-        if expect_id is not None and rec.get("checkpoint_id") != expect_id:
-            raise LookupError("stale index")
-        self._docs_put(key, rec, len(line))
+            rec = _parse(verify_line(raw[:-1]), path, line)
+        except ValueError as err:
+            raise CorruptCheckpointError(str(path), line, str(err)) from err
+        self._cache_put(key, rec, len(raw))
         return rec
 
-    def _docs_put(self, key: tuple[str, str, int], rec: dict[str, Any], size: int) -> None:
-        self._docs[key] = (rec, size)
-        self._doc_bytes += size
-        while self._doc_bytes > _DOC_CACHE_BYTES and len(self._docs) > 1:
-            _, (_, old) = self._docs.popitem(last=False)
-            self._doc_bytes -= old
+    def _cache_put(self, key: tuple[str, int], rec: dict[str, Any], size: int) -> None:
+        self._cache[key] = (rec, size)
+        self._cache_bytes += size
+        while self._cache_bytes > _CACHE_BYTES and len(self._cache) > 1:
+            _, (_, old) = self._cache.popitem(last=False)
+            self._cache_bytes -= old
 
     def doc(self, ns: str, cp_id: str) -> dict[str, Any] | None:
-        """The checkpoint document (ns, cp_id), or None when it is not in this session."""
+        """The checkpoint record (ns, cp_id), or None when it is not in this session."""
         loc = self.index.cps.get((ns, cp_id))
-        if loc is None:
-            return None
-        try:
-            return self.read(loc.run, CHECKPOINTS, loc.off, cp_id)
-        except (LookupError, FileNotFoundError):
-            self.rebuild_index()
-            loc = self.index.cps.get((ns, cp_id))
-            return None if loc is None else self.read(loc.run, CHECKPOINTS, loc.off, cp_id)
+        return None if loc is None else self.read(loc.run, loc.off, loc.line)
 
     def writes_records(self, ns: str, cp_id: str) -> list[dict[str, Any]]:
-        """The put_writes records of checkpoint (ns, cp_id), in append order."""
-        return [self.read(w.run, WRITES, w.off) for w in self.index.writes.get((ns, cp_id), [])]
+        """The pending-writes records of checkpoint (ns, cp_id), in append order."""
+        return [self.read(w.run, w.off, w.line) for w in self.index.writes.get((ns, cp_id), [])]
 
-    def run_file(self, run: str, kind: str) -> Path:
-        """Path of a run's data file."""
-        return self.runs_dir / run / kind
+    def all_records(self, run: str) -> list[dict[str, Any]]:
+        """Every record of a run file, in order (verified)."""
+        path = self.run_file(run)
+        try:
+            found = scan(path)
+        except CorruptRecordError as err:
+            raise CorruptCheckpointError(err.path, err.line, err.reason) from err
+        return [_parse(body, path, i + 1) for i, (_, body) in enumerate(found.records)]
 
-    def forget_logs(self) -> None:
-        """Drop open logs and caches (after files were rewritten or removed)."""
+    def forget(self) -> None:
+        """Drop open logs, caches and the index (after files were rewritten or removed)."""
         self._logs.clear()
-        self._docs.clear()
-        self._doc_bytes = 0
+        self._cache.clear()
+        self._cache_bytes = 0
         self._idx = None
+
+    def replace_run(self, run: str, records: list[dict[str, Any]]) -> None:
+        """Atomically replace a run file with `records` (or remove the run when empty)."""
+        if not records:
+            shutil.rmtree(self.runs_dir / run, ignore_errors=True)
+            return
+        atomic_write(self.run_file(run), b"".join(frame(orjson.dumps(r)) for r in records))
 
     def remove(self) -> None:
         """Delete the whole session directory."""
-        self.forget_logs()
+        self.forget()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- pins ----------------------------------------------------------------------------------
@@ -294,69 +276,63 @@ class SessionStore:
         """Pinned (checkpoint_ns, checkpoint_id) pairs."""
         path = self.dir / PINS
         try:
-            data = json.loads(path.read_text("utf-8"))
+            raw = path.read_bytes()
         except FileNotFoundError:
             return set()
+        try:
+            data = decode_record(raw[:-1]) if raw.endswith(b"\n") else decode_record(b"")
+        except ValueError as err:
+            raise CorruptCheckpointError(str(path), 1, str(err)) from err
         return {(str(ns), str(i)) for ns, i in data.get("pinned", [])}
 
     def set_pins(self, pins: set[tuple[str, str]]) -> None:
         """Replace the pinned set (atomic file rewrite)."""
-        body = json.dumps({"pinned": sorted([list(p) for p in pins])}, separators=(",", ":"))
-        atomic_write(self.dir / PINS, body.encode())
+        atomic_write(self.dir / PINS, encode_record({"pinned": sorted([list(p) for p in pins])}))
 
 
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
+def item_frame(h: str, raw: bytes) -> bytes:
+    """The framed item record holding JSON `raw` under its content hash `h`."""
+    return frame(b'{"k":"i","schema_version":%d,"h":"%s","v":%s}' % (SCHEMA_VERSION, h.encode(), raw))
 
 
-def _line_no(path: Path, off: int) -> int:
-    with open(path, "rb") as fh:
-        return fh.read(off).count(b"\n") + 1
+def _parse(body: bytes, path: Path, line: int) -> dict[str, Any]:
+    rec = orjson.loads(body)
+    version = rec.get("schema_version") if isinstance(rec, dict) else None
+    if version != SCHEMA_VERSION:
+        raise UnknownSchemaError(
+            f"{path}:{line}: checkpoint record has schema_version {version!r}; this saver reads "
+            f"{SCHEMA_VERSION}. Finish or export the session with the agentrt that wrote it, or start a "
+            "new session; nothing was changed on disk."
+        )
+    return rec
 
 
-def _index_line(
-    run: str, kind: str, off: int, rec: dict[str, Any], path: Path, size: int | None = None
-) -> dict[str, Any]:
-    if size is None:
-        size = len(encode_record(rec))
-    base = {"run": run, "off": off, "end": off + size, "id": rec.get("checkpoint_id"), "ns": rec.get("checkpoint_ns")}
-    if kind == CHECKPOINTS:
-        meta = rec.get("metadata") or {}
-        mrun = meta.get("run_id") if isinstance(meta, dict) else None
-        return {
-            "k": "c",
-            **base,
-            "p": rec.get("parent_checkpoint_id"),
-            "ch": sorted(rec.get("task_state") or {}),
-            "mr": mrun if isinstance(mrun, str) else None,
-        }
-    line = {"k": "w", **base, "keys": [[rec.get("task_id"), w[0]] for w in rec.get("writes", [])]}
-    if rec.get("dl"):
-        line["dl"] = rec["dl"]
-    return line
-
-
-def _apply_index_line(idx: SessionIndex, line: dict[str, Any]) -> None:
-    ns, cp_id, run = line["ns"], line["id"], line["run"]
-    if line["k"] == "c":
-        idx.cps[(ns, cp_id)] = CpLoc(run, line["off"], line["end"], line.get("p"), line.get("ch", []), line.get("mr"))
+def _apply(idx: SessionIndex, run: str, off: int, line: int, rec: dict[str, Any]) -> None:
+    if rec["k"] == "i":
+        idx.items[rec["h"]] = (run, off, line)
+        return
+    ns, cp_id = rec["checkpoint_ns"], rec["checkpoint_id"]
+    if rec["k"] == "c":
+        homes = {ch: h for ch, (_, h) in rec["task_state"].items()}
+        versions = rec["channel_versions"]
+        meta_run = rec.get("run_id_meta")
+        missing = [ch for ch in rec.get("delta_channels", []) if ch not in homes]
+        parent = rec.get("parent_checkpoint_id")
+        idx.cps[(ns, cp_id)] = CpLoc(run, off, line, parent, homes, versions, meta_run, missing)
+        if parent:
+            idx.children[(ns, parent)] = idx.children.get((ns, parent), 0) + 1
         if cp_id > idx.latest.get(ns, ""):
             idx.latest[ns] = cp_id
-        kind = CHECKPOINTS
+        for ch, (ver, home) in rec["task_state"].items():
+            if home == cp_id:
+                idx.by_version[(ns, ch, version_key(ver))] = cp_id
     else:
-        keys = [(str(t), int(i)) for t, i in line.get("keys", [])]
-        loc = WriteLoc(run, line["off"], line["end"], keys, list(line.get("dl", [])))
-        idx.writes.setdefault((ns, cp_id), []).append(loc)
-        kind = WRITES
-    key = (run, kind)
-    idx.ends[key] = max(idx.ends.get(key, 0), line["end"])
+        idxs = [int(w[0]) for w in rec["writes"]]
+        idx.writes.setdefault((ns, cp_id), []).append(WriteLoc(run, off, line, str(rec["task_id"]), idxs))
 
 
 def fsync_policy_ok(value: str) -> FsyncPolicy:
-    """Validate an fsync policy name."""
-    if value not in ("always", "batch"):
-        raise ValueError(f"fsync must be 'always' or 'batch', got {value!r}")
+    """Validate an fsync policy name ("always", "checkpoint", "batch")."""
+    if value not in ("always", "checkpoint", "batch"):
+        raise ValueError(f"fsync must be 'always', 'checkpoint' or 'batch', got {value!r}")
     return value  # type: ignore[return-value]

@@ -9,6 +9,7 @@ CheckpointingError
  ├── InvalidIdError          an id that would become a path is not allowed
  ├── UnsupportedValueError   a value the codec cannot write (fails at put, nothing written)
  ├── UnknownSchemaError      a document written by a newer/unknown schema version
+ │    └── OldFormatError     a file in an older on-disk format (refused, never rewritten)
  ├── StaleFencingTokenError  a write carrying a lower lease token than one already seen
  └── DocumentMismatch        a loaded document does not match what the caller expects
 """
@@ -61,6 +62,20 @@ class UnsupportedValueError(CheckpointingError, TypeError):
 
 class UnknownSchemaError(CheckpointingError):
     """A document carries a schema version this code does not know how to read."""
+
+
+class OldFormatError(UnknownSchemaError):
+    """A file was written in an older on-disk record format this version no longer reads."""
+
+    def __init__(self, path: str, line: int) -> None:
+        self.path = path
+        self.line = line
+        self.reason = "on-disk format too old"
+        super().__init__(
+            f"{path}:{line}: written in an older agentrt on-disk format (records framed with a trailing "
+            "_crc); this version reads format 2 only. Finish the session with the agentrt that wrote it "
+            "or start a new session; nothing was changed on disk."
+        )
 
 
 class StaleFencingTokenError(CheckpointingError):

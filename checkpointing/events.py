@@ -31,16 +31,19 @@ from checkpointing.blobs import BLOB_KEY, BlobStore, is_blob_ref
 from checkpointing.errors import CorruptRecordError, UnknownSchemaError
 from checkpointing.fencing import FencingGuard
 from checkpointing.ids import validate_id
+from checkpointing.layout import EVENTS_FILE, session_dir
 from checkpointing.records import (
+    CommitGroup,
     FsyncPolicy,
     RecordLog,
     canonical_json,
     decode_record,
     encode_record,
-    read_records_with_offsets,
+    loads,
+    scan,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 HEADER_FIELDS = ("tenant_id", "agent_id", "user_id", "session_id", "created_at", "config_digest")
 
 EVENT_TYPES: frozenset[str] = frozenset(
@@ -66,13 +69,6 @@ EVENT_TYPES: frozenset[str] = frozenset(
         "sandbox",
     }
 )
-
-
-def session_dir(base_dir: Path | str, tenant_id: str, session_id: str) -> Path:
-    """The folder of one session under `base_dir` (both ids validated: they become path parts)."""
-    validate_id(tenant_id, "tenant id")
-    validate_id(session_id, "session id")
-    return Path(base_dir) / "tenants" / tenant_id / "sessions" / session_id
 
 
 def new_entry_id() -> str:
@@ -111,14 +107,15 @@ class EventLog:
         inline_payload_max_bytes: int = 8192,
         fsync: FsyncPolicy = "always",
         blobs: BlobStore | None = None,
+        group: CommitGroup | None = None,
     ) -> None:
         self.base_dir = Path(base_dir)
         self.tenant_id = tenant_id
         self.session_id = session_id
-        self.path = session_dir(base_dir, tenant_id, session_id) / "events.jsonl"
+        self.path = session_dir(base_dir, tenant_id, session_id) / EVENTS_FILE
         self.inline_payload_max_bytes = inline_payload_max_bytes
         self.blobs = blobs or BlobStore(base_dir)
-        self._log = RecordLog(self.path, fsync=fsync)
+        self._log = RecordLog(self.path, fsync=fsync, group=group)
         self._lock = threading.RLock()
         self._loaded = False
         self._ino = -1
@@ -165,14 +162,13 @@ class EventLog:
                 return
             # The file was removed, replaced or cut by someone else: the index is void.
             self._reset()
-        for _, rec in read_records_with_offsets(self.path, repair=True):
+        # A read never modifies the file: a torn tail is left for the appender (or recovery) to cut.
+        found = scan(self.path)
+        for _, body in found.records:
             self._line += 1
-            self._index(rec, self._line)
+            self._index(_loads(body), self._line)
         if self.path.exists():
-            st = self.path.stat()
-            self._size, self._ino = st.st_size, st.st_ino
-        # The scan above already cut any torn tail; spare RecordLog a second full read.
-        self._log._checked = True
+            self._size, self._ino = found.good, self.path.stat().st_ino
         self._loaded = True
 
     def _catch_up(self, size: int | None = None) -> None:
@@ -180,22 +176,12 @@ class EventLog:
             size = self.path.stat().st_size
         if size <= self._size:
             return
-        with open(self.path, "rb") as fh:
-            fh.seek(self._size)
-            data = fh.read(size - self._size)
-        pos = 0
-        while True:
-            nl = data.find(b"\n", pos)
-            if nl == -1:
-                break  # another writer's record still in flight: take it next time
+        # An incomplete last line is another writer's record still in flight: taken next time.
+        found = scan(self.path, self._size, self._line + 1)
+        for _, body in found.records:
             self._line += 1
-            try:
-                rec = decode_record(data[pos:nl])
-            except (ValueError, UnicodeDecodeError) as err:
-                raise CorruptRecordError(str(self.path), self._line, str(err)) from err
-            self._index(rec, self._line)
-            pos = nl + 1
-        self._size += pos
+            self._index(_loads(body), self._line)
+        self._size = found.good
 
     # -- header -------------------------------------------------------------------------------
 
@@ -400,6 +386,11 @@ class EventLog:
     def sync(self) -> None:
         """Make every append so far durable (for `fsync="batch"`)."""
         self._log.sync()
+
+
+def _loads(body: bytes) -> dict[str, Any]:
+    rec: dict[str, Any] = loads(body)
+    return rec
 
 
 def _now() -> str:

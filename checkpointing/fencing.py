@@ -3,7 +3,8 @@
 A session lease grants a token that grows with every grant. Every writer of a session (saver,
 event log, tool journal) calls `FencingGuard.check_and_raise(token)` before it writes: a token
 lower than the highest one ever seen for the session raises `StaleFencingTokenError`, a higher
-one becomes the new highest. The highest token lives in `<session dir>/fence.json`, updated under
+one becomes the new highest. The highest token lives in `<session dir>/fence.json` (one checksummed
+record, `records.py`: a damaged file refuses writes instead of reading a wrong token), updated under
 an exclusive `flock` on `<session dir>/fence.lock`, so the rule holds across processes on one host.
 
 Cheap on the hot path: the last value read is cached with the file's identity (inode, mtime,
@@ -17,7 +18,6 @@ A token of `None` means "no lease in use": the guard lets the write through.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import threading
 from collections.abc import Iterator
@@ -26,24 +26,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from checkpointing.errors import StaleFencingTokenError
-from checkpointing.ids import validate_id
-from checkpointing.records import atomic_write, canonical_json
+from checkpointing.layout import session_dir
+from checkpointing.records import atomic_write, decode_record, encode_record
 
 FENCE_FILE = "fence.json"
 LOCK_FILE = "fence.lock"
 
 _FileId = tuple[int, int, int]
-
-
-def session_dir(base_dir: Path | str, tenant: str, session_id: str) -> Path:
-    """`base_dir/tenants/<tenant>/sessions/<session>` (both ids validated)."""
-    return (
-        Path(base_dir)
-        / "tenants"
-        / validate_id(tenant, "tenant id")
-        / "sessions"
-        / validate_id(session_id, "session id")
-    )
 
 
 class FencingGuard:
@@ -106,7 +95,7 @@ class FencingGuard:
         if value is None or token > value:
             self.directory.mkdir(parents=True, exist_ok=True)
             doc = {"highest_token": token, "updated_at": datetime.now(UTC).isoformat()}
-            atomic_write(self.fence_path, canonical_json(doc) + b"\n")
+            atomic_write(self.fence_path, encode_record(doc))
             file_id = self._file_id()
         self._cached, self._cached_id = token, file_id
 
@@ -119,7 +108,7 @@ class FencingGuard:
         except FileNotFoundError:
             return None, None
         try:
-            doc = json.loads(raw)
+            doc = decode_record(raw.rstrip(b"\n")) if raw.endswith(b"\n") else decode_record(b"")
             value = doc["highest_token"]
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError("highest_token is not an integer")

@@ -61,6 +61,11 @@ def _json_safe(value: Any, where: str) -> Any:
     return value
 
 
+def is_canonical_message(msg: BaseMessage) -> bool:
+    """Whether `msg` is exactly one of the message classes a DTO describes (not a subclass)."""
+    return type(msg) in _ROLE_OF
+
+
 def message_to_dto(msg: BaseMessage) -> MessageDTO:
     """Convert a LangChain message into its canonical DTO (plain JSON)."""
     try:

@@ -30,10 +30,10 @@ from agent.errors import ModelError, StorageError, ToolError
 from agent.faults import crash_point
 from agent.tools.base import ToolContext, ToolSpec
 from checkpointing.blobs import BLOB_KEY, BlobStore, is_blob_ref
-from checkpointing.fencing import FencingGuard, session_dir
-from checkpointing.records import FsyncPolicy, RecordLog, canonical_json
+from checkpointing.fencing import FencingGuard
+from checkpointing.layout import JOURNAL_FILE, session_dir
+from checkpointing.records import CommitGroup, FsyncPolicy, RecordLog, canonical_json
 
-JOURNAL_FILE = "journal.jsonl"
 JOURNAL_VERSION = 1
 DEFAULT_INLINE_MAX_BYTES = 16 * 1024
 
@@ -108,6 +108,7 @@ class ToolExecutionJournal:
         token: int | None = None,
         blobs: BlobStore | None = None,
         inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES,
+        group: CommitGroup | None = None,
     ) -> None:
         self.path = session_dir(base_dir, tenant, session) / JOURNAL_FILE
         self.tenant = tenant
@@ -116,7 +117,7 @@ class ToolExecutionJournal:
         self.token = token
         self.blobs = blobs if blobs is not None else BlobStore(base_dir)
         self.inline_max_bytes = inline_max_bytes
-        self._log = RecordLog(self.path, fsync=fsync)
+        self._log = RecordLog(self.path, fsync=fsync, group=group)
         self._lock = threading.RLock()
         self._index: dict[tuple[str, str], _Key] | None = None
 
@@ -162,7 +163,8 @@ class ToolExecutionJournal:
             with self.fencing.fenced(self.token) if self.fencing is not None else nullcontext():
                 crash_point("before_journal_append")
                 self._log.append(rec)
-                if rec["kind"] == "intent" and self._log.fsync == "batch":
+                deferred = self._log.group is not None and self._log.group.active
+                if rec["kind"] == "intent" and (self._log.fsync == "batch" or deferred):
                     self._log.sync()  # an INTENT must be durable before the tool runs, even in batch mode
                 crash_point("after_journal_append")
             self._apply(index, rec)

@@ -31,7 +31,7 @@ def test_header_is_the_first_line_with_every_field(tmp_path: Path) -> None:
     """The header line carries schema version, ids, created time and config digest."""
     log = new_log(tmp_path)
     first = json.loads(log.path.read_bytes().splitlines()[0])
-    assert first["kind"] == "header" and first["schema_version"] == 1
+    assert first["kind"] == "header" and first["schema_version"] == 2
     for k, v in HEADER.items():
         assert first[k] == v
     assert log.path == tmp_path / "tenants/t1/sessions/s1/events.jsonl"
@@ -95,17 +95,19 @@ def test_large_payload_goes_to_a_blob_and_reads_back(tmp_path: Path) -> None:
     assert log.raw(small.id)["payload"] == {"content": "y"}
 
 
-def test_torn_tail_is_cut_and_kept_aside(tmp_path: Path) -> None:
-    """A half-written last line is moved to .broken and the log keeps working."""
+def test_torn_tail_is_skipped_by_reads_and_cut_by_the_next_append(tmp_path: Path) -> None:
+    """A half-written last line is ignored by reads (file untouched), moved to .broken by the next append."""
     log = new_log(tmp_path)
     a = log.append("user_turn", {"content": "hi"})
     with open(log.path, "ab") as fh:
         fh.write(b'{"id":"torn","type":"user_t')
     reopened = EventLog(tmp_path, "t1", "s1")
     assert [e.id for e in reopened.entries()] == [a.id]
-    assert (log.path.parent / "events.jsonl.broken").read_bytes() == b'{"id":"torn","type":"user_t'
+    assert log.path.read_bytes().endswith(b'{"id":"torn","type":"user_t')
+    assert not (log.path.parent / "events.jsonl.broken").exists()
     b = reopened.append("assistant_message", {"content": "yo"}, parent_id=a.id)
     assert [e.id for e in EventLog(tmp_path, "t1", "s1").entries()] == [a.id, b.id]
+    assert (log.path.parent / "events.jsonl.broken").read_bytes() == b'{"id":"torn","type":"user_t'
 
 
 def test_corruption_before_the_end_blocks_with_file_and_line(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 from agent import faults
 from agent.errors import ConfigError
 from checkpointing import records
-from checkpointing.records import read_records
+from checkpointing.records import cut_torn_tail, read_records
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -118,7 +118,7 @@ def test_unknown_point_in_env_fails_clearly(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 def test_mid_event_write_leaves_a_torn_record_that_is_cut(tmp_path: Path) -> None:
-    """mid_event_write:2 writes half of the second record and dies; reading cuts it to .broken."""
+    """mid_event_write:2 writes half of the second record and dies; reads skip it, repair cuts it to .broken."""
     log = tmp_path / "events.jsonl"
     code = f"""
         from pathlib import Path
@@ -136,6 +136,8 @@ def test_mid_event_write_leaves_a_torn_record_that_is_cut(tmp_path: Path) -> Non
     raw = log.read_bytes()
     assert not raw.endswith(b"\n") and raw.count(b"\n") == 1
     assert [r["i"] for r in read_records(log)] == [0]
+    assert log.read_bytes() == raw  # a read never modifies the file
+    assert cut_torn_tail(log)
     broken = log.with_name("events.jsonl.broken").read_bytes()
     assert broken.startswith(b"{") and not broken.endswith(b"\n")
     assert log.read_bytes().endswith(b"\n")

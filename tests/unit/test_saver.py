@@ -12,14 +12,20 @@ from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
 from checkpointing import _saver_store
-from checkpointing.errors import DocumentMismatch, InvalidIdError, UnknownSchemaError, UnsupportedValueError
+from checkpointing.errors import (
+    DocumentMismatch,
+    InvalidIdError,
+    OldFormatError,
+    UnknownSchemaError,
+    UnsupportedValueError,
+)
 from checkpointing.records import encode_record, read_records
 from checkpointing.saver import JsonlCheckpointSaver
 
 DOC_FIELDS = {
-    "schema_version", "checkpoint_id", "parent_checkpoint_id", "tenant_id", "agent_id", "session_id",
-    "branch_id", "turn", "run_id", "graph_version", "current_node", "next_nodes", "task_state",
-    "channel_versions", "versions_seen", "runtime_snapshot", "config_digest", "metadata", "created_at",
+    "schema_version", "checkpoint_id", "parent_checkpoint_id", "tenant_id", "session_id", "run_id",
+    "current_node", "next_nodes", "task_state", "channel_versions", "versions_seen", "parent_writes",
+    "runtime_snapshot", "metadata", "created_at",
 }  # fmt: skip
 
 
@@ -73,52 +79,38 @@ def test_read_back_equals_written_and_is_never_mutated(tmp_path: Path) -> None:
     assert again is not None and again.checkpoint["channel_values"] == expected["channel_values"]
 
 
-def test_document_has_every_design_field_from_config(tmp_path: Path) -> None:
-    """The stored document carries DESIGN §4 fields, identity and runtime snapshot from the config."""
+def test_document_has_every_design_field_and_caller_pins_travel_in_metadata(tmp_path: Path) -> None:
+    """The stored document carries DESIGN §4 fields; a caller's pins and runtime snapshot ride in metadata."""
     saver = JsonlCheckpointSaver(tmp_path)
-    extra: dict[str, Any] = {"agent_id": "a1", "branch_id": "b1", "turn": 3, "graph_version": "g7",
-             "surface_digest": "sha256:s",
-             "toolset_hash": "sha256:t", "active_skill": "sql", "todo": ["x"], "tenant_id": "acme"}  # fmt: skip
+    extra: dict[str, Any] = {"agent_id": "a1", "graph_version": "g7", "tenant_id": "acme"}
+    snapshot = {"surface_digest": "sha256:s", "active_skill": "sql", "todo": ["x"]}
     seen = {"agent": {"branch:to:agent": 1}}
     cp = _checkpoint({"count": 1}, {"count": 1, "branch:to:tools": 2}, seen)
-    cfg = saver.put(_cfg(**extra), cp, {"source": "loop", "step": 1}, {"count": 1})
+    cfg = saver.put(_cfg(**extra), cp, {"source": "loop", "step": 1, "runtime_snapshot": snapshot}, {"count": 1})
     doc = saver.get_document({"configurable": {**cfg["configurable"], "tenant_id": "acme"}})
     assert doc is not None and set(doc) >= DOC_FIELDS
-    assert (doc["tenant_id"], doc["agent_id"], doc["branch_id"], doc["turn"]) == ("acme", "a1", "b1", 3)
-    assert (doc["session_id"], doc["run_id"], doc["graph_version"]) == ("t1", "main", "g7")
-    assert doc["runtime_snapshot"] == {"surface_digest": "sha256:s", "toolset_hash": "sha256:t",
-                                       "active_skill": "sql", "todo": ["x"]}  # fmt: skip
+    assert (doc["tenant_id"], doc["session_id"], doc["run_id"]) == ("acme", "t1", "main")
+    assert (doc["metadata"]["agent_id"], doc["metadata"]["graph_version"]) == ("a1", "g7")
+    assert doc["runtime_snapshot"] == snapshot
     assert doc["next_nodes"] == ["tools"] and doc["current_node"] == "agent"
-    assert doc["config_digest"].startswith("sha256:")
+    assert doc["task_state"] == {"count": [1, cp["id"]]}
     path = tmp_path / "tenants" / "acme" / "sessions" / "t1" / "runs" / "main" / "checkpoints.jsonl"
     assert read_records(path)[0]["checkpoint_id"] == cp["id"]
+    assert cfg["configurable"]["tenant_id"] == "acme"  # returned configs keep the caller's tenant
+    default = {k: v for k, v in cfg["configurable"].items() if k != "tenant_id"}
+    assert saver.get_document({"configurable": default}) is None  # the default tenant has no such checkpoint
 
 
-def test_config_digest_ignores_secrets_and_unlisted_keys(tmp_path: Path) -> None:
-    """Two configs differing only by an api key or a non-allowlisted key get the same digest."""
-    saver = JsonlCheckpointSaver(tmp_path, config_digest_keys=("model", "api_key"))
-    digests = []
-    variants: list[dict[str, Any]] = [{"model": "m", "api_key": "sk-1"}, {"model": "m", "api_key": "sk-2", "other": 1}]
-    for i, extra in enumerate(variants):
-        cfg = saver.put(_cfg(f"t{i}", **extra), _checkpoint({}, {}), {}, {})
-        doc = saver.get_document(cfg)
-        assert doc is not None and "sk-" not in str(doc)
-        digests.append(doc["config_digest"])
-    assert digests[0] == digests[1]
-
-
-def test_unchanged_channel_is_stored_by_reference_and_list_as_delta(tmp_path: Path) -> None:
-    """A channel whose version did not change is a reference; a grown list is a delta, not a copy."""
+def test_values_are_stored_once_per_channel_version(tmp_path: Path) -> None:
+    """Only channels in new_versions are written; the others point at the record that holds them."""
     saver = JsonlCheckpointSaver(tmp_path)
     cfgs = _chain(saver, 3)
     same = [HumanMessage(f"m{i}", id=f"id{i}") for i in range(3)]
     nxt = _checkpoint({"messages": same, "count": 9}, {"messages": 3, "count": 9})
     saver.put(_cfg("t1", cfgs[-1]["configurable"]["checkpoint_id"]), nxt, {}, {"count": 9})
     docs = read_records(tmp_path / "tenants/default/sessions/t1/runs/main/checkpoints.jsonl")
-    assert "w" in docs[0]["task_state"]["messages"]
-    assert docs[1]["task_state"]["messages"]["d"] == docs[0]["checkpoint_id"]
-    assert len(docs[2]["task_state"]["messages"]["add"]) == 1
-    assert docs[3]["task_state"]["messages"] == {"ref": docs[2]["checkpoint_id"]}
+    assert set(docs[3]["values"]) == {"count"}
+    assert docs[3]["task_state"]["messages"] == [3, docs[2]["checkpoint_id"]]
     got = saver.get_tuple(_cfg("t1"))
     assert got is not None and [m.content for m in got.checkpoint["channel_values"]["messages"]] == ["m0", "m1", "m2"]
 
@@ -163,9 +155,9 @@ def test_unsupported_value_fails_at_put_and_writes_nothing(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("bad", ["..", "a/b", "/abs", "a\x00b", "x" * 300, "../../etc"])
-@pytest.mark.parametrize("key", ["thread_id", "tenant_id", "run_id", "checkpoint_id"])
+@pytest.mark.parametrize("key", ["tenant_id", "run_id"])
 def test_bad_ids_are_rejected_before_touching_disk(tmp_path: Path, key: str, bad: str) -> None:
-    """Ids with '..', '/', NUL or 300 chars raise InvalidIdError and create nothing."""
+    """Tenant and run ids with '..', '/', NUL or 300 chars raise InvalidIdError and create nothing."""
     saver = JsonlCheckpointSaver(tmp_path / "base")
     conf: dict[str, Any] = {"thread_id": "ok", "checkpoint_ns": "", key: bad}
     with pytest.raises(InvalidIdError, match="invalid"):
@@ -173,23 +165,33 @@ def test_bad_ids_are_rejected_before_touching_disk(tmp_path: Path, key: str, bad
     assert not (tmp_path / "base").exists()
 
 
-def test_bad_checkpoint_id_in_document_is_rejected(tmp_path: Path) -> None:
-    """A checkpoint whose own id is not a safe id is refused."""
-    cp = _checkpoint({}, {})
-    cp["id"] = "../x"
-    with pytest.raises(InvalidIdError):
-        JsonlCheckpointSaver(tmp_path).put(_cfg(), cp, {}, {})
+@pytest.mark.parametrize("bad", ["..", "a/b", "/abs", "x" * 300, "../../etc", "with space"])
+def test_any_thread_id_works_and_never_escapes_base_dir(tmp_path: Path, bad: str) -> None:
+    """A thread id that is not a safe path part (LangGraph allows any) lives under a digest folder."""
+    saver = JsonlCheckpointSaver(tmp_path / "base")
+    cfg = saver.put(_cfg(bad), _checkpoint({"n": 1}, {"n": 1}), {}, {"n": 1})
+    assert cfg["configurable"]["thread_id"] == bad
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert files and all(p.is_relative_to(tmp_path / "base" / "tenants" / "default" / "sessions") for p in files)
+    fresh = JsonlCheckpointSaver(tmp_path / "base")
+    got = fresh.get_tuple(_cfg(bad))
+    assert got is not None and got.config["configurable"]["thread_id"] == bad
+    assert [t.config["configurable"]["thread_id"] for t in fresh.list(None)] == [bad]
 
 
-def test_expected_graph_version_mismatch_raises_on_load(tmp_path: Path) -> None:
-    """A saver expecting another graph version reports DocumentMismatch instead of the checkpoint."""
+def test_expected_metadata_mismatch_raises_on_load(tmp_path: Path) -> None:
+    """A saver told to expect a graph version reports DocumentMismatch instead of the checkpoint."""
     _chain(JsonlCheckpointSaver(tmp_path), 2, graph_version="g1")
-    assert JsonlCheckpointSaver(tmp_path, expected_graph_version="g1").get_tuple(_cfg()) is not None
+    assert JsonlCheckpointSaver(tmp_path, expect_metadata={"graph_version": "g1"}).get_tuple(_cfg()) is not None
     with pytest.raises(DocumentMismatch) as err:
-        JsonlCheckpointSaver(tmp_path, expected_graph_version="g2").get_tuple(_cfg())
-    assert (err.value.step, err.value.expected, err.value.found) == ("validate_graph", "g2", "g1")
+        JsonlCheckpointSaver(tmp_path, expect_metadata={"graph_version": "g2"}).get_tuple(_cfg())
+    assert (err.value.step, err.value.expected, err.value.found) == ("validate_graph_version", "g2", "g1")
+
+    def refuse(doc: dict[str, Any]) -> None:
+        raise DocumentMismatch("validate_toolset", "toolset changed", "x", doc["metadata"].get("toolset_hash"))
+
     with pytest.raises(DocumentMismatch, match="toolset"):
-        JsonlCheckpointSaver(tmp_path, expected_toolset_hash="sha256:x").get_tuple(_cfg())
+        JsonlCheckpointSaver(tmp_path, validate=refuse).get_tuple(_cfg())
 
 
 def test_unknown_schema_version_raises_and_keeps_file(tmp_path: Path) -> None:
@@ -203,6 +205,22 @@ def test_unknown_schema_version_raises_and_keeps_file(tmp_path: Path) -> None:
         fh.write(encode_record(doc))
     before = path.read_bytes()
     with pytest.raises(UnknownSchemaError, match="schema_version 99"):
+        JsonlCheckpointSaver(tmp_path).get_tuple(_cfg())
+    assert path.read_bytes() == before
+
+
+def test_format_1_files_are_refused_with_a_clear_reason(tmp_path: Path) -> None:
+    """A run file of the older on-disk format raises OldFormatError (an UnknownSchemaError), untouched."""
+    import json
+    import zlib
+
+    path = tmp_path / "tenants/default/sessions/t1/runs/main/checkpoints.jsonl"
+    path.parent.mkdir(parents=True)
+    body = json.dumps({"schema_version": 1, "checkpoint_id": "x"}, sort_keys=True, separators=(",", ":")).encode()
+    crc = format(zlib.crc32(body) & 0xFFFFFFFF, "08x")
+    path.write_bytes(body[:-1] + f',"_crc":"{crc}"}}\n'.encode())
+    before = path.read_bytes()
+    with pytest.raises(OldFormatError, match="older agentrt on-disk format"):
         JsonlCheckpointSaver(tmp_path).get_tuple(_cfg())
     assert path.read_bytes() == before
 
@@ -235,7 +253,7 @@ def test_get_tuple_reads_the_same_records_after_10_or_1000_checkpoints(tmp_path:
 
 def test_keep_last_drops_old_checkpoints_but_keeps_needed_and_pinned(tmp_path: Path) -> None:
     """Retention keeps the newest per run, what they depend on and pinned ones; values stay whole."""
-    saver = JsonlCheckpointSaver(tmp_path, keep_last=3, keyframe_every=4)
+    saver = JsonlCheckpointSaver(tmp_path, keep_last=3)
     cfgs = _chain(saver, 5)
     saver.pin(cfgs[1])
     cfgs += _chain_more(saver, cfgs[-1], 5, 200)
@@ -267,16 +285,23 @@ def _chain_more(saver: JsonlCheckpointSaver, last: Any, start: int, stop: int) -
     return out
 
 
-def test_large_value_goes_to_blob_store_and_reads_back(tmp_path: Path) -> None:
-    """A value above inline_payload_max_bytes is a {"$blob", "size"} reference in the record."""
-    saver = JsonlCheckpointSaver(tmp_path, inline_payload_max_bytes=1024)
+def test_big_list_items_are_stored_once_per_session(tmp_path: Path) -> None:
+    """A big message in a pending write and in two later list values is written to disk once."""
+    saver = JsonlCheckpointSaver(tmp_path)
     big = "z" * 5000
-    cfg = saver.put(_cfg(), _checkpoint({"doc": big}, {"doc": 1}), {}, {"doc": 1})
+    msg = ToolMessage(big, tool_call_id="c", id="m1")
+    first = saver.put(_cfg(), _checkpoint({"messages": [msg]}, {"messages": 1}), {}, {"messages": 1})
+    saver.put_writes(first, [("messages", [msg])], "task")
+    grown = [msg, HumanMessage("next", id="m2")]
+    cfg = saver.put(_cfg("t1", first["configurable"]["checkpoint_id"]),
+                    _checkpoint({"messages": grown}, {"messages": 2}), {}, {"messages": 2})  # fmt: skip
     raw = (tmp_path / "tenants/default/sessions/t1/runs/main/checkpoints.jsonl").read_text()
-    assert '"$blob":"sha256:' in raw and big not in raw
-    assert len(list((tmp_path / "blobs" / "sha256").rglob("*"))) >= 1
-    got = JsonlCheckpointSaver(tmp_path).get_tuple(cfg)
-    assert got is not None and got.checkpoint["channel_values"]["doc"] == big
+    assert raw.count(big) == 1
+    fresh = JsonlCheckpointSaver(tmp_path)
+    got = fresh.get_tuple(cfg)
+    assert got is not None and got.checkpoint["channel_values"]["messages"] == grown
+    parent = fresh.get_tuple(first)
+    assert parent is not None and parent.pending_writes == [("task", "messages", [msg])]
 
 
 def test_copy_thread_keeps_chains_after_source_is_deleted(tmp_path: Path) -> None:
@@ -315,35 +340,3 @@ def test_prune_keep_latest_leaves_a_self_contained_latest(tmp_path: Path) -> Non
     saver.prune(["t1"])
     left = list(JsonlCheckpointSaver(tmp_path).list(_cfg()))
     assert len(left) == 1 and len(left[0].checkpoint["channel_values"]["messages"]) == 30
-
-
-def test_pending_writes_arriving_after_their_checkpoint_are_not_stored_twice(tmp_path: Path) -> None:
-    """A write whose message a newer checkpoint already holds points at it, and reads back equal."""
-    saver = JsonlCheckpointSaver(tmp_path)
-    parent = _chain(saver, 1)[0]
-    body = "r" * 3000
-    msgs = [HumanMessage("m0", id="id0"), ToolMessage(body, tool_call_id="c", id="t1")]
-    saver.put(_cfg("t1", parent["configurable"]["checkpoint_id"]), _checkpoint({"messages": msgs}, {"messages": 2}),
-              {}, {"messages": 2})  # fmt: skip
-    saver.put_writes(parent, [("messages", [ToolMessage(body, tool_call_id="c")])], "task")
-    writes_file = tmp_path / "tenants/default/sessions/t1/runs/main/writes.jsonl"
-    assert body not in writes_file.read_text()
-    got = JsonlCheckpointSaver(tmp_path).get_tuple(parent)
-    assert got is not None and got.pending_writes == [("task", "messages", [ToolMessage(body, tool_call_id="c")])]
-    saver.prune(["t1"])
-    latest = JsonlCheckpointSaver(tmp_path).get_tuple(_cfg())
-    assert latest is not None and latest.checkpoint["channel_values"]["messages"] == msgs
-
-
-def test_big_message_written_before_its_id_was_assigned_reads_back_with_its_id(tmp_path: Path) -> None:
-    """A 50 KB tool result stored once (in a blob) keeps the id add_messages gave it later."""
-    saver = JsonlCheckpointSaver(tmp_path)
-    parent = _chain(saver, 1)[0]
-    body = "b" * 50_000
-    saver.put_writes(parent, [("messages", [ToolMessage(body, tool_call_id="c")])], "task")
-    msgs = [HumanMessage("m0", id="id0"), ToolMessage(body, tool_call_id="c", id="given-later")]
-    cp = _checkpoint({"messages": msgs}, {"messages": 2})
-    cfg = saver.put(_cfg("t1", parent["configurable"]["checkpoint_id"]), cp, {}, {"messages": 2})
-    got = JsonlCheckpointSaver(tmp_path).get_tuple(cfg)
-    assert got is not None and got.checkpoint["channel_values"]["messages"] == msgs
-    assert len([p for p in (tmp_path / "blobs").rglob("*") if p.is_file()]) == 1

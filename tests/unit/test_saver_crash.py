@@ -10,7 +10,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
 from checkpointing import records
-from checkpointing.errors import BlobCorruptError, BlobMissingError, CorruptCheckpointError
+from checkpointing.errors import CorruptCheckpointError
 from checkpointing.saver import JsonlCheckpointSaver
 
 RUN = Path("tenants/default/sessions/t1/runs/main")
@@ -45,8 +45,9 @@ def _last_record_span(path: Path) -> tuple[int, int]:
     return start, len(data)
 
 
-def test_torn_tail_at_every_byte_offset_is_cut_and_kept_aside(tmp_path: Path) -> None:
-    """Cutting the last record anywhere loses only that record; it is moved to .broken; appends work."""
+def test_torn_tail_at_every_byte_offset_is_skipped_by_reads_and_cut_by_the_next_append(tmp_path: Path) -> None:
+    """Cutting the last record anywhere loses only that record; reads leave the file alone; the
+    next append moves the tail to .broken first."""
     seed = tmp_path / "seed"
     ids = _three(seed)
     path = seed / RUN / "checkpoints.jsonl"
@@ -63,8 +64,9 @@ def test_torn_tail_at_every_byte_offset_is_cut_and_kept_aside(tmp_path: Path) ->
         assert latest is not None and latest.checkpoint["id"] == ids[1], cut
         assert latest.checkpoint["channel_values"] == {"v": "value-1"}
         broken = base / RUN / "checkpoints.jsonl.broken"
-        assert broken.read_bytes() == original[start:cut]
+        assert not broken.exists() and (base / RUN / "checkpoints.jsonl").read_bytes() == original[:cut]
         new_id = _put(saver, ids[1], "after", 9)
+        assert broken.read_bytes() == original[start:cut]
         again = JsonlCheckpointSaver(base).get_tuple(_cfg())
         assert again is not None and again.checkpoint["id"] == new_id
         assert len(list(JsonlCheckpointSaver(base).list(_cfg()))) == 3
@@ -88,9 +90,11 @@ def test_crash_mid_append_keeps_previous_checkpoints(tmp_path: Path, monkeypatch
     with pytest.raises(Killed):
         _put(JsonlCheckpointSaver(tmp_path), ids[-1], "lost", 4)
     monkeypatch.setattr(records, "write_hook", None)
+    before = (tmp_path / RUN / "checkpoints.jsonl").read_bytes()
     latest = JsonlCheckpointSaver(tmp_path).get_tuple(_cfg())
     assert latest is not None and latest.checkpoint["id"] == ids[-1]
-    assert (tmp_path / RUN / "checkpoints.jsonl.broken").exists()
+    assert not (tmp_path / RUN / "checkpoints.jsonl.broken").exists()
+    assert (tmp_path / RUN / "checkpoints.jsonl").read_bytes() == before
 
 
 def test_flipped_byte_mid_file_raises_naming_file_and_line(tmp_path: Path) -> None:
@@ -108,9 +112,20 @@ def test_flipped_byte_mid_file_raises_naming_file_and_line(tmp_path: Path) -> No
     assert err.value.path.endswith("checkpoints.jsonl") and err.value.line == 2
     with pytest.raises(CorruptCheckpointError):
         list(saver.list(_cfg()))
-    first = saver.get_tuple(_cfg(ids[0]))
-    assert first is not None and first.checkpoint["channel_values"] == {"v": "value-0"}
+    with pytest.raises(CorruptCheckpointError, match=":2: corrupt record"):
+        saver.get_tuple(_cfg(ids[0]))  # the read stops: no state is served from a damaged file
     assert path.read_bytes() == bytes(data)
+
+
+def test_flipped_last_newline_is_corruption_not_a_torn_tail(tmp_path: Path) -> None:
+    """A complete last record whose newline is damaged raises instead of being dropped as torn."""
+    _three(tmp_path)
+    path = tmp_path / RUN / "checkpoints.jsonl"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptCheckpointError, match=r":3: .*terminator"):
+        JsonlCheckpointSaver(tmp_path).get_tuple(_cfg())
 
 
 def test_flipped_byte_blocks_appends_instead_of_hiding_damage(tmp_path: Path) -> None:
@@ -125,42 +140,26 @@ def test_flipped_byte_blocks_appends_instead_of_hiding_damage(tmp_path: Path) ->
     assert path.read_bytes() == bytes(data)
 
 
-@pytest.mark.parametrize("damage", ["missing", "truncated"])
-def test_missing_or_truncated_blob_gives_a_clear_error(tmp_path: Path, damage: str) -> None:
-    """A checkpoint whose blob is gone or cut raises a blob error; other checkpoints still load."""
-    saver = JsonlCheckpointSaver(tmp_path, inline_payload_max_bytes=256)
-    small = _put(saver, None, "small", 1)
-    big = _put(saver, small, "B" * 4000, 2)
-    blob = next(p for p in (tmp_path / "blobs" / "sha256").rglob("*") if p.is_file())
-    if damage == "missing":
-        blob.unlink()
-    else:
-        blob.write_bytes(blob.read_bytes()[:100])
-    fresh = JsonlCheckpointSaver(tmp_path)
-    with pytest.raises(BlobMissingError if damage == "missing" else BlobCorruptError):
-        fresh.get_tuple(_cfg(big))
-    ok = fresh.get_tuple(_cfg(small))
-    assert ok is not None and ok.checkpoint["channel_values"] == {"v": "small"}
-
-
-def test_lost_or_stale_index_is_rebuilt_from_the_data(tmp_path: Path) -> None:
-    """Deleting or garbling the index loses nothing: it is rebuilt from the checkpoint files."""
-    ids = _three(tmp_path)
-    index = tmp_path / "tenants/default/sessions/t1/runs/index.jsonl"
-    index.unlink()
-    got = JsonlCheckpointSaver(tmp_path).get_tuple(_cfg())
-    assert got is not None and got.checkpoint["id"] == ids[-1]
-    lines = index.read_bytes().splitlines(keepends=True)
-    index.write_bytes(lines[0] + b"garbage\n" + b"".join(lines[1:]))
+def test_lost_pending_write_is_an_error_not_a_different_history(tmp_path: Path) -> None:
+    """A writes record a later checkpoint was built from, removed from the file, stops the history read."""
     saver = JsonlCheckpointSaver(tmp_path)
-    assert [t.checkpoint["id"] for t in saver.list(_cfg())] == ids[::-1]
+    first = _put(saver, None, "v0", 1)
+    saver.put_writes(_cfg(first), [("log", "w1")], "task")
+    second = _put(saver, first, "v1", 2)
+    path = tmp_path / RUN / "checkpoints.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(x for x in lines if b'"k":"w"' not in x))
+    fresh = JsonlCheckpointSaver(tmp_path)
+    with pytest.raises(CorruptCheckpointError, match=r"task/0 of checkpoint .* which are not stored"):
+        fresh.get_delta_channel_history(config=_cfg(second), channels=["log"])
 
 
-def test_index_catches_up_with_records_it_missed(tmp_path: Path) -> None:
-    """A record appended without its index line (crash in between) is still found."""
+def test_reader_catches_up_with_records_another_writer_appended(tmp_path: Path) -> None:
+    """A saver that indexed a session sees checkpoints another process appended after that."""
     ids = _three(tmp_path)
-    index = tmp_path / "tenants/default/sessions/t1/runs/index.jsonl"
-    lines = index.read_bytes().splitlines(keepends=True)
-    index.write_bytes(b"".join(lines[:-1]))
-    got = JsonlCheckpointSaver(tmp_path).get_tuple(_cfg())
-    assert got is not None and got.checkpoint["id"] == ids[-1]
+    reader = JsonlCheckpointSaver(tmp_path)
+    assert reader.get_tuple(_cfg()) is not None
+    newer = _put(JsonlCheckpointSaver(tmp_path), ids[-1], "from elsewhere", 4)
+    got = reader.get_tuple(_cfg())
+    assert got is not None and got.checkpoint["id"] == newer
+    assert got.checkpoint["channel_values"] == {"v": "from elsewhere"}

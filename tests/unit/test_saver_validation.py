@@ -1,4 +1,4 @@
-"""Document validation for recovery: schema first, then identity, graph, surface and toolset."""
+"""Document validation: schema first, then the metadata pins the caller asked for, in order."""
 
 from __future__ import annotations
 
@@ -7,36 +7,30 @@ from typing import Any
 import pytest
 
 from checkpointing.errors import DocumentMismatch, UnknownSchemaError
-from checkpointing.validation import DocumentExpectations, validate_document
+from checkpointing.validation import SCHEMA_VERSION, validate_metadata
 
 DOC: dict[str, Any] = {
-    "schema_version": 1, "checkpoint_id": "c1", "tenant_id": "t", "agent_id": "a", "branch_id": "b",
-    "graph_version": "g1", "runtime_snapshot": {"surface_digest": "sha256:s", "toolset_hash": "sha256:h"},
+    "schema_version": SCHEMA_VERSION, "checkpoint_id": "c1",
+    "metadata": {"graph_version": "g1", "surface_digest": "sha256:s", "toolset_hash": "sha256:h"},
 }  # fmt: skip
 
 
 def test_matching_document_passes_and_empty_expectations_check_only_schema() -> None:
-    """A document equal to every expectation passes; None expectations are not checked."""
-    validate_document(DOC, DocumentExpectations("t", "a", "b", "g1", "sha256:s", "sha256:h"))
-    validate_document(DOC, DocumentExpectations())
+    """A document equal to every expectation passes; nothing expected checks only the schema."""
+    validate_metadata(DOC, {"graph_version": "g1", "toolset_hash": "sha256:h"})
+    validate_metadata(DOC, {})
 
 
-@pytest.mark.parametrize(
-    ("field", "step"),
-    [("tenant_id", "validate_tenant"), ("agent_id", "validate_agent"), ("branch_id", "validate_branch"),
-     ("graph_version", "validate_graph"), ("surface_digest", "validate_surface"),
-     ("toolset_hash", "validate_toolset")],
-)  # fmt: skip
-def test_each_mismatch_names_step_expected_and_found(field: str, step: str) -> None:
-    """A differing field raises DocumentMismatch with the recovery step, expected and found values."""
-    exp = DocumentExpectations(**{field: "other"})
+@pytest.mark.parametrize("key", ["graph_version", "surface_digest", "toolset_hash", "absent"])
+def test_each_mismatch_names_step_expected_and_found(key: str) -> None:
+    """A differing key raises DocumentMismatch naming the step, expected and found values."""
     with pytest.raises(DocumentMismatch) as err:
-        validate_document(DOC, exp)
-    assert err.value.step == step and err.value.expected == "other"
-    assert err.value.found == (DOC.get(field) or DOC["runtime_snapshot"][field])
+        validate_metadata(DOC, {key: "other"})
+    assert err.value.step == f"validate_{key}" and err.value.expected == "other"
+    assert err.value.found == DOC["metadata"].get(key)
 
 
 def test_unknown_schema_version_is_its_own_error() -> None:
-    """schema_version 2 (unknown) raises UnknownSchemaError before any other check."""
-    with pytest.raises(UnknownSchemaError, match="schema_version 2"):
-        validate_document({**DOC, "schema_version": 2}, DocumentExpectations(graph_version="other"))
+    """An unknown schema_version raises UnknownSchemaError before any other check."""
+    with pytest.raises(UnknownSchemaError, match="schema_version 1"):
+        validate_metadata({**DOC, "schema_version": 1}, {"graph_version": "other"})

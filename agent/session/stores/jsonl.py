@@ -28,7 +28,8 @@ from agent.errors import StorageError
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt, SessionStatus
 from checkpointing.blobs import BlobStore
 from checkpointing.errors import CheckpointingError
-from checkpointing.events import EventLog, session_dir
+from checkpointing.events import EventLog
+from checkpointing.layout import session_file, sessions_root
 from checkpointing.records import FsyncPolicy, atomic_write, decode_record, encode_record
 
 logger = logging.getLogger("agentrt.sessions")
@@ -121,7 +122,7 @@ class JsonlSessionStore:
 
     def path(self, tenant_id: str, session_id: str) -> Path:
         """The session.json of one session."""
-        return session_dir(self.base_dir, tenant_id, session_id) / "session.json"
+        return session_file(self.base_dir, tenant_id, session_id)
 
     def get(self, tenant_id: str, session_id: str) -> ChatSession | None:
         """The session from session.json (leaf moved forward to the log's), or None."""
@@ -215,7 +216,7 @@ class JsonlSessionStore:
 
     def list(self, tenant_id: str, user_id: str | None = None) -> builtins.list[ChatSession]:
         """Every session of the tenant under base_dir (only `user_id`'s when given), oldest first."""
-        root = session_dir(self.base_dir, tenant_id, "x").parent
+        root = sessions_root(self.base_dir, tenant_id)
         out: builtins.list[ChatSession] = []
         try:
             names = sorted(p.name for p in root.iterdir() if p.is_dir())

@@ -1,0 +1,140 @@
+"""A single-bit flip anywhere in any file kind is detected, never decoded into different state.
+
+Each file the stores write (checkpoint log with items and writes, event log, tool journal, session
+document, pins, fence, blob) is written once; then, for many random bit positions (seeded), a copy
+with that one bit flipped is read back by the code that owns the file. The read must either raise
+one of our errors or return exactly what the undamaged file returns (a flip inside a torn tail
+that nobody reads cannot exist: every file here ends with a complete record).
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.channels.delta import DeltaChannel
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+
+from agent.errors import AgentRuntimeError
+from agent.session.session import ChatSession
+from agent.session.stores.jsonl import JsonlSessionStore
+from agent.tools.journal import ToolExecutionJournal
+from checkpointing.blobs import BlobStore
+from checkpointing.errors import CheckpointingError
+from checkpointing.events import EventLog
+from checkpointing.fencing import FencingGuard
+from checkpointing.saver import JsonlCheckpointSaver
+
+FLIPS = 120
+SESSION = Path("tenants/acme/sessions/s1")
+
+
+def add_batches(state: list, writes: Any) -> list:
+    out = list(state or [])
+    for w in writes:
+        out = add_messages(out, w)
+    return out
+
+
+class State(TypedDict):
+    messages: Annotated[list, DeltaChannel(add_batches, snapshot_frequency=3)]
+    n: int
+
+
+def _graph(saver: JsonlCheckpointSaver) -> Any:
+    def agent(s: Any) -> dict[str, Any]:
+        call = {"id": f"c{s['n']}", "name": "t", "args": {"n": s["n"]}}
+        return {"messages": [AIMessage("", tool_calls=[call])], "n": s["n"] + 1}
+
+    def tools(s: Any) -> dict[str, Any]:
+        return {"messages": [ToolMessage("r" * 300 + str(s["n"]), tool_call_id=f"c{s['n'] - 1}")]}
+
+    b: Any = StateGraph(State)
+    b.add_node("agent", agent)
+    b.add_node("tools", tools)
+    b.add_edge(START, "agent")
+    b.add_conditional_edges("agent", lambda s: "tools" if s["n"] < 4 else END, ["tools", END])
+    b.add_edge("tools", "agent")
+    return b.compile(checkpointer=saver)
+
+
+CFG: Any = {"configurable": {"thread_id": "s1", "tenant_id": "acme"}}
+
+
+def _write_everything(base: Path) -> dict[str, Any]:
+    saver = JsonlCheckpointSaver(base)
+    _graph(saver).invoke({"messages": [HumanMessage("go")], "n": 0}, CFG)
+    latest = saver.get_tuple(CFG)
+    assert latest is not None
+    saver.pin(latest.config)
+    events = EventLog(base, "acme", "s1")
+    events.create({"tenant_id": "acme", "agent_id": "a", "user_id": "u", "session_id": "s1",
+                   "created_at": "2026-01-01T00:00:00+00:00", "config_digest": None})  # fmt: skip
+    first = events.append("user_turn", {"content": "hello"})
+    events.append("assistant_message", {"content": "hi there"}, parent_id=first.id)
+    journal = ToolExecutionJournal(base, "acme", "s1")
+    journal.record_intent("r1", "c0", "t", {"n": 0}, "read_only")
+    journal.record_completed("r1", "c0", "result")
+    JsonlSessionStore(base).put(ChatSession(session_id="s1", agent_id="a", tenant_id="acme", user_id="u"))
+    FencingGuard(base / SESSION).check_and_raise(7)
+    ref = BlobStore(base).put(b"blob payload " * 50)
+    return {"blob": ref}
+
+
+def _readers(ctx: dict[str, Any]) -> dict[str, tuple[str, Callable[[Path], Any]]]:
+    def saver_state(base: Path) -> Any:
+        saver = JsonlCheckpointSaver(base)
+        history = [(h.values, h.next, h.metadata) for h in _graph(saver).get_state_history(CFG)]
+        tuples = [(t.checkpoint, t.pending_writes) for t in saver.list(CFG)]
+        return history, tuples
+
+    def pins(base: Path) -> Any:
+        saver = JsonlCheckpointSaver(base)
+        return saver._store("acme", "s1").pins()
+
+    return {
+        "checkpoint log": (str(SESSION / "runs/main/checkpoints.jsonl"), saver_state),
+        "pins": (str(SESSION / "pins.json"), pins),
+        "event log": (str(SESSION / "events.jsonl"), lambda b: (EventLog(b, "acme", "s1").header(),
+                                                               EventLog(b, "acme", "s1").raw_entries())),
+        "journal": (str(SESSION / "journal.jsonl"), lambda b: ToolExecutionJournal(b, "acme", "s1").entries()),
+        "session document": (str(SESSION / "session.json"), lambda b: JsonlSessionStore(b).get("acme", "s1")),
+        "fence": (str(SESSION / "fence.json"), lambda b: FencingGuard(b / SESSION).highest()),
+        "blob": (str(BlobStore(Path("")).path_for(ctx["blob"])), lambda b: BlobStore(b).get(ctx["blob"])),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "kind", ["checkpoint log", "pins", "event log", "journal", "session document", "fence", "blob"]
+)
+def test_single_bit_flips_are_always_detected(tmp_path: Path, kind: str) -> None:
+    """Every one-bit flip either raises our error or reads back exactly the original state."""
+    seed_dir = tmp_path / "seed"
+    ctx = _write_everything(seed_dir)
+    rel, read = _readers(ctx)[kind]
+    original = read(seed_dir)
+    data = (seed_dir / rel).read_bytes()
+    rnd = random.Random(f"{kind}-flips")
+    positions = sorted({len(data) - 1, 0, *(rnd.randrange(len(data)) for _ in range(FLIPS))})
+    detected = 0
+    for pos in positions:
+        base = tmp_path / f"f{pos}"
+        shutil.copytree(seed_dir, base, symlinks=True)
+        damaged = bytearray(data)
+        damaged[pos] ^= 1 << rnd.randrange(8)
+        (base / rel).write_bytes(bytes(damaged))
+        try:
+            got = read(base)
+        except (CheckpointingError, AgentRuntimeError):
+            detected += 1
+        else:
+            assert got == original, f"{kind}: flip at byte {pos} of {len(data)} read back as different state"
+        assert (base / rel).read_bytes() == bytes(damaged), f"{kind}: the read modified the file"
+        shutil.rmtree(base)
+    assert detected == len(positions), f"{kind}: {len(positions) - detected} flips went unnoticed"

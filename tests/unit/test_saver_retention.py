@@ -1,0 +1,128 @@
+"""keep_last on a real 500-step run: bounded on disk, kept checkpoints identical, forks and interrupts kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.types import Command, interrupt
+
+from checkpointing.saver import JsonlCheckpointSaver
+
+SNAPSHOT_EVERY = 10
+KEEP = 5
+
+
+def add_batches(state: list, writes: Any) -> list:
+    out = list(state or [])
+    for w in writes:
+        out = add_messages(out, w)
+    return out
+
+
+class State(TypedDict):
+    messages: Annotated[list, DeltaChannel(add_batches, snapshot_frequency=SNAPSHOT_EVERY)]
+    n: int
+
+
+def build(saver: BaseCheckpointSaver, steps: int, ask_at_end: bool = False) -> Any:
+    """agent -> tools -> agent ... (`steps` supersteps in all); optionally a human approval last."""
+
+    def agent(s: Any) -> dict[str, Any]:
+        n = s["n"]
+        call = {"id": f"c{n}", "name": "lookup", "args": {"n": n}}
+        return {"messages": [AIMessage("", tool_calls=[call], id=f"a{n}")], "n": n + 1}
+
+    def tools(s: Any) -> dict[str, Any]:
+        n = s["n"] - 1
+        return {"messages": [ToolMessage(f"result {n} " + "x" * 500, tool_call_id=f"c{n}", id=f"t{n}")]}
+
+    def approve(s: Any) -> dict[str, Any]:
+        answer = interrupt({"approve": s["n"]})
+        return {"messages": [HumanMessage(f"approved: {answer}", id="approval")]}
+
+    b: Any = StateGraph(State)
+    b.add_node("agent", agent)
+    b.add_node("tools", tools)
+    b.add_node("approve", approve)
+    b.add_edge(START, "agent")
+    done = "approve" if ask_at_end else END
+    b.add_conditional_edges("agent", lambda s: "tools" if s["n"] < steps // 2 else done, ["tools", done])
+    b.add_edge("tools", "agent")
+    b.add_edge("approve", END)
+    return b.compile(checkpointer=saver)
+
+
+def _cfg(thread: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread, "tenant_id": "acme"}, "recursion_limit": 2000}
+
+
+def _size(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*.jsonl"))
+
+
+def _same(a: Any, b: Any) -> None:
+    assert a is not None and b is not None
+    assert a.checkpoint == b.checkpoint
+    assert a.metadata == b.metadata
+    assert a.pending_writes == b.pending_writes
+    assert a.parent_config == b.parent_config
+
+
+def test_keep_last_bounds_a_500_step_run_and_kept_checkpoints_read_back_identical(tmp_path: Path) -> None:
+    """500 supersteps with keep_last=5: at most the 5 newest plus their DeltaChannel bases remain,
+    each reads back exactly as without retention, and the run resumes with its whole history."""
+    ref_saver = JsonlCheckpointSaver(tmp_path / "ref", fsync="batch")
+    kept_saver = JsonlCheckpointSaver(tmp_path / "kept", fsync="batch", keep_last=KEEP)
+    start = {"messages": [HumanMessage("go", id="h0")], "n": 0}
+    out = build(ref_saver, 500).invoke(start, _cfg("run"))
+    build(kept_saver, 500).invoke(start, _cfg("run"))
+
+    fresh = JsonlCheckpointSaver(tmp_path / "kept")
+    kept = list(fresh.list(_cfg("run")))
+    assert len(list(ref_saver.list(_cfg("run")))) > 500
+    assert KEEP <= len(kept) <= KEEP + SNAPSHOT_EVERY + 1, len(kept)
+    # Retention applied to the reference run afterwards: what it keeps reads back as before.
+    before = {t.checkpoint["id"]: t for t in JsonlCheckpointSaver(tmp_path / "ref").list(_cfg("run"))}
+    JsonlCheckpointSaver(tmp_path / "ref", keep_last=KEEP).retain(_cfg("run"))
+    after = list(JsonlCheckpointSaver(tmp_path / "ref").list(_cfg("run")))
+    assert KEEP <= len(after) <= KEEP + SNAPSHOT_EVERY + 1
+    for tup in after:
+        _same(tup, before[tup.checkpoint["id"]])
+    ref_state = build(JsonlCheckpointSaver(tmp_path / "ref"), 500).get_state(_cfg("run"))
+    assert ref_state.values["messages"] == out["messages"]
+    state = build(fresh, 500).get_state(_cfg("run"))
+    assert state.values["messages"] == out["messages"] and len(out["messages"]) == 500
+    # On disk: about one copy of the latest state plus the kept records, not 500 checkpoints.
+    assert _size(tmp_path / "kept") <= 2 * _size(tmp_path / "ref")
+    latest_state = sum(len(m.content) for m in out["messages"])
+    assert _size(tmp_path / "kept") < 2 * latest_state + 200_000
+
+
+def test_keep_last_keeps_a_fork_and_a_pending_interrupt(tmp_path: Path) -> None:
+    """A branch forked off the main line, and a run waiting on a human, survive many retention passes."""
+    saver = JsonlCheckpointSaver(tmp_path, fsync="batch", keep_last=KEEP)
+    graph = build(saver, 60)
+    graph.invoke({"messages": [HumanMessage("go", id="h0")], "n": 0}, _cfg("t"))
+    history = list(graph.get_state_history(_cfg("t")))
+    head, base = history[0], history[3]
+    fork_cfg = graph.update_state(base.config, {"messages": [HumanMessage("fork", id="fork")]})
+    fork_values = graph.get_state(fork_cfg).values
+    # The main line goes on from its own head for 60 more supersteps: retention runs many times.
+    graph.invoke({"messages": [HumanMessage("more", id="h2")], "n": 0}, head.config)
+    waiting = build(saver, 60, ask_at_end=True)
+    waiting.invoke({"messages": [HumanMessage("again", id="h1")], "n": 0}, _cfg("t2"))
+
+    fresh = JsonlCheckpointSaver(tmp_path)
+    assert len(list(fresh.list(_cfg("t")))) < 60
+    assert build(fresh, 60).get_state(fork_cfg).values == fork_values
+    pending = build(fresh, 60, ask_at_end=True).get_state(_cfg("t2"))
+    assert pending.next == ("approve",) and pending.tasks[0].interrupts
+    done = build(fresh, 60, ask_at_end=True).invoke(Command(resume="yes"), _cfg("t2"))
+    assert done["messages"][-1].content == "approved: yes" and len(done["messages"]) == 61
