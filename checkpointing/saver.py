@@ -336,11 +336,11 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
                 with self._fence(store, config):
                     store.append(run, rec, durable=False if self.fsync == "checkpoint" else None, items=new)
 
-    def delete_thread(self, thread_id: str) -> None:
-        """Remove every checkpoint and write of `thread_id`, in every tenant."""
+    def delete_thread(self, thread_id: str, *, tenant_id: str | None = None) -> None:
+        """Remove every checkpoint and write of `thread_id`: in one tenant when given, else in every tenant."""
         thread = str(_str(thread_id))
         with self._lock:
-            for store in self._all_stores(None, thread):
+            for store in self._all_stores(tenant_id, thread):
                 store.remove()
                 self._drop(store)
 
@@ -359,11 +359,15 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
                 if drop:
                     retention.rewrite(self.docs, store, set(store.index.cps) - drop)
 
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy every checkpoint and write of a thread (whole parent chains) to a new thread."""
+    def copy_thread(self, source_thread_id: str, target_thread_id: str, *, tenant_id: str | None = None) -> None:
+        """Copy every checkpoint and write of a thread (whole parent chains) to a new thread.
+
+        With `tenant_id` only that tenant's thread is copied (a server scoped to one tenant never
+        reaches across); without it, the thread of every tenant, as LangGraph's savers do.
+        """
         src, dst = str(_str(source_thread_id)), str(_str(target_thread_id))
         with self._lock:
-            for store in self._all_stores(None, src):
+            for store in self._all_stores(tenant_id, src):
                 tenant = store.dir.parent.parent.name
                 target = self._store(tenant, dst)
                 if target.exists():

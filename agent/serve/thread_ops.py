@@ -1,8 +1,8 @@
 """Deleting and copying a thread, within the caller's tenant only.
 
-The JSONL saver's own `delete_thread` / `copy_thread` act on a thread id in *every* tenant (a
-LangGraph saver knows no tenants); the server must never reach across, so these go through the
-saver's per-(tenant, thread) stores. Both hold the session lease: not while a run is going.
+The JSONL saver's `delete_thread` / `copy_thread` act on a thread id in every tenant unless given
+`tenant_id` (a LangGraph saver knows no tenants); the server always passes the caller's tenant, so
+it never reaches across. Both hold the session lease: not while a run is going.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from agent.serve.auth import Principal
 from agent.serve.context import METADATA_KEY, ServeContext
 from agent.session.session import ChatSession
 from agent.turns import SessionHold
-from checkpointing import _saver_retention as retention
 from checkpointing.saver import JsonlCheckpointSaver
 
 
@@ -33,11 +32,7 @@ def delete_thread(ctx: ServeContext, session: ChatSession) -> None:
     with SessionHold(runner.settings, runner.lease, tenant, sid):
         for layer in runner.manager.read_order:
             layer.delete(tenant, sid)
-        with saver._lock:
-            for store in saver._all_stores(tenant, sid):
-                saver._forget(store)
-                store.remove()
-            saver._stores.pop((tenant, sid), None)
+        saver.delete_thread(sid, tenant_id=tenant)
         jsonl = runner.manager.jsonl
         with jsonl._lock:
             jsonl._logs.pop((tenant, sid), None)
@@ -50,9 +45,6 @@ def copy_thread(ctx: ServeContext, principal: Principal, session: ChatSession) -
     meta = dict(session.context.get(METADATA_KEY) or {})
     meta["copied_from"] = session.session_id
     new = ctx.create_session(principal, None, meta)
-    with SessionHold(ctx.runner.settings, ctx.runner.lease, session.tenant_id, session.session_id), saver._lock:
-        for src in saver._all_stores(session.tenant_id, session.session_id):
-            target = saver._store(session.tenant_id, new.session_id)
-            retention.copy_session(src, target, new.session_id)
-            saver._forget(target)
+    with SessionHold(ctx.runner.settings, ctx.runner.lease, session.tenant_id, session.session_id):
+        saver.copy_thread(session.session_id, new.session_id, tenant_id=session.tenant_id)
     return new
