@@ -29,7 +29,6 @@ from agent.loop.compression import assert_tool_pairs
 from agent.loop.surface import SurfacePins
 from agent.session.session import ChatSession
 from checkpointing.errors import CheckpointingError
-from checkpointing.messages import dtos_to_messages
 from graph.state import SCHEMA_VERSION
 
 # Pins that `--accept-changes` may re-pin, with the reason a mismatch is reported under.
@@ -124,8 +123,10 @@ def compare_pins(
 
 
 def restore_messages(state: dict[str, Any]) -> list[BaseMessage]:
-    """Step 6: canonical DTOs back to LangChain messages, pairs intact (a pending tail is allowed)."""
+    """Step 6: the restored `messages` are LangChain messages with tool pairs intact (a pending tail is allowed)."""
     with step("restore_messages", "message projection is corrupt"):
-        msgs = dtos_to_messages(list(state.get("runtime_messages") or []))
+        msgs = list(state.get("messages") or [])
+        if not all(isinstance(m, BaseMessage) for m in msgs):
+            raise ValueError("the checkpoint's messages are not chat messages")
         assert_tool_pairs(msgs, allow_pending_tail=True)
     return msgs

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.messages import AIMessage
 from langgraph.types import StateSnapshot
 
 
@@ -46,10 +47,10 @@ class RunResult:
 def result_from_snapshot(session_id: str, snap: StateSnapshot) -> RunResult:
     """Summarize a session's latest graph state."""
     values = dict(snap.values or {})
-    msgs = values.get("runtime_messages") or []
+    msgs = values.get("messages") or []
     answer = ""
-    if msgs and msgs[-1].get("role") == "ai" and not msgs[-1].get("tool_calls"):
-        content = msgs[-1].get("content")
+    if msgs and isinstance(msgs[-1], AIMessage) and not msgs[-1].tool_calls:
+        content = msgs[-1].content
         answer = content if isinstance(content, str) else str(content)
     finish = values.get("finish_reason")
     pending = [i.value for i in snap.interrupts if isinstance(getattr(i, "value", None), dict)]

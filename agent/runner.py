@@ -40,8 +40,8 @@ from agent.turns import EventRecorder, SessionHold
 from checkpointing.blobs import BlobStore
 from checkpointing.errors import InvalidIdError
 from checkpointing.ids import validate_id
-from graph import runtime as runtime_registry
 from graph.build import GRAPH_VERSION, build_graph
+from graph.context import AgentContext
 from graph.state import SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -70,7 +70,6 @@ class AgentRunner:
         self._manager: ChatSessionManager | None = None
         self.builder = RuntimeBuilder(settings, self.tools, self.blobs)
         self.pins = compute_pins(settings, self.toolset, GRAPH_VERSION, skill=skills_digest(self.builder.skills))
-        runtime_registry.set_runtime_factory(self.builder)
 
     @classmethod
     def from_config(cls, path: str | Path | None = None, **overrides: Any) -> AgentRunner:
@@ -108,7 +107,6 @@ class AgentRunner:
             "turn": session.loop_count,
             "fencing_token": token,
             "state_schema_version": SCHEMA_VERSION,
-            runtime_registry.FACTORY_KEY: self.builder,
             **self.pins.as_config(),
             **extra,
         }
@@ -224,7 +222,11 @@ class AgentRunner:
         conf = config["configurable"]
         self.builder.attach(session.session_id, recorder)
         try:
-            for mode, chunk in self.graph.stream(graph_input, config, stream_mode=STREAM_MODES, durability="sync"):
+            # The nodes get this run's LoopRuntime through LangGraph's context (built by init).
+            context = AgentContext(self.builder)
+            for mode, chunk in self.graph.stream(
+                graph_input, config, context=context, stream_mode=STREAM_MODES, durability="sync"
+            ):
                 yield from self._translate(mode, chunk, recorder)
         except BaseException as err:
             if not isinstance(err, GeneratorExit):

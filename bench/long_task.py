@@ -40,7 +40,6 @@ from agent.loop.context import ContextManager  # noqa: E402
 from agent.loop.models import ScriptedChatModel  # noqa: E402
 from agent.loop.tokens import MessageTokenLedger, TokenCounter  # noqa: E402
 from agent.runner import AgentRunner  # noqa: E402
-from graph import runtime as runtime_registry  # noqa: E402
 
 TASK = "Read the sensor log back in slices and report."
 COMPRESS_TIMES: list[float] = []
@@ -86,7 +85,7 @@ def run_once(*, enabled: bool, window: int | None = None) -> dict[str, Any]:
         t0 = time.perf_counter()
         events = list(runner.stream(TASK, session_id=sid))
         wall = time.perf_counter() - t0
-        model = runtime_registry.find_runtime(sid).model  # type: ignore[attr-defined]
+        model = runner.builder.last_runtime(sid).model  # type: ignore[attr-defined]
         assert isinstance(model, ScriptedChatModel)
         counter = TokenCounter(runner.settings.model.name)
         sizes = [counter.count_messages(p) for p in model.calls]

@@ -5,6 +5,11 @@
     refining -> {memory | planning (replan) | END}
     memory -> {reasoning | refining (compression exhausted)}
 
+The graph's `context_schema` is `graph.context.AgentContext`: callers pass one per run
+(`context=AgentContext(factory)`), and nodes read it from LangGraph's injected `Runtime`. A caller
+that cannot pass a context (`langgraph dev`) compiles the graph with `default_context`, which
+supplies one whenever a run arrives without it.
+
 GRAPH_VERSION is a digest of the compiled structure (node names and every edge, conditional
 targets included) plus the state SCHEMA_VERSION: changing the wiring changes it, so recovery
 can refuse to continue an old checkpoint on a different graph.
@@ -14,12 +19,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
 
+from graph.context import AgentContext
 from graph.state import SCHEMA_VERSION, GraphInput, TaskExecutionState
 from nodes.acting import acting_node
 from nodes.init import init_node
@@ -29,17 +38,37 @@ from nodes.reasoning import reasoning_node, route_after_reasoning
 from nodes.refining import refining_node, route_after_refining
 
 NODE_NAMES = ("init", "planning", "reasoning", "acting", "refining", "memory")
+NODES = {
+    "init": init_node,
+    "planning": planning_node,
+    "reasoning": reasoning_node,
+    "acting": acting_node,
+    "refining": refining_node,
+    "memory": memory_node,
+}
+DefaultContext = Callable[[RunnableConfig], AgentContext]
+"""Supplies the context of a run started without one (config -> AgentContext)."""
+
+Node = Callable[[TaskExecutionState, RunnableConfig, Runtime[AgentContext]], dict[str, Any]]
 
 
-def build_state_graph() -> StateGraph:
-    """The uncompiled StateGraph."""
-    g = StateGraph(TaskExecutionState, input_schema=GraphInput)
-    g.add_node("init", init_node)
-    g.add_node("planning", planning_node)
-    g.add_node("reasoning", reasoning_node)
-    g.add_node("acting", acting_node)
-    g.add_node("refining", refining_node)
-    g.add_node("memory", memory_node)
+def _with_default_context(node: Node, default: DefaultContext) -> Node:
+    def run(state: TaskExecutionState, config: RunnableConfig, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+        if runtime.context is None:
+            runtime = runtime.override(context=default(config))
+        return node(state, config, runtime)
+
+    run.__name__ = run.__qualname__ = getattr(node, "__name__", "node")
+    run.__doc__ = node.__doc__
+    return run
+
+
+def build_state_graph(default_context: DefaultContext | None = None) -> StateGraph:
+    """The uncompiled StateGraph (nodes fall back to `default_context` when a run has no context)."""
+    g = StateGraph(TaskExecutionState, context_schema=AgentContext, input_schema=GraphInput)
+    for name in NODE_NAMES:
+        node = NODES[name]
+        g.add_node(name, _with_default_context(node, default_context) if default_context else node)
     g.add_edge(START, "init")
     g.add_edge("init", "planning")
     g.add_edge("planning", "reasoning")
@@ -70,9 +99,11 @@ def compute_graph_version(compiled: CompiledStateGraph) -> str:
     return "g1-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+def build_graph(
+    checkpointer: BaseCheckpointSaver | None = None, *, default_context: DefaultContext | None = None
+) -> CompiledStateGraph:
     """Compile the agent graph (with `checkpointer`, or none for `langgraph dev`)."""
-    return build_state_graph().compile(checkpointer=checkpointer, name="agentrt")
+    return build_state_graph(default_context).compile(checkpointer=checkpointer, name="agentrt")
 
 
 GRAPH_VERSION = compute_graph_version(build_graph())

@@ -9,15 +9,17 @@ Field groups (seed §2, snake_case):
 | loop       | iteration_count, finish_reason, loop_signal, last_iteration_result   | reasoning / refining  |
 | protection | consecutive_failures, replan_count, context_compression_count,       | refining / memory /   |
 |            | hitl_request, hitl_decision, error                                   | acting                |
-| context    | execution_history_text, tool_result_store, messages, runtime_messages| acting / refining ... |
+| context    | execution_history_text, tool_result_store, messages                  | acting / refining ... |
 | runtime    | active_skill, sandbox_manifest (path -> blob digest of the room)     | planning / acting     |
 | accounting | model_call_count, last_usage, turn                                   | planning / reasoning  |
 
-`execution_history_text`, `tool_result_store` and `messages` append: a node returns only the
-increment. The first two are LangGraph `DeltaChannel`s (only appended writes are stored);
-`messages` uses `add_messages` (what Studio's chat shows). `runtime_messages` is the model's
-context as canonical DTOs (see `checkpointing.messages`), replaced wholesale, so compression can
-rewrite it; the saver still stores a pure append as a delta.
+`execution_history_text`, `tool_result_store` and `messages` are LangGraph `DeltaChannel`s: a node
+returns only the increment, and a checkpoint stores only that increment (plus a full snapshot every
+`snapshot_frequency` updates). `messages` is the model's context, held once (system, human, AI and
+tool messages, tool calls paired), with `add_messages` semantics (`merge_messages`): a message with
+a known id replaces it, `RemoveMessage(id)` deletes one, and compression rewrites the whole list by
+writing `RemoveMessage(REMOVE_ALL_MESSAGES)` followed by the new list. It is also what Studio's chat
+shows. The seed's canonical message DTOs (`checkpointing.messages`) are its on-disk form only.
 
 The seed's "add in step" rule: a new field must also be added to `FIELD_REGISTRY` (and so to the
 codec, recovery validation and the tests); `tests/unit/test_state.py` fails otherwise. Changing
@@ -26,14 +28,21 @@ the set of fields or their reducers needs a new `SCHEMA_VERSION`.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, TypedDict
 
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage, convert_to_messages
+from langchain_core.messages.utils import message_chunk_to_message
 from langgraph.channels.delta import DeltaChannel
-from langgraph.graph.message import add_messages
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: one `messages` DeltaChannel (the model's context); `runtime_messages` is gone."""
+
+MESSAGES_SNAPSHOT_EVERY = 500
+"""A full `messages` snapshot every this many updates (about two per tool step): replaying a read
+walks at most this many stored increments, and the snapshots stay a small share of the bytes."""
 
 LoopSignal = Literal["CONTINUE", "REPLAN", "FINISH", "COMPRESS"]
 
@@ -47,6 +56,52 @@ def extend_list(state: list[Any] | None, writes: Sequence[Any]) -> list[Any]:
         else:
             out.append(w)
     return out
+
+
+def _auto_id(msg: BaseMessage, position: int) -> str:
+    # Deterministic (not add_messages' uuid4): replaying stored writes must rebuild the same ids.
+    digest = hashlib.sha256(f"{msg.type}\0{msg.content!r}".encode()).hexdigest()[:12]
+    return f"auto-{position}-{digest}"
+
+
+def merge_messages(state: Sequence[Any] | None, writes: Sequence[Any]) -> list[AnyMessage]:
+    """DeltaChannel reducer with `add_messages` semantics, over a batch of writes in one pass.
+
+    A write is one message or a list of them (messages, dicts or tuples LangChain converts). A new
+    id appends, a known id replaces in place, `RemoveMessage(id)` deletes, and
+    `RemoveMessage(REMOVE_ALL_MESSAGES)` drops everything before it. A message without an id gets
+    a deterministic one. Batching-invariant: folding writes one by one or all at once is the same.
+    """
+    out: list[BaseMessage | None] = list(state or [])
+    index = {m.id: i for i, m in enumerate(out) if m is not None and m.id is not None}
+    live = len(out)  # messages not removed (a removed one is a None until the end)
+    for write in writes:
+        items = write if isinstance(write, list) else [write]
+        for msg in convert_to_messages(items):
+            msg = message_chunk_to_message(msg)
+            if isinstance(msg, RemoveMessage):
+                if msg.id == REMOVE_ALL_MESSAGES:
+                    out, index, live = [], {}, 0
+                elif msg.id in index:
+                    out[index.pop(msg.id)] = None
+                    live -= 1
+                else:
+                    raise ValueError(f"cannot remove message {msg.id!r}: the context has no message with that id")
+                continue
+            if msg.id is None:
+                msg = msg.model_copy(update={"id": _auto_id(msg, live)})
+            pos = index.get(msg.id)
+            if pos is None:
+                index[msg.id] = len(out)
+                out.append(msg)
+                live += 1
+            else:
+                out[pos] = msg
+    return [m for m in out if m is not None]  # type: ignore[misc]
+
+
+Messages = Annotated[list[AnyMessage], DeltaChannel(merge_messages, snapshot_frequency=MESSAGES_SNAPSHOT_EVERY)]
+"""The `messages` channel type (the state and the graph's input schema must declare it alike)."""
 
 
 class TaskExecutionState(TypedDict, total=False):
@@ -77,8 +132,7 @@ class TaskExecutionState(TypedDict, total=False):
     # context
     execution_history_text: Annotated[list[str], DeltaChannel(extend_list, snapshot_frequency=50)]
     tool_result_store: Annotated[list[dict[str, Any]], DeltaChannel(extend_list, snapshot_frequency=50)]
-    messages: Annotated[list[AnyMessage], add_messages]
-    runtime_messages: list[dict[str, Any]]
+    messages: Messages
     # runtime snapshot (what the LoopRuntime is rebuilt with)
     active_skill: str | None
     sandbox_manifest: dict[str, str] | None
@@ -90,7 +144,8 @@ class TaskExecutionState(TypedDict, total=False):
 
 FieldGroup = Literal["input", "plan", "loop", "protection", "context", "runtime", "accounting"]
 
-# name -> (group, reducer kind). Reducer kinds: "replace", "append" (DeltaChannel extend), "messages".
+# name -> (group, reducer kind). Reducer kinds: "replace", "append" (DeltaChannel extend_list),
+# "messages" (DeltaChannel merge_messages).
 FIELD_REGISTRY: dict[str, tuple[FieldGroup, str]] = {
     "agent_config": ("input", "replace"),
     "llm_model_config": ("input", "replace"),
@@ -113,7 +168,6 @@ FIELD_REGISTRY: dict[str, tuple[FieldGroup, str]] = {
     "execution_history_text": ("context", "append"),
     "tool_result_store": ("context", "append"),
     "messages": ("context", "messages"),
-    "runtime_messages": ("context", "replace"),
     "active_skill": ("runtime", "replace"),
     "sandbox_manifest": ("runtime", "replace"),
     "model_call_count": ("accounting", "replace"),
@@ -126,7 +180,7 @@ class GraphInput(TypedDict, total=False):
     """What a caller may send: `user_input`, or Studio's chat `messages`."""
 
     user_input: str
-    messages: Annotated[list[AnyMessage], add_messages]
+    messages: Messages
     dataset_list: list[dict[str, Any]]
     active_skill: str | None
 

@@ -1,26 +1,34 @@
-"""Small helpers shared by the nodes (message DTO access, prompt assembly)."""
+"""Small helpers shared by the nodes (context access, prompt assembly)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
-from checkpointing.messages import dtos_to_messages
-
-
-def runtime_messages(state: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The model's context as DTOs (never None)."""
-    return list(state.get("runtime_messages") or [])
+from graph.state import merge_messages
 
 
-def last_ai_dto(state: Mapping[str, Any]) -> dict[str, Any] | None:
+def context_messages(state: Mapping[str, Any]) -> list[BaseMessage]:
+    """The model's context (the `messages` channel; never None)."""
+    return list(state.get("messages") or [])
+
+
+def last_ai(state: Mapping[str, Any]) -> AIMessage | None:
     """The last message of the model's context if it is an AI message."""
-    msgs = runtime_messages(state)
-    if msgs and msgs[-1].get("role") == "ai":
+    msgs = state.get("messages") or []
+    if msgs and isinstance(msgs[-1], AIMessage):
         return msgs[-1]
     return None
+
+
+def with_update(state: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    """`state` with a node's update applied the way the graph will apply it (messages merged)."""
+    merged = {**state, **update}
+    if "messages" in update:
+        merged["messages"] = merge_messages(state.get("messages") or [], [update["messages"]])
+    return merged
 
 
 def render_plan(state: Mapping[str, Any]) -> str:
@@ -39,5 +47,5 @@ def render_plan(state: Mapping[str, Any]) -> str:
 
 def prompt_messages(state: Mapping[str, Any], system_prompt: str) -> list[BaseMessage]:
     """The messages sent to the model: system prompt (with plan) + the rest of the context."""
-    msgs = dtos_to_messages([d for d in runtime_messages(state) if d.get("role") != "system"])
+    msgs = [m for m in context_messages(state) if not isinstance(m, SystemMessage)]
     return [SystemMessage(system_prompt + render_plan(state)), *msgs]

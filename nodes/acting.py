@@ -6,26 +6,27 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from checkpointing.messages import message_to_dto
-from graph.runtime import get_runtime
+from graph.context import AgentContext, loop_runtime
 from graph.state import TaskExecutionState
 from nodes import _model_output as out
-from nodes._util import last_ai_dto
+from nodes._util import last_ai
 
 
-def acting_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str, Any]:
+def acting_node(state: TaskExecutionState, config: RunnableConfig, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """Run every tool call once; each gets exactly one paired ToolMessage."""
-    runtime = get_runtime(state, config)
-    ai = last_ai_dto(state)
-    calls = list((ai or {}).get("tool_calls") or [])
-    unparsed = out.invalid_call_answers(ai, runtime.emit)  # calls whose arguments were not JSON
+    rt = loop_runtime(runtime, state, config)
+    ai = last_ai(state)
+    calls = [dict(tc) for tc in (ai.tool_calls if ai is not None else [])]
+    invalid = {"invalid_tool_calls": ai.invalid_tool_calls} if ai is not None else None
+    unparsed = out.invalid_call_answers(invalid, rt.emit)  # calls whose arguments were not JSON
     if not calls and not unparsed:
         return {"last_iteration_result": {"tool_calls": 0, "failures": 0}}
-    decisions = ask_approvals(runtime, calls)
+    decisions = ask_approvals(rt, calls)
     rejected = {cid: d.get("reason") or "rejected" for cid, d in decisions.items() if not d["approved"]}
-    results = runtime.execute_tool_calls(state, calls, rejected=rejected)
+    results = rt.execute_tool_calls(state, calls, rejected=rejected)
     tool_msgs: list[ToolMessage] = []
     store_entries: list[dict[str, Any]] = []
     history: list[str] = []
@@ -50,7 +51,6 @@ def acting_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str, 
     history += [f"tool {m.name}({m.tool_call_id}) -> error: arguments not JSON" for m in unparsed]
     update: dict[str, Any] = {
         "messages": tool_msgs,
-        "runtime_messages": [*(state.get("runtime_messages") or []), *(message_to_dto(m) for m in tool_msgs)],
         "execution_history_text": history,
         "last_iteration_result": {"tool_calls": len(calls) + len(unparsed), "failures": failures},
     }
@@ -59,8 +59,8 @@ def acting_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str, 
     if decisions:
         update["hitl_decision"] = decisions
         update["hitl_request"] = None
-    update.update(runtime.sandbox_update(state, calls))
-    todo_update = runtime.todo_update(state)
+    update.update(rt.sandbox_update(state, calls))
+    todo_update = rt.todo_update(state)
     if todo_update:
         update.update(todo_update)
     return update

@@ -8,11 +8,12 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 
-from checkpointing.messages import dtos_to_messages
-from graph.runtime import get_runtime, invoke_model
+from graph.context import AgentContext, invoke_model, loop_runtime
 from graph.state import TaskExecutionState
 from nodes import _model_output as out
+from nodes._util import context_messages, with_update
 
 PLANNING_INSTRUCTIONS = (
     "Before acting, plan. Reply with JSON only: "
@@ -46,39 +47,39 @@ def make_todos(titles: list[str]) -> list[dict[str, Any]]:
     return todos
 
 
-def planning_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str, Any]:
+def planning_node(state: TaskExecutionState, config: RunnableConfig, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """Plan the task (or re-plan after failures/exhausted context)."""
-    runtime = get_runtime(state, config)
-    mode = runtime.settings.loop.planning
+    rt = loop_runtime(runtime, state, config)
+    mode = rt.settings.loop.planning
     replanning = state.get("loop_signal") == "REPLAN"
     if not replanning and (mode == "never" or (mode == "auto" and state.get("user_intent") == "chat")):
         return {"loop_signal": None}
     pre: dict[str, Any] = {}
-    if runtime.compression_due(state):
+    if rt.compression_due(state):
         # The planner sees the history too: keep its prompt inside the window like reasoning's.
-        pre = dict(runtime.compress(state, reason="budget"))
+        pre = dict(rt.compress(state, reason="budget"))
         pre.pop("loop_signal", None)
         pre.pop("error", None)
-        state = {**state, **pre}  # type: ignore[typeddict-item]
+        state = with_update(state, pre)  # type: ignore[assignment]
     call_index = int(state.get("model_call_count") or 0)
-    history = dtos_to_messages([d for d in state.get("runtime_messages") or [] if d.get("role") != "system"])
-    ask = PLANNING_INSTRUCTIONS + runtime.skills_prompt()
+    history = [m for m in context_messages(state) if not isinstance(m, SystemMessage)]
+    ask = PLANNING_INSTRUCTIONS + rt.skills_prompt()
     if replanning:
         ask += f" The previous approach failed ({state.get('error') or 'too many failures'}); plan differently."
-    prompt = [SystemMessage(runtime.system_prompt(state)), *history, HumanMessage(ask)]
-    model = runtime.chat_model(call_index, with_tools=False)
-    reply = invoke_model(model, prompt, config, runtime.session_id, call_index)
+    prompt = [SystemMessage(rt.system_prompt(state)), *history, HumanMessage(ask)]
+    model = rt.chat_model(call_index, with_tools=False)
+    reply = invoke_model(model, prompt, config, rt.session_id, call_index)
     text = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
     plan, titles, skill = parse_plan(text)
     plan, titles, issues = out.checked_plan(text, plan, titles, state.get("user_input"))
-    active = runtime.activate_skill(skill) if skill else state.get("active_skill")
+    active = rt.activate_skill(skill) if skill else state.get("active_skill")
     todos = make_todos(titles)
     um = getattr(reply, "usage_metadata", None)
     usage = dict(um) if um else None
     finish = (reply.response_metadata or {}).get("finish_reason")
     shown, source = out.usage_of(out.as_ai_message(reply), prompt)
     issues += [i for i in out.classify(out.as_ai_message(reply), finish, ()) if i["issue"] == out.Issue.NO_USAGE]
-    runtime.emit(
+    rt.emit(
         "model_call",
         {
             "node": "planning",

@@ -6,34 +6,34 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 
-from checkpointing.messages import message_to_dto
-from graph.runtime import get_runtime, invoke_model
+from graph.context import AgentContext, invoke_model, loop_runtime
 from graph.state import TaskExecutionState
 from nodes import _model_output as out
 from nodes._util import prompt_messages
 
 
-def reasoning_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str, Any]:
+def reasoning_node(state: TaskExecutionState, config: RunnableConfig, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """One model call; its usage and finish reason are recorded on the AI message and in state."""
-    runtime = get_runtime(state, config)
-    if state.get("loop_signal") != "COMPRESSED" and runtime.compression_due(state):
+    rt = loop_runtime(runtime, state, config)
+    if state.get("loop_signal") != "COMPRESSED" and rt.compression_due(state):
         return {"loop_signal": "COMPRESS"}
     call_index = int(state.get("model_call_count") or 0)
-    prompt = prompt_messages(state, runtime.system_prompt(state))
+    prompt = prompt_messages(state, rt.system_prompt(state))
     prompt = out.with_retry_hint(prompt, state.get("last_iteration_result"))
-    model = runtime.chat_model(call_index, with_tools=True)
-    reply = invoke_model(model, prompt, config, runtime.session_id, call_index)
+    model = rt.chat_model(call_index, with_tools=True)
+    reply = invoke_model(model, prompt, config, rt.session_id, call_index)
     reply, issues = out.sanitize_reply(reply, prefix=f"call-{call_index}", seen_ids=out.answered_ids(prompt))
     if reply.id is None:
-        reply = reply.model_copy(update={"id": f"ai-{runtime.run_id}-{call_index}"})
+        reply = reply.model_copy(update={"id": f"ai-{rt.run_id}-{call_index}"})
     reply = unique_tool_call_ids(reply, state, f"call-{call_index}")
     finish = (reply.response_metadata or {}).get("finish_reason") or ("tool_calls" if reply.tool_calls else "stop")
     usage = dict(reply.usage_metadata) if reply.usage_metadata else None
-    issues += out.classify(reply, finish, getattr(runtime, "tools", None) or ())
+    issues += out.classify(reply, finish, getattr(rt, "tools", None) or ())
     shown, source = out.usage_of(reply, prompt)
     empty = out.is_empty(reply) and finish != "length"
-    runtime.emit(
+    rt.emit(
         "model_call",
         {
             "node": "reasoning",
@@ -46,7 +46,6 @@ def reasoning_node(state: TaskExecutionState, config: RunnableConfig) -> dict[st
         },
     )
     update: dict[str, Any] = {
-        "messages": [reply],
         "model_call_count": call_index + 1,
         "last_usage": usage,
         "loop_signal": None,
@@ -59,7 +58,7 @@ def reasoning_node(state: TaskExecutionState, config: RunnableConfig) -> dict[st
     if finish != "length" and not empty:
         # A truncated or empty reply is not kept in the model's context: memory compresses and we
         # retry; an empty one is asked again with a hint, and counts as a failing iteration.
-        update["runtime_messages"] = [*(state.get("runtime_messages") or []), message_to_dto(reply)]
+        update["messages"] = [reply]
     return update
 
 
@@ -69,8 +68,7 @@ def unique_tool_call_ids(reply: AIMessage, state: TaskExecutionState, prefix: st
     Approvals, the journal and tool-message pairing are keyed by the call id: a model (or server)
     that repeats or omits ids must not make two calls share one, or a rejected call could run.
     """
-    seen = {m.get("tool_call_id") for m in state.get("runtime_messages") or [] if m.get("role") == "tool"}
-    seen |= {m.tool_call_id for m in state.get("messages") or [] if isinstance(m, ToolMessage)}
+    seen = {m.tool_call_id for m in state.get("messages") or [] if isinstance(m, ToolMessage)}
     fixed, changed = [], False
     for i, tc in enumerate(reply.tool_calls):
         tid = tc.get("id")

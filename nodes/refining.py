@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 
-from graph.runtime import get_runtime
+from graph.context import AgentContext, loop_runtime
 from graph.state import TaskExecutionState
-from nodes._util import last_ai_dto
+from nodes._util import last_ai
 
 # finish_reason values a run can end with (the CLI and the runner report them as they are).
 COMPLETED = "completed"
@@ -34,8 +35,8 @@ def decide(state: TaskExecutionState, settings: Any) -> dict[str, Any]:
                 "error": state.get("error") or "context window exhausted after compressions and replans",
             }
         return {**update, "loop_signal": "REPLAN", "replan_count": int(state.get("replan_count") or 0) + 1}
-    ai = last_ai_dto(state)
-    if ai is not None and not ai.get("tool_calls") and not ai.get("invalid_tool_calls"):
+    ai = last_ai(state)
+    if ai is not None and not ai.tool_calls and not ai.invalid_tool_calls:
         return {**update, "loop_signal": "FINISH", "finish_reason": COMPLETED, "consecutive_failures": 0, "error": None}
     failures = int(state.get("consecutive_failures") or 0)
     failures = failures + 1 if result.get("failures") else 0
@@ -66,13 +67,13 @@ def decide(state: TaskExecutionState, settings: Any) -> dict[str, Any]:
     return {**update, "loop_signal": "CONTINUE"}
 
 
-def refining_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str, Any]:
+def refining_node(state: TaskExecutionState, config: RunnableConfig, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """Apply `decide` and record it."""
-    runtime = get_runtime(state, config)
-    update = decide(state, runtime.settings)
+    rt = loop_runtime(runtime, state, config)
+    update = decide(state, rt.settings)
     if update.get("loop_signal") == "FINISH":
         update["execution_history_text"] = [f"finished: {update.get('finish_reason')}"]
-        todo_update = runtime.todo_update({**state, **update})
+        todo_update = rt.todo_update({**state, **update})
         if todo_update:
             update.update(todo_update)
     elif update.get("loop_signal") == "REPLAN":

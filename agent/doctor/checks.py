@@ -21,7 +21,6 @@ from agent.loop.compression import ARCHIVED_KEY, assert_tool_pairs
 from agent.recovery import PIN_REASONS, check_header, check_identity, compare_pins, restore_messages, stored_pins
 from agent.tools.journal import ToolExecutionJournal
 from checkpointing.events import SCHEMA_VERSION as EVENTS_SCHEMA_VERSION
-from checkpointing.messages import dtos_to_messages
 from checkpointing.validation import KNOWN_SCHEMA_VERSIONS
 from graph.state import SCHEMA_VERSION as STATE_SCHEMA_VERSION
 
@@ -233,11 +232,11 @@ def _no_state(name: str, f: SessionFacts) -> Check | None:
 
 
 def model_context(f: SessionFacts) -> Check:
-    """runtime_messages vs the surface digest vs compression events: is the model's context complete?"""
+    """messages vs the surface digest vs compression events: is the model's context complete?"""
     if (early := _no_state("model_context", f)) is not None:
         return early
     state = f.state or {}
-    msgs = dtos_to_messages(list(state.get("runtime_messages") or []))
+    msgs = list(state.get("messages") or [])
     store_ids = {str(e.get("tool_call_id")) for e in state.get("tool_result_store") or [] if isinstance(e, dict)}
     events = [e for e in f.branch_path() if e.get("type") == "compression"]
     archived = sorted({str(i) for e in events for i in (e.get("payload") or {}).get("archived_tool_call_ids") or []})
@@ -246,7 +245,7 @@ def model_context(f: SessionFacts) -> Check:
     full = {m.tool_call_id for m in tool_msgs if ARCHIVED_KEY not in m.additional_kwargs}
     stored = stored_pins(f.doc or {}).get("surface_digest")
     ev = {
-        "runtime_messages": len(msgs),
+        "messages": len(msgs),
         "by_role": dict(Counter(m.type for m in msgs)),
         "compression_events": len(events),
         "archived_tool_call_ids": archived,
@@ -269,7 +268,7 @@ def model_context(f: SessionFacts) -> Check:
         return finding(
             "model_context",
             "FAIL",
-            "runtime_messages is empty while history exists: the model would lose its tool-call messages (seed §3)",
+            "messages is empty while history exists: the model would lose its tool-call messages (seed §3)",
             RESTORE_CP,
             **ev,
         )
@@ -301,10 +300,10 @@ def model_context(f: SessionFacts) -> Check:
 
 
 def tool_pairing(f: SessionFacts) -> Check:
-    """Every tool call in runtime_messages is answered right after it (a pending tail only mid-run)."""
+    """Every tool call in messages is answered right after it (a pending tail only mid-run)."""
     if (early := _no_state("tool_pairing", f)) is not None:
         return early
-    msgs = dtos_to_messages(list((f.state or {}).get("runtime_messages") or []))
+    msgs = list((f.state or {}).get("messages") or [])
     calls = sum(len(getattr(m, "tool_calls", None) or []) for m in msgs)
     try:
         assert_tool_pairs(msgs, allow_pending_tail=bool(f.next_nodes))

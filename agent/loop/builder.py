@@ -1,14 +1,16 @@
 """RuntimeBuilder: rebuilds a session's LoopRuntime from config (never from a checkpoint).
 
-Registered as the graph's runtime factory: the init node calls it at the start of each turn, and
-any node calls it after a crash when this process has no runtime for the session (seed §5:
-"rebuild LoopRuntime / Sandbox"). The runner attaches the run's EventRecorder while it drives.
+It is the factory of the graph's context (`graph.context.AgentContext`): the init node calls it at
+the start of each turn, and the first node of a resumed run calls it when the run's context has no
+runtime yet (seed §5: "rebuild LoopRuntime / Sandbox"). The runner attaches the run's
+EventRecorder while it drives.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,8 @@ from checkpointing.blobs import BlobStore
 from checkpointing.fencing import FencingGuard
 from checkpointing.ids import validate_id
 
+LAST_KEPT = 16  # runtimes `last_runtime` can still show (the runs own them; this is only a view)
+
 
 class RuntimeBuilder:
     """Builds LoopRuntimes for one runner's settings and toolset."""
@@ -38,6 +42,7 @@ class RuntimeBuilder:
         self.blobs = blobs
         self._sinks: dict[str, EventSink] = {}
         self._datasets: dict[tuple[str, str], Any] = {}
+        self._last: OrderedDict[tuple[str, str], LoopRuntime] = OrderedDict()  # newest LAST_KEPT only
         self._lock = threading.Lock()
         self.skills = load_skills(settings.skills_dir)
         check_skill_tools(self.skills, set(tools))
@@ -98,7 +103,18 @@ class RuntimeBuilder:
         if sink is not None:
             rt.sinks.append(sink)
         self._attach_datasets(rt, tenant)
+        with self._lock:
+            self._last[(tenant, session_id)] = rt
+            self._last.move_to_end((tenant, session_id))
+            while len(self._last) > LAST_KEPT:
+                self._last.popitem(last=False)
         return rt
+
+    def last_runtime(self, session_id: str, tenant_id: str | None = None) -> LoopRuntime | None:
+        """The LoopRuntime this builder built last for a session (for inspection: tests, benchmarks)."""
+        tenant = tenant_id or self.settings.session.tenant_id
+        with self._lock:
+            return self._last.get((tenant, session_id))
 
     def datasets_loaded(self, tenant: str, session_id: str) -> bool:
         """Whether this process loaded (and caches) the session's datasets."""

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, SystemMessage
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from agent.config import AgentSettings
 from agent.loop.compression import (
@@ -25,7 +26,6 @@ from agent.loop.compression import (
     hard_compression_allowed,
 )
 from agent.loop.tokens import MessageTokenLedger, TokenCounter
-from checkpointing.messages import dtos_to_messages, messages_to_dtos
 
 if TYPE_CHECKING:
     from agent.loop.runtime import LoopRuntime
@@ -48,7 +48,7 @@ class ContextManager:
 
     def _messages(self, state: Mapping[str, Any]) -> list[BaseMessage]:
         self.ledger.restore_anchor((state.get("last_usage") or {}).get("context_anchor"))
-        return dtos_to_messages(list(state.get("runtime_messages") or []))
+        return list(state.get("messages") or [])
 
     def prompt_tokens(self, state: Mapping[str, Any]) -> int:
         """Estimated prompt tokens of the next call."""
@@ -106,7 +106,8 @@ class ContextManager:
             )
         if result.changed or exhausted:
             after = self.ledger.rebase(new_msgs, None if exhausted else result.tokens_after)
-            update["runtime_messages"] = messages_to_dtos(new_msgs)
+            # One list: the compressed context replaces the whole `messages` channel.
+            update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *new_msgs]
             update["last_usage"] = {**(state.get("last_usage") or {}), "context_anchor": self.ledger.anchor()}
             payload = {
                 **result.event_payload(),

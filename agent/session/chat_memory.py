@@ -1,5 +1,5 @@
 """ChatMemory and branches (seed §7): the page history for display and next-turn input (never
-`runtime_messages`), and the branch cursor (current branch + leaf) over the event tree.
+the graph state's `messages`), and the branch cursor (current branch + leaf) over the event tree.
 
 The source is the event log: `user_turn` and `assistant_message` entries on the path from the
 session's current leaf to the root (so a fork changes only which history later turns see). The

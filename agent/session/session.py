@@ -1,7 +1,7 @@
 """ChatSession: the business session container of seed §1 (identity, status, branch/leaf, page history).
 
 It is the business layer only: `messages` is the page/display projection, never the agent loop's
-`runtime_messages`. Every store (L1 memory, L2 Redis, L3 SQL, the JSONL projection) keeps the
+graph-state `messages` (the model's context). Every store (L1 memory, L2 Redis, L3 SQL, the JSONL projection) keeps the
 same JSON document, `ChatSession.to_json()`, and reads it back with `ChatSession.from_json()`.
 """
 

@@ -13,8 +13,6 @@ from agent.loop.compression import assert_tool_pairs, is_archived
 from agent.loop.models import ScriptedChatModel
 from agent.loop.tool_results import ToolResultStore
 from agent.runner import AgentRunner
-from checkpointing.messages import dtos_to_messages
-from graph import runtime as runtime_registry
 from tests.support.runners import make_config
 
 TOOL = {"custom": [{"path": "tests.e2e.test_context_exhaustion:sensor_dump"}]}
@@ -39,8 +37,8 @@ def _runner(tmp_path: Path, responses: list[dict[str, Any]], window: int) -> Age
     )
 
 
-def _model(session_id: str) -> ScriptedChatModel:
-    model = runtime_registry.find_runtime(session_id).model  # type: ignore[attr-defined]
+def _model(runner: AgentRunner, session_id: str) -> ScriptedChatModel:
+    model = runner.builder.last_runtime(session_id).model  # type: ignore[attr-defined]
     assert isinstance(model, ScriptedChatModel)
     return model
 
@@ -69,7 +67,7 @@ def test_window_too_small_replans_then_fails_with_its_reason(tmp_path: Path) -> 
     assert "raise model.context_window" in result["error"]
     state = runner.state("s-exhaust")
     assert state["replan_count"] == 2 and state["context_compression_count"] == 2
-    calls = _model("s-exhaust").calls
+    calls = _model(runner, "s-exhaust").calls
     assert result["model_calls"] == len(EXHAUSTING) == len(calls)
     # even on the way to failing, no request the model got reached 95% of the window
     assert max(count_tokens_approximately(p) for p in calls) < 950
@@ -90,10 +88,9 @@ def test_exhaustion_loses_nothing(tmp_path: Path) -> None:
     assert len(store) == 4
     expected = [sensor_dump(20), sensor_dump(100), sensor_dump(100), sensor_dump(100)]
     assert [store.get(i) for i in store.ids()] == expected
-    # the display channel keeps every tool message whole too
-    tool_msgs = [m for m in state["messages"] if isinstance(m, ToolMessage)]
-    assert [m.content for m in tool_msgs] == expected
-    context = dtos_to_messages(state["runtime_messages"])
+    # the context itself was reset: no tool result is left in it whole, the store holds them all
+    context = state["messages"]
+    assert not any(isinstance(m, ToolMessage) and m.content in expected for m in context)
     assert_tool_pairs(context)
     assert "read_tool_result" in str(context[-1].content)  # the fresh context says how to read results back
 
@@ -120,11 +117,11 @@ def test_length_finish_compresses_retries_and_counts(tmp_path: Path) -> None:
     assert len(comps) == 1 and comps[0]["reason"] == "length" and comps[0]["tier"] == "pointer"
     assert comps[0]["archived_tool_call_ids"] == ["call_2_1"]
     # the retry's prompt has the archived result and not the truncated reply
-    retry = _model("s-length").calls[-1]
+    retry = _model(runner, "s-length").calls[-1]
     assert not any(isinstance(m, AIMessage) and "bank one" in str(m.content) for m in retry)
     assert any(isinstance(m, ToolMessage) and is_archived(m) and m.tool_call_id == "call_2_1" for m in retry)
     state = runner.state("s-length")
-    assert not any("bank one" in str(d.get("content")) for d in state["runtime_messages"])
+    assert not any("bank one" in str(m.content) for m in state["messages"])
     config: RunnableConfig = {"configurable": {"thread_id": "s-length", "tenant_id": "default"}}
     counted = [s.values.get("consecutive_failures") for s in runner.graph.get_state_history(config)]
     assert 1 in counted  # memory counted the truncation as a failure

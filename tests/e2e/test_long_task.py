@@ -17,8 +17,6 @@ from agent.loop.models import ScriptedChatModel
 from agent.loop.tokens import TokenCounter
 from agent.loop.tool_results import ToolResultStore
 from agent.runner import AgentRunner, RunEvent
-from checkpointing.messages import dtos_to_messages
-from graph import runtime as runtime_registry
 from tests.support.runners import ROOT, make_config
 
 TASK = "Read the sensor log back in slices and report."
@@ -50,7 +48,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> LongRun:
     tmp = tmp_path_factory.mktemp("long")
     runner = AgentRunner.from_config(make_config(tmp, base="long-task.yaml"))
     events = list(runner.stream(TASK, session_id=SESSION))
-    model = runtime_registry.find_runtime(SESSION).model  # type: ignore[attr-defined]
+    model = runner.builder.last_runtime(SESSION).model  # type: ignore[attr-defined]
     assert isinstance(model, ScriptedChatModel)
     return LongRun(runner, events, runner.state(SESSION), model.calls)
 
@@ -159,7 +157,7 @@ def test_tool_pairs_stay_intact_in_every_prompt(run: LongRun) -> None:
     """No request pairs a tool call without its result or the reverse, before or after any cut."""
     for prompt in run.calls:
         assert_tool_pairs(prompt)
-    assert_tool_pairs(dtos_to_messages(run.state["runtime_messages"]))
+    assert_tool_pairs(run.state["messages"])
 
 
 def test_every_full_result_stays_readable(run: LongRun) -> None:

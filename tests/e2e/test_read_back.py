@@ -12,7 +12,6 @@ from agent.loop.models import ScriptedChatModel
 from agent.loop.tool_results import ToolResultStore
 from agent.runner import AgentRunner
 from agent.tools.read_tool_result import parse_read_output
-from graph import runtime as runtime_registry
 from tests.support.runners import make_config
 
 SESSION = "s-read-back"
@@ -63,9 +62,9 @@ def _tool_messages(runner: AgentRunner, name: str) -> list[ToolMessage]:
 
 def test_result_was_archived_before_it_was_read_back(run: tuple[AgentRunner, list[Any]]) -> None:
     """The model saw only a pointer for the first read when it asked for the range; the run completed."""
-    _, events = run
+    runner, events = run
     assert events[-1].data["status"] == "COMPLETED"
-    model = runtime_registry.find_runtime(SESSION).model  # type: ignore[attr-defined]
+    model = runner.builder.last_runtime(SESSION).model  # type: ignore[attr-defined]
     assert isinstance(model, ScriptedChatModel)
     prompt = model.calls[7]  # the call that answered with read_tool_result
     first = next(m for m in prompt if isinstance(m, ToolMessage) and m.tool_call_id == ARCHIVED)

@@ -56,9 +56,9 @@ def test_fork_continues_from_the_entry_and_leaves_the_original_alone(tmp_path: P
     assert events_path.read_bytes().startswith(before)
     # the branch read turn 1's file, from its own room
     state = branch_runner.state(sid)
-    tool_texts = [m["content"] for m in state["runtime_messages"] if m["role"] == "tool"]
+    tool_texts = [m.content for m in state["messages"] if m.type == "tool"]
     assert tool_texts[-1] == "v1"
-    contents = [m.get("content") for m in state["runtime_messages"]]
+    contents = [m.content for m in state["messages"]]
     assert "turn two" not in contents and "turn one" in contents and "turn three" in contents
     main_room = main_runner.session_dir("default", sid) / "workspace"
     assert (main_room / "a.txt").read_text() == "v2" and (main_room / "b.txt").read_text() == "new"

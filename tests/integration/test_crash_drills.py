@@ -128,7 +128,7 @@ def _bump_labels(state: dict[str, Any]) -> dict[str, str]:
     """{tool_call_id: label} of the reference's bump calls."""
     return {
         call["id"]: call["args"]["label"]
-        for msg in state["runtime_messages"]
+        for msg in state["messages"]
         for call in msg.get("tool_calls") or []
         if call["name"] == "bump"
     }

@@ -50,8 +50,8 @@ def test_reject_tells_the_model_and_skips_the_tool(tmp_path: Path) -> None:
     assert result.status == "COMPLETED"
     room = runner.session_dir("default", sid) / "workspace"
     assert not (room / "outbox").exists()
-    tool_msgs = [m for m in runner.state(sid)["runtime_messages"] if m["role"] == "tool"]
-    assert "rejected by the human reviewer: not today" in tool_msgs[-1]["content"]
+    tool_msgs = [m for m in runner.state(sid)["messages"] if m.type == "tool"]
+    assert "rejected by the human reviewer: not today" in tool_msgs[-1].content
 
 
 def test_plain_turn_refused_while_paused(tmp_path: Path) -> None:

@@ -44,10 +44,10 @@ def test_tool_calls_usage_and_length_through_the_real_client(tmp_path: Path) -> 
     usages = [e.data["usage"]["input_tokens"] for e in events if e.kind == "model_call"]
     assert usages == [50, 80, 120, 121]
     state = runner.state(result["session_id"])
-    tool_msgs = [m for m in state["runtime_messages"] if m["role"] == "tool"]
-    assert tool_msgs[0]["content"] == "42"
+    tool_msgs = [m for m in state["messages"] if m.type == "tool"]
+    assert tool_msgs[0].content == "42"
     # the truncated reply is not left in the model's context
-    assert not any(m.get("content") == "The answer is" for m in state["runtime_messages"])
+    assert not any(m.content == "The answer is" for m in state["messages"])
     # the second request carried the tools; the retry after LENGTH carried the tool result
     assert any(t["function"]["name"] == "calculator" for t in stub.requests[1]["body"]["tools"])
     last_msgs = stub.requests[3]["body"]["messages"]

@@ -42,7 +42,7 @@ def test_duplicate_tool_call_ids_cannot_smuggle_a_rejected_call(tmp_path: Path) 
     assert done.status == "COMPLETED"
     outbox = runner.session_dir("default", first.session_id) / "workspace" / "outbox"
     assert sorted(p.name for p in outbox.iterdir()) == ["team-r.md"]
-    ids = [m["tool_call_id"] for m in runner.state(first.session_id)["runtime_messages"] if m["role"] == "tool"]
+    ids = [m.tool_call_id for m in runner.state(first.session_id)["messages"] if m.type == "tool"]
     assert len(ids) == len(set(ids)) == 4
 
 
@@ -72,8 +72,8 @@ def test_skill_limits_the_tools_that_run(tmp_path: Path) -> None:
     ]
     runner = AgentRunner.from_config(make_config(tmp_path, script, skills_dir=str(skills)))
     result = runner.run("try")
-    tool = next(m for m in runner.state(result.session_id)["runtime_messages"] if m["role"] == "tool")
-    assert "not allowed by the active skill 'calc'" in tool["content"]
+    tool = next(m for m in runner.state(result.session_id)["messages"] if m.type == "tool")
+    assert "not allowed by the active skill 'calc'" in tool.content
     assert not (runner.session_dir("default", result.session_id) / "workspace" / "x.txt").exists()
 
 
@@ -107,7 +107,7 @@ def test_turn_killed_before_its_first_checkpoint_is_run_by_resume(tmp_path: Path
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["answer"] == "answer two"
     state = AgentRunner.from_config(cfg).state("s-lost")
-    assert [m["content"] for m in state["runtime_messages"] if m["role"] == "user"] == ["first", "second"]
+    assert [m.content for m in state["messages"] if m.type == "human"] == ["first", "second"]
 
 
 @pytest.mark.integration

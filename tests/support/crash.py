@@ -152,10 +152,10 @@ def counter_lines(counter: Path) -> list[str]:
 def read_state(config: Path, session: str) -> dict[str, Any]:
     """The session's final graph state (the fields a drill compares), normalized; read-only."""
     from agent.runner import AgentRunner
+    from checkpointing.messages import messages_to_dtos
 
     state = AgentRunner.from_config(config).state(session)
     keys = (
-        "runtime_messages",
         "tool_result_store",
         "task_todo_list",
         "iteration_count",
@@ -163,7 +163,10 @@ def read_state(config: Path, session: str) -> dict[str, Any]:
         "finish_reason",
         "execution_history_text",
     )
-    return normalize_state(json.loads(json.dumps({k: state.get(k) for k in keys}, default=str)))
+    view = {k: state.get(k) for k in keys}
+    # Compared as the canonical DTOs (the messages' on-disk form): plain JSON, every field visible.
+    view["messages"] = messages_to_dtos(list(state.get("messages") or []))
+    return normalize_state(json.loads(json.dumps(view, default=str)))
 
 
 def session_path(config: Path, session: str, tenant: str = "default") -> Path:
@@ -200,7 +203,7 @@ def normalize_state(state: dict[str, Any]) -> dict[str, Any]:
     """Drop what legitimately differs between two equal runs: timestamps, run ids, and the fresh
     random ids of the system/user messages a turn starts with (model and tool ids are scripted)."""
     out: dict[str, Any] = _strip(state)
-    for msg in out.get("runtime_messages") or []:
+    for msg in out.get("messages") or []:
         if msg.get("role") in ("system", "user"):
             msg.pop("id", None)
     return out
@@ -234,7 +237,7 @@ def expected_after_unknown(
     """
     exp: dict[str, Any] = json.loads(json.dumps(reference))
     texts: dict[str, str] = {}
-    for msg in actual["runtime_messages"]:
+    for msg in actual["messages"]:
         cid = msg.get("tool_call_id")
         if cid in unknown:
             prefix = UNKNOWN_PREFIX.format(name=unknown[cid], call_id=cid)
@@ -242,12 +245,12 @@ def expected_after_unknown(
             texts[cid] = msg["content"]
     assert set(texts) == set(unknown), f"no outcome-unknown message for {set(unknown) - set(texts)}"
     peeks: dict[str, str] = {}
-    for msg in exp["runtime_messages"]:
+    for msg in exp["messages"]:
         for call in msg.get("tool_calls") or []:
             if call["name"] == "peek":
                 label = call["args"]["label"]
                 peeks[call["id"]] = f"{label}: {'present' if label in bumped else 'absent'}"
-    for msg in exp["runtime_messages"]:
+    for msg in exp["messages"]:
         cid = msg.get("tool_call_id")
         if cid in texts:
             msg["content"], msg["status"] = texts[cid], "error"

@@ -103,4 +103,4 @@ def test_custom_tool_by_import_path(tmp_path: Path) -> None:
     assert runner.tools["shout"].effect == "read_only"
     result = runner.run("shout")
     state = runner.state(result.session_id)
-    assert [m["content"] for m in state["runtime_messages"] if m["role"] == "tool"] == ["HEY"]
+    assert [m.content for m in state["messages"] if m.type == "tool"] == ["HEY"]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage
 from langchain_core.messages.ai import UsageMetadata
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from agent.config import AgentSettings
 from agent.loop.compression import SUMMARY_KEY, CompressionTier, assert_tool_pairs, is_archived, is_summary
@@ -13,7 +14,7 @@ from agent.loop.context import SUMMARY_INSTRUCTIONS, ContextManager
 from agent.loop.models import ModelScript, ScriptedChatModel, ScriptedResponse
 from agent.loop.runtime import LoopRuntime
 from agent.tools.base import ToolContext
-from checkpointing.messages import dtos_to_messages, messages_to_dtos
+from graph.state import merge_messages
 
 RESULT_CHARS = 2000  # about 500 tokens for the estimator
 
@@ -57,12 +58,24 @@ def history(steps: int, *, usage: int | None = None) -> list[BaseMessage]:
 
 def state(msgs: list[BaseMessage], **extra: Any) -> dict[str, Any]:
     """A graph state holding `msgs` as its model context."""
-    return {"runtime_messages": messages_to_dtos(msgs), "model_call_count": 5, **extra}
+    return {"messages": list(msgs), "model_call_count": 5, **extra}
+
+
+def new_context(update: dict[str, Any]) -> list[BaseMessage]:
+    """The context a compression update writes: it must replace the whole `messages` list."""
+    head, *rest = update["messages"]
+    assert isinstance(head, RemoveMessage) and head.id == REMOVE_ALL_MESSAGES
+    assert not any(isinstance(m, RemoveMessage) for m in rest)
+    return rest
 
 
 def apply(st: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
-    """The state after `update` (runtime_messages and last_usage replace)."""
-    return {**st, **{k: v for k, v in update.items() if k != "execution_history_text"}}
+    """The state after `update` as the graph applies it (messages through their reducer)."""
+    out = {**st, **{k: v for k, v in update.items() if k != "execution_history_text"}}
+    if "messages" in update:
+        out["messages"] = merge_messages(st["messages"], [update["messages"]])
+        assert out["messages"] == new_context(update)
+    return out
 
 
 def test_below_half_the_window_nothing_happens() -> None:
@@ -92,7 +105,7 @@ def test_pointer_tier_archives_all_but_the_last_three_and_emits_the_event() -> N
     st = state(history(8))
     assert rt.compressor.tier(st) is CompressionTier.POINTER
     update = rt.compress(st, reason="budget")
-    msgs = dtos_to_messages(update["runtime_messages"])
+    msgs = new_context(update)
     tool_msgs = [m for m in msgs if isinstance(m, ToolMessage)]
     assert [is_archived(m) for m in tool_msgs] == [True] * 5 + [False] * 3
     assert_tool_pairs(msgs)
@@ -115,7 +128,7 @@ def test_hard_tier_asks_the_model_at_the_session_call_index_and_counts() -> None
     assert rt.compressor.tier(st) is CompressionTier.HARD
     update = rt.compress(st, reason="budget")
     assert update["model_call_count"] == 6 and update["context_compression_count"] == 1
-    msgs = dtos_to_messages(update["runtime_messages"])
+    msgs = new_context(update)
     assert [m.id for m in msgs[:2]] == ["sys", "task"] and is_summary(msgs[2])
     assert "SUMMARY: fetched 0..7" in str(msgs[2].content) and SUMMARY_KEY in msgs[2].additional_kwargs
     assert len(msgs) == 7 and msgs[-1].id == "t7" and not is_archived(msgs[-1])
@@ -135,7 +148,7 @@ def test_after_the_last_allowed_hard_compression_placeholders_are_used() -> None
     st = state(history(8), context_compression_count=1)
     update = rt.compress(st, reason="budget")
     assert "context_compression_count" not in update and update.get("loop_signal") is None
-    msgs = dtos_to_messages(update["runtime_messages"])
+    msgs = new_context(update)
     assert sum(is_archived(m) for m in msgs) == 7
     assert events[0][1]["tier"] == "placeholder" and not events[0][1]["exhausted"]
 
@@ -158,7 +171,7 @@ def test_exhausted_context_signals_replan_with_a_fresh_compact_context() -> None
     update = rt.compress(st, reason="budget")
     assert update["loop_signal"] == "REPLAN"
     assert "context window exhausted" in update["error"] and "500-token window" in update["error"]
-    msgs = dtos_to_messages(update["runtime_messages"])
+    msgs = new_context(update)
     assert [m.id for m in msgs[:2]] == ["sys", "task"] and len(msgs) == 3
     assert "tool fetch(c0) -> success" in str(msgs[2].content) and "read_tool_result" in str(msgs[2].content)
     payload = events[0][1]
@@ -174,7 +187,7 @@ def test_length_finish_goes_one_tier_further() -> None:
     assert rt.compress(st, reason="budget") == {}
     update = rt.compress(st, reason="length")
     assert events[0][1]["tier"] == "pointer" and events[0][1]["reason"] == "length"
-    assert sum(is_archived(m) for m in dtos_to_messages(update["runtime_messages"])) == 2
+    assert sum(is_archived(m) for m in new_context(update)) == 2
 
 
 def test_disabled_compression_never_compresses() -> None:

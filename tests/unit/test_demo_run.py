@@ -52,8 +52,8 @@ def test_demo_records_usage_and_finish_reasons(tmp_path: Path) -> None:
     assert [c["finish_reason"] for c in calls] == ["stop"] + ["tool_calls"] * 5 + ["stop"]
     assert calls[-1]["usage"]["input_tokens"] == 7530
     state = runner.state(result["session_id"])
-    ai = [m for m in state["runtime_messages"] if m["role"] == "ai"]
-    assert ai[-1]["usage"]["output_tokens"] == 70
+    ai = [m for m in state["messages"] if m.type == "ai"]
+    assert ai[-1].usage_metadata["output_tokens"] == 70
     assert state["active_skill"] == "data-analyst"
     assert [d["name"] for d in state["dataset_list"]] == ["sales", "regions"]
     session = runner.manager.get("default", result["session_id"])

@@ -37,8 +37,8 @@ def test_failures_replan_then_fail(tmp_path: Path) -> None:
     assert "after 1 replans" in result["error"]
     state = runner.state(result["session_id"])
     assert state["replan_count"] == 1
-    tool_msgs = [m for m in state["runtime_messages"] if m["role"] == "tool"]
-    assert all(m["status"] == "error" and "unknown tool" in m["content"] for m in tool_msgs)
+    tool_msgs = [m for m in state["messages"] if m.type == "tool"]
+    assert all(m.status == "error" and "unknown tool" in m.content for m in tool_msgs)
 
 
 def test_a_success_resets_the_failure_count(tmp_path: Path) -> None:

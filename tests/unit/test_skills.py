@@ -9,7 +9,6 @@ import pytest
 from agent.errors import ConfigError
 from agent.loop.skills import load_skills
 from agent.runner import AgentRunner
-from graph import runtime as registry
 from tests.support.runners import make_config
 
 
@@ -43,7 +42,7 @@ def test_planner_activates_a_skill_and_the_model_sees_its_tools(tmp_path: Path) 
     result = runner.run("add two and three")
     assert result.answer == "5"
     assert runner.state(result.session_id)["active_skill"] == "math"
-    rt = registry.find_runtime(result.session_id)
+    rt = runner.builder.last_runtime(result.session_id)
     assert rt is not None
     assert {t.name for t in rt.visible_tools()} == {"calculator", "read_tool_result", "update_todo"}
     prompt = rt.model.calls[-1]  # type: ignore[attr-defined]

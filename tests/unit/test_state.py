@@ -5,9 +5,10 @@ from __future__ import annotations
 import typing
 
 from langgraph.channels.delta import DeltaChannel
-from langgraph.graph.message import add_messages
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
+from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
-from graph.state import FIELD_REGISTRY, SCHEMA_VERSION, TaskExecutionState, extend_list
+from graph.state import FIELD_REGISTRY, SCHEMA_VERSION, TaskExecutionState, extend_list, merge_messages
 
 
 def test_every_state_field_is_registered_and_nothing_else() -> None:
@@ -16,14 +17,14 @@ def test_every_state_field_is_registered_and_nothing_else() -> None:
 
 
 def test_registered_reducers_match_the_annotations() -> None:
-    """Append fields are DeltaChannels, messages uses add_messages, the rest replace."""
+    """Append fields and messages are DeltaChannels (messages with merge_messages), the rest replace."""
     hints = typing.get_type_hints(TaskExecutionState, include_extras=True)
     for name, (_, kind) in FIELD_REGISTRY.items():
         extras = getattr(hints[name], "__metadata__", ())
         if kind == "append":
             assert any(isinstance(x, DeltaChannel) for x in extras), name
         elif kind == "messages":
-            assert any(x is add_messages for x in extras), name
+            assert any(isinstance(x, DeltaChannel) and x.reducer is merge_messages for x in extras), name
         else:
             assert not extras, name
 
@@ -32,7 +33,7 @@ def test_seed_groups_are_all_present() -> None:
     """Every seed §2 group has its key fields."""
     groups = {g for g, _ in FIELD_REGISTRY.values()}
     assert {"input", "plan", "loop", "protection", "context"} <= groups
-    for f in ("user_input", "task_plan_text", "iteration_count", "consecutive_failures", "runtime_messages"):
+    for f in ("user_input", "task_plan_text", "iteration_count", "consecutive_failures", "messages"):
         assert f in FIELD_REGISTRY
     assert SCHEMA_VERSION >= 1
 
@@ -41,3 +42,68 @@ def test_extend_list_is_batching_invariant() -> None:
     """The DeltaChannel reducer gives the same result for split or joined batches."""
     a, b = [["x"], "y"], [["z", "w"]]
     assert extend_list(extend_list(["s"], a), b) == extend_list(["s"], a + b) == ["s", "x", "y", "z", "w"]
+
+
+def test_there_is_one_list_of_messages() -> None:
+    """The state holds the model's context once: no second copy of the messages (issue 12 §2)."""
+    assert "runtime_messages" not in FIELD_REGISTRY
+    assert [n for n, (_, kind) in FIELD_REGISTRY.items() if kind == "messages"] == ["messages"]
+    assert SCHEMA_VERSION >= 2
+
+
+def _conversation() -> list:
+    call = {"id": "c1", "name": "calc", "args": {"e": "1+1"}}
+    return [
+        HumanMessage("hi", id="h1"),
+        AIMessage("", tool_calls=[call], id="a1"),
+        ToolMessage("2", tool_call_id="c1", id="t1"),
+        AIMessage("two", id="a2"),
+    ]
+
+
+def test_merge_messages_has_add_messages_semantics() -> None:
+    """Append, replace by id, remove by id and remove-all give what LangGraph's add_messages gives."""
+    msgs = _conversation()
+    cases = [
+        [msgs[:2], msgs[2:]],
+        [msgs, [AIMessage("three", id="a2")]],
+        [msgs, [RemoveMessage(id="a2")]],
+        [msgs, [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("fresh", id="f1")]],
+    ]
+    for writes in cases:
+        expected: list = []
+        for w in writes:
+            expected = add_messages(expected, w)
+        assert merge_messages([], writes) == expected
+
+
+def test_merge_messages_is_batching_invariant_and_deterministic() -> None:
+    """Replaying stored writes in other batches rebuilds the same list, ids included (no uuid4)."""
+    msgs = _conversation()
+    writes = [
+        [msgs[0], HumanMessage("no id")],
+        [msgs[1]],
+        [RemoveMessage(id="h1"), msgs[2]],
+        [{"role": "user", "content": "a dict"}],
+        [RemoveMessage(id=REMOVE_ALL_MESSAGES), msgs[3], HumanMessage("no id either")],
+        [msgs[0]],
+    ]
+    whole = merge_messages([], writes)
+    for cut in range(len(writes) + 1):
+        assert merge_messages(merge_messages([], writes[:cut]), writes[cut:]) == whole
+    stepwise: list = []
+    for w in writes:
+        stepwise = merge_messages(stepwise, [w])
+    assert stepwise == whole == merge_messages([], writes)
+    assert [m.content for m in whole] == ["two", "no id either", "hi"]
+    assert all(m.id for m in whole)
+
+
+def test_removing_an_unknown_message_is_an_error() -> None:
+    """A RemoveMessage for an id the context does not hold fails (as add_messages does), never silently."""
+    try:
+        merge_messages(_conversation(), [[RemoveMessage(id="nope")]])
+    except ValueError as err:
+        assert "nope" in str(err)
+    else:
+        raise AssertionError("no error")

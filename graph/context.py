@@ -1,19 +1,21 @@
-"""The small runtime seam the nodes use, and the process-local LoopRuntime registry.
+"""The small runtime seam the nodes use: the LoopRuntime protocol and the graph's context schema.
 
-Nodes never hold model clients, tools or sandboxes in state: they look the session's LoopRuntime
-up here by session id (`thread_id`). The registry is process-local; after a crash, or in another
-process, the init node (or the first node that needs it) rebuilds the runtime through the
-registered factory, from configuration, never from the checkpoint.
+Nodes never hold model clients, tools or sandboxes in state, and there is no process-wide registry:
+the caller passes an `AgentContext` (LangGraph's `context=`, read by nodes as `Runtime.context`)
+holding a LoopRuntime factory; the init node builds the run's runtime with it, and after a crash,
+or in another process, the first node that needs one rebuilds it from configuration, never from
+the checkpoint. This module imports nothing of `agent` or `nodes`.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 
 
 class LoopRuntimeProtocol(Protocol):
@@ -65,21 +67,7 @@ class LoopRuntimeProtocol(Protocol):
 
 
 RuntimeFactory = Callable[[str, Mapping[str, Any], RunnableConfig], LoopRuntimeProtocol]
-
-# A runner passes its own factory in the run's config under this key, so several runners (other
-# configs, other base_dirs) can share one process; set_runtime_factory is the fallback (Studio).
-FACTORY_KEY = "__agentrt_runtime_factory"
-
-_lock = threading.Lock()
-_runtimes: dict[tuple[str, str], LoopRuntimeProtocol] = {}
-_factory: RuntimeFactory | None = None
-
-
-def set_runtime_factory(factory: RuntimeFactory | None) -> None:
-    """Register how LoopRuntimes are built in this process (the runner and Studio do this)."""
-    global _factory
-    with _lock:
-        _factory = factory
+"""Builds a session's LoopRuntime: (session id, state, config) -> runtime (agent.loop.builder.RuntimeBuilder)."""
 
 
 def session_id_of(config: RunnableConfig) -> str:
@@ -91,50 +79,42 @@ def session_id_of(config: RunnableConfig) -> str:
     return str(sid)
 
 
-def _key(config: RunnableConfig) -> tuple[str, str]:
-    conf = config.get("configurable") or {}
-    return str(conf.get("tenant_id") or ""), session_id_of(config)
+@dataclass
+class AgentContext:
+    """The graph's `context_schema`: what one run hands its nodes (LangGraph `Runtime.context`).
+
+    The caller (the runner, a worker, the server) passes a fresh one per run as
+    `graph.stream(..., context=AgentContext(factory))`; the init node builds the run's LoopRuntime
+    through `factory` and every later node of the run reuses it. A run resumed in another process
+    gets a new context, so the first node that needs the runtime rebuilds it from config.
+    """
+
+    # Typed loosely on purpose: LangGraph derives the context's JSON schema (Studio shows it) from
+    # these annotations, and a callable has none. `factory` is a RuntimeFactory.
+    factory: Any
+    runtime: Any = field(default=None, compare=False)  # LoopRuntimeProtocol | None
+
+    def loop_runtime(
+        self, state: Mapping[str, Any], config: RunnableConfig, *, fresh: bool = False
+    ) -> LoopRuntimeProtocol:
+        """The run's LoopRuntime: built on first use (or when `fresh`), then kept for the run."""
+        if fresh or self.runtime is None:
+            self.runtime = self.factory(session_id_of(config), state, config)
+        rt: LoopRuntimeProtocol = self.runtime
+        return rt
 
 
-def create_runtime(state: Mapping[str, Any], config: RunnableConfig) -> LoopRuntimeProtocol:
-    """Build (or rebuild) the LoopRuntime of this call's session and register it."""
-    key = _key(config)
-    with _lock:
-        factory = (config.get("configurable") or {}).get(FACTORY_KEY) or _factory
-    if factory is None:
-        raise RuntimeError("no LoopRuntime factory registered: build the graph through agent.AgentRunner")
-    runtime = factory(key[1], state, config)
-    with _lock:
-        _runtimes[key] = runtime
-    return runtime
-
-
-def get_runtime(state: Mapping[str, Any], config: RunnableConfig) -> LoopRuntimeProtocol:
-    """The session's LoopRuntime; rebuilt from config when this process has none (after recovery)."""
-    key = _key(config)
-    with _lock:
-        rt = _runtimes.get(key)
-    if rt is not None:
-        conf = config.get("configurable") or {}
-        # A runtime belongs to one run and one lease grant: a resume (new token) rebuilds it.
-        if conf.get("run_id") in (None, rt.run_id) and conf.get("fencing_token") == rt.fencing_token:
-            return rt
-    return create_runtime(state, config)
-
-
-def drop_runtime(session_id: str, tenant_id: str = "") -> None:
-    """Forget a session's LoopRuntime (end of run, or tests)."""
-    with _lock:
-        _runtimes.pop((tenant_id, session_id), None)
-
-
-def find_runtime(session_id: str, tenant_id: str | None = None) -> LoopRuntimeProtocol | None:
-    """The registered runtime of a session (any tenant when `tenant_id` is None), for inspection."""
-    with _lock:
-        for (tenant, sid), rt in _runtimes.items():
-            if sid == session_id and tenant_id in (None, tenant):
-                return rt
-    return None
+def loop_runtime(
+    runtime: Runtime[AgentContext], state: Mapping[str, Any], config: RunnableConfig, *, fresh: bool = False
+) -> LoopRuntimeProtocol:
+    """The LoopRuntime of the node's run, from LangGraph's injected `Runtime.context`."""
+    ctx = runtime.context
+    if not isinstance(ctx, AgentContext):
+        raise RuntimeError(
+            "the agent graph needs its context: run it through agent.AgentRunner, or pass "
+            "context=graph.context.AgentContext(factory) to invoke/stream"
+        )
+    return ctx.loop_runtime(state, config, fresh=fresh)
 
 
 class ModelCallError(RuntimeError):

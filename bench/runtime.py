@@ -1,0 +1,384 @@
+"""Benchmark: whole-runtime cost of one agentrt turn against a bare LangGraph ReAct loop (issue 14).
+
+Workload: the scripted model asks for one tool call per model call; the tool returns 2 KB. One
+turn of N tool steps (planning off, compression on with a window large enough never to compress,
+durability sync, `fsync: always`). The anchor is a bare LangGraph ReAct loop doing the same work in
+the same run: a model node (the same scripted model) + `ToolNode` + `add_messages`, with
+SqliteSaver, and the same loop on agentrt's JsonlCheckpointSaver ("the saver alone").
+
+Every measurement runs in a fresh child process (so peak memory is that run's), in the same
+invocation of this script. Printed:
+
+- ms per tool step (median over rounds) for agentrt and the bare loops, and the ratio;
+- flatness: mean ms over steps 150-200 / mean over steps 1-50 (N >= 200);
+- bytes on disk after the turn and the growth exponent between the smallest and largest N;
+- fsyncs per tool step (os.fsync/os.fdatasync calls counted in the child; `--strace` adds
+  `strace -c -f` counts of fsync/fdatasync/write/openat, which include SQLite's own);
+- peak memory (ru_maxrss of the child);
+- next turn / `show` / `doctor` / `resume` of a 20-step vs the largest session (wall of the CLI
+  process, and the same minus `agentrt --help`, i.e. the work beyond the process start).
+
+    python bench/runtime.py                       # N = 50, 200, 1000; 1 round
+    python bench/runtime.py --steps 50 200 --rounds 3
+    python bench/runtime.py --steps 50 --strace --profile /tmp/agentrt.prof
+
+Nothing is asserted: the goals of issue 14 are printed beside the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+STAMPS: list[float] = []
+RESULT_BYTES = 2048
+NEXT_TURN = "And one more thing?"
+
+
+def blob2k(i: int) -> str:
+    """The benchmark's trivial tool: 2 KB of text (and a timestamp of when it ran)."""
+    STAMPS.append(time.perf_counter())
+    line = f"result {i}: " + "lorem ipsum dolor sit amet " * 80
+    return line[:RESULT_BYTES]
+
+
+# --- children ------------------------------------------------------------------------------------
+def _count_fsyncs() -> dict[str, int]:
+    counts = {"fsync": 0}
+    for name in ("fsync", "fdatasync"):
+        orig = getattr(os, name)
+
+        def wrapped(fd: Any, _orig: Any = orig) -> None:
+            counts["fsync"] += 1
+            _orig(fd)
+
+        setattr(os, name, wrapped)
+    return counts
+
+
+def _script(n: int) -> dict[str, Any]:
+    calls = [
+        {"tool_calls": [{"name": "blob2k", "args": {"i": i}}], "usage": {"input_tokens": 100, "output_tokens": 10}}
+        for i in range(n)
+    ]
+    done = [
+        {"content": "Done.", "usage": {"input_tokens": 100, "output_tokens": 2}},
+        {"content": "Nothing else.", "usage": {"input_tokens": 100, "output_tokens": 3}},
+    ]
+    return {"responses": [*calls, *done]}
+
+
+def write_config(work: Path, n: int) -> Path:
+    """The agentrt config of an N-step run under `work`."""
+    import yaml
+
+    (work / "script.yaml").write_text(json.dumps(_script(n)))
+    cfg = yaml.safe_load((ROOT / "configs" / "default.yaml").read_text())
+    cfg["model"].update({"script": str(work / "script.yaml"), "context_window": 100_000_000})
+    cfg["tools"] = {
+        "builtins": ["read_tool_result"],
+        "custom": [{"path": "bench.runtime:blob2k", "effect": "read_only"}],
+    }
+    cfg["loop"].update({"max_iterations": n + 10, "planning": "never"})
+    cfg["persistence"]["base_dir"] = str(work / "agentrt")
+    cfg["datasets"] = []
+    cfg["skills_dir"] = None
+    path = work / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def _dir_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root.exists() else 0
+
+
+def _steps(stamps: list[float]) -> list[float]:
+    """ms between consecutive tool calls: the cost of one tool step (model call + tool + bookkeeping)."""
+    return [(b - a) * 1000 for a, b in itertools.pairwise(stamps)]
+
+
+def child_agentrt(work: Path, n: int, profile: str | None) -> dict[str, Any]:
+    """One agentrt turn of n tool steps."""
+    counts = _count_fsyncs()
+    sys.path.insert(0, str(ROOT))
+    import bench.runtime as me
+    from agent.runner import AgentRunner
+
+    runner = AgentRunner.from_config(write_config(work, n))
+    counts["fsync"] = 0
+    prof = None
+    if profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
+    t0 = time.perf_counter()
+    result = runner.run("Call the tool until done.", session_id="s-bench")
+    wall = time.perf_counter() - t0
+    if prof is not None:
+        prof.disable()
+        prof.dump_stats(profile)
+    assert result.status == "COMPLETED", result
+    return {
+        "steps": _steps(me.STAMPS),
+        "wall": wall,
+        "fsyncs": counts["fsync"],
+        "bytes": _dir_bytes(work / "agentrt"),
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "tool_calls": result.tool_calls,
+    }
+
+
+def child_bare(work: Path, n: int, saver_name: str) -> dict[str, Any]:
+    """The bare LangGraph ReAct loop: model node + ToolNode + add_messages, checkpointed."""
+    counts = _count_fsyncs()
+    sys.path.insert(0, str(ROOT))
+    import sqlite3
+
+    from langchain_core.messages import HumanMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    import bench.runtime as me
+    from agent.loop.models import ModelScript, ScriptedChatModel
+
+    model = ScriptedChatModel(script=ModelScript.model_validate(_script(n))).bind_tools([me.blob2k])
+
+    def call_model(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("model", call_model)
+    g.add_node("tools", ToolNode([me.blob2k]))
+    g.add_edge(START, "model")
+    g.add_conditional_edges("model", tools_condition)
+    g.add_edge("tools", "model")
+    root = work / saver_name
+    root.mkdir(parents=True)
+    saver: Any
+    if saver_name == "sqlite":
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        saver = SqliteSaver(sqlite3.connect(root / "bench.sqlite", check_same_thread=False))
+    else:
+        from checkpointing.saver import JsonlCheckpointSaver
+
+        saver = JsonlCheckpointSaver(root, fsync="always")
+    graph = g.compile(checkpointer=saver)
+    counts["fsync"] = 0
+    t0 = time.perf_counter()
+    graph.invoke(
+        {"messages": [HumanMessage("Call the tool until done.")]},
+        {"configurable": {"thread_id": "s-bench"}, "recursion_limit": 4 * n + 20},
+        durability="sync",
+    )
+    wall = time.perf_counter() - t0
+    return {
+        "steps": _steps(me.STAMPS),
+        "wall": wall,
+        "fsyncs": counts["fsync"],
+        "bytes": _dir_bytes(root),
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "tool_calls": len(me.STAMPS),
+    }
+
+
+# --- parent --------------------------------------------------------------------------------------
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def run_child(kind: str, work: Path, n: int, *, strace: bool = False, profile: str | None = None) -> dict[str, Any]:
+    """Run one measurement in a fresh process; returns its JSON figures (plus strace counts)."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--dir", str(work), "--n", str(n)]
+    if profile:
+        cmd += ["--profile", profile]
+    trace = work.parent / f"{work.name}.strace"
+    if strace:
+        cmd = ["strace", "-c", "-f", "-e", "trace=fsync,fdatasync,write,openat", "-o", str(trace), *cmd]
+    out = subprocess.run(cmd, env=_env(), capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"child {kind} n={n} failed:\n{out.stderr[-3000:]}")
+    data: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    if strace:
+        data["strace"] = _parse_strace(trace.read_text())
+    return data
+
+
+def _parse_strace(text: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[-1] in ("fsync", "fdatasync", "write", "openat") and parts[3].isdigit():
+            counts[parts[-1]] = int(parts[3])
+    return counts
+
+
+def _cli(work: Path, *args: str) -> float:
+    t0 = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-m", "agent.cli", *args], env=_env(), capture_output=True, text=True, check=False, cwd=work
+    )
+    wall = time.perf_counter() - t0
+    if out.returncode not in (0, 1):
+        raise SystemExit(f"agentrt {' '.join(args)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
+    return wall
+
+
+def session_commands(work: Path) -> dict[str, float]:
+    """Wall seconds of show / doctor / resume (finished run) / next turn on the session under `work`."""
+    cfg = str(work / "config.yaml")
+    return {
+        "show": _cli(work, "show", "s-bench", "--config", cfg, "--json"),
+        "doctor": _cli(work, "doctor", "s-bench", "--config", cfg, "--json"),
+        "resume": _cli(work, "resume", "s-bench", "--config", cfg, "--json"),
+        "next_turn": _cli(work, "run", "--session", "s-bench", "--config", cfg, "--json", NEXT_TURN),
+    }
+
+
+def _mean(xs: list[float]) -> float:
+    return statistics.mean(xs) if xs else float("nan")
+
+
+def main() -> None:
+    """Parse arguments; run the children; print the figures."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, nargs="+", default=[50, 200, 1000])
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--strace", action="store_true", help="also count syscalls with strace -c -f")
+    ap.add_argument("--profile", help="cProfile the agentrt run of the largest N into this file")
+    ap.add_argument("--no-sessions", action="store_true", help="skip the show/doctor/resume/next-turn figures")
+    ap.add_argument("--keep", action="store_true", help="keep the work folder")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--dir", help=argparse.SUPPRESS)
+    ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        work = Path(args.dir)
+        work.mkdir(parents=True, exist_ok=True)
+        if args.child == "agentrt":
+            data = child_agentrt(work, args.n, args.profile)
+        else:
+            data = child_bare(work, args.n, args.child.removeprefix("bare-"))
+        print(json.dumps(data))
+        return
+
+    top = Path(tempfile.mkdtemp(prefix="agentrt-bench-runtime-"))
+    kinds = ("agentrt", "bare-sqlite", "bare-jsonl")
+    res: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    try:
+        for n in args.steps:
+            for r in range(args.rounds):
+                for kind in kinds:  # interleaved: the same machine state for all three
+                    work = top / f"{kind}-{n}-{r}"
+                    profile = args.profile if (kind == "agentrt" and n == max(args.steps) and r == 0) else None
+                    data = run_child(kind, work, n, strace=args.strace, profile=profile)
+                    res.setdefault((kind, n), []).append(data)
+                    print(
+                        f"  {kind:12} N={n:5} round {r + 1}: {_mean(data['steps']):7.2f} ms/step, "
+                        f"{data['bytes'] / 1e6:8.2f} MB, {data['fsyncs'] / n:5.1f} fsyncs/step, "
+                        f"{data['rss_mb']:6.0f} MB peak",
+                        flush=True,
+                    )
+        report(args, res)
+        if not args.no_sessions:
+            sessions(args, top, res)
+    finally:
+        if args.keep:
+            print(f"work folder kept: {top}")
+        else:
+            shutil.rmtree(top, ignore_errors=True)
+
+
+def report(args: argparse.Namespace, res: dict[tuple[str, int], list[dict[str, Any]]]) -> None:
+    """Print the per-N table, flatness and growth."""
+
+    def med(kind: str, n: int, key: str) -> float:
+        vals = [d[key] if key != "steps" else _mean(d["steps"]) for d in res[(kind, n)]]
+        return statistics.median(vals)
+
+    print("\n== one turn of N tool steps (median of rounds)")
+    print(f"{'':30}" + "".join(f"{'N=' + str(n):>14}" for n in args.steps))
+    rows = [
+        ("agentrt ms/tool step", "agentrt", "steps", 1.0, "{:.2f}"),
+        ("bare+SqliteSaver ms/tool step", "bare-sqlite", "steps", 1.0, "{:.2f}"),
+        ("bare+JSONL saver ms/tool step", "bare-jsonl", "steps", 1.0, "{:.2f}"),
+        ("agentrt bytes (MB)", "agentrt", "bytes", 1e6, "{:.2f}"),
+        ("bare+SqliteSaver bytes (MB)", "bare-sqlite", "bytes", 1e6, "{:.2f}"),
+        ("bare+JSONL saver bytes (MB)", "bare-jsonl", "bytes", 1e6, "{:.2f}"),
+        ("agentrt peak RSS (MB)", "agentrt", "rss_mb", 1.0, "{:.0f}"),
+        ("bare+SqliteSaver peak RSS (MB)", "bare-sqlite", "rss_mb", 1.0, "{:.0f}"),
+    ]
+    for label, kind, key, div, fmt in rows:
+        print(f"{label:30}" + "".join(f"{fmt.format(med(kind, n, key) / div):>14}" for n in args.steps))
+    print(
+        f"{'ratio agentrt/bare sqlite':30}"
+        + "".join(f"{med('agentrt', n, 'steps') / med('bare-sqlite', n, 'steps'):>13.2f}x" for n in args.steps)
+        + "   (goal <= 2x)"
+    )
+    print(
+        f"{'ratio bytes agentrt/JSONL alone':30}"
+        + "".join(f"{med('agentrt', n, 'bytes') / med('bare-jsonl', n, 'bytes'):>13.2f}x" for n in args.steps)
+        + "   (goal <= 3x)"
+    )
+    for kind in ("agentrt", "bare-sqlite"):
+        fs = [statistics.median(d["fsyncs"] for d in res[(kind, n)]) / n for n in args.steps]
+        print(f"{kind + ' fsyncs/tool step':30}" + "".join(f"{f:>14.1f}" for f in fs) + "   (python-level)")
+    if args.strace:
+        for kind in ("agentrt", "bare-sqlite", "bare-jsonl"):
+            for call in ("fsync", "fdatasync", "write", "openat"):
+                vals = [res[(kind, n)][0].get("strace", {}).get(call, 0) / n for n in args.steps]
+                print(f"{kind + ' strace ' + call + '/step':30}" + "".join(f"{v:>14.1f}" for v in vals))
+    for n in args.steps:
+        if n >= 200:
+            for kind in ("agentrt", "bare-sqlite"):
+                steps = res[(kind, n)][0]["steps"]
+                first, late = _mean(steps[:50]), _mean(steps[149:200])
+                print(
+                    f"flatness {kind} N={n}: steps 150-200 {late:.2f} ms vs 1-50 {first:.2f} ms = "
+                    f"{late / first:.2f}x (goal <= 1.2x)"
+                )
+    if len(args.steps) > 1:
+        lo, hi = min(args.steps), max(args.steps)
+        for kind in ("agentrt", "bare-sqlite", "bare-jsonl"):
+            b_lo, b_hi = med(kind, lo, "bytes"), med(kind, hi, "bytes")
+            exp = math.log(b_hi / b_lo) / math.log(hi / lo)
+            print(f"growth exponent {kind} N={lo}..{hi}: {exp:.2f}" + (" (goal <= 1.1)" if kind == "agentrt" else ""))
+
+
+def sessions(args: argparse.Namespace, top: Path, res: dict[tuple[str, int], list[dict[str, Any]]]) -> None:
+    """Time the session commands on a 20-step session and on the largest one."""
+    big = max(args.steps)
+    small_work = top / "agentrt-20-s"
+    run_child("agentrt", small_work, 20)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "agent.cli", "--help"], env=_env(), capture_output=True, check=False)
+    start = time.perf_counter() - t0
+    small = session_commands(small_work)
+    large = session_commands(top / f"agentrt-{big}-0")
+    print(f"\n== session commands (wall s; `agentrt --help` = {start:.2f} s process start)")
+    print(f"{'':12}{'20 steps':>10}{f'{big} steps':>12}{'ratio':>8}{'beyond start':>14}")
+    for k in small:
+        print(
+            f"{k:12}{small[k]:>10.2f}{large[k]:>12.2f}{large[k] / small[k]:>7.2f}x{large[k] - start:>13.2f}s"
+            "   (goal <= 2x and < 1 s beyond start)"
+        )
+
+
+if __name__ == "__main__":
+    main()
