@@ -62,14 +62,9 @@ def result_from_snapshot(session_id: str, snap: StateSnapshot) -> RunResult:
         status = "UNKNOWN"
     else:
         status = "FAILED"
-    usage_in = usage_out = tools = 0
-    for m in values.get("messages") or []:
-        um = getattr(m, "usage_metadata", None)
-        if um:
-            usage_in += int(um.get("input_tokens", 0))
-            usage_out += int(um.get("output_tokens", 0))
-        if getattr(m, "type", "") == "tool":
-            tools += 1
+    totals = values.get("token_usage") or {}
+    usage_in, usage_out = int(totals.get("input_tokens") or 0), int(totals.get("output_tokens") or 0)
+    tools = int(values.get("tool_call_count") or 0)
     return RunResult(
         session_id=session_id,
         run_id=str((snap.metadata or {}).get("run_id") or ""),

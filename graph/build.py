@@ -54,7 +54,8 @@ Node = Callable[[TaskExecutionState, RunnableConfig, Runtime[AgentContext]], dic
 
 def _with_default_context(node: Node, default: DefaultContext) -> Node:
     def run(state: TaskExecutionState, config: RunnableConfig, runtime: Runtime[AgentContext]) -> dict[str, Any]:
-        if runtime.context is None:
+        ctx = runtime.context
+        if not isinstance(ctx, AgentContext) or ctx.factory is None:  # none given, or an empty `{}`
             runtime = runtime.override(context=default(config))
         return node(state, config, runtime)
 

@@ -91,7 +91,7 @@ class AgentContext:
 
     # Typed loosely on purpose: LangGraph derives the context's JSON schema (Studio shows it) from
     # these annotations, and a callable has none. `factory` is a RuntimeFactory.
-    factory: Any
+    factory: Any = None  # None: not given (a server may send `{}`); the graph's default context applies
     runtime: Any = field(default=None, compare=False)  # LoopRuntimeProtocol | None
 
     def loop_runtime(
@@ -109,7 +109,7 @@ def loop_runtime(
 ) -> LoopRuntimeProtocol:
     """The LoopRuntime of the node's run, from LangGraph's injected `Runtime.context`."""
     ctx = runtime.context
-    if not isinstance(ctx, AgentContext):
+    if not isinstance(ctx, AgentContext) or ctx.factory is None:
         raise RuntimeError(
             "the agent graph needs its context: run it through agent.AgentRunner, or pass "
             "context=graph.context.AgentContext(factory) to invoke/stream"

@@ -11,7 +11,7 @@ Field groups (seed §2, snake_case):
 |            | hitl_request, hitl_decision, error                                   | acting                |
 | context    | execution_history_text, tool_result_store, messages                  | acting / refining ... |
 | runtime    | active_skill, sandbox_manifest (path -> blob digest of the room)     | planning / acting     |
-| accounting | model_call_count, last_usage, turn                                   | planning / reasoning  |
+| accounting | model_call_count, tool_call_count, token_usage, last_usage, turn     | planning / reasoning  |
 
 `execution_history_text`, `tool_result_store` and `messages` are LangGraph `DeltaChannel`s: a node
 returns only the increment, and a checkpoint stores only that increment (plus a full snapshot every
@@ -38,7 +38,8 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 SCHEMA_VERSION = 2
-"""2: one `messages` DeltaChannel (the model's context); `runtime_messages` is gone."""
+"""2: one `messages` DeltaChannel (the model's context); `runtime_messages` is gone; session totals
+`tool_call_count` and `token_usage` (the compressed context can no longer be counted for them)."""
 
 MESSAGES_SNAPSHOT_EVERY = 500
 """A full `messages` snapshot every this many updates (about two per tool step): replaying a read
@@ -138,6 +139,8 @@ class TaskExecutionState(TypedDict, total=False):
     sandbox_manifest: dict[str, str] | None
     # accounting
     model_call_count: int
+    tool_call_count: int  # tool messages written in the session (compression never lowers it)
+    token_usage: dict[str, int] | None  # input/output tokens of the reasoning replies, session total
     last_usage: dict[str, Any] | None
     turn: int
 
@@ -171,6 +174,8 @@ FIELD_REGISTRY: dict[str, tuple[FieldGroup, str]] = {
     "active_skill": ("runtime", "replace"),
     "sandbox_manifest": ("runtime", "replace"),
     "model_call_count": ("accounting", "replace"),
+    "tool_call_count": ("accounting", "replace"),
+    "token_usage": ("accounting", "replace"),
     "last_usage": ("accounting", "replace"),
     "turn": ("accounting", "replace"),
 }

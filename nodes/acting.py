@@ -51,6 +51,7 @@ def acting_node(state: TaskExecutionState, config: RunnableConfig, runtime: Runt
     history += [f"tool {m.name}({m.tool_call_id}) -> error: arguments not JSON" for m in unparsed]
     update: dict[str, Any] = {
         "messages": tool_msgs,
+        "tool_call_count": int(state.get("tool_call_count") or 0) + len(tool_msgs),
         "execution_history_text": history,
         "last_iteration_result": {"tool_calls": len(calls) + len(unparsed), "failures": failures},
     }

@@ -45,8 +45,12 @@ def reasoning_node(state: TaskExecutionState, config: RunnableConfig, runtime: R
             "issues": issues,
         },
     )
+    totals = dict(state.get("token_usage") or {})
+    for key in ("input_tokens", "output_tokens"):
+        totals[key] = int(totals.get(key) or 0) + int((usage or {}).get(key) or 0)
     update: dict[str, Any] = {
         "model_call_count": call_index + 1,
+        "token_usage": totals,
         "last_usage": usage,
         "loop_signal": None,
         "last_iteration_result": {

@@ -79,7 +79,8 @@ def test_no_prompt_reaches_95_percent_of_the_window(run: LongRun) -> None:
     assert max(sizes) < limit, (max(sizes), limit)
     assert max(count_tokens_approximately(p) for p in run.calls) < limit
     # without compression the same history would have needed several windows
-    assert sum(len(str(m.content)) for m in run.state["messages"]) / 4 > 8 * _window(run)
+    store = ToolResultStore.from_entries(run.state["tool_result_store"], run.runner.blobs)
+    assert sum(len(str(store.get(i))) for i in store.ids()) / 4 > 8 * _window(run)
 
 
 def test_scripted_usage_matches_the_real_prompts(run: LongRun) -> None:
@@ -163,7 +164,9 @@ def test_tool_pairs_stay_intact_in_every_prompt(run: LongRun) -> None:
 def test_every_full_result_stays_readable(run: LongRun) -> None:
     """All 60 results are in tool_result_store in full, equal to what the tools returned."""
     store = ToolResultStore.from_entries(run.state["tool_result_store"], run.runner.blobs)
-    originals = {m.tool_call_id: str(m.content) for m in run.state["messages"] if isinstance(m, ToolMessage)}
+    log = run.runner.session_dir("default", SESSION) / "events.jsonl"
+    entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    originals = {e["payload"]["tool_call_id"]: e["payload"]["content"] for e in entries if e.get("type") == "tool_result"}
     assert len(store) == len(originals) == 60
     for call_id, text in originals.items():
         assert store.get(call_id) == text
