@@ -236,6 +236,7 @@ class AgentRunner:
             raise
         finally:
             self.builder.detach(session.session_id)
+            _commit_quietly(recorder)
         result = self.result(session.session_id, session.tenant_id)
         result.run_id = conf["run_id"]
         self._finish(session, recorder, result)
@@ -695,6 +696,14 @@ def _final(events: Iterator[RunEvent]) -> RunResult:
             final = ev.data
     final.pop("note", None)
     return RunResult(**final)
+
+
+def _commit_quietly(recorder: EventRecorder) -> None:
+    """Make the run's deferred event entries durable however the drive ended (never masks its error)."""
+    try:
+        recorder.commit()
+    except Exception as err:
+        log.warning("could not sync the event log of %s: %s", recorder.session.session_id, err)
 
 
 def _without(context: dict[str, Any], key: str) -> dict[str, Any]:

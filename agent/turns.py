@@ -28,6 +28,13 @@ RECORDED_EVENTS = frozenset(
 )
 
 
+# The steps after whose checkpoint the deferred entries are committed: once per tool step (the
+# acting node) and at the start of a turn; a run's closing entry (run_end / run_fail / run_pause)
+# commits the rest. A process killed in between loses nothing (the entries were written); only a
+# machine crash can lose the entries of the unfinished tool step, never a checkpoint's.
+COMMIT_AFTER = frozenset({"init", "acting"})
+
+
 class SessionHold:
     """Context manager: hold the session lease for one run (fenced, kept alive by a heartbeat)."""
 
@@ -87,12 +94,18 @@ class EventRecorder:
 
     def __call__(self, event_type: str, payload: dict[str, Any]) -> None:
         if event_type in RECORDED_EVENTS:
-            self.record(event_type, {**payload, "run_id": self.run_id})
+            self.record(event_type, {**payload, "run_id": self.run_id}, defer_commit=True)
 
-    def record(self, event_type: str, payload: dict[str, Any]) -> str:
-        """Append one entry on the session's current branch; returns its id."""
+    def record(self, event_type: str, payload: dict[str, Any], *, defer_commit: bool = False) -> str:
+        """Append one entry on the session's current branch; returns its id.
+
+        A runtime event (`defer_commit`) is written at once but made durable with the rest of its
+        tool step (see `checkpoint`); any other entry commits itself and everything before it.
+        """
         with self.lock:
-            entry = self.manager.record(self.session, event_type, payload, fencing_token=self.token)
+            entry = self.manager.record(
+                self.session, event_type, payload, fencing_token=self.token, defer_commit=defer_commit
+            )
         log_event(event_type, self.session.session_id, self.session.tenant_id, payload)
         return entry.id
 
@@ -110,4 +123,12 @@ class EventRecorder:
             self.record(
                 "node_end",
                 {"node": node, "checkpoint_id": checkpoint_id, "next": next_nodes, "run_id": self.run_id},
+                defer_commit=True,
             )
+        if COMMIT_AFTER.intersection(nodes) or not next_nodes:
+            self.commit()
+
+    def commit(self) -> None:
+        """Make the deferred entries durable: one fsync for a tool step's events (group commit)."""
+        with self.lock:
+            self.manager.memory.commit(self.session)

@@ -63,7 +63,11 @@ class RuntimeBuilder:
             self.settings.base_dir,
             tenant,
             session_id,
-            fsync=self.settings.persistence.fsync,
+            # Only an unsafe tool's INTENT is fsynced (before the tool runs). The rest is written at
+            # once, so a killed process loses nothing; a machine crash may lose a finished call's
+            # record, and the call is then "outcome unknown" (unsafe) or runs again (read-only),
+            # unless the step's checkpoint, which holds its result, reached the disk.
+            fsync="batch",
             fencing=FencingGuard.for_session(self.settings.base_dir, tenant, session_id),
             token=token,
             blobs=self.blobs,

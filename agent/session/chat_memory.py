@@ -82,11 +82,14 @@ class ChatMemory:
         type: str,
         payload: dict[str, Any] | None = None,
         fencing_token: int | None = None,
+        *,
+        defer_commit: bool = False,
     ) -> Entry:
         """Append an event on the session's current branch (parent: the current leaf); moves the leaf.
 
         The session is not saved here: save it at the caller's next safe point (meanwhile the log
-        is the truth for the leaf, see `JsonlSessionStore.get`).
+        is the truth for the leaf, see `JsonlSessionStore.get`). With `defer_commit` the entry is
+        written but made durable only by the next `commit` (a run commits once per step).
         """
         events = self.jsonl.event_log(session.tenant_id, session.session_id)
         try:
@@ -99,8 +102,18 @@ class ChatMemory:
             )
         except OSError as err:
             raise StorageError(f"event not written to {events.path} ({err}); check that base_dir is writable") from err
+        if not defer_commit:
+            self.jsonl.commit(events)
         session.current_leaf_entry_id = entry.id
         return entry
+
+    def commit(self, session: ChatSession) -> None:
+        """Make the entries recorded with `defer_commit` durable (one fsync for all of them)."""
+        events = self.jsonl.event_log(session.tenant_id, session.session_id)
+        try:
+            self.jsonl.commit(events)
+        except OSError as err:
+            raise StorageError(f"events not synced to {events.path} ({err}); check that base_dir is writable") from err
 
     def fork(
         self,

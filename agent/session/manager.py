@@ -400,9 +400,11 @@ class ChatSessionManager(LayerKeeper):
         type: str,
         payload: dict[str, Any] | None = None,
         fencing_token: int | None = None,
+        *,
+        defer_commit: bool = False,
     ) -> Entry:
         """Append an event on the current branch and move the leaf (see `ChatMemory.record`); no save."""
-        return self.memory.record(session, type, payload, fencing_token)
+        return self.memory.record(session, type, payload, fencing_token, defer_commit=defer_commit)
 
     def fork(
         self,

@@ -95,6 +95,10 @@ class _Key:
     end: dict[str, Any] | None = None
 
 
+RERUNNABLE = frozenset({"read_only", "idempotent"})
+"""Effect classes a resume may run again when the journal has no record of the call."""
+
+
 class ToolExecutionJournal:
     """The journal of one session. Writes carry the lease token checked by `fencing` (if given)."""
 
@@ -163,9 +167,16 @@ class ToolExecutionJournal:
             with self.fencing.fenced(self.token) if self.fencing is not None else nullcontext():
                 crash_point("before_journal_append")
                 self._log.append(rec)
+<<<<<<< HEAD
                 deferred = self._log.group is not None and self._log.group.active
                 if rec["kind"] == "intent" and (self._log.fsync == "batch" or deferred):
                     self._log.sync()  # an INTENT must be durable before the tool runs, even in batch mode
+=======
+                if rec["kind"] == "intent" and self._log.fsync == "batch" and rec["effect"] not in RERUNNABLE:
+                    # An unsafe tool's INTENT must be durable before it runs, even in batch mode; a
+                    # read-only or idempotent one may simply run again if its record is lost.
+                    self._log.sync()
+>>>>>>> 218bbb7 (Group commit at the caller: event-log entries of a tool step synced once; journal fsyncs only an unsafe tool's intent)
                 crash_point("after_journal_append")
             self._apply(index, rec)
 
@@ -317,7 +328,7 @@ def execute_with_journal(
         return state.result or "", "success", True
     if state.status is JournalStatus.FAILED:
         return state.error or "", "error", True
-    if state.status is JournalStatus.INTENT_ONLY and spec.effect not in ("read_only", "idempotent"):
+    if state.status is JournalStatus.INTENT_ONLY and spec.effect not in RERUNNABLE:
         status: ExecStatus = "needs_human" if hitl_enabled else "outcome_unknown"
         return _unknown_outcome_text(spec.name, call_id, hitl_enabled), status, False
     journal.record_intent(run_id, call_id, spec.name, args, spec.effect)

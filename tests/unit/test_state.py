@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typing
 
-from langgraph.channels.delta import DeltaChannel
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
+from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
 from graph.state import FIELD_REGISTRY, SCHEMA_VERSION, TaskExecutionState, extend_list, merge_messages

@@ -28,9 +28,14 @@ from agent.errors import StorageError
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt, SessionStatus
 from checkpointing.blobs import BlobStore
 from checkpointing.errors import CheckpointingError
+<<<<<<< HEAD
 from checkpointing.events import EventLog
 from checkpointing.layout import session_file, sessions_root
 from checkpointing.records import FsyncPolicy, atomic_write, decode_record, encode_record
+=======
+from checkpointing.events import EventLog, session_dir
+from checkpointing.records import FsyncPolicy, atomic_write, decode_record, encode_record, fsync_dir
+>>>>>>> 218bbb7 (Group commit at the caller: event-log entries of a tool step synced once; journal fsyncs only an unsafe tool's intent)
 
 logger = logging.getLogger("agentrt.sessions")
 PAGE_TYPES = {"user_turn": "user", "assistant_message": "assistant"}
@@ -87,12 +92,14 @@ class JsonlSessionStore:
         with self._lock:
             log = self._logs.get(key)
             if log is None:
+                # Appends are written at once but made durable by `commit` (ChatMemory.record calls
+                # it after each append, a run's recorder once per step): group commit.
                 log = EventLog(
                     self.base_dir,
                     tenant_id,
                     session_id,
                     inline_payload_max_bytes=self.inline_payload_max_bytes,
-                    fsync=self.fsync,
+                    fsync="batch",
                     blobs=self.blobs,
                 )
                 self._logs[key] = log
@@ -101,11 +108,16 @@ class JsonlSessionStore:
             self._logs.move_to_end(key)
             return log
 
+    def commit(self, log: EventLog) -> None:
+        """Make every append to `log` so far durable (when the store's policy is `fsync: always`)."""
+        if self.fsync == "always":
+            log.sync()
+
     def create_log(self, session: ChatSession, config_digest: str | None = None) -> dict[str, Any]:
         """Write the header of a new session's event log."""
         log = self.event_log(session.tenant_id, session.session_id)
         try:
-            return log.create(
+            header = log.create(
                 {
                     "tenant_id": session.tenant_id,
                     "agent_id": session.agent_id,
@@ -115,6 +127,10 @@ class JsonlSessionStore:
                     "config_digest": config_digest,
                 }
             )
+            if self.fsync == "always":
+                log.sync()
+                fsync_dir(log.path.parent)
+            return header
         except OSError as err:
             raise StorageError(f"cannot write {log.path} ({err}); check that base_dir is writable") from err
 
