@@ -41,6 +41,10 @@ SCHEMA_VERSION = 2
 """2: one `messages` DeltaChannel (the model's context); `runtime_messages` is gone; session totals
 `tool_call_count` and `token_usage` (the compressed context can no longer be counted for them)."""
 
+APPEND_SNAPSHOT_EVERY = 500
+"""A full snapshot of `execution_history_text` / `tool_result_store` every this many updates (one
+per tool step): each snapshot holds the whole list, so a small value makes bytes grow with N^2."""
+
 MESSAGES_SNAPSHOT_EVERY = 500
 """A full `messages` snapshot every this many updates (about two per tool step): replaying a read
 walks at most this many stored increments, and the snapshots stay a small share of the bytes."""
@@ -131,8 +135,10 @@ class TaskExecutionState(TypedDict, total=False):
     hitl_decision: dict[str, Any] | None
     error: str | None
     # context
-    execution_history_text: Annotated[list[str], DeltaChannel(extend_list, snapshot_frequency=50)]
-    tool_result_store: Annotated[list[dict[str, Any]], DeltaChannel(extend_list, snapshot_frequency=50)]
+    execution_history_text: Annotated[list[str], DeltaChannel(extend_list, snapshot_frequency=APPEND_SNAPSHOT_EVERY)]
+    tool_result_store: Annotated[
+        list[dict[str, Any]], DeltaChannel(extend_list, snapshot_frequency=APPEND_SNAPSHOT_EVERY)
+    ]
     messages: Messages
     # runtime snapshot (what the LoopRuntime is rebuilt with)
     active_skill: str | None

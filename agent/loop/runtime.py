@@ -22,6 +22,7 @@ from agent.errors import AgentRuntimeError
 from agent.loop.models import ScriptedChatModel
 from agent.loop.todos import TodoManager
 from agent.tools.base import ToolContext, ToolSpec
+from agent.tools.journal import digest_text
 
 log = logging.getLogger("agentrt.runtime")
 
@@ -135,7 +136,9 @@ class LoopRuntime:
                     "status": res["status"],
                     "size": len(res["content"]),
                     "replayed": res.get("replayed", False),
-                    "content": res["content"],
+                    # The result itself is stored once (the checkpoint's messages and
+                    # tool_result_store, the journal); the event log keeps its digest.
+                    "digest": digest_text(res["content"]),
                 },
             )
             results.append(res)
@@ -214,7 +217,7 @@ class LoopRuntime:
             writer = get_stream_writer()
         except RuntimeError:
             return
-        writer({"event": event_type, **{k: v for k, v in payload.items() if k != "content"}})
+        writer({"event": event_type, **payload})
 
 
 def run_tool(spec: ToolSpec, call: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
