@@ -64,7 +64,7 @@ class AgentRunner:
         build_chat_model(settings.model)  # fail early on a bad model config / missing script
         self.blobs = BlobStore(settings.base_dir)
         self.saver = saver if saver is not None else build_saver(settings)
-        self.graph: CompiledStateGraph = build_graph(self.saver)
+        self.graph: CompiledStateGraph[Any, Any, Any, Any] = build_graph(self.saver)
         self.graph_version = GRAPH_VERSION
         self.lease = build_lease(settings)
         self._manager: ChatSessionManager | None = None

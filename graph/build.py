@@ -38,7 +38,7 @@ from nodes.reasoning import reasoning_node, route_after_reasoning
 from nodes.refining import refining_node, route_after_refining
 
 NODE_NAMES = ("init", "planning", "reasoning", "acting", "refining", "memory")
-NODES = {
+NODES: dict[str, Any] = {
     "init": init_node,
     "planning": planning_node,
     "reasoning": reasoning_node,
@@ -52,7 +52,7 @@ DefaultContext = Callable[[RunnableConfig], AgentContext]
 Node = Callable[[TaskExecutionState, RunnableConfig, Runtime[AgentContext]], dict[str, Any]]
 
 
-def _with_default_context(node: Node, default: DefaultContext) -> Node:
+def _with_default_context(node: Node, default: DefaultContext) -> Any:
     def run(state: TaskExecutionState, config: RunnableConfig, runtime: Runtime[AgentContext]) -> dict[str, Any]:
         ctx = runtime.context
         if not isinstance(ctx, AgentContext) or ctx.factory is None:  # none given, or an empty `{}`
@@ -64,9 +64,12 @@ def _with_default_context(node: Node, default: DefaultContext) -> Node:
     return run
 
 
-def build_state_graph(default_context: DefaultContext | None = None) -> StateGraph:
+AgentGraph = StateGraph[TaskExecutionState, AgentContext, GraphInput, TaskExecutionState]
+
+
+def build_state_graph(default_context: DefaultContext | None = None) -> AgentGraph:
     """The uncompiled StateGraph (nodes fall back to `default_context` when a run has no context)."""
-    g = StateGraph(TaskExecutionState, context_schema=AgentContext, input_schema=GraphInput)
+    g: AgentGraph = StateGraph(TaskExecutionState, context_schema=AgentContext, input_schema=GraphInput)
     for name in NODE_NAMES:
         node = NODES[name]
         g.add_node(name, _with_default_context(node, default_context) if default_context else node)
@@ -84,7 +87,7 @@ def build_state_graph(default_context: DefaultContext | None = None) -> StateGra
     return g
 
 
-def graph_structure(compiled: CompiledStateGraph) -> dict[str, Any]:
+def graph_structure(compiled: CompiledStateGraph[Any, Any, Any, Any]) -> dict[str, Any]:
     """Nodes and edges of a compiled graph as plain sorted data."""
     drawable = compiled.get_graph()
     nodes = sorted(drawable.nodes)
@@ -94,7 +97,7 @@ def graph_structure(compiled: CompiledStateGraph) -> dict[str, Any]:
     return {"nodes": nodes, "edges": edges, "schema_version": SCHEMA_VERSION}
 
 
-def compute_graph_version(compiled: CompiledStateGraph) -> str:
+def compute_graph_version(compiled: CompiledStateGraph[Any, Any, Any, Any]) -> str:
     """A short stable digest of the graph's structure."""
     blob = json.dumps(graph_structure(compiled), sort_keys=True, separators=(",", ":"))
     return "g1-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -102,7 +105,7 @@ def compute_graph_version(compiled: CompiledStateGraph) -> str:
 
 def build_graph(
     checkpointer: BaseCheckpointSaver | None = None, *, default_context: DefaultContext | None = None
-) -> CompiledStateGraph:
+) -> CompiledStateGraph[TaskExecutionState, AgentContext, GraphInput, TaskExecutionState]:
     """Compile the agent graph (with `checkpointer`, or none for `langgraph dev`)."""
     return build_state_graph(default_context).compile(checkpointer=checkpointer, name="agentrt")
 

@@ -78,7 +78,7 @@ def merge_messages(state: Sequence[Any] | None, writes: Sequence[Any]) -> list[A
     a deterministic one. Batching-invariant: folding writes one by one or all at once is the same.
     """
     out: list[BaseMessage | None] = list(state or [])
-    index = {m.id: i for i, m in enumerate(out) if m is not None and m.id is not None}
+    index: dict[str, int] = {str(m.id): i for i, m in enumerate(out) if m is not None and m.id is not None}
     live = len(out)  # messages not removed (a removed one is a None until the end)
     for write in writes:
         items = write if isinstance(write, list) else [write]
@@ -95,9 +95,10 @@ def merge_messages(state: Sequence[Any] | None, writes: Sequence[Any]) -> list[A
                 continue
             if msg.id is None:
                 msg = msg.model_copy(update={"id": _auto_id(msg, live)})
-            pos = index.get(msg.id)
+            mid = str(msg.id)
+            pos = index.get(mid)
             if pos is None:
-                index[msg.id] = len(out)
+                index[mid] = len(out)
                 out.append(msg)
                 live += 1
             else:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
@@ -66,7 +67,7 @@ class RunContexts:
             return ctx
 
 
-def make_graph(settings: AgentSettings | None = None) -> CompiledStateGraph:
+def make_graph(settings: AgentSettings | None = None) -> CompiledStateGraph[Any, Any, Any, Any]:
     """The agent graph without a checkpointer; runs without a context get one over the settings' factory."""
     # Imported here: the graph package must stay importable without the agent layer.
     from agent.loop.builder import RuntimeBuilder

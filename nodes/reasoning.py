@@ -45,9 +45,10 @@ def reasoning_node(state: TaskExecutionState, config: RunnableConfig, runtime: R
             "issues": issues,
         },
     )
-    totals = dict(state.get("token_usage") or {})
+    totals: dict[str, int] = dict(state.get("token_usage") or {})
+    used: dict[str, Any] = usage or {}
     for key in ("input_tokens", "output_tokens"):
-        totals[key] = int(totals.get(key) or 0) + int((usage or {}).get(key) or 0)
+        totals[key] = int(totals.get(key) or 0) + int(used.get(key) or 0)
     update: dict[str, Any] = {
         "model_call_count": call_index + 1,
         "token_usage": totals,
