@@ -76,7 +76,7 @@ def _script(n: int) -> dict[str, Any]:
     ]
     done = [
         {"content": "Done.", "usage": {"input_tokens": 100, "output_tokens": 2}},
-        {"content": "Nothing else.", "usage": {"input_tokens": 100, "output_tokens": 3}},
+        *[{"content": "Nothing else.", "usage": {"input_tokens": 100, "output_tokens": 3}}] * 4,
     ]
     return {"responses": [*calls, *done]}
 
@@ -196,6 +196,28 @@ def child_bare(work: Path, n: int, saver_name: str) -> dict[str, Any]:
     }
 
 
+def child_commands(work: Path) -> dict[str, Any]:
+    """The work of show / doctor / resume / next turn on the session under `work`, in this process
+    (the runner built once first, so only each command's own reads and writes are timed)."""
+    sys.path.insert(0, str(ROOT))
+    from agent.doctor import run_doctor
+    from agent.runner import AgentRunner
+
+    runner = AgentRunner.from_config(work / "config.yaml")
+    timed: dict[str, Any] = {}
+
+    def clock(name: str, fn: Any) -> None:
+        t0 = time.perf_counter()
+        fn()
+        timed[name] = time.perf_counter() - t0
+
+    clock("show", lambda: runner.show("s-bench"))
+    clock("doctor", lambda: run_doctor(runner, "s-bench"))
+    clock("resume", lambda: runner.resume("s-bench"))
+    clock("next_turn", lambda: runner.run(NEXT_TURN, session_id="s-bench"))
+    return timed
+
+
 # --- parent --------------------------------------------------------------------------------------
 def _env() -> dict[str, str]:
     env = dict(os.environ)
@@ -240,6 +262,15 @@ def _cli(work: Path, *args: str) -> float:
     return wall
 
 
+def _in_process(work: Path) -> dict[str, float]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "commands", "--dir", str(work), "--n", "0"]
+    out = subprocess.run(cmd, env=_env(), capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"commands child failed:\n{out.stderr[-3000:]}")
+    data: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return data
+
+
 def session_commands(work: Path) -> dict[str, float]:
     """Wall seconds of show / doctor / resume (finished run) / next turn on the session under `work`."""
     cfg = str(work / "config.yaml")
@@ -273,6 +304,8 @@ def main() -> None:
         work.mkdir(parents=True, exist_ok=True)
         if args.child == "agentrt":
             data = child_agentrt(work, args.n, args.profile)
+        elif args.child == "commands":
+            data = child_commands(work)
         else:
             data = child_bare(work, args.n, args.child.removeprefix("bare-"))
         print(json.dumps(data))
@@ -369,8 +402,20 @@ def sessions(args: argparse.Namespace, top: Path, res: dict[tuple[str, int], lis
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "agent.cli", "--help"], env=_env(), capture_output=True, check=False)
     start = time.perf_counter() - t0
+    big_work = top / f"agentrt-{big}-0"
+    # In-process first (each command's own work), on copies: the CLI round then runs on the originals.
+    for src in (small_work, big_work):
+        shutil.copytree(src, src.with_name(src.name + "-copy"))
+        cfg = src.with_name(src.name + "-copy") / "config.yaml"
+        cfg.write_text(cfg.read_text().replace(str(src), str(src.with_name(src.name + "-copy"))))
+    small_in = _in_process(small_work.with_name(small_work.name + "-copy"))
+    large_in = _in_process(big_work.with_name(big_work.name + "-copy"))
+    print(f"\n== session commands, in process (s of work, runner already built)")
+    print(f"{'':12}{'20 steps':>10}{f'{big} steps':>12}{'ratio':>8}")
+    for k in small_in:
+        print(f"{k:12}{small_in[k]:>10.3f}{large_in[k]:>12.3f}{large_in[k] / small_in[k]:>7.2f}x   (goal <= 2x, < 1 s)")
     small = session_commands(small_work)
-    large = session_commands(top / f"agentrt-{big}-0")
+    large = session_commands(big_work)
     print(f"\n== session commands (wall s; `agentrt --help` = {start:.2f} s process start)")
     print(f"{'':12}{'20 steps':>10}{f'{big} steps':>12}{'ratio':>8}{'beyond start':>14}")
     for k in small:
