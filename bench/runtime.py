@@ -410,7 +410,7 @@ def sessions(args: argparse.Namespace, top: Path, res: dict[tuple[str, int], lis
         cfg.write_text(cfg.read_text().replace(str(src), str(src.with_name(src.name + "-copy"))))
     small_in = _in_process(small_work.with_name(small_work.name + "-copy"))
     large_in = _in_process(big_work.with_name(big_work.name + "-copy"))
-    print(f"\n== session commands, in process (s of work, runner already built)")
+    print("\n== session commands, in process (s of work, runner already built)")
     print(f"{'':12}{'20 steps':>10}{f'{big} steps':>12}{'ratio':>8}")
     for k in small_in:
         print(f"{k:12}{small_in[k]:>10.3f}{large_in[k]:>12.3f}{large_in[k] / small_in[k]:>7.2f}x   (goal <= 2x, < 1 s)")
