@@ -2,8 +2,9 @@
 
 It holds the chat model, the tool specs, the TodoManager, the ToolResultStore, the sandbox
 handle, the active skill and the stream handler, and implements the seam the nodes use
-(`graph.context.LoopRuntimeProtocol`, handed to them in the run's `graph.context.AgentContext`). Everything here can be rebuilt from the settings plus the
-graph state, which is what recovery does in a new process.
+(`graph.context.LoopRuntimeProtocol`; nodes get it from the run's `graph.context.AgentContext`).
+Everything here can be rebuilt from the settings plus the graph state, which is what recovery
+does in a new process.
 """
 
 from __future__ import annotations
