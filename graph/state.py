@@ -29,6 +29,7 @@ the set of fields or their reducers needs a new `SCHEMA_VERSION`.
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, TypedDict
 
@@ -78,18 +79,22 @@ def merge_messages(state: Sequence[Any] | None, writes: Sequence[Any]) -> list[A
     a deterministic one. Batching-invariant: folding writes one by one or all at once is the same.
     """
     out: list[BaseMessage | None] = list(state or [])
-    index: dict[str, int] = {str(m.id): i for i, m in enumerate(out) if m is not None and m.id is not None}
+    index = _cached_index(out)
+    if index is None:
+        index = {str(m.id): i for i, m in enumerate(out) if m is not None and m.id is not None}
     live = len(out)  # messages not removed (a removed one is a None until the end)
+    removed = False
     for write in writes:
         items = write if isinstance(write, list) else [write]
         for msg in convert_to_messages(items):
             msg = message_chunk_to_message(msg)
             if isinstance(msg, RemoveMessage):
                 if msg.id == REMOVE_ALL_MESSAGES:
-                    out, index, live = [], {}, 0
+                    out, index, live, removed = [], {}, 0, False
                 elif msg.id in index:
                     out[index.pop(msg.id)] = None
                     live -= 1
+                    removed = True
                 else:
                     raise ValueError(f"cannot remove message {msg.id!r}: the context has no message with that id")
                 continue
@@ -103,7 +108,34 @@ def merge_messages(state: Sequence[Any] | None, writes: Sequence[Any]) -> list[A
                 live += 1
             else:
                 out[pos] = msg
-    return [m for m in out if m is not None]  # type: ignore[misc]
+    if removed:
+        return [m for m in out if m is not None]  # type: ignore[misc]
+    result: list[AnyMessage] = out  # type: ignore[assignment]
+    _remember_index(result, index)
+    return result
+
+
+_last = threading.local()
+
+
+def _cached_index(msgs: list[BaseMessage | None]) -> dict[str, int] | None:
+    """The id -> position map of the list this thread's last merge returned, when `msgs` is (a
+    shallow copy of) that list: the channel hands each step's result back as the next base, and
+    rebuilding the map from every message each step would make a step cost grow with the history."""
+    cached = getattr(_last, "entry", None)
+    _last.entry = None  # the map is handed over (and updated in place) at most once
+    if cached is None:
+        return None
+    prev, index = cached
+    if len(prev) != len(msgs) or len(index) != len(msgs) or not msgs:
+        return None
+    if prev[0] is not msgs[0] or prev[-1] is not msgs[-1] or prev[len(msgs) // 2] is not msgs[len(msgs) // 2]:
+        return None
+    return index
+
+
+def _remember_index(result: list[AnyMessage], index: dict[str, int]) -> None:
+    _last.entry = (result, index)
 
 
 Messages = Annotated[list[AnyMessage], DeltaChannel(merge_messages, snapshot_frequency=MESSAGES_SNAPSHOT_EVERY)]

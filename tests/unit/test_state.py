@@ -107,3 +107,34 @@ def test_removing_an_unknown_message_is_an_error() -> None:
         assert "nope" in str(err)
     else:
         raise AssertionError("no error")
+
+
+def test_merge_messages_matches_add_messages_step_by_step_on_random_histories() -> None:
+    """Stepwise merges (the channel's path, which reuses the last id map) equal LangGraph's
+    add_messages on random appends, replacements and removals, from fresh and from copied bases."""
+    import copy
+    import random
+
+    rnd = random.Random(12)
+    for _ in range(20):
+        ours: list = []
+        theirs: list = []
+        ids: list[str] = []
+        for step in range(60):
+            kind = rnd.random()
+            if kind < 0.6 or not ids:
+                new_id = f"m{step}"
+                ids.append(new_id)
+                write: list = [HumanMessage(f"text {step}", id=new_id)]
+            elif kind < 0.8:
+                write = [AIMessage(f"replaced at {step}", id=rnd.choice(ids))]
+            elif kind < 0.95:
+                gone = ids.pop(rnd.randrange(len(ids)))
+                write = [RemoveMessage(id=gone)]
+            else:
+                ids = [f"r{step}"]
+                write = [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("fresh", id=ids[0])]
+            base = copy.copy(ours) if rnd.random() < 0.5 else ours
+            ours = merge_messages(base, [write])
+            theirs = add_messages(theirs, write)
+            assert ours == theirs
