@@ -218,7 +218,7 @@ class LoopRuntime:
             writer = get_stream_writer()
         except RuntimeError:
             return
-        writer({"event": event_type, **payload})
+        writer({"event": event_type, **{k: v for k, v in payload.items() if k != "content"}})
 
 
 def run_tool(spec: ToolSpec, call: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:

@@ -8,7 +8,6 @@ import pytest
 
 from agent.loop.tool_pairs import assert_tool_pairs
 from agent.runner import AgentRunner
-from checkpointing.messages import dtos_to_messages
 from tests.support.openai_server import OpenAIStub
 from tests.support.runners import make_config
 
@@ -37,7 +36,7 @@ def test_prose_plan_bad_arguments_empty_reply_and_no_usage_through_the_real_clie
     assert result["status"] == "COMPLETED" and result["answer"].strip() == "The answer is 42."
     found = [i["issue"] for e in events if e.kind == "model_call" for i in e.data["issues"]]
     assert {"plan_not_json", "invalid_tool_args", "no_usage", "empty_reply"} <= set(found)
-    assert_tool_pairs(dtos_to_messages(runner.state(result["session_id"])["runtime_messages"]))
+    assert_tool_pairs(runner.state(result["session_id"])["messages"])
     # The malformed call went back to the server as written, answered by its error right after it.
     sent = stub.requests[3]["body"]["messages"]
     ai = next(m for m in sent if m.get("tool_calls"))

@@ -28,7 +28,6 @@ from agent.loop.tool_pairs import assert_tool_pairs
 from agent.results import RunEvent
 from agent.runner import AgentRunner
 from checkpointing.events import EVENT_TYPES, EventLog
-from checkpointing.messages import dtos_to_messages
 from tests.support.crash import child_env, run_cli, start_cli, wait_for
 from tests.support.runners import ROOT
 
@@ -105,7 +104,7 @@ def test_three_turns_with_tools_end_cleanly_and_leave_a_sound_session(server: Lo
     assert all(c["usage_source"] in ("server", "estimate") and c["usage"]["input_tokens"] > 0 for c in calls)
 
     state = runner.state(sid)
-    assert_tool_pairs(dtos_to_messages(state["runtime_messages"]))  # the server would reject broken pairs
+    assert_tool_pairs(state["messages"])  # the server would reject broken pairs
     log = EventLog(runner.settings.base_dir, "default", sid)  # loading checks every record's checksum
     types = [e.type for e in log.entries()]
     assert set(types) <= EVENT_TYPES
@@ -134,7 +133,7 @@ def test_finish_reason_length_on_the_real_server_ends_with_a_named_reason(
         assert result["status"] == "FAILED" and result["finish_reason"] in ("too_many_failures", "context_exhausted")
     issues = [i["issue"] for e in events if e.kind == "model_call" for i in e.data["issues"]]
     assert "truncated" in issues
-    assert_tool_pairs(dtos_to_messages(runner.state(result["session_id"])["runtime_messages"]))
+    assert_tool_pairs(runner.state(result["session_id"])["messages"])
 
 
 class RecordingProxy:
@@ -237,4 +236,4 @@ def test_a_run_killed_mid_stream_resumes(server: LocalLlamaServer, tmp_path: Pat
     assert proc.returncode == -signal.SIGKILL
     resumed_result(run_cli(["resume", sid, "--config", str(cfg), "--json"], env, timeout=300))
     runner = AgentRunner.from_config(cfg)
-    assert_tool_pairs(dtos_to_messages(runner.state(sid)["runtime_messages"]))
+    assert_tool_pairs(runner.state(sid)["messages"])

@@ -9,8 +9,7 @@ from agent.loop.tool_pairs import assert_tool_pairs
 from agent.results import RunEvent
 from agent.runner import AgentRunner
 from checkpointing.events import EventLog
-from checkpointing.messages import dtos_to_messages
-from graph.runtime import find_runtime
+from checkpointing.messages import messages_to_dtos
 from tests.support.runners import make_config
 
 PLAN = {"content": '{"plan": "p", "todos": ["a"]}'}
@@ -25,7 +24,7 @@ def run(tmp_path: Path, script: list[dict[str, Any]], text: str = "what is six t
     result = events[-1].data
     assert result["status"] in ("COMPLETED", "FAILED"), result
     assert runner.state(result["session_id"])["model_call_count"] == len(script)  # the script was used up
-    rt: Any = find_runtime(result["session_id"])
+    rt: Any = runner.builder.last_runtime(result["session_id"])
     if rt is not None:  # the scripted model (tools bound or not) that answered last has nothing left
         last = max((m for m in (rt.model, rt._bound) if m is not None), key=lambda m: m.cursor)
         last.assert_complete()
@@ -41,9 +40,9 @@ def issues(events: list[RunEvent]) -> list[tuple[str, str]]:
 
 
 def context(runner: AgentRunner, sid: str) -> list[dict[str, Any]]:
-    msgs = runner.state(sid)["runtime_messages"]
-    assert_tool_pairs(dtos_to_messages(msgs))
-    return msgs
+    msgs = runner.state(sid)["messages"]
+    assert_tool_pairs(msgs)
+    return [dict(d) for d in messages_to_dtos(msgs)]  # the canonical DTOs: plain dicts to assert on
 
 
 def logged(runner: AgentRunner, sid: str, kind: str) -> list[dict[str, Any]]:
