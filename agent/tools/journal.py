@@ -167,16 +167,12 @@ class ToolExecutionJournal:
             with self.fencing.fenced(self.token) if self.fencing is not None else nullcontext():
                 crash_point("before_journal_append")
                 self._log.append(rec)
-<<<<<<< HEAD
                 deferred = self._log.group is not None and self._log.group.active
-                if rec["kind"] == "intent" and (self._log.fsync == "batch" or deferred):
-                    self._log.sync()  # an INTENT must be durable before the tool runs, even in batch mode
-=======
-                if rec["kind"] == "intent" and self._log.fsync == "batch" and rec["effect"] not in RERUNNABLE:
-                    # An unsafe tool's INTENT must be durable before it runs, even in batch mode; a
-                    # read-only or idempotent one may simply run again if its record is lost.
+                unsafe = rec["kind"] == "intent" and rec["effect"] not in RERUNNABLE
+                if unsafe and (self._log.fsync == "batch" or deferred):
+                    # An unsafe tool's INTENT must be durable before it runs, even in batch mode or a
+                    # deferred group; a read-only or idempotent one may simply run again if it is lost.
                     self._log.sync()
->>>>>>> 218bbb7 (Group commit at the caller: event-log entries of a tool step synced once; journal fsyncs only an unsafe tool's intent)
                 crash_point("after_journal_append")
             self._apply(index, rec)
 

@@ -28,14 +28,9 @@ from agent.errors import StorageError
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt, SessionStatus
 from checkpointing.blobs import BlobStore
 from checkpointing.errors import CheckpointingError
-<<<<<<< HEAD
 from checkpointing.events import EventLog
 from checkpointing.layout import session_file, sessions_root
-from checkpointing.records import FsyncPolicy, atomic_write, decode_record, encode_record
-=======
-from checkpointing.events import EventLog, session_dir
 from checkpointing.records import FsyncPolicy, atomic_write, decode_record, encode_record, fsync_dir
->>>>>>> 218bbb7 (Group commit at the caller: event-log entries of a tool step synced once; journal fsyncs only an unsafe tool's intent)
 
 logger = logging.getLogger("agentrt.sessions")
 PAGE_TYPES = {"user_turn": "user", "assistant_message": "assistant"}
