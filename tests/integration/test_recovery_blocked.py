@@ -192,21 +192,19 @@ def test_changed_runtime_blocks_then_accept_changes_continues(
 
 
 def test_corrupt_checkpoint_blocks_and_accepting_changes_does_not_help(tmp_path: Path, zygote: Zygote) -> None:
-    """A byte flipped in a stored record the state is rebuilt from blocks recovery naming the file and
-    line; no override skips it. The record is an ancestor step's `messages` write: the newest
-    checkpoint document still reads, and the context is rebuilt by replaying those writes."""
+    """A byte flipped inside checkpoints.jsonl blocks recovery naming the file; no override skips it."""
     cfg, env = _crash(zygote, tmp_path)
-    (w_file,) = session_path(cfg, SID).glob("runs/*/writes.jsonl")
-    data = bytearray(w_file.read_bytes())
+    (cp_file,) = session_path(cfg, SID).glob("runs/*/checkpoints.jsonl")
+    data = bytearray(cp_file.read_bytes())
     lines = data.split(b"\n")
-    target = next(i for i, line in enumerate(lines) if b', acting"' in line and b'"messages"' in line)
-    at = sum(len(x) + 1 for x in lines[:target]) + lines[target].index(b"bumped") + 1
-    data[at] = ord("#")
-    w_file.write_bytes(bytes(data))
+    middle = sum(len(x) + 1 for x in lines[: len(lines) // 2]) + 20
+    data[middle] = ord("#") if data[middle] != ord("#") else ord("%")
+    cp_file.write_bytes(bytes(data))
     before = _files(tmp_path / "agentrt")
     out = _resume(zygote, cfg, env, None)
+    # the newest document still reads; the flipped one is an ancestor the state is rebuilt from
     _assert_blocked(out, cfg, before, "restore_state", "corrupt or missing data")
-    assert f"{w_file.name}:{target + 1}: corrupt record" in "".join(out.stderr.splitlines())
+    assert f"{cp_file.name}:{len(lines) // 2 + 1}: corrupt record" in "".join(out.stderr.splitlines())
     forced = _resume(zygote, cfg, env, None, "--accept-changes")
     _assert_blocked(forced, cfg, before, "restore_state", "corrupt or missing data")
 

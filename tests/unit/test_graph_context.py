@@ -44,6 +44,7 @@ def test_two_runners_in_one_process_each_use_their_own_runtime(tmp_path: Path) -
         (tmp_path / name).mkdir()
         script = [{"content": '{"plan": "p", "todos": ["x"]}'}, {"content": f"answer from {name}"}]
         runners[name] = AgentRunner.from_config(make_config(tmp_path / name, script))
+        assert runners[name].manager is not None  # stores opened here: the race is about the runtimes
 
     def run(name: str) -> None:
         answers[name] = runners[name].run("go", session_id="same-id").answer
