@@ -87,6 +87,7 @@ def planning_node(state: TaskExecutionState, config: RunnableConfig) -> dict[str
             "usage_source": source.value,
             "finish_reason": finish,
             "issues": issues,
+            "skill": active,
         },
     )
     history_lines = list(pre.pop("execution_history_text", []) or [])

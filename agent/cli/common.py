@@ -1,0 +1,110 @@
+"""What every command shares: the common options, output streams, JSON output, the runner."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent.config import AgentSettings
+    from agent.runner import AgentRunner
+
+
+def common_options(p: argparse.ArgumentParser) -> None:
+    """--config, --json, --tenant, --user: taken by every command."""
+    p.add_argument("--config", metavar="F", help="YAML config (default: built-in, same as configs/default.yaml)")
+    p.add_argument("--json", action="store_true", help="print one JSON object for machines")
+    p.add_argument("--tenant", metavar="T", help="tenant id (default: from config)")
+    p.add_argument("--user", metavar="U", help="user id (default: from config)")
+
+
+def session_argument(p: argparse.ArgumentParser) -> None:
+    """The positional session id."""
+    p.add_argument("session_id", metavar="ID", help="the session id (see `agentrt sessions`)")
+
+
+def configure_output() -> None:
+    """Logging from the environment; stdout/stderr that never fail on a character."""
+    from agent.logs import configure_logging
+
+    configure_logging()
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="replace")
+
+
+def settings(args: argparse.Namespace) -> AgentSettings:
+    """The settings of `--config` (the built-in defaults without it)."""
+    from agent.config import load_settings
+
+    return load_settings(args.config)
+
+
+def runner(args: argparse.Namespace) -> AgentRunner:
+    """An AgentRunner for `--config`."""
+    from agent.runner import AgentRunner
+
+    return AgentRunner.from_config(args.config)
+
+
+def tenant_of(args: argparse.Namespace, conf: AgentSettings) -> str:
+    """The tenant the command acts for, validated."""
+    from agent.errors import InputError
+    from checkpointing.errors import InvalidIdError
+    from checkpointing.ids import validate_id
+
+    try:
+        return validate_id(args.tenant or conf.session.tenant_id, "tenant id")
+    except InvalidIdError as err:
+        raise InputError(str(err)) from None
+
+
+def print_json(data: Any) -> int:
+    """One JSON document on stdout."""
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str, indent=2) + "\n")
+    return 0
+
+
+def say(text: str = "", *, err: bool = False, end: str = "\n") -> None:
+    """Print plain text (no markup is ever interpreted) to stdout or stderr."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(text + end)
+    stream.flush()
+
+
+def styled(text: str, style: str, stream: Any = None) -> str:
+    """`text` in an ANSI style when `stream` (default stdout) is a terminal, else as it is."""
+    target = stream if stream is not None else sys.stdout
+    if not getattr(target, "isatty", lambda: False)() or style not in _ANSI:
+        return text
+    return f"\033[{_ANSI[style]}m{text}\033[0m"
+
+
+_ANSI = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "blue": "34", "magenta": "35", "cyan": "36"}
+
+
+def relative_time(iso: str | None, now: float | None = None) -> str:
+    """'3 min ago' for an ISO timestamp ('-' when missing)."""
+    import time
+    from datetime import datetime
+
+    if not iso:
+        return "-"
+    try:
+        then = datetime.fromisoformat(str(iso)).timestamp()
+    except ValueError:
+        return str(iso)
+    secs = max(0.0, (time.time() if now is None else now) - then)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if secs >= size:
+            return f"{int(secs // size)} {unit} ago"
+    return f"{int(secs)} s ago"
+
+
+def short(text: str, width: int) -> str:
+    """`text` on one line, cut to `width` characters with an ellipsis."""
+    one = " ".join(str(text).split())
+    return one if len(one) <= width else one[: max(0, width - 1)] + "…"
