@@ -5,7 +5,8 @@ AgentrtError                      exit  meaning
  │    ├── ConfigError                   a bad config file, setting or environment override
  │    └── InputError                    a bad argument, id or text
  ├── NotFound                       3   no such thing is visible to this tenant/user
- │    └── SessionNotFound
+ │    ├── SessionNotFound
+ │    └── ToolResultNotFound         (UnknownToolResult is also a ToolError)
  ├── Conflict                       4   the thing exists but cannot do this now
  │    ├── SessionError                  e.g. waiting for a human decision, unfinished run
  │    │    └── SessionNotActive         PAUSED / ENDED / EXPIRED / max loops reached
@@ -84,6 +85,10 @@ class SessionNotFound(NotFound):
         return str(self.args[0]) if self.args else "session not found"
 
 
+class ToolResultNotFound(NotFound):
+    """No archived tool result has this call id (also a ToolError: the model reads it as one)."""
+
+
 class Conflict(AgentrtError):
     """The target exists but its current state does not allow this action."""
 
@@ -157,6 +162,10 @@ class ToolError(AgentrtError):
     """A tool call failed or was refused."""
 
     exit_code = 1
+
+
+class UnknownToolResult(ToolResultNotFound, ToolError):
+    """`read_tool_result` / `agentrt tool-result` with a call id that was never archived."""
 
 
 def exit_code(err: BaseException) -> int:
