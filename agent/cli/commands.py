@@ -23,6 +23,7 @@ class Command:
     help: str
     example: str
     passthrough: bool = False
+    live_warnings: bool = False  # warnings printed as they happen (long commands), else only on success
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -32,6 +33,7 @@ COMMANDS: tuple[Command, ...] = (
         "agent.cli.run:args_run",
         "run one agent turn",
         'agentrt run "Summarise the 2026 sales by region"',
+        live_warnings=True,
     ),
     Command(
         "resume",
@@ -39,6 +41,7 @@ COMMANDS: tuple[Command, ...] = (
         "agent.cli.run:args_resume",
         "recover and continue a crashed, paused or interrupted run",
         "agentrt resume s-1a2b3c4d5e6f7a8b --approve",
+        live_warnings=True,
     ),
     Command(
         "sessions",
@@ -103,6 +106,7 @@ COMMANDS: tuple[Command, ...] = (
         "run a queue worker (own options: see README)",
         "agentrt worker --config configs/production.yaml --queue default",
         passthrough=True,
+        live_warnings=True,
     ),
 )
 

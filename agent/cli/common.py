@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -25,15 +27,45 @@ def session_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("session_id", metavar="ID", help="the session id (see `agentrt sessions`)")
 
 
-def configure_output() -> None:
-    """Logging from the environment; stdout/stderr that never fail on a character."""
+class _Warnings(logging.Handler):
+    """agentrt's warnings as `agentrt: warning: ...` lines: at once (live), or held until the command
+    succeeds, so a failing command prints its one error line and nothing else."""
+
+    def __init__(self, live: bool) -> None:
+        super().__init__(logging.WARNING)
+        self.live = live
+        self.held: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = "agentrt: warning: " + " ".join(record.getMessage().split())
+        if self.live:
+            sys.stderr.write(line + "\n")
+        else:
+            self.held.append(line)
+
+    def flush_held(self) -> None:
+        for line in self.held:
+            sys.stderr.write(line + "\n")
+        self.held.clear()
+
+
+def configure_output(live_warnings: bool) -> _Warnings | None:
+    """Logging from the environment (AGENTRT_LOG), else our warning lines; stdout/stderr that never
+    fail on a character. Returns the warning handler when it is ours."""
     from agent.logs import configure_logging
 
-    configure_logging()
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="replace")
+    if os.environ.get("AGENTRT_LOG"):
+        configure_logging()
+        return None
+    handler = _Warnings(live_warnings)
+    root = logging.getLogger("agentrt")
+    root.addHandler(handler)
+    root.propagate = False
+    return handler
 
 
 def settings(args: argparse.Namespace) -> AgentSettings:

@@ -83,9 +83,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _guarded(cmd: Command, call: Callable[[], Any]) -> int:
     from agent.cli.common import configure_output
 
-    configure_output()
+    warnings = configure_output(live_warnings=cmd.live_warnings)
     try:
-        return int(call() or 0)
+        code = int(call() or 0)
+        if warnings is not None:
+            warnings.flush_held()
+        return code
     except KeyboardInterrupt:
         print("agentrt: interrupted; continue with `agentrt resume ID`", file=sys.stderr)
         return 130

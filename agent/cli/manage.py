@@ -109,11 +109,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             validate_id(args.user, "user id")
     except InvalidIdError as err:
         raise InputError(f"{err}; list the sessions with `agentrt sessions`") from None
-    conf = settings(args)
-    tenant_of(args, conf)
-    report = run_doctor(runner(args), args.session_id, tenant_id=args.tenant, user_id=args.user)
+    r = runner(args)
+    tenant = tenant_of(args, r.settings)
+    report = run_doctor(r, args.session_id, tenant_id=tenant, user_id=args.user)
     found = next((c for c in report.checks if c.name == "session_found"), None)
-    if found is not None and found.status == "FAIL" and len(report.checks) == 1:
+    nothing_on_disk = not r.session_dir(tenant, args.session_id).exists()
+    if found is not None and found.status == "FAIL" and (nothing_on_disk or len(report.checks) == 1):
         raise NotFound(f"{found.summary}; {found.next_step}" if found.next_step else found.summary)
     if args.json:
         print_json(report.to_json())
