@@ -127,11 +127,12 @@ def branch_tree(log: Any, branches: dict[str, str], current: str) -> list[str]:
     raw = log.raw_entries()
     by_id = {r["id"]: r for r in raw}
     lines = []
+    width = max((len(b) for b in branches), default=4)
     for b in sorted(branches, key=lambda b: (b != "main", b)):
         own = [r for r in raw if r.get("branch_id") == b]
         start = own[0].get("parent_id") if own else None
         origin = by_id.get(start or "", {}).get("branch_id") if start else None
         fork = f"forked from {origin} at entry {start}" if origin and origin != b else "root"
         mark = "*" if b == current else " "
-        lines.append(f"  {mark} {b:<20} {len(own):>4} entries  {fork}")
+        lines.append(f"  {mark} {b:<{width}} {len(own):>4} entries  {fork}")
     return lines

@@ -61,7 +61,7 @@ def test_every_config_is_covered() -> None:
 @pytest.mark.integration
 @pytest.mark.parametrize("config", CONFIGS, ids=[c.stem for c in CONFIGS])
 def test_config_runs_to_a_result(config: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    """`agentrt run --config F` ends COMPLETED or PAUSED; a pause is then approved to COMPLETED."""
+    """`agentrt run --config F` ends COMPLETED or PAUSED; a pause is approved to COMPLETED; doctor is clean."""
     work = tmp_path / "work"
     work.mkdir()
     extra: dict[str, str] = {}
@@ -86,5 +86,7 @@ def test_config_runs_to_a_result(config: Path, tmp_path: Path, request: pytest.F
     assert result["status"] == "COMPLETED" and result["answer"], result
     listed = agentrt("sessions", "--config", str(config), *tenant_args, cwd=work, extra_env=extra)
     assert listed.code == 0 and result["session_id"] in listed.out, listed.both
+    doctor = agentrt("doctor", result["session_id"], "--config", str(config), *tenant_args, cwd=work, extra_env=extra)
+    assert doctor.code == 0 and "[FAIL]" not in doctor.out, doctor.both
     if not _uses_servers(config):
         assert (work / ".agentrt").is_dir()  # base_dir ./.agentrt is relative to where you run it
