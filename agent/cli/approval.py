@@ -31,7 +31,9 @@ def parse_answer(line: str | None) -> dict[str, Any]:
     return {"approved": False, "reason": reason.strip() or "rejected at the prompt"}
 
 
-def ask(request: dict[str, Any], operator: str | None, stdin: TextIO | None = None, out: TextIO | None = None) -> dict[str, Any]:
+def ask(
+    request: dict[str, Any], operator: str | None, stdin: TextIO | None = None, out: TextIO | None = None
+) -> dict[str, Any]:
     """Prompt a human on the terminal for one request and return the decision."""
     src = stdin if stdin is not None else sys.stdin
     dst = out if out is not None else sys.stderr

@@ -115,7 +115,16 @@ def styled(text: str, style: str, stream: Any = None) -> str:
     return f"\033[{_ANSI[style]}m{text}\033[0m"
 
 
-_ANSI = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "blue": "34", "magenta": "35", "cyan": "36"}
+_ANSI = {
+    "bold": "1",
+    "dim": "2",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "blue": "34",
+    "magenta": "35",
+    "cyan": "36",
+}
 
 
 def relative_time(iso: str | None, now: float | None = None) -> str:

@@ -28,9 +28,7 @@ def args_resume(p: argparse.ArgumentParser) -> None:
     decision.add_argument("--approve", action="store_true", help="approve the pending tool call")
     decision.add_argument("--reject", action="store_true", help="reject the pending tool call")
     p.add_argument("--reason", help="why (recorded with --reject or --accept-changes)")
-    p.add_argument(
-        "--operator", metavar="NAME", help="who decides or accepts the changes (recorded; default: --user)"
-    )
+    p.add_argument("--operator", metavar="NAME", help="who decides or accepts the changes (recorded; default: --user)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines, only the answer")
     p.add_argument(
         "--accept-changes",
@@ -84,7 +82,7 @@ def _decide(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any]
 
 def answer_command(session_id: str) -> str:
     """The exact commands that answer a pending approval."""
-    return f"agentrt resume {session_id} --approve   (or: agentrt resume {session_id} --reject --reason \"...\")"
+    return f'agentrt resume {session_id} --approve   (or: agentrt resume {session_id} --reject --reason "...")'
 
 
 def _print_result(result: dict[str, Any], args: argparse.Namespace, streamed: str) -> int:
@@ -112,7 +110,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     """agentrt run TEXT."""
     r = runner(args)
     progress = _progress(args)
-    events = r.stream(" ".join(args.text), session_id=args.session, tenant_id=args.tenant, user_id=args.user, skill=args.skill)
+    events = r.stream(
+        " ".join(args.text), session_id=args.session, tenant_id=args.tenant, user_id=args.user, skill=args.skill
+    )
     final = _consume(events, args, progress)
     while final.get("status") == "PAUSED" and final.get("pending_approval"):
         decision = _decide(args, final["pending_approval"][0])

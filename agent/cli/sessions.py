@@ -75,7 +75,11 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if args.json:
         return print_json(rows)
     if not rows:
-        say("no sessions" + (f" with status {args.status}" if args.status else "") + "; start one with agentrt run \"...\"")
+        say(
+            "no sessions"
+            + (f" with status {args.status}" if args.status else "")
+            + '; start one with agentrt run "..."'
+        )
         return 0
     head = f"{'SESSION':<20} {'STATUS':<8} {'BRANCHES':>8} {'TURNS':>5}  {'LAST ACTIVITY':<14} FIRST MESSAGE"
     say(styled(head, "bold"))

@@ -104,7 +104,9 @@ def conversation(entries: list[Any]) -> list[str]:
             verdict = "approved" if p.get("approved") else "rejected"
             who = f" by {p['operator']}" if p.get("operator") else ""
             why = f" ({p['reason']})" if p.get("reason") else ""
-            lines.append(f"    approval {verdict}{who}{why}: {asked.get('name', '?')} [{asked.get('tool_call_id', '?')}]")
+            lines.append(
+                f"    approval {verdict}{who}{why}: {asked.get('name', '?')} [{asked.get('tool_call_id', '?')}]"
+            )
         elif e.type == "compression":
             lines.append(
                 styled(

@@ -71,15 +71,24 @@ def test_config_runs_to_a_result(config: Path, tmp_path: Path, request: pytest.F
         init = agentrt("db", "init", "--config", str(config), cwd=work, extra_env=extra)
         assert init.code == 0 and "tables ready in" in init.out, init.both
         tenant_args = ["--tenant", tenant]
-    ran = agentrt("run", "--config", str(config), *tenant_args, "--json", "Summarise the sales", cwd=work, extra_env=extra)
+    ran = agentrt(
+        "run", "--config", str(config), *tenant_args, "--json", "Summarise the sales", cwd=work, extra_env=extra
+    )
     assert ran.code == 0, ran.both
     result = json.loads(ran.out)
     assert result["status"] in ("COMPLETED", "PAUSED"), result
     if result["status"] == "PAUSED":
         assert result["pending_approval"], result
         done = agentrt(
-            "resume", result["session_id"], "--config", str(config), *tenant_args, "--approve", "--json",
-            cwd=work, extra_env=extra,
+            "resume",
+            result["session_id"],
+            "--config",
+            str(config),
+            *tenant_args,
+            "--approve",
+            "--json",
+            cwd=work,
+            extra_env=extra,
         )
         assert done.code == 0, done.both
         result = json.loads(done.out)
