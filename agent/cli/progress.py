@@ -30,6 +30,8 @@ class Progress:
         self.started: dict[str, float] = {}
         self.streamed = ""  # the text streamed by the last model call of the reasoning node
         self.in_tokens = False
+        self.todo_status: dict[str, str] = {}
+        self.continuing = False  # set when the CLI itself resumes after its prompt: no "recovered" line
 
     # --- output --------------------------------------------------------------------------------
     def _line(self, text: str, style: str = "") -> None:
@@ -105,18 +107,27 @@ class Progress:
         self._line(f"    -> {tag}{d.get('status')}, {d.get('size')} chars{took}", "dim")
 
     def _on_todo(self, d: dict[str, Any]) -> None:
-        todos = list(d.get("todos") or [])
+        todos = [t for t in d.get("todos") or [] if isinstance(t, dict)]
         done = sum(1 for t in todos if t.get("status") == "done")
-        self._line(f"  todo {done}/{len(todos)} done", "green")
-        if self.live:
+        first = not self.todo_status
+        changed = [t for t in todos if self.todo_status.get(str(t.get("id"))) != t.get("status")]
+        self.todo_status = {str(t.get("id")): str(t.get("status")) for t in todos}
+        if first and self.live:  # the plan: the whole list once
+            self._line(f"  todo {done}/{len(todos)} done", "green")
             for t in todos:
                 self._line(f"    {_MARK.get(str(t.get('status')), '·')} {t.get('title')}", "dim")
+            return
+        news = ", ".join(f"{_MARK.get(str(t.get('status')), '·')} {t.get('title')}" for t in changed)
+        self._line(f"  todo {done}/{len(todos)} done" + (f": {news}" if news and not first else ""), "green")
 
     def _on_compression(self, d: dict[str, Any]) -> None:
         before, after = d.get("tokens_before"), d.get("tokens_after")
         self._line(f"  compression tier {d.get('tier')}: {before} -> {after} tokens", "magenta")
 
     def _on_recovered(self, d: dict[str, Any]) -> None:
+        if self.continuing:
+            self.continuing = False
+            return
         if d.get("finished"):
             self._line("the last run had already finished; its result:", "dim")
             return

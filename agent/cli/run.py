@@ -118,6 +118,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         decision = _decide(args, final["pending_approval"][0])
         if decision is None:
             break
+        if progress is not None:
+            progress.continuing = True
         events = r.stream_resume(
             final["session_id"], tenant_id=args.tenant, user_id=args.user, decision=decision, operator=_operator(args)
         )
