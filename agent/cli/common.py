@@ -62,9 +62,7 @@ def configure_output(live_warnings: bool) -> _Warnings | None:
         configure_logging()
         return None
     handler = _Warnings(live_warnings)
-    root = logging.getLogger("agentrt")
-    root.addHandler(handler)
-    root.propagate = False
+    logging.getLogger("agentrt").addHandler(handler)  # Python's last-resort stderr printer then stays quiet
     return handler
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -98,6 +99,9 @@ def _guarded(cmd: Command, call: Callable[[], Any]) -> int:
         if os.environ.get("AGENTRT_DEBUG"):
             raise
         return _report(err)
+    finally:
+        if warnings is not None:
+            logging.getLogger("agentrt").removeHandler(warnings)
 
 
 def _report(err: Exception) -> int:
