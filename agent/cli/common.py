@@ -14,12 +14,13 @@ if TYPE_CHECKING:
     from agent.runner import AgentRunner
 
 
-def common_options(p: argparse.ArgumentParser) -> None:
-    """--config, --json, --tenant, --user: taken by every command."""
+def common_options(p: argparse.ArgumentParser, identity: bool = True) -> None:
+    """--config, --json, and (unless `identity` is false) --tenant, --user."""
     p.add_argument("--config", metavar="F", help="YAML config (default: built-in, same as configs/default.yaml)")
     p.add_argument("--json", action="store_true", help="print one JSON object for machines")
-    p.add_argument("--tenant", metavar="T", help="tenant id (default: from config)")
-    p.add_argument("--user", metavar="U", help="user id (default: from config)")
+    if identity:
+        p.add_argument("--tenant", metavar="T", help="tenant id (default: from config)")
+        p.add_argument("--user", metavar="U", help="user id (default: from config)")
 
 
 def session_argument(p: argparse.ArgumentParser) -> None:

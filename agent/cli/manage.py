@@ -39,8 +39,8 @@ args_doctor = args_end
 
 
 def args_db(p: argparse.ArgumentParser) -> None:
-    """Options of `agentrt db`."""
-    common_options(p)
+    """Options of `agentrt db` (tables are shared by every tenant: no --tenant / --user)."""
+    common_options(p, identity=False)
     p.add_argument("action", choices=["init"], help="init: create the SQL tables (safe to run twice)")
 
 
