@@ -148,6 +148,5 @@ def cmd_resume(args: argparse.Namespace) -> int:
         operator=_operator(args),
         reason=args.reason,
     )
-    args.approve_all = False
     final = _consume(events, args, progress)
     return _print_result(final, args, progress.streamed if progress is not None else "")

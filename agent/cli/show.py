@@ -53,6 +53,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def render(info: dict[str, Any], log: Any, branch: str, pending: list[dict[str, Any]]) -> list[str]:
     """The text of `agentrt show`."""
+    from agent.cli.approval import describe
     from agent.errors import NotFound
 
     s = info["session"]
@@ -72,8 +73,6 @@ def render(info: dict[str, Any], log: Any, branch: str, pending: list[dict[str, 
     if pending:
         out += ["", styled("pending approval", "yellow")]
         for req in pending:
-            from agent.cli.approval import describe
-
             out.append(f"  {describe(req)}  [call {req.get('tool_call_id')}]")
         out.append(f"  approve: agentrt resume {sid} --approve")
         out.append(f'  reject:  agentrt resume {sid} --reject --reason "..."')
