@@ -14,7 +14,7 @@ llama.cpp, Ollama); the key is read from the environment variable named by `api_
       - content: "Done."
         expect_in_prompt: "some text"                 # optional: fail unless the prompt has it
         instead_if_prompt_has:                        # optional: the first variant whose text is in
-          - {text: "rejected by the human", content: "Not published."}  # the prompt replaces it
+          - {text: "rejected by the human", content: "Not published."}  # this turn's prompt replaces it
 
 What real models get wrong can be scripted too (tests pin the runtime's answer to each):
 
@@ -95,10 +95,13 @@ class ScriptedResponse(BaseModel):
     instead_if_prompt_has: list[ScriptedVariant] = Field(default_factory=list)
 
     def for_prompt(self, messages: Sequence[BaseMessage]) -> ScriptedResponse:
-        """This response, or the first variant whose text occurs in the prompt."""
+        """This response, or the first variant whose text occurs in the current turn's part of the
+        prompt (after the last user message, so an earlier turn's words do not count)."""
         if not self.instead_if_prompt_has:
             return self
-        blob = json.dumps([m.content for m in messages], ensure_ascii=False)
+        users = [i for i, m in enumerate(messages) if m.type == "human"]
+        turn = messages[users[-1] + 1 :] if users else messages
+        blob = json.dumps([m.content for m in turn], ensure_ascii=False)
         for v in self.instead_if_prompt_has:
             if v.text in blob:
                 return ScriptedResponse(content=v.content, tool_calls=v.tool_calls, usage=v.usage or self.usage)

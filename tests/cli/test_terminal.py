@@ -102,3 +102,21 @@ def test_the_prompt_masks_secrets_and_reads_answers() -> None:
     assert parse_answer("") == {"approved": False, "reason": "rejected at the prompt"}
     assert parse_answer("n: not before Monday") == {"approved": False, "reason": "not before Monday"}
     assert parse_answer(None)["approved"] is False
+
+
+def test_scripted_variant_looks_at_this_turn_only() -> None:
+    """A variant reacts to words after the last user message, not to an earlier turn's."""
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    from agent.loop.models import ScriptedResponse
+
+    resp = ScriptedResponse.model_validate(
+        {"content": "published", "instead_if_prompt_has": [{"text": "rejected by", "content": "not published"}]}
+    )
+    rejected = ToolMessage(content="rejected by the human reviewer: no", tool_call_id="c1")
+    call = AIMessage(content="", tool_calls=[{"id": "c1", "name": "publish_report", "args": {}}])
+    now = [SystemMessage("s"), HumanMessage("publish"), call, rejected]
+    assert resp.for_prompt(now).content == "not published"
+    approved = ToolMessage(content="ok", tool_call_id="c1")
+    later = [*now, AIMessage("not published"), HumanMessage("again"), call, approved]
+    assert resp.for_prompt(later).content == "published"
