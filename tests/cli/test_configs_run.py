@@ -23,6 +23,22 @@ PG = "postgresql://postgres@127.0.0.1:5432/test"
 REDIS = "redis://127.0.0.1:6379/0"
 
 
+def _real_model(config: Path) -> bool:
+    return (yaml.safe_load(config.read_text()).get("model") or {}).get("provider") == "openai"
+
+
+@pytest.fixture
+def model_server() -> Iterator[dict[str, str]]:
+    """The bundled model on llama.cpp's server (the local-llm extra), for a config with a real model."""
+    from agent.loop.local_llm import LocalLlamaServer, missing_extra
+
+    problem = missing_extra()
+    if problem:
+        pytest.skip(problem)
+    with LocalLlamaServer(n_ctx=2048, threads=1) as srv:
+        yield {"AGENTRT_MODEL_BASE_URL": srv.base_url}
+
+
 def _uses_servers(config: Path) -> bool:
     p = yaml.safe_load(config.read_text()).get("persistence") or {}
     return bool(p.get("redis_url")) or str(p.get("database_url", "")).startswith("postgresql")
@@ -66,14 +82,17 @@ def test_config_runs_to_a_result(config: Path, tmp_path: Path, request: pytest.F
     work.mkdir()
     extra: dict[str, str] = {}
     tenant_args: list[str] = []
+    text = "Summarise the sales"
+    if _real_model(config):  # its own example task, on the bundled model
+        extra = request.getfixturevalue("model_server")
+        text = "What is 6 times 7? Use the calculator."
     if _uses_servers(config):
-        extra, tenant = request.getfixturevalue("servers")
+        more, tenant = request.getfixturevalue("servers")
+        extra = {**extra, **more}
         init = agentrt("db", "init", "--config", str(config), cwd=work, extra_env=extra)
         assert init.code == 0 and "tables ready in" in init.out, init.both
         tenant_args = ["--tenant", tenant]
-    ran = agentrt(
-        "run", "--config", str(config), *tenant_args, "--json", "Summarise the sales", cwd=work, extra_env=extra
-    )
+    ran = agentrt("run", "--config", str(config), *tenant_args, "--json", text, cwd=work, extra_env=extra)
     assert ran.code == 0, ran.both
     result = json.loads(ran.out)
     assert result["status"] in ("COMPLETED", "PAUSED"), result

@@ -27,6 +27,9 @@ SKIPPED = {
     "export ": "environment for `langgraph dev`, a server: tests/integration/test_studio.py runs it",
     "langgraph dev": "a server: tests/integration/test_studio.py runs it",
     "python bench/": "benchmarks that take minutes and print figures (no pass/fail)",
+    "python -m agent.loop.local_llm": "a local model server (local-llm extra): tests/cli/test_configs_run.py runs it",
+    "python -m llama_cpp.server": "a local model server (local-llm extra): tests/cli/test_configs_run.py runs it",
+    "agentrt run --config configs/local-llm.yaml": "needs that server: tests/cli/test_configs_run.py runs the config",
 }
 
 # subcommand -> the line its output must contain (a regex over stdout + stderr)
@@ -50,7 +53,7 @@ def readme_commands() -> list[str]:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     out: list[str] = []
     for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
-        for raw in block.splitlines():
+        for raw in block.replace("\\\n", " ").splitlines():  # join continued lines
             line = re.split(r"\s{2,}#|^#", raw, maxsplit=1)[0].strip()
             out += [part.strip() for part in line.split(" && ") if part.strip()]
     return out
