@@ -41,7 +41,11 @@ args_doctor = args_end
 def args_db(p: argparse.ArgumentParser) -> None:
     """Options of `agentrt db` (tables are shared by every tenant: no --tenant / --user)."""
     common_options(p, identity=False)
-    p.add_argument("action", choices=["init"], help="init: create the SQL tables (safe to run twice)")
+    p.add_argument(
+        "action",
+        choices=["upgrade", "init"],
+        help="upgrade: apply the schema migrations; init: also create the database if missing (safe twice)",
+    )
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
@@ -124,24 +128,18 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_db(args: argparse.Namespace) -> int:
-    """agentrt db init."""
-    from agent.errors import ConfigError
-    from agent.session.stores.sql import SqlSessionStore
-    from checkpointing.digest import redact_text
+    """agentrt db upgrade | init."""
+    from agent.session.db_cli import db_init, db_upgrade, render
 
-    url = settings(args).database_url()
-    if not url:
-        raise ConfigError("no persistence.database_url is configured; set it in the config or AGENTRT_DATABASE_URL")
-    SqlSessionStore(url, create=True)
-    data = {"database": redact_text(url), "created": True}
+    data = (db_init if args.action == "init" else db_upgrade)(settings(args))
     if args.json:
         return print_json(data)
-    say(f"tables ready in {data['database']}")
+    say(render(data))
     return 0
 
 
-def cmd_worker(argv: Sequence[str]) -> Any:
-    """agentrt worker ...: the queue worker with its own options."""
-    from agent import worker
+def cmd_serve(argv: Sequence[str]) -> Any:
+    """agentrt serve ...: the server with its own options (agent/serve/cli.py)."""
+    from agent.serve.cli import main as serve_main
 
-    return worker.main(list(argv))
+    return serve_main(list(argv))

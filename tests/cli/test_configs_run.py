@@ -90,7 +90,7 @@ def test_config_runs_to_a_result(config: Path, tmp_path: Path, request: pytest.F
         more, tenant = request.getfixturevalue("servers")
         extra = {**extra, **more}
         init = agentrt("db", "init", "--config", str(config), cwd=work, extra_env=extra)
-        assert init.code == 0 and "tables ready in" in init.out, init.both
+        assert init.code == 0 and "schema revision" in init.out, init.both
         tenant_args = ["--tenant", tenant]
     ran = agentrt("run", "--config", str(config), *tenant_args, "--json", text, cwd=work, extra_env=extra)
     assert ran.code == 0, ran.both

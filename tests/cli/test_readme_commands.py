@@ -22,7 +22,11 @@ SKIPPED = {
     "pip install": "would reinstall the shared environment; the tests use the installed script",
     "scripts/test": "runs this very suite",
     "agentrt db init --config configs/production.yaml": "needs PostgreSQL: tests/cli/test_configs_run.py runs it",
-    "agentrt worker": "a long-running queue worker: tests/integration/test_workers.py runs it",
+    "agentrt submit": "needs running Celery workers: tests/integration/test_workers.py submits and waits",
+    "agentrt wait": "needs running Celery workers: tests/integration/test_workers.py submits and waits",
+    "AGENTRT_CONFIG=": "starts a Celery worker, a long-running process: tests/integration/test_workers.py",
+    "celery ": "a Celery worker or its inspection: tests/integration/test_workers.py",
+    "agentrt serve": "a server that runs until stopped: tests/integration/test_serve_api.py",
     "redis-cli": "writes to the shared Redis queue: tests/integration/test_workers.py covers it",
     "export ": "environment for `langgraph dev`, a server: tests/integration/test_studio.py runs it",
     "langgraph dev": "a server: tests/integration/test_studio.py runs it",
@@ -43,7 +47,7 @@ KEY_LINE = {
     "doctor": r"agentrt doctor: session s-",
     "pause": r"is PAUSED",
     "end": r"is ENDED",
-    "db": r"tables ready in sqlite",
+    "db": r"sqlite:.*schema revision",
     "--version": r"^agentrt \d",
 }
 
