@@ -1,7 +1,9 @@
 """`agentrt sessions`: the tenant's sessions as a table, newest activity first.
 
-In PRIMARY and JSONL_ONLY mode the listing reads the JSONL store (the source of truth) directly,
-without building a runner: no LangGraph, no SQL engine, so it starts fast. MIRROR reads the manager.
+With the embedded set-up (PRIMARY on SQLite, or JSONL_ONLY) the listing reads the JSONL store (the
+source of truth) directly, without building a runner: no LangGraph, no SQL engine, so it starts
+fast. With a server database (or MIRROR) it goes through the manager, which also refuses a database
+whose schema is not current (`agentrt db upgrade`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ def _list(args: argparse.Namespace) -> tuple[list[Any], Any]:
     except InvalidIdError as err:
         raise InputError(str(err)) from None
     p = conf.persistence
-    if p.mode in ("PRIMARY", "JSONL_ONLY"):
+    embedded = str(conf.database_url() or "sqlite").startswith("sqlite")
+    if p.mode == "JSONL_ONLY" or (p.mode == "PRIMARY" and embedded):
         from agent.session.stores.jsonl import JsonlSessionStore
 
         store = JsonlSessionStore(conf.base_dir, inline_payload_max_bytes=p.inline_payload_max_bytes, fsync=p.fsync)
