@@ -24,6 +24,9 @@ def _named_paths(text: str) -> set[str]:
         end = m.end()
         if end < len(text) and text[end] in "<{*":  # a pattern such as configs/skills/<name>.yaml
             continue
+        named = m.group(1).endswith("/") or "." in path.rsplit("/", 1)[-1] or path.startswith(("scripts/", ".ci/"))
+        if not named:  # prose such as "agent/document types", not a file
+            continue
         found.add(path)
     return found
 
