@@ -303,10 +303,10 @@ def load_settings(path: str | Path | None = None, overrides: dict[str, Any] | No
         settings.model.script = "scripts/demo.yaml"
     if settings.model.script is not None:
         settings.model.script = str((folder / settings.model.script).resolve())
+    # Only a config that names its skills folder gets skills: a folder that merely sits beside the
+    # file may hold skills written for another config's tools (configs/long-task.yaml has none).
     if settings.skills_dir is not None:
         settings.skills_dir = str((folder / settings.skills_dir).resolve())
-    elif (folder / "skills").is_dir():
-        settings.skills_dir = str((folder / "skills").resolve())
     for ds in settings.datasets:
         if "://" not in ds.path:
             ds.path = str((folder / ds.path).resolve())

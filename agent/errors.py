@@ -1,15 +1,27 @@
 """The runtime's exception tree. Every message says what to do next.
 
-AgentRuntimeError
- ├── ConfigError            the user's config or input is wrong (their fix)
- ├── ModelError             the model misbehaved or the scripted model ran out / was surprised
- ├── ToolError              a tool failed or was refused (sandbox escape, bad arguments)
- ├── StorageError           a backend (Redis, SQL, disk) failed; the original error is the cause
- ├── SessionError           the session cannot take this action
+AgentrtError                      exit  meaning
+ ├── UsageError                     2   the caller's config or input is wrong (their fix)
+ │    ├── ConfigError                   a bad config file, setting or environment override
+ │    └── InputError                    a bad argument, id or text
+ ├── NotFound                       3   no such thing is visible to this tenant/user
  │    ├── SessionNotFound
- │    └── SessionNotActive  PAUSED / ENDED / EXPIRED / max loops reached
- ├── LeaseHeld              another process holds the session lease
- └── RecoveryBlocked        resuming would run changed code/tools against old state
+ │    └── ToolResultNotFound         (UnknownToolResult is also a ToolError)
+ ├── Conflict                       4   the thing exists but cannot do this now
+ │    ├── SessionError                  e.g. waiting for a human decision, unfinished run
+ │    │    └── SessionNotActive         PAUSED / ENDED / EXPIRED / max loops reached
+ │    └── LeaseHeld                     another process holds the session lease
+ ├── RecoveryBlocked                5   resuming would run changed code/tools against old state
+ ├── BackendUnavailable             6   Redis, SQL or the disk failed; the original error is the cause
+ ├── ModelCallFailed                7   the model failed or returned something the runtime cannot use
+ ├── DataCorrupt                    8   a stored record or blob is damaged
+ └── ToolError                      1   a tool failed or was refused (normally reported to the model)
+
+`AgentRuntimeError`, `StorageError` and `ModelError` are the older names of `AgentrtError`,
+`BackendUnavailable` and `ModelCallFailed`. The checkpointing package keeps its own root
+(`CheckpointingError`, so it stays usable alone); `as_agentrt_error` maps it, and the errors
+of the libraries below us (Redis, SQLAlchemy, the OpenAI client), to this tree at the CLI's
+boundary. Any other exception is a bug: exit 70.
 """
 
 from __future__ import annotations
@@ -17,45 +29,81 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from checkpointing.errors import DocumentMismatch
+from checkpointing.errors import (
+    BlobError,
+    CheckpointingError,
+    CorruptRecordError,
+    DocumentMismatch,
+    InvalidIdError,
+    StaleFencingTokenError,
+    UnknownSchemaError,
+    UnsupportedValueError,
+)
+
+EXIT_OK = 0
+EXIT_RUN_FAILED = 1
+EXIT_BUG = 70
+EXIT_INTERRUPTED = 130
 
 
-class AgentRuntimeError(Exception):
+class AgentrtError(Exception):
     """Root of every error agentrt raises on purpose."""
 
-
-class ConfigError(AgentRuntimeError, ValueError):
-    """Bad configuration or bad user input."""
+    exit_code = 1
 
 
-class ModelError(AgentRuntimeError):
-    """The chat model failed or returned something the runtime cannot use."""
+AgentRuntimeError = AgentrtError
 
 
-class ToolError(AgentRuntimeError):
-    """A tool call failed or was refused."""
+class UsageError(AgentrtError, ValueError):
+    """The caller's configuration or input is wrong."""
+
+    exit_code = 2
 
 
-class StorageError(AgentRuntimeError):
-    """A storage backend failed."""
+class ConfigError(UsageError):
+    """Bad configuration (a file, a setting, an environment override) or bad user input."""
 
 
-class SessionError(AgentRuntimeError):
-    """The session cannot do what was asked."""
+class InputError(UsageError):
+    """A bad argument, id or text given to a command or API call."""
 
 
-class SessionNotFound(SessionError, KeyError):
+class NotFound(AgentrtError, KeyError):
+    """Nothing with this id is visible to this tenant/user."""
+
+    exit_code = 3
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "not found"
+
+
+class SessionNotFound(NotFound):
     """No session with this id is visible to this tenant/user."""
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "session not found"
 
 
+class ToolResultNotFound(NotFound):
+    """No archived tool result has this call id (also a ToolError: the model reads it as one)."""
+
+
+class Conflict(AgentrtError):
+    """The target exists but its current state does not allow this action."""
+
+    exit_code = 4
+
+
+class SessionError(Conflict):
+    """The session cannot do what was asked in its current state."""
+
+
 class SessionNotActive(SessionError):
     """The session is PAUSED, ENDED, EXPIRED or out of loops."""
 
 
-class LeaseHeld(AgentRuntimeError):
+class LeaseHeld(Conflict):
     """Another owner holds the session lease."""
 
     def __init__(self, session_id: str, holder: str, expires_at: float | None) -> None:
@@ -69,8 +117,10 @@ class LeaseHeld(AgentRuntimeError):
         )
 
 
-class RecoveryBlocked(AgentRuntimeError, DocumentMismatch):
+class RecoveryBlocked(AgentrtError, DocumentMismatch):
     """Recovery refused to continue: state and code/tools/config no longer agree."""
+
+    exit_code = 5
 
     def __init__(self, step: str, reason: str, expected: Any = None, found: Any = None) -> None:
         DocumentMismatch.__init__(self, step, reason, expected, found)
@@ -82,6 +132,91 @@ class RecoveryBlocked(AgentRuntimeError, DocumentMismatch):
             f"RECOVERY_BLOCKED at {step}: {reason} (expected {expected!r}, found {found!r}). "
             f"State was left untouched; {hint}.",
         )
+
+
+class BackendUnavailable(AgentrtError):
+    """A storage backend (Redis, SQL, the disk) failed or cannot be reached."""
+
+    exit_code = 6
+
+
+StorageError = BackendUnavailable
+
+
+class ModelCallFailed(AgentrtError):
+    """The chat model failed or returned something the runtime cannot use."""
+
+    exit_code = 7
+
+
+ModelError = ModelCallFailed
+
+
+class DataCorrupt(AgentrtError):
+    """A stored record, document or blob is damaged; nothing was changed."""
+
+    exit_code = 8
+
+
+class ToolError(AgentrtError):
+    """A tool call failed or was refused."""
+
+    exit_code = 1
+
+
+class UnknownToolResult(ToolResultNotFound, ToolError):
+    """`read_tool_result` / `agentrt tool-result` with a call id that was never archived."""
+
+
+def exit_code(err: BaseException) -> int:
+    """The documented exit status for an error (see the README's table)."""
+    mapped = as_agentrt_error(err)
+    return mapped.exit_code if mapped is not None else EXIT_BUG
+
+
+def as_agentrt_error(err: BaseException) -> AgentrtError | None:
+    """`err` as an AgentrtError (itself, or a mapped copy with `err` as cause); None for a bug."""
+    if isinstance(err, AgentrtError):
+        return err
+    mapped = _map_checkpointing(err) if isinstance(err, CheckpointingError) else _map_library(err)
+    if mapped is not None:
+        mapped.__cause__ = err
+    return mapped
+
+
+def _map_checkpointing(err: CheckpointingError) -> AgentrtError:
+    if isinstance(err, (CorruptRecordError, BlobError, UnknownSchemaError)):
+        return DataCorrupt(str(err))
+    if isinstance(err, InvalidIdError):
+        return InputError(str(err))
+    if isinstance(err, StaleFencingTokenError):
+        return Conflict(f"{err}; another process took the session over: check `agentrt show ID`")
+    if isinstance(err, DocumentMismatch):
+        return RecoveryBlocked(err.step, err.reason, err.expected, err.found)
+    if isinstance(err, UnsupportedValueError):
+        return InputError(str(err))
+    return DataCorrupt(str(err))
+
+
+# Library errors by the module that defines them; names only, so nothing is imported to check.
+_MODEL_MODULES = ("openai", "httpx", "httpcore", "langchain_openai", "anthropic")
+_BACKEND_MODULES = ("redis", "sqlalchemy", "psycopg", "psycopg2", "sqlite3")
+
+
+def _map_library(err: BaseException) -> AgentrtError | None:
+    if (type(err).__module__, type(err).__name__) == ("graph.runtime", "ModelCallError"):
+        return ModelCallFailed(str(err))  # the graph package does not import agent: mapped here
+    module = type(err).__module__.split(".")[0]
+    text = f"{type(err).__name__}: {err}".strip().rstrip(":")
+    if module in _MODEL_MODULES:
+        return ModelCallFailed(
+            f"the model call failed ({text}); check model.base_url / the API key, then `agentrt resume ID`"
+        )
+    if module in _BACKEND_MODULES:
+        return BackendUnavailable(f"a storage backend failed ({text}); check that it is running, then retry")
+    if isinstance(err, OSError) and err.errno is not None:
+        return BackendUnavailable(f"the disk failed ({text}); check space and permissions on base_dir, then retry")
+    return None
 
 
 class SchemaOutdated(ConfigError):

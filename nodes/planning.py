@@ -88,6 +88,7 @@ def planning_node(state: TaskExecutionState, config: RunnableConfig, runtime: Ru
             "usage_source": source.value,
             "finish_reason": finish,
             "issues": issues,
+            "skill": active,
         },
     )
     history_lines = list(pre.pop("execution_history_text", []) or [])

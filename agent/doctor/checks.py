@@ -264,6 +264,20 @@ def model_context(f: SessionFacts) -> Check:
             lost=lost,
             **ev,
         )
+    unrecorded = sorted(set(pointers) - set(archived))
+    hard = int(state.get("context_compression_count") or 0)
+    hard_events = sum(1 for e in events if (e.get("payload") or {}).get("tier") == "hard")
+    if unrecorded or hard > hard_events:
+        return finding(
+            "model_context",
+            "FAIL",
+            f"the context was compressed but the event log does not record it: {len(unrecorded)} archived "
+            f"results ({', '.join(unrecorded[:5]) or 'none'}) and {max(0, hard - hard_events)} hard "
+            "compressions have no compression event",
+            "restore events.jsonl from a backup; the compression history (tiers, summaries, archived ids) is lost",
+            unrecorded=unrecorded,
+            **ev,
+        )
     if not msgs and (state.get("execution_history_text") or state.get("tool_result_store")):
         return finding(
             "model_context",

@@ -13,6 +13,8 @@ llama.cpp, Ollama); the key is read from the environment variable named by `api_
           - {name: write_file, args: {path: a.txt, content: {$repeat: ["x", 10000]}}}
       - content: "Done."
         expect_in_prompt: "some text"                 # optional: fail unless the prompt has it
+        instead_if_prompt_has:                        # optional: the first variant whose text is in
+          - {text: "rejected by the human", content: "Not published."}  # this turn's prompt replaces it
 
 What real models get wrong can be scripted too (tests pin the runtime's answer to each):
 
@@ -68,6 +70,16 @@ class ScriptedRawToolCall(BaseModel):
     id: str | None = None
 
 
+class ScriptedVariant(BaseModel):
+    """A response used instead of its parent when `text` occurs in the prompt (e.g. after a rejection)."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str
+    content: str = ""
+    tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
+    usage: dict[str, int] | None = None
+
+
 class ScriptedResponse(BaseModel):
     """One scripted model response."""
 
@@ -80,6 +92,20 @@ class ScriptedResponse(BaseModel):
     omit_ids: bool = False
     finish_reason: str | None = None
     expect_in_prompt: str | None = None
+    instead_if_prompt_has: list[ScriptedVariant] = Field(default_factory=list)
+
+    def for_prompt(self, messages: Sequence[BaseMessage]) -> ScriptedResponse:
+        """This response, or the first variant whose text occurs in the current turn's part of the
+        prompt (after the last user message, so an earlier turn's words do not count)."""
+        if not self.instead_if_prompt_has:
+            return self
+        users = [i for i, m in enumerate(messages) if m.type == "human"]
+        turn = messages[users[-1] + 1 :] if users else messages
+        blob = json.dumps([m.content for m in turn], ensure_ascii=False)
+        for v in self.instead_if_prompt_has:
+            if v.text in blob:
+                return ScriptedResponse(content=v.content, tool_calls=v.tool_calls, usage=v.usage or self.usage)
+        return self
 
 
 class ModelScript(BaseModel):
@@ -169,7 +195,7 @@ class ScriptedChatModel(BaseChatModel):
             )
         else:
             resp_idx = idx
-        resp = self.script.responses[resp_idx]
+        resp = self.script.responses[resp_idx].for_prompt(messages)
         self.cursor += 1
         self._calls.append(list(messages))
         if resp.expect_in_prompt is not None:

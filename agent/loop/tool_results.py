@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
-from agent.errors import StorageError, ToolError
+from agent.errors import DataCorrupt, StorageError, ToolError, UnknownToolResult
 from checkpointing.blobs import BlobStore, is_blob_ref
 from checkpointing.errors import BlobCorruptError, BlobMissingError
 
@@ -83,11 +83,11 @@ class ToolResultSlice:
 
 def _check_entry(raw: Any) -> ToolResultEntry:
     if not isinstance(raw, dict) or not isinstance(raw.get("tool_call_id"), str):
-        raise StorageError(f"malformed tool_result_store entry {str(raw)[:120]!r}: it has no tool_call_id")
+        raise DataCorrupt(f"malformed tool_result_store entry {str(raw)[:120]!r}: it has no tool_call_id")
     has_content = isinstance(raw.get("content"), str)
     has_blob = is_blob_ref(raw.get("blob"))
     if has_content == has_blob:
-        raise StorageError(
+        raise DataCorrupt(
             f"tool_result_store entry {raw['tool_call_id']!r} must hold exactly one of content / blob; "
             "the checkpoint is damaged, run `agentrt doctor`"
         )
@@ -153,7 +153,7 @@ class ToolResultStore:
         entry = self._entries.get(tool_call_id)
         if entry is None:
             known = ", ".join(list(self._entries)[-10:]) or "none yet"
-            raise ToolError(
+            raise UnknownToolResult(
                 f"no archived tool result with tool_call_id {tool_call_id!r}. Use the call_id shown in an "
                 f"archived tool message (the text 'call_id=...'); most recent ids: {known}"
             )
@@ -174,8 +174,10 @@ class ToolResultStore:
             ref = entry["blob"]["$blob"]
             try:
                 text = self.blobs.get(ref).decode("utf-8")
-            except (BlobMissingError, BlobCorruptError) as err:
+            except BlobMissingError as err:  # most often the blob volume is not mounted
                 raise StorageError(f"tool result {tool_call_id!r} cannot be read: {err}") from err
+            except BlobCorruptError as err:
+                raise DataCorrupt(f"tool result {tool_call_id!r} cannot be read: {err}") from err
             self._loaded[tool_call_id] = text
         return text
 

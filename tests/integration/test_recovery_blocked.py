@@ -159,7 +159,7 @@ def _session(cfg: Path) -> dict[str, Any]:
 
 
 def _assert_blocked(out: Any, cfg: Path, before: dict[str, bytes], step: str, words: str) -> None:
-    assert out.code == 2, out.stderr
+    assert out.code == 5, out.stderr  # RECOVERY_BLOCKED
     text = " ".join(out.stderr.split())
     assert f"RECOVERY_BLOCKED at {step}: " in text and words in text, out.stderr
     blocked = [e for e in _events(cfg) if e.get("type") == "recovery_blocked"]
@@ -215,7 +215,7 @@ def test_other_tenant_cannot_see_the_session(tmp_path: Path, zygote: Zygote) -> 
     before = _files(tmp_path / "agentrt")
     events_before = (session_path(cfg, SID) / "events.jsonl").read_bytes()
     out = zygote.run(["resume", SID, "--config", str(cfg), "--tenant", "intruder"], env)
-    assert out.code == 2
+    assert out.code == 3
     assert "not found" in out.stderr
     assert _files(tmp_path / "agentrt") == before
     assert (session_path(cfg, SID) / "events.jsonl").read_bytes() == events_before

@@ -36,7 +36,7 @@ def test_resume_of_finished_session_prints_its_result(tmp_path: Path) -> None:
     assert human.code == 0
     assert "the last run had already finished" in human.stderr
     assert json.loads(ran.stdout)["answer"] in " ".join(human.stdout.split())
-    assert "status COMPLETED" in human.stdout
+    assert "status COMPLETED" in human.stderr  # stdout holds only the answer
     assert (tmp_path / "counter").read_text().splitlines() == ["alpha", "beta", "gamma", "delta", "epsilon"]
 
 

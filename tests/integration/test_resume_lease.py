@@ -93,7 +93,7 @@ def test_concurrent_resumes_exactly_one_proceeds(tmp_path: Path, tenant: str, n:
             losers.append((p.returncode, err))
         assert len(losers) == n - 1
         for code, err in losers:
-            assert code == 2
+            assert code == 4  # LeaseHeld: a conflict
             text = " ".join(err.split())  # rich wraps long lines, see test_lease_held_error_is_one_line
             assert text.startswith(f"agentrt: error: session {SID} is held by {holder}"), err
         gate.touch()
@@ -173,6 +173,6 @@ def test_lease_held_error_is_one_line(tmp_path: Path, tenant: str) -> None:
     finally:
         gate.touch()
         holder_proc.communicate(timeout=120)
-    assert refused.code == 2
+    assert refused.code == 4
     lines = [ln for ln in refused.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "is held by" in lines[0], refused.stderr

@@ -102,7 +102,7 @@ def test_turn_killed_before_its_first_checkpoint_is_run_by_resume(tmp_path: Path
     )
     assert crashed.returncode == 137
     refused = _cli(["run", "--config", cfg, "--session", "s-lost", "third"], env)
-    assert refused.returncode == 2 and "unfinished run" in refused.stderr
+    assert refused.returncode == 4 and "unfinished run" in refused.stderr
     resumed = _cli(["resume", "s-lost", "--config", cfg, "--json"], env)
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["answer"] == "answer two"
@@ -129,7 +129,7 @@ def test_crash_after_an_approval_does_not_ask_again(tmp_path: Path) -> None:
     )
     assert crashed.returncode == 137
     rejected = _cli(["resume", "s-ap", "--config", cfg, "--reject"], env)
-    assert rejected.returncode == 2 and "already answered" in rejected.stderr
+    assert rejected.returncode == 4 and "already answered" in rejected.stderr
     done = _cli(["resume", "s-ap", "--config", cfg, "--json"], env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["status"] == "COMPLETED"

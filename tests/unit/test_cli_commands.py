@@ -48,7 +48,7 @@ def test_session_commands_round_trip(tmp_path: Path, capsys: pytest.CaptureFixtu
 
     paused = _json(capsys, ["pause", sid, "--config", cfg, "--json"])
     assert isinstance(paused, dict) and paused["status"] == "PAUSED"
-    assert main(["run", "--config", cfg, "--session", sid, "again"]) == 2
+    assert main(["run", "--config", cfg, "--session", sid, "again"]) == 4  # conflict: the session is PAUSED
     assert "PAUSED" in capsys.readouterr().err
 
     ended = _json(capsys, ["end", sid, "--config", cfg, "--json"])
@@ -59,7 +59,7 @@ def test_other_tenant_cannot_see_the_session(tmp_path: Path, capsys: pytest.Capt
     """show with another --tenant reads as not found."""
     cfg = str(make_config(tmp_path, SCRIPT))
     sid = _json(capsys, ["run", "--config", cfg, "--json", "x"])["session_id"]  # type: ignore[index]
-    assert main(["show", sid, "--config", cfg, "--tenant", "other"]) == 2
+    assert main(["show", sid, "--config", cfg, "--tenant", "other"]) == 3  # not found
     assert "not found" in capsys.readouterr().err
 
 
@@ -67,5 +67,5 @@ def test_unknown_tool_result_id_is_clear(tmp_path: Path, capsys: pytest.CaptureF
     """An unknown call id says how to find the right one."""
     cfg = str(make_config(tmp_path, SCRIPT))
     sid = _json(capsys, ["run", "--config", cfg, "--json", "x"])["session_id"]  # type: ignore[index]
-    assert main(["tool-result", sid, "nope", "--config", cfg]) == 2
+    assert main(["tool-result", sid, "nope", "--config", cfg]) == 3  # not found
     assert "nope" in capsys.readouterr().err

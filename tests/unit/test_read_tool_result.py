@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import StorageError, ToolError
+from agent.errors import DataCorrupt, StorageError, ToolError
 from agent.loop.tool_results import ToolResultStore, make_entry
 from agent.tools.base import ToolContext
 from agent.tools.read_tool_result import READ_TOOL_RESULT, parse_read_output
@@ -130,7 +130,7 @@ def test_later_entry_wins_and_malformed_entries_are_refused() -> None:
         [make_entry("c", "t", "old", None, 100), make_entry("c", "t", "new", None, 100)]
     )
     assert store.get("c") == "new" and store.ids() == ["c"]
-    with pytest.raises(StorageError, match="exactly one of content / blob"):
+    with pytest.raises(DataCorrupt, match="exactly one of content / blob"):
         ToolResultStore.from_entries([{"tool_call_id": "c", "tool_name": "t", "size": 3}])
-    with pytest.raises(StorageError, match="no tool_call_id"):
+    with pytest.raises(DataCorrupt, match="no tool_call_id"):
         ToolResultStore.from_entries([{"content": "x"}])

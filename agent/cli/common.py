@@ -1,0 +1,150 @@
+"""What every command shares: the common options, output streams, JSON output, the runner."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent.config import AgentSettings
+    from agent.runner import AgentRunner
+
+
+def common_options(p: argparse.ArgumentParser, identity: bool = True) -> None:
+    """--config, --json, and (unless `identity` is false) --tenant, --user."""
+    p.add_argument("--config", metavar="F", help="YAML config (default: built-in, same as configs/default.yaml)")
+    p.add_argument("--json", action="store_true", help="print one JSON object for machines")
+    if identity:
+        p.add_argument("--tenant", metavar="T", help="tenant id (default: from config)")
+        p.add_argument("--user", metavar="U", help="user id (default: from config)")
+
+
+def session_argument(p: argparse.ArgumentParser) -> None:
+    """The positional session id."""
+    p.add_argument("session_id", metavar="ID", help="the session id (see `agentrt sessions`)")
+
+
+class _Warnings(logging.Handler):
+    """agentrt's warnings as `agentrt: warning: ...` lines: at once (live), or held until the command
+    succeeds, so a failing command prints its one error line and nothing else."""
+
+    def __init__(self, live: bool) -> None:
+        super().__init__(logging.WARNING)
+        self.live = live
+        self.held: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = "agentrt: warning: " + " ".join(record.getMessage().split())
+        if self.live:
+            sys.stderr.write(line + "\n")
+        else:
+            self.held.append(line)
+
+    def flush_held(self) -> None:
+        for line in self.held:
+            sys.stderr.write(line + "\n")
+        self.held.clear()
+
+
+def configure_output(live_warnings: bool) -> _Warnings | None:
+    """Logging from the environment (AGENTRT_LOG), else our warning lines; stdout/stderr that never
+    fail on a character. Returns the warning handler when it is ours."""
+    from agent.logs import configure_logging
+
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="replace")
+    if os.environ.get("AGENTRT_LOG"):
+        configure_logging()
+        return None
+    handler = _Warnings(live_warnings)
+    logging.getLogger("agentrt").addHandler(handler)  # Python's last-resort stderr printer then stays quiet
+    return handler
+
+
+def settings(args: argparse.Namespace) -> AgentSettings:
+    """The settings of `--config` (the built-in defaults without it)."""
+    from agent.config import load_settings
+
+    return load_settings(args.config)
+
+
+def runner(args: argparse.Namespace) -> AgentRunner:
+    """An AgentRunner for `--config`."""
+    from agent.runner import AgentRunner
+
+    return AgentRunner.from_config(args.config)
+
+
+def tenant_of(args: argparse.Namespace, conf: AgentSettings) -> str:
+    """The tenant the command acts for, validated."""
+    from agent.errors import InputError
+    from checkpointing.errors import InvalidIdError
+    from checkpointing.ids import validate_id
+
+    try:
+        return validate_id(args.tenant or conf.session.tenant_id, "tenant id")
+    except InvalidIdError as err:
+        raise InputError(str(err)) from None
+
+
+def print_json(data: Any) -> int:
+    """One JSON document on stdout."""
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str, indent=2) + "\n")
+    return 0
+
+
+def say(text: str = "", *, err: bool = False, end: str = "\n") -> None:
+    """Print plain text (no markup is ever interpreted) to stdout or stderr."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(text + end)
+    stream.flush()
+
+
+def styled(text: str, style: str, stream: Any = None) -> str:
+    """`text` in an ANSI style when `stream` (default stdout) is a terminal, else as it is."""
+    target = stream if stream is not None else sys.stdout
+    if not getattr(target, "isatty", lambda: False)() or style not in _ANSI:
+        return text
+    return f"\033[{_ANSI[style]}m{text}\033[0m"
+
+
+_ANSI = {
+    "bold": "1",
+    "dim": "2",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "blue": "34",
+    "magenta": "35",
+    "cyan": "36",
+}
+
+
+def relative_time(iso: str | None, now: float | None = None) -> str:
+    """'3 min ago' for an ISO timestamp ('-' when missing)."""
+    import time
+    from datetime import datetime
+
+    if not iso:
+        return "-"
+    try:
+        then = datetime.fromisoformat(str(iso)).timestamp()
+    except ValueError:
+        return str(iso)
+    secs = max(0.0, (time.time() if now is None else now) - then)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if secs >= size:
+            return f"{int(secs // size)} {unit} ago"
+    return f"{int(secs)} s ago"
+
+
+def short(text: str, width: int) -> str:
+    """`text` on one line, cut to `width` characters with an ellipsis."""
+    one = " ".join(str(text).split())
+    return one if len(one) <= width else one[: max(0, width - 1)] + "…"

@@ -1,0 +1,117 @@
+"""Parsing, dispatch and the one error boundary of `agentrt`.
+
+Every error ends here: one line on stderr (`agentrt: error: ...`) and the exit status of its class
+in `agent.errors` (the README's table); the traceback only with AGENTRT_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agent.cli.commands import COMMANDS, Command, find
+
+EXIT_TABLE = """exit status:
+  0 done (COMPLETED, or PAUSED for an approval)   1 the run failed / a doctor check failed
+  2 bad usage, config or input   3 not found   4 conflict (lease held, session not active)
+  5 recovery blocked   6 backend unavailable   7 model call failed   8 corrupt data
+  70 a bug (AGENTRT_DEBUG=1 shows the traceback)   130 interrupted"""
+
+
+def _load(ref: str) -> Callable[..., Any]:
+    module, _, name = ref.partition(":")
+    if not module.startswith("agent.cli."):
+        raise ValueError(f"command handler outside agent.cli: {ref}")
+    func: Callable[..., Any] = getattr(importlib.import_module(module), name)
+    return func
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"agentrt {version('agentrt')}"
+    except PackageNotFoundError:
+        return "agentrt (not installed)"
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser of `agentrt` (the options of `only`'s command, or of every command)."""
+    examples = "\n".join(f"  {c.example}" for c in COMMANDS)
+    parser = argparse.ArgumentParser(
+        prog="agentrt",
+        description="A crash-safe agent runtime on LangGraph.",
+        epilog=f"examples:\n{examples}\n\n{EXIT_TABLE}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for cmd in COMMANDS:
+        p = sub.add_parser(
+            cmd.name,
+            help=cmd.help,
+            description=cmd.help,
+            epilog=f"example:\n  {cmd.example}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            add_help=not cmd.passthrough,
+        )
+        if cmd.arguments and (only is None or only == cmd.name):
+            _load(cmd.arguments)(p)
+    return parser
+
+
+def _command_name(argv: Sequence[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cmd = find(_command_name(argv) or "")
+    if cmd is not None and cmd.passthrough and argv[0] == cmd.name:
+        return _guarded(cmd, lambda: _load(cmd.handler)(argv[1:]))
+    args = build_parser(only=cmd.name if cmd else None).parse_args(argv)
+    chosen = find(args.command)
+    assert chosen is not None  # argparse accepted only names from the table
+    return _guarded(chosen, lambda: _load(chosen.handler)(args))
+
+
+def _guarded(cmd: Command, call: Callable[[], Any]) -> int:
+    from agent.cli.common import configure_output
+
+    warnings = configure_output(live_warnings=cmd.live_warnings)
+    try:
+        code = int(call() or 0)
+        if warnings is not None:
+            warnings.flush_held()
+        return code
+    except KeyboardInterrupt:
+        print("agentrt: interrupted; continue with `agentrt resume ID`", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as err:
+        if os.environ.get("AGENTRT_DEBUG"):
+            raise
+        return _report(err)
+    finally:
+        if warnings is not None:
+            logging.getLogger("agentrt").removeHandler(warnings)
+
+
+def _report(err: Exception) -> int:
+    from agent.errors import EXIT_BUG, as_agentrt_error
+
+    mapped = as_agentrt_error(err)
+    if mapped is None:
+        line = f"{type(err).__name__}: {err} (a bug: run again with AGENTRT_DEBUG=1 for the traceback)"
+        code = EXIT_BUG
+    else:
+        line, code = str(mapped), mapped.exit_code
+    print(f"agentrt: error: {' '.join(line.split())}", file=sys.stderr)
+    return code

@@ -1,0 +1,145 @@
+"""The small session commands: fork, end, pause, tool-result, doctor, db, worker."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from agent.cli.common import common_options, print_json, runner, say, session_argument, settings
+
+
+def args_fork(p: argparse.ArgumentParser) -> None:
+    """Options of `agentrt fork`."""
+    common_options(p)
+    session_argument(p)
+    p.add_argument("--from", dest="from_entry", required=True, metavar="ENTRY", help="entry id (see `agentrt show`)")
+
+
+def args_end(p: argparse.ArgumentParser) -> None:
+    """Options of `agentrt end`."""
+    common_options(p)
+    session_argument(p)
+
+
+args_pause = args_end
+
+
+def args_tool_result(p: argparse.ArgumentParser) -> None:
+    """Options of `agentrt tool-result`."""
+    common_options(p)
+    session_argument(p)
+    p.add_argument("call_id", metavar="CALL_ID", help="the tool call id (see `agentrt show`)")
+    p.add_argument("--offset", type=int, default=0, help="first character (default 0)")
+    p.add_argument("--limit", type=int, default=2000, help="how many characters (default 2000)")
+
+
+args_doctor = args_end
+
+
+def args_db(p: argparse.ArgumentParser) -> None:
+    """Options of `agentrt db` (tables are shared by every tenant: no --tenant / --user)."""
+    common_options(p, identity=False)
+    p.add_argument(
+        "action",
+        choices=["upgrade", "init"],
+        help="upgrade: apply the schema migrations; init: also create the database if missing (safe twice)",
+    )
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    """agentrt fork ID --from ENTRY."""
+    d = runner(args).fork(args.session_id, args.from_entry, args.tenant, args.user)
+    if args.json:
+        return print_json(d)
+    say(
+        f"branch {d['branch_id']} starts at entry {d['from_entry_id']} (checkpoint {d['checkpoint_id']}); "
+        f"the next `agentrt run --session {d['session_id']} ...` continues there"
+    )
+    return 0
+
+
+def _status_change(args: argparse.Namespace, action: str) -> int:
+    r = runner(args)
+    s = getattr(r, action)(args.session_id, args.tenant, args.user).to_dict()
+    if args.json:
+        return print_json(s)
+    say(f"session {s['session_id']} is {s['status']}")
+    return 0
+
+
+def cmd_end(args: argparse.Namespace) -> int:
+    """agentrt end ID."""
+    return _status_change(args, "end")
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    """agentrt pause ID."""
+    return _status_change(args, "pause")
+
+
+def cmd_tool_result(args: argparse.Namespace) -> int:
+    """agentrt tool-result ID CALL_ID."""
+    piece = runner(args).tool_result(args.session_id, args.call_id, args.offset, args.limit, args.tenant, args.user)
+    if args.json:
+        return print_json(
+            {
+                "tool_call_id": args.call_id,
+                "offset": piece.offset,
+                "end": piece.end,
+                "total": piece.total,
+                "next_offset": piece.next_offset,
+                "text": piece.text,
+            }
+        )
+    sys.stdout.write(piece.text)
+    sys.stdout.flush()
+    say(f"\nchars {piece.offset}-{piece.end} of {piece.total}; next offset {piece.next_offset}", err=True)
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """agentrt doctor ID: the report; exit 1 when a check FAILs."""
+    from agent.cli.common import tenant_of
+    from agent.doctor import render, run_doctor
+    from agent.errors import InputError, NotFound
+    from checkpointing.errors import InvalidIdError
+    from checkpointing.ids import validate_id
+
+    try:
+        validate_id(args.session_id, "session id")
+        if args.user:
+            validate_id(args.user, "user id")
+    except InvalidIdError as err:
+        raise InputError(f"{err}; list the sessions with `agentrt sessions`") from None
+    r = runner(args)
+    tenant = tenant_of(args, r.settings)
+    report = run_doctor(r, args.session_id, tenant_id=tenant, user_id=args.user)
+    found = next((c for c in report.checks if c.name == "session_found"), None)
+    nothing_on_disk = not r.session_dir(tenant, args.session_id).exists()
+    if found is not None and found.status == "FAIL" and (nothing_on_disk or len(report.checks) == 1):
+        raise NotFound(f"{found.summary}; {found.next_step}" if found.next_step else found.summary)
+    if args.json:
+        print_json(report.to_json())
+    else:
+        say(render(report))
+    return report.exit_code()
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    """agentrt db upgrade | init."""
+    from agent.session.db_cli import db_init, db_upgrade, render
+
+    data = (db_init if args.action == "init" else db_upgrade)(settings(args))
+    if args.json:
+        return print_json(data)
+    say(render(data))
+    return 0
+
+
+def cmd_serve(argv: Sequence[str]) -> Any:
+    """agentrt serve ...: the server with its own options (agent/serve/cli.py)."""
+    from agent.serve.cli import main as serve_main
+
+    return serve_main(list(argv))

@@ -1,0 +1,39 @@
+"""`agentrt submit` / `agentrt wait`: turns for the Celery workers (the work is in agent.submit).
+
+Only the arguments live here, so `agentrt --help` does not import Celery.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from agent.cli.common import common_options
+
+
+def args_submit(p: argparse.ArgumentParser) -> None:
+    """Options of `agentrt submit`."""
+    common_options(p)
+    p.add_argument("--session", required=True, metavar="ID", help="the session (created on its first turn)")
+    p.add_argument("--turn-id", metavar="ID", help="your own unique id for this turn (default: a new UUID)")
+    p.add_argument("text", nargs="+", help="what the agent should do")
+
+
+def args_wait(p: argparse.ArgumentParser) -> None:
+    """Options of `agentrt wait`."""
+    common_options(p)
+    p.add_argument("turn_id", metavar="TURN_ID")
+    p.add_argument("--timeout", type=float, help="give up after this many seconds (exit code 3)")
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    """agentrt submit --session ID "text": prints the turn id."""
+    from agent.submit import cmd_submit as submit
+
+    return submit(args)
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    """agentrt wait TURN_ID: 0 when COMPLETED or PAUSED, 1 when FAILED, 3 on --timeout."""
+    from agent.submit import cmd_wait as wait
+
+    return wait(args)

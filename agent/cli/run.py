@@ -1,0 +1,156 @@
+"""`agentrt run` and `agentrt resume`: drive a turn, show its progress, answer approvals."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from agent.cli.common import common_options, print_json, runner, say, session_argument, styled
+
+
+def args_run(p: argparse.ArgumentParser) -> None:
+    """Options of `agentrt run`."""
+    common_options(p)
+    p.add_argument("--session", metavar="ID", help="continue this session (default: a new one)")
+    p.add_argument("--skill", metavar="NAME", help="activate a skill from the skills folder for this turn")
+    p.add_argument("--approve-all", action="store_true", help="approve every tool call that asks for approval")
+    p.add_argument("--operator", metavar="NAME", help="who answers approvals (recorded; default: --user)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines, only the answer")
+    p.add_argument("text", nargs="+", help="what the agent should do")
+
+
+def args_resume(p: argparse.ArgumentParser) -> None:
+    """Options of `agentrt resume`."""
+    common_options(p)
+    session_argument(p)
+    decision = p.add_mutually_exclusive_group()
+    decision.add_argument("--approve", action="store_true", help="approve the pending tool call")
+    decision.add_argument("--reject", action="store_true", help="reject the pending tool call")
+    p.add_argument("--reason", help="why (recorded with --reject or --accept-changes)")
+    p.add_argument("--operator", metavar="NAME", help="who decides or accepts the changes (recorded; default: --user)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines, only the answer")
+    p.add_argument(
+        "--accept-changes",
+        nargs="?",
+        const="all",
+        action="append",
+        metavar="PINS",
+        help="re-pin changed digests explicitly (all, or a comma list of: graph_version, tool_shape_hash, "
+        "toolset_hash, permissions_hash, projection_digest, surface_digest, state_schema_version); "
+        "recorded in an event",
+    )
+
+
+def _consume(events: Any, args: argparse.Namespace, progress: Any) -> dict[str, Any]:
+    final: dict[str, Any] = {}
+    for ev in events:
+        if ev.kind == "final":
+            final = ev.data
+        elif progress is not None:
+            progress(ev.kind, ev.data)
+    if progress is not None:
+        progress.finish()
+    return final
+
+
+def _progress(args: argparse.Namespace) -> Any:
+    if args.json:
+        return None
+    from agent.cli.progress import Progress
+
+    return Progress(quiet=args.quiet)
+
+
+def _operator(args: argparse.Namespace) -> str | None:
+    return str(args.operator or args.user) if (args.operator or args.user) else None
+
+
+def _decide(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any] | None:
+    """--approve-all, a prompt on a terminal, or None (pause and say how to answer)."""
+    if args.approve_all:
+        decision: dict[str, Any] = {"approved": True, "reason": "approved with --approve-all"}
+        if _operator(args):
+            decision["operator"] = _operator(args)
+        return decision
+    if args.json or not sys.stdin.isatty():
+        return None
+    from agent.cli.approval import ask
+
+    return ask(request, _operator(args))
+
+
+def answer_command(session_id: str) -> str:
+    """The exact commands that answer a pending approval."""
+    return f'agentrt resume {session_id} --approve   (or: agentrt resume {session_id} --reject --reason "...")'
+
+
+def _print_result(result: dict[str, Any], args: argparse.Namespace, streamed: str) -> int:
+    if args.json:
+        print_json(result)
+    else:
+        answer = result.get("answer") or ""
+        shown = bool(streamed) and streamed.strip() == answer.strip() and sys.stdout.isatty() and not args.quiet
+        if result.get("status") == "PAUSED":
+            say("(paused: waiting for a human decision)")
+            say(f"answer it with: {answer_command(result['session_id'])}", err=True)
+        elif not shown:
+            say(answer or "(no answer)")
+        summary = (
+            f"session {result.get('session_id')}  status {result.get('status')}  finish {result.get('finish_reason')}  "
+            f"iterations {result.get('iterations')}  tokens {result.get('input_tokens')}/{result.get('output_tokens')}"
+        )
+        say(styled(summary, "bold", sys.stderr), err=True)
+        if result.get("error"):
+            say(styled(f"error: {result['error']}", "red", sys.stderr), err=True)
+    return 0 if result.get("status") in ("COMPLETED", "PAUSED") else 1
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """agentrt run TEXT."""
+    r = runner(args)
+    progress = _progress(args)
+    events = r.stream(
+        " ".join(args.text), session_id=args.session, tenant_id=args.tenant, user_id=args.user, skill=args.skill
+    )
+    final = _consume(events, args, progress)
+    while final.get("status") == "PAUSED" and final.get("pending_approval"):
+        decision = _decide(args, final["pending_approval"][0])
+        if decision is None:
+            break
+        if progress is not None:
+            progress.continuing = True
+        events = r.stream_resume(
+            final["session_id"], tenant_id=args.tenant, user_id=args.user, decision=decision, operator=_operator(args)
+        )
+        final = _consume(events, args, progress)
+    return _print_result(final, args, progress.streamed if progress is not None else "")
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """agentrt resume ID."""
+    r = runner(args)
+    decision: dict[str, Any] | None = None
+    if args.approve:
+        decision = {"approved": True}
+    elif args.reject:
+        decision = {"approved": False, "reason": args.reason or "rejected by the operator"}
+    if decision is not None and _operator(args):
+        decision["operator"] = _operator(args)
+    if decision is not None and r.settings.workers.enabled:  # the workers continue it
+        from agent.submit import cmd_queue_decision
+
+        return cmd_queue_decision(args, decision)
+    accept = [a for part in (args.accept_changes or []) for a in part.split(",") if a]
+    progress = _progress(args)
+    events = r.stream_resume(
+        args.session_id,
+        tenant_id=args.tenant,
+        user_id=args.user,
+        decision=decision,
+        accept_changes=accept,
+        operator=_operator(args),
+        reason=args.reason,
+    )
+    final = _consume(events, args, progress)
+    return _print_result(final, args, progress.streamed if progress is not None else "")

@@ -1,0 +1,65 @@
+"""The error tree: one root, an exit status per meaning, lower-level errors mapped at the boundary."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent import errors as e
+from checkpointing import errors as ce
+
+
+@pytest.mark.parametrize(
+    ("cls", "code"),
+    [
+        (e.ConfigError, 2),
+        (e.InputError, 2),
+        (e.SessionNotFound, 3),
+        (e.UnknownToolResult, 3),
+        (e.SessionNotActive, 4),
+        (e.SessionError, 4),
+        (e.BackendUnavailable, 6),
+        (e.ModelCallFailed, 7),
+        (e.DataCorrupt, 8),
+        (e.ToolError, 1),
+    ],
+)
+def test_each_class_has_its_exit_status(cls: type[e.AgentrtError], code: int) -> None:
+    """Every class descends from AgentrtError and carries the README's status."""
+    assert issubclass(cls, e.AgentrtError) and e.exit_code(cls("x")) == code
+
+
+def test_special_constructors_and_old_names() -> None:
+    """LeaseHeld and RecoveryBlocked keep their messages; the old names are the same classes."""
+    assert e.exit_code(e.LeaseHeld("s1", "host:1", None)) == 4
+    blocked = e.RecoveryBlocked("validate_graph", "graph version changed", "g1", "g2")
+    assert e.exit_code(blocked) == 5 and "--accept-changes" in str(blocked)
+    assert e.AgentRuntimeError is e.AgentrtError
+    assert e.StorageError is e.BackendUnavailable and e.ModelError is e.ModelCallFailed
+    assert isinstance(e.UnknownToolResult("x"), e.ToolError)  # the model still reads it as a tool error
+
+
+def test_checkpointing_errors_are_mapped_with_their_cause() -> None:
+    """The checkpointing package keeps its root; the boundary maps it by meaning and keeps the cause."""
+    corrupt = ce.CorruptRecordError("events.jsonl", 3, "checksum mismatch")
+    mapped = e.as_agentrt_error(corrupt)
+    assert isinstance(mapped, e.DataCorrupt) and mapped.__cause__ is corrupt and "events.jsonl:3" in str(mapped)
+    assert e.exit_code(ce.BlobMissingError("gone")) == 8
+    assert e.exit_code(ce.InvalidIdError("bad id")) == 2
+    assert e.exit_code(ce.StaleFencingTokenError("stale")) == 4
+    assert e.exit_code(ce.DocumentMismatch("validate_graph", "changed", "a", "b")) == 5
+
+
+def _foreign(module: str, name: str) -> Exception:
+    cls = type(name, (Exception,), {"__module__": module})
+    err: Exception = cls("boom")
+    return err
+
+
+def test_library_errors_are_mapped_by_their_package() -> None:
+    """Redis / SQLAlchemy -> backend unavailable, the OpenAI client -> model call failed, else a bug."""
+    assert e.exit_code(_foreign("redis.exceptions", "ConnectionError")) == 6
+    assert e.exit_code(_foreign("sqlalchemy.exc", "OperationalError")) == 6
+    assert e.exit_code(_foreign("openai", "APIConnectionError")) == 7
+    assert e.exit_code(_foreign("graph.runtime", "ModelCallError")) == 7
+    assert e.exit_code(OSError(28, "No space left on device")) == 6
+    assert e.exit_code(ValueError("a bug")) == e.EXIT_BUG
