@@ -118,6 +118,12 @@ def submit_turn(
     return TurnHandle(settings.base_dir, tenant, sid, tid)
 
 
+def has_paused_turn(settings: AgentSettings, session_id: str, tenant_id: str | None = None) -> bool:
+    """Whether a submitted (worker-run) turn of the session waits for a human's decision."""
+    tenant, sid = _ids(settings, session_id, tenant_id)
+    return any(t.status is TurnStatus.PAUSED for t in Inbox(settings.base_dir, tenant, sid).turns())
+
+
 def submit_decision(
     settings: AgentSettings, session_id: str, decision: dict[str, Any], tenant_id: str | None = None
 ) -> TurnHandle:
@@ -129,7 +135,7 @@ def submit_decision(
     if not paused:
         raise ConfigError(
             f"session {sid} has no submitted turn waiting for approval; see `agentrt show {sid}` "
-            "(a turn run with `agentrt run` is resumed in place: unset workers.broker_url)"
+            "(a turn run with `agentrt run` is resumed in place by `agentrt resume`)"
         )
     turn = paused[0]
     inbox.add_decision(turn.turn_id, decision)

@@ -137,10 +137,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
         decision = {"approved": False, "reason": args.reason or "rejected by the operator"}
     if decision is not None and _operator(args):
         decision["operator"] = _operator(args)
-    if decision is not None and r.settings.workers.enabled:  # the workers continue it
-        from agent.submit import cmd_queue_decision
+    if decision is not None and r.settings.workers.enabled:
+        from agent.submit import cmd_queue_decision, has_paused_turn
 
-        return cmd_queue_decision(args, decision)
+        # A submitted turn is continued by the workers; one started by `agentrt run` is resumed here.
+        if has_paused_turn(r.settings, args.session_id, args.tenant):
+            return cmd_queue_decision(args, decision)
     accept = [a for part in (args.accept_changes or []) for a in part.split(",") if a]
     progress = _progress(args)
     events = r.stream_resume(

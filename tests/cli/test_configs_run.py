@@ -96,8 +96,9 @@ def test_config_runs_to_a_result(config: Path, tmp_path: Path, request: pytest.F
     assert ran.code == 0, ran.both
     result = json.loads(ran.out)
     assert result["status"] in ("COMPLETED", "PAUSED"), result
-    queued = bool((yaml.safe_load(config.read_text()).get("workers") or {}).get("broker_url"))
-    if result["status"] == "PAUSED" and not queued:  # with workers on, `resume --approve` queues (README)
+    # A turn started by `agentrt run` is resumed in place even when workers are configured (only a
+    # submitted turn is continued by the workers).
+    if result["status"] == "PAUSED":
         assert result["pending_approval"], result
         done = agentrt(
             "resume",
@@ -112,7 +113,7 @@ def test_config_runs_to_a_result(config: Path, tmp_path: Path, request: pytest.F
         )
         assert done.code == 0, done.both
         result = json.loads(done.out)
-    assert result["status"] == ("PAUSED" if queued else "COMPLETED"), result
+    assert result["status"] == "COMPLETED", result
     listed = agentrt("sessions", "--config", str(config), *tenant_args, cwd=work, extra_env=extra)
     assert listed.code == 0 and result["session_id"] in listed.out, listed.both
     doctor = agentrt("doctor", result["session_id"], "--config", str(config), *tenant_args, cwd=work, extra_env=extra)
