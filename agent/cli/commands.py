@@ -89,7 +89,7 @@ COMMANDS: tuple[Command, ...] = (
         "doctor",
         "agent.cli.manage:cmd_doctor",
         "agent.cli.manage:args_doctor",
-        "run the troubleshooting checks on a session (read-only)",
+        "run the troubleshooting checks on a session (read-only unless --repair)",
         "agentrt doctor s-1a2b3c4d5e6f7a8b",
     ),
     Command(

@@ -35,7 +35,15 @@ def args_tool_result(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=2000, help="how many characters (default 2000)")
 
 
-args_doctor = args_end
+def args_doctor(p: argparse.ArgumentParser) -> None:
+    """Options of `agentrt doctor`."""
+    common_options(p)
+    session_argument(p)
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="first cut torn tails (moved to <file>.broken), only while holding the session lease",
+    )
 
 
 def args_db(p: argparse.ArgumentParser) -> None:
@@ -115,6 +123,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         raise InputError(f"{err}; list the sessions with `agentrt sessions`") from None
     r = runner(args)
     tenant = tenant_of(args, r.settings)
+    if args.repair:
+        from agent.doctor.repair import repair_torn_tails
+
+        for path in repair_torn_tails(r, args.session_id, tenant):
+            say(f"cut the torn tail of {path} (kept in {path.name}.broken)", err=args.json)
     report = run_doctor(r, args.session_id, tenant_id=tenant, user_id=args.user)
     found = next((c for c in report.checks if c.name == "session_found"), None)
     nothing_on_disk = not r.session_dir(tenant, args.session_id).exists()

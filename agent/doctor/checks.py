@@ -20,7 +20,9 @@ from agent.errors import RecoveryBlocked
 from agent.loop.compression import ARCHIVED_KEY, assert_tool_pairs
 from agent.recovery import PIN_REASONS, check_header, check_identity, compare_pins, restore_messages, stored_pins
 from agent.tools.journal import ToolExecutionJournal
+from checkpointing._saver_docs import chunk_refs, refs_of
 from checkpointing.events import SCHEMA_VERSION as EVENTS_SCHEMA_VERSION
+from checkpointing.layout import CHECKPOINTS_FILE
 from checkpointing.validation import KNOWN_SCHEMA_VERSIONS
 from graph.state import SCHEMA_VERSION as STATE_SCHEMA_VERSION
 
@@ -187,32 +189,72 @@ def header(f: SessionFacts) -> Check:
 
 
 def files(f: SessionFacts) -> Check:
-    """Every JSONL file of the session verifies record by record (framing, checksum)."""
-    ev: dict[str, Any] = {"files": {n: s.error or f"{len(s.records)} records" for n, s in f.files.items() if s.exists}}
-    corrupt = {n: s.error for n, s in f.files.items() if s.error and not s.torn}
-    torn = {n: s.error for n, s in f.files.items() if s.error and s.torn}
+    """Every record file of the session verifies (framing, checksum) and every reference resolves."""
+    present = {n: s for n, s in f.files.items() if s.exists}
+    ev: dict[str, Any] = {"files": {n: s.error or f"{len(s.records)} records" for n, s in present.items()}}
+    corrupt = {n: s.error for n, s in present.items() if s.corrupt}
+    torn = {n: s.error for n, s in present.items() if s.torn}
     if corrupt:
+        where = ", ".join(f"{s.path} line {s.line}" for s in present.values() if s.corrupt)
         return finding(
             "files",
             "FAIL",
-            f"corrupt records (not a torn tail) in {', '.join(corrupt)}: recovery is blocked",
+            f"corrupt records (not a torn tail) at {where}: recovery is blocked",
             "restore the named files from a backup; the runtime never rewrites them",
             corrupt=corrupt,
             **ev,
         )
-    if torn or not f.saver_safe:
-        found = [f"torn last record in {n} ({e}): a crash mid-append" for n, e in torn.items()]
+    dangling = dangling_references(f)
+    if dangling:
+        return finding(
+            "files",
+            "FAIL",
+            "checkpoint records reference records that are not in the run files: " + "; ".join(dangling[:8]),
+            RESTORE_CP + "; the checkpoints named cannot be read back",
+            dangling=dangling,
+            **ev,
+        )
+    if torn:
+        found = [f"torn last record in {f.files[n].path} ({e}): a crash mid-append" for n, e in torn.items()]
         return finding(
             "files",
             "WARN",
-            "; ".join(found or [str(f.unsafe_reason)]),
-            "nothing is lost: the next run "
-            "or resume moves a torn tail aside (<file>.broken) and catches the index up; the doctor left "
-            "the files as they are",
+            "; ".join(found),
+            "nothing is lost (reads skip it and never change the file); the next run or resume moves it "
+            f"aside to <file>.broken, or do it now with `agentrt doctor {f.session_id} --repair`",
             torn=torn,
             **ev,
         )
-    return finding("files", "OK", "every record verifies", NOTHING, **ev)
+    return finding("files", "OK", "every record verifies and every reference resolves", NOTHING, **ev)
+
+
+def dangling_references(f: SessionFacts) -> list[str]:
+    """Item records and value homes that checkpoint / writes records reference but no run file holds."""
+    logs = {n: s for n, s in f.files.items() if n.endswith(CHECKPOINTS_FILE) and s.exists}
+    items: dict[str, Any] = {}
+    cps: set[tuple[str, str]] = set()
+    for scan in logs.values():
+        for rec in scan.recs():
+            if rec.get("k") == "i":
+                items[str(rec.get("h"))] = rec.get("v")
+            elif rec.get("k") == "c":
+                cps.add((str(rec.get("checkpoint_ns")), str(rec.get("checkpoint_id"))))
+    out: list[str] = []
+    for scan in logs.values():
+        for line, rec in scan.lines():
+            if rec.get("k") not in ("c", "w"):
+                continue
+            where = f"{scan.path}:{line} ({'checkpoint' if rec['k'] == 'c' else 'pending writes of'} "
+            where += f"{rec.get('checkpoint_id')})"
+            refs = refs_of(rec)
+            refs += [h for r in refs if r in items for h in chunk_refs(items[r])]
+            out += [f"item {h} missing, referenced by {where}" for h in dict.fromkeys(refs) if h not in items]
+            if rec["k"] == "c":
+                ns = str(rec.get("checkpoint_ns"))
+                for ch, (_, home) in (rec.get("task_state") or {}).items():
+                    if home != rec.get("checkpoint_id") and (ns, str(home)) not in cps:
+                        out.append(f"value of {ch!r} stored at checkpoint {home} missing, referenced by {where}")
+    return out
 
 
 # --- the model sees incomplete context --------------------------------------------------------------

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -12,12 +10,25 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agent.errors import StorageError
 from agent.session.session import ChatSession, SessionDocumentCorrupt
+from checkpointing import records
+from checkpointing.errors import CorruptRecordError, OldFormatError
+from checkpointing.layout import CHECKPOINTS_FILE, RUNS
 from checkpointing.records import decode_record
 
 if TYPE_CHECKING:
     from agent.runner import AgentRunner
 
-__all__ = ["STATUSES", "Check", "DoctorReport", "FileScan", "SessionFacts", "Status", "gather", "scan_file"]
+__all__ = [
+    "STATUSES",
+    "Check",
+    "DoctorReport",
+    "FileScan",
+    "SessionFacts",
+    "Status",
+    "gather",
+    "scan_file",
+    "session_files",
+]
 
 Status = Literal["OK", "WARN", "FAIL"]
 STATUSES: tuple[Status, ...] = ("OK", "WARN", "FAIL")
@@ -78,50 +89,69 @@ class DoctorReport:
 
 @dataclass
 class FileScan:
-    """One JSONL file read record by record with checksums verified, and nothing cut or rewritten."""
+    """One record file read through `checkpointing.records.scan`: verified, and nothing cut or rewritten."""
 
     path: Path
     exists: bool
     records: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     error: str | None = None
+    line: int | None = None
+    """The line `error` is about (the bad record, or the torn last line)."""
     torn: bool = False
-    """Only the last line is bad: a crash mid-append, which the next writer moves aside."""
+    """Only the last line is incomplete: a crash mid-append (`cut_torn_tail` moves it aside)."""
     size: int = 0
 
     @property
     def clean(self) -> bool:
-        """Missing or fully intact."""
+        """Missing, or every record intact and no torn tail."""
         return self.error is None
+
+    @property
+    def corrupt(self) -> bool:
+        """A damaged record that is not a torn tail (recovery is blocked by it)."""
+        return self.error is not None and not self.torn
 
     def recs(self) -> Iterator[dict[str, Any]]:
         """The intact records in file order."""
         return (rec for _, rec in self.records)
 
+    def lines(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(line number, record) of the intact records."""
+        return ((i + 1, rec) for i, (_, rec) in enumerate(self.records))
+
 
 def scan_file(path: Path) -> FileScan:
-    """Read and verify `path` without the torn-tail repair (the doctor must not modify files)."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    """Verify `path` with the one record module (`records.scan`); reads never modify files."""
+    if not path.exists():
         return FileScan(path, exists=False)
+    try:
+        found = records.scan(path)
+    except (CorruptRecordError, OldFormatError) as err:
+        # The records before the damage still verify: keep them as evidence (header, references).
+        return _partial(path, err)
     except OSError as err:
         return FileScan(path, exists=True, error=f"unreadable: {err}")
-    scan = FileScan(path, exists=True, size=len(data))
-    pos, line = 0, 0
-    while pos < len(data):
-        line += 1
-        nl = data.find(b"\n", pos)
-        try:
-            if nl == -1:
-                raise ValueError("no newline at the end (a torn write)")
-            rec = decode_record(data[pos:nl])
-        except (ValueError, UnicodeDecodeError) as err:
-            scan.torn = nl == -1 or nl == len(data) - 1
-            scan.error = f"line {line}: {err}"
-            return scan
-        scan.records.append((pos, rec))
-        pos = nl + 1
-    return scan
+    out = FileScan(path, exists=True, size=found.size, records=_parsed(found.records))
+    if found.torn:
+        out.torn = True
+        out.line = len(found.records) + 1
+        out.error = (
+            f"line {out.line}: incomplete last record ({found.size - found.good} bytes without a newline: a torn write)"
+        )
+    return out
+
+
+def _parsed(bodies: list[tuple[int, bytes]]) -> list[tuple[int, dict[str, Any]]]:
+    return [(off, records.loads(body)) for off, body in bodies]
+
+
+def _partial(path: Path, err: CorruptRecordError | OldFormatError) -> FileScan:
+    data = path.read_bytes()
+    cut = 0
+    for _ in range(max(err.line - 1, 0)):
+        cut = data.index(b"\n", cut) + 1
+    good = records.scan_bytes(path, data[:cut]).records
+    return FileScan(path, True, _parsed(good), f"line {err.line}: {err.reason}", err.line, False, len(data))
 
 
 @dataclass
@@ -134,14 +164,12 @@ class SessionFacts:
     user_id: str | None
     dir: Path
     files: dict[str, FileScan] = field(default_factory=dict)
-    """Session-relative path -> scan (events.jsonl, journal.jsonl, runs/...)."""
+    """Session-relative path -> scan (`SESSION_LOGS`, runs/<run>/checkpoints.jsonl)."""
     layers: dict[str, str] = field(default_factory=dict)
     """Layer name -> "present" / "absent" / "down" / "corrupt" / "error: ...", in read order."""
     copies: dict[str, ChatSession] = field(default_factory=dict)
     session: ChatSession | None = None
     other_tenants: list[str] = field(default_factory=list)
-    saver_safe: bool = True
-    unsafe_reason: str | None = None
     doc: dict[str, Any] | None = None
     doc_error: str | None = None
     state: dict[str, Any] | None = None
@@ -195,32 +223,23 @@ class SessionFacts:
         return {"configurable": {"thread_id": self.session_id, "tenant_id": self.tenant_id}}
 
 
-def _scan_session_files(facts: SessionFacts) -> None:
-    names = ["events.jsonl", "journal.jsonl", "runs/index.jsonl"]
-    runs = facts.dir / "runs"
+SESSION_LOGS = ("events.jsonl", "journal.jsonl", "outbox.jsonl", "inbox.jsonl")
+"""The record logs beside the event log; only events.jsonl must exist (the others appear when used)."""
+
+
+def session_files(directory: Path) -> list[str]:
+    """The session-relative names of the record logs the doctor scans (missing ones included)."""
+    names = list(SESSION_LOGS)
+    runs = directory / RUNS
     if runs.is_dir():
-        for run in sorted(p.name for p in runs.iterdir() if p.is_dir()):
-            names += [f"runs/{run}/checkpoints.jsonl", f"runs/{run}/writes.jsonl"]
-    facts.files = {n: scan_file(facts.dir / n) for n in names}
+        names += [
+            f"{RUNS}/{p.name}/{CHECKPOINTS_FILE}" for p in sorted(runs.iterdir()) if (p / CHECKPOINTS_FILE).is_file()
+        ]
+    return names
 
 
-def _index_lag(facts: SessionFacts) -> str | None:
-    """Why reading through the saver would write its index (None: it would not)."""
-    data = {n: s for n, s in facts.files.items() if n.endswith(("checkpoints.jsonl", "writes.jsonl")) and s.exists}
-    if not data:
-        return None
-    index = facts.files["runs/index.jsonl"]
-    if not index.exists:
-        return "runs/index.jsonl is missing (the saver would rebuild it)"
-    ends: dict[str, int] = {}
-    for rec in index.recs():
-        kind = "checkpoints.jsonl" if rec.get("k") == "c" else "writes.jsonl"
-        key = f"runs/{rec.get('run')}/{kind}"
-        ends[key] = max(ends.get(key, 0), int(rec.get("end") or 0))
-    for name, scan in data.items():
-        if ends.get(name, 0) != scan.size:
-            return f"runs/index.jsonl lags {name} (a crash after an append; the saver would catch it up)"
-    return None
+def _scan_session_files(facts: SessionFacts) -> None:
+    facts.files = {n: scan_file(facts.dir / n) for n in session_files(facts.dir)}
 
 
 def _read_layers(facts: SessionFacts) -> None:
@@ -278,35 +297,23 @@ def _find_other_tenants(facts: SessionFacts) -> None:
 
 
 def _load_checkpoint(facts: SessionFacts) -> None:
-    damaged = [n for n, s in facts.files.items() if n.startswith("runs/") and not s.clean]
-    lag = _index_lag(facts)
-    if damaged or lag:
-        # Reading would cut a torn tail or write the index: read a throw-away copy instead.
-        facts.saver_safe = False
-        facts.unsafe_reason = f"{', '.join(damaged)} damaged" if damaged else lag
-        with tempfile.TemporaryDirectory(prefix="agentrt-doctor-") as tmp:
-            saver, graph = _copy_reader(facts, Path(tmp))
-            _read_state(facts, partial(saver.get_document, facts.thread()), graph)
-            real = str(facts.runner.settings.base_dir)
-            facts.doc_error = facts.doc_error and facts.doc_error.replace(tmp, real)
-            facts.state_error = facts.state_error and facts.state_error.replace(tmp, real)
-        if facts.doc is None and facts.doc_error is not None:
-            facts.doc = _latest_doc_from_files(facts)
-        return
-    _read_state(facts, partial(facts.runner._checkpoint_doc, facts.thread()), facts.runner.graph)
+    # Reads never modify files (format 2), so the real files are read in place, damaged or not. A
+    # fresh saver, not the runner's: its in-memory index must not hide damage done after it was built.
+    saver, graph = _fresh_reader(facts)
+    get_document = getattr(saver, "get_document", None)
+    read = get_document if get_document is not None else facts.runner._checkpoint_doc
+    _read_state(facts, partial(read, facts.thread()), graph)
+    if facts.doc is None and facts.doc_error is not None:
+        facts.doc = _latest_doc_from_files(facts)
 
 
-def _copy_reader(facts: SessionFacts, tmp: Path) -> tuple[Any, Any]:
+def _fresh_reader(facts: SessionFacts) -> tuple[Any, Any]:
     from checkpointing.saver import JsonlCheckpointSaver
     from graph.build import build_graph
 
-    base = facts.runner.settings.base_dir
-    shutil.copytree(facts.dir / "runs", tmp / "tenants" / facts.tenant_id / "sessions" / facts.session_id / "runs")
-    (tmp / "blobs").symlink_to((base / "blobs").resolve(), target_is_directory=True)  # read only
-    p = facts.runner.settings.persistence
-    saver = JsonlCheckpointSaver(
-        tmp, inline_payload_max_bytes=p.inline_payload_max_bytes, fsync="batch", default_tenant=facts.tenant_id
-    )
+    if not isinstance(facts.runner.saver, JsonlCheckpointSaver):
+        return facts.runner.saver, facts.runner.graph
+    saver = JsonlCheckpointSaver(facts.runner.settings.base_dir, fsync="batch", default_tenant=facts.tenant_id)
     return saver, build_graph(saver)
 
 
@@ -327,14 +334,27 @@ def _read_state(facts: SessionFacts, read_doc: Callable[[], dict[str, Any] | Non
 
 
 def _latest_doc_from_files(facts: SessionFacts) -> dict[str, Any] | None:
+    """The newest intact root checkpoint record, as `get_document` shows it (when the saver cannot read)."""
+    from checkpointing.codec import CheckpointStateCodec
+
     docs = [
         rec
         for n, s in facts.files.items()
-        if n.endswith("checkpoints.jsonl")
+        if n.endswith(CHECKPOINTS_FILE)
         for rec in s.recs()
-        if (rec.get("checkpoint_ns") or "") == ""
+        if rec.get("k") == "c" and (rec.get("checkpoint_ns") or "") == ""
     ]
-    return max(docs, key=lambda d: str(d.get("checkpoint_id") or ""), default=None)
+    newest = max(docs, key=lambda d: str(d.get("checkpoint_id") or ""), default=None)
+    if newest is None:
+        return None
+    codec = CheckpointStateCodec()
+    out = {k: v for k, v in newest.items() if k not in ("values", "k")}
+    try:
+        out["metadata"] = codec.decode(newest.get("metadata") or {})
+        out["runtime_snapshot"] = codec.decode(newest.get("runtime_snapshot") or {})
+    except Exception:  # evidence only: an undecodable record leaves the pins unknown
+        out["metadata"], out["runtime_snapshot"] = {}, {}
+    return out
 
 
 def gather(runner: AgentRunner, session_id: str, tenant_id: str, user_id: str | None) -> SessionFacts:

@@ -48,9 +48,13 @@ def _label(name: str, rec: dict[str, Any]) -> str:
         return f"event {rec.get('id')} ({rec.get('type')})"
     if name == "journal.jsonl":
         return f"journal {rec.get('kind')} record of {rec.get('tool_call_id')} (run {rec.get('run_id')})"
-    if name.endswith("checkpoints.jsonl"):
+    if rec.get("k") == "c":
         return f"checkpoint {rec.get('checkpoint_id')} ({name})"
-    return f"pending writes of checkpoint {rec.get('checkpoint_id')} ({name})"
+    if rec.get("k") == "w":
+        return f"pending writes of checkpoint {rec.get('checkpoint_id')} ({name})"
+    if rec.get("k") == "i":
+        return f"stored item {rec.get('h')} ({name})"
+    return f"{rec.get('kind') or 'record'} record ({name})"
 
 
 def referenced_blobs(f: SessionFacts) -> dict[str, list[str]]:
@@ -66,10 +70,9 @@ def referenced_blobs(f: SessionFacts) -> dict[str, list[str]]:
         if isinstance(entry, dict) and is_blob_ref(entry.get("blob")):
             add(entry["blob"][BLOB_KEY], f"tool_result_store {entry.get('tool_call_id')} ({entry.get('tool_name')})")
     for name, scan in f.files.items():
-        if not name.endswith("index.jsonl"):
-            for rec in scan.recs():
-                for ref in _walk_refs(rec):
-                    add(ref, _label(name, rec))
+        for rec in scan.recs():
+            for ref in _walk_refs(rec):
+                add(ref, _label(name, rec))
     manifest, where = sandbox_manifest(f)
     for path, ref in (manifest or {}).items():
         add(ref, f"{where} file {path}")

@@ -11,11 +11,12 @@
 
 plus `files` (every JSONL file of the session verified record by record).
 
-The doctor never changes anything: every file is read with a verifying scanner that does not
-apply the torn-tail repair, no lease is taken, no layer is refilled (each layer is asked directly,
-not through the manager's read path), and the runner's checkpoint saver is used only when reading
-through it cannot write (files intact, index up to date); otherwise the state is read from a
-throw-away copy of `runs/`. Damaged data becomes a FAIL with its evidence, never a crash.
+The doctor never changes anything: every record file (events, journal, outbox, inbox, checkpoint
+logs) is verified with `checkpointing.records.scan`, and reads never modify files (a torn tail is
+skipped, not cut); no lease is taken, no layer is refilled (each layer is asked directly, not
+through the manager's read path), and the state is read in place by a fresh checkpoint saver.
+Damaged data becomes a FAIL with its evidence, never a crash. Only `agentrt doctor ID --repair`
+changes files: it cuts torn tails, under the session lease (see `repair`).
 """
 
 from __future__ import annotations

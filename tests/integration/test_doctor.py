@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from agent.errors import RecoveryBlocked
 from agent.runner import AgentRunner
 from agent.session.lease import FileLease, RedisLease
 from checkpointing.records import RecordLog, atomic_write, canonical_json, read_records
+from checkpointing.records import decode_record as read_record_bytes
 from tests.support.runners import make_config, make_runner
 
 pytestmark = pytest.mark.integration
@@ -221,6 +223,7 @@ def test_corrupt_checkpoint_is_reported_not_repaired(runner: AgentRunner) -> Non
     path.write_bytes(b"\n".join(lines))
     report = _doctor(runner)
     assert report.check("files").status == "FAIL"
+    assert f"{path} line 3" in report.check("files").summary
     assert "line 3" in _ev(report, "files")
     assert report.check("recovery").status == "FAIL"
     assert report.exit_code() == 1
@@ -281,6 +284,20 @@ def test_held_redis_lease_names_holder_and_key(tmp_path: Path, redis_tenant: tup
         other.release(grant)
 
 
+def _append(path: Path, data: bytes) -> None:
+    with open(path, "ab") as fh:
+        fh.write(data)
+
+
+def _drop_first_item_record(path: Path) -> str:
+    """Remove the first item record (`"k":"i"`) of a checkpoint log; returns its hash."""
+    lines = path.read_bytes().split(b"\n")
+    i = next(n for n, line in enumerate(lines) if line and read_record_bytes(line).get("k") == "i")
+    gone = str(read_record_bytes(lines[i])["h"])
+    path.write_bytes(b"\n".join(lines[:i] + lines[i + 1 :]))
+    return gone
+
+
 def _garble_first_line(path: Path) -> None:
     data = path.read_bytes()
     path.write_bytes(b"{not json" + data[data.index(b"\n") :])
@@ -291,7 +308,10 @@ DAMAGE = {
     "lease.json": lambda d: (d / "lease.json").write_bytes(b"{half"),
     "journal.jsonl": lambda d: _garble_first_line(d / "journal.jsonl"),
     "events header": lambda d: _garble_first_line(d / "events.jsonl"),
-    "index.jsonl": lambda d: (d / "runs" / "index.jsonl").unlink(),
+    "checkpoint item record": lambda d: _drop_first_item_record(next(d.glob("runs/*/checkpoints.jsonl"))),
+    "checkpoint torn tail": lambda d: _append(next(d.glob("runs/*/checkpoints.jsonl")), b'{"_crc":"0'),
+    "outbox.jsonl": lambda d: (d / "outbox.jsonl").write_bytes(b"{not json\n"),
+    "inbox.jsonl": lambda d: (d / "inbox.jsonl").write_bytes(b'{"_crc":"00000000","kind":"submitted"}\n'),
     "session folder": lambda d: [p.unlink() for p in d.glob("*.json*")],
 }
 
@@ -304,25 +324,59 @@ def test_damaged_data_is_reported_never_crashes(runner: AgentRunner, damage: str
     assert report.verdict in ("WARN", "FAIL"), render(report)
 
 
-def test_missing_index_is_read_from_a_copy(runner: AgentRunner) -> None:
-    """A lost runs/index.jsonl (derived data) is a WARN; the state is still checked, and no index is written."""
-    index = runner.session_dir("default", SID) / "runs" / "index.jsonl"
-    index.unlink()
-    report = _doctor(runner)
-    assert report.check("files").status == "WARN"
-    assert report.check("model_context").status == "OK" and report.check("recovery").status == "OK"
-    assert not index.exists()
-
-
-def test_torn_checkpoint_tail_is_read_from_a_copy(runner: AgentRunner) -> None:
-    """A torn last checkpoint record is a WARN; the state before it is checked and the file keeps its tail."""
+def test_missing_item_record_fails_naming_hash_and_referrer(runner: AgentRunner) -> None:
+    """A lost item record (a value stored once per session under its hash): FAIL naming the hash and
+    the checkpoint record (file:line) that references it; the state cannot be restored; nothing changes."""
     path = next((runner.session_dir("default", SID) / "runs").glob("*/checkpoints.jsonl"))
-    with open(path, "ab") as fh:
-        fh.write(b'{"checkpoint_id":"tor')
+    gone = _drop_first_item_record(path)
     report = _doctor(runner)
-    assert report.check("files").status == "WARN", render(report)
+    check = report.check("files")
+    assert check.status == "FAIL", render(report)
+    assert f"item {gone} missing, referenced by {path}:" in check.summary
+    assert report.check("model_context").status == "FAIL"
+    assert report.check("recovery").status == "FAIL"
+    assert report.exit_code() == 1
+
+
+def test_torn_checkpoint_tail_is_read_in_place(runner: AgentRunner) -> None:
+    """A torn last checkpoint record is a WARN naming the file and the repair command; the state
+    before it is checked from the real files, which keep their tail (no copy, no .broken)."""
+    path = next((runner.session_dir("default", SID) / "runs").glob("*/checkpoints.jsonl"))
+    _append(path, b'{"_crc":"0123abcd","k":"c","checkpoint_id":"tor')
+    report = _doctor(runner)
+    check = report.check("files")
+    assert check.status == "WARN", render(report)
+    assert str(path) in check.summary and "torn" in check.summary
+    assert f"agentrt doctor {SID} --repair" in check.next_step
     assert report.check("tool_pairing").status == "OK"
-    assert path.read_bytes().endswith(b'{"checkpoint_id":"tor')
+    assert report.check("model_context").status == "OK" and report.check("recovery").status == "OK"
+    assert path.read_bytes().endswith(b'"checkpoint_id":"tor')
+    assert not path.with_name(path.name + ".broken").exists()
+
+
+def test_repair_cuts_torn_tails_through_the_console_script(runner: AgentRunner, tmp_path: Path) -> None:
+    """`agentrt doctor ID --repair` moves the torn tails aside to <file>.broken; then every check is OK."""
+    directory = runner.session_dir("default", SID)
+    cp = next((directory / "runs").glob("*/checkpoints.jsonl"))
+    events = directory / "events.jsonl"
+    clean = {cp: cp.read_bytes(), events: events.read_bytes()}
+    _append(cp, b'{"_crc":"0123abcd","k":"w"')
+    _append(events, b'{"_crc":"0')
+    cfg = runner.settings.source_path
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    out = subprocess.run(
+        ["agentrt", "doctor", SID, "--config", str(cfg), "--repair", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert {p: p.read_bytes() for p in clean} == clean
+    assert cp.with_name(cp.name + ".broken").read_bytes() == b'{"_crc":"0123abcd","k":"w"'
+    assert events.with_name("events.jsonl.broken").read_bytes() == b'{"_crc":"0'
+    report = _doctor(runner)
+    assert report.verdict == "OK", render(report)
 
 
 def test_compressed_long_task_has_complete_context(tmp_path: Path) -> None:
