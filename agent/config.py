@@ -124,15 +124,26 @@ class SessionSettings(_Strict):
 
 
 class PersistenceSettings(_Strict):
-    """Where and how state is kept (seed §4: `base_dir` is the volume that must be mounted)."""
+    """Where and how state is kept (seed §4: `base_dir` is the volume that must be mounted).
+
+    Saver settings (`saver: jsonl`): `checkpoint_fsync` ("always": every record durable when the
+    call returns; "checkpoint": pending writes reach disk with the next checkpoint, one fsync per
+    superstep, a crash may re-run finished tasks; "batch": left to the OS), default: `fsync`;
+    `item_min_bytes`: list items of at least this size are stored once per session under their
+    hash; `keep_last`. `keyframe_every` is accepted for old config files and ignored (on-disk
+    format 2 has no keyframes); `inline_payload_max_bytes` applies to the event log, the tool
+    journal and tool results, not to the saver.
+    """
 
     base_dir: str = "./.agentrt"
     mode: Literal["MIRROR", "PRIMARY", "JSONL_ONLY"] = "PRIMARY"
     saver: Literal["jsonl", "sqlite", "memory"] = "jsonl"
     inline_payload_max_bytes: int = 8192
     fsync: Literal["always", "batch"] = "always"
+    checkpoint_fsync: Literal["always", "checkpoint", "batch"] | None = None
+    item_min_bytes: int = 64
     keep_last: int | None = 50
-    keyframe_every: int = 16
+    keyframe_every: int = 16  # ignored since on-disk format 2; kept so old config files load
     redis_url: str | None = None
     database_url: str | None = "sqlite:///{base_dir}/agentrt.db"
     lease: Literal["memory", "file", "redis"] = "file"
@@ -143,6 +154,13 @@ class PersistenceSettings(_Strict):
     def _positive(cls, v: int) -> int:
         if v <= 0:
             raise ValueError("must be positive")
+        return v
+
+    @field_validator("item_min_bytes")
+    @classmethod
+    def _item_min(cls, v: int) -> int:
+        if v < 16:
+            raise ValueError("must be at least 16 (bytes)")
         return v
 
 

@@ -28,7 +28,7 @@ from agent.errors import RecoveryBlocked
 from agent.loop.compression import assert_tool_pairs
 from agent.loop.surface import SurfacePins
 from agent.session.session import ChatSession
-from checkpointing.errors import CheckpointingError
+from checkpointing.errors import CheckpointingError, OldFormatError
 from graph.state import SCHEMA_VERSION
 
 # Pins that `--accept-changes` may re-pin, with the reason a mismatch is reported under.
@@ -58,6 +58,21 @@ class RecoveredRun:
     interrupts: list[Any] = field(default_factory=list)
 
 
+OLD_FORMAT = "on-disk format too old"
+
+
+class OldFormatBlocked(RecoveryBlocked):
+    """Recovery met a file of an older on-disk format, which this version refuses (and never rewrites)."""
+
+    def __init__(self, step_name: str, err: OldFormatError) -> None:
+        super().__init__(step_name, OLD_FORMAT, "format 2", f"{err.path}:{err.line} (format 1)")
+        self.args = (
+            f"RECOVERY_BLOCKED at {step_name}: {OLD_FORMAT} ({err.path}:{err.line} was written in on-disk "
+            "format 1; this agentrt reads format 2). State was left untouched; finish the session with the "
+            "agentrt that wrote it, or start a new session.",
+        )
+
+
 @contextmanager
 def step(name: str, reason: str = "corrupt or missing data") -> Iterator[None]:
     """Turn a storage/decoding failure inside a step into `RecoveryBlocked`."""
@@ -65,6 +80,8 @@ def step(name: str, reason: str = "corrupt or missing data") -> Iterator[None]:
         yield
     except RecoveryBlocked:
         raise
+    except OldFormatError as err:
+        raise OldFormatBlocked(name, err) from err
     except (CheckpointingError, ValueError, KeyError) as err:
         raise RecoveryBlocked(name, f"{reason}: {err}") from err
 

@@ -327,7 +327,13 @@ class AgentRunner:
             raise
         with SessionHold(self.settings, self.lease, tenant, sid) as hold:
             recorder = EventRecorder(self.manager, session, hold.token, session.last_run_id or "")
-            if self._checkpoint_doc(self._thread(tenant, sid)) is None:
+            try:
+                with step("validate_identity"):  # a file recovery cannot read blocks it (e.g. format 1)
+                    has_checkpoint = self._checkpoint_doc(self._thread(tenant, sid)) is not None
+            except RecoveryBlocked as err:
+                self._blocked(session, hold.token, err)
+                raise
+            if not has_checkpoint:
                 lost_first = self._turn_without_checkpoint(session, events, "")
                 if lost_first is not None:  # the session's first turn died before its first checkpoint
                     yield from self._rerun_lost_turn(session, recorder, hold.token, lost_first, None, {})

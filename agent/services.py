@@ -38,14 +38,17 @@ def build_saver(settings: AgentSettings) -> BaseCheckpointSaver:
 
 
 def jsonl_saver(settings: AgentSettings) -> JsonlCheckpointSaver:
-    """Our JSONL saver on the settings' `base_dir`."""
+    """Our JSONL saver on the settings' `base_dir`.
+
+    Recovery pins (graph version, digests) are checked by `agent.recovery`, not by the saver's
+    `expect_metadata`: `--accept-changes` must be able to re-pin a mismatch the saver would refuse.
+    """
     p = settings.persistence
     return JsonlCheckpointSaver(
         settings.base_dir,
-        inline_payload_max_bytes=p.inline_payload_max_bytes,
-        fsync=p.fsync,
+        item_min_bytes=p.item_min_bytes,
+        fsync=p.checkpoint_fsync or p.fsync,
         keep_last=p.keep_last,
-        keyframe_every=p.keyframe_every,
         default_tenant=settings.session.tenant_id,
     )
 

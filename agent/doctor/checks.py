@@ -18,7 +18,15 @@ from agent.doctor.facts import Check, SessionFacts
 from agent.doctor.files import finding
 from agent.errors import RecoveryBlocked
 from agent.loop.compression import ARCHIVED_KEY, assert_tool_pairs
-from agent.recovery import PIN_REASONS, check_header, check_identity, compare_pins, restore_messages, stored_pins
+from agent.recovery import (
+    OLD_FORMAT,
+    PIN_REASONS,
+    check_header,
+    check_identity,
+    compare_pins,
+    restore_messages,
+    stored_pins,
+)
 from agent.tools.journal import ToolExecutionJournal
 from checkpointing._saver_docs import chunk_refs, refs_of
 from checkpointing.events import SCHEMA_VERSION as EVENTS_SCHEMA_VERSION
@@ -194,6 +202,17 @@ def files(f: SessionFacts) -> Check:
     ev: dict[str, Any] = {"files": {n: s.error or f"{len(s.records)} records" for n, s in present.items()}}
     corrupt = {n: s.error for n, s in present.items() if s.corrupt}
     torn = {n: s.error for n, s in present.items() if s.torn}
+    old = [f"{s.path} line {s.line}" for s in present.values() if s.old_format]
+    if old:
+        return finding(
+            "files",
+            "FAIL",
+            f"{OLD_FORMAT}: {', '.join(old)} written in on-disk format 1 (this agentrt reads format 2): "
+            "recovery is blocked",
+            "finish the session with the agentrt that wrote it, or start a new session; nothing rewrites these files",
+            corrupt=corrupt,
+            **ev,
+        )
     if corrupt:
         where = ", ".join(f"{s.path} line {s.line}" for s in present.values() if s.corrupt)
         return finding(

@@ -97,6 +97,8 @@ class FileScan:
     error: str | None = None
     line: int | None = None
     """The line `error` is about (the bad record, or the torn last line)."""
+    old_format: bool = False
+    """Written by an agentrt of on-disk format 1 (refused, never rewritten)."""
     torn: bool = False
     """Only the last line is incomplete: a crash mid-append (`cut_torn_tail` moves it aside)."""
     size: int = 0
@@ -151,7 +153,8 @@ def _partial(path: Path, err: CorruptRecordError | OldFormatError) -> FileScan:
     for _ in range(max(err.line - 1, 0)):
         cut = data.index(b"\n", cut) + 1
     good = records.scan_bytes(path, data[:cut]).records
-    return FileScan(path, True, _parsed(good), f"line {err.line}: {err.reason}", err.line, False, len(data))
+    old = isinstance(err, OldFormatError)
+    return FileScan(path, True, _parsed(good), f"line {err.line}: {err.reason}", err.line, old, False, len(data))
 
 
 @dataclass
