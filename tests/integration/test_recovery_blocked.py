@@ -202,11 +202,12 @@ def test_corrupt_checkpoint_blocks_and_accepting_changes_does_not_help(tmp_path:
     cp_file.write_bytes(bytes(data))
     before = _files(tmp_path / "agentrt")
     out = _resume(zygote, cfg, env, None)
-    # the newest document still reads; the flipped one is an ancestor the state is rebuilt from
-    _assert_blocked(out, cfg, before, "restore_state", "corrupt or missing data")
+    # format 2: the saver verifies the whole run file when it first opens it, so the damage blocks the
+    # first step that reads the checkpoint, wherever the flipped record sits
+    _assert_blocked(out, cfg, before, "validate_identity", "corrupt or missing data")
     assert f"{cp_file.name}:{len(lines) // 2 + 1}: corrupt record" in "".join(out.stderr.splitlines())
     forced = _resume(zygote, cfg, env, None, "--accept-changes")
-    _assert_blocked(forced, cfg, before, "restore_state", "corrupt or missing data")
+    _assert_blocked(forced, cfg, before, "validate_identity", "corrupt or missing data")
 
 
 def test_other_tenant_cannot_see_the_session(tmp_path: Path, zygote: Zygote) -> None:
