@@ -14,7 +14,8 @@ import pytest
 import redis
 
 from agent.doctor import DoctorReport, render, run_doctor
-from agent.errors import RecoveryBlocked
+from agent.doctor.repair import repair_torn_tails
+from agent.errors import LeaseHeld, RecoveryBlocked
 from agent.runner import AgentRunner
 from agent.session.lease import FileLease, RedisLease
 from checkpointing.records import RecordLog, atomic_write, canonical_json, read_records
@@ -377,6 +378,23 @@ def test_repair_cuts_torn_tails_through_the_console_script(runner: AgentRunner, 
     assert events.with_name("events.jsonl.broken").read_bytes() == b'{"_crc":"0'
     report = _doctor(runner)
     assert report.verdict == "OK", render(report)
+
+
+def test_repair_leaves_a_held_session_alone(runner: AgentRunner) -> None:
+    """While another process holds the lease, its append in progress looks torn: --repair cuts nothing."""
+    path = runner.session_dir("default", SID) / "events.jsonl"
+    _append(path, b'{"_crc":"0')
+    before = path.read_bytes()
+    lease = FileLease(runner.settings.base_dir)
+    grant = lease.acquire("default", SID, holder="worker-live", ttl_s=60)
+    try:
+        with pytest.raises(LeaseHeld, match="worker-live"):
+            repair_torn_tails(runner, SID)
+    finally:
+        lease.release(grant)
+    assert path.read_bytes() == before and not path.with_name("events.jsonl.broken").exists()
+    assert repair_torn_tails(runner, SID) == [path]  # once free, the tail is cut
+    assert path.with_name("events.jsonl.broken").read_bytes() == b'{"_crc":"0'
 
 
 def test_compressed_long_task_has_complete_context(tmp_path: Path) -> None:
