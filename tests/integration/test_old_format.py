@@ -42,8 +42,8 @@ PLANT = {
 
 @pytest.mark.parametrize("plant", sorted(PLANT))
 def test_format1_checkpoint_log_blocks_resume_untouched(tmp_path: Path, plant: str) -> None:
-    """Exit 2, one stderr line naming the reason and the file, the run marked RECOVERY_BLOCKED, file bytes
-    unchanged; the doctor names the same reason."""
+    """Exit 5 (RECOVERY_BLOCKED), one stderr line naming the reason and the file, the run marked
+    RECOVERY_BLOCKED, file bytes unchanged; the doctor names the same reason."""
     cfg = make_config(tmp_path)
     ran = _agentrt("run", "--config", str(cfg), "--session", SID, "--json", "write the sales report")
     assert ran.returncode == 0 and json.loads(ran.stdout)["status"] == "PAUSED", ran.stderr
@@ -53,7 +53,7 @@ def test_format1_checkpoint_log_blocks_resume_untouched(tmp_path: Path, plant: s
     planted = log.read_bytes()
 
     out = _agentrt("resume", SID, "--config", str(cfg), "--approve")
-    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.returncode == 5, out.stdout + out.stderr  # RECOVERY_BLOCKED
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, out.stderr
     assert f"RECOVERY_BLOCKED at validate_identity: {OLD_FORMAT} ({log}:" in lines[0]
@@ -65,7 +65,7 @@ def test_format1_checkpoint_log_blocks_resume_untouched(tmp_path: Path, plant: s
     assert "RECOVERY_BLOCKED" in (session / "session.json").read_text()
 
     again = _agentrt("resume", SID, "--config", str(cfg), "--approve", "--accept-changes")
-    assert again.returncode == 2 and OLD_FORMAT in again.stderr  # no override skips it
+    assert again.returncode == 5 and OLD_FORMAT in again.stderr  # no override skips it
     assert log.read_bytes() == planted
 
     report = run_doctor(AgentRunner.from_config(cfg), SID)
