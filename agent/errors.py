@@ -204,7 +204,7 @@ _BACKEND_MODULES = ("redis", "sqlalchemy", "psycopg", "psycopg2", "sqlite3")
 
 
 def _map_library(err: BaseException) -> AgentrtError | None:
-    if (type(err).__module__, type(err).__name__) == ("graph.runtime", "ModelCallError"):
+    if (type(err).__module__, type(err).__name__) == ("graph.context", "ModelCallError"):
         return ModelCallFailed(str(err))  # the graph package does not import agent: mapped here
     module = type(err).__module__.split(".")[0]
     text = f"{type(err).__name__}: {err}".strip().rstrip(":")
