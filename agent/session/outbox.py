@@ -32,7 +32,7 @@ from typing import Any
 
 from checkpointing.errors import CorruptRecordError
 from checkpointing.events import session_dir
-from checkpointing.records import encode_record, fsync_dir, read_records_with_offsets
+from checkpointing.records import encode_record, fsync_dir, read_records_with_offsets, scan
 
 log = logging.getLogger("agentrt.sessions")
 
@@ -115,6 +115,9 @@ class Outbox:
             return []
         path = self.path(tenant_id, session_id)
         try:
+            if repair and scan(path).torn:
+                # A debt whose record was cut off mid-write is unknown: treated as damage (full replay).
+                raise CorruptRecordError(str(path), -1, "torn last record")
             records = read_records_with_offsets(path, repair=False)
         except CorruptRecordError as err:
             if not repair:

@@ -60,6 +60,6 @@ def test_library_errors_are_mapped_by_their_package() -> None:
     assert e.exit_code(_foreign("redis.exceptions", "ConnectionError")) == 6
     assert e.exit_code(_foreign("sqlalchemy.exc", "OperationalError")) == 6
     assert e.exit_code(_foreign("openai", "APIConnectionError")) == 7
-    assert e.exit_code(_foreign("graph.runtime", "ModelCallError")) == 7
+    assert e.exit_code(_foreign("graph.context", "ModelCallError")) == 7
     assert e.exit_code(OSError(28, "No space left on device")) == 6
     assert e.exit_code(ValueError("a bug")) == e.EXIT_BUG
