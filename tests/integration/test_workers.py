@@ -285,7 +285,7 @@ def test_submit_and_wait_on_the_command_line(make_cluster: MakeCluster) -> None:
     done = cli("wait", "t-cli-1", "--timeout", "120")
     assert done.returncode == 0 and "COMPLETED" in done.stdout and "Answer 1." in done.stdout, done.stdout
     missing = cli("wait", "t-nope", "--timeout", "1")
-    assert missing.returncode == 2 and "no turn t-nope" in missing.stdout + missing.stderr
+    assert missing.returncode == 3 and "no turn t-nope" in missing.stdout + missing.stderr  # 3: not found
 
 
 def test_a_turn_for_another_users_session_fails_with_a_clear_error(make_cluster: MakeCluster) -> None:
