@@ -17,8 +17,10 @@ DOC: dict[str, Any] = {
 
 def test_matching_document_passes_and_empty_expectations_check_only_schema() -> None:
     """A document equal to every expectation passes; nothing expected checks only the schema."""
-    validate_metadata(DOC, {"graph_version": "g1", "toolset_hash": "sha256:h"})
-    validate_metadata(DOC, {})
+    assert validate_metadata(DOC, {"graph_version": "g1", "toolset_hash": "sha256:h"}) is None
+    assert validate_metadata({**DOC, "metadata": {}}, {}) is None  # no pins asked: none checked
+    with pytest.raises(UnknownSchemaError):  # ... but the schema still is
+        validate_metadata({**DOC, "schema_version": 1}, {})
 
 
 @pytest.mark.parametrize("key", ["graph_version", "surface_digest", "toolset_hash", "absent"])
