@@ -175,6 +175,8 @@ class WorkerSettings(_Strict):
     restore_interval_s: float = 10.0  # Redis broker: how often unacked tasks past the timeout are restored
     soft_shutdown_s: float = 60.0  # SIGQUIT: how long running tasks get before they are requeued
     result_expires_s: int = 7 * 24 * 3600
+    live_events_ttl_s: int = 3600
+    """How long a turn's live events stay in Redis for `agentrt serve` to stream (agent/live.py)."""
 
     @property
     def enabled(self) -> bool:
@@ -223,7 +225,14 @@ class ServeSettings(_Strict):
     auth: str | None = None
     """`module:callable` taking the request headers, returning {tenant_id, user_id} or None (refused)."""
     run_threads: int = 8
-    """How many turns run at the same time in the server process."""
+    """How many turns run at the same time in the server process (or are followed, on workers)."""
+    runs_on: Literal["auto", "server", "workers"] = "auto"
+    """Where API runs execute: `server` (this process), `workers` (the Celery workers of `workers:`,
+    streamed back through Redis), `auto` (workers when `workers.broker_url` is set)."""
+
+    def on_workers(self, workers: WorkerSettings) -> bool:
+        """Whether runs go to the Celery workers with these worker settings."""
+        return self.runs_on == "workers" or (self.runs_on == "auto" and workers.enabled)
 
 
 class AgentSettings(_Strict):

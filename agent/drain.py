@@ -12,10 +12,17 @@ in submission order, each to its end or its approval pause:
   §5 checks, the tool journal, so no completed tool runs again and an unsafe tool in doubt is
   reported), unless its run was never created (the session's last run id is still the one
   recorded before it started), then it runs as a new turn;
-- a turn approved after a pause resumes with the human's decision.
+- a turn approved after a pause resumes with the human's decision;
+- a continuation (`resume` turn, queued by `agentrt serve` for a run without input or an answer to
+  an approval the session's own run asked for) resumes the session's unfinished run.
 
 Stopping (SIGTERM) is checked after every node: the run is closed at that step boundary and left
 resumable, the lease released, and `Stopping` raised so the task is requeued.
+
+A `live` turn (submitted by `agentrt serve`) has its events published on the `LiveChannel`, and
+its client's cancel checked before it starts and after every node: a cancelled turn is closed at
+that step boundary (resumable, as `agentrt resume` continues it) and settled as FAILED with
+`run_status: INTERRUPTED`.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from typing import Any
 
 from agent.config import AgentSettings
 from agent.errors import AgentRuntimeError, LeaseHeld, SessionError, SessionNotFound, StorageError
+from agent.live import END, LiveChannel, encode_event
 from agent.results import RunEvent
 from agent.runner import AgentRunner
 from agent.session.inbox import Inbox, Turn, TurnStatus
@@ -33,11 +41,53 @@ from agent.session.lease import FileLease, InProcessLease, LeaseHeartbeat, Redis
 
 log = logging.getLogger("agentrt.drain")
 DRAIN_KEY_PREFIX = "drain:"
+CANCELLED = "cancelled by a client of agentrt serve; a run without input (or `agentrt resume`) continues it"
 _MEMORY_DRAINS: dict[Any, Any] = {}
 
 
 class Stopping(Exception):
     """The worker is shutting down: the current turn was left resumable at a step boundary."""
+
+
+class Cancelled(Exception):
+    """The turn's client cancelled it: its run was left resumable at a step boundary."""
+
+
+class _Live:
+    """One turn's live events and cancel flag (nothing at all for a turn that is not live)."""
+
+    def __init__(self, channel: LiveChannel | None, turn: Turn, worker: str) -> None:
+        self.channel = channel if turn.live else None
+        self.ids = (turn.tenant_id, turn.session_id, turn.turn_id)
+        self.worker = worker
+
+    def emit(self, ev: RunEvent) -> None:
+        if self.channel is None:
+            return
+        kind, data = encode_event(ev)
+        if kind in ("started", "recovered") and isinstance(data, dict):
+            data = {**data, "worker": self.worker}  # who runs it: shown in the API's Run metadata
+        try:
+            self.channel.publish(*self.ids, kind, data)
+        except StorageError as err:  # the run goes on; its client reads the outcome from the inbox
+            log.warning("turn %s: live events stopped: %s", self.ids[2], err)
+            self.channel = None
+
+    def cancelled(self) -> bool:
+        try:
+            return self.channel is not None and self.channel.cancel_requested(*self.ids)
+        except StorageError as err:
+            log.warning("turn %s: cannot read its cancel flag: %s", self.ids[2], err)
+            return False
+
+    def end(self, inbox: Inbox) -> None:
+        if self.channel is None:
+            return
+        turn = inbox.turn(self.ids[2])
+        try:
+            self.channel.publish(*self.ids, END, {"status": turn.status.value, "result": turn.result})
+        except StorageError as err:
+            log.warning("turn %s: cannot publish its end: %s", self.ids[2], err)
 
 
 def drain_lease(settings: AgentSettings) -> SessionLease:
@@ -57,8 +107,11 @@ def drain(
     turn_id: str,
     worker: str,
     should_stop: Callable[[], bool] = lambda: False,
+    live: LiveChannel | None = None,
 ) -> dict[str, Any]:
-    """Run the session's open turns in order until `turn_id` is settled; returns that turn's summary."""
+    """Run the session's open turns in order until `turn_id` is settled; returns that turn's summary.
+
+    `live`: where the events of live turns go (and their cancel flags are read)."""
     inbox = Inbox(runner.settings.base_dir, tenant_id, session_id)
     own = inbox.turn(turn_id)
     first = inbox.next_open()
@@ -79,7 +132,7 @@ def drain(
             turn = inbox.next_open()
             if turn is None or turn.status is TurnStatus.PAUSED:
                 break  # nothing left, or the session waits for a human before its next turn
-            _process(runner, inbox, turn, worker, stop)
+            _process(runner, inbox, turn, worker, stop, _Live(live, turn, worker))
         left = inbox.next_open()
         if stop() and left is not None and left.status is not TurnStatus.PAUSED:
             raise Stopping(f"worker {worker} is stopping; session {session_id} is left resumable")
@@ -89,8 +142,13 @@ def drain(
     return inbox.turn(turn_id).to_json()
 
 
-def _process(runner: AgentRunner, inbox: Inbox, turn: Turn, worker: str, stop: Callable[[], bool]) -> None:
+def _process(runner: AgentRunner, inbox: Inbox, turn: Turn, worker: str, stop: Callable[[], bool], live: _Live) -> None:
     tenant, sid = inbox.tenant_id, inbox.session_id
+    if live.cancelled():
+        cancelled = {"status": "FAILED", "run_status": "INTERRUPTED", "session_id": sid, "error": CANCELLED}
+        inbox.mark_done(turn.turn_id, cancelled, worker)
+        live.end(inbox)
+        return
     # L1 is this process's cache: another worker may have moved the session on since.
     runner.manager.l1.delete(tenant, sid)
     try:
@@ -101,14 +159,19 @@ def _process(runner: AgentRunner, inbox: Inbox, turn: Turn, worker: str, stop: C
     inbox.mark_started(turn.turn_id, last if first else turn.baseline_run_id, worker)
     try:
         if turn.decision is not None:
-            result = _resume_with(runner, turn, turn.decision, stop)
+            result = _resume_with(runner, turn, turn.decision, stop, live)
+        elif turn.resume:
+            result = _resume_with(runner, turn, None, stop, live)
         elif first or last == turn.baseline_run_id or not _run_began(runner, tenant, sid, last):
             # its run was never created, or died before recording the user's text: nothing of it ran
-            result = _final(runner.stream(turn.text, session_id=sid, tenant_id=tenant, user_id=turn.user_id), stop)
+            events = runner.stream(turn.text, session_id=sid, tenant_id=tenant, user_id=turn.user_id)
+            result = _final(events, stop, live)
         else:
-            result = _resume_with(runner, turn, None, stop)
+            result = _resume_with(runner, turn, None, stop, live)
     except (Stopping, LeaseHeld, StorageError):
         raise  # left RUNNING: the requeued or retried task continues it
+    except Cancelled:
+        result = {"status": "INTERRUPTED", "session_id": sid, "error": CANCELLED}
     except AgentRuntimeError as err:
         result = {"status": "FAILED", "session_id": sid, "error": str(err)}
     except Exception as err:  # a bug must not leave callers waiting forever
@@ -116,10 +179,11 @@ def _process(runner: AgentRunner, inbox: Inbox, turn: Turn, worker: str, stop: C
         result = {"status": "FAILED", "session_id": sid, "error": f"{type(err).__name__}: {err}"}
     if result.get("status") == "PAUSED":
         inbox.mark_paused(turn.turn_id, result, worker)
-        return
-    if result.get("status") != "COMPLETED":
-        result = {**result, "run_status": result.get("status"), "status": "FAILED"}
-    inbox.mark_done(turn.turn_id, result, worker)
+    else:
+        if result.get("status") != "COMPLETED":
+            result = {**result, "run_status": result.get("status"), "status": "FAILED"}
+        inbox.mark_done(turn.turn_id, result, worker)
+    live.end(inbox)
 
 
 def _run_began(runner: AgentRunner, tenant: str, sid: str, run_id: str) -> bool:
@@ -128,28 +192,31 @@ def _run_began(runner: AgentRunner, tenant: str, sid: str, run_id: str) -> bool:
 
 
 def _resume_with(
-    runner: AgentRunner, turn: Turn, decision: dict[str, Any] | None, stop: Callable[[], bool]
+    runner: AgentRunner, turn: Turn, decision: dict[str, Any] | None, stop: Callable[[], bool], live: _Live
 ) -> dict[str, Any]:
     def events(d: dict[str, Any] | None) -> Iterator[RunEvent]:
         return runner.stream_resume(turn.session_id, turn.tenant_id, turn.user_id, decision=d)
 
     if decision is None:
-        return _final(events(None), stop)
+        return _final(events(None), stop, live)
     try:
-        return _final(events(decision), stop)
+        return _final(events(decision), stop, live)
     except SessionError:
         # The decision was acted on before a crash (the approved call is in the journal): go on without it.
-        return _final(events(None), stop)
+        return _final(events(None), stop, live)
 
 
-def _final(events: Iterator[RunEvent], stop: Callable[[], bool]) -> dict[str, Any]:
+def _final(events: Iterator[RunEvent], stop: Callable[[], bool], live: _Live) -> dict[str, Any]:
     final: dict[str, Any] = {}
     try:
         for ev in events:
+            live.emit(ev)
             if ev.kind == "final":
                 final = dict(ev.data)
             elif ev.kind == "node" and stop():
                 raise Stopping("stopped at a step boundary")
+            elif ev.kind == "node" and live.cancelled():
+                raise Cancelled(CANCELLED)
     finally:
         close = getattr(events, "close", None)
         if close is not None:

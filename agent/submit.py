@@ -104,8 +104,11 @@ def submit_turn(
     tenant_id: str | None = None,
     user_id: str | None = None,
     turn_id: str | None = None,
+    live: bool = False,
 ) -> TurnHandle:
-    """Append a turn to the session and enqueue it; the same text twice is two turns."""
+    """Append a turn to the session and enqueue it; the same text twice is two turns.
+
+    `live`: its worker publishes the run's events for `agentrt serve` (agent/live.py)."""
     celery_config(settings)  # no broker configured: say so before recording anything
     tenant, sid = _ids(settings, session_id, tenant_id)
     tid = turn_id or new_turn_id()
@@ -113,9 +116,34 @@ def submit_turn(
     if not text or not text.strip():
         inbox.submit(text, tid, user_id)  # raises the one-line error
     TurnIndex(settings.base_dir, tenant).reserve(tid, sid)
-    inbox.submit(text, tid, user_id)
+    inbox.submit(text, tid, user_id, live)
     _send(settings, tenant, sid, tid, tid)
     return TurnHandle(settings.base_dir, tenant, sid, tid)
+
+
+def submit_resume(
+    settings: AgentSettings,
+    session_id: str,
+    tenant_id: str | None = None,
+    user_id: str | None = None,
+    decision: dict[str, Any] | None = None,
+    live: bool = False,
+) -> TurnHandle:
+    """Enqueue a continuation of the session's unfinished run (crashed, cancelled, or paused by a run
+    that was not submitted, then with the human's `decision`), as `agentrt resume` does in place."""
+    celery_config(settings)
+    tenant, sid = _ids(settings, session_id, tenant_id)
+    tid = new_turn_id()
+    TurnIndex(settings.base_dir, tenant).reserve(tid, sid)
+    Inbox(settings.base_dir, tenant, sid).submit_resume(tid, user_id, decision, live)
+    _send(settings, tenant, sid, tid, tid)
+    return TurnHandle(settings.base_dir, tenant, sid, tid)
+
+
+def paused_turn(settings: AgentSettings, session_id: str, tenant_id: str | None = None) -> Turn | None:
+    """The session's submitted turn that waits for a human's decision, if any."""
+    tenant, sid = _ids(settings, session_id, tenant_id)
+    return next((t for t in Inbox(settings.base_dir, tenant, sid).turns() if t.status is TurnStatus.PAUSED), None)
 
 
 def has_paused_turn(settings: AgentSettings, session_id: str, tenant_id: str | None = None) -> bool:
@@ -125,7 +153,11 @@ def has_paused_turn(settings: AgentSettings, session_id: str, tenant_id: str | N
 
 
 def submit_decision(
-    settings: AgentSettings, session_id: str, decision: dict[str, Any], tenant_id: str | None = None
+    settings: AgentSettings,
+    session_id: str,
+    decision: dict[str, Any],
+    tenant_id: str | None = None,
+    live: bool = False,
 ) -> TurnHandle:
     """Record the human's answer to the session's paused turn and enqueue its continuation."""
     celery_config(settings)
@@ -138,7 +170,7 @@ def submit_decision(
             "(a turn run with `agentrt run` is resumed in place by `agentrt resume`)"
         )
     turn = paused[0]
-    inbox.add_decision(turn.turn_id, decision)
+    inbox.add_decision(turn.turn_id, decision, live)
     _send(settings, tenant, sid, turn.turn_id, f"{turn.turn_id}.{uuid.uuid4().hex[:8]}")
     return TurnHandle(settings.base_dir, tenant, sid, turn.turn_id)
 
@@ -219,4 +251,4 @@ def print_turn(turn: Turn, as_json: bool) -> int:
     return 1 if turn.status is TurnStatus.FAILED else 0
 
 
-__all__ = ["TurnHandle", "handle_for", "submit_decision", "submit_turn"]
+__all__ = ["TurnHandle", "handle_for", "paused_turn", "submit_decision", "submit_resume", "submit_turn"]

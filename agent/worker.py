@@ -31,7 +31,9 @@ from agent.celery_app import TASK_NAME, make_app
 from agent.config import load_settings
 from agent.drain import Stopping, drain
 from agent.errors import ConfigError, LeaseHeld, StorageError
+from agent.live import LiveChannel
 from agent.runner import AgentRunner
+from agent.serve.runner import ChunkRunner
 from agent.session.inbox import Inbox
 
 log = logging.getLogger("agentrt.worker")
@@ -40,6 +42,7 @@ MAX_BACKOFF_S = 5.0
 settings = load_settings(os.environ.get("AGENTRT_CONFIG") or None)
 app = make_app(settings)
 _runner: AgentRunner | None = None
+_live: LiveChannel | None = None
 _stop: Event | None = None
 
 
@@ -74,8 +77,20 @@ def runner() -> AgentRunner:
     """This pool process's runner (built on first use, after the fork)."""
     global _runner
     if _runner is None:
-        _runner = AgentRunner(settings)
+        # The raw graph chunks too: a turn of `agentrt serve` streams them to its client (agent/live.py).
+        _runner = ChunkRunner(settings)
     return _runner
+
+
+def live_channel() -> LiveChannel | None:
+    """This pool process's channel for live events (None without a Redis: no turn is live then)."""
+    global _live
+    if _live is None:
+        try:
+            _live = LiveChannel(settings)
+        except ConfigError:
+            return None
+    return _live
 
 
 def _backoff(retries: int) -> float:
@@ -94,7 +109,7 @@ def drain_session(self: Task, tenant_id: str, session_id: str, turn_id: str) -> 
         inbox.mark_done(turn_id, {"status": "FAILED", "error": f"worker {worker}: {err}"}, worker)
         raise
     try:
-        return drain(agent, tenant_id, session_id, turn_id, worker, should_stop=stopping)
+        return drain(agent, tenant_id, session_id, turn_id, worker, should_stop=stopping, live=live_channel())
     except LeaseHeld as err:
         raise self.retry(countdown=_backoff(self.request.retries), exc=err) from None
     except StorageError as err:

@@ -14,8 +14,10 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
+from agent.celery_app import celery_config
 from agent.config import AgentSettings
 from agent.errors import ConfigError, SessionNotFound
+from agent.live import redis_url
 from agent.serve.auth import Authenticator, Principal
 from agent.serve.encode import empty_state, jsonable, thread_state
 from agent.serve.engine import RunEngine
@@ -39,6 +41,11 @@ class ServeContext:
         self.auth = Authenticator(settings)
         self.runner = ServeRunner(settings)
         self.engine = RunEngine(self.runner, settings.serve.run_threads)
+        self.on_workers = settings.serve.on_workers(settings.workers)
+        """Runs go to the Celery workers (`serve.runs_on`), else they run in this process."""
+        if self.on_workers:
+            celery_config(settings)  # no broker: say so at start, not at the first run
+            redis_url(settings)
         self.started_at = time.time()
 
     # --- ids and sessions ------------------------------------------------------------------------

@@ -9,6 +9,8 @@ so a run the client knew before a server restart is the run `agentrt resume` con
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
@@ -26,6 +28,8 @@ from agent.serve.runner import ServeRunner
 
 KEEP_FINISHED_RUNS = 500
 KEEP_EVENTS_OF = 50
+THIS_SERVER = f"server {socket.gethostname()}:{os.getpid()}"
+EXECUTOR_KEY = "executed_by"
 
 
 class RunStatus(StrEnum):
@@ -57,6 +61,8 @@ class RunRecord:
     metadata: dict[str, Any]
     kwargs: dict[str, Any]
     run_id: str = ""
+    executor: str = ""
+    """Who runs it: `server HOST:PID`, or the Celery worker `NAME@HOST:PID` (Run metadata `executed_by`)."""
     status: RunStatus = RunStatus.PENDING
     created_at: str = field(default_factory=now_iso)
     updated_at: str = field(default_factory=now_iso)
@@ -134,7 +140,7 @@ class RunRecord:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "status": self.status.value,
-            "metadata": self.metadata,
+            "metadata": {**self.metadata, EXECUTOR_KEY: self.executor} if self.executor else self.metadata,
             "multitask_strategy": "reject",
             "kwargs": self.kwargs,
         }
@@ -203,6 +209,7 @@ class RunEngine:
             for ev in gen:
                 if not started:
                     rec.run_id = str(ev.data.get("run_id") or "")
+                    rec.executor = str(ev.data.get("worker") or THIS_SERVER)
                     rec.status = RunStatus.RUNNING
                     started = True
                     on_start(None)

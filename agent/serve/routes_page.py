@@ -26,10 +26,11 @@ from agent.serve.deps import get_ctx
 from agent.serve.engine import RunRecord
 from agent.serve.run_requests import make_job, make_record
 from agent.serve.streams import sse
+from agent.serve.workers import CANCELLING
 from checkpointing.errors import CheckpointingError
 
 router = APIRouter(include_in_schema=False)
-QUIET_KINDS = frozenset({"graph", "token", "final"})
+QUIET_KINDS = frozenset({"graph", "token", "final", CANCELLING})
 
 
 def _principal(request: Request, ctx: ServeContext) -> Principal:
@@ -86,7 +87,7 @@ async def login(request: Request, ctx: ServeContext = Depends(get_ctx)) -> Respo
 
 async def _start(ctx: ServeContext, principal: Principal, sid: str, body: dict[str, Any]) -> RunRecord:
     rec = make_record(body, sid, principal)
-    return await ctx.engine.start(principal, rec, make_job(ctx, principal, sid, body))
+    return await ctx.engine.start(principal, rec, make_job(ctx, principal, sid, body, rec))
 
 
 @router.post("/ui/sessions")

@@ -51,8 +51,7 @@ async def _start(ctx: ServeContext, principal: Principal, thread_id: str | None,
                 raise
             await run_in_threadpool(ctx.create_session, principal, thread_id, body.get("metadata"))
     rec = make_record(body, thread_id, principal)
-    job = make_job(ctx, principal, thread_id, body)
-    return await ctx.engine.start(principal, rec, job)
+    return await ctx.engine.start(principal, rec, make_job(ctx, principal, thread_id, body, rec))
 
 
 def _location(rec: RunRecord, stateless: bool) -> dict[str, str]:
@@ -109,6 +108,34 @@ def _stream_response(rec: RunRecord, modes: frozenset[str], stateless: bool, can
     )
 
 
+# --- the three ways to start, on a thread or (thread_id None) on a new one ------------------------------
+async def _create(ctx: ServeContext, principal: Principal, thread_id: str | None, body: dict[str, Any]) -> JSONResponse:
+    rec = await _start(ctx, principal, thread_id, body)
+    stateless = thread_id is None
+    if stateless:
+        _background(_after(ctx, rec, body, stateless))
+    return JSONResponse(rec.to_json(), headers=_location(rec, stateless))
+
+
+async def _stream(
+    ctx: ServeContext, principal: Principal, thread_id: str | None, body: dict[str, Any]
+) -> StreamingResponse:
+    rec = await _start(ctx, principal, thread_id, body)
+    stateless = thread_id is None
+    if stateless:
+        _background(_after(ctx, rec, body, stateless))
+    cancel = body.get("on_disconnect") == "cancel"
+    return _stream_response(rec, normalize_modes(body.get("stream_mode")), stateless, cancel)
+
+
+async def _wait(ctx: ServeContext, principal: Principal, thread_id: str | None, body: dict[str, Any]) -> JSONResponse:
+    rec = await _start(ctx, principal, thread_id, body)
+    await rec.wait()
+    values = _final_values(rec)
+    await _after(ctx, rec, body, thread_id is None)
+    return JSONResponse(values, headers=_location(rec, thread_id is None))
+
+
 # --- on a thread --------------------------------------------------------------------------------------
 @router.post("/threads/{thread_id}/runs")
 async def create_run(
@@ -118,8 +145,7 @@ async def create_run(
     principal: Principal = Depends(get_principal),
 ) -> JSONResponse:
     """Start a run in the background; returns the Run."""
-    rec = await _start(ctx, principal, thread_id, body)
-    return JSONResponse(rec.to_json(), headers=_location(rec, False))
+    return await _create(ctx, principal, thread_id, body)
 
 
 @router.post("/threads/{thread_id}/runs/stream")
@@ -130,9 +156,7 @@ async def stream_run(
     principal: Principal = Depends(get_principal),
 ) -> StreamingResponse:
     """Start a run and stream its events (server-sent events in the requested `stream_mode`s)."""
-    rec = await _start(ctx, principal, thread_id, body)
-    cancel = body.get("on_disconnect") == "cancel"
-    return _stream_response(rec, normalize_modes(body.get("stream_mode")), False, cancel)
+    return await _stream(ctx, principal, thread_id, body)
 
 
 @router.post("/threads/{thread_id}/runs/wait")
@@ -143,9 +167,7 @@ async def wait_run(
     principal: Principal = Depends(get_principal),
 ) -> JSONResponse:
     """Run to the end (or to the pending approval) and return the thread's values."""
-    rec = await _start(ctx, principal, thread_id, body)
-    await rec.wait()
-    return JSONResponse(_final_values(rec), headers=_location(rec, False))
+    return await _wait(ctx, principal, thread_id, body)
 
 
 @router.get("/threads/{thread_id}/runs")
@@ -270,9 +292,7 @@ async def create_stateless(
     principal: Principal = Depends(get_principal),
 ) -> JSONResponse:
     """A run on a new thread (kept unless `on_completion: delete`)."""
-    rec = await _start(ctx, principal, None, body)
-    _background(_after(ctx, rec, body, True))
-    return JSONResponse(rec.to_json(), headers=_location(rec, True))
+    return await _create(ctx, principal, None, body)
 
 
 @router.post("/runs/stream")
@@ -282,9 +302,7 @@ async def stream_stateless(
     principal: Principal = Depends(get_principal),
 ) -> StreamingResponse:
     """`/threads/{id}/runs/stream` on a new thread."""
-    rec = await _start(ctx, principal, None, body)
-    _background(_after(ctx, rec, body, True))
-    return _stream_response(rec, normalize_modes(body.get("stream_mode")), True, body.get("on_disconnect") == "cancel")
+    return await _stream(ctx, principal, None, body)
 
 
 @router.post("/runs/wait")
@@ -294,11 +312,7 @@ async def wait_stateless(
     principal: Principal = Depends(get_principal),
 ) -> JSONResponse:
     """`/threads/{id}/runs/wait` on a new thread."""
-    rec = await _start(ctx, principal, None, body)
-    await rec.wait()
-    values = _final_values(rec)
-    await _after(ctx, rec, body, True)
-    return JSONResponse(values, headers=_location(rec, True))
+    return await _wait(ctx, principal, None, body)
 
 
 @router.post("/runs/cancel", status_code=204)

@@ -11,6 +11,7 @@ from agent.serve.auth import Principal
 from agent.serve.context import ASSISTANT_ID, ServeContext
 from agent.serve.engine import RunRecord
 from agent.serve.streams import normalize_modes
+from agent.serve.workers import worker_job
 from nodes.acting import normalize_decision
 
 UNSUPPORTED = ("interrupt_before", "interrupt_after", "checkpoint", "checkpoint_id", "after_seconds", "webhook")
@@ -74,12 +75,17 @@ def make_record(body: dict[str, Any], thread_id: str, principal: Principal) -> R
 
 
 def make_job(
-    ctx: ServeContext, principal: Principal, thread_id: str, body: dict[str, Any]
+    ctx: ServeContext, principal: Principal, thread_id: str, body: dict[str, Any], rec: RunRecord
 ) -> Callable[[], Iterator[RunEvent]]:
-    """A new turn (input), or the continuation of the thread's unfinished run (command, or no input)."""
+    """A new turn (input), or the continuation of the thread's unfinished run (command, or no input):
+    in this process, or on the Celery workers when `serve.runs_on` says so."""
     runner = ctx.runner
     decision = resume_decision(body.get("command"))
     text = None if decision is not None else input_text(body.get("input"))
+    if ctx.on_workers:
+        return worker_job(
+            ctx.settings, principal.tenant_id, principal.user_id, thread_id, text, decision, rec.cancel_requested.is_set
+        )
     if text is not None:
         return lambda: runner.stream(
             text, session_id=thread_id, tenant_id=principal.tenant_id, user_id=principal.user_id

@@ -25,8 +25,17 @@ GRAPH_EVENT = "graph"
 L1_TTL_S = 1e-6
 
 
-class ServeRunner(AgentRunner):
-    """`AgentRunner` whose streams also carry the raw graph chunks (kind `graph`)."""
+class ChunkRunner(AgentRunner):
+    """`AgentRunner` whose streams also carry the raw graph chunks (kind `graph`); the workers run it
+    too, so a turn submitted by the server streams the same modes from a worker."""
+
+    def _translate(self, mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEvent]:
+        yield RunEvent(GRAPH_EVENT, {"mode": mode, "chunk": chunk})
+        yield from super()._translate(mode, chunk, recorder)
+
+
+class ServeRunner(ChunkRunner):
+    """The server's runner: graph chunks in its streams, sessions always read from the shared layers."""
 
     @property
     def manager(self) -> ChatSessionManager:
@@ -38,7 +47,3 @@ class ServeRunner(AgentRunner):
                     layer.ttl_seconds = L1_TTL_S
             self._manager = manager
         return self._manager
-
-    def _translate(self, mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEvent]:
-        yield RunEvent(GRAPH_EVENT, {"mode": mode, "chunk": chunk})
-        yield from super()._translate(mode, chunk, recorder)

@@ -4,11 +4,14 @@
 record framing: canonical JSON + checksum, torn-tail rule), appended under an exclusive `flock`
 so submitters and workers on several machines never interleave:
 
-    submitted  {turn_id, text, user_id}        the turn exists (durable before it is enqueued)
+    submitted  {turn_id, text, user_id}        the turn exists (durable before it is enqueued);
+               + live: true                    its worker publishes live events (agent/live.py)
+               + resume: true, decision        a continuation: resume the session's unfinished
+                                               run (with the human's decision), no new text
     started    {turn_id, baseline_run_id}      a worker is about to run it; the session's last run
                                                id before, so a crash tells "not yet run" from "ran"
     paused     {turn_id, run_id}               its run waits for a human approval
-    decision   {turn_id, decision}             the human answered; the turn is pending again
+    decision   {turn_id, decision[, live]}     the human answered; the turn is pending again
     done       {turn_id, status, run_id, ...}  its run ended (COMPLETED or FAILED)
 
 A turn's status is its last record's: the worker that holds the session's drain lease takes the
@@ -66,6 +69,8 @@ class Turn:
     decision: dict[str, Any] | None = None  # the approval to apply on the next pass
     result: dict[str, Any] = field(default_factory=dict)  # `done`/`paused` payload: status, run_id, answer...
     attempts: int = 0  # how many times a worker started it (more than one: it was resumed)
+    live: bool = False  # its worker publishes live events for `agentrt serve` (agent/live.py)
+    resume: bool = False  # continues the session's unfinished run instead of starting one with `text`
 
     @property
     def finished(self) -> bool:
@@ -138,6 +143,10 @@ class Inbox:
                 by_id[tid] = Turn(
                     tid, self.tenant_id, self.session_id, str(rec["text"]), rec.get("user_id"), float(rec["ts"])
                 )
+                by_id[tid].live = bool(rec.get("live"))
+                by_id[tid].resume = bool(rec.get("resume"))
+                if rec.get("decision") is not None:
+                    by_id[tid].decision = dict(rec["decision"])
                 continue
             turn = by_id.get(tid)
             if turn is not None:
@@ -157,11 +166,18 @@ class Inbox:
         """The first turn in submission order that is not finished (it may be paused)."""
         return next((t for t in self.turns() if not t.finished), None)
 
-    def submit(self, text: str, turn_id: str, user_id: str | None) -> None:
+    def submit(self, text: str, turn_id: str, user_id: str | None, live: bool = False) -> None:
         """Append a new turn (the caller reserved `turn_id` in the tenant's turn index first)."""
         if not text or not text.strip():
             raise ConfigError('empty input: give the agent something to do, e.g. agentrt submit --session ID "..."')
-        self._append("submitted", turn_id, text=text, user_id=user_id)
+        self._append("submitted", turn_id, text=text, user_id=user_id, **({"live": True} if live else {}))
+
+    def submit_resume(
+        self, turn_id: str, user_id: str | None, decision: dict[str, Any] | None, live: bool = False
+    ) -> None:
+        """Append a continuation: the worker resumes the session's unfinished run (with `decision`)."""
+        extra: dict[str, Any] = {"live": True} if live else {}
+        self._append("submitted", turn_id, text="", user_id=user_id, resume=True, decision=decision, **extra)
 
     def mark_started(self, turn_id: str, baseline_run_id: str | None, worker: str) -> None:
         """A worker is about to run (or resume) the turn."""
@@ -171,9 +187,9 @@ class Inbox:
         """The turn's run stopped for a human approval."""
         self._append("paused", turn_id, result=result, worker=worker)
 
-    def add_decision(self, turn_id: str, decision: dict[str, Any]) -> None:
+    def add_decision(self, turn_id: str, decision: dict[str, Any], live: bool = False) -> None:
         """The human's answer to the paused turn; a worker applies it on its next pass."""
-        self._append("decision", turn_id, decision=decision)
+        self._append("decision", turn_id, decision=decision, **({"live": True} if live else {}))
 
     def mark_done(self, turn_id: str, result: dict[str, Any], worker: str) -> None:
         """The turn's run ended; `result["status"]` is COMPLETED or FAILED."""
@@ -190,6 +206,7 @@ def _fold(turn: Turn, kind: str, rec: dict[str, Any]) -> None:
         turn.status, turn.result, turn.decision = TurnStatus.PAUSED, dict(rec.get("result") or {}), None
     elif kind == "decision":
         turn.status, turn.decision = TurnStatus.PENDING, dict(rec.get("decision") or {})
+        turn.live = turn.live or bool(rec.get("live"))
     elif kind == "done":
         turn.result = dict(rec.get("result") or {})
         failed = turn.result.get("status") == TurnStatus.FAILED.value

@@ -1,0 +1,102 @@
+"""Runs of the API on the Celery workers (`serve.runs_on`, README "agentrt serve on the workers").
+
+A run is a turn submitted as `agentrt submit` does (marked `live`), an answer to an approval as
+`agentrt resume --approve` queues it, or a continuation of the thread's unfinished run. The job
+below follows the turn's live events (agent/live.py) and yields them as the `RunEvent`s an
+in-process run gives, so the engine, the stream modes and the page treat both alike. The turn's
+inbox is the fallback: once it is settled and the channel is quiet, the job ends with its result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from agent.config import AgentSettings
+from agent.errors import SessionError
+from agent.live import END, LiveChannel
+from agent.results import RunEvent
+from agent.submit import TurnHandle, paused_turn, submit_decision, submit_resume, submit_turn
+
+BLOCK_MS = 1000
+CANCELLING = "cancelling"  # yielded while a cancel is pending, so the engine closes the job at once
+
+
+def worker_job(
+    settings: AgentSettings,
+    tenant_id: str,
+    user_id: str | None,
+    thread_id: str,
+    text: str | None,
+    decision: dict[str, Any] | None,
+    cancelled: Callable[[], bool],
+) -> Callable[[], Iterator[RunEvent]]:
+    """The job the engine runs: submit the turn, then follow its events until it is settled."""
+
+    def job() -> Iterator[RunEvent]:
+        channel = LiveChannel(settings)
+        try:
+            handle, after = _submit(settings, channel, tenant_id, user_id, thread_id, text, decision)
+            yield from _follow(channel, handle, after, cancelled)
+        finally:
+            channel.close()
+
+    return job
+
+
+def _submit(
+    settings: AgentSettings,
+    channel: LiveChannel,
+    tenant: str,
+    user: str | None,
+    sid: str,
+    text: str | None,
+    decision: dict[str, Any] | None,
+) -> tuple[TurnHandle, str]:
+    if text is not None:
+        return submit_turn(settings, text, sid, tenant, user, live=True), "0-0"
+    paused = paused_turn(settings, sid, tenant) if decision is not None else None
+    if paused is not None:
+        # The same turn goes on: its stream already holds the first pass; read what comes after.
+        after = channel.last_id(tenant, sid, paused.turn_id)
+        channel.clear_cancel(tenant, sid, paused.turn_id)
+        return submit_decision(settings, sid, decision or {}, tenant, live=True), after
+    return submit_resume(settings, sid, tenant, user, decision, live=True), "0-0"
+
+
+def _follow(channel: LiveChannel, handle: TurnHandle, after: str, cancelled: Callable[[], bool]) -> Iterator[RunEvent]:
+    ids = (handle.tenant_id, handle.session_id, handle.turn_id)
+    started = final_seen = False
+    try:
+        while True:
+            records = channel.read(*ids, after, BLOCK_MS)
+            for rid, kind, data in records:
+                after = rid
+                if kind == END:
+                    yield from _closing(dict(data.get("result") or {}), started, final_seen)
+                    return
+                started, final_seen = True, final_seen or kind == "final"
+                yield RunEvent(kind, data if isinstance(data, dict) else {"value": data})
+            if records:
+                continue
+            if cancelled():
+                channel.request_cancel(*ids)
+                yield RunEvent(CANCELLING, {})
+                continue
+            turn = handle.turn()
+            if turn.status.settled and not channel.read(*ids, after, 0):
+                # Settled without an end record (its worker lost Redis, or a CLI resumed it).
+                yield from _closing(turn.result, started, final_seen)
+                return
+    except GeneratorExit:
+        channel.request_cancel(*ids)  # the engine closes the job when its client cancels
+        raise
+
+
+def _closing(result: dict[str, Any], started: bool, final_seen: bool) -> Iterator[RunEvent]:
+    if not started:
+        # Refused before its run began (e.g. the thread waits for an approval): the request fails, as in-process.
+        raise SessionError(str(result.get("error") or "the workers could not start the run; see their log"))
+    if not final_seen:
+        status = str(result.get("run_status") or result.get("status") or "FAILED")
+        yield RunEvent("final", {**result, "status": status})

@@ -1,0 +1,139 @@
+"""`agentrt serve` with the production-like config: runs execute on a real Celery worker (Redis broker)
+and stream back to the real `langgraph_sdk` client; the embedded default still runs in the server.
+
+One session, scripted: turn 1 plans, asks to run `bump_approved` (approval), then answers; turn 2
+plans, calls `gate` (blocks while the test holds the session's gate, so the cancel lands mid-run at
+a known step), then answers.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import yaml
+from langgraph_sdk import get_sync_client
+
+from agent.session.inbox import TurnStatus
+from tests.support.celery_drill import Cluster, open_cluster
+from tests.support.runners import make_config
+from tests.support.serve import Server, serving
+
+pytestmark = pytest.mark.integration
+
+BOUND_S = 120.0
+KEY = "worker-test-key-0123456789"
+PLAN = {"content": json.dumps({"plan": "Use the tool, then answer.", "todos": ["Use the tool"]})}
+SCRIPT = [
+    PLAN,
+    {"tool_calls": [{"name": "bump_approved", "args": {"note": "turn 1"}}]},
+    {"content": "Answer 1."},
+    PLAN,
+    {"tool_calls": [{"name": "gate", "args": {}}]},
+    {"content": "Answer 2."},
+]
+
+
+@pytest.fixture
+def on_workers(tmp_path: Path) -> Iterator[tuple[Cluster, Server]]:
+    """A cluster (unique queue, Redis prefixes, PG schema) with one worker, and a server on its config."""
+    cluster = open_cluster(tmp_path, "redis", SCRIPT)
+    try:
+        data = yaml.safe_load(cluster.config.read_text())  # the key acts as the cluster's own tenant
+        data["serve"] = {"api_keys": [{"key": KEY, "tenant_id": cluster.tenant}]}
+        cluster.config.write_text(yaml.safe_dump(data, sort_keys=False))
+        cluster.start_worker("w1", concurrency=1)
+        with serving(cluster.config, tmp_path) as server:
+            yield cluster, server
+    finally:
+        cluster.close()
+
+
+def _is_worker(executor: str, cluster: Cluster, server: Server) -> bool:
+    return executor.startswith(f"w1-{cluster.tenant}@") and not executor.endswith(f":{server.proc.pid}")
+
+
+def _wait_for(r: redis.Redis, key: str) -> None:
+    deadline = time.monotonic() + BOUND_S
+    while not r.exists(key):
+        assert time.monotonic() < deadline, f"{key} never appeared"
+        time.sleep(0.05)
+
+
+def test_runs_execute_on_the_worker_stream_answer_cancel_and_continue(on_workers):
+    cluster, server = on_workers
+    client = get_sync_client(url=server.url, api_key=KEY)
+    tid = client.threads.create()["thread_id"]
+
+    # Turn 1 streams from the worker in every mode the in-process path gives, up to its approval.
+    parts = list(
+        client.runs.stream(
+            tid, "agentrt", input={"user_input": "Bump it once."},
+            stream_mode=["values", "updates", "messages-tuple", "custom", "events"],
+        )
+    )  # fmt: skip
+    assert parts[0].event == "metadata"
+    run1 = parts[0].data["run_id"]
+    assert {"values", "updates", "messages", "custom", "events"} <= {p.event for p in parts}
+    asked = [p.data["__interrupt__"] for p in parts if p.event == "updates" and "__interrupt__" in p.data]
+    assert asked and asked[0][0]["value"]["name"] == "bump_approved"
+    assert parts[-1].event == "values" and parts[-1].data["__interrupt__"][0]["value"]["name"] == "bump_approved"
+    ended = [p.data["name"] for p in parts if p.event == "events" and p.data.get("event") == "on_chain_end"]
+    assert ended[:3] == ["init", "planning", "reasoning"]
+    executor = client.runs.get(tid, run1)["metadata"]["executed_by"]
+    assert _is_worker(executor, cluster, server), executor
+    [turn1] = cluster.turns(tid)
+    assert turn1.status is TurnStatus.PAUSED and turn1.result["worker"] == executor
+
+    # The server reads the state the worker wrote (fresh, not a cached copy).
+    assert client.threads.get(tid)["status"] == "interrupted"
+    assert client.threads.get_state(tid)["next"] == ["acting"]
+
+    # The answer to the approval continues on the worker.
+    values = client.runs.wait(tid, "agentrt", command={"resume": {"approved": True}})
+    assert values["finish_reason"] == "completed" and "__interrupt__" not in values
+    runs = client.runs.list(tid)
+    assert [(r["run_id"], r["status"]) for r in runs] == [(run1, "success")]
+    assert _is_worker(client.runs.get(tid, run1)["metadata"]["executed_by"], cluster, server)
+    assert cluster.redis.get(f"{cluster.keys}:bump:{tid}") == b"1"  # the approved tool ran once
+    assert client.threads.get(tid)["status"] == "idle"
+
+    # Turn 2: cancelled while the worker waits in `gate`; it stops at that step, resumable.
+    gate = f"{cluster.keys}:gate:{tid}"
+    cluster.redis.set(gate, 1)
+    run2 = client.runs.create(tid, "agentrt", input={"user_input": "Pass the gate."})
+    assert _is_worker(run2["metadata"]["executed_by"], cluster, server)
+    _wait_for(cluster.redis, f"{cluster.keys}:reached:{tid}")
+    client.runs.cancel(tid, run2["run_id"], wait=True)
+    assert client.runs.get(tid, run2["run_id"])["status"] == "interrupted"
+    cluster.redis.delete(gate)
+    joined = client.runs.join(tid, run2["run_id"])
+    assert joined.get("finish_reason") != "completed"
+
+    # A run without input continues the cancelled run on the worker, streamed.
+    more = list(client.runs.stream(tid, "agentrt", stream_mode="updates"))
+    assert more[0].data["run_id"] == run2["run_id"]  # the same agentrt run goes on
+    nodes = [n for p in more if p.event == "updates" for n in p.data]
+    assert "memory" in nodes or "refining" in nodes
+    final = client.threads.get_state(tid)["values"]
+    assert final["finish_reason"] == "completed"
+    assert _is_worker(client.runs.get(tid, run2["run_id"])["metadata"]["executed_by"], cluster, server)
+    texts = [t.text for t in cluster.turns(tid)]
+    assert texts == ["Bump it once.", "Pass the gate.", ""]  # the continuation is a queued turn
+    cancelled = cluster.turns(tid)[1]
+    assert cancelled.status is TurnStatus.FAILED and cancelled.result["run_status"] == "INTERRUPTED"
+    assert client.threads.get(tid)["status"] == "idle"
+
+
+def test_the_embedded_default_runs_in_the_server(tmp_path: Path):
+    with serving(make_config(tmp_path), tmp_path) as server:
+        client = get_sync_client(url=server.url)
+        tid = client.threads.create()["thread_id"]
+        run = client.runs.create(tid, "agentrt", input={"user_input": "report revenue by region"})
+        assert run["metadata"]["executed_by"].endswith(f":{server.proc.pid}")
+        assert run["metadata"]["executed_by"].startswith("server ")
+        assert client.runs.join(tid, run["run_id"])["__interrupt__"]
