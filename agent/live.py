@@ -70,11 +70,12 @@ class LiveChannel:
         return _text(got[0][0]) if got else "0-0"
 
     def read(
-        self, tenant_id: str, session_id: str, turn_id: str, after: str, block_ms: int
+        self, tenant_id: str, session_id: str, turn_id: str, after: str, block_ms: int | None
     ) -> list[tuple[str, str, Any]]:
-        """The records after `after` as (id, kind, data), waiting up to `block_ms` for the first one."""
+        """The records after `after` as (id, kind, data), waiting up to `block_ms` for the first one
+        (None: not at all; Redis would take 0 as "forever")."""
         key = self._key("events", tenant_id, session_id, turn_id)
-        got = self._call(self._redis.xread, {key: after}, count=500, block=block_ms)
+        got = self._call(self._redis.xread, {key: after}, count=500, block=block_ms or None)
         out: list[tuple[str, str, Any]] = []
         for _, records in got or []:
             for rid, fields in records:

@@ -1,4 +1,4 @@
-"""Runs of the API on the Celery workers (`serve.runs_on`, README "agentrt serve on the workers").
+"""Runs of the API on the Celery workers (`serve.runs_on`; README, "agentrt serve", "On the workers").
 
 A run is a turn submitted as `agentrt submit` does (marked `live`), an answer to an approval as
 `agentrt resume --approve` queues it, or a continuation of the thread's unfinished run. The job
@@ -53,14 +53,20 @@ def _submit(
     text: str | None,
     decision: dict[str, Any] | None,
 ) -> tuple[TurnHandle, str]:
-    if text is not None:
-        return submit_turn(settings, text, sid, tenant, user, live=True), "0-0"
-    paused = paused_turn(settings, sid, tenant) if decision is not None else None
+    paused = paused_turn(settings, sid, tenant)
     if paused is not None:
+        if decision is None:
+            # Queued behind the paused turn, the run would wait for ever: refuse it as in-process.
+            raise SessionError(
+                f"thread {sid} is waiting for a human decision: answer it with "
+                'command={"resume": {"approved": true}} (or false, with a "reason")'
+            )
         # The same turn goes on: its stream already holds the first pass; read what comes after.
         after = channel.last_id(tenant, sid, paused.turn_id)
         channel.clear_cancel(tenant, sid, paused.turn_id)
-        return submit_decision(settings, sid, decision or {}, tenant, live=True), after
+        return submit_decision(settings, sid, decision, tenant, live=True), after
+    if text is not None:
+        return submit_turn(settings, text, sid, tenant, user, live=True), "0-0"
     return submit_resume(settings, sid, tenant, user, decision, live=True), "0-0"
 
 
@@ -84,7 +90,7 @@ def _follow(channel: LiveChannel, handle: TurnHandle, after: str, cancelled: Cal
                 yield RunEvent(CANCELLING, {})
                 continue
             turn = handle.turn()
-            if turn.status.settled and not channel.read(*ids, after, 0):
+            if turn.status.settled and not channel.read(*ids, after, None):
                 # Settled without an end record (its worker lost Redis, or a CLI resumed it).
                 yield from _closing(turn.result, started, final_seen)
                 return

@@ -13,10 +13,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import redis
 import yaml
 from langgraph_sdk import get_sync_client
+from langgraph_sdk.errors import ConflictError
 
 from agent.session.inbox import TurnStatus
 from tests.support.celery_drill import Cluster, open_cluster
@@ -88,6 +90,13 @@ def test_runs_execute_on_the_worker_stream_answer_cancel_and_continue(on_workers
     assert _is_worker(executor, cluster, server), executor
     [turn1] = cluster.turns(tid)
     assert turn1.status is TurnStatus.PAUSED and turn1.result["worker"] == executor
+
+    # A new turn while the approval is pending is refused at once (it could never start), as in-process.
+    with pytest.raises(ConflictError, match="waiting for a human decision"):
+        client.runs.create(tid, "agentrt", input={"user_input": "Something else."})
+    with pytest.raises(httpx.HTTPStatusError, match="409 Conflict"):
+        client.runs.wait(tid, "agentrt")
+    assert len(cluster.turns(tid)) == 1  # nothing was queued
 
     # The server reads the state the worker wrote (fresh, not a cached copy).
     assert client.threads.get(tid)["status"] == "interrupted"

@@ -95,3 +95,20 @@ def test_a_damaged_complete_record_is_reported_with_file_and_line(tmp_path: Path
     with pytest.raises(CorruptRecordError, match=r"inbox\.jsonl:1"):
         inbox.turns()
     assert inbox.path.read_bytes() == data
+
+
+def test_live_and_continuation_turns_keep_their_flags_and_decision(tmp_path: Path) -> None:
+    """`live` (from the submission or a later decision) and `resume` turns with their decision fold back."""
+    inbox = Inbox(tmp_path, "acme", "s1")
+    plain = _submit(tmp_path, "s1", "plain")
+    assert inbox.turn(plain).live is False and inbox.turn(plain).resume is False
+    inbox.mark_paused(plain, {"status": "PAUSED"}, "w1")
+    inbox.add_decision(plain, {"approved": True}, live=True)  # answered through `agentrt serve`
+    assert inbox.turn(plain).live is True and inbox.turn(plain).decision == {"approved": True}
+    TurnIndex(tmp_path, "acme").reserve("c1", "s1")
+    inbox.submit_resume("c1", "alice", {"approved": False, "reason": "no"}, live=True)
+    cont = inbox.turn("c1")
+    assert (cont.resume, cont.live, cont.text, cont.user_id) == (True, True, "", "alice")
+    assert cont.decision == {"approved": False, "reason": "no"}
+    inbox.mark_paused("c1", {"status": "PAUSED"}, "w1")  # paused again: the decision was used
+    assert inbox.turn("c1").decision is None and inbox.turn("c1").resume is True

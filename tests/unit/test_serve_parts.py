@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from langchain_core.messages import AIMessageChunk
 from langgraph.types import Interrupt
 
 from agent.config import load_settings
 from agent.errors import ConfigError
+from agent.live import encode_event
 from agent.results import RunEvent
 from agent.serve.auth import Authenticator, Principal, Unauthorized, check_bind
+from agent.serve.context import ServeContext
 from agent.serve.encode import jsonable
 from agent.serve.run_requests import input_text, resume_decision
 from agent.serve.runner import GRAPH_EVENT
@@ -123,3 +127,38 @@ async def test_a_follower_gets_the_backlog_heartbeats_then_live_events_until_the
     assert seen[0] == "started" and seen[-1] == "node" and None in seen
     assert [ev.kind async for ev in rec.follow() if ev is not None] == ["started", "node"]  # replay after the end
     await asyncio.wait_for(rec.wait(), 1)
+
+
+def test_runs_go_to_the_workers_when_a_broker_is_named_or_when_asked():
+    default = load_settings(None)
+    assert default.serve.on_workers(default.workers) is False  # the embedded default: in the server
+    brokered = load_settings(None, overrides={"workers.broker_url": "redis://127.0.0.1:6379/0"})
+    assert brokered.serve.on_workers(brokered.workers) is True
+    pinned = load_settings(None, overrides={"workers.broker_url": "redis://x/0", "serve.runs_on": "server"})
+    assert pinned.serve.on_workers(pinned.workers) is False
+    asked = load_settings(None, overrides={"serve.runs_on": "workers"})
+    assert asked.serve.on_workers(asked.workers) is True
+    with pytest.raises(ConfigError, match="no task broker configured"):
+        ServeContext(asked)
+    no_redis = load_settings(
+        None,
+        overrides={"serve.runs_on": "workers", "workers.broker_url": "amqp://x//", "workers.result_backend": "rpc://"},
+    )
+    with pytest.raises(ConfigError, match="stream their events through Redis"):
+        ServeContext(no_redis)
+
+
+def test_worker_events_read_back_as_json_translate_like_in_process_ones():
+    """What a worker publishes (encoded to JSON) gives the client the same stream as the live objects."""
+    chunks = [
+        ("updates", {"__interrupt__": (Interrupt(value={"q": 1}, id="i1"),)}),
+        ("messages", (AIMessageChunk(content="t"), {"langgraph_node": "n"})),
+        ("checkpoints", {"values": {"a": 1}}),
+        ("custom", {"event": "tool_call", "name": "x"}),
+    ]
+    modes = normalize_modes(["updates", "values", "messages", "custom", "events"])
+    live, wire = StreamTranslator(modes, "r1"), StreamTranslator(modes, "r1")
+    for mode, chunk in chunks:
+        ev = RunEvent(GRAPH_EVENT, {"mode": mode, "chunk": chunk})
+        kind, data = encode_event(ev)
+        assert list(live.translate(ev)) == list(wire.translate(RunEvent(kind, json.loads(json.dumps(data)))))
