@@ -6,11 +6,14 @@ Figures, at 1 and 50 concurrent clients:
     per run) to the first event after `metadata` (p50 / p95 / max, milliseconds).
 Both servers run the agentrt graph on a short scripted task (plan, answer) with the JSONL saver; for
 `langgraph dev` the graph comes from langgraph.json (graph/studio.py), as in the README's Studio section.
+`agentrt-workers` is `agentrt serve` on the production-like config (Redis L2 and lease, PostgreSQL,
+fsync always) with its runs on two Celery worker processes (Redis broker), streamed back through Redis.
 The client runs in this process, on the same cores: the figures compare the servers, they are not
 the servers' ceilings. Nothing is asserted.
 
     python bench/serve.py                         # both servers, about 2-4 minutes
     python bench/serve.py --only agentrt --state-requests 2000
+    python bench/serve.py --only agentrt-workers   # needs Redis and PostgreSQL (AGENTRT_REDIS_URL, ...)
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ OFFLINE_ENV = {
     "LANGSMITH_TRACING": "false",
     "LANGCHAIN_TRACING_V2": "false",
 }
+
+
+KINDS = ("agentrt", "langgraph-dev")
 
 
 def free_port() -> int:
@@ -86,7 +92,7 @@ def server(kind: str, tmp: Path, config: Path) -> Iterator[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_"))}
     env.update(OFFLINE_ENV, PYTHONPATH=str(ROOT), AGENTRT_CONFIG=str(config))
     env.pop("AGENTRT_BASE_DIR", None)
-    if kind == "agentrt":
+    if kind.startswith("agentrt"):
         cmd = [sys.executable, "-m", "agent.cli", "serve", "--port", str(port), "--config", str(config)]
         cwd = tmp
     else:
@@ -160,10 +166,10 @@ async def state_rps(http: httpx.AsyncClient, tid: str, clients: int, total: int)
     return per * clients / (time.perf_counter() - t0)
 
 
-async def measure(url: str, args: argparse.Namespace) -> dict[str, str]:
+async def measure(url: str, args: argparse.Namespace, headers: dict[str, str] | None = None) -> dict[str, str]:
     limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
     out: dict[str, str] = {}
-    async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as http:
+    async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits, headers=headers) as http:
         tid = await finished_thread(http)
         await state_rps(http, tid, 1, 20)  # warm-up
         for clients in (1, 50):
@@ -184,20 +190,40 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, str]:
     return out
 
 
+def on_workers(tmp: Path, args: argparse.Namespace) -> dict[str, str]:
+    """The figures of `agentrt serve` whose runs go to two Celery worker processes."""
+    sys.path.insert(0, str(ROOT))
+    from tests.support.celery_drill import open_cluster
+
+    cluster = open_cluster(tmp, "redis", SCRIPT, visibility_timeout_s=3600)
+    try:
+        key = "bench-serve-workers-key-0123"
+        data = yaml.safe_load(cluster.config.read_text())
+        data["serve"] = {"api_keys": [{"key": key, "tenant_id": cluster.tenant}]}
+        cluster.config.write_text(yaml.safe_dump(data, sort_keys=False))
+        cluster.start_worker("bench", concurrency=2, hooks=False)
+        with server("agentrt-workers", tmp, cluster.config) as url:
+            return asyncio.run(measure(url, args, {"x-api-key": key}))
+    finally:
+        cluster.close()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--only", choices=["agentrt", "langgraph-dev"], help="measure one server only")
+    p.add_argument("--only", choices=[*KINDS, "agentrt-workers"], help="measure one server only")
     p.add_argument("--state-requests", type=int, default=1000, help="GET state requests at 50 clients (1/4 at 1)")
     p.add_argument("--runs", type=int, default=10, help="sequential runs for the 1-client latency")
     args = p.parse_args()
-    kinds = [args.only] if args.only else ["agentrt", "langgraph-dev"]
+    kinds = [args.only] if args.only else list(KINDS)
     results: dict[str, dict[str, str]] = {}
     for kind in kinds:
         with tempfile.TemporaryDirectory(prefix=f"bench-serve-{kind}-") as d:
             tmp = Path(d)
-            config = write_config(tmp)
-            with server(kind, tmp, config) as url:
-                results[kind] = asyncio.run(measure(url, args))
+            if kind == "agentrt-workers":
+                results[kind] = on_workers(tmp, args)
+            else:
+                with server(kind, tmp, write_config(tmp)) as url:
+                    results[kind] = asyncio.run(measure(url, args))
         print(f"{kind}: done", file=sys.stderr)
     rows = list(next(iter(results.values())))
     width = max(len(r) for r in rows)

@@ -138,6 +138,18 @@ def test_runs_execute_on_the_worker_stream_answer_cancel_and_continue(on_workers
     assert client.threads.get(tid)["status"] == "idle"
 
 
+def test_a_stateless_run_executes_on_the_worker(on_workers):
+    cluster, server = on_workers
+    client = get_sync_client(url=server.url, api_key=KEY)
+    values = client.runs.wait(None, "agentrt", input={"user_input": "Bump it once."})
+    assert values["__interrupt__"][0]["value"]["name"] == "bump_approved"
+    [thread] = client.threads.search()
+    [run] = client.runs.list(thread["thread_id"])
+    assert run["status"] == "interrupted"
+    [turn] = cluster.turns(thread["thread_id"])
+    assert turn.status is TurnStatus.PAUSED and turn.result["worker"].startswith(f"w1-{cluster.tenant}@")
+
+
 def test_the_embedded_default_runs_in_the_server(tmp_path: Path):
     with serving(make_config(tmp_path), tmp_path) as server:
         client = get_sync_client(url=server.url)
