@@ -1,4 +1,6 @@
-"""Runs in the server process: each turn goes through the AgentRunner on a thread of a bounded pool.
+"""Runs of the server: each turn goes through the AgentRunner on a thread of a bounded pool, or, with
+`serve.runs_on` naming the workers, a thread of that pool follows the turn a Celery worker runs
+(agent/serve/workers.py); both yield the same `RunEvent`s.
 
 A `RunRecord` keeps the run's `RunEvent`s in order; any number of subscribers (an SSE response,
 `join`, the page's live view) replay what they missed and then follow it, each translating the

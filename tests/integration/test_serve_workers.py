@@ -23,7 +23,7 @@ from langgraph_sdk.errors import ConflictError
 from agent.session.inbox import TurnStatus
 from tests.support.celery_drill import Cluster, open_cluster
 from tests.support.runners import make_config
-from tests.support.serve import Server, serving
+from tests.support.serve import Server, cli, serving
 
 pytestmark = pytest.mark.integration
 
@@ -148,6 +148,21 @@ def test_a_stateless_run_executes_on_the_worker(on_workers):
     assert run["status"] == "interrupted"
     [turn] = cluster.turns(thread["thread_id"])
     assert turn.status is TurnStatus.PAUSED and turn.result["worker"].startswith(f"w1-{cluster.tenant}@")
+
+
+def test_an_approval_asked_by_a_cli_run_is_answered_through_the_api_on_the_worker(on_workers, tmp_path: Path):
+    cluster, server = on_workers
+    made = cli(cluster.config, tmp_path, "run", "--json", "--tenant", cluster.tenant, "Bump it once.")
+    sid = json.loads(made.stdout)["session_id"]
+    assert json.loads(made.stdout)["status"] == "PAUSED", made.stderr
+    client = get_sync_client(url=server.url, api_key=KEY)
+    assert client.threads.get(sid)["status"] == "interrupted"
+    values = client.runs.wait(sid, "agentrt", command={"resume": {"approved": True}})
+    assert values["finish_reason"] == "completed"
+    [turn] = cluster.turns(sid)  # queued as a continuation with the decision, run by the worker
+    assert turn.resume and turn.status is TurnStatus.COMPLETED
+    assert turn.result["worker"].startswith(f"w1-{cluster.tenant}@")
+    assert cluster.redis.get(f"{cluster.keys}:bump:{sid}") == b"1"
 
 
 def test_the_embedded_default_runs_in_the_server(tmp_path: Path):
