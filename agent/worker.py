@@ -9,6 +9,10 @@ Start workers (on every machine, as many as you like; README "Running on more th
 session (another worker holds its drain lease, or a run holds its session lease) retries the task
 with a growing delay (up to 5 s); a backend outage (Redis, PostgreSQL, disk) too, until it is over.
 
+A turn submitted by `agentrt serve` is `live`: the worker publishes its events (graph chunks included)
+to Redis for the server to stream, and stops it at a step boundary when its client cancels
+(agent/live.py).
+
 SIGTERM to the worker's main process (what `docker stop` and systemd send) is Celery's warm
 shutdown: no new tasks are taken, and the running ones are told to stop at their next step boundary
 (after the node that is running); their turn is left resumable and their task requeued
