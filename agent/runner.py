@@ -145,13 +145,13 @@ class AgentRunner(RunnerCore):
         """Header, status, branches and the last entries of a session."""
         return reading.show(self, session_id, tenant_id, user_id, last)
 
-    def state(self, session_id: str, tenant_id: str | None = None) -> dict[str, Any]:
-        """The latest graph state of a session ({} if none)."""
-        return reading.state(self, session_id, tenant_id)
+    def state(self, session_id: str, tenant_id: str | None = None, branch_id: str | None = None) -> dict[str, Any]:
+        """The graph state of a session's branch (default: its current branch; {} if none)."""
+        return reading.state(self, session_id, tenant_id, branch_id)
 
-    def result(self, session_id: str, tenant_id: str | None = None) -> RunResult:
-        """Summarize the session's latest state as a RunResult."""
-        return reading.result(self, session_id, tenant_id)
+    def result(self, session_id: str, tenant_id: str | None = None, branch_id: str | None = None) -> RunResult:
+        """Summarize the state of a session's branch (default: its current branch) as a RunResult."""
+        return reading.branch_result(self, session_id, tenant_id, branch_id)
 
     def tool_result(
         self,

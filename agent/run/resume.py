@@ -11,6 +11,7 @@ from agent.errors import RecoveryBlocked, SessionError
 from agent.recovery import check_header, check_identity, compare_pins, restore_messages, step, stored_pins
 from agent.results import RunEvent, RunResult
 from agent.run.blocked import record_blocked
+from agent.run.branches import BranchHead, head
 from agent.run.drive import drive, without
 from agent.run.reading import result
 from agent.run.unfinished import approval_answered, turn_without_checkpoint
@@ -49,17 +50,22 @@ def stream_resume(
         recorder = EventRecorder(rt.manager, session, hold.token, session.last_run_id or "")
         try:
             with step("validate_identity"):  # a file recovery cannot read blocks it (e.g. format 1)
-                has_checkpoint = rt._checkpoint_doc(rt._thread(tenant, sid)) is not None
+                at = head(rt, session)  # the checkpoint of the branch being run, not the thread's newest
         except RecoveryBlocked as err:
             record_blocked(rt, session, hold.token, err)
             raise
-        if not has_checkpoint:
+        if not at.own:
             lost_first = turn_without_checkpoint(rt, session, events, "")
-            if lost_first is not None:  # the session's first turn died before its first checkpoint
-                yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_first, None, {})
+            if lost_first is not None:  # the branch's first turn died before its first checkpoint
+                yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_first, None, {}, at)
                 return
+            if at.checkpoint_id is not None:
+                raise SessionError(
+                    f"session {sid}: branch {session.current_branch_id} has not run a turn yet, so there is "
+                    f'nothing to resume; start one with `agentrt run --session {sid} "..."`'
+                )
         try:
-            doc, snap, accepted = _recover(rt, session, events, set(accept_changes))
+            doc, snap, accepted = _recover(rt, session, events, set(accept_changes), at)
         except RecoveryBlocked as err:
             record_blocked(rt, session, hold.token, err)
             raise
@@ -70,10 +76,10 @@ def stream_resume(
         pending = list(snap.next) or [t.name for t in snap.tasks]
         lost_turn = turn_without_checkpoint(rt, session, events, run_id) if not pending else None
         if lost_turn is not None:
-            yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_turn, doc, accepted)
+            yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_turn, doc, accepted, at)
             return
         if not pending:
-            yield from _finished(rt, session, events, recorder, doc, run_id)
+            yield from _finished(rt, session, events, recorder, doc, run_id, at)
             return
         answered = bool(snap.interrupts) and approval_answered(rt, tenant, sid, run_id, snap.interrupts)
         if answered and decision is not None:
@@ -104,20 +110,27 @@ def stream_resume(
         graph_input: Command[Any] | None = Command(resume=decision) if snap.interrupts and not answered else None
         if decision is not None:
             recorder.record("hitl_decision", {"run_id": run_id, **decision})
-        yield from drive(rt, graph_input, rt._config(session, run_id, hold.token), session, recorder)
+        config = rt._config(session, run_id, hold.token, **at.run_extra())
+        yield from drive(rt, graph_input, config, session, recorder)
 
 
 def _finished(
-    rt: RunnerCore, session: ChatSession, events: Any, recorder: EventRecorder, doc: dict[str, Any], run_id: str
+    rt: RunnerCore,
+    session: ChatSession,
+    events: Any,
+    recorder: EventRecorder,
+    doc: dict[str, Any],
+    run_id: str,
+    at: BranchHead,
 ) -> Iterator[RunEvent]:
     """The graph had finished: reopen a PAUSED session, close the run if its end was lost, report it."""
     if session.status is SessionStatus.PAUSED:
         rt.manager.reactivate(session)
     done = {"finished": True, "checkpoint_id": doc.get("checkpoint_id"), "run_id": run_id}
     yield RunEvent("recovered", done)
-    res = result(rt, session.session_id, session.tenant_id)
+    res = result(rt, session.session_id, session.tenant_id, at.config(session.tenant_id, session.session_id))
     res.run_id = run_id
-    _close_finished_run(rt, session, events, recorder, res)
+    _close_finished_run(rt, session, events, recorder, res, at)
     # Same object shape as `run --json`; the `recovered` event says it had finished.
     yield RunEvent("final", res.to_json())
 
@@ -130,6 +143,7 @@ def _rerun_lost_turn(
     lost: tuple[str, str],
     doc: dict[str, Any] | None,
     accepted: dict[str, Any],
+    at: BranchHead,
 ) -> Iterator[RunEvent]:
     """Run a turn that was recorded but killed before its first checkpoint (nothing of it ran)."""
     lost_run, text = lost
@@ -143,18 +157,15 @@ def _rerun_lost_turn(
     }
     recorder.record("run_resume", info)
     yield RunEvent("recovered", info)
-    extra: dict[str, Any] = {}
-    if session.context.get("fork_checkpoint_id"):
-        extra["checkpoint_id"] = session.context["fork_checkpoint_id"]
-    config = rt._config(session, lost_run, token, **extra)
+    config = rt._config(session, lost_run, token, **at.run_extra())
     yield from drive(rt, {"user_input": text}, config, session, recorder)
 
 
 def _recover(
-    rt: RunnerCore, session: ChatSession, events: Any, accept: set[str]
+    rt: RunnerCore, session: ChatSession, events: Any, accept: set[str], at: BranchHead
 ) -> tuple[dict[str, Any], Any, dict[str, Any]]:
     """Validate identity and pins, restore the state and its messages: (checkpoint doc, snapshot, re-pinned)."""
-    thread = rt._thread(session.tenant_id, session.session_id)
+    thread = at.config(session.tenant_id, session.session_id)
     with step("validate_identity"):
         doc = rt._checkpoint_doc(thread)
     if doc is None:
@@ -170,7 +181,7 @@ def _recover(
 
 
 def _close_finished_run(
-    rt: RunnerCore, session: ChatSession, events: Any, recorder: EventRecorder, res: RunResult
+    rt: RunnerCore, session: ChatSession, events: Any, recorder: EventRecorder, res: RunResult, at: BranchHead
 ) -> None:
     """A process killed after the graph's last checkpoint but before the run was closed left
     no answer on the page and the run RUNNING: write what is missing, once."""
@@ -183,8 +194,7 @@ def _close_finished_run(
         kind = "run_end" if res.status == "COMPLETED" else "run_fail"
         recorder.record(kind, {"run_id": res.run_id, "finish_reason": res.finish_reason, "error": res.error})
     session.context = without(session.context, "fork_checkpoint_id")
-    snap_config = rt.graph.get_state(rt._thread(session.tenant_id, session.session_id)).config or {}
-    cp_id = (snap_config.get("configurable") or {}).get("checkpoint_id")
+    cp_id = at.checkpoint_id
     if cp_id:
         heads = dict(session.context.get("branch_heads") or {})
         heads[session.current_branch_id] = cp_id

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.errors import ConfigError, SessionNotFound
 from agent.results import RunEvent
+from agent.run.branches import head, set_room
 from agent.run.drive import drive
 from agent.run.unfinished import refuse_unfinished
 from agent.session.session import ChatSession
@@ -38,17 +39,15 @@ def stream_turn(
         session = rt.manager.get(tenant, sid, user)
         refuse_unfinished(rt, session)
         session = rt.manager.start_turn(session)
+        set_room(session)  # saved with the run status below
         run_id = f"r-{uuid.uuid4().hex[:12]}"
         recorder = EventRecorder(rt.manager, session, hold.token, run_id)
         rt.manager.mark_run(session, run_id, "RUNNING")
         recorder.record("run_start", {"run_id": run_id, "pins": rt.pins.as_config(), "tools": list(rt.pins.tool_names)})
         rt.manager.memory.add_user_turn(session, text, run_id, hold.token)
         yield RunEvent("started", {"session_id": sid, "run_id": run_id, "tenant_id": tenant})
-        extra: dict[str, Any] = {}
-        # Kept until the run on the branch closes, so a crash before its first checkpoint resumes there.
-        fork_cp = session.context.get("fork_checkpoint_id")
-        if fork_cp:
-            extra["checkpoint_id"] = fork_cp
+        # The turn continues the branch's own checkpoint (a fresh branch: its fork point).
+        extra: dict[str, Any] = head(rt, session).run_extra()
         config = rt._config(session, run_id, hold.token, **extra)
         graph_input: dict[str, Any] = {"user_input": text}
         if skill is not None:

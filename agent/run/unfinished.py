@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import SessionError
+from agent.run.branches import head
 from agent.session.session import ChatSession
 from agent.tools.journal import JournalStatus
 
@@ -15,11 +16,16 @@ if TYPE_CHECKING:
 def refuse_unfinished(rt: RunnerCore, session: ChatSession) -> None:
     """Raise `SessionError` when the session's last run has not finished (it must be resumed first)."""
     sid = session.session_id
-    thread = rt._thread(session.tenant_id, sid)
-    snap = rt.graph.get_state(thread)
-    nodes = list(snap.next) or [t.name for t in snap.tasks]
+    # The branch being run, not the thread's newest checkpoint: a run left unfinished on the
+    # branch a fork came from stays there, and a branch not run yet starts from its fork point.
+    at = head(rt, session)
+    thread = at.config(session.tenant_id, sid)
+    nodes: list[str] = []
+    if at.own:
+        snap = rt.graph.get_state(thread)
+        nodes = list(snap.next) or [t.name for t in snap.tasks]
     if not nodes:
-        doc = rt._checkpoint_doc(thread)
+        doc = rt._checkpoint_doc(thread) if at.own else None
         events = rt.manager.jsonl.event_log(session.tenant_id, sid)
         if turn_without_checkpoint(rt, session, events, str((doc or {}).get("run_id") or "")) is not None:
             nodes = ["init"]  # a turn was recorded, then killed before its first checkpoint
