@@ -121,6 +121,9 @@ class SessionSettings(_Strict):
     user_id: str = "local"
     max_loops: int = 100
     expire_minutes: int = 7 * 24 * 60
+    room_on_end: Literal["keep", "delete"] = "keep"
+    """What `end` does with the session's sandbox rooms: keep them (a later fork or a reader still sees the
+    files) or delete them (a `sandbox_destroyed` entry each; a fork restores its room from the checkpoint)."""
 
 
 class PersistenceSettings(_Strict):

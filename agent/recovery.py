@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -41,21 +40,6 @@ PIN_REASONS = {
     "projection_digest": "message projection config changed (system prompt, planning, compression, window)",
     "surface_digest": "runtime surface changed (model or skill)",
 }
-
-
-@dataclass
-class RecoveredRun:
-    """What recovery established before the graph continues."""
-
-    session: ChatSession
-    config: dict[str, Any]
-    run_id: str
-    checkpoint_id: str
-    next_nodes: list[str]
-    state: dict[str, Any]
-    messages: list[BaseMessage]
-    accepted: dict[str, dict[str, Any]] = field(default_factory=dict)
-    interrupts: list[Any] = field(default_factory=list)
 
 
 OLD_FORMAT = "on-disk format too old"

@@ -24,8 +24,20 @@ log = logging.getLogger("agentrt.turns")
 
 # Runtime events that become entries of the session's event log (others only stream).
 RECORDED_EVENTS = frozenset(
-    {"model_call", "tool_call", "tool_result", "compression", "sandbox", "hitl_request", "hitl_decision"}
+    {
+        "model_call",
+        "tool_call",
+        "tool_result",
+        "compression",
+        "sandbox",
+        "sandbox_created",
+        "sandbox_destroyed",
+        "hitl_request",
+        "hitl_decision",
+    }
 )
+ROOM_EVENTS = {"created": "sandbox_created", "destroyed": "sandbox_destroyed"}
+"""Sandbox events (`Sandbox` callbacks, kind -> entry type) written as entries of their own type."""
 
 
 # The steps after whose checkpoint the deferred entries are committed: once per tool step (the
@@ -93,6 +105,11 @@ class EventRecorder:
     last_checkpoint_id: str | None = None
 
     def __call__(self, event_type: str, payload: dict[str, Any]) -> None:
+        if event_type == "sandbox" and payload.get("kind") in ROOM_EVENTS:
+            # A room made or removed is an entry of its own kind: readers find rooms without parsing payloads.
+            room = {k: v for k, v in payload.items() if k != "kind"}
+            event_type = ROOM_EVENTS[payload["kind"]]
+            payload = {**room, "branch_id": self.session.current_branch_id}
         if event_type in RECORDED_EVENTS:
             self.record(event_type, {**payload, "run_id": self.run_id}, defer_commit=True)
 

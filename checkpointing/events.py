@@ -67,6 +67,8 @@ EVENT_TYPES: frozenset[str] = frozenset(
         "branch_created",
         "compression",
         "sandbox",
+        "sandbox_created",
+        "sandbox_destroyed",
     }
 )
 

@@ -46,7 +46,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     s = info["session"]
     log = r.manager.jsonl.event_log(s["tenant_id"], s["session_id"])
     branch = args.branch or s["current_branch_id"]
-    for line in render(info, log, branch, r.result(s["session_id"], s["tenant_id"]).pending_approval):
+    pending = r.result(s["session_id"], s["tenant_id"], branch).pending_approval if branch in info["branches"] else []
+    for line in render(info, log, branch, pending):
         say(line)
     return 0
 
@@ -74,8 +75,11 @@ def render(info: dict[str, Any], log: Any, branch: str, pending: list[dict[str, 
         out += ["", styled("pending approval", "yellow")]
         for req in pending:
             out.append(f"  {describe(req)}  [call {req.get('tool_call_id')}]")
-        out.append(f"  approve: agentrt resume {sid} --approve")
-        out.append(f'  reject:  agentrt resume {sid} --reject --reason "..."')
+        if branch == s["current_branch_id"]:
+            out.append(f"  approve: agentrt resume {sid} --approve")
+            out.append(f'  reject:  agentrt resume {sid} --reject --reason "..."')
+        else:
+            out.append(f"  left on branch {branch}, which is not the current branch: it is never resumed")
     return out
 
 

@@ -184,6 +184,8 @@ class SessionFacts:
     """What the session's outbox says a layer still owes ("SQL messages", ...), or why it is unreadable."""
     hidden: bool = False
     """The caller named a user who does not own the session: nothing of it may be shown."""
+    checkpoint_id: str | None = None
+    """The current branch's checkpoint (None: the thread's newest; see `agent.run.branches`)."""
 
     def owner(self) -> str | None:
         """The session's user, from the session document or else the event-log header."""
@@ -222,8 +224,20 @@ class SessionFacts:
         return list(reversed(out))
 
     def thread(self) -> Any:
-        """The LangGraph thread config of the session."""
-        return {"configurable": {"thread_id": self.session_id, "tenant_id": self.tenant_id}}
+        """The LangGraph config of the session's current branch checkpoint (the thread's newest if unknown)."""
+        conf: dict[str, Any] = {"thread_id": self.session_id, "tenant_id": self.tenant_id}
+        if self.checkpoint_id is not None:
+            conf["checkpoint_id"] = self.checkpoint_id
+        return {"configurable": conf}
+
+    def fork_point(self) -> str | None:
+        """The checkpoint the current branch was forked from, per its `branch_created` entry."""
+        branch = self.session.current_branch_id if self.session else "main"
+        first = next((e for e in self.entries() if e.get("branch_id") == branch), None)
+        if first is None or first.get("type") != "branch_created":
+            return None
+        cp = (first.get("payload") or {}).get("checkpoint_id")
+        return str(cp) if cp else None
 
 
 SESSION_LOGS = ("events.jsonl", "journal.jsonl", "outbox.jsonl", "inbox.jsonl")
@@ -303,6 +317,13 @@ def _load_checkpoint(facts: SessionFacts) -> None:
     # Reads never modify files (format 2), so the real files are read in place, damaged or not. A
     # fresh saver, not the runner's: its in-memory index must not hide damage done after it was built.
     saver, graph = _fresh_reader(facts)
+    if facts.session is not None:
+        from agent.run.branches import head_of
+
+        try:  # the checkpoint of the branch the session is on, not the thread's newest
+            facts.checkpoint_id = head_of(saver, facts.session, fork_point=facts.fork_point()).checkpoint_id
+        except Exception:  # an unreadable checkpoint log is reported by the reads below
+            facts.checkpoint_id = None
     get_document = getattr(saver, "get_document", None)
     read = get_document if get_document is not None else facts.runner._checkpoint_doc
     _read_state(facts, partial(read, facts.thread()), graph)

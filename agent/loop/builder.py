@@ -139,7 +139,8 @@ class RuntimeBuilder:
         room = self.room_dir(tenant, session_id, branch_id)
         manifest = state.get("sandbox_manifest") or {}
         empty = not room.exists() or not any(room.iterdir())
-        room.mkdir(parents=True, exist_ok=True)
+        room.parent.mkdir(parents=True, exist_ok=True)
+        # The Sandbox makes a missing room itself and reports it (a `sandbox_created` entry).
         sandbox = Sandbox(room, blobs=self.blobs, on_event=self._sandbox_event(session_id))
         if empty and manifest:
             sandbox.restore(manifest)

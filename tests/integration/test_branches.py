@@ -72,3 +72,41 @@ def test_fork_continues_from_the_entry_and_leaves_the_original_alone(tmp_path: P
     main_path = branch_runner.manager.jsonl.event_log("default", sid).projection(leaf_main)
     texts = [e.payload.get("content") for e in main_path if e.type in ("user_turn", "assistant_message")]
     assert texts == ["turn one", "one", "turn two", "two"]
+
+
+def test_end_with_room_on_end_delete_removes_every_room_and_a_fork_restores_its_own(tmp_path: Path) -> None:
+    """`session.room_on_end: delete`: end removes workspace/ and rooms/<b>/ (a sandbox_destroyed entry
+    each); a later fork's room comes back from the fork point's manifest (a sandbox_created entry)."""
+    runner = AgentRunner.from_config(make_config(tmp_path, MAIN, session={"room_on_end": "delete"}))
+    sid = runner.run("turn one").session_id
+    runner.run("turn two", session_id=sid)
+    log = runner.manager.jsonl.event_log("default", sid)
+    answer_one = next(e for e in log.entries() if e.type == "assistant_message" and e.payload["content"] == "one")
+    runner.end(sid)
+    session_dir = runner.session_dir("default", sid)
+    assert not (session_dir / "workspace").exists()
+    destroyed = [e.payload for e in log.entries() if e.type == "sandbox_destroyed"]
+    assert [d["room_id"] for d in destroyed] == ["workspace"]
+
+    fork = runner.fork(sid, answer_one.id)
+    room = session_dir / "rooms" / fork["branch_id"]
+    assert (room / "a.txt").read_text() == "v1" and not (room / "b.txt").exists()
+    created = [e for e in log.entries() if e.type == "sandbox_created"]
+    assert created[-1].branch_id == fork["branch_id"] and created[-1].payload["files"] == 1
+    assert runner.manager.get("default", sid).room_id == fork["branch_id"] == fork["room_id"]
+    (tmp_path / "branch").mkdir()
+    branch_runner = AgentRunner.from_config(
+        make_config(
+            tmp_path / "branch",
+            BRANCH,
+            persistence={"base_dir": str(tmp_path / "agentrt")},
+            session={"room_on_end": "delete"},
+        )
+    )
+    assert branch_runner.run("turn three", session_id=sid).answer == "three"
+    branch_runner.end(sid)
+    assert not room.exists()
+    assert {e.payload["room_id"] for e in log.entries() if e.type == "sandbox_destroyed"} == {
+        "workspace",
+        fork["branch_id"],
+    }

@@ -1,0 +1,116 @@
+"""RunnerCore: what every part of a run shares: ids, run config, and the graph / saver / lease wiring."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph.state import CompiledStateGraph
+
+from agent import faults
+from agent.config import AgentSettings
+from agent.errors import ConfigError
+from agent.loop.builder import RuntimeBuilder
+from agent.loop.models import build_chat_model
+from agent.loop.surface import compute_pins, skills_digest
+from agent.results import RunEvent
+from agent.run.drive import translate
+from agent.services import build_lease, build_manager, build_saver
+from agent.session.manager import ChatSessionManager
+from agent.session.session import ChatSession
+from agent.tools.registry import build_toolset, toolset_descriptor
+from agent.turns import EventRecorder
+from checkpointing.blobs import BlobStore
+from checkpointing.errors import InvalidIdError
+from checkpointing.ids import validate_id
+from graph.build import GRAPH_VERSION, build_graph
+from graph.state import SCHEMA_VERSION
+
+
+class RunnerCore:
+    """The wiring of a runner: settings, toolset, saver, compiled graph, lease, session manager, pins."""
+
+    def __init__(self, settings: AgentSettings, saver: BaseCheckpointSaver | None = None) -> None:
+        faults.install()
+        self.settings = settings
+        self.tools = build_toolset(settings.tools)
+        self.toolset = toolset_descriptor(self.tools)
+        build_chat_model(settings.model)  # fail early on a bad model config / missing script
+        self.blobs = BlobStore(settings.base_dir)
+        self.saver = saver if saver is not None else build_saver(settings)
+        self.graph: CompiledStateGraph[Any, Any, Any, Any] = build_graph(self.saver)
+        self.lease = build_lease(settings)
+        self._manager: ChatSessionManager | None = None
+        self.builder = RuntimeBuilder(settings, self.tools, self.blobs)
+        self.pins = compute_pins(settings, self.toolset, GRAPH_VERSION, skill=skills_digest(self.builder.skills))
+
+    @property
+    def manager(self) -> ChatSessionManager:
+        """The session manager (opened on first use, so a bad input fails before touching storage)."""
+        if self._manager is None:
+            self._manager = build_manager(self.settings)
+        return self._manager
+
+    def session_dir(self, tenant_id: str, session_id: str) -> Path:
+        """`base_dir/tenants/<tenant>/sessions/<session>`."""
+        return self.settings.base_dir / "tenants" / tenant_id / "sessions" / session_id
+
+    def _ids(self, session_id: str | None, tenant_id: str | None, user_id: str | None) -> tuple[str, str | None, str]:
+        """(tenant, user, session id) checked; a fresh session id when none is given."""
+        try:
+            tenant = validate_id(tenant_id or self.settings.session.tenant_id, "tenant id")
+            user = validate_id(user_id, "user id") if user_id else None
+            sid = validate_id(session_id or f"s-{uuid.uuid4().hex[:16]}", "session id")
+        except InvalidIdError as err:
+            raise ConfigError(str(err)) from None
+        return tenant, user, sid
+
+    def _config(self, session: ChatSession, run_id: str, token: int | None, **extra: Any) -> RunnableConfig:
+        """The LangGraph config of one run: thread, run identity, fencing token and the pins."""
+        conf = {
+            "thread_id": session.session_id,
+            "tenant_id": session.tenant_id,
+            "run_id": run_id,
+            "agent_id": session.agent_id,
+            "branch_id": session.current_branch_id,
+            "turn": session.loop_count,
+            "fencing_token": token,
+            "state_schema_version": SCHEMA_VERSION,
+            **self.pins.as_config(),
+            **extra,
+        }
+        return {"configurable": conf, "recursion_limit": max(60, self.settings.loop.max_iterations * 8)}
+
+    def _thread(self, tenant: str, sid: str) -> RunnableConfig:
+        """The config that names a session's thread (its newest checkpoint)."""
+        return {"configurable": {"thread_id": sid, "tenant_id": tenant}}
+
+    def _checkpoint_doc(self, thread: RunnableConfig) -> dict[str, Any] | None:
+        """The newest checkpoint's stored document (identity, pins), from any saver; None if none."""
+        get_document = getattr(self.saver, "get_document", None)
+        if get_document is not None:
+            doc: dict[str, Any] | None = get_document(thread)
+            return doc
+        tup = self.saver.get_tuple(thread)
+        if tup is None:
+            return None
+        meta = dict(tup.metadata or {})
+        conf = tup.config.get("configurable") or {}
+        return {
+            "checkpoint_id": conf.get("checkpoint_id"),
+            "tenant_id": meta.get("tenant_id", thread["configurable"]["tenant_id"]),
+            "agent_id": meta.get("agent_id"),
+            "branch_id": meta.get("branch_id"),
+            "run_id": meta.get("run_id"),
+            "graph_version": meta.get("graph_version"),
+            "metadata": meta,
+            "runtime_snapshot": {k: meta.get(k) for k in ("surface_digest", "toolset_hash")},
+        }
+
+    def _translate(self, mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEvent]:
+        """One graph stream chunk as RunEvents (a subclass may add its own, see `ServeRunner`)."""
+        return translate(mode, chunk, recorder)

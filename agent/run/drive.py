@@ -1,0 +1,128 @@
+"""Driving the graph for one run, turning its stream chunks into `RunEvent`s, and closing the run."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import StreamMode
+
+from agent.results import RunEvent, RunResult
+from agent.run.reading import result
+from agent.session.session import ChatSession
+from agent.turns import EventRecorder
+from graph.context import AgentContext
+
+if TYPE_CHECKING:
+    from agent.run.core import RunnerCore
+
+log = logging.getLogger("agentrt.runner")
+STREAM_MODES: list[StreamMode] = ["updates", "custom", "messages", "checkpoints"]
+
+
+def drive(
+    rt: RunnerCore, graph_input: Any, config: RunnableConfig, session: ChatSession, recorder: EventRecorder
+) -> Iterator[RunEvent]:
+    """Stream the graph to its end or pause (checkpoints synced per step), then close the run: `final` last."""
+    conf = config["configurable"]
+    rt.builder.attach(session.session_id, recorder)
+    try:
+        # The nodes get this run's LoopRuntime through LangGraph's context (built by init).
+        context = AgentContext(rt.builder)
+        for mode, chunk in rt.graph.stream(
+            graph_input, config, context=context, stream_mode=STREAM_MODES, durability="sync"
+        ):
+            yield from rt._translate(mode, chunk, recorder)
+    except BaseException as err:
+        if not isinstance(err, GeneratorExit):
+            recorder.record("run_fail", {"run_id": conf["run_id"], "error": f"{type(err).__name__}: {err}"})
+            session.context = without(session.context, "fork_checkpoint_id")
+            rt.manager.mark_run(session, conf["run_id"], "FAILED")
+        raise
+    finally:
+        rt.builder.detach(session.session_id)
+        _commit_quietly(recorder)
+    res = result(rt, session.session_id, session.tenant_id)
+    res.run_id = conf["run_id"]
+    finish(rt, session, recorder, res)
+    yield RunEvent("final", res.to_json())
+
+
+def translate(mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEvent]:
+    """One chunk of `graph.stream` (in `STREAM_MODES`) as RunEvents; interrupts and node ends are recorded."""
+    if mode == "updates":
+        for node, update in (chunk or {}).items():
+            if node == "__interrupt__":
+                values = [getattr(i, "value", i) for i in (update or ())]
+                for value in values:
+                    recorder.record("hitl_request", {"run_id": recorder.run_id, **jsonable_dict(value)})
+                yield RunEvent("interrupt", {"requests": values})
+                continue
+            recorder.node_done(node)
+            data: dict[str, Any] = {"node": node}
+            if isinstance(update, dict):
+                data["keys"] = sorted(update)
+                if "task_todo_list" in update:
+                    yield RunEvent("todo", {"todos": update["task_todo_list"]})
+            yield RunEvent("node", data)
+    elif mode == "checkpoints":
+        cp_id = chunk["config"]["configurable"]["checkpoint_id"]
+        recorder.checkpoint(cp_id, list(chunk.get("next") or []))
+    elif mode == "custom":
+        payload = dict(chunk) if isinstance(chunk, dict) else {"value": chunk}
+        yield RunEvent(str(payload.pop("event", "custom")), payload)
+    elif mode == "messages":
+        msg, meta = chunk
+        if getattr(msg, "type", "") == "AIMessageChunk" and isinstance(msg.content, str) and msg.content:
+            yield RunEvent("token", {"text": msg.content, "node": meta.get("langgraph_node")})
+
+
+def finish(rt: RunnerCore, session: ChatSession, recorder: EventRecorder, res: RunResult) -> None:
+    """Write the run's closing entry (and the answer on the page), the branch head, and the run status."""
+    token = recorder.token
+    if res.status == "COMPLETED":
+        rt.manager.memory.add_assistant_message(session, res.answer, res.run_id, token)
+        recorder.record("run_end", {"run_id": res.run_id, "finish_reason": res.finish_reason})
+    elif res.status == "PAUSED":
+        recorder.record("run_pause", {"run_id": res.run_id, "reason": "awaiting human approval"})
+    else:
+        recorder.record("run_fail", {"run_id": res.run_id, "finish_reason": res.finish_reason, "error": res.error})
+    session.context = without(session.context, "fork_checkpoint_id")
+    if rt.settings.datasets and rt.builder.datasets_loaded(session.tenant_id, session.session_id):
+        session.dataset_list = [d.name for d in rt.settings.datasets]
+        session.datasets_loaded = True
+    heads = dict(session.context.get("branch_heads") or {})
+    if recorder.last_checkpoint_id:
+        heads[session.current_branch_id] = recorder.last_checkpoint_id
+    session.context = {**session.context, "branch_heads": heads}
+    rt.manager.mark_run(session, res.run_id, res.status)
+
+
+def _commit_quietly(recorder: EventRecorder) -> None:
+    """Make the run's deferred event entries durable however the drive ended (never masks its error)."""
+    try:
+        recorder.commit()
+    except Exception as err:
+        log.warning("could not sync the event log of %s: %s", recorder.session.session_id, err)
+
+
+def without(context: dict[str, Any], key: str) -> dict[str, Any]:
+    """`context` minus `key` (a new dict: the session's field is replaced, never mutated)."""
+    return {k: v for k, v in context.items() if k != key}
+
+
+def jsonable_dict(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else `{"value": repr(value)}`."""
+    return value if isinstance(value, dict) and isinstance(jsonable(value), dict) else {"value": repr(value)}
+
+
+def jsonable(value: Any) -> Any:
+    """`value` when JSON can encode it, else its repr."""
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)

@@ -1,0 +1,120 @@
+"""Pause, end and fork as session operations, each under the session lease."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableConfig
+
+from agent.errors import ConfigError
+from agent.run.branches import room_id, set_room
+from agent.session.session import ChatSession
+from agent.tools.sandbox.room import Sandbox
+from agent.turns import SessionHold
+
+if TYPE_CHECKING:
+    from agent.run.core import RunnerCore
+
+
+def pause(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | None) -> ChatSession:
+    """Mark the session PAUSED: plain turns are refused until `resume` (or end + fork)."""
+    tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
+    with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:  # LeaseHeld while a run is going
+        session = rt.manager.pause(tenant, sid, user)
+        rt.manager.record(session, "run_pause", {"reason": "paused by the user"}, fencing_token=hold.token)
+        return rt.manager.save(session)
+
+
+def end(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | None) -> ChatSession:
+    """Mark the session ENDED (no new turns; forking a branch reopens it); rooms per `session.room_on_end`."""
+    tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
+    with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:
+        session = rt.manager.end(tenant, sid, user)
+        rt.manager.record(session, "run_end", {"session_ended": True}, fencing_token=hold.token)
+        if rt.settings.session.room_on_end == "delete":
+            remove_rooms(rt, session, hold.token, "session ended (session.room_on_end: delete)")
+        return rt.manager.save(session)
+
+
+def fork(
+    rt: RunnerCore, session_id: str, from_entry_id: str, tenant_id: str | None, user_id: str | None
+) -> dict[str, Any]:
+    """Start a branch at an earlier entry; the next turn continues from that entry's checkpoint."""
+    tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
+    with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:  # not while a run is going
+        session = rt.manager.get(tenant, sid, user)
+        events = rt.manager.jsonl.event_log(tenant, sid)
+        if not events.has(from_entry_id):
+            raise ConfigError(f"entry {from_entry_id} is not in session {sid}; see `agentrt show {sid}` for entry ids")
+        checkpoint_id = None
+        for entry in events.path_to_root(from_entry_id, types=frozenset({"node_end"})):  # nearest first
+            checkpoint_id = (entry.payload or {}).get("checkpoint_id")
+            if checkpoint_id:
+                break
+        if checkpoint_id is None:
+            raise ConfigError(
+                f"entry {from_entry_id} comes before the session's first checkpoint, so there is no state to branch "
+                "from: fork from a later entry, or start a new session"
+            )
+        fork_config: RunnableConfig = {
+            "configurable": {"thread_id": sid, "tenant_id": tenant, "checkpoint_id": checkpoint_id}
+        }
+        pin = getattr(rt.saver, "pin", None)
+        if pin is not None:  # before the branch exists: its fork point must outlive retention
+            pin(fork_config)
+        manifest = dict(rt.graph.get_state(fork_config).values.get("sandbox_manifest") or {})
+        branch_id = rt.manager.fork(session, from_entry_id, extra={"checkpoint_id": checkpoint_id})
+        points = dict(session.context.get("fork_points") or {})
+        points[branch_id] = checkpoint_id
+        session.context = {**session.context, "fork_checkpoint_id": checkpoint_id, "fork_points": points}
+        # The run that was going on the branch forked from (paused, failed, lost) belongs to that
+        # branch: it is never resumed onto this one.
+        session.last_run_id = None
+        session.last_run_status = None
+        set_room(session)
+        rt.manager.save(session)
+        make_room(rt, session, manifest, checkpoint_id, hold.token)
+        rt.manager.save(session)
+        return {
+            "session_id": sid,
+            "branch_id": branch_id,
+            "from_entry_id": from_entry_id,
+            "checkpoint_id": checkpoint_id,
+            "room_id": session.room_id,
+        }
+
+
+def make_room(
+    rt: RunnerCore, session: ChatSession, manifest: dict[str, str], checkpoint_id: str, token: int | None
+) -> None:
+    """Make the current branch's room: the fork point's files, written aside and renamed into place.
+
+    A process killed before the rename leaves no room, and the branch's first turn fills it from
+    the same checkpoint (`RuntimeBuilder.sandbox`), so the room is never half made.
+    """
+    tenant, sid, branch = session.tenant_id, session.session_id, session.current_branch_id
+    room = rt.builder.room_dir(tenant, sid, branch)
+    if room.exists():
+        return
+    tmp = room.parent / f".making-{room.name}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    sandbox = Sandbox(tmp, blobs=rt.blobs)
+    if manifest:
+        sandbox.restore(manifest)
+    os.replace(tmp, room)
+    payload = {"room_id": room_id(branch), "branch_id": branch, "files": len(manifest), "checkpoint_id": checkpoint_id}
+    rt.manager.record(session, "sandbox_created", payload, fencing_token=token)
+
+
+def remove_rooms(rt: RunnerCore, session: ChatSession, token: int | None, reason: str) -> None:
+    """Delete every sandbox room of the session, one `sandbox_destroyed` entry each."""
+    events = rt.manager.jsonl.event_log(session.tenant_id, session.session_id)
+    for branch in sorted(events.branches()):
+        room = rt.builder.room_dir(session.tenant_id, session.session_id, branch)
+        if not room.exists():
+            continue
+        shutil.rmtree(room)
+        payload = {"room_id": room_id(branch), "branch_id": branch, "reason": reason}
+        rt.manager.record(session, "sandbox_destroyed", payload, fencing_token=token)

@@ -1,0 +1,148 @@
+"""Reading sessions: list, show, graph state, result, archived tool results."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableConfig
+
+from agent.errors import SessionNotFound
+from agent.loop.tool_results import ToolResultSlice, ToolResultStore
+from agent.results import RunResult, result_from_snapshot
+from agent.run.branches import branch_pages, fork_point_of, head, room_id
+from agent.session.session import ChatSession
+from checkpointing.events import EventLog
+
+if TYPE_CHECKING:
+    from agent.run.core import RunnerCore
+
+
+def sessions(rt: RunnerCore, tenant_id: str | None, user_id: str | None) -> list[ChatSession]:
+    """The tenant's sessions (only the user's when given)."""
+    tenant, user, _ = rt._ids(None, tenant_id, user_id)
+    return rt.manager.list(tenant, user)
+
+
+def show(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | None, last: int) -> dict[str, Any]:
+    """Header, status, branches and the last entries of a session."""
+    tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
+    session = rt.manager.get(tenant, sid, user)
+    events = rt.manager.jsonl.event_log(tenant, sid)
+    at = head(rt, session)  # the current branch's checkpoint, not the thread's newest
+    snap = rt.graph.get_state(at.config(tenant, sid))
+    return {
+        "session": session.to_dict(),
+        "header": events.header(),
+        "branches": events.branches(),
+        "branch_info": branch_info(rt, session, events),
+        "checkpoint": {
+            "checkpoint_id": (snap.config.get("configurable") or {}).get("checkpoint_id") if snap.config else None,
+            "next": list(snap.next),
+            "branch_id": session.current_branch_id,
+        },
+        "entries": [
+            {
+                "id": e.id,
+                "parent_id": e.parent_id,
+                "branch_id": e.branch_id,
+                "type": e.type,
+                "ts": e.ts,
+                "summary": _summary(e.payload),
+            }
+            for e in events.last(last)
+        ],
+    }
+
+
+def state(rt: RunnerCore, session_id: str, tenant_id: str | None, branch_id: str | None = None) -> dict[str, Any]:
+    """The graph state of a session's branch (default: its current one; {} if none)."""
+    tenant = tenant_id or rt.settings.session.tenant_id
+    thread = _branch_thread(rt, tenant, session_id, branch_id)
+    return {} if thread is None else dict(rt.graph.get_state(thread).values or {})
+
+
+def result(rt: RunnerCore, session_id: str, tenant_id: str | None, config: RunnableConfig | None = None) -> RunResult:
+    """The state at `config` (default: the thread's newest checkpoint) summarized as a RunResult."""
+    tenant = tenant_id or rt.settings.session.tenant_id
+    return result_from_snapshot(session_id, rt.graph.get_state(config or rt._thread(tenant, session_id)))
+
+
+def branch_result(rt: RunnerCore, session_id: str, tenant_id: str | None, branch_id: str | None) -> RunResult:
+    """The state of a session's branch (default: its current one) summarized as a RunResult."""
+    tenant = tenant_id or rt.settings.session.tenant_id
+    thread = _branch_thread(rt, tenant, session_id, branch_id)
+    if thread is None:
+        return RunResult(session_id=session_id, run_id="", answer="", status="UNKNOWN", finish_reason=None)
+    return result(rt, session_id, tenant, thread)
+
+
+def _branch_thread(rt: RunnerCore, tenant: str, session_id: str, branch_id: str | None) -> RunnableConfig | None:
+    """The config of a branch's checkpoint; None when the branch has none (the thread's newest is another's)."""
+    try:
+        session = rt.manager.get(tenant, session_id)
+    except SessionNotFound:  # a thread without a session record (e.g. a bare saver): its newest checkpoint
+        return rt._thread(tenant, session_id)
+    branch = branch_id or session.current_branch_id
+    events = rt.manager.jsonl.event_log(tenant, session_id)
+    at = head(rt, session, branch, fork_point_of(events, branch))
+    if at.checkpoint_id is None and not at.latest:
+        return None
+    return at.config(tenant, session_id)
+
+
+def branch_info(rt: RunnerCore, session: ChatSession, events: EventLog) -> list[dict[str, Any]]:
+    """Each branch: where it forked, its room, its checkpoint and its page history (from the log alone)."""
+    pages = branch_pages(events)
+    counts: dict[str, int] = {}
+    for e in events.raw_entries():
+        counts[e["branch_id"]] = counts.get(e["branch_id"], 0) + 1
+    out = []
+    for branch, leaf in events.branches().items():
+        created = _branch_created(events, branch)
+        at = head(rt, session, branch, (created or {}).get("checkpoint_id"))
+        out.append(
+            {
+                "branch_id": branch,
+                "current": branch == session.current_branch_id,
+                "leaf_entry_id": leaf,
+                "from_entry_id": (created or {}).get("from_entry_id"),
+                "from_branch_id": (created or {}).get("from_branch_id"),
+                "room_id": room_id(branch),
+                "checkpoint_id": at.checkpoint_id,
+                "entries": counts.get(branch, 0),
+                "page": pages.get(branch, []),
+            }
+        )
+    return out
+
+
+def _branch_created(events: EventLog, branch: str) -> dict[str, Any] | None:
+    for e in events.raw_entries():
+        if e.get("branch_id") == branch:
+            return dict(events.entry(e["id"]).payload) if e.get("type") == "branch_created" else None
+    return None
+
+
+def tool_result(
+    rt: RunnerCore,
+    session_id: str,
+    tool_call_id: str,
+    offset: int,
+    limit: int,
+    tenant_id: str | None,
+    user_id: str | None,
+) -> ToolResultSlice:
+    """A page of an archived tool result of a session (what `read_tool_result` gives the model)."""
+    tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
+    rt.manager.get(tenant, sid, user)  # tenant/user check
+    entries = list(state(rt, sid, tenant).get("tool_result_store") or [])
+    return ToolResultStore.from_entries(entries, rt.blobs).read(tool_call_id, offset, limit)
+
+
+def _summary(payload: Mapping[str, Any] | None) -> str:
+    if not payload:
+        return ""
+    text = json.dumps({k: v for k, v in payload.items() if k != "content"}, ensure_ascii=False, default=str)
+    return text if len(text) <= 160 else text[:157] + "..."

@@ -1,0 +1,202 @@
+"""Resume: the ordered recovery of seed §5, then continue, re-run or close the stopped run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from langgraph.types import Command
+
+from agent.errors import RecoveryBlocked, SessionError
+from agent.recovery import check_header, check_identity, compare_pins, restore_messages, step, stored_pins
+from agent.results import RunEvent, RunResult
+from agent.run.blocked import record_blocked
+from agent.run.branches import BranchHead, head
+from agent.run.drive import drive, without
+from agent.run.reading import result
+from agent.run.unfinished import approval_answered, turn_without_checkpoint
+from agent.session.session import ChatSession, SessionStatus
+from agent.turns import EventRecorder, SessionHold
+
+if TYPE_CHECKING:
+    from agent.run.core import RunnerCore
+
+PIN_STEPS = ("state_schema_version", "graph_version")
+SURFACE_PINS = ("tool_shape_hash", "permissions_hash", "toolset_hash", "projection_digest", "surface_digest")
+
+
+def stream_resume(
+    rt: RunnerCore,
+    session_id: str,
+    tenant_id: str | None,
+    user_id: str | None,
+    decision: dict[str, Any] | None,
+    accept_changes: tuple[str, ...] | list[str],
+    operator: str | None,
+    reason: str | None,
+) -> Iterator[RunEvent]:
+    """`resume` as a stream: a `recovered` event first, then the run's events, then `final`."""
+    tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
+    session = rt.manager.get(tenant, sid, user)
+    events = rt.manager.jsonl.event_log(tenant, sid)
+    try:
+        with step("read_header"):
+            header = events.header()
+        check_header(header, session)
+    except RecoveryBlocked as err:
+        record_blocked(rt, session, None, err)
+        raise
+    with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:
+        recorder = EventRecorder(rt.manager, session, hold.token, session.last_run_id or "")
+        try:
+            with step("validate_identity"):  # a file recovery cannot read blocks it (e.g. format 1)
+                at = head(rt, session)  # the checkpoint of the branch being run, not the thread's newest
+        except RecoveryBlocked as err:
+            record_blocked(rt, session, hold.token, err)
+            raise
+        if not at.own:
+            lost_first = turn_without_checkpoint(rt, session, events, "")
+            if lost_first is not None:  # the branch's first turn died before its first checkpoint
+                yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_first, None, {}, at)
+                return
+            if at.checkpoint_id is not None:
+                raise SessionError(
+                    f"session {sid}: branch {session.current_branch_id} has not run a turn yet, so there is "
+                    f'nothing to resume; start one with `agentrt run --session {sid} "..."`'
+                )
+        try:
+            doc, snap, accepted = _recover(rt, session, events, set(accept_changes), at)
+        except RecoveryBlocked as err:
+            record_blocked(rt, session, hold.token, err)
+            raise
+        run_id = str(doc.get("run_id") or session.last_run_id or "main")
+        recorder.run_id = run_id
+        # A step whose writes were saved but whose checkpoint was not (crash between
+        # put_writes and put) has no `next` yet still a task: only no task at all is finished.
+        pending = list(snap.next) or [t.name for t in snap.tasks]
+        lost_turn = turn_without_checkpoint(rt, session, events, run_id) if not pending else None
+        if lost_turn is not None:
+            yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_turn, doc, accepted, at)
+            return
+        if not pending:
+            yield from _finished(rt, session, events, recorder, doc, run_id, at)
+            return
+        answered = bool(snap.interrupts) and approval_answered(rt, tenant, sid, run_id, snap.interrupts)
+        if answered and decision is not None:
+            raise SessionError(
+                f"session {sid}: the pending approval was already answered before the run stopped; "
+                f"resume without --approve/--reject (`agentrt resume {sid}`)"
+            )
+        if snap.interrupts and decision is None and not answered:
+            raise SessionError(f"session {sid} is waiting for a human decision: resume with --approve or --reject")
+        if session.status is SessionStatus.PAUSED:
+            rt.manager.reactivate(session)
+        if accepted:
+            recorder.record(
+                "recovery_override",
+                {"run_id": run_id, "accepted": accepted, "operator": operator or session.user_id, "reason": reason},
+            )
+        replayed = rt.builder.journal(tenant, sid, hold.token).completed_count(run_id)
+        info = {
+            "checkpoint_id": doc.get("checkpoint_id"),
+            "next_nodes": pending,
+            "run_id": run_id,
+            "journal_completed": replayed,
+            "accepted": accepted,
+        }
+        recorder.record("run_resume", info)
+        yield RunEvent("recovered", info)
+        rt.manager.mark_run(session, run_id, "RUNNING")
+        graph_input: Command[Any] | None = Command(resume=decision) if snap.interrupts and not answered else None
+        if decision is not None:
+            recorder.record("hitl_decision", {"run_id": run_id, **decision})
+        config = rt._config(session, run_id, hold.token, **at.run_extra())
+        yield from drive(rt, graph_input, config, session, recorder)
+
+
+def _finished(
+    rt: RunnerCore,
+    session: ChatSession,
+    events: Any,
+    recorder: EventRecorder,
+    doc: dict[str, Any],
+    run_id: str,
+    at: BranchHead,
+) -> Iterator[RunEvent]:
+    """The graph had finished: reopen a PAUSED session, close the run if its end was lost, report it."""
+    if session.status is SessionStatus.PAUSED:
+        rt.manager.reactivate(session)
+    done = {"finished": True, "checkpoint_id": doc.get("checkpoint_id"), "run_id": run_id}
+    yield RunEvent("recovered", done)
+    res = result(rt, session.session_id, session.tenant_id, at.config(session.tenant_id, session.session_id))
+    res.run_id = run_id
+    _close_finished_run(rt, session, events, recorder, res, at)
+    # Same object shape as `run --json`; the `recovered` event says it had finished.
+    yield RunEvent("final", res.to_json())
+
+
+def _rerun_lost_turn(
+    rt: RunnerCore,
+    session: ChatSession,
+    recorder: EventRecorder,
+    token: int | None,
+    lost: tuple[str, str],
+    doc: dict[str, Any] | None,
+    accepted: dict[str, Any],
+    at: BranchHead,
+) -> Iterator[RunEvent]:
+    """Run a turn that was recorded but killed before its first checkpoint (nothing of it ran)."""
+    lost_run, text = lost
+    recorder.run_id = lost_run
+    info = {
+        "checkpoint_id": (doc or {}).get("checkpoint_id"),
+        "next_nodes": ["init"],
+        "run_id": lost_run,
+        "journal_completed": 0,
+        "accepted": accepted,
+    }
+    recorder.record("run_resume", info)
+    yield RunEvent("recovered", info)
+    config = rt._config(session, lost_run, token, **at.run_extra())
+    yield from drive(rt, {"user_input": text}, config, session, recorder)
+
+
+def _recover(
+    rt: RunnerCore, session: ChatSession, events: Any, accept: set[str], at: BranchHead
+) -> tuple[dict[str, Any], Any, dict[str, Any]]:
+    """Validate identity and pins, restore the state and its messages: (checkpoint doc, snapshot, re-pinned)."""
+    thread = at.config(session.tenant_id, session.session_id)
+    with step("validate_identity"):
+        doc = rt._checkpoint_doc(thread)
+    if doc is None:
+        raise SessionError(f"session {session.session_id} has no checkpoint: there is nothing to resume")
+    check_identity(doc, session, rt.settings.session.agent_id, set(events.branches()) | {"main"})
+    found = stored_pins(doc)
+    accepted = compare_pins(found, rt.pins, accept, PIN_STEPS)
+    with step("restore_state"):
+        snap = rt.graph.get_state(thread)
+    accepted |= compare_pins(found, rt.pins, accept, SURFACE_PINS)
+    restore_messages(dict(snap.values or {}))
+    return doc, snap, accepted
+
+
+def _close_finished_run(
+    rt: RunnerCore, session: ChatSession, events: Any, recorder: EventRecorder, res: RunResult, at: BranchHead
+) -> None:
+    """A process killed after the graph's last checkpoint but before the run was closed left
+    no answer on the page and the run RUNNING: write what is missing, once."""
+    if session.last_run_status == res.status and session.last_run_id == res.run_id:
+        return
+    done = {e.type for e in events.entries() if (e.payload or {}).get("run_id") == res.run_id}
+    if res.status == "COMPLETED" and "assistant_message" not in done:
+        rt.manager.memory.add_assistant_message(session, res.answer, res.run_id, recorder.token)
+    if not done & {"run_end", "run_fail"}:
+        kind = "run_end" if res.status == "COMPLETED" else "run_fail"
+        recorder.record(kind, {"run_id": res.run_id, "finish_reason": res.finish_reason, "error": res.error})
+    session.context = without(session.context, "fork_checkpoint_id")
+    cp_id = at.checkpoint_id
+    if cp_id:
+        heads = dict(session.context.get("branch_heads") or {})
+        heads[session.current_branch_id] = cp_id
+        session.context = {**session.context, "branch_heads": heads}
+    rt.manager.mark_run(session, res.run_id, res.status)
