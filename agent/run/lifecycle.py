@@ -61,4 +61,5 @@ def fork(
             "branch_id": branch_id,
             "from_entry_id": from_entry_id,
             "checkpoint_id": checkpoint_id,
+            "status": session.status.value,
         }

@@ -14,6 +14,7 @@ from agent.run.blocked import record_blocked
 from agent.run.drive import drive, without
 from agent.run.reading import result
 from agent.run.unfinished import approval_answered, turn_without_checkpoint
+from agent.session.lifecycle import RunStatus, SessionAction, allowed, transition
 from agent.session.session import ChatSession, SessionStatus
 from agent.turns import EventRecorder, SessionHold
 
@@ -36,7 +37,7 @@ def stream_resume(
 ) -> Iterator[RunEvent]:
     """`resume` as a stream: a `recovered` event first, then the run's events, then `final`."""
     tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
-    session = rt.manager.get(tenant, sid, user)
+    session = _resumable(rt.manager.get(tenant, sid, user))
     events = rt.manager.jsonl.event_log(tenant, sid)
     try:
         with step("read_header"):
@@ -46,6 +47,8 @@ def stream_resume(
         record_blocked(rt, session, None, err)
         raise
     with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:
+        # Re-read under the lease: another process may have ended the session since the first read.
+        session = _resumable(rt.manager.get(tenant, sid, user))
         recorder = EventRecorder(rt.manager, session, hold.token, session.last_run_id or "")
         try:
             with step("validate_identity"):  # a file recovery cannot read blocks it (e.g. format 1)
@@ -54,7 +57,7 @@ def stream_resume(
             record_blocked(rt, session, hold.token, err)
             raise
         if not has_checkpoint:
-            lost_first = turn_without_checkpoint(rt, session, events, "")
+            lost_first = turn_without_checkpoint(rt, session, events, "", interrupted=True)
             if lost_first is not None:  # the session's first turn died before its first checkpoint
                 yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_first, None, {})
                 return
@@ -68,7 +71,7 @@ def stream_resume(
         # A step whose writes were saved but whose checkpoint was not (crash between
         # put_writes and put) has no `next` yet still a task: only no task at all is finished.
         pending = list(snap.next) or [t.name for t in snap.tasks]
-        lost_turn = turn_without_checkpoint(rt, session, events, run_id) if not pending else None
+        lost_turn = turn_without_checkpoint(rt, session, events, run_id, interrupted=True) if not pending else None
         if lost_turn is not None:
             yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_turn, doc, accepted)
             return
@@ -100,11 +103,18 @@ def stream_resume(
         }
         recorder.record("run_resume", info)
         yield RunEvent("recovered", info)
-        rt.manager.mark_run(session, run_id, "RUNNING")
+        rt.manager.mark_run(session, run_id, RunStatus.RUNNING)
         graph_input: Command[Any] | None = Command(resume=decision) if snap.interrupts and not answered else None
         if decision is not None:
             recorder.record("hitl_decision", {"run_id": run_id, **decision})
         yield from drive(rt, graph_input, rt._config(session, run_id, hold.token), session, recorder)
+
+
+def _resumable(session: ChatSession) -> ChatSession:
+    """The session, when the lifecycle table lets it resume (ENDED / EXPIRED raise `LifecycleError`)."""
+    if not allowed(session.status, SessionAction.RESUME):
+        transition(session.model_copy(), SessionAction.RESUME)  # raises the one-line refusal
+    return session
 
 
 def _finished(
@@ -142,6 +152,7 @@ def _rerun_lost_turn(
         "accepted": accepted,
     }
     recorder.record("run_resume", info)
+    rt.manager.mark_run(session, lost_run, RunStatus.RUNNING)
     yield RunEvent("recovered", info)
     extra: dict[str, Any] = {}
     if session.context.get("fork_checkpoint_id"):
@@ -177,10 +188,10 @@ def _close_finished_run(
     if session.last_run_status == res.status and session.last_run_id == res.run_id:
         return
     done = {e.type for e in events.entries() if (e.payload or {}).get("run_id") == res.run_id}
-    if res.status == "COMPLETED" and "assistant_message" not in done:
+    if res.status == RunStatus.COMPLETED and "assistant_message" not in done:
         rt.manager.memory.add_assistant_message(session, res.answer, res.run_id, recorder.token)
     if not done & {"run_end", "run_fail"}:
-        kind = "run_end" if res.status == "COMPLETED" else "run_fail"
+        kind = "run_end" if res.status == RunStatus.COMPLETED else "run_fail"
         recorder.record(kind, {"run_id": res.run_id, "finish_reason": res.finish_reason, "error": res.error})
     session.context = without(session.context, "fork_checkpoint_id")
     snap_config = rt.graph.get_state(rt._thread(session.tenant_id, session.session_id)).config or {}

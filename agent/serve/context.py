@@ -21,6 +21,7 @@ from agent.serve.encode import empty_state, jsonable, thread_state
 from agent.serve.engine import RunEngine
 from agent.serve.runner import ServeRunner
 from agent.session.session import ChatSession
+from agent.turns import SessionHold
 from checkpointing.errors import InvalidIdError
 from checkpointing.ids import validate_id
 
@@ -69,14 +70,15 @@ class ServeContext:
             raise ConfigError(str(err)) from None
         s = self.settings.session
         context = {METADATA_KEY: jsonable(metadata)} if metadata else {}
-        return self.runner.manager.create(
-            principal.tenant_id,
-            s.agent_id,
-            principal.user_id or s.user_id,
-            sid,
-            config_digest=self.runner.pins.surface_digest,
-            context=context,
-        )
+        with SessionHold(self.settings, self.runner.lease, principal.tenant_id, sid):  # created under its lease
+            return self.runner.manager.create(
+                principal.tenant_id,
+                s.agent_id,
+                principal.user_id or s.user_id,
+                sid,
+                config_digest=self.runner.pins.surface_digest,
+                context=context,
+            )
 
     # --- state ---------------------------------------------------------------------------------------
     def head_config(self, session: ChatSession) -> RunnableConfig:

@@ -66,6 +66,7 @@ class Turn:
     decision: dict[str, Any] | None = None  # the approval to apply on the next pass
     result: dict[str, Any] = field(default_factory=dict)  # `done`/`paused` payload: status, run_id, answer...
     attempts: int = 0  # how many times a worker started it (more than one: it was resumed)
+    new_session: bool = False  # submitted with --new-session: its run creates the session
 
     @property
     def finished(self) -> bool:
@@ -136,7 +137,13 @@ class Inbox:
             kind = rec.get("kind")
             if kind == "submitted":
                 by_id[tid] = Turn(
-                    tid, self.tenant_id, self.session_id, str(rec["text"]), rec.get("user_id"), float(rec["ts"])
+                    tid,
+                    self.tenant_id,
+                    self.session_id,
+                    str(rec["text"]),
+                    rec.get("user_id"),
+                    float(rec["ts"]),
+                    new_session=bool(rec.get("new_session")),
                 )
                 continue
             turn = by_id.get(tid)
@@ -157,11 +164,13 @@ class Inbox:
         """The first turn in submission order that is not finished (it may be paused)."""
         return next((t for t in self.turns() if not t.finished), None)
 
-    def submit(self, text: str, turn_id: str, user_id: str | None) -> None:
-        """Append a new turn (the caller reserved `turn_id` in the tenant's turn index first)."""
+    def submit(self, text: str, turn_id: str, user_id: str | None, new_session: bool = False) -> None:
+        """Append a new turn (the caller reserved `turn_id` in the tenant's turn index first);
+        `new_session`: the turn's run creates the session."""
         if not text or not text.strip():
             raise ConfigError('empty input: give the agent something to do, e.g. agentrt submit --session ID "..."')
-        self._append("submitted", turn_id, text=text, user_id=user_id)
+        extra = {"new_session": True} if new_session else {}
+        self._append("submitted", turn_id, text=text, user_id=user_id, **extra)
 
     def mark_started(self, turn_id: str, baseline_run_id: str | None, worker: str) -> None:
         """A worker is about to run (or resume) the turn."""
