@@ -20,6 +20,7 @@ from agent.serve.auth import Authenticator, Principal
 from agent.serve.encode import empty_state, jsonable, thread_state
 from agent.serve.engine import RunEngine
 from agent.serve.runner import ServeRunner
+from agent.session.lifecycle import RunStatus
 from agent.session.session import ChatSession
 from agent.turns import SessionHold
 from checkpointing.errors import InvalidIdError
@@ -138,10 +139,10 @@ class ServeContext:
         if self.engine.active(session.tenant_id, session.session_id) is not None:
             return "busy"
         last = session.last_run_status
-        if last in ("FAILED", "RECOVERY_BLOCKED"):
+        if last in (RunStatus.FAILED, RunStatus.RECOVERY_BLOCKED):
             return "error"
         # RUNNING with no live run here: killed mid-run (or running elsewhere); resumable either way.
-        if last in ("PAUSED", "RUNNING", "INTERRUPTED"):
+        if last in (RunStatus.PAUSED, RunStatus.RUNNING, RunStatus.INTERRUPTED):
             return "interrupted"
         return "idle"
 
