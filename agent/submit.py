@@ -13,7 +13,6 @@ import argparse
 import json
 import time
 import uuid
-from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -191,22 +190,6 @@ def handle_for(
 
 
 # --- the command line -----------------------------------------------------------------------------
-
-
-def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> dict[str, Any]:
-    """Register `submit` and `wait` on the CLI's subparsers; returns {name: handler}."""
-    p = sub.add_parser("submit", help="queue a turn for the workers; prints its turn id")
-    common(p)
-    which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--session", metavar="ID", help="an existing session")
-    which.add_argument("--new-session", metavar="ID", help="a new session with this id (its first turn creates it)")
-    p.add_argument("--turn-id", metavar="ID", help="your own unique id for this turn (default: a new UUID)")
-    p.add_argument("text", nargs="+", help="what the agent should do")
-    p = sub.add_parser("wait", help="wait for a submitted turn to finish or pause; prints its result")
-    common(p)
-    p.add_argument("turn_id", metavar="TURN_ID")
-    p.add_argument("--timeout", type=float, help="give up after this many seconds (exit code 3)")
-    return {"submit": cmd_submit, "wait": cmd_wait}
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
