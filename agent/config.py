@@ -107,10 +107,23 @@ class LoopSettings(_Strict):
     max_consecutive_failures: int = 3
     max_replans: int = 2
     planning: Literal["always", "auto", "never"] = "always"
+    max_input_chars: int | None = Field(default=None, ge=1)
+    """Longest user input a turn accepts, in characters; None: `INPUT_CHARS_PER_WINDOW_TOKEN` per
+    token of `model.context_window` (about half the window at ~4 characters a token)."""
     system_prompt: str = (
         "You are agentrt, a careful agent. Work step by step with the tools you have; "
         "files live in your sandbox room. When the task is done, answer plainly."
     )
+
+
+INPUT_CHARS_PER_WINDOW_TOKEN = 2
+
+
+def max_input_chars(settings: AgentSettings) -> int:
+    """The input limit of a turn: `loop.max_input_chars`, or sized from `model.context_window`."""
+    if settings.loop.max_input_chars is not None:
+        return settings.loop.max_input_chars
+    return settings.model.context_window * INPUT_CHARS_PER_WINDOW_TOKEN
 
 
 class SessionSettings(_Strict):
@@ -120,7 +133,7 @@ class SessionSettings(_Strict):
     tenant_id: str = "default"
     user_id: str = "local"
     max_loops: int = 100
-    expire_minutes: int = 7 * 24 * 60
+    expire_minutes: float = 7 * 24 * 60
     room_on_end: Literal["keep", "delete"] = "keep"
     """What `end` does with the session's sandbox rooms: keep them (a later fork or a reader still sees the
     files) or delete them (a `sandbox_destroyed` entry each; a fork restores its room from the checkpoint)."""

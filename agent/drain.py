@@ -164,8 +164,7 @@ def _process(runner: AgentRunner, inbox: Inbox, turn: Turn, worker: str, stop: C
             result = _resume_with(runner, turn, None, stop, live)
         elif first or last == turn.baseline_run_id or not _run_began(runner, tenant, sid, last):
             # its run was never created, or died before recording the user's text: nothing of it ran
-            events = runner.stream(turn.text, session_id=sid, tenant_id=tenant, user_id=turn.user_id)
-            result = _final(events, stop, live)
+            result = _final(_new_turn(runner, turn, last), stop, live)
         else:
             result = _resume_with(runner, turn, None, stop, live)
     except (Stopping, LeaseHeld, StorageError):
@@ -184,6 +183,13 @@ def _process(runner: AgentRunner, inbox: Inbox, turn: Turn, worker: str, stop: C
             result = {**result, "run_status": result.get("status"), "status": "FAILED"}
         inbox.mark_done(turn.turn_id, result, worker)
     live.end(inbox)
+
+
+def _new_turn(runner: AgentRunner, turn: Turn, last: str) -> Iterator[RunEvent]:
+    """A turn's run from its start: the first turn of a `--new-session` submit creates the session."""
+    create = turn.new_session and not last and not runner.manager.exists(turn.tenant_id, turn.session_id)
+    which = {"new_session_id": turn.session_id} if create else {"session_id": turn.session_id}
+    return runner.stream(turn.text, tenant_id=turn.tenant_id, user_id=turn.user_id, **which)
 
 
 def _run_began(runner: AgentRunner, tenant: str, sid: str, run_id: str) -> bool:

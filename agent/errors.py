@@ -10,6 +10,8 @@ AgentrtError                      exit  meaning
  ├── Conflict                       4   the thing exists but cannot do this now
  │    ├── SessionError                  e.g. waiting for a human decision, unfinished run
  │    │    └── SessionNotActive         PAUSED / ENDED / EXPIRED / max loops reached
+ │    │         └── LifecycleError      a status change the lifecycle table forbids
+ │    ├── SessionExists                 a new session was asked for with an id already taken
  │    └── LeaseHeld                     another process holds the session lease
  ├── RecoveryBlocked                5   resuming would run changed code/tools against old state
  ├── BackendUnavailable             6   Redis, SQL or the disk failed; the original error is the cause
@@ -103,6 +105,14 @@ class SessionNotActive(SessionError):
     """The session is PAUSED, ENDED, EXPIRED or out of loops."""
 
 
+class SessionExists(Conflict):
+    """A new session was asked for with an id the tenant already has."""
+
+
+class LifecycleError(SessionNotActive):
+    """A session or run status change that the lifecycle table (`agent.session.lifecycle`) forbids."""
+
+
 class LeaseHeld(Conflict):
     """Another owner holds the session lease."""
 
@@ -132,6 +142,23 @@ class RecoveryBlocked(AgentrtError, DocumentMismatch):
             f"RECOVERY_BLOCKED at {step}: {reason} (expected {expected!r}, found {found!r}). "
             f"State was left untouched; {hint}.",
         )
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) stopped a run; recorded as INTERRUPTED. The message names the session and
+    what to do next (exit 130, as for any interrupt)."""
+
+    def __init__(self, session_id: str, started: bool) -> None:
+        self.session_id = session_id
+        sid = quote_id(session_id)
+        if started:
+            hint = f"continue it with `agentrt resume {sid}`"
+        else:
+            hint = (
+                f"its turn had not started: run it again with `agentrt resume {sid}`, "
+                f'or send a new one with `agentrt run --session {sid} "..."`'
+            )
+        super().__init__(f"run of session {sid} interrupted; {hint}")
 
 
 class BackendUnavailable(AgentrtError):
@@ -166,6 +193,15 @@ class ToolError(AgentrtError):
 
 class UnknownToolResult(ToolResultNotFound, ToolError):
     """`read_tool_result` / `agentrt tool-result` with a call id that was never archived."""
+
+
+def quote_id(value: object) -> str:
+    """An id as it may be echoed in a message: as is when plain, else Python-quoted, so no terminal
+    escape, newline or other control character of a hostile id reaches the screen."""
+    text = str(value)
+    if text and text.isprintable() and text.strip() == text and all(c.isascii() or c.isalnum() for c in text):
+        return text
+    return repr(text)
 
 
 def exit_code(err: BaseException) -> int:

@@ -5,8 +5,12 @@ exit status of a SIGKILL, with no cleanup, no flush, no `finally`) the n-th time
 process) it reaches `<point>`. `:<n>` may be left out (means 1). Off unless the variable is set:
 `crash_point()` is then one dict lookup.
 
+`AGENTRT_INTERRUPT_AT=<point>[:<n>]` (same format) instead sends the process a real SIGINT there,
+as a user's Ctrl-C would (Python raises `KeyboardInterrupt` in the main thread).
+
 Points: `after_tool_execute`, `before_checkpoint_put`, `after_checkpoint_put`,
-`before_journal_append`, `after_journal_append`, `mid_event_write`. The last one is not called by
+`before_journal_append`, `after_journal_append`, `turn_recorded` (a new turn's run and user text
+are recorded, its graph has not started), `mid_event_write` (crash only). The last one is not called by
 code: `install()` hooks `checkpointing.records.write_hook`, so the n-th framed-record append of the
 process (event log, checkpoints, writes or journal: whatever comes n-th) writes only the first half
 of its bytes, fsyncs them and exits; the file is left with a torn last line.
@@ -15,6 +19,7 @@ of its bytes, fsyncs them and exits; the file is left with a torn last line.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 from collections.abc import Mapping
 
@@ -22,6 +27,7 @@ from agent.errors import ConfigError
 from checkpointing import records
 
 ENV_VAR = "AGENTRT_CRASH_AT"
+INTERRUPT_ENV_VAR = "AGENTRT_INTERRUPT_AT"
 CRASH_EXIT_CODE = 137
 CRASH_POINTS: tuple[str, ...] = (
     "after_tool_execute",
@@ -29,16 +35,18 @@ CRASH_POINTS: tuple[str, ...] = (
     "after_checkpoint_put",
     "before_journal_append",
     "after_journal_append",
+    "turn_recorded",
     "mid_event_write",
 )
 
 _targets: dict[str, frozenset[int]] = {}
+_interrupts: dict[str, frozenset[int]] = {}
 _counts: dict[str, int] = {}
 _lock = threading.Lock()
 _installed = False
 
 
-def parse_crash_spec(spec: str) -> dict[str, frozenset[int]]:
+def parse_crash_spec(spec: str, var: str = ENV_VAR) -> dict[str, frozenset[int]]:
     """Parse `point:n[,point:n...]` into {point: {n, ...}}; raises `ConfigError` when malformed."""
     out: dict[str, set[int]] = {}
     for raw in spec.split(","):
@@ -49,7 +57,7 @@ def parse_crash_spec(spec: str) -> dict[str, frozenset[int]]:
         point = point.strip()
         if point not in CRASH_POINTS:
             raise ConfigError(
-                f"{ENV_VAR}: unknown crash point {point!r}; valid points are {', '.join(CRASH_POINTS)} "
+                f"{var}: unknown crash point {point!r}; valid points are {', '.join(CRASH_POINTS)} "
                 f"(format <point>:<n>, comma-separated)"
             )
         n = 1
@@ -60,7 +68,7 @@ def parse_crash_spec(spec: str) -> dict[str, frozenset[int]]:
                 n = 0
             if n < 1:
                 raise ConfigError(
-                    f"{ENV_VAR}: {item!r} needs a count >= 1 after ':' (e.g. {point}:1 for the first arrival)"
+                    f"{var}: {item!r} needs a count >= 1 after ':' (e.g. {point}:1 for the first arrival)"
                 )
         out.setdefault(point, set()).add(n)
     return {p: frozenset(ns) for p, ns in out.items()}
@@ -76,11 +84,14 @@ def install(environ: Mapping[str, str] | None = None) -> None:
         return
     env = os.environ if environ is None else environ
     targets = parse_crash_spec(env.get(ENV_VAR, ""))
+    interrupts = parse_crash_spec(env.get(INTERRUPT_ENV_VAR, ""), INTERRUPT_ENV_VAR)
     with _lock:
         if _installed:
             return
         _targets.clear()
         _targets.update(targets)
+        _interrupts.clear()
+        _interrupts.update(interrupts)
         _counts.clear()
         if "mid_event_write" in _targets:
             records.write_hook = _mid_write_hook
@@ -92,6 +103,7 @@ def reset() -> None:
     global _installed
     with _lock:
         _targets.clear()
+        _interrupts.clear()
         _counts.clear()
         if records.write_hook is _mid_write_hook:
             records.write_hook = None
@@ -99,26 +111,28 @@ def reset() -> None:
 
 
 def armed() -> dict[str, frozenset[int]]:
-    """The armed points and their counts (empty when fault injection is off)."""
-    return dict(_targets)
+    """The armed points (crash or interrupt) and their counts (empty when fault injection is off)."""
+    return {**_interrupts, **_targets}
 
 
-def _reached(name: str) -> bool:
-    """Count one arrival at `name`; True when this arrival is one that must crash."""
+def _reached(name: str, targets: Mapping[str, frozenset[int]] | None = None) -> bool:
+    """Count one arrival at `name`; True when this arrival is one that must crash (or be interrupted)."""
     with _lock:
         n = _counts.get(name, 0) + 1
         _counts[name] = n
-    return n in _targets.get(name, frozenset())
+    return n in (_targets if targets is None else targets).get(name, frozenset())
 
 
 def crash_point(name: str) -> None:
-    """Hard-exit with status 137 when `name` is armed and this is its n-th arrival; else nothing."""
+    """Hard-exit with status 137 (or send SIGINT, for `AGENTRT_INTERRUPT_AT`) when `name` is armed
+    and this is its n-th arrival; else nothing."""
     if not _installed:
         install()
-    if name not in _targets:
-        return
-    if _reached(name):
-        os._exit(CRASH_EXIT_CODE)
+    if name in _targets:
+        if _reached(name):
+            os._exit(CRASH_EXIT_CODE)
+    elif name in _interrupts and _reached(name, _interrupts):
+        os.kill(os.getpid(), signal.SIGINT)
 
 
 def _mid_write_hook(fd: int, data: bytes) -> None:

@@ -47,9 +47,16 @@ class AgentRunner(RunnerCore):
         tenant_id: str | None = None,
         user_id: str | None = None,
         skill: str | None = None,
+        *,
+        new_session_id: str | None = None,
     ) -> Iterator[RunEvent]:
-        """Run one turn, yielding events as they happen; the last event is `final` with the result."""
-        return stream_turn(self, text, session_id, tenant_id, user_id, skill)
+        """Run one turn, yielding events as they happen; the last event is `final` with the result.
+
+        `session_id` continues that session: it must exist for the tenant (and user), else
+        `SessionNotFound`. Without it the turn starts a new session, with the id `new_session_id`
+        when given (`SessionExists` if the tenant has it already) or a generated one.
+        """
+        return stream_turn(self, text, session_id, tenant_id, user_id, skill, new_session_id)
 
     def run(
         self,
@@ -58,9 +65,23 @@ class AgentRunner(RunnerCore):
         tenant_id: str | None = None,
         user_id: str | None = None,
         skill: str | None = None,
+        *,
+        new_session_id: str | None = None,
     ) -> RunResult:
-        """Run one turn until it ends or pauses (status PAUSED: a tool awaits approval) and return the result."""
-        return final(self.stream(text, session_id=session_id, tenant_id=tenant_id, user_id=user_id, skill=skill))
+        """Run one turn until it ends or pauses (status PAUSED: a tool awaits approval) and return the result.
+
+        The session rules are those of `stream`: `session_id` must exist; `new_session_id` names a new one.
+        """
+        return final(
+            self.stream(
+                text,
+                session_id=session_id,
+                tenant_id=tenant_id,
+                user_id=user_id,
+                skill=skill,
+                new_session_id=new_session_id,
+            )
+        )
 
     async def astream(self, text: str, **kwargs: Any) -> AsyncIterator[RunEvent]:
         """`stream` for asyncio code: the run proceeds in a worker thread, never blocking the event loop."""
@@ -122,11 +143,16 @@ class AgentRunner(RunnerCore):
         tenant_id: str | None = None,
         user_id: str | None = None,
         turn_id: str | None = None,
+        *,
+        new_session: bool = False,
     ) -> TurnHandle:
-        """Queue a turn for the Celery workers (`workers.broker_url`); `.wait()` / `.status()` follow it."""
+        """Queue a turn for the Celery workers (`workers.broker_url`); `.wait()` / `.status()` follow it.
+
+        `session_id` must exist, unless `new_session` (then it must not: the turn creates it).
+        """
         from agent.submit import submit_turn
 
-        return submit_turn(self.settings, text, session_id, tenant_id, user_id, turn_id)
+        return submit_turn(self.settings, text, session_id, tenant_id, user_id, turn_id, new_session=new_session)
 
     def submit_decision(self, session_id: str, decision: dict[str, Any], tenant_id: str | None = None) -> TurnHandle:
         """Approve or reject a submitted turn that paused for approval; a worker continues it."""

@@ -13,7 +13,6 @@ import argparse
 import json
 import time
 import uuid
-from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,9 @@ from celery import Celery
 
 from agent.celery_app import TASK_NAME, celery_config
 from agent.config import AgentSettings, load_settings
-from agent.errors import ConfigError, SessionNotFound, StorageError
+from agent.errors import ConfigError, SessionExists, SessionNotFound, StorageError, quote_id
 from agent.session.inbox import Inbox, Turn, TurnIndex, TurnStatus, new_turn_id
+from agent.session.stores.jsonl import JsonlSessionStore
 
 
 class TurnHandle:
@@ -105,18 +105,23 @@ def submit_turn(
     user_id: str | None = None,
     turn_id: str | None = None,
     live: bool = False,
+    new_session: bool = False,
 ) -> TurnHandle:
     """Append a turn to the session and enqueue it; the same text twice is two turns.
 
-    `live`: its worker publishes the run's events for `agentrt serve` (agent/live.py)."""
+    The session must exist for the tenant (and user), else `SessionNotFound`; with `new_session`
+    it must not (`SessionExists`), and the turn's run creates it (under the session lease).
+    `live`: its worker publishes the run's events for `agentrt serve` (agent/live.py).
+    """
     celery_config(settings)  # no broker configured: say so before recording anything
     tenant, sid = _ids(settings, session_id, tenant_id)
     tid = turn_id or new_turn_id()
     inbox = Inbox(settings.base_dir, tenant, sid)
     if not text or not text.strip():
         inbox.submit(text, tid, user_id)  # raises the one-line error
+    _check_session(settings, inbox, user_id, new_session)
     TurnIndex(settings.base_dir, tenant).reserve(tid, sid)
-    inbox.submit(text, tid, user_id, live)
+    inbox.submit(text, tid, user_id, live, new_session=new_session)
     _send(settings, tenant, sid, tid, tid)
     return TurnHandle(settings.base_dir, tenant, sid, tid)
 
@@ -144,6 +149,30 @@ def paused_turn(settings: AgentSettings, session_id: str, tenant_id: str | None 
     """The session's submitted turn that waits for a human's decision, if any."""
     tenant, sid = _ids(settings, session_id, tenant_id)
     return next((t for t in Inbox(settings.base_dir, tenant, sid).turns() if t.status is TurnStatus.PAUSED), None)
+def _check_session(settings: AgentSettings, inbox: Inbox, user_id: str | None, new_session: bool) -> None:
+    """A turn goes to an existing session (or one a queued `--new-session` turn creates); a new one must be new."""
+    tenant, sid = inbox.tenant_id, inbox.session_id
+    header = JsonlSessionStore(settings.base_dir).event_log(tenant, sid).header()
+    owner = (header or {}).get("user_id") if header and header.get("tenant_id") == tenant else None
+    queued = [t for t in inbox.turns() if t.new_session]
+    exists = header is not None or bool(queued)
+    if new_session:
+        if exists:
+            raise SessionExists(
+                f"session {quote_id(sid)} already exists for tenant {quote_id(tenant)}; submit to it with "
+                f"`agentrt submit --session {quote_id(sid)} ...`, or pick another id"
+            )
+        return
+    if not exists:
+        raise SessionNotFound(
+            f"no session {quote_id(sid)} for tenant {quote_id(tenant)}; `agentrt sessions` lists yours "
+            "(a new session: `agentrt submit --new-session ID ...`)"
+        )
+    creator = owner if header is not None else queued[0].user_id
+    if user_id and creator and creator != user_id:
+        raise SessionNotFound(
+            f"session {quote_id(sid)} belongs to another user of tenant {quote_id(tenant)}; check --user"
+        )
 
 
 def has_paused_turn(settings: AgentSettings, session_id: str, tenant_id: str | None = None) -> bool:
@@ -192,24 +221,12 @@ def handle_for(
 # --- the command line -----------------------------------------------------------------------------
 
 
-def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> dict[str, Any]:
-    """Register `submit` and `wait` on the CLI's subparsers; returns {name: handler}."""
-    p = sub.add_parser("submit", help="queue a turn for the workers; prints its turn id")
-    common(p)
-    p.add_argument("--session", required=True, metavar="ID", help="the session (created on its first turn)")
-    p.add_argument("--turn-id", metavar="ID", help="your own unique id for this turn (default: a new UUID)")
-    p.add_argument("text", nargs="+", help="what the agent should do")
-    p = sub.add_parser("wait", help="wait for a submitted turn to finish or pause; prints its result")
-    common(p)
-    p.add_argument("turn_id", metavar="TURN_ID")
-    p.add_argument("--timeout", type=float, help="give up after this many seconds (exit code 3)")
-    return {"submit": cmd_submit, "wait": cmd_wait}
-
-
 def cmd_submit(args: argparse.Namespace) -> int:
     """agentrt submit --session ID "text": prints the turn id."""
     settings = load_settings(args.config)
-    handle = submit_turn(settings, " ".join(args.text), args.session, args.tenant, args.user, args.turn_id)
+    sid = args.session or args.new_session
+    new = args.session is None
+    handle = submit_turn(settings, " ".join(args.text), sid, args.tenant, args.user, args.turn_id, new_session=new)
     if args.json:
         print(json.dumps({"turn_id": handle.turn_id, "session_id": handle.session_id, "tenant_id": handle.tenant_id}))
     else:

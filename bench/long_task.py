@@ -83,7 +83,7 @@ def run_once(*, enabled: bool, window: int | None = None) -> dict[str, Any]:
         runner = AgentRunner.from_config(_config(tmp, enabled=enabled, window=window))
         sid = f"s-bench-{'on' if enabled else 'off'}-{window or 0}"
         t0 = time.perf_counter()
-        events = list(runner.stream(TASK, session_id=sid))
+        events = list(runner.stream(TASK, new_session_id=sid))
         wall = time.perf_counter() - t0
         model = runner.builder.last_runtime(sid).model  # type: ignore[attr-defined]
         assert isinstance(model, ScriptedChatModel)

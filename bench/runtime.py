@@ -126,7 +126,7 @@ def child_agentrt(work: Path, n: int, profile: str | None) -> dict[str, Any]:
         prof = cProfile.Profile()
         prof.enable()
     t0 = time.perf_counter()
-    result = runner.run("Call the tool until done.", session_id="s-bench")
+    result = runner.run("Call the tool until done.", new_session_id="s-bench")
     wall = time.perf_counter() - t0
     if prof is not None:
         prof.disable()

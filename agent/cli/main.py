@@ -90,8 +90,11 @@ def _guarded(cmd: Command, call: Callable[[], Any]) -> int:
         if warnings is not None:
             warnings.flush_held()
         return code
-    except KeyboardInterrupt:
-        print("agentrt: interrupted; continue with `agentrt resume ID`", file=sys.stderr)
+    except KeyboardInterrupt as err:
+        from agent.errors import RunInterrupted
+
+        said = str(err) if isinstance(err, RunInterrupted) else "interrupted before a run started"
+        print(f"agentrt: {' '.join(said.split())}", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0

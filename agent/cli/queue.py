@@ -13,7 +13,9 @@ from agent.cli.common import common_options
 def args_submit(p: argparse.ArgumentParser) -> None:
     """Options of `agentrt submit`."""
     common_options(p)
-    p.add_argument("--session", required=True, metavar="ID", help="the session (created on its first turn)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--session", metavar="ID", help="an existing session")
+    which.add_argument("--new-session", metavar="ID", help="a new session with this id (its first turn creates it)")
     p.add_argument("--turn-id", metavar="ID", help="your own unique id for this turn (default: a new UUID)")
     p.add_argument("text", nargs="+", help="what the agent should do")
 

@@ -12,7 +12,9 @@ from agent.cli.common import common_options, print_json, runner, say, session_ar
 def args_run(p: argparse.ArgumentParser) -> None:
     """Options of `agentrt run`."""
     common_options(p)
-    p.add_argument("--session", metavar="ID", help="continue this session (default: a new one)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--session", metavar="ID", help="continue this existing session (default: a new one)")
+    which.add_argument("--new-session", metavar="ID", help="start a new session with this id (refused if it exists)")
     p.add_argument("--skill", metavar="NAME", help="activate a skill from the skills folder for this turn")
     p.add_argument("--approve-all", action="store_true", help="approve every tool call that asks for approval")
     p.add_argument("--operator", metavar="NAME", help="who answers approvals (recorded; default: --user)")
@@ -111,7 +113,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     r = runner(args)
     progress = _progress(args)
     events = r.stream(
-        " ".join(args.text), session_id=args.session, tenant_id=args.tenant, user_id=args.user, skill=args.skill
+        " ".join(args.text),
+        session_id=args.session,
+        tenant_id=args.tenant,
+        user_id=args.user,
+        skill=args.skill,
+        new_session_id=args.new_session,
     )
     final = _consume(events, args, progress)
     while final.get("status") == "PAUSED" and final.get("pending_approval"):

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.errors import RecoveryBlocked
 from agent.run.drive import jsonable
+from agent.session.lifecycle import RunStatus
 from agent.session.session import ChatSession
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ def record_blocked(rt: RunnerCore, session: ChatSession, token: int | None, err:
     }
     try:
         _record_entry(rt, session, payload, token)
-        rt.manager.mark_run(session, session.last_run_id or "", "RECOVERY_BLOCKED")
+        rt.manager.mark_run(session, session.last_run_id or "", RunStatus.RECOVERY_BLOCKED)
     except Exception as exc:  # the block itself must still reach the caller
         log.warning("could not record RECOVERY_BLOCKED for %s: %s", session.session_id, exc)
 

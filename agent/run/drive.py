@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StreamMode
 
+from agent.errors import RunInterrupted
 from agent.results import RunEvent, RunResult
 from agent.run.reading import result
+from agent.session.lifecycle import RunStatus
 from agent.session.session import ChatSession
 from agent.turns import EventRecorder
 from graph.context import AgentContext
@@ -36,11 +38,13 @@ def drive(
             graph_input, config, context=context, stream_mode=STREAM_MODES, durability="sync"
         ):
             yield from rt._translate(mode, chunk, recorder)
+    except KeyboardInterrupt as err:
+        raise interrupted(rt, session, recorder) from err
     except BaseException as err:
         if not isinstance(err, GeneratorExit):
             recorder.record("run_fail", {"run_id": conf["run_id"], "error": f"{type(err).__name__}: {err}"})
             session.context = without(session.context, "fork_checkpoint_id")
-            rt.manager.mark_run(session, conf["run_id"], "FAILED")
+            rt.manager.mark_run(session, conf["run_id"], RunStatus.FAILED)
         raise
     finally:
         rt.builder.detach(session.session_id)
@@ -49,6 +53,21 @@ def drive(
     res.run_id = conf["run_id"]
     finish(rt, session, recorder, res)
     yield RunEvent("final", res.to_json())
+
+
+def interrupted(rt: RunnerCore, session: ChatSession, recorder: EventRecorder) -> RunInterrupted:
+    """Ctrl-C stopped the run: close it as INTERRUPTED (resumable; a new turn is accepted when the
+    graph has no step pending) and return the error that names the session."""
+    started = recorder.last_checkpoint_id is not None
+    try:
+        payload = {"run_id": recorder.run_id, "interrupted": True, "error": "interrupted (Ctrl-C)"}
+        recorder.record("run_fail", payload)
+        if started:  # a branch's fork point is kept until a run on it wrote its first checkpoint
+            session.context = without(session.context, "fork_checkpoint_id")
+        rt.manager.mark_run(session, recorder.run_id, RunStatus.INTERRUPTED)
+    except Exception as exc:  # the interrupt itself must still reach the caller
+        log.warning("could not record the interrupt of %s: %s", session.session_id, exc)
+    return RunInterrupted(session.session_id, started)
 
 
 def translate(mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEvent]:
@@ -83,10 +102,10 @@ def translate(mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEve
 def finish(rt: RunnerCore, session: ChatSession, recorder: EventRecorder, res: RunResult) -> None:
     """Write the run's closing entry (and the answer on the page), the branch head, and the run status."""
     token = recorder.token
-    if res.status == "COMPLETED":
+    if res.status == RunStatus.COMPLETED:
         rt.manager.memory.add_assistant_message(session, res.answer, res.run_id, token)
         recorder.record("run_end", {"run_id": res.run_id, "finish_reason": res.finish_reason})
-    elif res.status == "PAUSED":
+    elif res.status == RunStatus.PAUSED:
         recorder.record("run_pause", {"run_id": res.run_id, "reason": "awaiting human approval"})
     else:
         recorder.record("run_fail", {"run_id": res.run_id, "finish_reason": res.finish_reason, "error": res.error})

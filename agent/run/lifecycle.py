@@ -83,6 +83,7 @@ def fork(
             "from_entry_id": from_entry_id,
             "checkpoint_id": checkpoint_id,
             "room_id": session.room_id,
+            "status": session.status.value,
         }
 
 

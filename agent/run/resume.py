@@ -15,6 +15,7 @@ from agent.run.branches import BranchHead, head
 from agent.run.drive import drive, without
 from agent.run.reading import result
 from agent.run.unfinished import approval_answered, turn_without_checkpoint
+from agent.session.lifecycle import RunStatus, SessionAction, allowed, transition
 from agent.session.session import ChatSession, SessionStatus
 from agent.turns import EventRecorder, SessionHold
 
@@ -37,7 +38,7 @@ def stream_resume(
 ) -> Iterator[RunEvent]:
     """`resume` as a stream: a `recovered` event first, then the run's events, then `final`."""
     tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
-    session = rt.manager.get(tenant, sid, user)
+    session = _resumable(rt.manager.get(tenant, sid, user))
     events = rt.manager.jsonl.event_log(tenant, sid)
     try:
         with step("read_header"):
@@ -47,6 +48,8 @@ def stream_resume(
         record_blocked(rt, session, None, err)
         raise
     with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:
+        # Re-read under the lease: another process may have ended the session since the first read.
+        session = _resumable(rt.manager.get(tenant, sid, user))
         recorder = EventRecorder(rt.manager, session, hold.token, session.last_run_id or "")
         try:
             with step("validate_identity"):  # a file recovery cannot read blocks it (e.g. format 1)
@@ -55,7 +58,7 @@ def stream_resume(
             record_blocked(rt, session, hold.token, err)
             raise
         if not at.own:
-            lost_first = turn_without_checkpoint(rt, session, events, "")
+            lost_first = turn_without_checkpoint(rt, session, events, "", interrupted=True)
             if lost_first is not None:  # the branch's first turn died before its first checkpoint
                 yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_first, None, {}, at)
                 return
@@ -74,7 +77,7 @@ def stream_resume(
         # A step whose writes were saved but whose checkpoint was not (crash between
         # put_writes and put) has no `next` yet still a task: only no task at all is finished.
         pending = list(snap.next) or [t.name for t in snap.tasks]
-        lost_turn = turn_without_checkpoint(rt, session, events, run_id) if not pending else None
+        lost_turn = turn_without_checkpoint(rt, session, events, run_id, interrupted=True) if not pending else None
         if lost_turn is not None:
             yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_turn, doc, accepted, at)
             return
@@ -106,12 +109,19 @@ def stream_resume(
         }
         recorder.record("run_resume", info)
         yield RunEvent("recovered", info)
-        rt.manager.mark_run(session, run_id, "RUNNING")
+        rt.manager.mark_run(session, run_id, RunStatus.RUNNING)
         graph_input: Command[Any] | None = Command(resume=decision) if snap.interrupts and not answered else None
         if decision is not None:
             recorder.record("hitl_decision", {"run_id": run_id, **decision})
         config = rt._config(session, run_id, hold.token, **at.run_extra())
         yield from drive(rt, graph_input, config, session, recorder)
+
+
+def _resumable(session: ChatSession) -> ChatSession:
+    """The session, when the lifecycle table lets it resume (ENDED / EXPIRED raise `LifecycleError`)."""
+    if not allowed(session.status, SessionAction.RESUME):
+        transition(session.model_copy(), SessionAction.RESUME)  # raises the one-line refusal
+    return session
 
 
 def _finished(
@@ -156,6 +166,7 @@ def _rerun_lost_turn(
         "accepted": accepted,
     }
     recorder.record("run_resume", info)
+    rt.manager.mark_run(session, lost_run, RunStatus.RUNNING)
     yield RunEvent("recovered", info)
     config = rt._config(session, lost_run, token, **at.run_extra())
     yield from drive(rt, {"user_input": text}, config, session, recorder)
@@ -188,10 +199,10 @@ def _close_finished_run(
     if session.last_run_status == res.status and session.last_run_id == res.run_id:
         return
     done = {e.type for e in events.entries() if (e.payload or {}).get("run_id") == res.run_id}
-    if res.status == "COMPLETED" and "assistant_message" not in done:
+    if res.status == RunStatus.COMPLETED and "assistant_message" not in done:
         rt.manager.memory.add_assistant_message(session, res.answer, res.run_id, recorder.token)
     if not done & {"run_end", "run_fail"}:
-        kind = "run_end" if res.status == "COMPLETED" else "run_fail"
+        kind = "run_end" if res.status == RunStatus.COMPLETED else "run_fail"
         recorder.record(kind, {"run_id": res.run_id, "finish_reason": res.finish_reason, "error": res.error})
     session.context = without(session.context, "fork_checkpoint_id")
     cp_id = at.checkpoint_id

@@ -6,11 +6,14 @@ import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import ConfigError, SessionNotFound
+from agent import faults
+from agent.config import max_input_chars
+from agent.errors import ConfigError, InputError, SessionExists, SessionNotFound, quote_id
 from agent.results import RunEvent
 from agent.run.branches import head, set_room
-from agent.run.drive import drive
+from agent.run.drive import drive, interrupted
 from agent.run.unfinished import refuse_unfinished
+from agent.session.lifecycle import RunStatus
 from agent.session.session import ChatSession
 from agent.turns import EventRecorder, SessionHold
 
@@ -25,27 +28,47 @@ def stream_turn(
     tenant_id: str | None,
     user_id: str | None,
     skill: str | None,
+    new_session_id: str | None = None,
 ) -> Iterator[RunEvent]:
-    """Run one turn, yielding events as they happen; the last event is `final` with the result."""
-    if not text or not text.strip():
-        raise ConfigError('empty input: give the agent something to do, e.g. agentrt run "summarise notes.md"')
-    if skill is not None and skill not in rt.builder.skills:
-        known = ", ".join(sorted(rt.builder.skills)) or "none"
-        raise ConfigError(f"unknown skill {skill!r}; the skills folder has: {known}")
-    tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
-    session = _session_for_turn(rt, tenant, sid, user, session_id is None)
+    """Run one turn, yielding events as they happen; the last event is `final` with the result.
+
+    `session_id` continues that session (it must exist for the tenant and user); without it a new
+    session is made, named `new_session_id` when given (which must not exist yet). The new session
+    is created only once its lease is held.
+    """
+    check_input(rt, text, skill)
+    if session_id is not None and new_session_id is not None:
+        raise InputError("give either an existing session (--session) or a new one (--new-session), not both")
+    tenant, user, sid = rt._ids(session_id or new_session_id, tenant_id, user_id)
+    new = session_id is None
+    if new:
+        _refuse_taken(rt, tenant, sid)
+    else:
+        _existing(rt, tenant, sid, user).check_can_start_turn()
     with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:
-        # Re-read under the lease: another run may have ended between the first read and the grant.
-        session = rt.manager.get(tenant, sid, user)
+        if new:
+            s = rt.settings.session
+            session = rt.manager.create(
+                tenant, s.agent_id, user or s.user_id, sid, config_digest=rt.pins.surface_digest
+            )
+        else:
+            # Re-read under the lease: another run may have ended between the first read and the grant.
+            session = _existing(rt, tenant, sid, user)
         refuse_unfinished(rt, session)
         session = rt.manager.start_turn(session)
         set_room(session)  # saved with the run status below
         run_id = f"r-{uuid.uuid4().hex[:12]}"
         recorder = EventRecorder(rt.manager, session, hold.token, run_id)
-        rt.manager.mark_run(session, run_id, "RUNNING")
-        recorder.record("run_start", {"run_id": run_id, "pins": rt.pins.as_config(), "tools": list(rt.pins.tool_names)})
-        rt.manager.memory.add_user_turn(session, text, run_id, hold.token)
-        yield RunEvent("started", {"session_id": sid, "run_id": run_id, "tenant_id": tenant})
+        rt.manager.mark_run(session, run_id, RunStatus.RUNNING)
+        try:
+            recorder.record(
+                "run_start", {"run_id": run_id, "pins": rt.pins.as_config(), "tools": list(rt.pins.tool_names)}
+            )
+            rt.manager.memory.add_user_turn(session, text, run_id, hold.token)
+            yield RunEvent("started", {"session_id": sid, "run_id": run_id, "tenant_id": tenant})
+            faults.crash_point("turn_recorded")
+        except KeyboardInterrupt as err:
+            raise interrupted(rt, session, recorder) from err
         # The turn continues the branch's own checkpoint (a fresh branch: its fork point).
         extra: dict[str, Any] = head(rt, session).run_extra()
         config = rt._config(session, run_id, hold.token, **extra)
@@ -55,16 +78,40 @@ def stream_turn(
         yield from drive(rt, graph_input, config, session, recorder)
 
 
-def _session_for_turn(rt: RunnerCore, tenant: str, sid: str, user: str | None, new: bool) -> ChatSession:
-    if not new:
-        try:
-            session = rt.manager.get(tenant, sid, user)
-            session.check_can_start_turn()
-            return session
-        except SessionNotFound:
-            if rt.manager.exists(tenant, sid):
-                raise SessionNotFound(
-                    f"session {sid} belongs to another user of tenant {tenant}; check --user"
-                ) from None
-    s = rt.settings.session
-    return rt.manager.create(tenant, s.agent_id, user or s.user_id, sid, config_digest=rt.pins.surface_digest)
+def check_input(rt: RunnerCore, text: str, skill: str | None) -> None:
+    """Refuse, before anything is stored, input no turn could run: empty, too long, an unknown skill."""
+    if not text or not text.strip():
+        raise ConfigError('empty input: give the agent something to do, e.g. agentrt run "summarise notes.md"')
+    limit = max_input_chars(rt.settings)
+    if len(text) > limit:
+        raise InputError(
+            f"input is {len(text)} characters, over the limit of {limit} (loop.max_input_chars, by default "
+            "sized from model.context_window); shorten it, or save it as a file in the session's room "
+            "and ask the agent to read that file"
+        )
+    if skill is not None and skill not in rt.builder.skills:
+        known = ", ".join(sorted(rt.builder.skills)) or "none"
+        raise ConfigError(f"unknown skill {skill!r}; the skills folder has: {known}")
+
+
+def _existing(rt: RunnerCore, tenant: str, sid: str, user: str | None) -> ChatSession:
+    """The session to continue; `SessionNotFound` (never a new session) when the caller has none by this id."""
+    try:
+        return rt.manager.get(tenant, sid, user)
+    except SessionNotFound:
+        if rt.manager.exists(tenant, sid):
+            raise SessionNotFound(
+                f"session {quote_id(sid)} belongs to another user of tenant {quote_id(tenant)}; check --user"
+            ) from None
+        raise SessionNotFound(
+            f"no session {quote_id(sid)} for tenant {quote_id(tenant)}; `agentrt sessions` lists yours "
+            "(a new session: leave out --session, or name it with --new-session ID)"
+        ) from None
+
+
+def _refuse_taken(rt: RunnerCore, tenant: str, sid: str) -> None:
+    if rt.manager.exists(tenant, sid):
+        raise SessionExists(
+            f"session {quote_id(sid)} already exists for tenant {quote_id(tenant)}; continue it with "
+            f"`agentrt run --session {quote_id(sid)} ...`, or pick another id"
+        )

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.errors import SessionError
 from agent.run.branches import head
+from agent.session.lifecycle import RunStatus
 from agent.session.session import ChatSession
 from agent.tools.journal import JournalStatus
 
@@ -43,10 +44,18 @@ def run_closed(rt: RunnerCore, session: ChatSession) -> bool:
     return any(e.type in closing and (e.payload or {}).get("run_id") == session.last_run_id for e in events.entries())
 
 
-def turn_without_checkpoint(rt: RunnerCore, session: ChatSession, events: Any, run_id: str) -> tuple[str, str] | None:
-    """(run id, user text) of a turn recorded as started whose graph never wrote a checkpoint."""
+def turn_without_checkpoint(
+    rt: RunnerCore, session: ChatSession, events: Any, run_id: str, *, interrupted: bool = False
+) -> tuple[str, str] | None:
+    """(run id, user text) of a turn recorded as started whose graph never wrote a checkpoint: one
+    killed (still RUNNING) or, with `interrupted`, one stopped by Ctrl-C (INTERRUPTED)."""
     last = session.last_run_id
-    if session.last_run_status != "RUNNING" or not last or last == run_id or run_closed(rt, session):
+    if not last or last == run_id:
+        return None
+    if session.last_run_status == RunStatus.RUNNING:
+        if run_closed(rt, session):
+            return None
+    elif not (interrupted and session.last_run_status == RunStatus.INTERRUPTED):
         return None
     for entry in reversed(events.entries()):
         if entry.type == "user_turn" and (entry.payload or {}).get("run_id") == last:

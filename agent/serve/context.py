@@ -22,7 +22,9 @@ from agent.serve.auth import Authenticator, Principal
 from agent.serve.encode import empty_state, jsonable, thread_state
 from agent.serve.engine import RunEngine
 from agent.serve.runner import ServeRunner
+from agent.session.lifecycle import RunStatus
 from agent.session.session import ChatSession
+from agent.turns import SessionHold
 from checkpointing.errors import InvalidIdError
 from checkpointing.ids import validate_id
 
@@ -76,14 +78,15 @@ class ServeContext:
             raise ConfigError(str(err)) from None
         s = self.settings.session
         context = {METADATA_KEY: jsonable(metadata)} if metadata else {}
-        return self.runner.manager.create(
-            principal.tenant_id,
-            s.agent_id,
-            principal.user_id or s.user_id,
-            sid,
-            config_digest=self.runner.pins.surface_digest,
-            context=context,
-        )
+        with SessionHold(self.settings, self.runner.lease, principal.tenant_id, sid):  # created under its lease
+            return self.runner.manager.create(
+                principal.tenant_id,
+                s.agent_id,
+                principal.user_id or s.user_id,
+                sid,
+                config_digest=self.runner.pins.surface_digest,
+                context=context,
+            )
 
     # --- state ---------------------------------------------------------------------------------------
     def head_config(self, session: ChatSession) -> RunnableConfig:
@@ -143,10 +146,10 @@ class ServeContext:
         if self.engine.active(session.tenant_id, session.session_id) is not None:
             return "busy"
         last = session.last_run_status
-        if last in ("FAILED", "RECOVERY_BLOCKED"):
+        if last in (RunStatus.FAILED, RunStatus.RECOVERY_BLOCKED):
             return "error"
         # RUNNING with no live run here: killed mid-run (or running elsewhere); resumable either way.
-        if last in ("PAUSED", "RUNNING", "INTERRUPTED"):
+        if last in (RunStatus.PAUSED, RunStatus.RUNNING, RunStatus.INTERRUPTED):
             return "interrupted"
         return "idle"
 

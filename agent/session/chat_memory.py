@@ -16,8 +16,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from agent.errors import ConfigError, SessionNotActive, StorageError
-from agent.session.session import ChatSession, PageMessage, SessionStatus
+from agent.errors import ConfigError, StorageError
+from agent.session.lifecycle import SessionAction, allowed, transition
+from agent.session.session import ChatSession, PageMessage
 from agent.session.stores.jsonl import PAGE_TYPES, JsonlSessionStore, page_messages
 from agent.session.stores.sql import SqlSessionStore
 from checkpointing.digest import redact
@@ -132,11 +133,8 @@ class ChatMemory:
         the LangGraph state of the new branch is forked from).
         """
         sid = session.session_id
-        if session.status is SessionStatus.PAUSED:
-            raise SessionNotActive(
-                f"session {sid} is PAUSED: resume it with `agentrt resume {sid}`, "
-                f"or end it with `agentrt end {sid}` before forking"
-            )
+        if not allowed(session.status, SessionAction.FORK):
+            transition(session, SessionAction.FORK)  # raises the refusal (e.g. PAUSED: resume or end first)
         events = self.jsonl.event_log(session.tenant_id, sid)
         if not events.has(from_entry_id):
             raise ConfigError(f"entry {from_entry_id} is not in session {sid}; see `agentrt show {sid}` for entry ids")
@@ -160,9 +158,7 @@ class ChatMemory:
             session.current_branch_id, session.current_leaf_entry_id = from_branch, from_leaf
             raise
         session.messages = page_messages(events, entry.id)
-        if session.status in (SessionStatus.ENDED, SessionStatus.EXPIRED):
-            session.status = SessionStatus.ACTIVE
-        session.touch()
+        transition(session, SessionAction.FORK)  # ENDED / EXPIRED reopen as ACTIVE (seed §1: end, then branch)
         return session.current_branch_id
 
     def history(self, session: ChatSession, limit: int | None = None) -> list[PageMessage]:

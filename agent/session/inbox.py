@@ -71,6 +71,7 @@ class Turn:
     attempts: int = 0  # how many times a worker started it (more than one: it was resumed)
     live: bool = False  # its worker publishes live events for `agentrt serve` (agent/live.py)
     resume: bool = False  # continues the session's unfinished run instead of starting one with `text`
+    new_session: bool = False  # submitted with --new-session: its run creates the session
 
     @property
     def finished(self) -> bool:
@@ -141,7 +142,13 @@ class Inbox:
             kind = rec.get("kind")
             if kind == "submitted":
                 by_id[tid] = Turn(
-                    tid, self.tenant_id, self.session_id, str(rec["text"]), rec.get("user_id"), float(rec["ts"])
+                    tid,
+                    self.tenant_id,
+                    self.session_id,
+                    str(rec["text"]),
+                    rec.get("user_id"),
+                    float(rec["ts"]),
+                    new_session=bool(rec.get("new_session")),
                 )
                 by_id[tid].live = bool(rec.get("live"))
                 by_id[tid].resume = bool(rec.get("resume"))
@@ -166,11 +173,17 @@ class Inbox:
         """The first turn in submission order that is not finished (it may be paused)."""
         return next((t for t in self.turns() if not t.finished), None)
 
-    def submit(self, text: str, turn_id: str, user_id: str | None, live: bool = False) -> None:
-        """Append a new turn (the caller reserved `turn_id` in the tenant's turn index first)."""
+    def submit(
+        self, text: str, turn_id: str, user_id: str | None, live: bool = False, new_session: bool = False
+    ) -> None:
+        """Append a new turn (the caller reserved `turn_id` in the tenant's turn index first);
+        `new_session`: the turn's run creates the session."""
         if not text or not text.strip():
             raise ConfigError('empty input: give the agent something to do, e.g. agentrt submit --session ID "..."')
-        self._append("submitted", turn_id, text=text, user_id=user_id, **({"live": True} if live else {}))
+        extra: dict[str, Any] = {"new_session": True} if new_session else {}
+        if live:
+            extra["live"] = True
+        self._append("submitted", turn_id, text=text, user_id=user_id, **extra)
 
     def submit_resume(
         self, turn_id: str, user_id: str | None, decision: dict[str, Any] | None, live: bool = False

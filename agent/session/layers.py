@@ -58,7 +58,6 @@ class LayerKeeper:
     _lock: threading.RLock
     _owed: set[tuple[Key, str, Owed]]
 
-
     def _use(self, layer: SessionStore, op: Callable[[], T]) -> T:
         """Run `op` on `layer`, tracking outages; raises `Down` when the layer is or goes down."""
         health = self._health[layer.name]

@@ -39,11 +39,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from agent.errors import ConfigError, SessionNotActive, SessionNotFound, StorageError
+from agent.errors import ConfigError, SessionExists, SessionNotActive, SessionNotFound, StorageError, quote_id
 from agent.session.chat_memory import ChatMemory
 from agent.session.layers import Down as _Down
 from agent.session.layers import Health as _Health
 from agent.session.layers import Key, LayerKeeper
+from agent.session.lifecycle import RunStatus, SessionAction, transition
 from agent.session.outbox import Outbox, Owed
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt, SessionStatus, SessionStore
 from agent.session.stores.jsonl import JsonlSessionStore
@@ -73,7 +74,7 @@ class ChatSessionManager(LayerKeeper):
         retry_interval_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
         default_max_loops: int | None = None,
-        default_expire_minutes: int | None = None,
+        default_expire_minutes: float | None = None,
     ) -> None:
         if mode not in MODES:
             raise ConfigError(f"unknown persistence mode {mode!r}; use one of {', '.join(MODES)}")
@@ -340,7 +341,9 @@ class ChatSessionManager(LayerKeeper):
             )
         except ValueError as err:
             raise ConfigError(f"cannot create session {session_id}: {err}") from err
-        taken = ConfigError(f"session {session_id} already exists for tenant {tenant_id}; pick another id")
+        taken = SessionExists(
+            f"session {quote_id(session_id)} already exists for tenant {quote_id(tenant_id)}; pick another id"
+        )
         if self._find(tenant_id, session_id, None) is not None:
             raise taken
         try:
@@ -349,29 +352,27 @@ class ChatSessionManager(LayerKeeper):
             raise taken from err
         return self.save(session)
 
-    def set_status(
-        self, tenant_id: str, session_id: str, status: SessionStatus, user_id: str | None = None
-    ) -> ChatSession:
-        """Read the session, set its status and save it."""
+    def apply(self, tenant_id: str, session_id: str, action: SessionAction, user_id: str | None = None) -> ChatSession:
+        """Read the session, apply a lifecycle action (the table in `lifecycle.py`) and save it."""
         session = self.get(tenant_id, session_id, user_id)
-        session.status = status
+        transition(session, action)
         return self.save(session)
 
     def end(self, tenant_id: str, session_id: str, user_id: str | None = None) -> ChatSession:
-        """Mark the session ENDED (it takes no new turns; forking a branch reopens it)."""
-        return self.set_status(tenant_id, session_id, SessionStatus.ENDED, user_id)
+        """Mark the session ENDED (no new input, no resume; only a fork goes on)."""
+        return self.apply(tenant_id, session_id, SessionAction.END, user_id)
 
     def expire(self, tenant_id: str, session_id: str, user_id: str | None = None) -> ChatSession:
         """Mark the session EXPIRED now."""
-        return self.set_status(tenant_id, session_id, SessionStatus.EXPIRED, user_id)
+        return self.apply(tenant_id, session_id, SessionAction.EXPIRE, user_id)
 
     def pause(self, tenant_id: str, session_id: str, user_id: str | None = None) -> ChatSession:
         """Mark the session PAUSED (a plain new turn is refused until it is resumed)."""
-        return self.set_status(tenant_id, session_id, SessionStatus.PAUSED, user_id)
+        return self.apply(tenant_id, session_id, SessionAction.PAUSE, user_id)
 
     def reactivate(self, session: ChatSession) -> ChatSession:
-        """A PAUSED session becomes ACTIVE again (the resume path); saves it."""
-        session.reactivate()
+        """The resume path: a PAUSED session becomes ACTIVE again; saves it."""
+        transition(session, SessionAction.RESUME)
         return self.save(session)
 
     def start_turn(self, session: ChatSession, now: datetime | None = None) -> ChatSession:
@@ -382,14 +383,15 @@ class ChatSessionManager(LayerKeeper):
             if session.status is SessionStatus.EXPIRED:
                 self.save(session)
             raise
+        transition(session, SessionAction.TURN)
         session.loop_count += 1
         session.touch(now)
         self._check_page_rows(session)
         return self.save(session)
 
-    def mark_run(self, session: ChatSession, run_id: str, run_status: str) -> ChatSession:
-        """Record the newest run's id and status (see `ChatSession.mark_run`); saves it."""
-        session.mark_run(run_id, run_status)
+    def mark_run(self, session: ChatSession, run_id: str, run_status: RunStatus | str) -> ChatSession:
+        """Record the newest run's id and status (the run table of `lifecycle.py`); saves it."""
+        transition(session, run_id=run_id, run_status=run_status)
         return self.save(session)
 
     # -- events and branches ------------------------------------------------------------------

@@ -136,9 +136,7 @@ class Outbox:
             newest[key] = Debt(key[0], key[1], offset)
         return list(newest.values())
 
-    def _replace_damaged(
-        self, tenant_id: str, session_id: str, err: Exception
-    ) -> list[tuple[int, dict[str, Any]]]:
+    def _replace_damaged(self, tenant_id: str, session_id: str, err: Exception) -> list[tuple[int, dict[str, Any]]]:
         path = self.path(tenant_id, session_id)
         log.warning("outbox %s is damaged (%s): kept as .broken; every layer gets a full replay", path, err)
         with self._locked(path, create=True) as fd:

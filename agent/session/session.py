@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from enum import StrEnum
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agent.errors import SessionNotActive, StorageError
+from agent.errors import SessionNotActive, StorageError, quote_id
+from agent.session.lifecycle import RunStatus, SessionAction, SessionStatus, transition
+
+__all__ = ["ChatSession", "PageMessage", "SessionStatus", "SessionStore", "utcnow"]
 
 DEFAULT_MAX_LOOPS = 100
 DEFAULT_EXPIRE_MINUTES = 60 * 24
@@ -31,15 +33,6 @@ class SessionDocumentCorrupt(StorageError):
 def utcnow() -> datetime:
     """The current time, tz-aware UTC (every timestamp of a session is)."""
     return datetime.now(UTC)
-
-
-class SessionStatus(StrEnum):
-    """Lifecycle of a session: only ACTIVE sessions take new user turns."""
-
-    ACTIVE = "ACTIVE"
-    PAUSED = "PAUSED"
-    ENDED = "ENDED"
-    EXPIRED = "EXPIRED"
 
 
 class PageMessage(BaseModel):
@@ -83,13 +76,13 @@ class ChatSession(BaseModel):
     dataset_list: list[str] = Field(default_factory=list)
     datasets_loaded: bool = False
     last_active_time: datetime = Field(default_factory=utcnow)
-    expire_minutes: int = DEFAULT_EXPIRE_MINUTES
+    expire_minutes: float = DEFAULT_EXPIRE_MINUTES
     """An ACTIVE session idle longer than this becomes EXPIRED; 0 or less means never."""
     created_at: datetime = Field(default_factory=utcnow)
     version: int = 0
     """Bumped by the manager on every save, so a newer copy can be told from an older one."""
     last_run_status: str | None = None
-    """RUNNING / COMPLETED / FAILED / RECOVERY_BLOCKED / PAUSED of the newest run, if any."""
+    """A `RunStatus` of the newest run, if any (changed only by `lifecycle.transition`)."""
     last_run_id: str | None = None
 
     @field_validator("last_active_time", "created_at")
@@ -118,7 +111,7 @@ class ChatSession(BaseModel):
     def refresh_status(self, now: datetime | None = None) -> bool:
         """Move an expired ACTIVE session to EXPIRED; returns whether the status changed."""
         if self.status is SessionStatus.ACTIVE and self.is_expired(now):
-            self.status = SessionStatus.EXPIRED
+            transition(self, SessionAction.EXPIRE)
             return True
         return False
 
@@ -129,43 +122,20 @@ class ChatSession(BaseModel):
     def check_can_start_turn(self, now: datetime | None = None) -> None:
         """Raise `SessionNotActive` unless a new user turn may run now (expired ACTIVE -> EXPIRED)."""
         self.refresh_status(now)
-        sid = self.session_id
-        if self.status is SessionStatus.PAUSED:
-            raise SessionNotActive(
-                f"session {sid} is PAUSED: resume it with `agentrt resume {sid}` "
-                f"or end it and fork a branch (`agentrt end {sid}`, then `agentrt fork {sid} --from ENTRY`)"
-            )
-        if self.status is SessionStatus.ENDED:
-            raise SessionNotActive(
-                f"session {sid} is ENDED and takes no new turns; start a new session "
-                f"or fork a branch with `agentrt fork {sid} --from ENTRY`"
-            )
-        if self.status is SessionStatus.EXPIRED:
-            raise SessionNotActive(
-                f"session {sid} is EXPIRED (idle longer than {self.expire_minutes} minutes); start a new session"
-            )
+        transition(self.model_copy(), SessionAction.TURN)  # checks only: the turn itself counts later
         if self.loop_count >= self.max_loops:
             raise SessionNotActive(
-                f"session {sid} reached its limit of {self.max_loops} turns (max_loops); "
+                f"session {quote_id(self.session_id)} reached its limit of {self.max_loops} turns (max_loops); "
                 "start a new session or raise max_loops in the config"
             )
 
     def reactivate(self) -> None:
-        """PAUSED -> ACTIVE (the resume path); anything else is refused with `SessionNotActive`."""
-        if self.status is not SessionStatus.PAUSED:
-            raise SessionNotActive(
-                f"session {self.session_id} is {self.status.value}, not PAUSED: there is nothing to resume"
-            )
-        self.status = SessionStatus.ACTIVE
-        self.touch()
+        """The resume path: PAUSED (or ACTIVE) -> ACTIVE; ENDED / EXPIRED raise `LifecycleError`."""
+        transition(self, SessionAction.RESUME)
 
-    def mark_run(self, run_id: str, run_status: str) -> None:
-        """Record the newest run's id and status; a PAUSED run pauses an ACTIVE session."""
-        self.last_run_id = run_id
-        self.last_run_status = run_status
-        if run_status == "PAUSED" and self.status is SessionStatus.ACTIVE:
-            self.status = SessionStatus.PAUSED
-        self.touch()
+    def mark_run(self, run_id: str, run_status: RunStatus | str) -> None:
+        """Record the newest run's id and status (the run table); a PAUSED run pauses an ACTIVE session."""
+        transition(self, run_id=run_id, run_status=run_status)
 
     # -- the stored document ------------------------------------------------------------------
 

@@ -59,7 +59,7 @@ EXHAUSTING = [
 def test_window_too_small_replans_then_fails_with_its_reason(tmp_path: Path) -> None:
     """A result bigger than the window: two hard compressions, two replans, then FAILED context_exhausted."""
     runner = _runner(tmp_path, EXHAUSTING, window=1000)
-    events = list(runner.stream("Dump the sensors and report.", session_id="s-exhaust"))
+    events = list(runner.stream("Dump the sensors and report.", new_session_id="s-exhaust"))
     result = events[-1].data
     assert result["status"] == "FAILED"
     assert result["finish_reason"] == "context_exhausted"
@@ -82,7 +82,7 @@ def test_window_too_small_replans_then_fails_with_its_reason(tmp_path: Path) -> 
 def test_exhaustion_loses_nothing(tmp_path: Path) -> None:
     """After the failure every full result is still stored and the kept context has whole tool pairs."""
     runner = _runner(tmp_path, EXHAUSTING, window=1000)
-    runner.run("Dump the sensors and report.", session_id="s-exhaust-kept")
+    runner.run("Dump the sensors and report.", new_session_id="s-exhaust-kept")
     state = runner.state("s-exhaust-kept")
     store = ToolResultStore.from_entries(state["tool_result_store"], runner.blobs)
     assert len(store) == 4
@@ -107,7 +107,7 @@ def test_length_finish_compresses_retries_and_counts(tmp_path: Path) -> None:
         {"content": "Four banks dumped; all sensors report status ok."},
     ]
     runner = _runner(tmp_path, responses, window=8000)
-    events = list(runner.stream("Dump four sensor banks.", session_id="s-length"))
+    events = list(runner.stream("Dump four sensor banks.", new_session_id="s-length"))
     result = events[-1].data
     assert result["status"] == "COMPLETED" and result["answer"].startswith("Four banks")
     assert result["model_calls"] == 7

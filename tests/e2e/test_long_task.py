@@ -48,7 +48,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> LongRun:
     """Run configs/long-task.yaml once through the real AgentRunner (JSONL saver from the config)."""
     tmp = tmp_path_factory.mktemp("long")
     runner = AgentRunner.from_config(make_config(tmp, base="long-task.yaml"))
-    events = list(runner.stream(TASK, session_id=SESSION))
+    events = list(runner.stream(TASK, new_session_id=SESSION))
     model = runner.builder.last_runtime(SESSION).model  # type: ignore[attr-defined]
     assert isinstance(model, ScriptedChatModel)
     return LongRun(runner, events, runner.state(SESSION), model.calls)

@@ -51,7 +51,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[AgentRunner, list[Any
         persistence={"inline_payload_max_bytes": 2048},
     )
     runner = AgentRunner.from_config(config)
-    events = list(runner.stream("Write the table and check it.", session_id=SESSION))
+    events = list(runner.stream("Write the table and check it.", new_session_id=SESSION))
     return runner, events
 
 

@@ -68,7 +68,9 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """An uncrashed run of the drill (a plain `python -m agent.cli run`): its --json result and final state."""
     tmp = tmp_path_factory.mktemp("reference")
     cfg = make_drill_config(tmp)
-    proc = run_cli(["run", "--config", str(cfg), "--session", SID, "--json", DRILL_TEXT], child_env(tmp / "counter"))
+    proc = run_cli(
+        ["run", "--config", str(cfg), "--new-session", SID, "--json", DRILL_TEXT], child_env(tmp / "counter")
+    )
     assert proc.code == 0, proc.stderr
     assert counter_lines(tmp / "counter") == LABELS
     return {"result": result_view(proc.json()), "state": read_state(cfg, SID)}
@@ -81,7 +83,7 @@ def test_crash_point_resumes_to_reference(
     """A run hard-exited at a crash point resumes to the reference result; no unsafe call runs twice."""
     cfg = make_drill_config(tmp_path)
     counter = tmp_path / "counter"
-    argv = ["run", "--config", str(cfg), "--session", SID, "--json", DRILL_TEXT]
+    argv = ["run", "--config", str(cfg), "--new-session", SID, "--json", DRILL_TEXT]
     crashed = zygote.run(argv, child_env(counter, crash_at))
     assert crashed.code == SIGKILL_CODE, f"did not crash at {crash_at}: {crashed.stderr[-800:]}"
     unknown = unfinished_unsafe_calls(session_path(cfg, SID))
@@ -113,7 +115,7 @@ def test_resume_after_crash_reports_what_it_recovered(tmp_path: Path) -> None:
     cfg = make_drill_config(tmp_path)
     counter = tmp_path / "counter"
     crashed = run_cli(
-        ["run", "--config", str(cfg), "--session", SID, DRILL_TEXT], child_env(counter, "after_journal_append:8")
+        ["run", "--config", str(cfg), "--new-session", SID, DRILL_TEXT], child_env(counter, "after_journal_append:8")
     )
     assert crashed.code == SIGKILL_CODE
     resumed = run_cli(["resume", SID, "--config", str(cfg)], child_env(counter))

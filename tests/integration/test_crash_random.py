@@ -58,7 +58,7 @@ def test_hundred_random_kills_all_resume_to_reference(tmp_path: Path) -> None:
     ref_dir.mkdir()
     with Zygote(tmp_path) as z:
         ref_cfg = make_drill_config(ref_dir)
-        ref_argv = ["run", "--config", str(ref_cfg), "--session", "ref", "--json", DRILL_TEXT]
+        ref_argv = ["run", "--config", str(ref_cfg), "--new-session", "ref", "--json", DRILL_TEXT]
         ref = z.run(ref_argv, child_env(ref_dir / "c"))
         assert ref.code == 0, ref.stderr
         ref_result, ref_state = result_view(ref.json()), read_state(ref_cfg, "ref")
@@ -71,7 +71,7 @@ def test_hundred_random_kills_all_resume_to_reference(tmp_path: Path) -> None:
             counter = tmp_path / f"counter-{sid}"
             env = child_env(counter)
             figures: dict[str, Any] = {"sid": sid, "kills": 0, "resumes": 0, "reruns": 0}
-            argv = ["run", "--config", str(cfg), "--session", sid, "--json", DRILL_TEXT]
+            argv = ["run", "--config", str(cfg), "--new-session", sid, "--json", DRILL_TEXT]
             while True:
                 attempts += 1
                 budget_left = kills < KILLS and attempts < MAX_ATTEMPTS
@@ -85,7 +85,9 @@ def test_hundred_random_kills_all_resume_to_reference(tmp_path: Path) -> None:
                 if out.code in (3, 4) and argv[0] == "resume" and _nothing_to_resume(out.stderr):
                     # killed before its first checkpoint: the turn never started, so run it again
                     figures["reruns"] += 1
-                    argv = ["run", "--config", str(cfg), "--session", sid, "--json", DRILL_TEXT]
+                    # killed before the session was created (resume: not found), or after (no checkpoint)
+                    which = "--new-session" if "not found" in out.stderr else "--session"
+                    argv = ["run", "--config", str(cfg), which, sid, "--json", DRILL_TEXT]
                     continue
                 assert out.code == 0, f"{sid}: {argv[0]} ended with {out.code}: {out.stderr[-1500:]}"
                 figures["resumes"] += argv[0] == "resume"

@@ -56,7 +56,7 @@ def _ev(report: DoctorReport, name: str) -> str:
 def runner(tmp_path: Path) -> AgentRunner:
     """A runner whose session SID ran the demo task to the end."""
     r = make_runner(tmp_path)
-    result = r.run("write the sales report", session_id=SID)
+    result = r.run("write the sales report", new_session_id=SID)
     while result.status == "PAUSED":  # the demo asks a human before publishing
         result = r.resume(SID, decision={"approved": True})
     assert result.status == "COMPLETED"
@@ -126,7 +126,7 @@ def test_session_missing_from_l2_only_warns(tmp_path: Path, redis_tenant: tuple[
     """With the Redis copy gone, the doctor WARNs naming L2 and the refill, and does not refill it itself."""
     tenant, client = redis_tenant
     first = make_runner(tmp_path, persistence={"redis_url": REDIS_URL})
-    first.run("go", session_id=SID, tenant_id=tenant)
+    first.run("go", new_session_id=SID, tenant_id=tenant)
     key = f"agentrt:{tenant}:session:{SID}"
     assert client.delete(key) == 1
     fresh = make_runner(tmp_path, persistence={"redis_url": REDIS_URL})  # a new process: L1 is empty
@@ -141,7 +141,7 @@ def test_session_missing_from_l2_only_warns(tmp_path: Path, redis_tenant: tuple[
 
 def test_changed_toolset_blocks_recovery(tmp_path: Path) -> None:
     """A config that adds a tool: recovery would be blocked because the toolset changed, naming the tool."""
-    assert make_runner(tmp_path).run("go", session_id=SID).status == "PAUSED"  # a run left to resume
+    assert make_runner(tmp_path).run("go", new_session_id=SID).status == "PAUSED"  # a run left to resume
     changed = make_runner(tmp_path, tools=SHOUT)
     report = _doctor(changed)
     check = report.check("recovery")
@@ -244,7 +244,7 @@ def test_torn_event_tail_is_left_in_place(runner: AgentRunner) -> None:
 def test_paused_session_waiting_for_approval_is_ok(tmp_path: Path) -> None:
     """A run paused for a human decision passes, and the next step says how to give the decision."""
     r = make_runner(tmp_path)
-    assert r.run("write the sales report", session_id=SID).status == "PAUSED"
+    assert r.run("write the sales report", new_session_id=SID).status == "PAUSED"
     report = _doctor(r)
     assert report.verdict == "OK", render(report)
     assert "--approve" in report.check("recovery").next_step
@@ -273,7 +273,7 @@ def test_held_redis_lease_names_holder_and_key(tmp_path: Path, redis_tenant: tup
     """With the shared Redis lease held by another worker, the doctor reads holder and expiry from its key."""
     tenant, client = redis_tenant
     r = make_runner(tmp_path, persistence={"redis_url": REDIS_URL, "lease": "redis"})
-    r.run("go", session_id=SID, tenant_id=tenant)
+    r.run("go", new_session_id=SID, tenant_id=tenant)
     other = RedisLease(url=REDIS_URL)
     grant = other.acquire(tenant, SID, holder="worker-r", ttl_s=60)
     try:
@@ -400,7 +400,7 @@ def test_repair_leaves_a_held_session_alone(runner: AgentRunner) -> None:
 def test_compressed_long_task_has_complete_context(tmp_path: Path) -> None:
     """After a run that compressed many times, every archived result is still readable: context OK."""
     r = AgentRunner.from_config(make_config(tmp_path, base="long-task.yaml"))
-    assert r.run("read the log", session_id=SID).status == "COMPLETED"
+    assert r.run("read the log", new_session_id=SID).status == "COMPLETED"
     report = _doctor(r)
     check = report.check("model_context")
     assert check.status == "OK", render(report)

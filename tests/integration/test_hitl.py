@@ -77,7 +77,7 @@ def test_crash_while_paused_then_approve(tmp_path: Path) -> None:
         "import os, sys\n"
         "from agent.runner import AgentRunner\n"
         f"r = AgentRunner.from_config({str(cfg)!r})\n"
-        "res = r.run('write and publish', session_id='s-paused')\n"
+        "res = r.run('write and publish', new_session_id='s-paused')\n"
         "print(res.status, flush=True)\n"
         "os.kill(os.getpid(), 9)\n"
     )

@@ -45,7 +45,7 @@ def test_format1_checkpoint_log_blocks_resume_untouched(tmp_path: Path, plant: s
     """Exit 5 (RECOVERY_BLOCKED), one stderr line naming the reason and the file, the run marked
     RECOVERY_BLOCKED, file bytes unchanged; the doctor names the same reason."""
     cfg = make_config(tmp_path)
-    ran = _agentrt("run", "--config", str(cfg), "--session", SID, "--json", "write the sales report")
+    ran = _agentrt("run", "--config", str(cfg), "--new-session", SID, "--json", "write the sales report")
     assert ran.returncode == 0 and json.loads(ran.stdout)["status"] == "PAUSED", ran.stderr
     session = tmp_path / "agentrt" / "tenants" / "default" / "sessions" / SID
     (log,) = session.glob("runs/*/checkpoints.jsonl")

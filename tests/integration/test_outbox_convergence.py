@@ -192,13 +192,19 @@ def test_rows_missed_while_postgres_was_cut_reach_it_after_a_crash(
 
     _finish(tmp_path, cfg, sid)
     log_rows = _log_rows(base, sid)
-    assert [r[2] for r in log_rows] == ["one", "the answer is 35", "two", "the answer is 35", "three",
-                                        "the answer is 35"]
+    assert [r[2] for r in log_rows] == [
+        "one",
+        "the answer is 35",
+        "two",
+        "the answer is 35",
+        "three",
+        "the answer is 35",
+    ]
     assert _pg_rows(pg_schema, sid) == log_rows
     assert _outbox(base, sid).stat().st_size == 0
-    assert _pg_version(pg_schema, sid) == json.loads((_outbox(base, sid).parent / "session.json").read_text())[
-        "version"
-    ]
+    assert (
+        _pg_version(pg_schema, sid) == json.loads((_outbox(base, sid).parent / "session.json").read_text())["version"]
+    )
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

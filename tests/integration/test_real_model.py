@@ -93,8 +93,9 @@ def test_three_turns_with_tools_end_cleanly_and_leave_a_sound_session(server: Lo
     runner = AgentRunner.from_config(cfg)
     sid = "s-real-model"
     results, all_events = [], []
-    for text in TURNS:
-        events = list(runner.stream(text, session_id=sid))
+    for n, text in enumerate(TURNS):
+        which = {"session_id": sid} if n else {"new_session_id": sid}  # the first turn creates it
+        events = list(runner.stream(text, **which))
         results.append(finished(events))
         all_events += events
     tokens = [e for e in all_events if e.kind == "token"]
@@ -214,7 +215,7 @@ def test_a_run_killed_mid_stream_resumes(server: LocalLlamaServer, tmp_path: Pat
     cfg = make_config(tmp_path, server.base_url, max_output_tokens=48)
     env = child_env(tmp_path / "counter")
     sid = "s-killed"
-    proc = start_cli(["run", "--config", str(cfg), "--session", sid, TURNS[0]], env)
+    proc = start_cli(["run", "--config", str(cfg), "--new-session", sid, TURNS[0]], env)
     shown: list[str] = []  # the CLI's progress output (stderr), as it arrives
     reader = threading.Thread(target=lambda: shown.extend(iter(lambda: proc.stderr.read(1), "")), daemon=True)  # type: ignore[union-attr]
     reader.start()

@@ -126,7 +126,7 @@ def _crash(z: Zygote, tmp_path: Path) -> tuple[Path, dict[str, str]]:
     cfg = make_drill_config(tmp_path)
     env = child_env(tmp_path / "counter")
     out = z.run(
-        ["run", "--config", str(cfg), "--session", SID, "--json", DRILL_TEXT],
+        ["run", "--config", str(cfg), "--new-session", SID, "--json", DRILL_TEXT],
         {**env, "AGENTRT_CRASH_AT": "after_checkpoint_put:10"},
     )
     assert out.code == SIGKILL_CODE, out.stderr

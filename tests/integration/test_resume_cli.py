@@ -27,7 +27,7 @@ def test_resume_of_finished_session_prints_its_result(tmp_path: Path) -> None:
     """Resuming a finished session says it had finished; --json is the `run --json` object, unchanged."""
     cfg = make_drill_config(tmp_path)
     env = child_env(tmp_path / "counter")
-    ran = run_cli(["run", "--config", str(cfg), "--session", SID, "--json", DRILL_TEXT], env)
+    ran = run_cli(["run", "--config", str(cfg), "--new-session", SID, "--json", DRILL_TEXT], env)
     assert ran.code == 0, ran.stderr
     resumed = run_cli(["resume", SID, "--config", str(cfg), "--json"], env)
     assert resumed.code == 0, resumed.stderr
@@ -46,7 +46,7 @@ def test_resume_closes_a_run_killed_after_its_last_checkpoint(tmp_path: Path) ->
     env = child_env(tmp_path / "counter")
     with Zygote(tmp_path) as z:
         crashed = z.run(
-            ["run", "--config", str(cfg), "--session", SID, "--json", DRILL_TEXT],
+            ["run", "--config", str(cfg), "--new-session", SID, "--json", DRILL_TEXT],
             {**env, "AGENTRT_CRASH_AT": f"after_checkpoint_put:{LAST_CHECKPOINT}"},
         )
         assert crashed.code == SIGKILL_CODE

@@ -57,7 +57,7 @@ def _crashed_session(tmp_path: Path, tenant: str, ttl: float = 2.0) -> tuple[Pat
     )
     counter = tmp_path / "counter"
     crashed = run_cli(
-        ["run", "--config", str(cfg), "--session", SID, "--json", DRILL_TEXT],
+        ["run", "--config", str(cfg), "--new-session", SID, "--json", DRILL_TEXT],
         child_env(counter, "after_checkpoint_put:3"),
     )
     assert crashed.code == SIGKILL_CODE, crashed.stderr

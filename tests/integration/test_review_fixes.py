@@ -95,7 +95,7 @@ def test_turn_killed_before_its_first_checkpoint_is_run_by_resume(tmp_path: Path
     script = [PLAN, {"content": "answer one"}, PLAN, {"content": "answer two"}]
     cfg = str(make_config(tmp_path, script))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    assert _cli(["run", "--config", cfg, "--session", "s-lost", "--json", "first"], env).returncode == 0
+    assert _cli(["run", "--config", cfg, "--new-session", "s-lost", "--json", "first"], env).returncode == 0
     crashed = _cli(
         ["run", "--config", cfg, "--session", "s-lost", "--json", "second"],
         {**env, "AGENTRT_CRASH_AT": "before_checkpoint_put:1"},
@@ -122,7 +122,8 @@ def test_crash_after_an_approval_does_not_ask_again(tmp_path: Path) -> None:
     cfg = str(make_config(tmp_path, script))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     assert (
-        json.loads(_cli(["run", "--config", cfg, "--session", "s-ap", "--json", "x"], env).stdout)["status"] == "PAUSED"
+        json.loads(_cli(["run", "--config", cfg, "--new-session", "s-ap", "--json", "x"], env).stdout)["status"]
+        == "PAUSED"
     )
     crashed = _cli(
         ["resume", "s-ap", "--config", cfg, "--approve", "--json"], {**env, "AGENTRT_CRASH_AT": "after_tool_execute:1"}

@@ -39,7 +39,7 @@ def test_room_matches_manifest_after_kill_and_resume(tmp_path: Path, n: int) -> 
     """Crash after the n-th tool call, resume: files equal the final manifest, each effect applied once."""
     cfg = make_config(tmp_path, SCRIPT)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "AGENTRT_CRASH_AT": f"after_tool_execute:{n}"}
-    crashed = _cli("run", "--config", str(cfg), "--session", "s-room", "--json", "write notes", env=env)
+    crashed = _cli("run", "--config", str(cfg), "--new-session", "s-room", "--json", "write notes", env=env)
     assert crashed.returncode == 137, crashed.stderr
     env.pop("AGENTRT_CRASH_AT")
     resumed = _cli("resume", "s-room", "--config", str(cfg), "--json", env=env)

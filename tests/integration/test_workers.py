@@ -278,7 +278,7 @@ def test_submit_and_wait_on_the_command_line(make_cluster: MakeCluster) -> None:
             [*base, *args, *opts], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
         )
 
-    sub = cli("submit", "--session", "s-cli", "--turn-id", "t-cli-1", "Count", "for", "me.")
+    sub = cli("submit", "--new-session", "s-cli", "--turn-id", "t-cli-1", "Count", "for", "me.")
     assert sub.returncode == 0 and sub.stdout.strip() == "t-cli-1", sub.stdout + sub.stderr
     again = cli("submit", "--session", "s-cli", "--turn-id", "t-cli-1", "Again.")
     assert again.returncode == 2 and "was used before" in again.stdout + again.stderr
@@ -292,11 +292,11 @@ def test_a_turn_for_another_users_session_fails_with_a_clear_error(make_cluster:
     """A second user of the same tenant cannot add turns to the first user's session through the queue."""
     c = make_cluster("redis")
     c.start_worker("w0", concurrency=1)
-    mine = submit_turn(c.settings, "Count for alice.", "s-alice", c.tenant, "alice")
+    mine = submit_turn(c.settings, "Count for alice.", "s-alice", c.tenant, "alice", new_session=True)
     assert mine.wait(timeout=BOUND_S).status is TurnStatus.COMPLETED
-    theirs = submit_turn(c.settings, "Count for bob.", "s-alice", c.tenant, "bob")
-    turn = theirs.wait(timeout=BOUND_S)
-    assert turn.status is TurnStatus.FAILED and "another user" in str(turn.result.get("error")), turn.to_json()
+    with pytest.raises(SessionNotFound, match="another user"):  # refused at submit: nothing queued
+        submit_turn(c.settings, "Count for bob.", "s-alice", c.tenant, "bob")
+    assert [t.user_id for t in c.inbox("s-alice").turns()] == ["alice"]
     assert handle_for(c.settings, mine.turn_id, c.tenant, "alice").wait(timeout=1).status is TurnStatus.COMPLETED
     with pytest.raises(SessionNotFound, match="check --user"):
         handle_for(c.settings, mine.turn_id, c.tenant, "bob")
@@ -314,7 +314,7 @@ def test_a_broker_that_is_down_is_a_storage_error_and_the_turn_stays_recorded(tm
         },
     )
     with pytest.raises(StorageError, match="did not take its task"):
-        submit_turn(settings, "hello", "s1", turn_id="t-down")
+        submit_turn(settings, "hello", "s1", turn_id="t-down", new_session=True)
     assert [t.turn_id for t in Inbox(settings.base_dir, settings.session.tenant_id, "s1").turns()] == ["t-down"]
 
 

@@ -23,6 +23,7 @@ import redis
 import sqlalchemy as sa
 
 from agent.config import AgentSettings, load_settings
+from agent.errors import SessionNotFound
 from agent.session.inbox import Inbox, Turn
 from agent.session.stores.sql import SqlSessionStore
 from agent.submit import TurnHandle, submit_turn
@@ -105,8 +106,12 @@ class Cluster:
                     pass
 
     def submit(self, sid: str, text: str, turn_id: str | None = None) -> TurnHandle:
-        """`runner.submit` without building a runner (what a thin producer does)."""
-        return submit_turn(self.settings, text, sid, self.tenant, None, turn_id)
+        """`runner.submit` without building a runner (what a thin producer does); the session's
+        first submit creates it (`new_session`)."""
+        try:
+            return submit_turn(self.settings, text, sid, self.tenant, None, turn_id)
+        except SessionNotFound:
+            return submit_turn(self.settings, text, sid, self.tenant, None, turn_id, new_session=True)
 
     def inbox(self, sid: str) -> Inbox:
         """A session's inbox."""

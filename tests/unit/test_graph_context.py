@@ -47,7 +47,7 @@ def test_two_runners_in_one_process_each_use_their_own_runtime(tmp_path: Path) -
         assert runners[name].manager is not None  # stores opened here: the race is about the runtimes
 
     def run(name: str) -> None:
-        answers[name] = runners[name].run("go", session_id="same-id").answer
+        answers[name] = runners[name].run("go", new_session_id="same-id").answer
 
     threads = [threading.Thread(target=run, args=(n,)) for n in runners]
     for t in threads:

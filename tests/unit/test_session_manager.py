@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import ConfigError, SessionNotActive, SessionNotFound
+from agent.errors import ConfigError, SessionExists, SessionNotActive, SessionNotFound
 from agent.session.manager import ChatSessionManager, Mode
 from agent.session.session import SessionStatus, utcnow
 from agent.session.stores.jsonl import JsonlSessionStore
@@ -139,6 +139,7 @@ def test_end_pause_and_status_helpers(tmp_path: Path) -> None:
     with pytest.raises(SessionNotActive, match="resume"):
         m.start_turn(m.get("t1", "s1"))
     m.reactivate(m.get("t1", "s1"))
+    m.mark_run(m.get("t1", "s1"), "r1", "RUNNING")  # a run starts RUNNING (the lifecycle's run table)
     s = m.mark_run(m.get("t1", "s1"), "r1", "COMPLETED")
     assert (s.last_run_id, s.last_run_status) == ("r1", "COMPLETED")
     assert m.end("t1", "s1").status is SessionStatus.ENDED
@@ -147,10 +148,10 @@ def test_end_pause_and_status_helpers(tmp_path: Path) -> None:
 
 
 def test_create_refuses_duplicates_and_bad_ids(tmp_path: Path) -> None:
-    """A second create with the same id, or an unsafe id, is a clear ConfigError."""
+    """A second create with the same id is a conflict (SessionExists), an unsafe id a clear ConfigError."""
     m = manager(tmp_path)
     m.create("t1", "agent", "u1", "s1")
-    with pytest.raises(ConfigError, match="already exists"):
+    with pytest.raises(SessionExists, match="already exists"):
         m.create("t1", "agent", "u1", "s1")
     with pytest.raises(ConfigError, match="invalid"):
         m.create("t1", "agent", "u1", "../../x")

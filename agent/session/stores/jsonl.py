@@ -15,6 +15,7 @@ truth. `delete` removes only `session.json`; the event log is never deleted here
 from __future__ import annotations
 
 import builtins
+import contextlib
 import logging
 import threading
 from collections import OrderedDict
@@ -24,8 +25,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agent.errors import StorageError
-from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt, SessionStatus
+from agent.errors import LifecycleError, StorageError
+from agent.session.lifecycle import RunStatus, SessionAction, transition
+from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt
 from checkpointing.blobs import BlobStore
 from checkpointing.errors import CheckpointingError
 from checkpointing.events import EventLog
@@ -36,13 +38,27 @@ logger = logging.getLogger("agentrt.sessions")
 PAGE_TYPES = {"user_turn": "user", "assistant_message": "assistant"}
 PAGE_ENTRY_TYPES = frozenset(PAGE_TYPES)
 RUN_STATUS = {
-    "run_start": "RUNNING",
-    "run_resume": "RUNNING",
-    "run_pause": "PAUSED",
-    "run_end": "COMPLETED",
-    "run_fail": "FAILED",
-    "recovery_blocked": "RECOVERY_BLOCKED",
+    "run_start": RunStatus.RUNNING,
+    "run_resume": RunStatus.RUNNING,
+    "run_pause": RunStatus.PAUSED,
+    "run_end": RunStatus.COMPLETED,
+    "run_fail": RunStatus.FAILED,
+    "recovery_blocked": RunStatus.RECOVERY_BLOCKED,
 }
+
+
+def _lifecycle_action(record: dict[str, Any]) -> SessionAction | None:
+    """The session action an event-log entry records, if any."""
+    kind, payload = record["type"], record.get("payload") or {}
+    if kind == "run_pause":
+        return SessionAction.PAUSE
+    if kind == "run_resume":
+        return SessionAction.RESUME
+    if kind == "run_end" and payload.get("session_ended"):
+        return SessionAction.END
+    if kind == "branch_created":
+        return SessionAction.FORK
+    return None
 
 
 def page_messages(events: EventLog, leaf_id: str | None) -> list[PageMessage]:
@@ -197,13 +213,18 @@ class JsonlSessionStore:
                 session.current_branch_id = records[-1]["branch_id"]
                 session.current_leaf_entry_id = records[-1]["id"]
                 session.messages = page_messages(log, records[-1]["id"])
+            for record in records:  # the session status: its lifecycle entries replayed through the table
+                action = _lifecycle_action(record)
+                if action is not None:
+                    with contextlib.suppress(LifecycleError):  # a log from before the table: keep what holds
+                        transition(session, action)
             runs = [r for r in records if r["type"] in RUN_STATUS]
-            if runs:
-                session.last_run_status = RUN_STATUS[runs[-1]["type"]]
+            if runs:  # the newest run as recorded (restored, not a transition)
+                last = runs[-1]
+                interrupted = last["type"] == "run_fail" and (last.get("payload") or {}).get("interrupted")
+                session.last_run_status = RunStatus.INTERRUPTED if interrupted else RUN_STATUS[last["type"]]
                 run_id = runs[-1].get("payload", {}).get("run_id")
                 session.last_run_id = run_id if isinstance(run_id, str) else None
-                if session.last_run_status == "PAUSED":
-                    session.status = SessionStatus.PAUSED
             return session
 
     def put(self, session: ChatSession) -> None:

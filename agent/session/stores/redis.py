@@ -63,7 +63,7 @@ class RedisSessionStore:
         if at is None or session.status is not SessionStatus.ACTIVE:
             # PAUSED sessions wait for a resume; keep them as long as an idle ACTIVE one would live.
             minutes = session.expire_minutes if session.expire_minutes > 0 else 24 * 60
-            return max(self.min_ttl_seconds, minutes * 60)
+            return max(self.min_ttl_seconds, math.ceil(minutes * 60))
         return max(self.min_ttl_seconds, math.ceil((at - utcnow()).total_seconds()))
 
     def _fail(self, what: str, err: Exception) -> StorageError:

@@ -121,8 +121,7 @@ def check(engine: sa.Engine, table_prefix: str = "", schema: str | None = None, 
     except OperationalError as err:
         if _missing_database(err):
             raise SchemaOutdated(
-                f"the database {where} does not exist: run `agentrt db init{config_hint}` to create it "
-                "and its tables"
+                f"the database {where} does not exist: run `agentrt db init{config_hint}` to create it and its tables"
             ) from None
         raise StorageError(f"SQL schema check failed: {_first_line(err)}") from err
     except (ProgrammingError, SQLAlchemyError) as err:

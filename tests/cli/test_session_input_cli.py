@@ -1,0 +1,133 @@
+"""Session ids and hostile input through the console script: an unknown --session is an error, never
+a new session; --new-session names one; Ctrl-C leaves the session usable; long input and escape
+sequences in ids are refused or quoted."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.cli.console import ROOT, Ran, agentrt
+
+pytestmark = pytest.mark.integration
+
+
+def _json(ran: Ran) -> dict[str, object]:
+    assert ran.code == 0, ran.both
+    data: dict[str, object] = json.loads(ran.out)
+    return data
+
+
+def _sessions(work: Path, *args: str) -> list[str]:
+    listed = json.loads(agentrt("sessions", "--json", *args, cwd=work).out)
+    return [str(s["session_id"]) for s in listed]
+
+
+def _session(work: Path, sid: str) -> dict[str, object]:
+    return _json(agentrt("show", sid, "--json", cwd=work))["session"]  # type: ignore[return-value]
+
+
+def test_unknown_session_is_not_found_and_creates_nothing(tmp_path: Path) -> None:
+    """`run --session s-typo`: exit 3, the message names the id, the tenant and `agentrt sessions`."""
+    ran = agentrt("run", "--session", "s-typo", "--approve-all", "hello", cwd=tmp_path)
+    assert ran.code == 3, ran.both
+    assert ran.error_line() == (
+        "agentrt: error: no session s-typo for tenant default; `agentrt sessions` lists yours "
+        "(a new session: leave out --session, or name it with --new-session ID)"
+    )
+    assert _sessions(tmp_path) == []
+    assert not (tmp_path / ".agentrt" / "tenants" / "default" / "sessions" / "s-typo").exists()
+
+
+def test_new_session_by_id_then_continue_it_and_other_tenants_do_not_see_it(tmp_path: Path) -> None:
+    """--new-session makes it (twice: exit 4); --session continues it; another tenant gets exit 3."""
+    first = _json(agentrt("run", "--new-session", "s-mine", "--approve-all", "--json", "Sales", cwd=tmp_path))
+    assert (first["session_id"], first["status"]) == ("s-mine", "COMPLETED")
+
+    again = agentrt("run", "--new-session", "s-mine", "--approve-all", "Sales", cwd=tmp_path)
+    assert again.code == 4, again.both
+    assert "session s-mine already exists for tenant default" in again.error_line()
+    assert "agentrt run --session s-mine" in again.error_line()
+
+    other = agentrt("run", "--session", "s-mine", "--tenant", "acme", "Sales", cwd=tmp_path)
+    assert other.code == 3, other.both
+    assert "no session s-mine for tenant acme; `agentrt sessions` lists yours" in other.error_line()
+    assert _sessions(tmp_path, "--tenant", "acme") == []
+
+    second = _json(agentrt("run", "--session", "s-mine", "--approve-all", "--json", "More", cwd=tmp_path))
+    assert second["status"] == "COMPLETED" and _session(tmp_path, "s-mine")["loop_count"] == 2
+    both = agentrt("run", "--session", "s-mine", "--new-session", "s-x", "hi", cwd=tmp_path)
+    assert both.code == 2 and "not allowed with argument" in both.err
+
+
+def test_ctrl_c_before_the_first_checkpoint_leaves_the_session_usable(tmp_path: Path) -> None:
+    """SIGINT after the turn is recorded, before the graph starts: exit 130 naming the real id,
+    the session ACTIVE with its run INTERRUPTED; the next `run --session` is accepted."""
+    env = {"AGENTRT_INTERRUPT_AT": "turn_recorded:1"}
+    ran = agentrt("run", "Summarise the sales", cwd=tmp_path, extra_env=env)
+    assert ran.code == 130, ran.both
+    line = ran.err.strip().splitlines()[-1]
+    found = re.search(r"run of session (s-[0-9a-f]{16}) interrupted", line)
+    assert found, ran.err
+    sid = found.group(1)
+    assert _sessions(tmp_path) == [sid]
+    assert f"`agentrt resume {sid}`" in line and f"agentrt run --session {sid}" in line
+    session = _session(tmp_path, sid)
+    assert (session["status"], session["last_run_status"]) == ("ACTIVE", "INTERRUPTED")
+
+    nxt = _json(agentrt("run", "--session", sid, "--approve-all", "--json", "Summarise the sales", cwd=tmp_path))
+    assert nxt["status"] == "COMPLETED" and nxt["session_id"] == sid
+
+
+def test_ctrl_c_then_resume_runs_the_interrupted_turn(tmp_path: Path) -> None:
+    """After the same Ctrl-C, `resume` runs the recorded turn from the start (it pauses for the approval)."""
+    ran = agentrt(
+        "run",
+        "--new-session",
+        "s-int",
+        "Summarise the sales",
+        cwd=tmp_path,
+        extra_env={"AGENTRT_INTERRUPT_AT": "turn_recorded:1"},
+    )
+    assert ran.code == 130 and "s-int" in ran.err, ran.both
+    resumed = _json(agentrt("resume", "s-int", "--json", cwd=tmp_path))
+    assert resumed["status"] == "PAUSED" and resumed["pending_approval"]
+    done = _json(agentrt("resume", "s-int", "--approve", "--json", cwd=tmp_path))
+    assert done["status"] == "COMPLETED" and "published" in str(done["answer"])
+
+
+def test_input_over_the_limit_is_refused_before_the_run(tmp_path: Path) -> None:
+    """loop.max_input_chars (default: from model.context_window): exit 2, nothing created."""
+    data = yaml.safe_load((ROOT / "configs" / "default.yaml").read_text())
+    data["model"]["script"] = str(ROOT / "configs" / data["model"]["script"])
+    data["skills_dir"] = str(ROOT / "configs" / "skills")
+    for ds in data["datasets"]:
+        ds["path"] = str(ROOT / "configs" / ds["path"])
+    data["loop"]["max_input_chars"] = 50
+    config = tmp_path / "small.yaml"
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+
+    ran = agentrt("run", "--config", str(config), "x" * 51, cwd=tmp_path)
+    assert ran.code == 2, ran.both
+    assert "input is 51 characters, over the limit of 50 (loop.max_input_chars" in ran.error_line()
+    default = agentrt("run", "y" * 64_001, cwd=tmp_path)  # the shipped window: 32000 tokens -> 64000 chars
+    assert default.code == 2 and "over the limit of 64000" in default.error_line()
+    assert _sessions(tmp_path) == [] and _sessions(tmp_path, "--config", str(config)) == []
+    ok = agentrt("run", "--config", str(config), "--approve-all", "x" * 50, cwd=tmp_path)
+    assert ok.code == 0, ok.both
+
+
+@pytest.mark.parametrize("command", ["run", "resume", "show", "end"])
+def test_hostile_ids_are_quoted_in_errors(tmp_path: Path, command: str) -> None:
+    """An id with a terminal escape and a newline never reaches the screen raw: one quoted error line."""
+    hostile = "s\x1b[31mred\nx"
+    args = ["run", "--session", hostile, "hi"] if command == "run" else [command, hostile]
+    ran = agentrt(*args, cwd=tmp_path)
+    assert ran.code in (2, 3), ran.both
+    assert "\x1b" not in ran.both
+    line = ran.error_line()  # exactly one line: the newline did not split it
+    assert "\\x1b[31mred\\nx" in line, line
