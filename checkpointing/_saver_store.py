@@ -199,6 +199,28 @@ class SessionStore:
             raise CorruptCheckpointError(str(self.runs_dir), 0, f"stored item {h} is missing")
         return self.read(*loc)["v"]
 
+    def items(self, hashes: list[str]) -> list[Any]:
+        """The values of several items, in the order asked; each run file is opened once and read
+        in offset order (cached records are not read again)."""
+        idx = self.index
+        out: list[Any] = [None] * len(hashes)
+        todo: dict[str, list[tuple[int, int, int]]] = {}
+        for i, h in enumerate(hashes):
+            loc = idx.items.get(h)
+            if loc is None:
+                raise CorruptCheckpointError(str(self.runs_dir), 0, f"stored item {h} is missing")
+            hit = self._cache.get((loc[0], loc[1]))
+            if hit is not None:
+                out[i] = hit[0]["v"]
+            else:
+                todo.setdefault(loc[0], []).append((loc[1], loc[2], i))
+        for run, wanted in todo.items():
+            with open(self.run_file(run), "rb") as fh:
+                for off, line, i in sorted(wanted):
+                    fh.seek(off)
+                    out[i] = self._verified(fh.readline(), run, off, line)["v"]
+        return out
+
     def sync(self) -> None:
         """fsync every run file appended to."""
         for log in self._logs.values():
@@ -213,17 +235,20 @@ class SessionStore:
         if hit is not None:
             self._cache.move_to_end(key)
             return hit[0]
-        path = self.run_file(run)
-        with open(path, "rb") as fh:
+        with open(self.run_file(run), "rb") as fh:
             fh.seek(off)
-            raw = fh.readline()
+            return self._verified(fh.readline(), run, off, line)
+
+    def _verified(self, raw: bytes, run: str, off: int, line: int) -> dict[str, Any]:
+        """Verify and parse the line read at `off` of a run file, and cache it."""
+        path = self.run_file(run)
         if not raw.endswith(b"\n"):
             raise CorruptCheckpointError(str(path), line, "record is incomplete (file changed under us)")
         try:
             rec = _parse(verify_line(raw[:-1]), path, line)
         except ValueError as err:
             raise CorruptCheckpointError(str(path), line, str(err)) from err
-        self._cache_put(key, rec, len(raw))
+        self._cache_put((run, off), rec, len(raw))
         return rec
 
     def _cache_put(self, key: tuple[str, int], rec: dict[str, Any], size: int) -> None:

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, DeltaChannelHistory
+from langgraph.types import StateSnapshot
 
 from agent.loop.tool_results import ToolResultSlice, ToolResultStore
 from agent.results import RunResult, result_from_snapshot
@@ -25,7 +30,7 @@ def show(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | 
     tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
     session = rt.manager.get(tenant, sid, user)
     events = rt.manager.jsonl.event_log(tenant, sid)
-    snap = rt.graph.get_state(rt._thread(tenant, sid))
+    snap = head(rt, tenant, sid)
     return {
         "session": session.to_dict(),
         "header": events.header(),
@@ -46,6 +51,38 @@ def show(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | 
             for e in events.last(last)
         ],
     }
+
+
+class _WithoutHistory(BaseCheckpointSaver[Any]):
+    """A read-only view of a saver that leaves every DeltaChannel empty instead of replaying its history.
+
+    Which nodes run next depends on channel versions and trigger channels, never on the
+    accumulated `messages` / `execution_history_text` / `tool_result_store`: a snapshot read
+    through this view has the right `next`, `tasks`, `interrupts` and config, at a cost that does
+    not grow with the session (its `values` lack those channels).
+    """
+
+    def __init__(self, inner: BaseCheckpointSaver[Any]) -> None:
+        super().__init__(serde=inner.serde)
+        self.inner = inner
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The inner saver's checkpoint tuple."""
+        return self.inner.get_tuple(config)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """No history: every delta channel starts empty."""
+        return {c: {"writes": []} for c in channels}
+
+
+def head(rt: RunnerCore, tenant: str, sid: str) -> StateSnapshot:
+    """The newest checkpoint's snapshot without the DeltaChannel values (see `_WithoutHistory`):
+    for the questions about the tail (checkpoint id, next nodes, pending tasks and interrupts)."""
+    thread = rt._thread(tenant, sid)
+    light = {"configurable": {**thread["configurable"], CONFIG_KEY_CHECKPOINTER: _WithoutHistory(rt.saver)}}
+    return rt.graph.get_state(cast(RunnableConfig, light))
 
 
 def state(rt: RunnerCore, session_id: str, tenant_id: str | None) -> dict[str, Any]:

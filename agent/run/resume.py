@@ -176,7 +176,8 @@ def _close_finished_run(
     no answer on the page and the run RUNNING: write what is missing, once."""
     if session.last_run_status == res.status and session.last_run_id == res.run_id:
         return
-    done = {e.type for e in events.entries() if (e.payload or {}).get("run_id") == res.run_id}
+    closing = {"assistant_message", "run_end", "run_fail"}  # only these types matter: skip the others unread
+    done = {e.type for e in events.entries(closing) if (e.payload or {}).get("run_id") == res.run_id}
     if res.status == "COMPLETED" and "assistant_message" not in done:
         rt.manager.memory.add_assistant_message(session, res.answer, res.run_id, recorder.token)
     if not done & {"run_end", "run_fail"}:

@@ -5,18 +5,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import SessionError
+from agent.run.reading import head
 from agent.session.session import ChatSession
 from agent.tools.journal import JournalStatus
 
 if TYPE_CHECKING:
     from agent.run.core import RunnerCore
 
+CLOSING = frozenset({"run_end", "run_fail", "run_pause"})
+USER_TURN = frozenset({"user_turn"})
+
 
 def refuse_unfinished(rt: RunnerCore, session: ChatSession) -> None:
     """Raise `SessionError` when the session's last run has not finished (it must be resumed first)."""
     sid = session.session_id
     thread = rt._thread(session.tenant_id, sid)
-    snap = rt.graph.get_state(thread)
+    snap = head(rt, session.tenant_id, sid)
     nodes = list(snap.next) or [t.name for t in snap.tasks]
     if not nodes:
         doc = rt._checkpoint_doc(thread)
@@ -33,8 +37,7 @@ def refuse_unfinished(rt: RunnerCore, session: ChatSession) -> None:
 def run_closed(rt: RunnerCore, session: ChatSession) -> bool:
     """Whether the session's last run wrote its run_end / run_fail / run_pause entry."""
     events = rt.manager.jsonl.event_log(session.tenant_id, session.session_id)
-    closing = {"run_end", "run_fail", "run_pause"}
-    return any(e.type in closing and (e.payload or {}).get("run_id") == session.last_run_id for e in events.entries())
+    return events.newest(CLOSING, session.last_run_id) is not None
 
 
 def turn_without_checkpoint(rt: RunnerCore, session: ChatSession, events: Any, run_id: str) -> tuple[str, str] | None:
@@ -42,10 +45,8 @@ def turn_without_checkpoint(rt: RunnerCore, session: ChatSession, events: Any, r
     last = session.last_run_id
     if session.last_run_status != "RUNNING" or not last or last == run_id or run_closed(rt, session):
         return None
-    for entry in reversed(events.entries()):
-        if entry.type == "user_turn" and (entry.payload or {}).get("run_id") == last:
-            return last, str(entry.payload.get("content") or "")
-    return None
+    entry = events.newest(USER_TURN, last)
+    return None if entry is None else (last, str(entry.payload.get("content") or ""))
 
 
 def approval_answered(rt: RunnerCore, tenant: str, sid: str, run_id: str, interrupts: Any) -> bool:
