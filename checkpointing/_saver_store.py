@@ -148,6 +148,10 @@ class SessionStore:
             except CorruptRecordError as err:
                 raise CorruptCheckpointError(err.path, err.line, err.reason) from err
             for i, (off, body) in enumerate(found.records):
+                h = _item_hash(body)
+                if h is not None:  # an item's value is parsed when it is read, not to index it
+                    idx.items[h] = (run, off, lines + 1 + i)
+                    continue
                 rec = _parse(body, path, lines + 1 + i)
                 _apply(idx, run, off, lines + 1 + i, rec)
             idx.ends[run] = (found.good, lines + len(found.records))
@@ -318,6 +322,17 @@ class SessionStore:
 def item_frame(h: str, raw: bytes) -> bytes:
     """The framed item record holding JSON `raw` under its content hash `h`."""
     return frame(b'{"k":"i","schema_version":%d,"h":"%s","v":%s}' % (SCHEMA_VERSION, h.encode(), raw))
+
+
+_ITEM_HEAD = b'{"k":"i","schema_version":%d,"h":"' % SCHEMA_VERSION
+
+
+def _item_hash(body: bytes) -> str | None:
+    """The hash of an item record as `item_frame` writes it (None for any other record)."""
+    if not body.startswith(_ITEM_HEAD):
+        return None
+    end = body.find(b'","v":', len(_ITEM_HEAD))
+    return body[len(_ITEM_HEAD) : end].decode("ascii") if end != -1 else None
 
 
 def _parse(body: bytes, path: Path, line: int) -> dict[str, Any]:

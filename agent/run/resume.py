@@ -12,7 +12,7 @@ from agent.recovery import check_header, check_identity, compare_pins, restore_m
 from agent.results import RunEvent, RunResult
 from agent.run.blocked import record_blocked
 from agent.run.drive import drive, without
-from agent.run.reading import result
+from agent.run.reading import head, result
 from agent.run.unfinished import approval_answered, turn_without_checkpoint
 from agent.session.session import ChatSession, SessionStatus
 from agent.turns import EventRecorder, SessionHold
@@ -184,7 +184,7 @@ def _close_finished_run(
         kind = "run_end" if res.status == "COMPLETED" else "run_fail"
         recorder.record(kind, {"run_id": res.run_id, "finish_reason": res.finish_reason, "error": res.error})
     session.context = without(session.context, "fork_checkpoint_id")
-    snap_config = rt.graph.get_state(rt._thread(session.tenant_id, session.session_id)).config or {}
+    snap_config = head(rt, session.tenant_id, session.session_id).config or {}
     cp_id = (snap_config.get("configurable") or {}).get("checkpoint_id")
     if cp_id:
         heads = dict(session.context.get("branch_heads") or {})
