@@ -122,7 +122,10 @@ class EventLog:
     """One session's events.jsonl with an in-memory index (appends never re-read the file).
 
     Thread-safe within a process. Entries appended by another process are picked up on the next
-    call (the index catches up from the last byte it knows). Corruption other than a torn last
+    call (the index catches up from the last byte it knows). Opening a log verifies every line's
+    checksum but indexes only each entry's envelope (id, parent, branch, type); a payload is parsed
+    when an entry is read, so questions about the tail (`last`, `newest`, `branches`, a projection
+    filtered by type) do not decode the whole history. Corruption other than a torn last
     line raises `CorruptRecordError` naming file and line.
     """
 
