@@ -9,10 +9,10 @@ from langgraph.types import Command
 
 from agent.errors import RecoveryBlocked, SessionError
 from agent.recovery import check_header, check_identity, compare_pins, restore_messages, step, stored_pins
-from agent.results import RunEvent, RunResult
+from agent.results import RunEvent, RunResult, result_from_snapshot
 from agent.run.blocked import record_blocked
 from agent.run.drive import drive, without
-from agent.run.reading import head, result
+from agent.run.reading import head
 from agent.run.unfinished import approval_answered, turn_without_checkpoint
 from agent.session.session import ChatSession, SessionStatus
 from agent.turns import EventRecorder, SessionHold
@@ -73,7 +73,7 @@ def stream_resume(
             yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_turn, doc, accepted)
             return
         if not pending:
-            yield from _finished(rt, session, events, recorder, doc, run_id)
+            yield from _finished(rt, session, events, recorder, doc, run_id, snap)
             return
         answered = bool(snap.interrupts) and approval_answered(rt, tenant, sid, run_id, snap.interrupts)
         if answered and decision is not None:
@@ -108,14 +108,21 @@ def stream_resume(
 
 
 def _finished(
-    rt: RunnerCore, session: ChatSession, events: Any, recorder: EventRecorder, doc: dict[str, Any], run_id: str
+    rt: RunnerCore,
+    session: ChatSession,
+    events: Any,
+    recorder: EventRecorder,
+    doc: dict[str, Any],
+    run_id: str,
+    snap: Any,
 ) -> Iterator[RunEvent]:
     """The graph had finished: reopen a PAUSED session, close the run if its end was lost, report it."""
     if session.status is SessionStatus.PAUSED:
         rt.manager.reactivate(session)
     done = {"finished": True, "checkpoint_id": doc.get("checkpoint_id"), "run_id": run_id}
     yield RunEvent("recovered", done)
-    res = result(rt, session.session_id, session.tenant_id)
+    # The state recovery just restored (under the lease: nothing wrote a checkpoint since), not a second read.
+    res = result_from_snapshot(session.session_id, snap)
     res.run_id = run_id
     _close_finished_run(rt, session, events, recorder, res)
     # Same object shape as `run --json`; the `recovered` event says it had finished.
