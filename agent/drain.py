@@ -194,7 +194,7 @@ def _new_turn(runner: AgentRunner, turn: Turn, last: str) -> Iterator[RunEvent]:
 
 def _run_began(runner: AgentRunner, tenant: str, sid: str, run_id: str) -> bool:
     events = runner.manager.jsonl.event_log(tenant, sid)
-    return any(e.type == "user_turn" and (e.payload or {}).get("run_id") == run_id for e in events.entries())
+    return events.newest(frozenset({"user_turn"}), run_id) is not None
 
 
 def _resume_with(

@@ -336,13 +336,15 @@ def _is_chunk(x: Any) -> bool:
 
 
 def _unchunk(items: list[Any], store: SessionStore) -> list[Any]:
-    out: list[Any] = []
+    flat: list[Any] = []
     for x in items:
         if _is_chunk(x):
-            out.extend(_deref(y, store) for y in store.item(x[CHUNK_KEY]))
+            flat.extend(store.item(x[CHUNK_KEY]))
         else:
-            out.append(_deref(x, store))
-    return out
+            flat.append(x)
+    # One pass over each run file for all the element items (a long history has thousands).
+    values = iter(store.items([x[ITEM_KEY] for x in flat if _is_ref(x)]))
+    return [next(values) if _is_ref(x) else x for x in flat]
 
 
 def refs_of(rec: dict[str, Any]) -> list[str]:

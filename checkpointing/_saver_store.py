@@ -148,6 +148,10 @@ class SessionStore:
             except CorruptRecordError as err:
                 raise CorruptCheckpointError(err.path, err.line, err.reason) from err
             for i, (off, body) in enumerate(found.records):
+                h = _item_hash(body)
+                if h is not None:  # an item's value is parsed when it is read, not to index it
+                    idx.items[h] = (run, off, lines + 1 + i)
+                    continue
                 rec = _parse(body, path, lines + 1 + i)
                 _apply(idx, run, off, lines + 1 + i, rec)
             idx.ends[run] = (found.good, lines + len(found.records))
@@ -199,6 +203,28 @@ class SessionStore:
             raise CorruptCheckpointError(str(self.runs_dir), 0, f"stored item {h} is missing")
         return self.read(*loc)["v"]
 
+    def items(self, hashes: list[str]) -> list[Any]:
+        """The values of several items, in the order asked; each run file is opened once and read
+        in offset order (cached records are not read again)."""
+        idx = self.index
+        out: list[Any] = [None] * len(hashes)
+        todo: dict[str, list[tuple[int, int, int]]] = {}
+        for i, h in enumerate(hashes):
+            loc = idx.items.get(h)
+            if loc is None:
+                raise CorruptCheckpointError(str(self.runs_dir), 0, f"stored item {h} is missing")
+            hit = self._cache.get((loc[0], loc[1]))
+            if hit is not None:
+                out[i] = hit[0]["v"]
+            else:
+                todo.setdefault(loc[0], []).append((loc[1], loc[2], i))
+        for run, wanted in todo.items():
+            with open(self.run_file(run), "rb") as fh:
+                for off, line, i in sorted(wanted):
+                    fh.seek(off)
+                    out[i] = self._verified(fh.readline(), run, off, line)["v"]
+        return out
+
     def sync(self) -> None:
         """fsync every run file appended to."""
         for log in self._logs.values():
@@ -213,17 +239,20 @@ class SessionStore:
         if hit is not None:
             self._cache.move_to_end(key)
             return hit[0]
-        path = self.run_file(run)
-        with open(path, "rb") as fh:
+        with open(self.run_file(run), "rb") as fh:
             fh.seek(off)
-            raw = fh.readline()
+            return self._verified(fh.readline(), run, off, line)
+
+    def _verified(self, raw: bytes, run: str, off: int, line: int) -> dict[str, Any]:
+        """Verify and parse the line read at `off` of a run file, and cache it."""
+        path = self.run_file(run)
         if not raw.endswith(b"\n"):
             raise CorruptCheckpointError(str(path), line, "record is incomplete (file changed under us)")
         try:
             rec = _parse(verify_line(raw[:-1]), path, line)
         except ValueError as err:
             raise CorruptCheckpointError(str(path), line, str(err)) from err
-        self._cache_put(key, rec, len(raw))
+        self._cache_put((run, off), rec, len(raw))
         return rec
 
     def _cache_put(self, key: tuple[str, int], rec: dict[str, Any], size: int) -> None:
@@ -293,6 +322,17 @@ class SessionStore:
 def item_frame(h: str, raw: bytes) -> bytes:
     """The framed item record holding JSON `raw` under its content hash `h`."""
     return frame(b'{"k":"i","schema_version":%d,"h":"%s","v":%s}' % (SCHEMA_VERSION, h.encode(), raw))
+
+
+_ITEM_HEAD = b'{"k":"i","schema_version":%d,"h":"' % SCHEMA_VERSION
+
+
+def _item_hash(body: bytes) -> str | None:
+    """The hash of an item record as `item_frame` writes it (None for any other record)."""
+    if not body.startswith(_ITEM_HEAD):
+        return None
+    end = body.find(b'","v":', len(_ITEM_HEAD))
+    return body[len(_ITEM_HEAD) : end].decode("ascii") if end != -1 else None
 
 
 def _parse(body: bytes, path: Path, line: int) -> dict[str, Any]:

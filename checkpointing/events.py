@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,7 +39,8 @@ from checkpointing.records import (
     RecordLog,
     canonical_json,
     decode_record,
-    encode_record,
+    dumps,
+    frame,
     loads,
     scan,
 )
@@ -73,6 +75,31 @@ EVENT_TYPES: frozenset[str] = frozenset(
 )
 
 
+# The envelope of an entry as this module writes it (orjson, keys in this order, ids without escapes):
+# read without parsing the payload, so indexing a long log costs a checksum and a regex per line.
+_ENVELOPE = re.compile(
+    rb'\{"id":"([^"\\]+)","parent_id":(?:null|"([^"\\]+)"),"branch_id":"([^"\\]+)","type":"([^"\\]+)"'
+)
+
+
+class _Rec:
+    """One indexed entry: its envelope, and its verified JSON body (the payload parsed on demand)."""
+
+    __slots__ = ("body", "branch_id", "id", "parent_id", "type")
+
+    def __init__(self, eid: str, parent_id: str | None, branch_id: str, type: str, body: bytes) -> None:
+        self.id = eid
+        self.parent_id = parent_id
+        self.branch_id = branch_id
+        self.type = type
+        self.body = body
+
+    def full(self) -> dict[str, Any]:
+        """The entry as stored (blob references unresolved)."""
+        rec: dict[str, Any] = loads(self.body)
+        return rec
+
+
 def new_entry_id() -> str:
     """A new sortable entry id (UUIDv7)."""
     return str(uuid6.uuid7())
@@ -97,7 +124,10 @@ class EventLog:
     """One session's events.jsonl with an in-memory index (appends never re-read the file).
 
     Thread-safe within a process. Entries appended by another process are picked up on the next
-    call (the index catches up from the last byte it knows). Corruption other than a torn last
+    call (the index catches up from the last byte it knows). Opening a log verifies every line's
+    checksum but indexes only each entry's envelope (id, parent, branch, type); a payload is parsed
+    when an entry is read, so questions about the tail (`last`, `newest`, `branches`, a projection
+    filtered by type) do not decode the whole history. Corruption other than a torn last
     line raises `CorruptRecordError` naming file and line.
     """
 
@@ -124,7 +154,7 @@ class EventLog:
         self._size = 0
         self._line = 0
         self._header: dict[str, Any] | None = None
-        self._records: dict[str, dict[str, Any]] = {}
+        self._records: dict[str, _Rec] = {}
         self._order: list[str] = []
         self._children: dict[str | None, list[str]] = {}
         self._branch_leaf: dict[str, str] = {}
@@ -132,7 +162,22 @@ class EventLog:
 
     # -- index --------------------------------------------------------------------------------
 
-    def _index(self, rec: dict[str, Any], line: int) -> None:
+    def _index_body(self, body: bytes, line: int) -> None:
+        m = _ENVELOPE.match(body) if line > 1 else None
+        if m is None:
+            self._index(_loads(body), line, body)
+            return
+        eid, parent, branch, etype = (g.decode() if g is not None else None for g in m.groups())
+        assert eid is not None and branch is not None and etype is not None
+        self._add(_Rec(eid, parent, branch, etype, body))
+
+    def _add(self, rec: _Rec) -> None:
+        self._records[rec.id] = rec
+        self._order.append(rec.id)
+        self._children.setdefault(rec.parent_id, []).append(rec.id)
+        self._branch_leaf[rec.branch_id] = rec.id
+
+    def _index(self, rec: dict[str, Any], line: int, body: bytes) -> None:
         if rec.get("kind") == "header":
             if line != 1:
                 raise CorruptRecordError(str(self.path), line, "a second header inside the log")
@@ -148,10 +193,7 @@ class EventLog:
         eid = rec.get("id")
         if not isinstance(eid, str) or not isinstance(rec.get("branch_id"), str) or "type" not in rec:
             raise CorruptRecordError(str(self.path), line, "entry lacks id, branch_id or type")
-        self._records[eid] = rec
-        self._order.append(eid)
-        self._children.setdefault(rec.get("parent_id"), []).append(eid)
-        self._branch_leaf[rec["branch_id"]] = eid
+        self._add(_Rec(eid, rec.get("parent_id"), rec["branch_id"], str(rec["type"]), body))
 
     def _load(self) -> None:
         if self._loaded:
@@ -168,7 +210,7 @@ class EventLog:
         found = scan(self.path)
         for _, body in found.records:
             self._line += 1
-            self._index(_loads(body), self._line)
+            self._index_body(body, self._line)
         if self.path.exists():
             self._size, self._ino = found.good, self.path.stat().st_ino
         self._loaded = True
@@ -182,7 +224,7 @@ class EventLog:
         found = scan(self.path, self._size, self._line + 1)
         for _, body in found.records:
             self._line += 1
-            self._index(_loads(body), self._line)
+            self._index_body(body, self._line)
         self._size = found.good
 
     # -- header -------------------------------------------------------------------------------
@@ -265,15 +307,17 @@ class EventLog:
             }
             if fencing_token is not None:
                 rec["fence"] = fencing_token
+            raw = dumps(rec)
+            framed = frame(raw)
             with self._fence.fenced(fencing_token):
-                offset = self._log.append(rec)
+                offset = self._log.append_frames([framed])[0]
             # Records other processes appended before ours must be indexed first, in file order.
             if offset > self._size:
                 self._catch_up()
             else:
                 self._line += 1
-                self._index(rec, self._line)
-                self._size = offset + len(encode_record(rec))
+                self._index(rec, self._line, raw)
+                self._size = offset + len(framed)
             return self._resolve(rec)
 
     def _store_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -284,7 +328,9 @@ class EventLog:
 
     # -- reads --------------------------------------------------------------------------------
 
-    def _resolve(self, rec: dict[str, Any]) -> Entry:
+    def _resolve(self, rec: dict[str, Any] | _Rec) -> Entry:
+        if isinstance(rec, _Rec):
+            rec = rec.full()
         payload = rec.get("payload") or {}
         if is_blob_ref(payload):
             loaded = json.loads(self.blobs.get(payload[BLOB_KEY]).decode("utf-8"))
@@ -302,17 +348,41 @@ class EventLog:
             fence=fence if isinstance(fence, int) else None,
         )
 
-    def entries(self) -> list[Entry]:
-        """Every entry in append order, payloads resolved."""
+    def entries(self, types: frozenset[str] | set[str] | None = None) -> list[Entry]:
+        """Every entry in append order, payloads resolved (with `types`, only entries of those
+        types: the others are skipped without reading their payloads)."""
         with self._lock:
             self._load()
-            return [self._resolve(self._records[i]) for i in self._order]
+            recs = (self._records[i] for i in self._order)
+            return [self._resolve(r) for r in recs if types is None or r.type in types]
+
+    def newest(self, types: frozenset[str] | set[str], run_id: str | None = None) -> Entry | None:
+        """The newest entry of one of `types` (whose payload names `run_id`, when given), or None.
+
+        Reads the log from its end and parses only the payloads of entries of those types.
+        """
+        with self._lock:
+            self._load()
+            for i in reversed(self._order):
+                rec = self._records[i]
+                if rec.type in types:
+                    entry = self._resolve(rec)
+                    if run_id is None or (entry.payload or {}).get("run_id") == run_id:
+                        return entry
+            return None
 
     def raw_entries(self) -> list[dict[str, Any]]:
         """Every entry as stored (blob references unresolved), in append order."""
         with self._lock:
             self._load()
-            return [dict(self._records[i]) for i in self._order]
+            return [self._records[i].full() for i in self._order]
+
+    def envelopes(self) -> list[dict[str, Any]]:
+        """Every entry's `{id, parent_id, branch_id, type}` in append order (no payload is read)."""
+        with self._lock:
+            self._load()
+            recs = (self._records[i] for i in self._order)
+            return [{"id": r.id, "parent_id": r.parent_id, "branch_id": r.branch_id, "type": r.type} for r in recs]
 
     def raw(self, entry_id: str) -> dict[str, Any]:
         """The entry as stored (blob references unresolved)."""
@@ -320,7 +390,7 @@ class EventLog:
             self._load()
             if entry_id not in self._records:
                 raise KeyError(f"entry {entry_id} is not in {self.path}")
-            return dict(self._records[entry_id])
+            return self._records[entry_id].full()
 
     def has(self, entry_id: str) -> bool:
         """Whether the entry exists."""
@@ -358,9 +428,9 @@ class EventLog:
                     raise CorruptRecordError(str(self.path), -1, f"broken parent chain at entry {cur}")
                 seen.add(cur)
                 rec = self._records[cur]
-                if types is None or rec["type"] in types:
+                if types is None or rec.type in types:
                     out.append(self._resolve(rec))
-                cur = rec.get("parent_id")
+                cur = rec.parent_id
             return out
 
     def projection(self, leaf_id: str | None, types: frozenset[str] | None = None) -> list[Entry]:

@@ -54,7 +54,7 @@ def _row(s: Any, store: Any) -> dict[str, Any]:
         log = store.event_log(s.tenant_id, s.session_id)
         branches = max(1, len(log.branches()))
         if first is None:
-            first = next((str(e.payload.get("content", "")) for e in log.entries() if e.type == "user_turn"), None)
+            first = next((str(e.payload.get("content", "")) for e in log.entries(frozenset({"user_turn"}))), None)
     except Exception:  # a damaged log still lists the session; `agentrt doctor` explains it
         pass
     return {

@@ -129,7 +129,7 @@ def conversation(entries: list[Any]) -> list[str]:
 
 def branch_tree(log: Any, branches: dict[str, str], current: str) -> list[str]:
     """Each branch with the entry it forked from, its entry count and leaf; the current one marked."""
-    raw = log.raw_entries()
+    raw = log.envelopes()
     by_id = {r["id"]: r for r in raw}
     lines = []
     width = max((len(b) for b in branches), default=4)

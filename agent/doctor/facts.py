@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from agent.errors import StorageError
 from agent.session.session import ChatSession, SessionDocumentCorrupt
 from checkpointing import records
+from checkpointing.blobs import BLOB_KEY
 from checkpointing.errors import CorruptRecordError, OldFormatError
 from checkpointing.layout import CHECKPOINTS_FILE, RUNS
 from checkpointing.records import decode_record
@@ -102,6 +104,9 @@ class FileScan:
     torn: bool = False
     """Only the last line is incomplete: a crash mid-append (`cut_torn_tail` moves it aside)."""
     size: int = 0
+    may_ref_blobs: frozenset[int] = frozenset()
+    """Indexes (into `records`) of the records whose bytes may hold a blob reference: the others
+    are not walked for references (a long session has tens of thousands of records)."""
 
     @property
     def clean(self) -> bool:
@@ -134,6 +139,7 @@ def scan_file(path: Path) -> FileScan:
     except OSError as err:
         return FileScan(path, exists=True, error=f"unreadable: {err}")
     out = FileScan(path, exists=True, size=found.size, records=_parsed(found.records))
+    out.may_ref_blobs = _blob_rows(found.records)
     if found.torn:
         out.torn = True
         out.line = len(found.records) + 1
@@ -147,6 +153,14 @@ def _parsed(bodies: list[tuple[int, bytes]]) -> list[tuple[int, dict[str, Any]]]
     return [(off, records.loads(body)) for off, body in bodies]
 
 
+_BLOB_KEY = json.dumps(BLOB_KEY).encode()
+
+
+def _blob_rows(bodies: list[tuple[int, bytes]]) -> frozenset[int]:
+    # A reference's key as our writers spell it, or any \u escape (which could spell it otherwise).
+    return frozenset(i for i, (_, body) in enumerate(bodies) if _BLOB_KEY in body or b"\\u" in body)
+
+
 def _partial(path: Path, err: CorruptRecordError | OldFormatError) -> FileScan:
     data = path.read_bytes()
     cut = 0
@@ -154,7 +168,9 @@ def _partial(path: Path, err: CorruptRecordError | OldFormatError) -> FileScan:
         cut = data.index(b"\n", cut) + 1
     good = records.scan_bytes(path, data[:cut]).records
     old = isinstance(err, OldFormatError)
-    return FileScan(path, True, _parsed(good), f"line {err.line}: {err.reason}", err.line, old, False, len(data))
+    return FileScan(
+        path, True, _parsed(good), f"line {err.line}: {err.reason}", err.line, old, False, len(data), _blob_rows(good)
+    )
 
 
 @dataclass

@@ -70,7 +70,8 @@ def referenced_blobs(f: SessionFacts) -> dict[str, list[str]]:
         if isinstance(entry, dict) and is_blob_ref(entry.get("blob")):
             add(entry["blob"][BLOB_KEY], f"tool_result_store {entry.get('tool_call_id')} ({entry.get('tool_name')})")
     for name, scan in f.files.items():
-        for rec in scan.recs():
+        for i in sorted(scan.may_ref_blobs):
+            rec = scan.records[i][1]
             for ref in _walk_refs(rec):
                 add(ref, _label(name, rec))
     manifest, where = sandbox_manifest(f)

@@ -129,11 +129,15 @@ def _expand(value: Any) -> Any:
     return value
 
 
+_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_script(path: str | Path) -> ModelScript:
     """Read and validate a model script file."""
     p = Path(path)
     try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+        # libyaml when present: every command builds the model, and a long script is slow in pure Python.
+        raw = yaml.load(p.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
     except FileNotFoundError as err:
         raise ConfigError(f"model script not found: {p} (set model.script in the config)") from err
     except yaml.YAMLError as err:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.runnables import RunnableConfig
+from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, DeltaChannelHistory
+from langgraph.types import StateSnapshot
 
 from agent.errors import SessionNotFound
 from agent.loop.tool_results import ToolResultSlice, ToolResultStore
@@ -31,7 +34,7 @@ def show(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | 
     session = rt.manager.get(tenant, sid, user)
     events = rt.manager.jsonl.event_log(tenant, sid)
     at = head(rt, session)  # the current branch's checkpoint, not the thread's newest
-    snap = rt.graph.get_state(at.config(tenant, sid))
+    snap = light_snapshot(rt, at.config(tenant, sid))
     return {
         "session": session.to_dict(),
         "header": events.header(),
@@ -54,6 +57,37 @@ def show(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | 
             for e in events.last(last)
         ],
     }
+
+
+class _WithoutHistory(BaseCheckpointSaver[Any]):
+    """A read-only view of a saver that leaves every DeltaChannel empty instead of replaying its history.
+
+    Which nodes run next depends on channel versions and trigger channels, never on the
+    accumulated `messages` / `execution_history_text` / `tool_result_store`: a snapshot read
+    through this view has the right `next`, `tasks`, `interrupts` and config, at a cost that does
+    not grow with the session (its `values` lack those channels).
+    """
+
+    def __init__(self, inner: BaseCheckpointSaver[Any]) -> None:
+        super().__init__(serde=inner.serde)
+        self.inner = inner
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The inner saver's checkpoint tuple."""
+        return self.inner.get_tuple(config)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """No history: every delta channel starts empty."""
+        return {c: {"writes": []} for c in channels}
+
+
+def light_snapshot(rt: RunnerCore, config: RunnableConfig) -> StateSnapshot:
+    """The snapshot at `config` without the DeltaChannel values (see `_WithoutHistory`): for the
+    questions about the tail (checkpoint id, next nodes, pending tasks and interrupts)."""
+    conf = {**(config.get("configurable") or {}), CONFIG_KEY_CHECKPOINTER: _WithoutHistory(rt.saver)}
+    return rt.graph.get_state(cast(RunnableConfig, {**config, "configurable": conf}))
 
 
 def state(rt: RunnerCore, session_id: str, tenant_id: str | None, branch_id: str | None = None) -> dict[str, Any]:

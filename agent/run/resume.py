@@ -9,11 +9,10 @@ from langgraph.types import Command
 
 from agent.errors import RecoveryBlocked, SessionError
 from agent.recovery import check_header, check_identity, compare_pins, restore_messages, step, stored_pins
-from agent.results import RunEvent, RunResult
+from agent.results import RunEvent, RunResult, result_from_snapshot
 from agent.run.blocked import record_blocked
 from agent.run.branches import BranchHead, head
 from agent.run.drive import drive, without
-from agent.run.reading import result
 from agent.run.unfinished import approval_answered, turn_without_checkpoint
 from agent.session.lifecycle import RunStatus, SessionAction, allowed, transition
 from agent.session.session import ChatSession, SessionStatus
@@ -82,7 +81,7 @@ def stream_resume(
             yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_turn, doc, accepted, at)
             return
         if not pending:
-            yield from _finished(rt, session, events, recorder, doc, run_id, at)
+            yield from _finished(rt, session, events, recorder, doc, run_id, at, snap)
             return
         answered = bool(snap.interrupts) and approval_answered(rt, tenant, sid, run_id, snap.interrupts)
         if answered and decision is not None:
@@ -132,13 +131,15 @@ def _finished(
     doc: dict[str, Any],
     run_id: str,
     at: BranchHead,
+    snap: Any,
 ) -> Iterator[RunEvent]:
     """The graph had finished: reopen a PAUSED session, close the run if its end was lost, report it."""
     if session.status is SessionStatus.PAUSED:
         rt.manager.reactivate(session)
     done = {"finished": True, "checkpoint_id": doc.get("checkpoint_id"), "run_id": run_id}
     yield RunEvent("recovered", done)
-    res = result(rt, session.session_id, session.tenant_id, at.config(session.tenant_id, session.session_id))
+    # The state recovery just restored (under the lease: nothing wrote a checkpoint since), not a second read.
+    res = result_from_snapshot(session.session_id, snap)
     res.run_id = run_id
     _close_finished_run(rt, session, events, recorder, res, at)
     # Same object shape as `run --json`; the `recovered` event says it had finished.
@@ -198,7 +199,8 @@ def _close_finished_run(
     no answer on the page and the run RUNNING: write what is missing, once."""
     if session.last_run_status == res.status and session.last_run_id == res.run_id:
         return
-    done = {e.type for e in events.entries() if (e.payload or {}).get("run_id") == res.run_id}
+    closing = {"assistant_message", "run_end", "run_fail"}  # only these types matter: skip the others unread
+    done = {e.type for e in events.entries(closing) if (e.payload or {}).get("run_id") == res.run_id}
     if res.status == RunStatus.COMPLETED and "assistant_message" not in done:
         rt.manager.memory.add_assistant_message(session, res.answer, res.run_id, recorder.token)
     if not done & {"run_end", "run_fail"}:

@@ -6,12 +6,16 @@ from typing import TYPE_CHECKING, Any
 
 from agent.errors import SessionError
 from agent.run.branches import head
+from agent.run.reading import light_snapshot
 from agent.session.lifecycle import RunStatus
 from agent.session.session import ChatSession
 from agent.tools.journal import JournalStatus
 
 if TYPE_CHECKING:
     from agent.run.core import RunnerCore
+
+CLOSING = frozenset({"run_end", "run_fail", "run_pause"})
+USER_TURN = frozenset({"user_turn"})
 
 
 def refuse_unfinished(rt: RunnerCore, session: ChatSession) -> None:
@@ -23,7 +27,7 @@ def refuse_unfinished(rt: RunnerCore, session: ChatSession) -> None:
     thread = at.config(session.tenant_id, sid)
     nodes: list[str] = []
     if at.own:
-        snap = rt.graph.get_state(thread)
+        snap = light_snapshot(rt, thread)
         nodes = list(snap.next) or [t.name for t in snap.tasks]
     if not nodes:
         doc = rt._checkpoint_doc(thread) if at.own else None
@@ -40,8 +44,7 @@ def refuse_unfinished(rt: RunnerCore, session: ChatSession) -> None:
 def run_closed(rt: RunnerCore, session: ChatSession) -> bool:
     """Whether the session's last run wrote its run_end / run_fail / run_pause entry."""
     events = rt.manager.jsonl.event_log(session.tenant_id, session.session_id)
-    closing = {"run_end", "run_fail", "run_pause"}
-    return any(e.type in closing and (e.payload or {}).get("run_id") == session.last_run_id for e in events.entries())
+    return events.newest(CLOSING, session.last_run_id) is not None
 
 
 def turn_without_checkpoint(
@@ -57,10 +60,8 @@ def turn_without_checkpoint(
             return None
     elif not (interrupted and session.last_run_status == RunStatus.INTERRUPTED):
         return None
-    for entry in reversed(events.entries()):
-        if entry.type == "user_turn" and (entry.payload or {}).get("run_id") == last:
-            return last, str(entry.payload.get("content") or "")
-    return None
+    entry = events.newest(USER_TURN, last)
+    return None if entry is None else (last, str(entry.payload.get("content") or ""))
 
 
 def approval_answered(rt: RunnerCore, tenant: str, sid: str, run_id: str, interrupts: Any) -> bool:

@@ -116,7 +116,7 @@ def _view(ctx: ServeContext, principal: Principal, sid: str) -> dict[str, Any]:
         "session": s,
         "run_status": ctx.thread_status(s),
         "entries": entries,
-        "created": [e for e in events.entries() if e.type == "branch_created"],
+        "created": events.entries(frozenset({"branch_created"})),
         "branches": events.branches(),
         "compressions": [e for e in entries if e.type == "compression"],
         "todos": list((snap.values or {}).get("task_todo_list") or []),

@@ -9,12 +9,13 @@ from agent.session.session import ChatSession
 from checkpointing.events import EventLog
 
 _CLOSING = {"run_end": "success", "run_fail": "error", "run_pause": "interrupted", "run_resume": "running"}
+_RUN_TYPES = frozenset({"run_start", *_CLOSING})
 
 
 def logged_runs(events: EventLog, session: ChatSession) -> list[dict[str, Any]]:
     """Every run of the session (all branches), oldest first, with the status its last entry gives."""
     runs: dict[str, dict[str, Any]] = {}
-    for entry in events.entries():
+    for entry in events.entries(_RUN_TYPES):
         run_id = (entry.payload or {}).get("run_id")
         if not run_id:
             continue

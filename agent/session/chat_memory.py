@@ -183,7 +183,7 @@ class ChatMemory:
     def page_entries(self, tenant_id: str, session_id: str) -> dict[str, list[PageMessage]]:
         """Every page message of the session from the event log, by branch, in log order."""
         by_branch: dict[str, list[PageMessage]] = {}
-        for e in self.jsonl.event_log(tenant_id, session_id).entries():
+        for e in self.jsonl.event_log(tenant_id, session_id).entries(frozenset(PAGE_TYPES)):
             role = PAGE_TYPES.get(e.type)
             if role is not None:
                 message = PageMessage(

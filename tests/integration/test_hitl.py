@@ -95,3 +95,15 @@ def test_crash_while_paused_then_approve(tmp_path: Path) -> None:
     assert result["status"] == "COMPLETED" and result["answer"] == "done"
     room = tmp_path / "agentrt" / "tenants" / "default" / "sessions" / "s-paused" / "workspace"
     assert (room / "outbox" / "team-r.md").exists()
+
+
+def test_show_of_a_paused_session_names_the_waiting_node_and_checkpoint(tmp_path: Path) -> None:
+    """`show` (which reads only the checkpoint head, not the history) names the node the run waits
+    in and the newest checkpoint, as the full graph state does; both are empty once it finished."""
+    runner, sid = _paused(tmp_path)
+    full = runner.graph.get_state({"configurable": {"thread_id": sid, "tenant_id": "default"}})
+    shown = runner.show(sid)["checkpoint"]
+    assert shown["next"] == list(full.next) and shown["next"]
+    assert shown["checkpoint_id"] == full.config["configurable"]["checkpoint_id"]
+    runner.resume(sid, decision={"approved": True})
+    assert runner.show(sid)["checkpoint"]["next"] == []

@@ -175,3 +175,37 @@ def test_missing_blob_fails_only_the_entry_that_needs_it(tmp_path: Path) -> None
     with pytest.raises(BlobMissingError, match="blob volume"):
         EventLog(tmp_path, "t1", "s1").entry(b.id)
     assert [e.id for e in log.projection(b.id, frozenset({"user_turn"}))] == [a.id]
+
+
+def test_reopened_log_answers_tail_questions_like_the_writer(tmp_path: Path) -> None:
+    """A reopened log (payloads read on demand) gives the same entries, newest matches and envelopes."""
+    log = new_log(tmp_path)
+    a = log.append("user_turn", {"content": "first", "run_id": "r1"})
+    b = log.append("run_end", {"run_id": "r1"}, parent_id=a.id, fencing_token=3)
+    c = log.append("user_turn", {"content": 'second "quoted" é', "run_id": "r2"}, parent_id=b.id)
+    reopened = EventLog(tmp_path, "t1", "s1")
+    assert reopened.entries() == log.entries()
+    assert reopened.entry(b.id).fence == 3 and reopened.raw(b.id) == log.raw(b.id)
+    assert [e.id for e in reopened.entries(frozenset({"user_turn"}))] == [a.id, c.id]
+    newest = reopened.newest(frozenset({"user_turn"}))
+    assert newest is not None and newest.payload["content"] == 'second "quoted" é'
+    assert reopened.newest(frozenset({"user_turn"}), "r1") == log.entry(a.id)
+    assert reopened.newest(frozenset({"run_fail"})) is None
+    assert reopened.envelopes() == [
+        {"id": e.id, "parent_id": e.parent_id, "branch_id": e.branch_id, "type": e.type} for e in log.entries()
+    ]
+
+
+def test_entries_written_with_another_key_order_still_read(tmp_path: Path) -> None:
+    """An entry whose fields are in another order (another writer) is indexed from its full record."""
+    from checkpointing.records import RecordLog
+
+    log = new_log(tmp_path)
+    a = log.append("user_turn", {"content": "hi"})
+    RecordLog(log.path).append(
+        {"type": "tool_call", "branch_id": "main", "id": "0" * 8, "parent_id": a.id, "ts": "t", "payload": {"x": 1}}
+    )
+    reopened = EventLog(tmp_path, "t1", "s1")
+    assert reopened.branches() == {"main": "0" * 8}
+    assert [e.type for e in reopened.path_to_root("0" * 8)] == ["tool_call", "user_turn"]
+    assert reopened.entry("0" * 8).payload == {"x": 1}
