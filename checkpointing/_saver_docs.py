@@ -135,6 +135,42 @@ class DocumentBuilder:
             new[h] = raw
         return {ITEM_KEY: h}
 
+    def load(self, enc: Any, store: SessionStore) -> Any:
+        """`decode(resolve(enc))`, decoding each stored message of a list once per session: a
+        message item (content-addressed, so never stale) is decoded on first read and every read
+        gets its own copy (`fresh_message`)."""
+        if isinstance(enc, list):
+            return self._load_list(enc, store)
+        if isinstance(enc, dict) and enc.get(TAG) == "delta_snapshot" and isinstance(enc.get("v"), list):
+            return _DeltaSnapshot(self._load_list(enc["v"], store))
+        return self.decode(self.resolve(enc, store))
+
+    def _load_list(self, items: list[Any], store: SessionStore) -> list[Any]:
+        out: list[Any] = []
+        for x in items:
+            if _is_chunk(x):
+                out.extend(self._load_item(y, store) for y in store.item(x[CHUNK_KEY]))
+            else:
+                out.append(self._load_item(x, store))
+        return out
+
+    def _load_item(self, x: Any, store: SessionStore) -> Any:
+        if not _is_ref(x):
+            return self.decode(x)
+        h = x[ITEM_KEY]
+        cache = store.decoded
+        hit = cache.get(h)
+        if hit is not None:
+            cache.move_to_end(h)
+            return fresh_message(hit)
+        value = self.decode(store.item(h))
+        if not isinstance(value, BaseMessage):
+            return value
+        cache[h] = value
+        if len(cache) > _MEMO:
+            cache.popitem(last=False)
+        return fresh_message(value)
+
     def resolve(self, enc: Any, store: SessionStore) -> Any:
         """The inverse of `spill`: item references replaced by the JSON they stand for."""
         if isinstance(enc, list):
@@ -274,7 +310,7 @@ class DocumentBuilder:
                 merged[key] = (task, ch, enc, path)
         rows = sorted(merged.items(), key=lambda kv: writes_sort_key(kv[1][3], kv[0][0], kv[0][1]))
         wanted = [(t, ch, enc) for (_, (t, ch, enc, _)) in rows if only is None or ch in only]
-        return [(t, ch, self.decode(self.resolve(enc, store))) for t, ch, enc in wanted]
+        return [(t, ch, self.load(enc, store)) for t, ch, enc in wanted]
 
     def to_tuple(self, store: SessionStore, doc: dict[str, Any], tenant: str | None = None) -> CheckpointTuple:
         """The LangGraph CheckpointTuple a stored record describes (fresh objects every call).
@@ -283,7 +319,7 @@ class DocumentBuilder:
         follow-up reads (parent walk, DeltaChannel history) stay in the caller's tenant.
         """
         ns, cp_id = doc["checkpoint_ns"], doc["checkpoint_id"]
-        values = {ch: self.decode(self.resolve(self.value(store, ns, doc, ch), store)) for ch in doc["task_state"]}
+        values = {ch: self.load(self.value(store, ns, doc, ch), store) for ch in doc["task_state"]}
         checkpoint: dict[str, Any] = {
             "v": doc.get("checkpoint_format", 1),
             "id": cp_id,
@@ -316,6 +352,26 @@ class DocumentBuilder:
         out["metadata"] = self.decode(doc["metadata"])
         out["runtime_snapshot"] = self.decode(doc.get("runtime_snapshot") or {})
         return out
+
+
+def fresh_message(msg: BaseMessage) -> BaseMessage:
+    """A copy of a cached decoded message that shares nothing mutable with it: its list and dict
+    fields (tool calls, kwargs, metadata) are copied too, so a caller may change what it got."""
+    out = msg.model_copy()
+    fields = out.__dict__
+    for k, v in fields.items():
+        if v and (type(v) is dict or type(v) is list):
+            fields[k] = _copy_json(v)
+    return out
+
+
+def _copy_json(v: Any) -> Any:
+    t = type(v)
+    if t is dict:
+        return {k: _copy_json(x) for k, x in v.items()}
+    if t is list:
+        return [_copy_json(x) for x in v]
+    return v
 
 
 def _is_ref(x: Any) -> bool:
