@@ -2,9 +2,11 @@
 
 A checkpoint record (`"k": "c"`) is one line holding the whole checkpoint:
 
-    task_state       {channel: [version, home]}: the version of each stored channel it uses, and
-                     the checkpoint whose record holds that value (itself when the channel is in
-                     `new_versions`); values are stored once per (ns, channel, version)
+    task_state       {channel: home}: the checkpoint whose record holds the value of each
+                     stored channel it uses at its version in `channel_versions` (itself when the
+                     channel is in `new_versions`); values are stored once per (ns, channel,
+                     version). Read back (and in memory) as {channel: [version, home]}; schema
+                     version 2 wrote those pairs, and is still read
     values           {channel: encoded value} for the channels whose home is this record
     channel_versions, versions_seen, updated_channels, pending_sends: as LangGraph gave them
     parent_writes    [[task_id, idx], ...]: the parent's pending writes this checkpoint was built

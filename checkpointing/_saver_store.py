@@ -36,7 +36,10 @@ from checkpointing.records import (
 )
 
 PINS = "pins.json"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+"""3: a checkpoint record's `task_state` maps a channel to its home only (its version is the one in
+`channel_versions`); 2 (`[version, home]` pairs) is still read, and either form reads back as pairs."""
+READABLE_SCHEMA_VERSIONS = frozenset({2, SCHEMA_VERSION})
 _CACHE_BYTES = 16 * 1024 * 1024
 
 
@@ -202,7 +205,7 @@ class SessionStore:
         log = self._log(run)
         hashes = list(items or {})
         frames = [item_frame(h, (items or {})[h]) for h in hashes]
-        frames.append(frame(orjson.dumps(record)))
+        frames.append(frame(orjson.dumps(disk_form(record))))
         policy: FsyncPolicy | None = None if durable is None else "always" if durable else "never"
         try:
             offs, wait = log.write_frames(frames, policy)
@@ -295,7 +298,7 @@ class SessionStore:
         if not records:
             shutil.rmtree(self.runs_dir / run, ignore_errors=True)
             return
-        atomic_write(self.run_file(run), b"".join(frame(orjson.dumps(r)) for r in records))
+        atomic_write(self.run_file(run), b"".join(frame(orjson.dumps(disk_form(r))) for r in records))
 
     def remove(self) -> None:
         """Delete the whole session directory."""
@@ -327,15 +330,36 @@ def item_frame(h: str, raw: bytes) -> bytes:
     return frame(b'{"k":"i","schema_version":%d,"h":"%s","v":%s}' % (SCHEMA_VERSION, h.encode(), raw))
 
 
+def task_pairs(rec: dict[str, Any]) -> dict[str, list[Any]]:
+    """A checkpoint record's `task_state` as {channel: [version, home]}, from either on-disk form."""
+    versions = rec.get("channel_versions") or {}
+    return {ch: [versions.get(ch), v] if isinstance(v, str) else v for ch, v in (rec.get("task_state") or {}).items()}
+
+
+def disk_form(rec: dict[str, Any]) -> dict[str, Any]:
+    """The record as written: a checkpoint's `task_state` keeps only the home of a channel whose
+    version is the one in `channel_versions` (every channel, as the saver writes them)."""
+    if rec.get("k") != "c":
+        return rec
+    versions = rec.get("channel_versions") or {}
+    compact = {
+        ch: v[1] if type(v) is list and len(v) == 2 and ch in versions and v[0] == versions[ch] else v
+        for ch, v in rec["task_state"].items()
+    }
+    return {**rec, "task_state": compact, "schema_version": SCHEMA_VERSION}
+
+
 def _parse(body: bytes, path: Path, line: int) -> dict[str, Any]:
     rec = orjson.loads(body)
     version = rec.get("schema_version") if isinstance(rec, dict) else None
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_SCHEMA_VERSIONS:
         raise UnknownSchemaError(
             f"{path}:{line}: checkpoint record has schema_version {version!r}; this saver reads "
-            f"{SCHEMA_VERSION}. Finish or export the session with the agentrt that wrote it, or start a "
-            "new session; nothing was changed on disk."
+            f"{sorted(READABLE_SCHEMA_VERSIONS)}. Finish or export the session with the agentrt that wrote "
+            "it, or start a new session; nothing was changed on disk."
         )
+    if rec.get("k") == "c":
+        rec["task_state"] = task_pairs(rec)
     return rec
 
 
