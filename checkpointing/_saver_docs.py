@@ -24,8 +24,11 @@ and later part of a DeltaChannel snapshot (or a plain list channel) is therefore
 list of at least 2 x CHUNK elements is written as references to chunk items (CHUNK element
 references each, cut from index 0, so a list that only grew shares all its full chunks with the
 previous version) plus its tail: storage stays about linear even for a plain `add_messages` list.
-Item records precede the records that reference them, in
-the same write.
+Inside an item,
+a message's content and the string values of a plain object of at least TEXT_MIN characters are
+items of their own (schema 3), so a tool result held by a ToolMessage and by another record (the
+tool-result store) is stored once. Item records precede the records that reference them, in the
+same write.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ _CONTAINER_TAGS = frozenset({"delta_snapshot", "tuple", "set", "frozenset", "ove
 ITEM_KEY = "$i"
 CHUNK_KEY = "$c"
 CHUNK = 64
+TEXT_MIN = 1024  # a text at least this long inside a stored item is an item of its own (stored once)
 _MEMO = 20_000  # messages remembered per session (object -> its stored reference)
 Items = dict[str, bytes]
 
@@ -129,6 +133,8 @@ class DocumentBuilder:
     def _item(self, x: Any, store: SessionStore, new: Items) -> Any:
         if not isinstance(x, (dict, list, str)) or (isinstance(x, str) and len(x) < self.item_min):
             return x
+        if type(x) is dict:
+            x = self._inner(x, store, new)
         raw = orjson.dumps(x)
         if len(raw) < self.item_min:
             return x
@@ -165,13 +171,34 @@ class DocumentBuilder:
         if hit is not None:
             cache.move_to_end(h)
             return fresh_message(hit)
-        value = self.decode(store.item(h))
+        value = self.decode(expand(store.item(h), store))
         if not isinstance(value, BaseMessage):
             return value
         cache[h] = value
         if len(cache) > _MEMO:
             cache.popitem(last=False)
         return fresh_message(value)
+
+    def _inner(self, x: dict[str, Any], store: SessionStore, new: Items) -> dict[str, Any]:
+        """`x` with its long texts stored as items of their own: a message's string content, and
+        the string values of a plain object (e.g. a tool-result record). The same text in a tool
+        message and in another record is then stored once."""
+        tag = x.get(TAG)
+        if tag == "msg":
+            v = x.get("v")
+            if isinstance(v, dict) and type(c := v.get("content")) is str and len(c) >= TEXT_MIN:
+                return {**x, "v": {**v, "content": self._text(c, store, new)}}
+            return x
+        if tag is None and any(type(y) is str and len(y) >= TEXT_MIN for y in x.values()):
+            return {k: self._text(y, store, new) if type(y) is str and len(y) >= TEXT_MIN else y for k, y in x.items()}
+        return x
+
+    def _text(self, text: str, store: SessionStore, new: Items) -> dict[str, str]:
+        raw = orjson.dumps(text)
+        h = hashlib.blake2b(raw, digest_size=16).hexdigest()
+        if h not in new and h not in store.index.items:
+            new[h] = raw
+        return {ITEM_KEY: h}
 
     def resolve(self, enc: Any, store: SessionStore) -> Any:
         """The inverse of `spill`: item references replaced by the JSON they stand for."""
@@ -381,7 +408,35 @@ def _is_ref(x: Any) -> bool:
 
 
 def _deref(x: Any, store: SessionStore) -> Any:
-    return store.item(x[ITEM_KEY]) if _is_ref(x) else x
+    return expand(store.item(x[ITEM_KEY]), store) if _is_ref(x) else x
+
+
+def expand(value: Any, store: SessionStore) -> Any:
+    """An item's JSON with its text references (see `DocumentBuilder._inner`) replaced by the texts."""
+    if type(value) is not dict:
+        return value
+    tag = value.get(TAG)
+    if tag == "msg":
+        v = value.get("v")
+        if isinstance(v, dict) and _is_ref(v.get("content")):
+            return {**value, "v": {**v, "content": store.item(v["content"][ITEM_KEY])}}
+        return value
+    if tag is None and any(_is_ref(y) for y in value.values()):
+        return {k: store.item(y[ITEM_KEY]) if _is_ref(y) else y for k, y in value.items()}
+    return value
+
+
+def text_refs(value: Any) -> list[str]:
+    """The text items an item (a message or a plain object) references."""
+    if type(value) is not dict:
+        return []
+    tag = value.get(TAG)
+    if tag == "msg":
+        v = value.get("v")
+        return [v["content"][ITEM_KEY]] if isinstance(v, dict) and _is_ref(v.get("content")) else []
+    if tag is None:
+        return [y[ITEM_KEY] for y in value.values() if _is_ref(y)]
+    return []
 
 
 def _known(ref: dict[str, Any], store: SessionStore, new: Items) -> bool:

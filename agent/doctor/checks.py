@@ -28,7 +28,7 @@ from agent.recovery import (
     stored_pins,
 )
 from agent.tools.journal import ToolExecutionJournal
-from checkpointing._saver_docs import chunk_refs, refs_of
+from checkpointing._saver_docs import chunk_refs, refs_of, text_refs
 from checkpointing._saver_store import task_pairs
 from checkpointing.events import SCHEMA_VERSION as EVENTS_SCHEMA_VERSION
 from checkpointing.layout import CHECKPOINTS_FILE
@@ -268,6 +268,7 @@ def dangling_references(f: SessionFacts) -> list[str]:
             where += f"{rec.get('checkpoint_id')})"
             refs = refs_of(rec)
             refs += [h for r in refs if r in items for h in chunk_refs(items[r])]
+            refs += [t for r in refs if r in items for t in text_refs(items[r])]
             out += [f"item {h} missing, referenced by {where}" for h in dict.fromkeys(refs) if h not in items]
             if rec["k"] == "c":
                 ns = str(rec.get("checkpoint_ns"))
