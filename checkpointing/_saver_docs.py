@@ -34,7 +34,7 @@ same write.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -58,6 +58,8 @@ _CONTAINER_TAGS = frozenset({"delta_snapshot", "tuple", "set", "frozenset", "ove
 ITEM_KEY = "$i"
 CHUNK_KEY = "$c"
 CHUNK = 64
+META_KEY = "$m"
+META_MIN = 256  # metadata strings at least this long together are one shared item
 TEXT_MIN = 1024  # a text at least this long inside a stored item is an item of its own (stored once)
 _MEMO = 20_000  # messages remembered per session (object -> its stored reference)
 Items = dict[str, bytes]
@@ -200,6 +202,24 @@ class DocumentBuilder:
             new[h] = raw
         return {ITEM_KEY: h}
 
+    def _meta(self, enc: Any, store: SessionStore, new: Items) -> Any:
+        """Encoded metadata with its string entries (the pins a caller copies into every checkpoint:
+        digests, ids) stored as one shared item `{"$m": hash}` when they are long enough."""
+        if type(enc) is not dict or TAG in enc:
+            return enc
+        strs = {k: v for k, v in enc.items() if type(v) is str}
+        raw = orjson.dumps(strs)
+        if len(raw) < META_MIN:
+            return enc
+        h = hashlib.blake2b(raw, digest_size=16).hexdigest()
+        if h not in new and h not in store.index.items:
+            new[h] = raw
+        return {META_KEY: h, **{k: v for k, v in enc.items() if type(v) is not str}}
+
+    def metadata(self, doc: dict[str, Any], store: SessionStore) -> Any:
+        """The decoded metadata of a checkpoint record."""
+        return self.decode(metadata_json(doc.get("metadata"), store.item))
+
     def resolve(self, enc: Any, store: SessionStore) -> Any:
         """The inverse of `spill`: item references replaced by the JSON they stand for."""
         if isinstance(enc, list):
@@ -242,7 +262,7 @@ class DocumentBuilder:
                 encoded[ch] = self.encode_spill(value, store, new)
                 home = cp_id
             task_state[ch] = [ver, home]
-        meta_enc = self.codec.encode(metadata)
+        meta_enc = self._meta(self.codec.encode(metadata), store, new)
         sends = self.codec.encode(checkpoint["pending_sends"]) if "pending_sends" in checkpoint else None  # type: ignore[typeddict-item]
         values = encoded
         parent_writes = (
@@ -366,7 +386,7 @@ class DocumentBuilder:
         return CheckpointTuple(
             config={"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": cp_id, **extra}},
             checkpoint=checkpoint,  # type: ignore[arg-type]
-            metadata=self.decode(doc["metadata"]),
+            metadata=self.metadata(doc, store),
             parent_config=(
                 {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": parent, **extra}}
                 if parent
@@ -378,7 +398,7 @@ class DocumentBuilder:
     def document_view(self, store: SessionStore, doc: dict[str, Any]) -> dict[str, Any]:
         """The record as a plain document for recovery/doctor: values left out, metadata decoded."""
         out = {k: v for k, v in doc.items() if k not in ("values", "k")}
-        out["metadata"] = self.decode(doc["metadata"])
+        out["metadata"] = self.metadata(doc, store)
         out["runtime_snapshot"] = self.decode(doc.get("runtime_snapshot") or {})
         return out
 
@@ -458,10 +478,21 @@ def _unchunk(items: list[Any], store: SessionStore) -> list[Any]:
     return out
 
 
+def metadata_json(enc: Any, item: Callable[[str], Any]) -> Any:
+    """Stored metadata JSON with its shared string entries (`{"$m": hash}`) merged back in."""
+    if isinstance(enc, dict) and META_KEY in enc and TAG not in enc:
+        base = item(enc[META_KEY])
+        return {**base, **{k: v for k, v in enc.items() if k != META_KEY}}
+    return enc
+
+
 def refs_of(rec: dict[str, Any]) -> list[str]:
     """The item hashes a checkpoint or writes record references."""
     tops: list[Any] = list((rec.get("values") or {}).values()) if rec["k"] == "c" else [w[2] for w in rec["writes"]]
     out: list[str] = []
+    meta = rec.get("metadata") if rec["k"] == "c" else None
+    if isinstance(meta, dict) and META_KEY in meta and TAG not in meta:
+        out.append(meta[META_KEY])
     for enc in tops:
         if _is_ref(enc):
             out.append(enc[ITEM_KEY])

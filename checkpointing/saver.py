@@ -271,7 +271,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
                         continue
                     if filt:
                         doc = store.doc(ns, cp_id)
-                        meta = self.docs.decode(doc["metadata"]) if doc else {}
+                        meta = self.docs.metadata(doc, store) if doc else {}
                         if not all(meta.get(k) == v for k, v in filt.items()):
                             continue
                     tup = self._load(store, ns, cp_id)
