@@ -39,3 +39,29 @@ def test_a_tool_result_in_two_channels_is_stored_once(tmp_path: Path) -> None:
     saver.retain(cfg)
     got = JsonlCheckpointSaver(tmp_path).get_tuple(cfg)
     assert got is not None and got.checkpoint["channel_values"] == values
+
+
+def test_a_schema_2_log_still_reads(tmp_path: Path) -> None:
+    """A run log written by schema 2 (task_state as [version, home] pairs) reads back the same values."""
+    import orjson
+
+    from checkpointing.records import frame, read_records
+
+    saver = JsonlCheckpointSaver(tmp_path)
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"messages": [AIMessage("short", id="a1")], "count": 3}
+    cp["channel_versions"] = {"messages": "1", "count": "1"}
+    cfg = saver.put(
+        {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, cp, {"step": 1}, {"messages": "1", "count": "1"}
+    )
+    log = tmp_path / "tenants/default/sessions/t/runs/main/checkpoints.jsonl"
+    old = []
+    for rec in read_records(log):
+        rec["schema_version"] = 2
+        if rec["k"] == "c":
+            rec["task_state"] = {ch: [rec["channel_versions"][ch], h] for ch, h in rec["task_state"].items()}
+        old.append(frame(orjson.dumps(rec)))
+    log.write_bytes(b"".join(old))
+    got = JsonlCheckpointSaver(tmp_path).get_tuple(cfg)
+    assert got is not None and got.checkpoint["channel_values"] == cp["channel_values"]
+    assert got.metadata["step"] == 1
