@@ -62,6 +62,7 @@ META_KEY = "$m"
 META_MIN = 256  # metadata strings at least this long together are one shared item
 TEXT_MIN = 1024  # a text at least this long inside a stored item is an item of its own (stored once)
 _MEMO = 20_000  # messages remembered per session (object -> its stored reference)
+_DECODED_BYTES = 8 * 1024 * 1024  # decoded messages kept per session, by content size
 Items = dict[str, bytes]
 
 
@@ -172,13 +173,16 @@ class DocumentBuilder:
         hit = cache.get(h)
         if hit is not None:
             cache.move_to_end(h)
-            return fresh_message(hit)
+            return fresh_message(hit[0])
         value = self.decode(expand(store.item(h), store))
         if not isinstance(value, BaseMessage):
             return value
-        cache[h] = value
-        if len(cache) > _MEMO:
-            cache.popitem(last=False)
+        size = len(value.content) if isinstance(value.content, str) else 1024
+        cache[h] = (value, size)
+        store.decoded_bytes += size
+        while len(cache) > 1 and (len(cache) > _MEMO or store.decoded_bytes > _DECODED_BYTES):
+            _, (_, old) = cache.popitem(last=False)
+            store.decoded_bytes -= old
         return fresh_message(value)
 
     def _inner(self, x: dict[str, Any], store: SessionStore, new: Items) -> dict[str, Any]:

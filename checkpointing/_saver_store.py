@@ -104,7 +104,8 @@ class SessionStore:
         self._runs_sig: tuple[int, int, int] | None = None
         self._run_list: list[str] = []
         # item hash -> decoded value (messages) for reads; see DocumentBuilder.decode_item.
-        self.decoded: OrderedDict[str, Any] = OrderedDict()
+        self.decoded: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        self.decoded_bytes = 0
         # id(message) -> (message, its stored form): each message object is encoded and hashed once.
         self.memo: dict[int, tuple[Any, Any, tuple[int, ...]]] = {}
 
@@ -184,6 +185,7 @@ class SessionStore:
         self._cache.clear()
         self._cache_bytes = 0
         self.decoded.clear()
+        self.decoded_bytes = 0
         return idx
 
     # -- appends -------------------------------------------------------------------------------
@@ -290,6 +292,7 @@ class SessionStore:
         self._cache.clear()
         self._cache_bytes = 0
         self.decoded.clear()
+        self.decoded_bytes = 0
         self._runs_sig = None
         self._idx = None
 
