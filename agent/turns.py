@@ -19,6 +19,8 @@ from agent.session.lease import LeaseGrant, LeaseHeartbeat, SessionLease, make_h
 from agent.session.manager import ChatSessionManager
 from agent.session.session import ChatSession
 from checkpointing.fencing import FencingGuard
+from checkpointing.layout import session_dir
+from checkpointing.records import TIER_EVENTS, group_for
 
 log = logging.getLogger("agentrt.turns")
 
@@ -146,6 +148,14 @@ class EventRecorder:
             self.commit()
 
     def commit(self) -> None:
-        """Make the deferred entries durable: one fsync for a tool step's events (group commit)."""
+        """Make the deferred entries durable: one fsync for a tool step's events (group commit).
+
+        While the run holds the session's commit group (`RuntimeBuilder.attach`), this is the
+        group's step barrier: the checkpoint data written so far, then the event log, one fsync
+        per file. The tool journal's lazy records wait for the next unsafe tool or the run's end.
+        """
         with self.lock:
+            group = group_for(session_dir(self.manager.jsonl.base_dir, self.session.tenant_id, self.session.session_id))
+            if group.active:
+                group.barrier(TIER_EVENTS)
             self.manager.memory.commit(self.session)

@@ -55,7 +55,7 @@ def delta_history(
         for w in reversed(docs.pending_writes(store, ns, cursor, only=remaining)):
             collected[w[1]].append(w)
         for ch in [c for c in remaining if c in doc["task_state"]]:
-            seeds[ch] = docs.decode(docs.resolve(docs.value(store, ns, doc, ch), store))
+            seeds[ch] = docs.load(docs.value(store, ns, doc, ch), store)
             remaining.discard(ch)
         child = doc
     out: dict[str, DeltaChannelHistory] = {}

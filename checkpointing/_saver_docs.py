@@ -2,9 +2,11 @@
 
 A checkpoint record (`"k": "c"`) is one line holding the whole checkpoint:
 
-    task_state       {channel: [version, home]}: the version of each stored channel it uses, and
-                     the checkpoint whose record holds that value (itself when the channel is in
-                     `new_versions`); values are stored once per (ns, channel, version)
+    task_state       {channel: home}: the checkpoint whose record holds the value of each
+                     stored channel it uses at its version in `channel_versions` (itself when the
+                     channel is in `new_versions`); values are stored once per (ns, channel,
+                     version). Read back (and in memory) as {channel: [version, home]}; schema
+                     version 2 wrote those pairs, and is still read
     values           {channel: encoded value} for the channels whose home is this record
     channel_versions, versions_seen, updated_channels, pending_sends: as LangGraph gave them
     parent_writes    [[task_id, idx], ...]: the parent's pending writes this checkpoint was built
@@ -22,14 +24,17 @@ and later part of a DeltaChannel snapshot (or a plain list channel) is therefore
 list of at least 2 x CHUNK elements is written as references to chunk items (CHUNK element
 references each, cut from index 0, so a list that only grew shares all its full chunks with the
 previous version) plus its tail: storage stays about linear even for a plain `add_messages` list.
-Item records precede the records that reference them, in
-the same write.
+Inside an item,
+a message's content and the string values of a plain object of at least TEXT_MIN characters are
+items of their own (schema 3), so a tool result held by a ToolMessage and by another record (the
+tool-result store) is stored once. Item records precede the records that reference them, in the
+same write.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -53,7 +58,11 @@ _CONTAINER_TAGS = frozenset({"delta_snapshot", "tuple", "set", "frozenset", "ove
 ITEM_KEY = "$i"
 CHUNK_KEY = "$c"
 CHUNK = 64
+META_KEY = "$m"
+META_MIN = 256  # metadata strings at least this long together are one shared item
+TEXT_MIN = 1024  # a text at least this long inside a stored item is an item of its own (stored once)
 _MEMO = 20_000  # messages remembered per session (object -> its stored reference)
+_DECODED_BYTES = 8 * 1024 * 1024  # decoded messages kept per session, by content size
 Items = dict[str, bytes]
 
 
@@ -127,6 +136,8 @@ class DocumentBuilder:
     def _item(self, x: Any, store: SessionStore, new: Items) -> Any:
         if not isinstance(x, (dict, list, str)) or (isinstance(x, str) and len(x) < self.item_min):
             return x
+        if type(x) is dict:
+            x = self._inner(x, store, new)
         raw = orjson.dumps(x)
         if len(raw) < self.item_min:
             return x
@@ -134,6 +145,84 @@ class DocumentBuilder:
         if h not in new and h not in store.index.items:
             new[h] = raw
         return {ITEM_KEY: h}
+
+    def load(self, enc: Any, store: SessionStore) -> Any:
+        """`decode(resolve(enc))`, decoding each stored message of a list once per session: a
+        message item (content-addressed, so never stale) is decoded on first read and every read
+        gets its own copy (`fresh_message`)."""
+        if isinstance(enc, list):
+            return self._load_list(enc, store)
+        if isinstance(enc, dict) and enc.get(TAG) == "delta_snapshot" and isinstance(enc.get("v"), list):
+            return _DeltaSnapshot(self._load_list(enc["v"], store))
+        return self.decode(self.resolve(enc, store))
+
+    def _load_list(self, items: list[Any], store: SessionStore) -> list[Any]:
+        out: list[Any] = []
+        for x in items:
+            if _is_chunk(x):
+                out.extend(self._load_item(y, store) for y in store.item(x[CHUNK_KEY]))
+            else:
+                out.append(self._load_item(x, store))
+        return out
+
+    def _load_item(self, x: Any, store: SessionStore) -> Any:
+        if not _is_ref(x):
+            return self.decode(x)
+        h = x[ITEM_KEY]
+        cache = store.decoded
+        hit = cache.get(h)
+        if hit is not None:
+            cache.move_to_end(h)
+            return fresh_message(hit[0])
+        value = self.decode(expand(store.item(h), store))
+        if not isinstance(value, BaseMessage):
+            return value
+        size = len(value.content) if isinstance(value.content, str) else 1024
+        cache[h] = (value, size)
+        store.decoded_bytes += size
+        while len(cache) > 1 and (len(cache) > _MEMO or store.decoded_bytes > _DECODED_BYTES):
+            _, (_, old) = cache.popitem(last=False)
+            store.decoded_bytes -= old
+        return fresh_message(value)
+
+    def _inner(self, x: dict[str, Any], store: SessionStore, new: Items) -> dict[str, Any]:
+        """`x` with its long texts stored as items of their own: a message's string content, and
+        the string values of a plain object (e.g. a tool-result record). The same text in a tool
+        message and in another record is then stored once."""
+        tag = x.get(TAG)
+        if tag == "msg":
+            v = x.get("v")
+            if isinstance(v, dict) and type(c := v.get("content")) is str and len(c) >= TEXT_MIN:
+                return {**x, "v": {**v, "content": self._text(c, store, new)}}
+            return x
+        if tag is None and any(type(y) is str and len(y) >= TEXT_MIN for y in x.values()):
+            return {k: self._text(y, store, new) if type(y) is str and len(y) >= TEXT_MIN else y for k, y in x.items()}
+        return x
+
+    def _text(self, text: str, store: SessionStore, new: Items) -> dict[str, str]:
+        raw = orjson.dumps(text)
+        h = hashlib.blake2b(raw, digest_size=16).hexdigest()
+        if h not in new and h not in store.index.items:
+            new[h] = raw
+        return {ITEM_KEY: h}
+
+    def _meta(self, enc: Any, store: SessionStore, new: Items) -> Any:
+        """Encoded metadata with its string entries (the pins a caller copies into every checkpoint:
+        digests, ids) stored as one shared item `{"$m": hash}` when they are long enough."""
+        if type(enc) is not dict or TAG in enc:
+            return enc
+        strs = {k: v for k, v in enc.items() if type(v) is str}
+        raw = orjson.dumps(strs)
+        if len(raw) < META_MIN:
+            return enc
+        h = hashlib.blake2b(raw, digest_size=16).hexdigest()
+        if h not in new and h not in store.index.items:
+            new[h] = raw
+        return {META_KEY: h, **{k: v for k, v in enc.items() if type(v) is not str}}
+
+    def metadata(self, doc: dict[str, Any], store: SessionStore) -> Any:
+        """The decoded metadata of a checkpoint record."""
+        return self.decode(metadata_json(doc.get("metadata"), store.item))
 
     def resolve(self, enc: Any, store: SessionStore) -> Any:
         """The inverse of `spill`: item references replaced by the JSON they stand for."""
@@ -177,7 +266,7 @@ class DocumentBuilder:
                 encoded[ch] = self.encode_spill(value, store, new)
                 home = cp_id
             task_state[ch] = [ver, home]
-        meta_enc = self.codec.encode(metadata)
+        meta_enc = self._meta(self.codec.encode(metadata), store, new)
         sends = self.codec.encode(checkpoint["pending_sends"]) if "pending_sends" in checkpoint else None  # type: ignore[typeddict-item]
         values = encoded
         parent_writes = (
@@ -274,7 +363,7 @@ class DocumentBuilder:
                 merged[key] = (task, ch, enc, path)
         rows = sorted(merged.items(), key=lambda kv: writes_sort_key(kv[1][3], kv[0][0], kv[0][1]))
         wanted = [(t, ch, enc) for (_, (t, ch, enc, _)) in rows if only is None or ch in only]
-        return [(t, ch, self.decode(self.resolve(enc, store))) for t, ch, enc in wanted]
+        return [(t, ch, self.load(enc, store)) for t, ch, enc in wanted]
 
     def to_tuple(self, store: SessionStore, doc: dict[str, Any], tenant: str | None = None) -> CheckpointTuple:
         """The LangGraph CheckpointTuple a stored record describes (fresh objects every call).
@@ -283,7 +372,7 @@ class DocumentBuilder:
         follow-up reads (parent walk, DeltaChannel history) stay in the caller's tenant.
         """
         ns, cp_id = doc["checkpoint_ns"], doc["checkpoint_id"]
-        values = {ch: self.decode(self.resolve(self.value(store, ns, doc, ch), store)) for ch in doc["task_state"]}
+        values = {ch: self.load(self.value(store, ns, doc, ch), store) for ch in doc["task_state"]}
         checkpoint: dict[str, Any] = {
             "v": doc.get("checkpoint_format", 1),
             "id": cp_id,
@@ -301,7 +390,7 @@ class DocumentBuilder:
         return CheckpointTuple(
             config={"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": cp_id, **extra}},
             checkpoint=checkpoint,  # type: ignore[arg-type]
-            metadata=self.decode(doc["metadata"]),
+            metadata=self.metadata(doc, store),
             parent_config=(
                 {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": parent, **extra}}
                 if parent
@@ -313,9 +402,29 @@ class DocumentBuilder:
     def document_view(self, store: SessionStore, doc: dict[str, Any]) -> dict[str, Any]:
         """The record as a plain document for recovery/doctor: values left out, metadata decoded."""
         out = {k: v for k, v in doc.items() if k not in ("values", "k")}
-        out["metadata"] = self.decode(doc["metadata"])
+        out["metadata"] = self.metadata(doc, store)
         out["runtime_snapshot"] = self.decode(doc.get("runtime_snapshot") or {})
         return out
+
+
+def fresh_message(msg: BaseMessage) -> BaseMessage:
+    """A copy of a cached decoded message that shares nothing mutable with it: its list and dict
+    fields (tool calls, kwargs, metadata) are copied too, so a caller may change what it got."""
+    out = msg.model_copy()
+    fields = out.__dict__
+    for k, v in fields.items():
+        if v and (type(v) is dict or type(v) is list):
+            fields[k] = _copy_json(v)
+    return out
+
+
+def _copy_json(v: Any) -> Any:
+    t = type(v)
+    if t is dict:
+        return {k: _copy_json(x) for k, x in v.items()}
+    if t is list:
+        return [_copy_json(x) for x in v]
+    return v
 
 
 def _is_ref(x: Any) -> bool:
@@ -323,7 +432,35 @@ def _is_ref(x: Any) -> bool:
 
 
 def _deref(x: Any, store: SessionStore) -> Any:
-    return store.item(x[ITEM_KEY]) if _is_ref(x) else x
+    return expand(store.item(x[ITEM_KEY]), store) if _is_ref(x) else x
+
+
+def expand(value: Any, store: SessionStore) -> Any:
+    """An item's JSON with its text references (see `DocumentBuilder._inner`) replaced by the texts."""
+    if type(value) is not dict:
+        return value
+    tag = value.get(TAG)
+    if tag == "msg":
+        v = value.get("v")
+        if isinstance(v, dict) and _is_ref(v.get("content")):
+            return {**value, "v": {**v, "content": store.item(v["content"][ITEM_KEY])}}
+        return value
+    if tag is None and any(_is_ref(y) for y in value.values()):
+        return {k: store.item(y[ITEM_KEY]) if _is_ref(y) else y for k, y in value.items()}
+    return value
+
+
+def text_refs(value: Any) -> list[str]:
+    """The text items an item (a message or a plain object) references."""
+    if type(value) is not dict:
+        return []
+    tag = value.get(TAG)
+    if tag == "msg":
+        v = value.get("v")
+        return [v["content"][ITEM_KEY]] if isinstance(v, dict) and _is_ref(v.get("content")) else []
+    if tag is None:
+        return [y[ITEM_KEY] for y in value.values() if _is_ref(y)]
+    return []
 
 
 def _known(ref: dict[str, Any], store: SessionStore, new: Items) -> bool:
@@ -347,10 +484,21 @@ def _unchunk(items: list[Any], store: SessionStore) -> list[Any]:
     return [next(values) if _is_ref(x) else x for x in flat]
 
 
+def metadata_json(enc: Any, item: Callable[[str], Any]) -> Any:
+    """Stored metadata JSON with its shared string entries (`{"$m": hash}`) merged back in."""
+    if isinstance(enc, dict) and META_KEY in enc and TAG not in enc:
+        base = item(enc[META_KEY])
+        return {**base, **{k: v for k, v in enc.items() if k != META_KEY}}
+    return enc
+
+
 def refs_of(rec: dict[str, Any]) -> list[str]:
     """The item hashes a checkpoint or writes record references."""
     tops: list[Any] = list((rec.get("values") or {}).values()) if rec["k"] == "c" else [w[2] for w in rec["writes"]]
     out: list[str] = []
+    meta = rec.get("metadata") if rec["k"] == "c" else None
+    if isinstance(meta, dict) and META_KEY in meta and TAG not in meta:
+        out.append(meta[META_KEY])
     for enc in tops:
         if _is_ref(enc):
             out.append(enc[ITEM_KEY])

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkpointing._saver_docs import DocumentBuilder, chunk_refs, refs_of
+from checkpointing._saver_docs import DocumentBuilder, chunk_refs, refs_of, text_refs
 from checkpointing._saver_store import SCHEMA_VERSION, SessionStore
 
 Key = tuple[str, str]
@@ -89,7 +89,8 @@ def rewrite(docs: DocumentBuilder, store: SessionStore, keep: set[Key]) -> None:
         out = [replaced.get(id(r), r) for r in recs]
         tops = list(dict.fromkeys(h for r in out for h in refs_of(r)))
         inner = [x for h in tops for x in chunk_refs(store.item(h))]
-        hashes = list(dict.fromkeys(inner + tops))
+        texts = [t for h in dict.fromkeys(inner + tops) for t in text_refs(store.item(h))]
+        hashes = list(dict.fromkeys(texts + inner + tops))
         items = [{"k": "i", "schema_version": SCHEMA_VERSION, "h": h, "v": store.item(h)} for h in hashes]
         store.replace_run(run, items + out)
     del idx

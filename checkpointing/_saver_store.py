@@ -11,6 +11,7 @@ raises `CorruptCheckpointError` naming file and line.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from checkpointing.errors import CorruptCheckpointError, CorruptRecordError, Unk
 from checkpointing.layout import CHECKPOINTS_FILE, RUNS
 from checkpointing.records import (
     CommitGroup,
+    Durable,
     FsyncPolicy,
     RecordLog,
     atomic_write,
@@ -34,7 +36,10 @@ from checkpointing.records import (
 )
 
 PINS = "pins.json"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+"""3: a checkpoint record's `task_state` maps a channel to its home only (its version is the one in
+`channel_versions`); 2 (`[version, home]` pairs) is still read, and either form reads back as pairs."""
+READABLE_SCHEMA_VERSIONS = frozenset({2, SCHEMA_VERSION})
 _CACHE_BYTES = 16 * 1024 * 1024
 
 
@@ -96,6 +101,11 @@ class SessionStore:
         self._checked = False
         self._cache: OrderedDict[tuple[str, int], tuple[dict[str, Any], int]] = OrderedDict()
         self._cache_bytes = 0
+        self._runs_sig: tuple[int, int, int] | None = None
+        self._run_list: list[str] = []
+        # item hash -> decoded value (messages) for reads; see DocumentBuilder.decode_item.
+        self.decoded: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        self.decoded_bytes = 0
         # id(message) -> (message, its stored form): each message object is encoded and hashed once.
         self.memo: dict[int, tuple[Any, Any, tuple[int, ...]]] = {}
 
@@ -130,17 +140,34 @@ class SessionStore:
             return []
         return sorted(p.name for p in self.runs_dir.iterdir() if (p / CHECKPOINTS_FILE).exists())
 
+    def _run_names(self) -> list[str]:
+        """The run folders, listed again only when the runs folder changed (mtime, link count)."""
+        try:
+            st = os.stat(self.runs_dir)
+        except FileNotFoundError:
+            self._runs_sig = None
+            return []
+        sig = (st.st_ino, st.st_mtime_ns, st.st_nlink)
+        if sig != self._runs_sig:
+            self._run_list = sorted(e.name for e in os.scandir(self.runs_dir) if e.is_dir())
+            self._runs_sig = sig
+        return self._run_list
+
     def _catch_up(self, idx: SessionIndex) -> None:
-        for run in self.runs():
+        names = self._run_names()
+        if not names and idx.ends:
+            self._reset()  # the session was removed under us
+            return None
+        for run in names:
             path = self.run_file(run)
             end, lines = idx.ends.get(run, (0, 0))
-            size = path.stat().st_size
+            try:
+                size = os.stat(path).st_size
+            except FileNotFoundError:
+                size = 0
             if size < end:
                 # Shorter than indexed: rewritten (retention) or a tail cut by recovery. Start over.
-                self._idx = idx = SessionIndex()
-                self._cache.clear()
-                self._cache_bytes = 0
-                return self._catch_up(idx)
+                return self._catch_up(self._reset())
             if size == end:
                 continue
             try:
@@ -157,6 +184,14 @@ class SessionStore:
             idx.ends[run] = (found.good, lines + len(found.records))
         return None
 
+    def _reset(self) -> SessionIndex:
+        self._idx = idx = SessionIndex()
+        self._cache.clear()
+        self._cache_bytes = 0
+        self.decoded.clear()
+        self.decoded_bytes = 0
+        return idx
+
     # -- appends -------------------------------------------------------------------------------
 
     def _log(self, run: str) -> RecordLog:
@@ -167,34 +202,34 @@ class SessionStore:
 
     def append(
         self, run: str, record: dict[str, Any], durable: bool | None = None, items: dict[str, bytes] | None = None
-    ) -> None:
-        """Append the item records `items` (hash -> JSON) then `record`, in one write, and index them."""
+    ) -> Durable | None:
+        """Append the item records `items` (hash -> JSON) then `record`, in one write, and index them.
+
+        Returns the callable that waits until the write is durable (per the fsync policy, or
+        `durable` when given), or None: call it after releasing your locks."""
         idx = self.index
         log = self._log(run)
         hashes = list(items or {})
         frames = [item_frame(h, (items or {})[h]) for h in hashes]
-        frames.append(frame(orjson.dumps(record)))
-        saved = log.fsync
-        if durable is not None:
-            log.fsync = "always" if durable else "never"
+        frames.append(frame(orjson.dumps(disk_form(record))))
+        policy: FsyncPolicy | None = None if durable is None else "always" if durable else "never"
         try:
-            offs = log.append_frames(frames)
+            offs, wait = log.write_frames(frames, policy)
         except CorruptRecordError as err:
             raise CorruptCheckpointError(err.path, err.line, err.reason) from err
-        finally:
-            log.fsync = saved
         end, lines = idx.ends.get(run, (0, 0))
         if offs[0] != end:
             # Another writer appended (or a torn tail was cut) since we indexed: re-scan instead.
             self.begin()
             self.index  # noqa: B018 - catch up
-            return
+            return wait
         for i, h in enumerate(hashes):
             idx.items[h] = (run, offs[i], lines + 1 + i)
         lines += len(hashes)
         _apply(idx, run, offs[-1], lines + 1, record)
         idx.ends[run] = (offs[-1] + len(frames[-1]), lines + 1)
         self._cache_put((run, offs[-1]), record, len(frames[-1]))
+        return wait
 
     def item(self, h: str) -> Any:
         """The JSON value stored under content hash `h` (its record checksum-verified)."""
@@ -285,6 +320,9 @@ class SessionStore:
         self._logs.clear()
         self._cache.clear()
         self._cache_bytes = 0
+        self.decoded.clear()
+        self.decoded_bytes = 0
+        self._runs_sig = None
         self._idx = None
 
     def replace_run(self, run: str, records: list[dict[str, Any]]) -> None:
@@ -292,7 +330,7 @@ class SessionStore:
         if not records:
             shutil.rmtree(self.runs_dir / run, ignore_errors=True)
             return
-        atomic_write(self.run_file(run), b"".join(frame(orjson.dumps(r)) for r in records))
+        atomic_write(self.run_file(run), b"".join(frame(orjson.dumps(disk_form(r))) for r in records))
 
     def remove(self) -> None:
         """Delete the whole session directory."""
@@ -333,17 +371,36 @@ def _item_hash(body: bytes) -> str | None:
         return None
     end = body.find(b'","v":', len(_ITEM_HEAD))
     return body[len(_ITEM_HEAD) : end].decode("ascii") if end != -1 else None
+def task_pairs(rec: dict[str, Any]) -> dict[str, list[Any]]:
+    """A checkpoint record's `task_state` as {channel: [version, home]}, from either on-disk form."""
+    versions = rec.get("channel_versions") or {}
+    return {ch: [versions.get(ch), v] if isinstance(v, str) else v for ch, v in (rec.get("task_state") or {}).items()}
+
+
+def disk_form(rec: dict[str, Any]) -> dict[str, Any]:
+    """The record as written: a checkpoint's `task_state` keeps only the home of a channel whose
+    version is the one in `channel_versions` (every channel, as the saver writes them)."""
+    if rec.get("k") != "c":
+        return rec
+    versions = rec.get("channel_versions") or {}
+    compact = {
+        ch: v[1] if type(v) is list and len(v) == 2 and ch in versions and v[0] == versions[ch] else v
+        for ch, v in rec["task_state"].items()
+    }
+    return {**rec, "task_state": compact, "schema_version": SCHEMA_VERSION}
 
 
 def _parse(body: bytes, path: Path, line: int) -> dict[str, Any]:
     rec = orjson.loads(body)
     version = rec.get("schema_version") if isinstance(rec, dict) else None
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_SCHEMA_VERSIONS:
         raise UnknownSchemaError(
             f"{path}:{line}: checkpoint record has schema_version {version!r}; this saver reads "
-            f"{SCHEMA_VERSION}. Finish or export the session with the agentrt that wrote it, or start a "
-            "new session; nothing was changed on disk."
+            f"{sorted(READABLE_SCHEMA_VERSIONS)}. Finish or export the session with the agentrt that wrote "
+            "it, or start a new session; nothing was changed on disk."
         )
+    if rec.get("k") == "c":
+        rec["task_state"] = task_pairs(rec)
     return rec
 
 

@@ -278,7 +278,8 @@ class CheckpointStateCodec:
         if simple is not None:
             return simple(p)
         if tag == "msg":
-            return dto_to_message(_inline_blobs(p, rb))
+            # Without a blob store (the saver's reads) a DTO holds no references: skip the walk.
+            return dto_to_message(p if rb is _no_blobs else _inline_blobs(p, rb))
         if tag == "tuple":
             return tuple(self._dec(x, rb) for x in p)
         if tag == "dict":

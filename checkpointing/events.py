@@ -34,6 +34,7 @@ from checkpointing.fencing import FencingGuard
 from checkpointing.ids import validate_id
 from checkpointing.layout import EVENTS_FILE, session_dir
 from checkpointing.records import (
+    TIER_EVENTS,
     CommitGroup,
     FsyncPolicy,
     RecordLog,
@@ -140,6 +141,7 @@ class EventLog:
         fsync: FsyncPolicy = "always",
         blobs: BlobStore | None = None,
         group: CommitGroup | None = None,
+        tier: int = TIER_EVENTS,
     ) -> None:
         self.base_dir = Path(base_dir)
         self.tenant_id = tenant_id
@@ -147,7 +149,7 @@ class EventLog:
         self.path = session_dir(base_dir, tenant_id, session_id) / EVENTS_FILE
         self.inline_payload_max_bytes = inline_payload_max_bytes
         self.blobs = blobs or BlobStore(base_dir)
-        self._log = RecordLog(self.path, fsync=fsync, group=group)
+        self._log = RecordLog(self.path, fsync=fsync, group=group, tier=tier)
         self._lock = threading.RLock()
         self._loaded = False
         self._ino = -1

@@ -15,16 +15,19 @@ Damage rules (the same for the saver, the event log, the tool journal and the se
   last one verify is also corruption (a crash can only leave a prefix of `record + newline`).
 - Reads never modify files.
 
-Durability: `RecordLog(fsync="always")` makes an append durable before it returns, unless a
-`CommitGroup` is open (`with group.deferred(): ...`): then the appends of every log joined to the
-group reach disk at the group's one barrier when the outermost block exits. `fsync="batch"`
-leaves it to `sync()` / the group's `barrier()` or the OS. `fsync_count()` counts fsyncs (bench).
+Durability: `RecordLog(fsync="always")` makes an append durable before it returns (fdatasync,
+shared by concurrent appenders of the same file), unless its `CommitGroup` is held: then the
+append only marks its file dirty, with a tier, and reaches disk at the group's next barrier of
+that tier (`group_for(directory)` is the process-wide group of a session folder: its saver
+files, event log and tool journal join it). `fsync="batch"` leaves it to `sync()` / the
+group's `barrier()` or the OS. `fsync_count()` counts fsyncs (bench).
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import weakref
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -55,6 +58,24 @@ def fsync_fd(fd: int) -> None:
     os.fsync(fd)
     with _fsync_lock:
         _fsyncs += 1
+
+
+def datasync_fd(fd: int) -> None:
+    """fdatasync `fd` (fsync where the platform has none), counted: enough for appended data,
+    whose size is the only metadata a reader needs."""
+    global _fsyncs
+    sync = getattr(os, "fdatasync", None) or os.fsync
+    sync(fd)
+    with _fsync_lock:
+        _fsyncs += 1
+
+
+def _open_append(path: Path) -> int:
+    """An fd appending to `path`, or -1 when the file does not exist yet."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_APPEND)
+    except FileNotFoundError:
+        return -1
 
 
 def fsync_count() -> int:
@@ -264,7 +285,7 @@ def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
     try:
         os.write(fd, data)
         if durable:
-            fsync_fd(fd)
+            datasync_fd(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
@@ -272,59 +293,198 @@ def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
         fsync_dir(path.parent)
 
 
-class CommitGroup:
-    """One durability barrier for appends to several logs (saver, event log, journal).
+TIER_STATE = 0
+"""Group tier of checkpoint data: durable at every step barrier and before an unsafe tool runs."""
+TIER_EVENTS = 1
+"""Group tier of the event log: durable at every step barrier (may lag the checkpoint until then)."""
+TIER_LAZY = 2
+"""Group tier of records that only a full barrier makes durable (tool journal ends, read-only intents)."""
 
-    Inside `with group.deferred():` an `fsync="always"` append only marks its file dirty; the
-    outermost block's exit fsyncs each dirty file once (and each new file's folder). Outside a
-    block, appends behave as their policy says. Thread-safe; blocks may nest.
+
+class _FileSync:
+    """Durability state of one file in this process: appends are numbered, fsyncs are shared.
+
+    `written` counts appends whose `write` returned; `synced` is the highest count a finished
+    fsync covered. An appender waits for `synced >= its number`; the first waiter fsyncs for every
+    append written so far while the others wait for it (group commit across threads).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.cond = threading.Condition()
+        # 1 and 0: a file this process has not written yet still gets one fsync from `sync()`
+        # (another process may have left unsynced appends that this one is about to act on).
+        self.written = 1
+        self.synced = 0
+        self.busy = False
+
+    def wrote(self) -> int:
+        """Count one finished write; its number."""
+        with self.cond:
+            self.written += 1
+            return self.written
+
+    def wait(self, upto: int | None = None) -> bool:
+        """Return once every append up to number `upto` (all so far: None) is durable; True if this
+        call issued the fsync."""
+        issued = False
+        with self.cond:
+            target = self.written if upto is None else upto
+            while self.synced < target:
+                if self.busy:
+                    self.cond.wait()
+                    continue
+                self.busy = True
+                covers = self.written
+                self.cond.release()
+                try:
+                    _datasync_path(self.path)
+                    issued = True
+                finally:
+                    self.cond.acquire()
+                    self.busy = False
+                    self.cond.notify_all()
+                self.synced = max(self.synced, covers)
+        return issued
+
+
+_file_syncs: weakref.WeakValueDictionary[str, _FileSync] = weakref.WeakValueDictionary()
+_file_syncs_lock = threading.Lock()
+
+
+def file_sync(path: Path) -> _FileSync:
+    """The process-wide durability state of `path` (shared by every log object on that file)."""
+    key = os.path.abspath(path)
+    with _file_syncs_lock:
+        st = _file_syncs.get(key)
+        if st is None:
+            st = _FileSync(Path(key))
+            _file_syncs[key] = st
+        return st
+
+
+def _datasync_path(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return  # removed (a deleted session): nothing left to make durable
+    try:
+        datasync_fd(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class _Dirty:
+    sync: _FileSync
+    seq: int
+    new: bool
+    tier: int
+
+
+class CommitGroup:
+    """One durability barrier for appends to several logs (saver, event log, journal) of a session.
+
+    While the group is held (`hold()` ... `release()`, or `with group.deferred():`), an
+    `fsync="always"` append of a joined log only marks its file dirty, with a tier; `barrier(tier)`
+    fsyncs each dirty file of that tier or lower once (oldest first, and each new file's folder),
+    and the release of the outermost hold is a full barrier. Outside a hold, appends behave as their
+    policy says. Thread-safe; holds nest.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._depth = 0
-        self._dirty: dict[Path, bool] = {}
+        self._dirty: dict[Path, _Dirty] = {}
 
     @property
     def active(self) -> bool:
-        """Whether a deferred block is open."""
+        """Whether the group is held (appends are deferred to its barriers)."""
         return self._depth > 0
 
-    def note(self, path: Path, new_file: bool = False) -> None:
-        """Mark `path` as appended to (and its folder, when the file is new)."""
+    def note(self, path: Path, new: bool = False, tier: int = TIER_STATE, seq: int | None = None) -> None:
+        """Mark `path` as appended to (append number `seq`; its folder too when the file is new)."""
+        st = file_sync(path)
         with self._lock:
-            self._dirty[path] = self._dirty.get(path, False) or new_file
+            old = self._dirty.get(st.path)
+            n = seq if seq is not None else st.written
+            if old is None:
+                self._dirty[st.path] = _Dirty(st, n, new, tier)
+            else:
+                old.seq, old.new, old.tier = max(old.seq, n), old.new or new, min(old.tier, tier)
+
+    def hold(self) -> None:
+        """Start deferring the fsyncs of joined logs (until the matching `release`)."""
+        with self._lock:
+            self._depth += 1
+
+    def release(self) -> int:
+        """End one hold; the outermost one is a full barrier (returns the files it synced)."""
+        with self._lock:
+            self._depth -= 1
+            last = self._depth <= 0
+            self._depth = max(self._depth, 0)
+        return self.barrier() if last else 0
 
     @contextmanager
     def deferred(self) -> Iterator[CommitGroup]:
         """Defer fsyncs of joined logs to one barrier at the end of the outermost block."""
-        with self._lock:
-            self._depth += 1
+        self.hold()
         try:
             yield self
         finally:
-            with self._lock:
-                self._depth -= 1
-                last = self._depth == 0
-            if last:
-                self.barrier()
+            self.release()
 
-    def barrier(self) -> int:
-        """fsync every file appended to since the last barrier; returns how many."""
+    def barrier(self, max_tier: int = TIER_LAZY) -> int:
+        """fsync every dirty file of tier <= `max_tier` (oldest first); returns how many were synced."""
         with self._lock:
-            dirty, self._dirty = self._dirty, {}
-        for path, new in dirty.items():
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except FileNotFoundError:
-                continue
-            try:
-                fsync_fd(fd)
-            finally:
-                os.close(fd)
-            if new:
-                fsync_dir(path.parent)
-        return len(dirty)
+            due = [(p, d) for p, d in self._dirty.items() if d.tier <= max_tier]
+            for p, _ in due:
+                del self._dirty[p]
+        done = 0
+        try:
+            for _, d in due:
+                d.sync.wait(d.seq)
+                if d.new:
+                    fsync_dir(d.sync.path.parent)
+                done += 1
+        except BaseException:
+            with self._lock:  # not durable: keep what is left dirty for the next barrier
+                for p, d in due[done:]:
+                    self._dirty.setdefault(p, d)
+            raise
+        return done
+
+    def sync_file(self, path: Path) -> None:
+        """Make `path` durable now (and drop it from the dirty set)."""
+        st = file_sync(path)
+        with self._lock:
+            d = self._dirty.pop(st.path, None)
+        st.wait()
+        if d is not None and d.new:
+            fsync_dir(st.path.parent)
+
+    def dirty(self) -> list[Path]:
+        """Files appended to since their last barrier (oldest first)."""
+        with self._lock:
+            return list(self._dirty)
+
+
+Durable = Callable[[], None]
+
+_groups: weakref.WeakValueDictionary[str, CommitGroup] = weakref.WeakValueDictionary()
+
+
+def group_for(directory: Path) -> CommitGroup:
+    """The process-wide commit group of `directory` (a session folder): every log of the session
+    that joins it shares its holds and barriers (alive while a log or holder references it)."""
+    key = os.path.abspath(directory)
+    with _file_syncs_lock:
+        g = _groups.get(key)
+        if g is None:
+            g = CommitGroup()
+            _groups[key] = g
+        return g
 
 
 class RecordLog:
@@ -332,15 +492,25 @@ class RecordLog:
 
     Appends use `O_APPEND` and one `write` call per batch, so concurrent appenders on one host
     never interleave bytes. Before its first append the log cuts a torn tail left by a crash
-    (moved aside to `.broken`), or the next record would fuse with it.
+    (moved aside to `.broken`), or the next record would fuse with it. With `fsync="always"`
+    the fsync runs after the write, outside the log's lock, and concurrent appenders of the
+    same file share one (`_FileSync`).
     """
 
-    def __init__(self, path: Path, fsync: FsyncPolicy = "always", group: CommitGroup | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        fsync: FsyncPolicy = "always",
+        group: CommitGroup | None = None,
+        tier: int = TIER_STATE,
+    ) -> None:
         self.path = path
         self.fsync = fsync
         self.group = group
+        self.tier = tier
         self._lock = threading.Lock()
         self._checked = False
+        self._sync = file_sync(path)
 
     def _ensure_clean_tail(self) -> None:
         if not self._checked:
@@ -357,47 +527,61 @@ class RecordLog:
         return self.append_frames([encode_record(r) for r in records])
 
     def append_frames(self, frames: list[bytes]) -> list[int]:
-        """Append already framed lines in one write; returns their byte offsets."""
+        """Append already framed lines in one write (durable per the policy); returns their offsets."""
+        offsets, durable = self.write_frames(frames)
+        if durable is not None:
+            durable()
+        return offsets
+
+    def write_frames(self, frames: list[bytes], fsync: FsyncPolicy | None = None) -> tuple[list[int], Durable | None]:
+        """Write framed lines in one write; returns their offsets and, when the policy (or `fsync`)
+        asks for durability now, the callable that waits for it (call it outside your locks)."""
+        policy = fsync or self.fsync
         with self._lock:
             self._ensure_clean_tail()
-            new = not self.path.exists()
+            fd = _open_append(self.path)
+            new = fd < 0
             if new:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
                 start = os.lseek(fd, 0, os.SEEK_END)
                 blob = b"".join(frames)
                 if write_hook is not None:
                     write_hook(fd, blob)
                 os.write(fd, blob)
-                self._durable(fd, new)
             finally:
                 os.close(fd)
+            seq = self._sync.wrote()
         offsets, pos = [], start
         for f in frames:
             offsets.append(pos)
             pos += len(f)
-        return offsets
+        return offsets, self._durable(policy, seq, new)
 
-    def _durable(self, fd: int, new: bool) -> None:
-        if self.fsync == "never":
-            return
-        if self.group is not None and (self.fsync == "batch" or self.group.active):
-            self.group.note(self.path, new)
-            return
-        if self.fsync == "always":
-            fsync_fd(fd)
+    def _durable(self, policy: FsyncPolicy, seq: int, new: bool) -> Durable | None:
+        if policy == "never":
+            return None
+        if self.group is not None and (policy == "batch" or self.group.active):
+            self.group.note(self.path, new, self.tier, seq)
+            return None
+        if policy != "always":
+            return None
+        sync, parent = self._sync, self.path.parent
+
+        def durable() -> None:
+            sync.wait(seq)
             if new:
-                fsync_dir(self.path.parent)
+                fsync_dir(parent)
+
+        return durable
 
     def sync(self) -> None:
-        """Make every append so far durable."""
-        if self.path.exists():
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                fsync_fd(fd)
-            finally:
-                os.close(fd)
+        """Make every append so far durable (no fsync when an earlier one already covered them)."""
+        if self.group is not None:
+            self.group.sync_file(self.path)
+        else:
+            self._sync.wait()
 
     def read(self) -> list[dict[str, Any]]:
         """Every record (a torn tail skipped, not cut)."""

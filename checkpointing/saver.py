@@ -48,7 +48,7 @@ from checkpointing.errors import CheckpointingError, InvalidIdError
 from checkpointing.fencing import FencingGuard
 from checkpointing.ids import validate_id
 from checkpointing.layout import sessions_root, tenants_root
-from checkpointing.records import CommitGroup, FsyncPolicy
+from checkpointing.records import CommitGroup, FsyncPolicy, group_for
 from checkpointing.validation import validate_metadata
 
 _MAX_NS = 1024
@@ -148,7 +148,9 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         if store is None:
             directory = sessions_root(self.base_dir, tenant) / _dir_name(thread)
             log_policy: FsyncPolicy = "batch" if self.fsync == "batch" else "always"
-            store = SessionStore(directory, log_policy, self.group)
+            # Every session's files join the session folder's process-wide commit group, unless a
+            # group was given: a runtime holding that group defers their fsyncs to its barriers.
+            store = SessionStore(directory, log_policy, self.group or group_for(directory))
             self._stores[key] = store
             while len(self._stores) > _MAX_OPEN_SESSIONS:
                 _, old = self._stores.popitem(last=False)
@@ -220,8 +222,6 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         ids = self._ids(config)
         with self._lock:
             store = self._store(ids["tenant"], ids["thread"])
-            if not store.runs_dir.exists():
-                return None
             cp_id = ids["cp_id"] or store.index.latest.get(ids["ns"])
             return None if cp_id is None else self._load(store, ids["ns"], cp_id)
 
@@ -230,8 +230,6 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         ids = self._ids(config)
         with self._lock:
             store = self._store(ids["tenant"], ids["thread"])
-            if not store.runs_dir.exists():
-                return None
             cp_id = ids["cp_id"] or store.index.latest.get(ids["ns"])
             doc = store.doc(ids["ns"], cp_id) if cp_id else None
             return None if doc is None else self.docs.document_view(store, doc)
@@ -273,7 +271,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
                         continue
                     if filt:
                         doc = store.doc(ns, cp_id)
-                        meta = self.docs.decode(doc["metadata"]) if doc else {}
+                        meta = self.docs.metadata(doc, store) if doc else {}
                         if not all(meta.get(k) == v for k, v in filt.items()):
                             continue
                     tup = self._load(store, ns, cp_id)
@@ -296,14 +294,16 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         meta = scrub_secrets(get_serializable_checkpoint_metadata(config, metadata))
         with self._lock:
             store = self._store(ids["tenant"], ids["thread"])
-            parent = store.doc(ids["ns"], ids["parent_id"]) if ids["parent_id"] and store.runs_dir.exists() else None
+            parent = store.doc(ids["ns"], ids["parent_id"]) if ids["parent_id"] else None
             new: dict[str, bytes] = {}
             seen = parent["versions_seen"] if parent else None
             rec = self.docs.checkpoint_record(ids, config, checkpoint, meta, new_versions, store, seen, new)
             with self._fence(store, config):
-                store.append(ids["run"], rec, items=new)
+                wait = store.append(ids["run"], rec, items=new)
             if self.keep_last is not None:
                 self._maybe_retain(store, ids["run"])
+        if wait is not None:
+            wait()  # outside the lock: concurrent puts and put_writes share one fsync
         out: dict[str, Any] = {"thread_id": ids["thread"], "checkpoint_ns": ids["ns"], "checkpoint_id": cp_id}
         if ids["tenant"] != self.default_tenant:
             out["tenant_id"] = ids["tenant"]
@@ -322,7 +322,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
             raise InvalidIdError("put_writes needs config['configurable']['checkpoint_id']")
         with self._lock:
             store = self._store(ids["tenant"], ids["thread"])
-            loc = store.index.cps.get((ids["ns"], ids["cp_id"])) if store.runs_dir.exists() else None
+            loc = store.index.cps.get((ids["ns"], ids["cp_id"]))
             run = loc.run if loc else ids["run"]
             done = {
                 i
@@ -332,9 +332,12 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
             }
             new: dict[str, bytes] = {}
             rec = self.docs.writes_record(ids, writes, str(task_id), task_path, done, store, new)
+            wait = None
             if rec is not None:
                 with self._fence(store, config):
-                    store.append(run, rec, durable=False if self.fsync == "checkpoint" else None, items=new)
+                    wait = store.append(run, rec, durable=False if self.fsync == "checkpoint" else None, items=new)
+        if wait is not None:
+            wait()
 
     def delete_thread(self, thread_id: str, *, tenant_id: str | None = None) -> None:
         """Remove every checkpoint and write of `thread_id`: in one tenant when given, else in every tenant."""
@@ -451,8 +454,6 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         ids = self._ids(config)
         with self._lock:
             store = self._store(ids["tenant"], ids["thread"])
-            if not store.runs_dir.exists():
-                return {c: {"writes": []} for c in channels}
             target = ids["cp_id"] or store.index.latest.get(ids["ns"])
             return delta_history(self.docs, store, ids["ns"], target, channels)
 

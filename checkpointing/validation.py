@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from checkpointing._saver_store import SCHEMA_VERSION
+from checkpointing._saver_store import READABLE_SCHEMA_VERSIONS
+from checkpointing._saver_store import SCHEMA_VERSION as SCHEMA_VERSION
 from checkpointing.errors import DocumentMismatch, UnknownSchemaError
 
-KNOWN_SCHEMA_VERSIONS = frozenset({SCHEMA_VERSION})
+KNOWN_SCHEMA_VERSIONS = READABLE_SCHEMA_VERSIONS
 
 
 def check_schema_version(doc: Mapping[str, Any], where: str = "checkpoint") -> None:

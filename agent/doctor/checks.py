@@ -28,7 +28,8 @@ from agent.recovery import (
     stored_pins,
 )
 from agent.tools.journal import ToolExecutionJournal
-from checkpointing._saver_docs import chunk_refs, refs_of
+from checkpointing._saver_docs import chunk_refs, refs_of, text_refs
+from checkpointing._saver_store import task_pairs
 from checkpointing.events import SCHEMA_VERSION as EVENTS_SCHEMA_VERSION
 from checkpointing.layout import CHECKPOINTS_FILE
 from checkpointing.validation import KNOWN_SCHEMA_VERSIONS
@@ -267,10 +268,11 @@ def dangling_references(f: SessionFacts) -> list[str]:
             where += f"{rec.get('checkpoint_id')})"
             refs = refs_of(rec)
             refs += [h for r in refs if r in items for h in chunk_refs(items[r])]
+            refs += [t for r in refs if r in items for t in text_refs(items[r])]
             out += [f"item {h} missing, referenced by {where}" for h in dict.fromkeys(refs) if h not in items]
             if rec["k"] == "c":
                 ns = str(rec.get("checkpoint_ns"))
-                for ch, (_, home) in (rec.get("task_state") or {}).items():
+                for ch, (_, home) in task_pairs(rec).items():
                     if home != rec.get("checkpoint_id") and (ns, str(home)) not in cps:
                         out.append(f"value of {ch!r} stored at checkpoint {home} missing, referenced by {where}")
     return out

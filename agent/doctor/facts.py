@@ -375,6 +375,7 @@ def _read_state(facts: SessionFacts, read_doc: Callable[[], dict[str, Any] | Non
 
 def _latest_doc_from_files(facts: SessionFacts) -> dict[str, Any] | None:
     """The newest intact root checkpoint record, as `get_document` shows it (when the saver cannot read)."""
+    from checkpointing._saver_docs import metadata_json
     from checkpointing.codec import CheckpointStateCodec
 
     docs = [
@@ -388,9 +389,16 @@ def _latest_doc_from_files(facts: SessionFacts) -> dict[str, Any] | None:
     if newest is None:
         return None
     codec = CheckpointStateCodec()
+    items = {
+        rec.get("h"): rec.get("v")
+        for n, s in facts.files.items()
+        if n.endswith(CHECKPOINTS_FILE)
+        for rec in s.recs()
+        if rec.get("k") == "i"
+    }
     out = {k: v for k, v in newest.items() if k not in ("values", "k")}
     try:
-        out["metadata"] = codec.decode(newest.get("metadata") or {})
+        out["metadata"] = codec.decode(metadata_json(newest.get("metadata") or {}, items.__getitem__))
         out["runtime_snapshot"] = codec.decode(newest.get("runtime_snapshot") or {})
     except Exception:  # evidence only: an undecodable record leaves the pins unknown
         out["metadata"], out["runtime_snapshot"] = {}, {}

@@ -29,6 +29,8 @@ from agent.tools.sandbox.room import Sandbox
 from checkpointing.blobs import BlobStore
 from checkpointing.fencing import FencingGuard
 from checkpointing.ids import validate_id
+from checkpointing.layout import session_dir
+from checkpointing.records import TIER_LAZY, CommitGroup, group_for
 
 LAST_KEPT = 16  # runtimes `last_runtime` can still show (the runs own them; this is only a view)
 
@@ -41,6 +43,7 @@ class RuntimeBuilder:
         self.tools = tools
         self.blobs = blobs
         self._sinks: dict[str, EventSink] = {}
+        self._holds: dict[str, CommitGroup] = {}
         self._datasets: dict[tuple[str, str], Any] = {}
         self._last: OrderedDict[tuple[str, str], LoopRuntime] = OrderedDict()  # newest LAST_KEPT only
         self._lock = threading.Lock()
@@ -48,14 +51,42 @@ class RuntimeBuilder:
         check_skill_tools(self.skills, set(tools))
 
     def attach(self, session_id: str, sink: EventSink) -> None:
-        """Send the session's runtime events to `sink` while a run is driven."""
+        """Send the session's runtime events to `sink` while a run is driven.
+
+        With `fsync: always` (and a checkpoint policy other than "batch") the run also holds the
+        session's commit group until `detach`: the checkpoints, pending writes, events and
+        journal records of the run reach disk at the group's barriers (one per tool step, see
+        `agent.turns.EventRecorder.commit`; before an unsafe tool runs, see the journal) instead
+        of one fsync per record, and `detach` makes everything durable.
+        """
+        group = self._run_group(session_id, sink)
+        if group is not None:
+            group.hold()
         with self._lock:
             self._sinks[session_id] = sink
+            old = self._holds.pop(session_id, None)
+            if group is not None:
+                self._holds[session_id] = group
+        if old is not None:
+            old.release()
 
     def detach(self, session_id: str) -> None:
-        """Stop recording the session's events."""
+        """Stop recording the session's events (and release the run's commit group: full barrier)."""
         with self._lock:
             self._sinks.pop(session_id, None)
+            group = self._holds.pop(session_id, None)
+        if group is not None:
+            group.release()
+
+    def _run_group(self, session_id: str, sink: EventSink) -> CommitGroup | None:
+        p = self.settings.persistence
+        if p.fsync != "always" or (p.checkpoint_fsync or p.fsync) == "batch" or p.saver != "jsonl":
+            return None
+        session = getattr(sink, "session", None)
+        tenant = getattr(session, "tenant_id", None)
+        if not isinstance(tenant, str):
+            return None
+        return group_for(session_dir(self.settings.base_dir, tenant, session_id))
 
     def journal(self, tenant: str, session_id: str, token: int | None) -> ToolExecutionJournal:
         """The session's tool journal, fenced with the run's lease token."""
@@ -72,6 +103,10 @@ class RuntimeBuilder:
             token=token,
             blobs=self.blobs,
             inline_max_bytes=self.settings.persistence.inline_payload_max_bytes,
+            # Joined to the session's commit group as its lazy tier: a held group makes the
+            # journal durable before an unsafe tool runs and when the run ends.
+            group=group_for(session_dir(self.settings.base_dir, tenant, session_id)),
+            tier=TIER_LAZY,
         )
 
     def __call__(self, session_id: str, state: Mapping[str, Any], config: RunnableConfig) -> LoopRuntime:

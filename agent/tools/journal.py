@@ -32,7 +32,7 @@ from agent.tools.base import ToolContext, ToolSpec
 from checkpointing.blobs import BLOB_KEY, BlobStore, is_blob_ref
 from checkpointing.fencing import FencingGuard
 from checkpointing.layout import JOURNAL_FILE, session_dir
-from checkpointing.records import CommitGroup, FsyncPolicy, RecordLog, canonical_json
+from checkpointing.records import TIER_STATE, CommitGroup, FsyncPolicy, RecordLog, canonical_json
 
 JOURNAL_VERSION = 1
 DEFAULT_INLINE_MAX_BYTES = 16 * 1024
@@ -113,6 +113,7 @@ class ToolExecutionJournal:
         blobs: BlobStore | None = None,
         inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES,
         group: CommitGroup | None = None,
+        tier: int = TIER_STATE,
     ) -> None:
         self.path = session_dir(base_dir, tenant, session) / JOURNAL_FILE
         self.tenant = tenant
@@ -121,7 +122,7 @@ class ToolExecutionJournal:
         self.token = token
         self.blobs = blobs if blobs is not None else BlobStore(base_dir)
         self.inline_max_bytes = inline_max_bytes
-        self._log = RecordLog(self.path, fsync=fsync, group=group)
+        self._log = RecordLog(self.path, fsync=fsync, group=group, tier=tier)
         self._lock = threading.RLock()
         self._index: dict[tuple[str, str], _Key] | None = None
 
@@ -167,11 +168,18 @@ class ToolExecutionJournal:
             with self.fencing.fenced(self.token) if self.fencing is not None else nullcontext():
                 crash_point("before_journal_append")
                 self._log.append(rec)
-                deferred = self._log.group is not None and self._log.group.active
+                group = self._log.group
+                deferred = group is not None and group.active
                 unsafe = rec["kind"] == "intent" and rec["effect"] not in RERUNNABLE
                 if unsafe and (self._log.fsync == "batch" or deferred):
                     # An unsafe tool's INTENT must be durable before it runs, even in batch mode or a
-                    # deferred group; a read-only or idempotent one may simply run again if it is lost.
+                    # held group; a read-only or idempotent one may simply run again if it is lost.
+                    # In a held group the checkpoint data written so far (the step that asked for
+                    # this call) is made durable first: a crash can then never lose the call's
+                    # request while keeping its INTENT, so a resume cannot ask the model again and
+                    # run the same effect under a new call id.
+                    if group is not None and deferred:
+                        group.barrier(TIER_STATE)
                     self._log.sync()
                 crash_point("after_journal_append")
             self._apply(index, rec)

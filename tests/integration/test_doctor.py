@@ -220,12 +220,14 @@ def test_corrupt_checkpoint_is_reported_not_repaired(runner: AgentRunner) -> Non
     """A damaged record mid-file: FAILs with file and line, no crash, and the file stays as it was."""
     path = next((runner.session_dir("default", SID) / "runs").glob("*/checkpoints.jsonl"))
     lines = path.read_bytes().split(b"\n")
-    lines[2] = lines[2].replace(b'"turn"', b'"tUrn"', 1)
+    # The first checkpoint record past line 2 (item records precede the records that use them).
+    n = next(i for i, line in enumerate(lines) if i >= 2 and b'"turn"' in line)
+    lines[n] = lines[n].replace(b'"turn"', b'"tUrn"', 1)
     path.write_bytes(b"\n".join(lines))
     report = _doctor(runner)
     assert report.check("files").status == "FAIL"
-    assert f"{path} line 3" in report.check("files").summary
-    assert "line 3" in _ev(report, "files")
+    assert f"{path} line {n + 1}" in report.check("files").summary
+    assert f"line {n + 1}" in _ev(report, "files")
     assert report.check("recovery").status == "FAIL"
     assert report.exit_code() == 1
 
@@ -291,9 +293,16 @@ def _append(path: Path, data: bytes) -> None:
 
 
 def _drop_first_item_record(path: Path) -> str:
-    """Remove the first item record (`"k":"i"`) of a checkpoint log; returns its hash."""
+    """Remove the first item record holding a message (`"k":"i"`) of a checkpoint log; returns its hash."""
     lines = path.read_bytes().split(b"\n")
-    i = next(n for n, line in enumerate(lines) if line and read_record_bytes(line).get("k") == "i")
+    i = next(
+        n
+        for n, line in enumerate(lines)
+        if line
+        and (rec := read_record_bytes(line)).get("k") == "i"
+        and isinstance(rec.get("v"), dict)
+        and rec["v"].get("$t") == "msg"
+    )
     gone = str(read_record_bytes(lines[i])["h"])
     path.write_bytes(b"\n".join(lines[:i] + lines[i + 1 :]))
     return gone

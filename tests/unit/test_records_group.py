@@ -50,3 +50,91 @@ def test_outside_a_block_always_means_every_append(tmp_path: Path) -> None:
     log.append({"n": 1})
     log.append({"n": 2})
     assert records.fsync_count() - before == 2
+
+
+def _session_logs(tmp_path: Path) -> tuple[JsonlCheckpointSaver, EventLog, ToolExecutionJournal, CommitGroup, dict]:
+    """The saver, event log and journal of one session, joined to its process-wide group."""
+    from checkpointing.layout import session_dir
+
+    group = records.group_for(session_dir(tmp_path, "acme", "s2"))
+    saver = JsonlCheckpointSaver(tmp_path)
+    events = EventLog(tmp_path, "acme", "s2", fsync="batch", group=group, tier=records.TIER_EVENTS)
+    events.create({"tenant_id": "acme", "agent_id": "a", "user_id": "u", "session_id": "s2",
+                   "created_at": "2026-01-01T00:00:00+00:00", "config_digest": None})  # fmt: skip
+    events.sync()
+    journal = ToolExecutionJournal(tmp_path, "acme", "s2", fsync="batch", group=group, tier=records.TIER_LAZY)
+    cfg = {"configurable": {"thread_id": "s2", "tenant_id": "acme", "checkpoint_ns": ""}}
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"messages": [HumanMessage("hi", id="h")]}
+    cp["channel_versions"] = {"messages": "1"}
+    saved = saver.put(cfg, cp, {}, {"messages": "1"})
+    journal.record_completed("r0", "c0", "earlier")
+    journal._log.sync()  # every file exists and is durable: the counts below are the step's alone
+    return saver, events, journal, group, saved
+
+
+def test_step_barrier_syncs_checkpoints_and_events_not_the_lazy_journal(tmp_path: Path) -> None:
+    """A held session group: a tool step's appends cost no fsync; its step barrier costs two (the
+    checkpoint log, then the event log); the journal's lazy records wait for the release."""
+    saver, events, journal, group, saved = _session_logs(tmp_path)
+    before = records.fsync_count()
+    group.hold()
+    saver.put_writes(saved, [("messages", [HumanMessage("more", id="m")])], "task")
+    journal.record_intent("r1", "c1", "peek", {}, "read_only")
+    journal.record_completed("r1", "c1", "done")
+    events.append("tool_result", {"content": "x"})
+    assert records.fsync_count() == before
+    assert group.barrier(records.TIER_EVENTS) == 2
+    assert records.fsync_count() - before == 2
+    assert group.dirty() == [journal.path]
+    group.release()
+    assert records.fsync_count() - before == 3
+    assert group.dirty() == []
+
+
+def test_unsafe_intent_in_a_held_group_makes_the_step_durable_first(tmp_path: Path) -> None:
+    """Before an unsafe tool runs, the checkpoint data that asked for it and its INTENT are on disk
+    (two fsyncs, checkpoint log first); the event log may still lag until the step barrier."""
+    saver, events, journal, group, saved = _session_logs(tmp_path)
+    before = records.fsync_count()
+    synced: list[str] = []
+    real = records._datasync_path
+
+    def spy(path: Path) -> None:
+        synced.append(path.name)
+        real(path)
+
+    records._datasync_path = spy  # type: ignore[assignment]
+    try:
+        with group.deferred():
+            saver.put_writes(saved, [("messages", [HumanMessage("call", id="m2")])], "task")
+            events.append("tool_call", {"name": "bump"})
+            journal.record_intent("r1", "c9", "bump", {}, "unsafe")
+            assert synced == ["checkpoints.jsonl", "journal.jsonl"]
+            assert group.dirty() == [events.path]
+    finally:
+        records._datasync_path = real  # type: ignore[assignment]
+    assert synced == ["checkpoints.jsonl", "journal.jsonl", "events.jsonl"]
+    assert records.fsync_count() - before == 3
+
+
+def test_concurrent_appenders_of_one_file_share_fsyncs(tmp_path: Path) -> None:
+    """fsync="always" appends from several threads are each durable on return, with fewer fsyncs
+    than appends when they overlap, never more."""
+    import threading
+
+    log = records.RecordLog(tmp_path / "c.jsonl")
+    log.append({"n": -1})
+    before = records.fsync_count()
+
+    def work(k: int) -> None:
+        for i in range(20):
+            log.append({"k": k, "i": i})
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(records.read_records(tmp_path / "c.jsonl")) == 81
+    assert 1 <= records.fsync_count() - before <= 80

@@ -31,8 +31,16 @@ from agent.session.session import ChatSession, PageMessage, SessionDocumentCorru
 from checkpointing.blobs import BlobStore
 from checkpointing.errors import CheckpointingError
 from checkpointing.events import EventLog
-from checkpointing.layout import session_file, sessions_root
-from checkpointing.records import FsyncPolicy, atomic_write, decode_record, encode_record, fsync_dir
+from checkpointing.layout import session_dir, session_file, sessions_root
+from checkpointing.records import (
+    TIER_EVENTS,
+    FsyncPolicy,
+    atomic_write,
+    decode_record,
+    encode_record,
+    fsync_dir,
+    group_for,
+)
 
 logger = logging.getLogger("agentrt.sessions")
 PAGE_TYPES = {"user_turn": "user", "assistant_message": "assistant"}
@@ -103,8 +111,9 @@ class JsonlSessionStore:
         with self._lock:
             log = self._logs.get(key)
             if log is None:
-                # Appends are written at once but made durable by `commit` (ChatMemory.record calls
-                # it after each append, a run's recorder once per step): group commit.
+                # Appends are written at once and made durable by `commit` (ChatMemory.record calls
+                # it after each append), or, while a run holds the session's commit group, at the
+                # group's step barrier with the checkpoint of the step (see agent.turns).
                 log = EventLog(
                     self.base_dir,
                     tenant_id,
@@ -112,6 +121,8 @@ class JsonlSessionStore:
                     inline_payload_max_bytes=self.inline_payload_max_bytes,
                     fsync="batch",
                     blobs=self.blobs,
+                    group=group_for(session_dir(self.base_dir, tenant_id, session_id)),
+                    tier=TIER_EVENTS,
                 )
                 self._logs[key] = log
                 while len(self._logs) > self.max_open_logs:
