@@ -9,7 +9,8 @@ AgentrtError                      exit  meaning
  │    └── ToolResultNotFound         (UnknownToolResult is also a ToolError)
  ├── Conflict                       4   the thing exists but cannot do this now
  │    ├── SessionError                  e.g. waiting for a human decision, unfinished run
- │    │    └── SessionNotActive         PAUSED / ENDED / EXPIRED / max loops reached
+ │    │    ├── SessionNotActive         PAUSED / ENDED / EXPIRED / max loops reached
+ │    │    └── ApprovalNotPending       the approval a decision names is no longer pending
  │    └── LeaseHeld                     another process holds the session lease
  ├── RecoveryBlocked                5   resuming would run changed code/tools against old state
  ├── BackendUnavailable             6   Redis, SQL or the disk failed; the original error is the cause
@@ -101,6 +102,19 @@ class SessionError(Conflict):
 
 class SessionNotActive(SessionError):
     """The session is PAUSED, ENDED, EXPIRED or out of loops."""
+
+
+class ApprovalNotPending(SessionError):
+    """A decision names an approval that is no longer pending (answered, or the run moved on).
+
+    Raised under the session lease before anything is written: the session is unchanged.
+    `answered` is True when the approval was acted on (its tool call reached the journal) before the
+    run stopped, so resuming without a decision continues it.
+    """
+
+    def __init__(self, message: str, answered: bool = False) -> None:
+        super().__init__(message)
+        self.answered = answered
 
 
 class LeaseHeld(Conflict):

@@ -46,7 +46,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     s = info["session"]
     log = r.manager.jsonl.event_log(s["tenant_id"], s["session_id"])
     branch = args.branch or s["current_branch_id"]
-    for line in render(info, log, branch, r.result(s["session_id"], s["tenant_id"]).pending_approval):
+    for line in render(info, log, branch, info["pending_approvals"]):
         say(line)
     return 0
 
@@ -73,9 +73,10 @@ def render(info: dict[str, Any], log: Any, branch: str, pending: list[dict[str, 
     if pending:
         out += ["", styled("pending approval", "yellow")]
         for req in pending:
-            out.append(f"  {describe(req)}  [call {req.get('tool_call_id')}]")
-        out.append(f"  approve: agentrt resume {sid} --approve")
-        out.append(f'  reject:  agentrt resume {sid} --reject --reason "..."')
+            iid = req.get("interrupt_id")
+            out.append(f"  {describe(req)}  [call {req.get('tool_call_id')}]  approval id {iid}")
+            out.append(f"  approve: agentrt resume {sid} --approve --interrupt {iid}")
+            out.append(f'  reject:  agentrt resume {sid} --reject --reason "..." --interrupt {iid}')
     return out
 
 
@@ -98,7 +99,8 @@ def conversation(entries: list[Any]) -> list[str]:
             lines.append(f"      -> {p.get('status', '?')}, {size} chars{tag}")
         elif e.type == "hitl_request":
             asked = p
-            lines.append(styled(f"    approval asked: {p.get('name')} [{p.get('tool_call_id')}]", "yellow"))
+            iid = f" (approval id {p['interrupt_id']})" if p.get("interrupt_id") else ""
+            lines.append(styled(f"    approval asked: {p.get('name')} [{p.get('tool_call_id')}]{iid}", "yellow"))
         elif e.type == "hitl_decision":
             verdict = "approved" if p.get("approved") else "rejected"
             who = f" by {p['operator']}" if p.get("operator") else ""

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from agent.loop.tool_results import ToolResultSlice, ToolResultStore
-from agent.results import RunResult, result_from_snapshot
+from agent.results import RunResult, pending_approvals, result_from_snapshot
 from agent.session.session import ChatSession
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ def sessions(rt: RunnerCore, tenant_id: str | None, user_id: str | None) -> list
 
 
 def show(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | None, last: int) -> dict[str, Any]:
-    """Header, status, branches and the last entries of a session."""
+    """Header, status, branches, the pending approvals (each with its `interrupt_id`) and the last entries."""
     tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
     session = rt.manager.get(tenant, sid, user)
     events = rt.manager.jsonl.event_log(tenant, sid)
@@ -34,6 +34,7 @@ def show(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | 
             "checkpoint_id": (snap.config.get("configurable") or {}).get("checkpoint_id") if snap.config else None,
             "next": list(snap.next),
         },
+        "pending_approvals": pending_approvals(snap),
         "entries": [
             {
                 "id": e.id,
