@@ -48,9 +48,7 @@ class RunResult:
 
 def pending_approvals(snap: StateSnapshot) -> list[dict[str, Any]]:
     """The approvals a stopped run waits for: each request (tool, args, call id) with its `interrupt_id`."""
-    return [
-        {**i.value, "interrupt_id": i.id} for i in snap.interrupts if isinstance(getattr(i, "value", None), dict)
-    ]
+    return [{**i.value, "interrupt_id": i.id} for i in snap.interrupts if isinstance(getattr(i, "value", None), dict)]
 
 
 def result_from_snapshot(session_id: str, snap: StateSnapshot) -> RunResult:

@@ -51,4 +51,3 @@ def check_decision(sid: str, pending: list[dict[str, Any]], answered: bool, inte
     raise ApprovalNotPending(
         f"session {sid} has {len(ids)} pending approvals ({', '.join(ids)}): name one with --interrupt ID; {show}"
     )
-
