@@ -93,7 +93,12 @@ def stream_resume(
             yield from _finished(rt, session, events, recorder, doc, run_id)
             return
         if snap.interrupts and decision is None and not answered:
-            raise SessionError(f"session {sid} is waiting for a human decision: resume with --approve or --reject")
+            ids = [str(i.id) for i in snap.interrupts]
+            named = f" --interrupt {ids[0]}" if len(ids) == 1 else ""
+            raise SessionError(
+                f"session {sid} is waiting for a human decision: resume with --approve or --reject "
+                f"(`agentrt resume {sid} --approve{named}`)"
+            )
         if session.status is SessionStatus.PAUSED:
             rt.manager.reactivate(session)
         if accepted:
