@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from agent.config import AgentSettings
-from agent.errors import AgentRuntimeError, LeaseHeld, SessionError, SessionNotFound, StorageError
+from agent.errors import AgentRuntimeError, ApprovalNotPending, LeaseHeld, SessionError, SessionNotFound, StorageError
 from agent.live import END, LiveChannel, encode_event
 from agent.results import RunEvent
 from agent.runner import AgentRunner
@@ -201,12 +201,19 @@ def _resume_with(
     runner: AgentRunner, turn: Turn, decision: dict[str, Any] | None, stop: Callable[[], bool], live: _Live
 ) -> dict[str, Any]:
     def events(d: dict[str, Any] | None) -> Iterator[RunEvent]:
-        return runner.stream_resume(turn.session_id, turn.tenant_id, turn.user_id, decision=d)
+        answer = {k: v for k, v in d.items() if k != "interrupt_id"} if d is not None else None
+        iid = d.get("interrupt_id") if d is not None else None
+        return runner.stream_resume(turn.session_id, turn.tenant_id, turn.user_id, decision=answer, interrupt_id=iid)
 
     if decision is None:
         return _final(events(None), stop, live)
     try:
         return _final(events(decision), stop, live)
+    except ApprovalNotPending as err:
+        if err.answered:
+            return _final(events(None), stop, live)
+        # Another decision moved the run on first: this one changed nothing; the turn is where the run is.
+        return runner.result(turn.session_id, turn.tenant_id).to_json()
     except SessionError:
         # The decision was acted on before a crash (the approved call is in the journal): go on without it.
         return _final(events(None), stop, live)

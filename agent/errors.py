@@ -9,8 +9,9 @@ AgentrtError                      exit  meaning
  │    └── ToolResultNotFound         (UnknownToolResult is also a ToolError)
  ├── Conflict                       4   the thing exists but cannot do this now
  │    ├── SessionError                  e.g. waiting for a human decision, unfinished run
- │    │    └── SessionNotActive         PAUSED / ENDED / EXPIRED / max loops reached
- │    │         └── LifecycleError      a status change the lifecycle table forbids
+ │    │    ├── SessionNotActive         PAUSED / ENDED / EXPIRED / max loops reached
+ │    │    │    └── LifecycleError      a status change the lifecycle table forbids
+ │    │    └── ApprovalNotPending       the approval a decision names is no longer pending
  │    ├── SessionExists                 a new session was asked for with an id already taken
  │    └── LeaseHeld                     another process holds the session lease
  ├── RecoveryBlocked                5   resuming would run changed code/tools against old state
@@ -111,6 +112,17 @@ class SessionExists(Conflict):
 
 class LifecycleError(SessionNotActive):
     """A session or run status change that the lifecycle table (`agent.session.lifecycle`) forbids."""
+class ApprovalNotPending(SessionError):
+    """A decision names an approval that is no longer pending (answered, or the run moved on).
+
+    Raised under the session lease before anything is written: the session is unchanged.
+    `answered` is True when the approval was acted on (its tool call reached the journal) before the
+    run stopped, so resuming without a decision continues it.
+    """
+
+    def __init__(self, message: str, answered: bool = False) -> None:
+        super().__init__(message)
+        self.answered = answered
 
 
 class LeaseHeld(Conflict):

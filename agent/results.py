@@ -38,10 +38,17 @@ class RunResult:
     error: str | None = None
     todos: list[dict[str, Any]] = field(default_factory=list)
     pending_approval: list[dict[str, Any]] = field(default_factory=list)
+    """Requests the run waits for (PAUSED): `name`, `args`, `tool_call_id` and the `interrupt_id` that
+    `resume(..., interrupt_id=...)` / `agentrt resume ID --approve --interrupt IID` names."""
 
     def to_json(self) -> dict[str, Any]:
         """The `--json` object of `agentrt run` / `agentrt resume`."""
         return dict(self.__dict__)
+
+
+def pending_approvals(snap: StateSnapshot) -> list[dict[str, Any]]:
+    """The approvals a stopped run waits for: each request (tool, args, call id) with its `interrupt_id`."""
+    return [{**i.value, "interrupt_id": i.id} for i in snap.interrupts if isinstance(getattr(i, "value", None), dict)]
 
 
 def result_from_snapshot(session_id: str, snap: StateSnapshot) -> RunResult:
@@ -53,7 +60,7 @@ def result_from_snapshot(session_id: str, snap: StateSnapshot) -> RunResult:
         content = msgs[-1].content
         answer = content if isinstance(content, str) else str(content)
     finish = values.get("finish_reason")
-    pending = [i.value for i in snap.interrupts if isinstance(getattr(i, "value", None), dict)]
+    pending = pending_approvals(snap)
     if snap.next or snap.tasks:
         status = "PAUSED" if snap.interrupts else "INTERRUPTED"
     elif finish == "completed":

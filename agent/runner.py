@@ -98,9 +98,17 @@ class AgentRunner(RunnerCore):
         accept_changes: tuple[str, ...] | list[str] = (),
         operator: str | None = None,
         reason: str | None = None,
+        interrupt_id: str | None = None,
     ) -> RunResult:
-        """Recover and continue a crashed, paused or interrupted run to its end."""
-        return final(self.stream_resume(session_id, tenant_id, user_id, decision, accept_changes, operator, reason))
+        """Recover and continue a crashed, paused or interrupted run to its end.
+
+        `decision` ({"approved": bool, "reason": ...}) answers the pending approval `interrupt_id`
+        names (`RunResult.pending_approval[i]["interrupt_id"]`; None: the only one pending). When
+        that approval is no longer pending it raises `ApprovalNotPending` and changes nothing.
+        """
+        return final(
+            self.stream_resume(session_id, tenant_id, user_id, decision, accept_changes, operator, reason, interrupt_id)
+        )
 
     def stream_resume(
         self,
@@ -111,9 +119,12 @@ class AgentRunner(RunnerCore):
         accept_changes: tuple[str, ...] | list[str] = (),
         operator: str | None = None,
         reason: str | None = None,
+        interrupt_id: str | None = None,
     ) -> Iterator[RunEvent]:
         """`resume` as a stream: a `recovered` event first, then the run's events, then `final`."""
-        return stream_resume(self, session_id, tenant_id, user_id, decision, accept_changes, operator, reason)
+        return stream_resume(
+            self, session_id, tenant_id, user_id, decision, accept_changes, operator, reason, interrupt_id
+        )
 
     async def astream_resume(self, session_id: str, **kwargs: Any) -> AsyncIterator[RunEvent]:
         """`stream_resume` for asyncio code (a worker thread drives the run)."""
@@ -154,11 +165,18 @@ class AgentRunner(RunnerCore):
 
         return submit_turn(self.settings, text, session_id, tenant_id, user_id, turn_id, new_session=new_session)
 
-    def submit_decision(self, session_id: str, decision: dict[str, Any], tenant_id: str | None = None) -> TurnHandle:
-        """Approve or reject a submitted turn that paused for approval; a worker continues it."""
+    def submit_decision(
+        self,
+        session_id: str,
+        decision: dict[str, Any],
+        tenant_id: str | None = None,
+        interrupt_id: str | None = None,
+    ) -> TurnHandle:
+        """Approve or reject a submitted turn that paused for approval (the one `interrupt_id` names);
+        a worker continues it."""
         from agent.submit import submit_decision
 
-        return submit_decision(self.settings, session_id, decision, tenant_id)
+        return submit_decision(self.settings, session_id, decision, tenant_id, interrupt_id=interrupt_id)
 
     # --- reading -------------------------------------------------------------------------------------------
     def sessions(self, tenant_id: str | None = None, user_id: str | None = None) -> list[ChatSession]:
@@ -168,7 +186,7 @@ class AgentRunner(RunnerCore):
     def show(
         self, session_id: str, tenant_id: str | None = None, user_id: str | None = None, last: int = 15
     ) -> dict[str, Any]:
-        """Header, status, branches and the last entries of a session."""
+        """Header, status, branches, pending approvals (with their `interrupt_id`) and the last entries."""
         return reading.show(self, session_id, tenant_id, user_id, last)
 
     def state(self, session_id: str, tenant_id: str | None = None, branch_id: str | None = None) -> dict[str, Any]:

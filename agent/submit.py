@@ -22,6 +22,7 @@ from celery import Celery
 from agent.celery_app import TASK_NAME, celery_config
 from agent.config import AgentSettings, load_settings
 from agent.errors import ConfigError, SessionExists, SessionNotFound, StorageError, quote_id
+from agent.run.approvals import check_decision, checked_interrupt_id
 from agent.session.inbox import Inbox, Turn, TurnIndex, TurnStatus, new_turn_id
 from agent.session.stores.jsonl import JsonlSessionStore
 
@@ -187,12 +188,22 @@ def submit_decision(
     decision: dict[str, Any],
     tenant_id: str | None = None,
     live: bool = False,
+    interrupt_id: str | None = None,
 ) -> TurnHandle:
-    """Record the human's answer to the session's paused turn and enqueue its continuation."""
+    """Record the human's answer to the session's paused turn and enqueue its continuation.
+
+    With `interrupt_id` the answer is for that approval only: refused (`ApprovalNotPending`) when
+    the paused turn waits for another one, and checked again by the worker under the session lease.
+    """
     celery_config(settings)
     tenant, sid = _ids(settings, session_id, tenant_id)
+    interrupt_id = checked_interrupt_id(interrupt_id)
     inbox = Inbox(settings.base_dir, tenant, sid)
     paused = [t for t in inbox.turns() if t.status is TurnStatus.PAUSED]
+    if interrupt_id is not None:
+        waiting = [p for t in paused for p in (t.result or {}).get("pending_approval") or []]
+        check_decision(sid, waiting, False, interrupt_id)
+        decision = {**decision, "interrupt_id": interrupt_id}
     if not paused:
         raise ConfigError(
             f"session {sid} has no submitted turn waiting for approval; see `agentrt show {sid}` "
@@ -245,9 +256,9 @@ def cmd_wait(args: argparse.Namespace) -> int:
     return print_turn(turn, args.json)
 
 
-def cmd_queue_decision(args: argparse.Namespace, decision: dict[str, Any]) -> int:
+def cmd_queue_decision(args: argparse.Namespace, decision: dict[str, Any], interrupt_id: str | None = None) -> int:
     """`agentrt resume ID --approve/--reject` with workers configured: queue the continuation."""
-    handle = submit_decision(load_settings(args.config), args.session_id, decision, args.tenant)
+    handle = submit_decision(load_settings(args.config), args.session_id, decision, args.tenant, interrupt_id=interrupt_id)
     print(json.dumps({"turn_id": handle.turn_id, "queued": True}) if args.json else f"queued: {handle.turn_id}")
     return 0
 

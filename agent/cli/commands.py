@@ -40,7 +40,7 @@ COMMANDS: tuple[Command, ...] = (
         "agent.cli.run:cmd_resume",
         "agent.cli.run:args_resume",
         "recover and continue a crashed, paused or interrupted run",
-        "agentrt resume s-1a2b3c4d5e6f7a8b --approve",
+        "agentrt resume s-1a2b3c4d5e6f7a8b --approve --interrupt 95c6a0d8bc93f745f2ca4d24f255a248",
         live_warnings=True,
     ),
     Command(

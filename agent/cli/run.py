@@ -29,6 +29,12 @@ def args_resume(p: argparse.ArgumentParser) -> None:
     decision = p.add_mutually_exclusive_group()
     decision.add_argument("--approve", action="store_true", help="approve the pending tool call")
     decision.add_argument("--reject", action="store_true", help="reject the pending tool call")
+    p.add_argument(
+        "--interrupt",
+        metavar="IID",
+        help="the approval to answer (its id from `agentrt show` or the pause message); fails, changing "
+        "nothing, when it is no longer pending",
+    )
     p.add_argument("--reason", help="why (recorded with --reject or --accept-changes)")
     p.add_argument("--operator", metavar="NAME", help="who decides or accepts the changes (recorded; default: --user)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines, only the answer")
@@ -82,9 +88,17 @@ def _decide(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any]
     return ask(request, _operator(args))
 
 
-def answer_command(session_id: str) -> str:
-    """The exact commands that answer a pending approval."""
-    return f'agentrt resume {session_id} --approve   (or: agentrt resume {session_id} --reject --reason "...")'
+def pause_lines(session_id: str, pending: list[dict[str, Any]]) -> list[str]:
+    """The pause message: which approval is pending, and the exact commands that answer it."""
+    if not pending:
+        return ["paused: waiting for a human decision", f"answer it with: agentrt resume {session_id} --approve"]
+    req = pending[0]
+    iid = req.get("interrupt_id")
+    return [
+        f"paused: approval {iid} pending for tool {req.get('name')}; "
+        f"answer with `agentrt resume {session_id} --approve --interrupt {iid}`",
+        f'(or reject it: agentrt resume {session_id} --reject --reason "..." --interrupt {iid})',
+    ]
 
 
 def _print_result(result: dict[str, Any], args: argparse.Namespace, streamed: str) -> int:
@@ -94,8 +108,10 @@ def _print_result(result: dict[str, Any], args: argparse.Namespace, streamed: st
         answer = result.get("answer") or ""
         shown = bool(streamed) and streamed.strip() == answer.strip() and sys.stdout.isatty() and not args.quiet
         if result.get("status") == "PAUSED":
-            say("(paused: waiting for a human decision)")
-            say(f"answer it with: {answer_command(result['session_id'])}", err=True)
+            first, *rest = pause_lines(result["session_id"], result.get("pending_approval") or [])
+            say(first)
+            for line in rest:
+                say(line, err=True)
         elif not shown:
             say(answer or "(no answer)")
         summary = (
@@ -128,7 +144,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         if progress is not None:
             progress.continuing = True
         events = r.stream_resume(
-            final["session_id"], tenant_id=args.tenant, user_id=args.user, decision=decision, operator=_operator(args)
+            final["session_id"],
+            tenant_id=args.tenant,
+            user_id=args.user,
+            decision=decision,
+            operator=_operator(args),
+            interrupt_id=final["pending_approval"][0].get("interrupt_id"),
         )
         final = _consume(events, args, progress)
     return _print_result(final, args, progress.streamed if progress is not None else "")
@@ -149,7 +170,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
         # A submitted turn is continued by the workers; one started by `agentrt run` is resumed here.
         if has_paused_turn(r.settings, args.session_id, args.tenant):
-            return cmd_queue_decision(args, decision)
+            return cmd_queue_decision(args, decision, args.interrupt)
     accept = [a for part in (args.accept_changes or []) for a in part.split(",") if a]
     progress = _progress(args)
     events = r.stream_resume(
@@ -160,6 +181,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         accept_changes=accept,
         operator=_operator(args),
         reason=args.reason,
+        interrupt_id=args.interrupt,
     )
     final = _consume(events, args, progress)
     return _print_result(final, args, progress.streamed if progress is not None else "")

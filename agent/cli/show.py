@@ -74,10 +74,13 @@ def render(info: dict[str, Any], log: Any, branch: str, pending: list[dict[str, 
     if pending:
         out += ["", styled("pending approval", "yellow")]
         for req in pending:
-            out.append(f"  {describe(req)}  [call {req.get('tool_call_id')}]")
+            iid = req.get("interrupt_id")
+            out.append(f"  {describe(req)}  [call {req.get('tool_call_id')}]  approval id {iid}")
         if branch == s["current_branch_id"]:
-            out.append(f"  approve: agentrt resume {sid} --approve")
-            out.append(f'  reject:  agentrt resume {sid} --reject --reason "..."')
+            for req in pending:
+                iid = req.get("interrupt_id")
+                out.append(f"  approve: agentrt resume {sid} --approve --interrupt {iid}")
+                out.append(f'  reject:  agentrt resume {sid} --reject --reason "..." --interrupt {iid}')
         else:
             out.append(f"  left on branch {branch}, which is not the current branch: it is never resumed")
     return out
@@ -102,7 +105,8 @@ def conversation(entries: list[Any]) -> list[str]:
             lines.append(f"      -> {p.get('status', '?')}, {size} chars{tag}")
         elif e.type == "hitl_request":
             asked = p
-            lines.append(styled(f"    approval asked: {p.get('name')} [{p.get('tool_call_id')}]", "yellow"))
+            iid = f" (approval id {p['interrupt_id']})" if p.get("interrupt_id") else ""
+            lines.append(styled(f"    approval asked: {p.get('name')} [{p.get('tool_call_id')}]{iid}", "yellow"))
         elif e.type == "hitl_decision":
             verdict = "approved" if p.get("approved") else "rejected"
             who = f" by {p['operator']}" if p.get("operator") else ""

@@ -507,7 +507,8 @@ def recovery(f: SessionFacts) -> Check:
         )
     step = f"`agentrt resume {f.session_id}`"
     if f.waiting_for_human:
-        step = f"it waits for a human decision: `agentrt resume {f.session_id} --approve` (or --reject)"
+        named = f" --interrupt {f.approval_ids[0]}" if len(f.approval_ids) == 1 else ""
+        step = f"it waits for a human decision: `agentrt resume {f.session_id} --approve{named}` (or --reject)"
     return finding(
         "recovery", "OK", f"recovery would pass: pins match; it continues at {', '.join(f.next_nodes)}", step, **ev
     )

@@ -196,6 +196,8 @@ class SessionFacts:
     next_nodes: list[str] = field(default_factory=list)
     waiting_for_human: bool = False
     """The run is interrupted for a human decision (HITL)."""
+    approval_ids: list[str] = field(default_factory=list)
+    """The interrupt ids of the pending approvals (what `agentrt resume ID --approve --interrupt` names)."""
     owed: list[str] = field(default_factory=list)
     """What the session's outbox says a layer still owes ("SQL messages", ...), or why it is unreadable."""
     hidden: bool = False
@@ -369,6 +371,7 @@ def _read_state(facts: SessionFacts, read_doc: Callable[[], dict[str, Any] | Non
         facts.state = dict(snap.values or {})
         facts.next_nodes = list(snap.next or ())
         facts.waiting_for_human = bool(getattr(snap, "interrupts", ()))
+        facts.approval_ids = [str(i.id) for i in getattr(snap, "interrupts", ())]
     except Exception as err:
         facts.state_error = f"the graph state cannot be restored: {type(err).__name__}: {err}"
 

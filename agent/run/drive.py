@@ -75,7 +75,7 @@ def translate(mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEve
     if mode == "updates":
         for node, update in (chunk or {}).items():
             if node == "__interrupt__":
-                values = [getattr(i, "value", i) for i in (update or ())]
+                values = [_request(i) for i in (update or ())]
                 for value in values:
                     recorder.record("hitl_request", {"run_id": recorder.run_id, **jsonable_dict(value)})
                 yield RunEvent("interrupt", {"requests": values})
@@ -97,6 +97,13 @@ def translate(mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEve
         msg, meta = chunk
         if getattr(msg, "type", "") == "AIMessageChunk" and isinstance(msg.content, str) and msg.content:
             yield RunEvent("token", {"text": msg.content, "node": meta.get("langgraph_node")})
+
+
+def _request(intr: Any) -> Any:
+    """An interrupt's request with its id (the approval id `resume --interrupt` names)."""
+    value = getattr(intr, "value", intr)
+    iid = getattr(intr, "id", None)
+    return {**value, "interrupt_id": iid} if isinstance(value, dict) and iid else value
 
 
 def finish(rt: RunnerCore, session: ChatSession, recorder: EventRecorder, res: RunResult) -> None:

@@ -13,7 +13,7 @@ from langgraph.types import StateSnapshot
 
 from agent.errors import SessionNotFound
 from agent.loop.tool_results import ToolResultSlice, ToolResultStore
-from agent.results import RunResult, result_from_snapshot
+from agent.results import RunResult, pending_approvals, result_from_snapshot
 from agent.run.branches import branch_pages, fork_point_of, head, room_id
 from agent.session.session import ChatSession
 from checkpointing.events import EventLog
@@ -29,7 +29,7 @@ def sessions(rt: RunnerCore, tenant_id: str | None, user_id: str | None) -> list
 
 
 def show(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | None, last: int) -> dict[str, Any]:
-    """Header, status, branches and the last entries of a session."""
+    """Header, status, branches, the pending approvals (each with its `interrupt_id`) and the last entries."""
     tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
     session = rt.manager.get(tenant, sid, user)
     events = rt.manager.jsonl.event_log(tenant, sid)
@@ -45,6 +45,7 @@ def show(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | 
             "next": list(snap.next),
             "branch_id": session.current_branch_id,
         },
+        "pending_approvals": pending_approvals(snap),
         "entries": [
             {
                 "id": e.id,

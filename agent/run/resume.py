@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.types import Command
 
-from agent.errors import RecoveryBlocked, SessionError
+from agent.errors import InputError, RecoveryBlocked, SessionError
 from agent.recovery import check_header, check_identity, compare_pins, restore_messages, step, stored_pins
-from agent.results import RunEvent, RunResult, result_from_snapshot
+from agent.results import RunEvent, RunResult, pending_approvals, result_from_snapshot
+from agent.run.approvals import check_decision, checked_interrupt_id
 from agent.run.blocked import record_blocked
 from agent.run.branches import BranchHead, head
 from agent.run.drive import drive, without
@@ -34,9 +35,17 @@ def stream_resume(
     accept_changes: tuple[str, ...] | list[str],
     operator: str | None,
     reason: str | None,
+    interrupt_id: str | None = None,
 ) -> Iterator[RunEvent]:
-    """`resume` as a stream: a `recovered` event first, then the run's events, then `final`."""
+    """`resume` as a stream: a `recovered` event first, then the run's events, then `final`.
+
+    A `decision` applies only to the pending approval `interrupt_id` names (without it: to the only
+    one pending); checked under the lease before anything is written (`agent.run.approvals`).
+    """
     tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
+    interrupt_id = checked_interrupt_id(interrupt_id)
+    if interrupt_id is not None and decision is None:
+        raise InputError(f"--interrupt {interrupt_id} names an approval to answer: add --approve or --reject")
     session = _resumable(rt.manager.get(tenant, sid, user))
     events = rt.manager.jsonl.event_log(tenant, sid)
     try:
@@ -47,7 +56,9 @@ def stream_resume(
         record_blocked(rt, session, None, err)
         raise
     with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:
-        # Re-read under the lease: another process may have ended the session since the first read.
+        # Re-read under the lease: the process that held it before may have moved the session on
+        # (answered the approval, or ended the session).
+        rt.manager.l1.delete(tenant, sid)
         session = _resumable(rt.manager.get(tenant, sid, user))
         recorder = EventRecorder(rt.manager, session, hold.token, session.last_run_id or "")
         try:
@@ -59,6 +70,8 @@ def stream_resume(
         if not at.own:
             lost_first = turn_without_checkpoint(rt, session, events, "", interrupted=True)
             if lost_first is not None:  # the branch's first turn died before its first checkpoint
+                if decision is not None:
+                    check_decision(sid, [], False, interrupt_id)  # no approval can be pending: raises
                 yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_first, None, {}, at)
                 return
             if at.checkpoint_id is not None:
@@ -76,6 +89,9 @@ def stream_resume(
         # A step whose writes were saved but whose checkpoint was not (crash between
         # put_writes and put) has no `next` yet still a task: only no task at all is finished.
         pending = list(snap.next) or [t.name for t in snap.tasks]
+        answered = bool(snap.interrupts) and approval_answered(rt, tenant, sid, run_id, snap.interrupts)
+        if decision is not None:
+            interrupt_id = check_decision(sid, pending_approvals(snap) if pending else [], answered, interrupt_id)
         lost_turn = turn_without_checkpoint(rt, session, events, run_id, interrupted=True) if not pending else None
         if lost_turn is not None:
             yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_turn, doc, accepted, at)
@@ -83,14 +99,13 @@ def stream_resume(
         if not pending:
             yield from _finished(rt, session, events, recorder, doc, run_id, at, snap)
             return
-        answered = bool(snap.interrupts) and approval_answered(rt, tenant, sid, run_id, snap.interrupts)
-        if answered and decision is not None:
-            raise SessionError(
-                f"session {sid}: the pending approval was already answered before the run stopped; "
-                f"resume without --approve/--reject (`agentrt resume {sid}`)"
-            )
         if snap.interrupts and decision is None and not answered:
-            raise SessionError(f"session {sid} is waiting for a human decision: resume with --approve or --reject")
+            ids = [str(i.id) for i in snap.interrupts]
+            named = f" --interrupt {ids[0]}" if len(ids) == 1 else ""
+            raise SessionError(
+                f"session {sid} is waiting for a human decision: resume with --approve or --reject "
+                f"(`agentrt resume {sid} --approve{named}`)"
+            )
         if session.status is SessionStatus.PAUSED:
             rt.manager.reactivate(session)
         if accepted:
@@ -111,7 +126,7 @@ def stream_resume(
         rt.manager.mark_run(session, run_id, RunStatus.RUNNING)
         graph_input: Command[Any] | None = Command(resume=decision) if snap.interrupts and not answered else None
         if decision is not None:
-            recorder.record("hitl_decision", {"run_id": run_id, **decision})
+            recorder.record("hitl_decision", {"run_id": run_id, "interrupt_id": interrupt_id, **decision})
         config = rt._config(session, run_id, hold.token, **at.run_extra())
         yield from drive(rt, graph_input, config, session, recorder)
 

@@ -59,6 +59,16 @@ def resume_decision(command: dict[str, Any] | None) -> dict[str, Any] | None:
     return normalize_decision(value)
 
 
+def resume_interrupt_id(command: dict[str, Any] | None) -> str | None:
+    """The interrupt id of `command={"resume": {interrupt_id: answer}}` (None for a bare answer)."""
+    value = (command or {}).get("resume")
+    if isinstance(value, dict) and len(value) == 1:
+        key = next(iter(value))
+        if key not in ("approved", "approve", "reason"):
+            return str(key)
+    return None
+
+
 def make_record(body: dict[str, Any], thread_id: str, principal: Principal) -> RunRecord:
     """The run's record (not started yet) from the request body."""
     for key in UNSUPPORTED:
@@ -90,4 +100,7 @@ def make_job(
         return lambda: runner.stream(
             text, session_id=thread_id, tenant_id=principal.tenant_id, user_id=principal.user_id
         )
-    return lambda: runner.stream_resume(thread_id, principal.tenant_id, principal.user_id, decision=decision)
+    iid = resume_interrupt_id(body.get("command")) if decision is not None else None
+    return lambda: runner.stream_resume(
+        thread_id, principal.tenant_id, principal.user_id, decision=decision, interrupt_id=iid
+    )

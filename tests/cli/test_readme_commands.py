@@ -3,8 +3,9 @@
 Commands run in README order with the installed `agentrt`, sharing one working directory (so the
 session the first `run` creates is the `ID` of the next ones). Placeholders: `ID` is the newest
 session a plain `run` created, `ENTRY` its last answer's entry, `CALL_ID` its first large tool
-result. Each command must exit 0 and print its key line. A command that can not run offline here
-is listed in SKIPPED with the reason; any other unknown command fails the suite.
+result, `IID` its pending approval's id. Each command must exit 0 and print its key line. A
+command that can not run offline here is listed in SKIPPED with the reason; any other unknown
+command fails the suite.
 """
 
 from __future__ import annotations
@@ -99,6 +100,10 @@ class _Ids:
                 w = self.session
             elif w == "ENTRY":
                 w = str([e["id"] for e in self.entries() if e["type"] == "assistant_message"][-1])
+            elif w == "IID":
+                assert self.session
+                shown = agentrt("show", self.session, "--json", cwd=self.work)
+                w = str(json.loads(shown.out)["pending_approvals"][0]["interrupt_id"])
             elif w == "CALL_ID":
                 summaries = [str(e["summary"]) for e in self.entries() if e["type"] == "tool_call"]
                 w = next(m.group(1) for s in summaries if (m := re.search(r'"tool_call_id": "([^"]+)"', s)))

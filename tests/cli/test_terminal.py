@@ -79,7 +79,8 @@ def test_quiet_prints_only_the_answer(tmp_path: Path) -> None:
     ran = agentrt("run", "--quiet", "Summarise the sales", cwd=tmp_path)
     assert ran.code == 0
     assert "node " not in ran.err and "tool " not in ran.err
-    assert "agentrt resume s-" in ran.err and "--approve" in ran.err
+    assert "paused: approval " in ran.out and "--approve --interrupt " in ran.out
+    assert "agentrt resume s-" in ran.err and "--reject" in ran.err
 
 
 def test_plain_progress_without_a_terminal(tmp_path: Path) -> None:
