@@ -258,7 +258,8 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 def cmd_queue_decision(args: argparse.Namespace, decision: dict[str, Any], interrupt_id: str | None = None) -> int:
     """`agentrt resume ID --approve/--reject` with workers configured: queue the continuation."""
-    handle = submit_decision(load_settings(args.config), args.session_id, decision, args.tenant, interrupt_id=interrupt_id)
+    settings = load_settings(args.config)
+    handle = submit_decision(settings, args.session_id, decision, args.tenant, interrupt_id=interrupt_id)
     print(json.dumps({"turn_id": handle.turn_id, "queued": True}) if args.json else f"queued: {handle.turn_id}")
     return 0
 
