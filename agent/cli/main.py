@@ -118,7 +118,9 @@ def _wake_orphan_workers() -> None:
     import concurrent.futures.thread as pool
     import threading
 
-    registered: Any = pool._threads_queues
+    registered: Any = getattr(pool, "_threads_queues", None)  # CPython's private registry (3.9-3.13)
+    if registered is None:
+        return
     for t in threading.enumerate():
         args: Any = getattr(t, "_args", ())
         if getattr(t, "_target", None) is pool._worker and t not in registered and len(args) > 1:
