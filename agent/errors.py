@@ -112,6 +112,8 @@ class SessionExists(Conflict):
 
 class LifecycleError(SessionNotActive):
     """A session or run status change that the lifecycle table (`agent.session.lifecycle`) forbids."""
+
+
 class ApprovalNotPending(SessionError):
     """A decision names an approval that is no longer pending (answered, or the run moved on).
 
@@ -160,11 +162,13 @@ class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C (SIGINT) stopped a run; recorded as INTERRUPTED. The message names the session and
     what to do next (exit 130, as for any interrupt)."""
 
-    def __init__(self, session_id: str, started: bool) -> None:
+    def __init__(self, session_id: str, started: bool, pending: bool | None = None) -> None:
         self.session_id = session_id
         sid = quote_id(session_id)
-        if started:
+        if started if pending is None else pending:
             hint = f"continue it with `agentrt resume {sid}`"
+        elif started:
+            hint = f'nothing of it is left to run: send the next turn with `agentrt run --session {sid} "..."`'
         else:
             hint = (
                 f"its turn had not started: run it again with `agentrt resume {sid}`, "

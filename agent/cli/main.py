@@ -95,6 +95,7 @@ def _guarded(cmd: Command, call: Callable[[], Any]) -> int:
 
         said = str(err) if isinstance(err, RunInterrupted) else "interrupted before a run started"
         print(f"agentrt: {' '.join(said.split())}", file=sys.stderr)
+        _wake_orphan_workers()
         return 130
     except BrokenPipeError:
         return 0
@@ -105,6 +106,25 @@ def _guarded(cmd: Command, call: Callable[[], Any]) -> int:
     finally:
         if warnings is not None:
             logging.getLogger("agentrt").removeHandler(warnings)
+
+
+def _wake_orphan_workers() -> None:
+    """Let the interpreter stop the pool threads a Ctrl-C orphaned, so the process can exit.
+
+    `ThreadPoolExecutor` starts a worker, then registers it for the shutdown wake-up; a
+    `KeyboardInterrupt` landing in the main thread between the two (`Thread.start` waits for the new
+    thread) leaves a non-daemon worker that nothing wakes, and the exit hangs joining it.
+    """
+    import concurrent.futures.thread as pool
+    import threading
+
+    registered: Any = getattr(pool, "_threads_queues", None)  # CPython's private registry (3.9-3.13)
+    if registered is None:
+        return
+    for t in threading.enumerate():
+        args: Any = getattr(t, "_args", ())
+        if getattr(t, "_target", None) is pool._worker and t not in registered and len(args) > 1:
+            registered[t] = args[1]  # its work queue: at exit it gets the stop marker
 
 
 def _report(err: Exception) -> int:

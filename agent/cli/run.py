@@ -52,11 +52,21 @@ def args_resume(p: argparse.ArgumentParser) -> None:
 
 def _consume(events: Any, args: argparse.Namespace, progress: Any) -> dict[str, Any]:
     final: dict[str, Any] = {}
-    for ev in events:
-        if ev.kind == "final":
-            final = ev.data
-        elif progress is not None:
-            progress(ev.kind, ev.data)
+    try:
+        for ev in events:
+            if ev.kind == "final":
+                final = ev.data
+            elif progress is not None:
+                progress(ev.kind, ev.data)
+    except KeyboardInterrupt as err:
+        from agent.errors import RunInterrupted
+
+        # Ctrl-C while an event was being shown: hand it to the run (suspended at its yield), which
+        # closes itself as INTERRUPTED and raises the message naming its session.
+        if isinstance(err, RunInterrupted) or not hasattr(events, "throw"):
+            raise
+        events.throw(err)
+        raise
     if progress is not None:
         progress.finish()
     return final

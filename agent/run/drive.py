@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StreamMode
 
-from agent.errors import RunInterrupted
+from agent.errors import RunInterrupted, SessionError
 from agent.results import RunEvent, RunResult
 from agent.run.reading import result
+from agent.run.unfinished import refuse_unfinished
 from agent.session.lifecycle import RunStatus
 from agent.session.session import ChatSession
 from agent.turns import EventRecorder
@@ -30,8 +31,8 @@ def drive(
 ) -> Iterator[RunEvent]:
     """Stream the graph to its end or pause (checkpoints synced per step), then close the run: `final` last."""
     conf = config["configurable"]
-    rt.builder.attach(session.session_id, recorder)
     try:
+        rt.builder.attach(session.session_id, recorder)
         # The nodes get this run's LoopRuntime through LangGraph's context (built by init).
         context = AgentContext(rt.builder)
         for mode, chunk in rt.graph.stream(
@@ -67,7 +68,23 @@ def interrupted(rt: RunnerCore, session: ChatSession, recorder: EventRecorder) -
         rt.manager.mark_run(session, recorder.run_id, RunStatus.INTERRUPTED)
     except Exception as exc:  # the interrupt itself must still reach the caller
         log.warning("could not record the interrupt of %s: %s", session.session_id, exc)
-    return RunInterrupted(session.session_id, started)
+    return RunInterrupted(session.session_id, started, pending=_pending(rt, session))
+
+
+def _pending(rt: RunnerCore, session: ChatSession) -> bool:
+    """Whether the interrupted run left a step to run (`resume` it) rather than room for a new turn.
+
+    Read from what was written, not from what the stream reported: a checkpoint put by a background
+    thread may have landed after the interrupt (e.g. the first one, with `__start__` next).
+    """
+    try:
+        refuse_unfinished(rt, session)
+    except SessionError:
+        return True
+    except Exception as exc:  # unreadable: `resume` is the safe suggestion (it checks before acting)
+        log.warning("could not read the state of %s after the interrupt: %s", session.session_id, exc)
+        return True
+    return False
 
 
 def translate(mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEvent]:

@@ -67,11 +67,11 @@ def stream_turn(
             rt.manager.memory.add_user_turn(session, text, run_id, hold.token)
             yield RunEvent("started", {"session_id": sid, "run_id": run_id, "tenant_id": tenant})
             faults.crash_point("turn_recorded")
+            # The turn continues the branch's own checkpoint (a fresh branch: its fork point).
+            extra: dict[str, Any] = head(rt, session).run_extra()
+            config = rt._config(session, run_id, hold.token, **extra)
         except KeyboardInterrupt as err:
             raise interrupted(rt, session, recorder) from err
-        # The turn continues the branch's own checkpoint (a fresh branch: its fork point).
-        extra: dict[str, Any] = head(rt, session).run_extra()
-        config = rt._config(session, run_id, hold.token, **extra)
         graph_input: dict[str, Any] = {"user_input": text}
         if skill is not None:
             graph_input["active_skill"] = skill

@@ -5,13 +5,17 @@ sequences in ids are refused or quoted."""
 from __future__ import annotations
 
 import json
+import random
 import re
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.cli.console import ROOT, Ran, agentrt
+from tests.cli.console import ROOT, Ran, agentrt, env, script
 
 pytestmark = pytest.mark.integration
 
@@ -98,6 +102,76 @@ def test_ctrl_c_then_resume_runs_the_interrupted_turn(tmp_path: Path) -> None:
     assert resumed["status"] == "PAUSED" and resumed["pending_approval"]
     done = _json(agentrt("resume", "s-int", "--approve", "--json", cwd=tmp_path))
     assert done["status"] == "COMPLETED" and "published" in str(done["answer"])
+
+
+def _next_command_works(work: Path, ran: Ran) -> None:
+    """A Ctrl-C'd run: exit 130, one line naming the session and one next command, which succeeds."""
+    assert ran.code == 130, ran.both
+    assert "Traceback" not in ran.err, ran.err
+    line = ran.err.strip().splitlines()[-1]
+    if line == "agentrt: interrupted before a run started":
+        assert _sessions(work) == [], ran.both  # nothing was created
+        return
+    found = re.search(r"run of session (s-[0-9a-f]{16}) interrupted; (.*)$", line)
+    assert found, ran.err
+    sid, hint = found.groups()
+    assert _sessions(work) == [sid]
+    session = _session(work, sid)
+    assert (session["status"], session["last_run_status"]) == ("ACTIVE", "INTERRUPTED")
+    if hint.startswith("continue it with"):  # a step is pending: only `resume` is suggested
+        assert hint == f"continue it with `agentrt resume {sid}`", line
+        nxt = _json(agentrt("resume", sid, "--json", cwd=work))
+        if nxt["status"] == "PAUSED":  # the run stopped before its approval: give it
+            assert nxt["pending_approval"], nxt
+            nxt = _json(agentrt("resume", sid, "--approve", "--json", cwd=work))
+    else:
+        assert f'agentrt run --session {sid} "..."' in hint, line
+        nxt = _json(agentrt("run", "--session", sid, "--approve-all", "--json", "Summarise the sales", cwd=work))
+    assert nxt["status"] == "COMPLETED" and nxt["session_id"] == sid, nxt
+
+
+def test_ctrl_c_while_the_first_checkpoint_is_written_exits_and_names_resume(tmp_path: Path) -> None:
+    """SIGINT while the first checkpoint is being put (by LangGraph's background thread): the process
+    exits 130 (it used to hang at exit), the line names the session and `resume`, which finishes it."""
+    ran = agentrt(
+        "run",
+        "Summarise the sales",
+        cwd=tmp_path,
+        extra_env={"AGENTRT_INTERRUPT_AT": "before_checkpoint_put:1"},
+        timeout=60,
+    )
+    assert ran.code == 130 and "continue it with `agentrt resume s-" in ran.err, ran.both
+    refused = agentrt("run", "--session", _sessions(tmp_path)[0], "more", cwd=tmp_path)  # a step is pending
+    assert refused.code != 0 and "agentrt resume" in refused.error_line()
+    _next_command_works(tmp_path, ran)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_ctrl_c_at_a_random_instant_exits_with_the_right_next_command(tmp_path: Path, seed: int) -> None:
+    """A plain SIGINT after a random (seeded) delay: exit 130 and a usable session, or the run had
+    already finished (then it is COMPLETED). A hang fails by the 60 s timeout."""
+    delay = random.Random(seed).uniform(0.5, 3.0)
+    proc = subprocess.Popen(
+        [script(), "run", "--approve-all", "Summarise the sales"],
+        cwd=tmp_path,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail(f"agentrt did not exit within 60 s of a Ctrl-C sent after {delay:.2f} s")
+    ran = Ran(proc.returncode, out, err)
+    if ran.code in (0, -signal.SIGINT) and "status COMPLETED" in ran.both:  # the signal came after the run
+        assert [s["last_run_status"] for s in [_session(tmp_path, _sessions(tmp_path)[0])]] == ["COMPLETED"]
+        return
+    _next_command_works(tmp_path, ran)
 
 
 def test_input_over_the_limit_is_refused_before_the_run(tmp_path: Path) -> None:
