@@ -127,7 +127,8 @@ def finish(rt: RunnerCore, session: ChatSession, recorder: EventRecorder, res: R
     """Write the run's closing entry (and the answer on the page), the branch head, and the run status."""
     token = recorder.token
     if res.status == RunStatus.COMPLETED:
-        rt.manager.memory.add_assistant_message(session, res.answer, res.run_id, token)
+        # Made durable by run_end's own commit right after it (one fsync for both entries).
+        rt.manager.memory.add_assistant_message(session, res.answer, res.run_id, token, defer_commit=True)
         recorder.record("run_end", {"run_id": res.run_id, "finish_reason": res.finish_reason})
     elif res.status == RunStatus.PAUSED:
         recorder.record("run_pause", {"run_id": res.run_id, "reason": "awaiting human approval"})

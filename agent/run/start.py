@@ -13,7 +13,6 @@ from agent.results import RunEvent
 from agent.run.branches import head, set_room
 from agent.run.drive import drive, interrupted
 from agent.run.unfinished import refuse_unfinished
-from agent.session.lifecycle import RunStatus
 from agent.session.session import ChatSession
 from agent.turns import EventRecorder, SessionHold
 
@@ -48,21 +47,25 @@ def stream_turn(
     with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:
         if new:
             s = rt.settings.session
+            # Not saved yet: the turn start below saves it once (counted, room set, run RUNNING).
             session = rt.manager.create(
-                tenant, s.agent_id, user or s.user_id, sid, config_digest=rt.pins.surface_digest
+                tenant, s.agent_id, user or s.user_id, sid, config_digest=rt.pins.surface_digest, save=False
             )
         else:
             # Re-read under the lease: another run may have ended between the first read and the grant.
             session = _existing(rt, tenant, sid, user)
         refuse_unfinished(rt, session)
-        session = rt.manager.start_turn(session)
-        set_room(session)  # saved with the run status below
         run_id = f"r-{uuid.uuid4().hex[:12]}"
+        set_room(session)
+        # One durable save: the turn counted, the room, and the run RUNNING, before its first entry.
+        session = rt.manager.start_turn(session, run_id=run_id)
         recorder = EventRecorder(rt.manager, session, hold.token, run_id)
-        rt.manager.mark_run(session, run_id, RunStatus.RUNNING)
         try:
+            # run_start is made durable with the user turn right after it (one fsync for both).
             recorder.record(
-                "run_start", {"run_id": run_id, "pins": rt.pins.as_config(), "tools": list(rt.pins.tool_names)}
+                "run_start",
+                {"run_id": run_id, "pins": rt.pins.as_config(), "tools": list(rt.pins.tool_names)},
+                defer_commit=True,
             )
             rt.manager.memory.add_user_turn(session, text, run_id, hold.token)
             yield RunEvent("started", {"session_id": sid, "run_id": run_id, "tenant_id": tenant})

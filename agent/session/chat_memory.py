@@ -12,6 +12,7 @@ repairs it from the event log (rows are keyed by entry id, so re-syncing never d
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -44,6 +45,9 @@ class ChatMemory:
         self._on_sql_missed = on_sql_missed
         """Told about each page row that did not reach SQL (before the caller goes on)."""
         self._sql_down = False
+        self._unsynced: dict[tuple[str, str], list[tuple[ChatSession, PageMessage]]] = {}
+        """Page rows of entries written with `defer_commit`: they go to SQL once the entry is durable."""
+        self._unsynced_lock = threading.Lock()
 
     def _append(
         self,
@@ -53,17 +57,30 @@ class ChatMemory:
         content: str,
         run_id: str | None,
         fencing_token: int | None,
+        defer_commit: bool = False,
     ) -> PageMessage:
         payload: dict[str, Any] = {"content": content}
         if run_id is not None:
             payload["run_id"] = run_id
-        entry = self.record(session, kind, payload, fencing_token)
+        entry = self.record(session, kind, payload, fencing_token, defer_commit=defer_commit)
         ts = datetime.fromisoformat(entry.ts)
         message = PageMessage(role=role, content=content, entry_id=entry.id, ts=ts)
         session.messages = [*session.messages, message]
         session.touch()
-        self._write_sql(session, [message])
+        if defer_commit:
+            # SQL is a projection of the log: no row for an entry a machine crash could still lose.
+            with self._unsynced_lock:
+                self._unsynced.setdefault(session.key(), []).append((session, message))
+        else:
+            self._write_sql(session, [message])
         return message
+
+    def _flush_rows(self, session: ChatSession) -> None:
+        """Write the page rows whose entries the last commit made durable."""
+        with self._unsynced_lock:
+            rows = self._unsynced.pop(session.key(), [])
+        for owner, message in rows:
+            self._write_sql(owner, [message])
 
     def add_user_turn(
         self, session: ChatSession, content: str, run_id: str | None = None, fencing_token: int | None = None
@@ -72,10 +89,19 @@ class ChatMemory:
         return self._append(session, "user_turn", "user", content, run_id, fencing_token)
 
     def add_assistant_message(
-        self, session: ChatSession, content: str, run_id: str | None = None, fencing_token: int | None = None
+        self,
+        session: ChatSession,
+        content: str,
+        run_id: str | None = None,
+        fencing_token: int | None = None,
+        *,
+        defer_commit: bool = False,
     ) -> PageMessage:
-        """Append an `assistant_message` entry (the answer shown on the page); the leaf moves to it."""
-        return self._append(session, "assistant_message", "assistant", content, run_id, fencing_token)
+        """Append an `assistant_message` entry (the answer shown on the page); the leaf moves to it.
+
+        With `defer_commit` the entry (and its SQL row) waits for the next commit, e.g. the run's
+        closing entry right after it: one fsync for both."""
+        return self._append(session, "assistant_message", "assistant", content, run_id, fencing_token, defer_commit)
 
     def record(
         self,
@@ -106,6 +132,8 @@ class ChatMemory:
         if not defer_commit:
             self.jsonl.commit(events)
         session.current_leaf_entry_id = entry.id
+        if not defer_commit:
+            self._flush_rows(session)
         return entry
 
     def commit(self, session: ChatSession) -> None:
@@ -115,6 +143,7 @@ class ChatMemory:
             self.jsonl.commit(events)
         except OSError as err:
             raise StorageError(f"events not synced to {events.path} ({err}); check that base_dir is writable") from err
+        self._flush_rows(session)
 
     def fork(
         self,

@@ -154,6 +154,18 @@ class FileLease:
 
     `lease.json` and the token counter `lease.token` change only under a short `flock` on
     `lease.state.lock`, so a refused caller always reads the holder that beat it.
+
+    Neither file is fsynced (what a machine crash can do to them costs nothing):
+    - `lease.json` only names the holder for error messages and the doctor; the `flock` is the
+      lock, and the kernel drops it with every process when the machine goes down. A lost, stale
+      or empty `lease.json` reads as "unknown holder" (the doctor reports a stale one).
+    - `lease.token` may come back older (or empty) after a crash, but a grant's token is always
+      above `token_floor`, the fence's highest token (`FencingGuard.highest()`, durable:
+      `fence.json` is fsynced before the holder's first write). Every token that ever wrote
+      anything was recorded in the fence first, so a new token still exceeds all of them; a token
+      granted but never fenced wrote nothing, and its holder died with the machine, so reusing
+      its number refuses nobody wrongly. (`RedisLease` keeps its counter in Redis, and
+      `InProcessLease` in memory: neither has a file to sync.)
     """
 
     def __init__(self, base_dir: Path | str) -> None:
@@ -183,7 +195,7 @@ class FileLease:
             try:
                 counter = directory / "lease.token"
                 token = max(_read_int(counter), token_floor or 0) + 1
-                atomic_write(counter, f"{token}\n".encode())
+                atomic_write(counter, f"{token}\n".encode(), durable=False)  # floored by the fence
                 who = holder or make_holder()
                 grant = LeaseGrant(token, who, time.time() + ttl_s, tenant, session_id, ttl_s)
                 self._write_holder(directory, grant)
@@ -241,7 +253,7 @@ class FileLease:
     @staticmethod
     def _write_holder(directory: Path, grant: LeaseGrant) -> None:
         doc = {"holder": grant.holder, "token": grant.token, "expires_at": grant.expires_at}
-        atomic_write(directory / "lease.json", canonical_json(doc) + b"\n")
+        atomic_write(directory / "lease.json", canonical_json(doc) + b"\n", durable=False)  # holder info only
 
     @staticmethod
     def _read_holder(directory: Path) -> dict[str, Any]:
@@ -261,7 +273,8 @@ class FileLease:
 
 def _read_int(path: Path) -> int:
     try:
-        return int(path.read_text().strip() or 0)
+        # NUL bytes: a counter never fsynced may come back as zeros after a crash (the floor covers it).
+        return int(path.read_text().strip().strip("\x00") or 0)
     except FileNotFoundError:
         return 0
     except ValueError as err:

@@ -326,11 +326,15 @@ class ChatSessionManager(LayerKeeper):
         session_id: str | None = None,
         *,
         config_digest: str | None = None,
+        save: bool = True,
         **fields: Any,
     ) -> ChatSession:
         """Create a new ACTIVE session: the event-log header first, then the session in every layer.
 
         `fields` are other `ChatSession` fields (room_id, max_loops, expire_minutes, context, ...).
+        `save=False` writes only the (durable) header and leaves the first save to the caller (a
+        turn start saves once, with the turn counted and the run marked); until then the session
+        reads as rebuilt from its header, which is what a crash in between would leave anyway.
         """
         session_id = session_id or str(uuid.uuid4())
         self._check_ids(tenant_id, session_id)
@@ -347,10 +351,11 @@ class ChatSessionManager(LayerKeeper):
         if self._find(tenant_id, session_id, None) is not None:
             raise taken
         try:
-            self.jsonl.create_log(session, config_digest)
+            # The folder fsync is shared with the first save's (same folder; the caller's with save=False).
+            self.jsonl.create_log(session, config_digest, sync_dir=False)
         except FileExistsError as err:
             raise taken from err
-        return self.save(session)
+        return self.save(session) if save else session
 
     def apply(self, tenant_id: str, session_id: str, action: SessionAction, user_id: str | None = None) -> ChatSession:
         """Read the session, apply a lifecycle action (the table in `lifecycle.py`) and save it."""
@@ -375,8 +380,13 @@ class ChatSessionManager(LayerKeeper):
         transition(session, SessionAction.RESUME)
         return self.save(session)
 
-    def start_turn(self, session: ChatSession, now: datetime | None = None) -> ChatSession:
-        """Check that a new user turn may run, count it and save (raises `SessionNotActive`)."""
+    def start_turn(
+        self, session: ChatSession, now: datetime | None = None, run_id: str | None = None
+    ) -> ChatSession:
+        """Check that a new user turn may run, count it and save (raises `SessionNotActive`).
+
+        With `run_id` the same save also records that run as RUNNING (one save per turn start).
+        """
         try:
             session.check_can_start_turn(now)
         except SessionNotActive:
@@ -386,6 +396,8 @@ class ChatSessionManager(LayerKeeper):
         transition(session, SessionAction.TURN)
         session.loop_count += 1
         session.touch(now)
+        if run_id is not None:
+            transition(session, run_id=run_id, run_status=RunStatus.RUNNING)
         self._check_page_rows(session)
         return self.save(session)
 

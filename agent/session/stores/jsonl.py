@@ -135,8 +135,16 @@ class JsonlSessionStore:
         if self.fsync == "always":
             log.sync()
 
-    def create_log(self, session: ChatSession, config_digest: str | None = None) -> dict[str, Any]:
-        """Write the header of a new session's event log."""
+    def create_log(
+        self, session: ChatSession, config_digest: str | None = None, sync_dir: bool = True
+    ) -> dict[str, Any]:
+        """Write the header of a new session's event log (durable with `fsync: always`).
+
+        `sync_dir=False`: the caller's next step is a `put` of the session, whose rename fsyncs
+        the same folder, which makes the new file's name durable too (one folder fsync for both).
+        A crash before that leaves no `session.json` and maybe no log: the session was never
+        started, and nobody was told it was.
+        """
         log = self.event_log(session.tenant_id, session.session_id)
         try:
             header = log.create(
@@ -151,7 +159,8 @@ class JsonlSessionStore:
             )
             if self.fsync == "always":
                 log.sync()
-                fsync_dir(log.path.parent)
+                if sync_dir:
+                    fsync_dir(log.path.parent)
             return header
         except OSError as err:
             raise StorageError(f"cannot write {log.path} ({err}); check that base_dir is writable") from err
@@ -242,8 +251,8 @@ class JsonlSessionStore:
         """Rewrite session.json atomically (writing the log header first if the log is missing)."""
         path = self.path(session.tenant_id, session.session_id)
         if not self.event_log(session.tenant_id, session.session_id).exists():
-            # A session refilled from SQL must be able to take new events.
-            self.create_log(session)
+            # A session refilled from SQL must be able to take new events (the folder is fsynced below).
+            self.create_log(session, sync_dir=False)
         try:
             atomic_write(path, encode_record(session.to_dict()))
         except OSError as err:
