@@ -380,9 +380,7 @@ class ChatSessionManager(LayerKeeper):
         transition(session, SessionAction.RESUME)
         return self.save(session)
 
-    def start_turn(
-        self, session: ChatSession, now: datetime | None = None, run_id: str | None = None
-    ) -> ChatSession:
+    def start_turn(self, session: ChatSession, now: datetime | None = None, run_id: str | None = None) -> ChatSession:
         """Check that a new user turn may run, count it and save (raises `SessionNotActive`).
 
         With `run_id` the same save also records that run as RUNNING (one save per turn start).
