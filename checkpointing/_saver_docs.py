@@ -2,14 +2,15 @@
 
 A checkpoint record (`"k": "c"`) is one line holding the whole checkpoint:
 
-    task_state       {channel: home}: the checkpoint whose record holds the value of each
-                     stored channel it uses at its version in `channel_versions` (itself when the
-                     channel is in `new_versions`); values are stored once per (ns, channel,
+    task_state       {channel: i}, `homes[i]` being the checkpoint whose record holds the value of
+                     each stored channel it uses at its version in `channel_versions` (itself when
+                     the channel is in `new_versions`); values are stored once per (ns, channel,
                      version). Read back (and in memory) as {channel: [version, home]}; schema
-                     version 2 wrote those pairs, and is still read
+                     version 3 wrote {channel: home} and 2 those pairs, both still read
+    homes            the distinct homes of `task_state`, each once
     values           {channel: encoded value} for the channels whose home is this record
     channel_versions, versions_seen, updated_channels, pending_sends: as LangGraph gave them
-    parent_writes    [[task_id, idx], ...]: the parent's pending writes this checkpoint was built
+    parent_writes    [[task_id, idx, idx...], ...]: the parent's pending writes this checkpoint was built
                      from; reading history checks each is stored (a lost one is an error)
     delta_channels   the DeltaChannel channels (LangGraph's `counters_since_delta_snapshot`): one
                      without a value here is rebuilt from ancestors' writes (retention keeps them)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from checkpointing._saver_docs import DocumentBuilder, chunk_refs, refs_of, text_refs
-from checkpointing._saver_store import SCHEMA_VERSION, SessionStore
+from checkpointing._saver_store import ITEM_SCHEMA_VERSION, SessionStore
 
 Key = tuple[str, str]
 
@@ -91,7 +91,7 @@ def rewrite(docs: DocumentBuilder, store: SessionStore, keep: set[Key]) -> None:
         inner = [x for h in tops for x in chunk_refs(store.item(h))]
         texts = [t for h in dict.fromkeys(inner + tops) for t in text_refs(store.item(h))]
         hashes = list(dict.fromkeys(texts + inner + tops))
-        items = [{"k": "i", "schema_version": SCHEMA_VERSION, "h": h, "v": store.item(h)} for h in hashes]
+        items = [{"k": "i", "schema_version": ITEM_SCHEMA_VERSION, "h": h, "v": store.item(h)} for h in hashes]
         store.replace_run(run, items + out)
     del idx
     store.forget()

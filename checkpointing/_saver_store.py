@@ -36,10 +36,15 @@ from checkpointing.records import (
 )
 
 PINS = "pins.json"
-SCHEMA_VERSION = 3
-"""3: a checkpoint record's `task_state` maps a channel to its home only (its version is the one in
-`channel_versions`); 2 (`[version, home]` pairs) is still read, and either form reads back as pairs."""
-READABLE_SCHEMA_VERSIONS = frozenset({2, SCHEMA_VERSION})
+SCHEMA_VERSION = 4
+"""4: a checkpoint record lists the distinct homes of its channels once (`homes`) and `task_state`
+maps a channel to an index into that list, and `parent_writes` holds one `[task_id, idx, ...]` per
+task (each checkpoint repeated an 18-channel map of 36-character ids, and a task id per write: a
+quarter of its bytes). 3: `task_state` maps a channel to its home id; 2: `[version, home]` pairs.
+All three are read, and every form reads back as pairs (and `[task_id, idx]` pairs)."""
+READABLE_SCHEMA_VERSIONS = frozenset({2, 3, SCHEMA_VERSION})
+ITEM_SCHEMA_VERSION = 3
+"""The schema version item records are written with (their form has not changed since 3)."""
 _CACHE_BYTES = 16 * 1024 * 1024
 
 
@@ -359,10 +364,10 @@ class SessionStore:
 
 def item_frame(h: str, raw: bytes) -> bytes:
     """The framed item record holding JSON `raw` under its content hash `h`."""
-    return frame(b'{"k":"i","schema_version":%d,"h":"%s","v":%s}' % (SCHEMA_VERSION, h.encode(), raw))
+    return frame(b'{"k":"i","schema_version":%d,"h":"%s","v":%s}' % (ITEM_SCHEMA_VERSION, h.encode(), raw))
 
 
-_ITEM_HEAD = b'{"k":"i","schema_version":%d,"h":"' % SCHEMA_VERSION
+_ITEM_HEAD = b'{"k":"i","schema_version":%d,"h":"' % ITEM_SCHEMA_VERSION
 
 
 def _item_hash(body: bytes) -> str | None:
@@ -371,23 +376,56 @@ def _item_hash(body: bytes) -> str | None:
         return None
     end = body.find(b'","v":', len(_ITEM_HEAD))
     return body[len(_ITEM_HEAD) : end].decode("ascii") if end != -1 else None
+
+
 def task_pairs(rec: dict[str, Any]) -> dict[str, list[Any]]:
-    """A checkpoint record's `task_state` as {channel: [version, home]}, from either on-disk form."""
+    """A checkpoint record's `task_state` as {channel: [version, home]}, from any on-disk form."""
     versions = rec.get("channel_versions") or {}
-    return {ch: [versions.get(ch), v] if isinstance(v, str) else v for ch, v in (rec.get("task_state") or {}).items()}
+    homes = rec.get("homes") or []
+    out: dict[str, list[Any]] = {}
+    for ch, v in (rec.get("task_state") or {}).items():
+        if type(v) is int:
+            out[ch] = [versions.get(ch), homes[v]]
+        elif isinstance(v, str):
+            out[ch] = [versions.get(ch), v]
+        else:
+            out[ch] = v
+    return out
+
+
+def write_pairs(rec: dict[str, Any]) -> list[list[Any]]:
+    """A checkpoint record's `parent_writes` as `[task_id, idx]` pairs, from either on-disk form."""
+    return [[w[0], i] for w in rec.get("parent_writes") or [] for i in w[1:]]
 
 
 def disk_form(rec: dict[str, Any]) -> dict[str, Any]:
-    """The record as written: a checkpoint's `task_state` keeps only the home of a channel whose
-    version is the one in `channel_versions` (every channel, as the saver writes them)."""
+    """The record as written (schema 4): a checkpoint's `task_state` maps a channel whose version is
+    the one in `channel_versions` (every channel, as the saver writes them) to the index of its
+    home in `homes`, and `parent_writes` groups the indexes of each task."""
     if rec.get("k") != "c":
         return rec
     versions = rec.get("channel_versions") or {}
-    compact = {
-        ch: v[1] if type(v) is list and len(v) == 2 and ch in versions and v[0] == versions[ch] else v
-        for ch, v in rec["task_state"].items()
+    homes: list[str] = []
+    at: dict[str, int] = {}
+    compact: dict[str, Any] = {}
+    for ch, v in rec["task_state"].items():
+        if type(v) is list and len(v) == 2 and isinstance(v[1], str) and ch in versions and v[0] == versions[ch]:
+            if v[1] not in at:
+                at[v[1]] = len(homes)
+                homes.append(v[1])
+            compact[ch] = at[v[1]]
+        else:
+            compact[ch] = v
+    grouped: dict[str, list[Any]] = {}
+    for task, idx in rec.get("parent_writes") or []:
+        grouped.setdefault(task, [task]).append(idx)
+    return {
+        **rec,
+        "task_state": compact,
+        "homes": homes,
+        "parent_writes": list(grouped.values()),
+        "schema_version": SCHEMA_VERSION,
     }
-    return {**rec, "task_state": compact, "schema_version": SCHEMA_VERSION}
 
 
 def _parse(body: bytes, path: Path, line: int) -> dict[str, Any]:
@@ -400,7 +438,12 @@ def _parse(body: bytes, path: Path, line: int) -> dict[str, Any]:
             "it, or start a new session; nothing was changed on disk."
         )
     if rec.get("k") == "c":
-        rec["task_state"] = task_pairs(rec)
+        try:
+            rec["task_state"] = task_pairs(rec)
+            rec["parent_writes"] = write_pairs(rec)
+        except (IndexError, TypeError, KeyError) as err:
+            raise CorruptCheckpointError(str(path), line, f"checkpoint record is malformed ({err!r})") from err
+        rec.pop("homes", None)
     return rec
 
 

@@ -110,8 +110,9 @@ def test_values_are_stored_once_per_channel_version(tmp_path: Path) -> None:
     saver.put(_cfg("t1", cfgs[-1]["configurable"]["checkpoint_id"]), nxt, {}, {"count": 9})
     docs = read_records(tmp_path / "tenants/default/sessions/t1/runs/main/checkpoints.jsonl")
     assert set(docs[3]["values"]) == {"count"}
-    # On disk (schema 3) a channel maps to its home; its version is the one in channel_versions.
-    assert docs[3]["task_state"]["messages"] == docs[2]["checkpoint_id"]
+    # On disk (schema 4) a channel maps to its home (by index into `homes`); its version is the one
+    # in channel_versions.
+    assert docs[3]["homes"][docs[3]["task_state"]["messages"]] == docs[2]["checkpoint_id"]
     assert docs[3]["channel_versions"]["messages"] == 3
     got = saver.get_tuple(_cfg("t1"))
     assert got is not None and [m.content for m in got.checkpoint["channel_values"]["messages"]] == ["m0", "m1", "m2"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.base import empty_checkpoint
@@ -58,10 +59,45 @@ def test_a_schema_2_log_still_reads(tmp_path: Path) -> None:
     old = []
     for rec in read_records(log):
         rec["schema_version"] = 2
-        if rec["k"] == "c":
-            rec["task_state"] = {ch: [rec["channel_versions"][ch], h] for ch, h in rec["task_state"].items()}
+        if rec["k"] == "c":  # schema 2: [version, home] pairs, one [task, idx] pair per write
+            homes = rec.pop("homes")
+            rec["task_state"] = {ch: [rec["channel_versions"][ch], homes[i]] for ch, i in rec["task_state"].items()}
+            rec["parent_writes"] = [[w[0], i] for w in rec["parent_writes"] for i in w[1:]]
         old.append(frame(orjson.dumps(rec)))
     log.write_bytes(b"".join(old))
     got = JsonlCheckpointSaver(tmp_path).get_tuple(cfg)
     assert got is not None and got.checkpoint["channel_values"] == cp["channel_values"]
     assert got.metadata["step"] == 1
+
+
+def test_a_schema_3_log_still_reads_and_schema_4_is_smaller(tmp_path: Path) -> None:
+    """A run log written by schema 3 (task_state as {channel: home}, a [task, idx] pair per write)
+    reads back the same history; schema 4 writes each home and each task id once per record."""
+    import orjson
+
+    from checkpointing.records import frame, read_records
+
+    saver = JsonlCheckpointSaver(tmp_path)
+    cfg: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    for step in range(3):
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"a": step, "b": "same", "c": "same"}
+        cp["channel_versions"] = {"a": str(step + 1), "b": "1", "c": "1"}
+        cfg = saver.put(cfg, cp, {"step": step}, {"a": str(step + 1)} if step else dict(cp["channel_versions"]))
+        saver.put_writes(cfg, [("a", step), ("b", "same"), ("c", "same")], "task-1")
+    log = tmp_path / "tenants/default/sessions/t/runs/main/checkpoints.jsonl"
+    new_form = log.read_bytes()
+    thread = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    want = [(t.checkpoint["channel_values"], t.metadata["step"]) for t in saver.list(thread)]
+    old = []
+    for rec in read_records(log):
+        if rec["k"] == "c":
+            rec["schema_version"] = 3
+            homes = rec.pop("homes")
+            rec["task_state"] = {ch: homes[i] for ch, i in rec["task_state"].items()}
+            rec["parent_writes"] = [[w[0], i] for w in rec["parent_writes"] for i in w[1:]]
+        old.append(frame(orjson.dumps(rec)))
+    log.write_bytes(b"".join(old))
+    assert len(new_form) < len(b"".join(old))
+    got = [(t.checkpoint["channel_values"], t.metadata["step"]) for t in JsonlCheckpointSaver(tmp_path).list(thread)]
+    assert got == want and [s for _, s in got] == [2, 1, 0]
