@@ -97,6 +97,7 @@ class SessionStore:
         self.fsync = fsync
         self.group = group
         self._logs: dict[str, RecordLog] = {}
+        self._paths: dict[str, Path] = {}
         self._idx: SessionIndex | None = None
         self._checked = False
         self._cache: OrderedDict[tuple[str, int], tuple[dict[str, Any], int]] = OrderedDict()
@@ -132,7 +133,10 @@ class SessionStore:
 
     def run_file(self, run: str) -> Path:
         """Path of a run's log."""
-        return self.runs_dir / run / CHECKPOINTS_FILE
+        path = self._paths.get(run)
+        if path is None:
+            path = self._paths[run] = self.runs_dir / run / CHECKPOINTS_FILE
+        return path
 
     def runs(self) -> list[str]:
         """Run ids with a log on disk."""
@@ -371,6 +375,8 @@ def _item_hash(body: bytes) -> str | None:
         return None
     end = body.find(b'","v":', len(_ITEM_HEAD))
     return body[len(_ITEM_HEAD) : end].decode("ascii") if end != -1 else None
+
+
 def task_pairs(rec: dict[str, Any]) -> dict[str, list[Any]]:
     """A checkpoint record's `task_state` as {channel: [version, home]}, from either on-disk form."""
     versions = rec.get("channel_versions") or {}

@@ -334,7 +334,7 @@ def _find_other_tenants(facts: SessionFacts) -> None:
 def _load_checkpoint(facts: SessionFacts) -> None:
     # Reads never modify files (format 2), so the real files are read in place, damaged or not. A
     # fresh saver, not the runner's: its in-memory index must not hide damage done after it was built.
-    saver, graph = _fresh_reader(facts)
+    saver, override = _fresh_reader(facts)
     if facts.session is not None:
         from agent.run.branches import head_of
 
@@ -344,30 +344,36 @@ def _load_checkpoint(facts: SessionFacts) -> None:
             facts.checkpoint_id = None
     get_document = getattr(saver, "get_document", None)
     read = get_document if get_document is not None else facts.runner._checkpoint_doc
-    _read_state(facts, partial(read, facts.thread()), graph)
+    _read_state(facts, partial(read, facts.thread()), override)
     if facts.doc is None and facts.doc_error is not None:
         facts.doc = _latest_doc_from_files(facts)
 
 
 def _fresh_reader(facts: SessionFacts) -> tuple[Any, Any]:
+    """(saver, its checkpointer override): the runner's compiled graph reads through the fresh
+    saver when the override is put in the config (no second graph is compiled)."""
     from checkpointing.saver import JsonlCheckpointSaver
-    from graph.build import build_graph
 
     if not isinstance(facts.runner.saver, JsonlCheckpointSaver):
-        return facts.runner.saver, facts.runner.graph
+        return facts.runner.saver, None
     saver = JsonlCheckpointSaver(facts.runner.settings.base_dir, fsync="batch", default_tenant=facts.tenant_id)
-    return saver, build_graph(saver)
+    return saver, saver
 
 
-def _read_state(facts: SessionFacts, read_doc: Callable[[], dict[str, Any] | None], graph: Any) -> None:
+def _read_state(facts: SessionFacts, read_doc: Callable[[], dict[str, Any] | None], saver: Any) -> None:
+    from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
+
     try:
         facts.doc = read_doc()
     except Exception as err:
         facts.doc_error = f"{type(err).__name__}: {err}"
     if facts.doc is None and facts.doc_error is None:
         return
+    thread = facts.thread()
+    if saver is not None:
+        thread = {**thread, "configurable": {**thread["configurable"], CONFIG_KEY_CHECKPOINTER: saver}}
     try:
-        snap = graph.get_state(facts.thread())
+        snap = facts.runner.graph.get_state(thread)
         facts.state = dict(snap.values or {})
         facts.next_nodes = list(snap.next or ())
         facts.waiting_for_human = bool(getattr(snap, "interrupts", ()))
