@@ -188,6 +188,20 @@ class SessionStore:
             idx.ends[run] = (found.good, lines + len(found.records))
         return None
 
+    def index_from(self, run: str, recs: list[tuple[int, dict[str, Any]]], good: int) -> None:
+        """Index run file `run` from records its caller has just read and checksum-verified
+        ((offset, record) in file order, `good` the end of the last intact one), instead of reading
+        the file a second time; bytes past `good` are caught up as usual."""
+        idx = self._idx if self._idx is not None else self._reset()
+        if run in idx.ends:
+            return
+        path = self.run_file(run)
+        for line, (off, rec) in enumerate(recs, 1):
+            # `_checked` converts a checkpoint's task_state in place: on a copy, the caller keeps its records.
+            _apply(idx, run, off, line, _checked(rec if rec.get("k") == "i" else dict(rec), path, line))
+        idx.ends[run] = (good, len(recs))
+        self._checked = False
+
     def _reset(self) -> SessionIndex:
         self._idx = idx = SessionIndex()
         self._cache.clear()
@@ -397,7 +411,10 @@ def disk_form(rec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _parse(body: bytes, path: Path, line: int) -> dict[str, Any]:
-    rec = orjson.loads(body)
+    return _checked(orjson.loads(body), path, line)
+
+
+def _checked(rec: Any, path: Path, line: int) -> dict[str, Any]:
     version = rec.get("schema_version") if isinstance(rec, dict) else None
     if version not in READABLE_SCHEMA_VERSIONS:
         raise UnknownSchemaError(

@@ -107,6 +107,8 @@ class FileScan:
     may_ref_blobs: frozenset[int] = frozenset()
     """Indexes (into `records`) of the records whose bytes may hold a blob reference: the others
     are not walked for references (a long session has tens of thousands of records)."""
+    good: int = 0
+    """The end of the last intact record (the bytes past it are a torn tail, or damage)."""
 
     @property
     def clean(self) -> bool:
@@ -138,7 +140,7 @@ def scan_file(path: Path) -> FileScan:
         return _partial(path, err)
     except OSError as err:
         return FileScan(path, exists=True, error=f"unreadable: {err}")
-    out = FileScan(path, exists=True, size=found.size, records=_parsed(found.records))
+    out = FileScan(path, exists=True, size=found.size, records=_parsed(found.records), good=found.good)
     out.may_ref_blobs = _blob_rows(found.records)
     if found.torn:
         out.torn = True
@@ -357,6 +359,11 @@ def _fresh_reader(facts: SessionFacts) -> tuple[Any, Any]:
     if not isinstance(facts.runner.saver, JsonlCheckpointSaver):
         return facts.runner.saver, None
     saver = JsonlCheckpointSaver(facts.runner.settings.base_dir, fsync="batch", default_tenant=facts.tenant_id)
+    for name, scan in facts.files.items():
+        # The run files were just read and verified by the scan: the saver indexes them from it.
+        # A damaged one is left to the saver's own read, whose error is the evidence.
+        if name.endswith(CHECKPOINTS_FILE) and scan.exists and not scan.corrupt and not scan.old_format:
+            saver.index_from(facts.tenant_id, facts.session_id, Path(name).parent.name, scan.records, scan.good)
     return saver, saver
 
 
