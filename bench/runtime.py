@@ -113,7 +113,7 @@ def _steps(stamps: list[float]) -> list[float]:
 def child_agentrt(work: Path, n: int, profile: str | None) -> dict[str, Any]:
     """One agentrt turn of n tool steps."""
     counts = _count_fsyncs()
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(CODE))
     import bench.runtime as me
     from agent.runner import AgentRunner
 
@@ -145,7 +145,7 @@ def child_agentrt(work: Path, n: int, profile: str | None) -> dict[str, Any]:
 def child_bare(work: Path, n: int, saver_name: str) -> dict[str, Any]:
     """The bare LangGraph ReAct loop: model node + ToolNode + add_messages, checkpointed."""
     counts = _count_fsyncs()
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(CODE))
     import sqlite3
 
     from langchain_core.messages import HumanMessage
@@ -199,7 +199,7 @@ def child_bare(work: Path, n: int, saver_name: str) -> dict[str, Any]:
 def child_commands(work: Path) -> dict[str, Any]:
     """The work of show / doctor / resume / next turn on the session under `work`, in this process
     (the runner built once first, so only each command's own reads and writes are timed)."""
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(CODE))
     from agent.doctor import run_doctor
     from agent.runner import AgentRunner
 
@@ -232,6 +232,7 @@ def _env() -> dict[str, str]:
 def run_child(kind: str, work: Path, n: int, *, strace: bool = False, profile: str | None = None) -> dict[str, Any]:
     """Run one measurement in a fresh process; returns its JSON figures (plus strace counts)."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--dir", str(work), "--n", str(n)]
+    cmd += ["--code", str(CODE)]
     if profile:
         cmd += ["--profile", profile]
     trace = work.parent / f"{work.name}.strace"
@@ -268,6 +269,7 @@ def _cli(work: Path, *args: str) -> float:
 
 def _in_process(work: Path) -> dict[str, float]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "commands", "--dir", str(work), "--n", "0"]
+    cmd += ["--code", str(CODE)]
     out = subprocess.run(cmd, env=_env(), capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"commands child failed:\n{out.stderr[-3000:]}")
