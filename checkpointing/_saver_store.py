@@ -196,9 +196,16 @@ class SessionStore:
         if run in idx.ends:
             return
         path = self.run_file(run)
-        for line, (off, rec) in enumerate(recs, 1):
-            # `_checked` converts a checkpoint's task_state in place: on a copy, the caller keeps its records.
-            _apply(idx, run, off, line, _checked(rec if rec.get("k") == "i" else dict(rec), path, line))
+        # `_checked` converts a checkpoint's task_state in place: on a copy, the caller keeps its records.
+        checked = [
+            _checked(rec if rec.get("k") == "i" else dict(rec), path, line) for line, (_, rec) in enumerate(recs, 1)
+        ]
+        try:
+            for line, ((off, _), rec) in enumerate(zip(recs, checked, strict=True), 1):
+                _apply(idx, run, off, line, rec)
+        except Exception:
+            self._reset()  # nothing half-indexed: the next read scans the files itself
+            raise
         idx.ends[run] = (good, len(recs))
         self._checked = False
 

@@ -363,7 +363,10 @@ def _fresh_reader(facts: SessionFacts) -> tuple[Any, Any]:
         # The run files were just read and verified by the scan: the saver indexes them from it.
         # A damaged one is left to the saver's own read, whose error is the evidence.
         if name.endswith(CHECKPOINTS_FILE) and scan.exists and not scan.corrupt and not scan.old_format:
-            saver.index_from(facts.tenant_id, facts.session_id, Path(name).parent.name, scan.records, scan.good)
+            try:
+                saver.index_from(facts.tenant_id, facts.session_id, Path(name).parent.name, scan.records, scan.good)
+            except Exception:  # e.g. an unknown schema version: the saver's own reads below report it
+                break
     return saver, saver
 
 
