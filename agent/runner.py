@@ -197,6 +197,13 @@ class AgentRunner(RunnerCore):
         """Summarize the state of a session's branch (default: its current branch) as a RunResult."""
         return reading.branch_result(self, session_id, tenant_id, branch_id)
 
+    def pending_approvals(
+        self, session_id: str, tenant_id: str | None = None, branch_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The approvals a branch's stopped run waits for (default: the current branch), each with its
+        `interrupt_id`; read from the tail of the history, not its messages."""
+        return reading.branch_pending_approvals(self, session_id, tenant_id, branch_id)
+
     def tool_result(
         self,
         session_id: str,

@@ -143,7 +143,7 @@ def _steps(stamps: list[float]) -> list[float]:
 def child_agentrt(work: Path, n: int, profile: str | None) -> dict[str, Any]:
     """One agentrt turn of n tool steps."""
     counts = _count_fsyncs()
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(CODE))
     import bench.runtime as me
     from agent.runner import AgentRunner
 
@@ -176,7 +176,7 @@ def child_agentrt(work: Path, n: int, profile: str | None) -> dict[str, Any]:
 def child_bare(work: Path, n: int, saver_name: str) -> dict[str, Any]:
     """The bare LangGraph ReAct loop: model node + ToolNode + add_messages, checkpointed."""
     counts = _count_fsyncs()
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(CODE))
     import sqlite3
 
     from langchain_core.messages import HumanMessage
@@ -230,7 +230,7 @@ def child_bare(work: Path, n: int, saver_name: str) -> dict[str, Any]:
 def child_commands(work: Path) -> dict[str, Any]:
     """The work of show / doctor / resume / next turn on the session under `work`, in this process
     (the runner built once first, so only each command's own reads and writes are timed)."""
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(CODE))
     from agent.doctor import run_doctor
     from agent.runner import AgentRunner
 
@@ -250,15 +250,20 @@ def child_commands(work: Path) -> dict[str, Any]:
 
 
 # --- parent --------------------------------------------------------------------------------------
+CODE = ROOT
+"""The checkout whose `agent` the children import (`--code`: compare another checkout's figures)."""
+
+
 def _env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(CODE) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
 def run_child(kind: str, work: Path, n: int, *, strace: bool = False, profile: str | None = None) -> dict[str, Any]:
     """Run one measurement in a fresh process; returns its JSON figures (plus strace counts)."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--dir", str(work), "--n", str(n)]
+    cmd += ["--code", str(CODE)]
     if profile:
         cmd += ["--profile", profile]
     trace = work.parent / f"{work.name}.strace"
@@ -295,6 +300,7 @@ def _cli(work: Path, *args: str) -> float:
 
 def _in_process(work: Path) -> dict[str, float]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "commands", "--dir", str(work), "--n", "0"]
+    cmd += ["--code", str(CODE)]
     out = subprocess.run(cmd, env=_env(), capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"commands child failed:\n{out.stderr[-3000:]}")
@@ -326,10 +332,19 @@ def main() -> None:
     ap.add_argument("--profile", help="cProfile the agentrt run of the largest N into this file")
     ap.add_argument("--no-sessions", action="store_true", help="skip the show/doctor/resume/next-turn figures")
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
+    ap.add_argument(
+        "--on",
+        nargs=2,
+        metavar=("SMALL", "LARGE"),
+        help="only the session figures, on copies of two existing bench sessions (folders with config.yaml)",
+    )
+    ap.add_argument("--code", help="the checkout the commands import (default: this one)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    global CODE
+    CODE = Path(args.code).resolve() if args.code else ROOT
     if args.child:
         work = Path(args.dir)
         work.mkdir(parents=True, exist_ok=True)
@@ -343,6 +358,12 @@ def main() -> None:
         return
 
     top = Path(tempfile.mkdtemp(prefix="agentrt-bench-runtime-"))
+    if args.on:
+        try:
+            sessions_on(top, Path(args.on[0]), Path(args.on[1]))
+        finally:
+            shutil.rmtree(top, ignore_errors=True)
+        return
     kinds = ("agentrt", "bare-sqlite", "bare-jsonl")
     res: dict[tuple[str, int], list[dict[str, Any]]] = {}
     try:
@@ -443,32 +464,61 @@ def report(args: argparse.Namespace, res: dict[tuple[str, int], list[dict[str, A
 
 def sessions(args: argparse.Namespace, top: Path, res: dict[tuple[str, int], list[dict[str, Any]]]) -> None:
     """Time the session commands on a 20-step session and on the largest one."""
-    big = max(args.steps)
     small_work = top / "agentrt-20-s"
     run_child("agentrt", small_work, 20)
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "agent.cli", "--help"], env=_env(), capture_output=True, check=False)
-    start = time.perf_counter() - t0
-    big_work = top / f"agentrt-{big}-0"
+    _session_figures(top, small_work, top / f"agentrt-{max(args.steps)}-0", max(args.steps))
+
+
+def sessions_on(top: Path, small: Path, large: Path) -> None:
+    """The session figures on copies of two existing bench sessions (`--on SMALL LARGE`)."""
+    works = []
+    for src in (small, large):
+        dst = top / src.name
+        shutil.copytree(src, dst)
+        cfg = dst / "config.yaml"
+        cfg.write_text(cfg.read_text().replace(str(src), str(dst)))
+        works.append(dst)
+    _session_figures(top, works[0], works[1], (large / "script.yaml").read_text().count('"blob2k"'))
+
+
+def _wall(*argv: str) -> float:
+    """Best of three walls of a fresh `python argv...` (process start is the noisiest figure)."""
+    walls = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, *argv], env=_env(), capture_output=True, check=False)
+        walls.append(time.perf_counter() - t0)
+    return min(walls)
+
+
+def _session_figures(top: Path, small_work: Path, big_work: Path, big: int) -> None:
+    start = _wall("-m", "agent.cli", "--help")
+    floor = _wall("-c", "import langgraph.graph")
     # In-process first (each command's own work), on copies: the CLI round then runs on the originals.
+    copies = []
     for src in (small_work, big_work):
-        shutil.copytree(src, src.with_name(src.name + "-copy"))
-        cfg = src.with_name(src.name + "-copy") / "config.yaml"
-        cfg.write_text(cfg.read_text().replace(str(src), str(src.with_name(src.name + "-copy"))))
-    small_in = _in_process(small_work.with_name(small_work.name + "-copy"))
-    large_in = _in_process(big_work.with_name(big_work.name + "-copy"))
-    print("\n== session commands, in process (s of work, runner already built)")
+        dst = src.with_name(src.name + "-copy")
+        shutil.copytree(src, dst)
+        cfg = dst / "config.yaml"
+        cfg.write_text(cfg.read_text().replace(str(src), str(dst)))
+        copies.append(dst)
+    small_in = _in_process(copies[0])
+    large_in = _in_process(copies[1])
+    print(f"\n== session commands, in process (s of work, runner already built; code: {CODE})")
     print(f"{'':12}{'20 steps':>10}{f'{big} steps':>12}{'ratio':>8}")
     for k in small_in:
         print(f"{k:12}{small_in[k]:>10.3f}{large_in[k]:>12.3f}{large_in[k] / small_in[k]:>7.2f}x   (goal <= 2x, < 1 s)")
     small = session_commands(small_work)
     large = session_commands(big_work)
-    print(f"\n== session commands (wall s; `agentrt --help` = {start:.2f} s process start)")
-    print(f"{'':12}{'20 steps':>10}{f'{big} steps':>12}{'ratio':>8}{'beyond start':>14}")
+    print(
+        f"\n== session commands (wall s; `agentrt --help` = {start:.2f} s process start; "
+        f"`python -c 'import langgraph.graph'` = {floor:.2f} s, the floor of any LangGraph program)"
+    )
+    print(f"{'':12}{'20 steps':>10}{f'{big} steps':>12}{'ratio':>8}{'- --help':>10}{'- langgraph':>13}")
     for k in small:
         print(
-            f"{k:12}{small[k]:>10.2f}{large[k]:>12.2f}{large[k] / small[k]:>7.2f}x{large[k] - start:>13.2f}s"
-            "   (goal <= 2x and < 1 s beyond start)"
+            f"{k:12}{small[k]:>10.2f}{large[k]:>12.2f}{large[k] / small[k]:>7.2f}x{large[k] - start:>9.2f}s"
+            f"{large[k] - floor:>12.2f}s   (goal <= 2x and < 1 s beyond start)"
         )
 
 

@@ -158,15 +158,18 @@ class DocumentBuilder:
         return self.decode(self.resolve(enc, store))
 
     def _load_list(self, items: list[Any], store: SessionStore) -> list[Any]:
-        out: list[Any] = []
+        chunks = [x[CHUNK_KEY] for x in items if _is_chunk(x)]
+        chunk_refs = dict(zip(chunks, store.items(chunks), strict=True)) if chunks else {}
+        flat: list[Any] = []
         for x in items:
             if _is_chunk(x):
-                out.extend(self._load_item(y, store) for y in store.item(x[CHUNK_KEY]))
+                flat.extend(chunk_refs[x[CHUNK_KEY]])
             else:
-                out.append(self._load_item(x, store))
-        return out
+                flat.append(x)
+        fetched = _prefetch(flat, store)
+        return [self._load_item(x, store, fetched) for x in flat]
 
-    def _load_item(self, x: Any, store: SessionStore) -> Any:
+    def _load_item(self, x: Any, store: SessionStore, fetched: dict[str, Any]) -> Any:
         if not _is_ref(x):
             return self.decode(x)
         h = x[ITEM_KEY]
@@ -175,7 +178,8 @@ class DocumentBuilder:
         if hit is not None:
             cache.move_to_end(h)
             return fresh_message(hit[0])
-        value = self.decode(expand(store.item(h), store))
+        raw = fetched[h] if h in fetched else store.item(h)
+        value = self.decode(expand(raw, store, fetched))
         if not isinstance(value, BaseMessage):
             return value
         size = len(value.content) if isinstance(value.content, str) else 1024
@@ -436,18 +440,37 @@ def _deref(x: Any, store: SessionStore) -> Any:
     return expand(store.item(x[ITEM_KEY]), store) if _is_ref(x) else x
 
 
-def expand(value: Any, store: SessionStore) -> Any:
-    """An item's JSON with its text references (see `DocumentBuilder._inner`) replaced by the texts."""
+def _prefetch(flat: list[Any], store: SessionStore) -> dict[str, Any]:
+    """The items (and the texts they reference) that decoding `flat` will read, fetched in one pass
+    per run file (`SessionStore.items`) instead of one open and seek per item."""
+    wanted = list(dict.fromkeys(x[ITEM_KEY] for x in flat if _is_ref(x) and x[ITEM_KEY] not in store.decoded))
+    if not wanted:
+        return {}
+    got = dict(zip(wanted, store.items(wanted), strict=True))
+    texts = list(dict.fromkeys(t for v in got.values() for t in text_refs(v) if t not in got))
+    if texts:
+        got.update(zip(texts, store.items(texts), strict=True))
+    return got
+
+
+def expand(value: Any, store: SessionStore, fetched: dict[str, Any] | None = None) -> Any:
+    """An item's JSON with its text references (see `DocumentBuilder._inner`) replaced by the texts
+    (taken from `fetched` when it has them)."""
     if type(value) is not dict:
         return value
+
+    def text(ref: dict[str, Any]) -> Any:
+        h = ref[ITEM_KEY]
+        return fetched[h] if fetched is not None and h in fetched else store.item(h)
+
     tag = value.get(TAG)
     if tag == "msg":
         v = value.get("v")
         if isinstance(v, dict) and _is_ref(v.get("content")):
-            return {**value, "v": {**v, "content": store.item(v["content"][ITEM_KEY])}}
+            return {**value, "v": {**v, "content": text(v["content"])}}
         return value
     if tag is None and any(_is_ref(y) for y in value.values()):
-        return {k: store.item(y[ITEM_KEY]) if _is_ref(y) else y for k, y in value.items()}
+        return {k: text(y) if _is_ref(y) else y for k, y in value.items()}
     return value
 
 

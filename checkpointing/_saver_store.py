@@ -102,6 +102,7 @@ class SessionStore:
         self.fsync = fsync
         self.group = group
         self._logs: dict[str, RecordLog] = {}
+        self._paths: dict[str, Path] = {}
         self._idx: SessionIndex | None = None
         self._checked = False
         self._cache: OrderedDict[tuple[str, int], tuple[dict[str, Any], int]] = OrderedDict()
@@ -137,7 +138,10 @@ class SessionStore:
 
     def run_file(self, run: str) -> Path:
         """Path of a run's log."""
-        return self.runs_dir / run / CHECKPOINTS_FILE
+        path = self._paths.get(run)
+        if path is None:
+            path = self._paths[run] = self.runs_dir / run / CHECKPOINTS_FILE
+        return path
 
     def runs(self) -> list[str]:
         """Run ids with a log on disk."""
@@ -188,6 +192,27 @@ class SessionStore:
                 _apply(idx, run, off, lines + 1 + i, rec)
             idx.ends[run] = (found.good, lines + len(found.records))
         return None
+
+    def index_from(self, run: str, recs: list[tuple[int, dict[str, Any]]], good: int) -> None:
+        """Index run file `run` from records its caller has just read and checksum-verified
+        ((offset, record) in file order, `good` the end of the last intact one), instead of reading
+        the file a second time; bytes past `good` are caught up as usual."""
+        idx = self._idx if self._idx is not None else self._reset()
+        if run in idx.ends:
+            return
+        path = self.run_file(run)
+        # `_checked` converts a checkpoint's task_state in place: on a copy, the caller keeps its records.
+        checked = [
+            _checked(rec if rec.get("k") == "i" else dict(rec), path, line) for line, (_, rec) in enumerate(recs, 1)
+        ]
+        try:
+            for line, ((off, _), rec) in enumerate(zip(recs, checked, strict=True), 1):
+                _apply(idx, run, off, line, rec)
+        except Exception:
+            self._reset()  # nothing half-indexed: the next read scans the files itself
+            raise
+        idx.ends[run] = (good, len(recs))
+        self._checked = False
 
     def _reset(self) -> SessionIndex:
         self._idx = idx = SessionIndex()
@@ -429,7 +454,10 @@ def disk_form(rec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _parse(body: bytes, path: Path, line: int) -> dict[str, Any]:
-    rec = orjson.loads(body)
+    return _checked(orjson.loads(body), path, line)
+
+
+def _checked(rec: Any, path: Path, line: int) -> dict[str, Any]:
     version = rec.get("schema_version") if isinstance(rec, dict) else None
     if version not in READABLE_SCHEMA_VERSIONS:
         raise UnknownSchemaError(

@@ -148,6 +148,11 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
             current_v = int(str(current).split(".")[0])
         return f"{current_v + 1:012}.{random.getrandbits(32):08x}"
 
+    def index_from(self, tenant: str, thread: str, run: str, recs: list[tuple[int, dict[str, Any]]], good: int) -> None:
+        """Index one run file of a session from records the caller has just read and verified
+        (see `SessionStore.index_from`): `agentrt doctor` scans every file anyway."""
+        self._store(tenant, thread).index_from(run, recs, good)
+
     # -- helpers -------------------------------------------------------------------------------
 
     def _store(self, tenant: str, thread: str) -> SessionStore:

@@ -46,7 +46,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     s = info["session"]
     log = r.manager.jsonl.event_log(s["tenant_id"], s["session_id"])
     branch = args.branch or s["current_branch_id"]
-    pending = r.result(s["session_id"], s["tenant_id"], branch).pending_approval if branch in info["branches"] else []
+    pending = r.pending_approvals(s["session_id"], s["tenant_id"], branch) if branch in info["branches"] else []
     for line in render(info, log, branch, pending):
         say(line)
     return 0

@@ -107,6 +107,8 @@ class FileScan:
     may_ref_blobs: frozenset[int] = frozenset()
     """Indexes (into `records`) of the records whose bytes may hold a blob reference: the others
     are not walked for references (a long session has tens of thousands of records)."""
+    good: int = 0
+    """The end of the last intact record (the bytes past it are a torn tail, or damage)."""
 
     @property
     def clean(self) -> bool:
@@ -138,7 +140,7 @@ def scan_file(path: Path) -> FileScan:
         return _partial(path, err)
     except OSError as err:
         return FileScan(path, exists=True, error=f"unreadable: {err}")
-    out = FileScan(path, exists=True, size=found.size, records=_parsed(found.records))
+    out = FileScan(path, exists=True, size=found.size, records=_parsed(found.records), good=found.good)
     out.may_ref_blobs = _blob_rows(found.records)
     if found.torn:
         out.torn = True
@@ -334,7 +336,7 @@ def _find_other_tenants(facts: SessionFacts) -> None:
 def _load_checkpoint(facts: SessionFacts) -> None:
     # Reads never modify files (format 2), so the real files are read in place, damaged or not. A
     # fresh saver, not the runner's: its in-memory index must not hide damage done after it was built.
-    saver, graph = _fresh_reader(facts)
+    saver, override = _fresh_reader(facts)
     if facts.session is not None:
         from agent.run.branches import head_of
 
@@ -344,30 +346,44 @@ def _load_checkpoint(facts: SessionFacts) -> None:
             facts.checkpoint_id = None
     get_document = getattr(saver, "get_document", None)
     read = get_document if get_document is not None else facts.runner._checkpoint_doc
-    _read_state(facts, partial(read, facts.thread()), graph)
+    _read_state(facts, partial(read, facts.thread()), override)
     if facts.doc is None and facts.doc_error is not None:
         facts.doc = _latest_doc_from_files(facts)
 
 
 def _fresh_reader(facts: SessionFacts) -> tuple[Any, Any]:
+    """(saver, its checkpointer override): the runner's compiled graph reads through the fresh
+    saver when the override is put in the config (no second graph is compiled)."""
     from checkpointing.saver import JsonlCheckpointSaver
-    from graph.build import build_graph
 
     if not isinstance(facts.runner.saver, JsonlCheckpointSaver):
-        return facts.runner.saver, facts.runner.graph
+        return facts.runner.saver, None
     saver = JsonlCheckpointSaver(facts.runner.settings.base_dir, fsync="batch", default_tenant=facts.tenant_id)
-    return saver, build_graph(saver)
+    for name, scan in facts.files.items():
+        # The run files were just read and verified by the scan: the saver indexes them from it.
+        # A damaged one is left to the saver's own read, whose error is the evidence.
+        if name.endswith(CHECKPOINTS_FILE) and scan.exists and not scan.corrupt and not scan.old_format:
+            try:
+                saver.index_from(facts.tenant_id, facts.session_id, Path(name).parent.name, scan.records, scan.good)
+            except Exception:  # e.g. an unknown schema version: the saver's own reads below report it
+                break
+    return saver, saver
 
 
-def _read_state(facts: SessionFacts, read_doc: Callable[[], dict[str, Any] | None], graph: Any) -> None:
+def _read_state(facts: SessionFacts, read_doc: Callable[[], dict[str, Any] | None], saver: Any) -> None:
+    from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
+
     try:
         facts.doc = read_doc()
     except Exception as err:
         facts.doc_error = f"{type(err).__name__}: {err}"
     if facts.doc is None and facts.doc_error is None:
         return
+    thread = facts.thread()
+    if saver is not None:
+        thread = {**thread, "configurable": {**thread["configurable"], CONFIG_KEY_CHECKPOINTER: saver}}
     try:
-        snap = graph.get_state(facts.thread())
+        snap = facts.runner.graph.get_state(thread)
         facts.state = dict(snap.values or {})
         facts.next_nodes = list(snap.next or ())
         facts.waiting_for_human = bool(getattr(snap, "interrupts", ()))

@@ -132,12 +132,22 @@ def _expand(value: Any) -> Any:
 _SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+def _load_text(text: str) -> Any:
+    # Every command builds the model, and a long script is slow even for libyaml's parser (the
+    # constructor stays Python): a JSON script (YAML's subset) is read as JSON.
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass  # YAML flow style, not JSON: the YAML loader below reads it
+    return yaml.load(text, Loader=_SAFE_LOADER)
+
+
 def load_script(path: str | Path) -> ModelScript:
     """Read and validate a model script file."""
     p = Path(path)
     try:
-        # libyaml when present: every command builds the model, and a long script is slow in pure Python.
-        raw = yaml.load(p.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
+        raw = _load_text(p.read_text(encoding="utf-8"))
     except FileNotFoundError as err:
         raise ConfigError(f"model script not found: {p} (set model.script in the config)") from err
     except yaml.YAMLError as err:

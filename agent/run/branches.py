@@ -100,7 +100,7 @@ def head(
 
 def fork_point_of(events: EventLog, branch_id: str) -> str | None:
     """The checkpoint a branch was forked from, as its `branch_created` entry records it (None: main/unknown)."""
-    for e in events.raw_entries():
+    for e in events.envelopes():  # only the branch's first entry is parsed
         if e.get("branch_id") == branch_id:
             if e.get("type") != "branch_created":
                 return None

@@ -69,9 +69,11 @@ class _WithoutHistory(BaseCheckpointSaver[Any]):
     not grow with the session (its `values` lack those channels).
     """
 
-    def __init__(self, inner: BaseCheckpointSaver[Any]) -> None:
+    def __init__(self, inner: BaseCheckpointSaver[Any], keep: frozenset[str] = frozenset()) -> None:
         super().__init__(serde=inner.serde)
         self.inner = inner
+        self.keep = keep
+        """The delta channels whose history is still replayed (e.g. `tool_result_store` alone)."""
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The inner saver's checkpoint tuple."""
@@ -80,14 +82,18 @@ class _WithoutHistory(BaseCheckpointSaver[Any]):
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        """No history: every delta channel starts empty."""
-        return {c: {"writes": []} for c in channels}
+        """No history (but for the `keep` channels): every other delta channel starts empty."""
+        kept = [c for c in channels if c in self.keep]
+        out: dict[str, DeltaChannelHistory] = {c: {"writes": []} for c in channels if c not in self.keep}
+        if kept:
+            out.update(self.inner.get_delta_channel_history(config=config, channels=kept))
+        return out
 
 
-def light_snapshot(rt: RunnerCore, config: RunnableConfig) -> StateSnapshot:
-    """The snapshot at `config` without the DeltaChannel values (see `_WithoutHistory`): for the
-    questions about the tail (checkpoint id, next nodes, pending tasks and interrupts)."""
-    conf = {**(config.get("configurable") or {}), CONFIG_KEY_CHECKPOINTER: _WithoutHistory(rt.saver)}
+def light_snapshot(rt: RunnerCore, config: RunnableConfig, keep: frozenset[str] = frozenset()) -> StateSnapshot:
+    """The snapshot at `config` without the DeltaChannel values but `keep` (see `_WithoutHistory`):
+    for the questions about the tail (checkpoint id, next nodes, pending tasks and interrupts)."""
+    conf = {**(config.get("configurable") or {}), CONFIG_KEY_CHECKPOINTER: _WithoutHistory(rt.saver, keep)}
     return rt.graph.get_state(cast(RunnableConfig, {**config, "configurable": conf}))
 
 
@@ -113,6 +119,16 @@ def branch_result(rt: RunnerCore, session_id: str, tenant_id: str | None, branch
     return result(rt, session_id, tenant, thread)
 
 
+def branch_pending_approvals(
+    rt: RunnerCore, session_id: str, tenant_id: str | None, branch_id: str | None
+) -> list[dict[str, Any]]:
+    """The approvals a branch's stopped run waits for (default: the current branch), read from the
+    tail (`light_snapshot`): the same as `branch_result(...).pending_approval` without its messages."""
+    tenant = tenant_id or rt.settings.session.tenant_id
+    thread = _branch_thread(rt, tenant, session_id, branch_id)
+    return [] if thread is None else pending_approvals(light_snapshot(rt, thread))
+
+
 def _branch_thread(rt: RunnerCore, tenant: str, session_id: str, branch_id: str | None) -> RunnableConfig | None:
     """The config of a branch's checkpoint; None when the branch has none (the thread's newest is another's)."""
     try:
@@ -131,7 +147,7 @@ def branch_info(rt: RunnerCore, session: ChatSession, events: EventLog) -> list[
     """Each branch: where it forked, its room, its checkpoint and its page history (from the log alone)."""
     pages = branch_pages(events)
     counts: dict[str, int] = {}
-    for e in events.raw_entries():
+    for e in events.envelopes():  # ids, branches and types only: no entry is parsed
         counts[e["branch_id"]] = counts.get(e["branch_id"], 0) + 1
     out = []
     for branch, leaf in events.branches().items():
@@ -154,7 +170,7 @@ def branch_info(rt: RunnerCore, session: ChatSession, events: EventLog) -> list[
 
 
 def _branch_created(events: EventLog, branch: str) -> dict[str, Any] | None:
-    for e in events.raw_entries():
+    for e in events.envelopes():
         if e.get("branch_id") == branch:
             return dict(events.entry(e["id"]).payload) if e.get("type") == "branch_created" else None
     return None
@@ -172,7 +188,10 @@ def tool_result(
     """A page of an archived tool result of a session (what `read_tool_result` gives the model)."""
     tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
     rt.manager.get(tenant, sid, user)  # tenant/user check
-    entries = list(state(rt, sid, tenant).get("tool_result_store") or [])
+    thread = _branch_thread(rt, tenant, sid, None)
+    # Only the archive's own channel is replayed: the messages are not decoded to read one result.
+    snap = None if thread is None else light_snapshot(rt, thread, frozenset({"tool_result_store"}))
+    entries = list(((snap.values or {}) if snap is not None else {}).get("tool_result_store") or [])
     return ToolResultStore.from_entries(entries, rt.blobs).read(tool_call_id, offset, limit)
 
 
