@@ -162,9 +162,13 @@ class SessionStore:
             path = self.run_file(run)
             end, lines = idx.ends.get(run, (0, 0))
             try:
-                size = os.stat(path).st_size
+                st = os.stat(path)
+                size, ino = st.st_size, st.st_ino
             except FileNotFoundError:
-                size = 0
+                size, ino = 0, 0
+            log = self._logs.get(run)
+            if log is not None and log.inode() not in (0, ino):
+                log.close()  # the file was replaced or removed: the next append opens the new one
             if size < end:
                 # Shorter than indexed: rewritten (retention) or a tail cut by recovery. Start over.
                 return self._catch_up(self._reset())
@@ -185,6 +189,7 @@ class SessionStore:
         return None
 
     def _reset(self) -> SessionIndex:
+        self.close_files()
         self._idx = idx = SessionIndex()
         self._cache.clear()
         self._cache_bytes = 0
@@ -197,7 +202,7 @@ class SessionStore:
     def _log(self, run: str) -> RecordLog:
         log = self._logs.get(run)
         if log is None:
-            log = self._logs[run] = RecordLog(self.run_file(run), fsync=self.fsync, group=self.group)
+            log = self._logs[run] = RecordLog(self.run_file(run), fsync=self.fsync, group=self.group, keep_open=True)
         return log
 
     def append(
@@ -265,6 +270,11 @@ class SessionStore:
         for log in self._logs.values():
             log.sync()
 
+    def close_files(self) -> None:
+        """Close the run files' append descriptors (they reopen on the next append)."""
+        for log in self._logs.values():
+            log.close()
+
     # -- reads ---------------------------------------------------------------------------------
 
     def read(self, run: str, off: int, line: int) -> dict[str, Any]:
@@ -317,6 +327,7 @@ class SessionStore:
 
     def forget(self) -> None:
         """Drop open logs, caches and the index (after files were rewritten or removed)."""
+        self.close_files()
         self._logs.clear()
         self._cache.clear()
         self._cache_bytes = 0
@@ -371,6 +382,8 @@ def _item_hash(body: bytes) -> str | None:
         return None
     end = body.find(b'","v":', len(_ITEM_HEAD))
     return body[len(_ITEM_HEAD) : end].decode("ascii") if end != -1 else None
+
+
 def task_pairs(rec: dict[str, Any]) -> dict[str, list[Any]]:
     """A checkpoint record's `task_state` as {channel: [version, home]}, from either on-disk form."""
     versions = rec.get("channel_versions") or {}
