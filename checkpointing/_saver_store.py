@@ -81,6 +81,8 @@ class SessionIndex:
     # content hash -> (run, offset, line) of the item record holding that JSON
     items: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     ends: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # run -> inode of the file indexed: another inode means it was replaced (index from scratch)
+    inodes: dict[str, int] = field(default_factory=dict)
 
 
 def version_key(version: Any) -> bytes:
@@ -169,9 +171,11 @@ class SessionStore:
             log = self._logs.get(run)
             if log is not None and log.inode() not in (0, ino):
                 log.close()  # the file was replaced or removed: the next append opens the new one
-            if size < end:
-                # Shorter than indexed: rewritten (retention) or a tail cut by recovery. Start over.
+            if size < end or idx.inodes.get(run, ino) != ino:
+                # Shorter than indexed (rewritten, or a tail cut by recovery), or another file in its
+                # place (deleted and started again by another saver): start over.
                 return self._catch_up(self._reset())
+            idx.inodes[run] = ino
             if size == end:
                 continue
             try:
@@ -228,6 +232,8 @@ class SessionStore:
             self.begin()
             self.index  # noqa: B018 - catch up
             return wait
+        if ino := log.inode():
+            idx.inodes[run] = ino
         for i, h in enumerate(hashes):
             idx.items[h] = (run, offs[i], lines + 1 + i)
         lines += len(hashes)
