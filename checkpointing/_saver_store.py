@@ -5,8 +5,11 @@
 
 The index is built by one verified scan of each run file when the session is first opened in a
 process, and caught up from the bytes past its end when another process grew a file. It is never
-written to disk. Reads never modify files: a torn tail is skipped, a damaged complete record
-raises `CorruptCheckpointError` naming file and line.
+written to disk; a run file found replaced (another inode: another saver deleted and restarted the
+thread) is indexed again from scratch. Each run file's append descriptor stays open between
+appends and is closed when the session is rewritten, removed or evicted, or when its file was
+replaced, so no append goes to a file that is no longer there. Reads never modify files: a torn
+tail is skipped, a damaged complete record raises `CorruptCheckpointError` naming file and line.
 """
 
 from __future__ import annotations
@@ -99,6 +102,7 @@ class SessionStore:
         self.fsync = fsync
         self.group = group
         self._logs: dict[str, RecordLog] = {}
+        self._run_files: dict[str, Path] = {}
         self._idx: SessionIndex | None = None
         self._checked = False
         self._cache: OrderedDict[tuple[str, int], tuple[dict[str, Any], int]] = OrderedDict()
@@ -134,7 +138,10 @@ class SessionStore:
 
     def run_file(self, run: str) -> Path:
         """Path of a run's log."""
-        return self.runs_dir / run / CHECKPOINTS_FILE
+        path = self._run_files.get(run)
+        if path is None:  # built once: every saver call asks for it, and pathlib joins are slow
+            path = self._run_files[run] = self.runs_dir / run / CHECKPOINTS_FILE
+        return path
 
     def runs(self) -> list[str]:
         """Run ids with a log on disk."""

@@ -20,7 +20,10 @@ shared by concurrent appenders of the same file), unless its `CommitGroup` is he
 append only marks its file dirty, with a tier, and reaches disk at the group's next barrier of
 that tier (`group_for(directory)` is the process-wide group of a session folder: its saver
 files, event log and tool journal join it). `fsync="batch"` leaves it to `sync()` / the
-group's `barrier()` or the OS. `fsync_count()` counts fsyncs (bench).
+group's `barrier()` or the OS. `fsync_count()` counts fsyncs (bench). A log made with
+`keep_open=True` (the saver's run files) keeps its append descriptor open and fdatasyncs through
+it, two opens and closes fewer per durable append; its owner closes it when the file may have been
+replaced (see `_saver_store`).
 """
 
 from __future__ import annotations
