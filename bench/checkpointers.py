@@ -3,15 +3,22 @@
 The workload: an agent loop where every step is one model turn (an AI message with a tool call)
 and one tool result (2 KB, every tenth one 50 KB), on a `messages` channel that uses either plain
 `add_messages` ("plain" mode) or LangGraph's beta `DeltaChannel` ("delta" mode). Each saver
-(JSONL, InMemorySaver, SqliteSaver, PostgresSaver on the local server, and no persistence at all)
-runs it in the same process, in interleaved rounds. Printed per mode: ms/step, bytes stored after
-N steps, the storage growth exponent, and the latency of `get_state` / `get_tuple` on the latest
-checkpoint after 50/200/1000 steps, each also as a ratio to SqliteSaver. Nothing is asserted.
+(JSONL with the `--jsonl-fsync` policy, JSONL with `fsync: checkpoint`, InMemorySaver, SqliteSaver,
+PostgresSaver on the local server, and no persistence at all) runs it in the same process, in
+interleaved rounds. Printed per mode: ms/step, bytes stored after N steps, the storage growth
+exponent, and the latency of `get_state` / `get_tuple` on the latest checkpoint after 100/1000
+steps, each also as a ratio to SqliteSaver. Then the floor (the graph with no checkpointer, and
+with InMemorySaver, as a ratio to SqliteSaver: when even no saver costs more than half of
+SqliteSaver's ms/step, no saver can reach 0.5x) and each saver's own cost (its ms/step minus the
+no-saver ms/step of the same round) as a ratio to SqliteSaver's own cost. Nothing is asserted.
 
     python bench/checkpointers.py                      # defaults finish in about 2-3 minutes
     python bench/checkpointers.py --plain-steps 400 --delta-steps 2000 --rounds 3
-    python bench/checkpointers.py --jsonl-fsync checkpoint  # writes reach disk with the next checkpoint
-    python bench/checkpointers.py --jsonl-fsync batch     # JSONL durable at flush() only
+    python bench/checkpointers.py --jsonl-fsync batch     # "jsonl" durable at flush() only
+
+"jsonl" uses `--jsonl-fsync` (default "always": every put and put_writes durable when it returns);
+"jsonl-ckpt" uses "checkpoint" (pending writes reach disk with the next checkpoint of the run: one
+fdatasync per superstep, the group commit of issue 12).
 
 PostgreSQL: AGENTRT_DATABASE_URL (default postgresql://postgres@127.0.0.1:5432/test); the bench
 works in a schema of its own and drops it at the end.
@@ -47,7 +54,7 @@ from langgraph.graph.message import add_messages
 from checkpointing import records
 from checkpointing.saver import JsonlCheckpointSaver
 
-SAVERS = ("jsonl", "memory", "sqlite", "postgres", "none")
+SAVERS = ("jsonl", "jsonl-ckpt", "memory", "sqlite", "postgres", "none")
 MILESTONES = (100, 1000)
 JSONL_FSYNC = {"policy": "always"}
 
@@ -105,9 +112,10 @@ def _memory_bytes(saver: InMemorySaver) -> int:
 
 def make_saver(name: str, work: Path) -> tuple[Any, Callable[[], int | None], Callable[[], None]]:
     """(saver, bytes-stored function, close function) for a saver name."""
-    if name == "jsonl":
+    if name in ("jsonl", "jsonl-ckpt"):
         root = work / "jsonl"
-        return JsonlCheckpointSaver(root, fsync=JSONL_FSYNC["policy"]), lambda: _dir_bytes(root), lambda: None
+        policy = JSONL_FSYNC["policy"] if name == "jsonl" else "checkpoint"
+        return JsonlCheckpointSaver(root, fsync=policy), lambda: _dir_bytes(root), lambda: None
     if name == "memory":
         mem = InMemorySaver()
         return mem, lambda: _memory_bytes(mem), lambda: None
@@ -189,7 +197,7 @@ def run_one(name: str, mode: str, steps: int) -> dict[str, Any]:
             out["get_tuple"][mark] = _median_ms(lambda: saver.get_tuple(cfg))
         out["ms"] = elapsed * 1000 / steps
         # Counted in records.py; only our saver's fsyncs go through it (and reads cost none).
-        out["fsync"] = (records.fsync_count() - fsyncs) / steps if name == "jsonl" else None
+        out["fsync"] = (records.fsync_count() - fsyncs) / steps if name.startswith("jsonl") else None
     finally:
         close()
         shutil.rmtree(work, ignore_errors=True)
@@ -223,7 +231,7 @@ def report(mode: str, steps: int, runs: dict[str, list[dict[str, Any]]]) -> None
 
     print(f"\n== mode: {mode} ({'DeltaChannel' if mode == 'delta' else 'plain add_messages'}), {steps} steps ==")
     marks = [m for m in MILESTONES if m <= steps]
-    head = f"{'saver':<10}{'ms/step':>9}{'vs sqlite':>10}{'fsync/st':>9}{'growth^':>9}"
+    head = f"{'saver':<11}{'ms/step':>9}{'vs sqlite':>10}{'fsync/st':>9}{'growth^':>9}"
     head += "".join(f"{'bytes@' + str(m):>11}{'vs sqlite':>10}" for m in marks)
     head += "".join(f"{'get_state@' + str(m):>18}{'get_tuple@' + str(m):>15}" for m in marks)
     print(head)
@@ -232,7 +240,7 @@ def report(mode: str, steps: int, runs: dict[str, list[dict[str, Any]]]) -> None
         by = {m: v for m in {max(1, steps // 4), steps} if (v := med(name, "bytes", m)) is not None}
         exp = _exponent(by, steps)
         fs = med(name, "fsync")
-        row = f"{name:<10}{ms or 0:>9.2f}{_ratio(ms, sq_ms):>10}{(f'{fs:.2f}' if fs is not None else '-'):>9}"
+        row = f"{name:<11}{ms or 0:>9.2f}{_ratio(ms, sq_ms):>10}{(f'{fs:.2f}' if fs is not None else '-'):>9}"
         row += f"{(f'{exp:.2f}' if exp else '-'):>9}"
         for m in marks:
             b = med(name, "bytes", m)
@@ -243,6 +251,47 @@ def report(mode: str, steps: int, runs: dict[str, list[dict[str, Any]]]) -> None
             row += f"{(f'{gs:.2f}ms ' + _ratio(gs, sgs)) if gs is not None else '-':>18}"
             row += f"{(f'{gt:.2f}ms') if gt is not None else '-':>15}"
         print(row)
+    floor_and_own_cost(runs)
+
+
+def floor_and_own_cost(runs: dict[str, list[dict[str, Any]]]) -> None:
+    """Print the floor (no saver, InMemorySaver) against SqliteSaver, and each saver's own cost.
+
+    A saver's own cost is its ms/step minus the no-saver ms/step of the same round (rounds are
+    interleaved, so a round's figures share the machine's state); medians over rounds.
+    """
+    sq = [r["ms"] for r in runs.get("sqlite", [])]
+    none = [r["ms"] for r in runs.get("none", [])]
+    if not sq or not none:
+        print("(floor and own cost need the savers 'none' and 'sqlite')")
+        return
+    sq_ms, none_ms = statistics.median(sq), statistics.median(none)
+    floor = none_ms / sq_ms
+    print(f"floor: no checkpointer {none_ms:.2f} ms/step = {floor:.2f}x SqliteSaver ({sq_ms:.2f} ms/step)", end="")
+    if runs.get("memory"):
+        mem_ms = statistics.median(r["ms"] for r in runs["memory"])
+        print(f"; InMemorySaver {mem_ms:.2f} ms/step = {mem_ms / sq_ms:.2f}x", end="")
+    print()
+    if floor > 0.5:
+        print(
+            f"  the graph alone costs {floor:.2f}x SqliteSaver's ms/step (> 0.5x): NO saver can reach "
+            "<= 0.5x SqliteSaver's ms/step on this workload; compare own costs below"
+        )
+    else:
+        print(f"  a saver reaches 0.5x SqliteSaver if its own cost is <= {0.5 * sq_ms - none_ms:.2f} ms/step")
+
+    def own(name: str) -> float:
+        pairs = zip(runs[name], runs["none"], strict=False)
+        return statistics.median(r["ms"] - n["ms"] for r, n in pairs)
+
+    sq_own = own("sqlite")
+    print(f"own cost (ms/step minus no-saver ms/step, same round): SqliteSaver {sq_own:.2f} ms/step")
+    for name in runs:
+        if name in ("none", "sqlite") or not runs[name]:
+            continue
+        mine = own(name)
+        ratio = f"{mine / sq_own:.2f}x SqliteSaver's" if sq_own > 0 else "- (SqliteSaver's own cost <= 0)"
+        print(f"  {name:<11}{mine:>8.2f} ms/step = {ratio}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -254,11 +303,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--savers", default=",".join(SAVERS), help="comma list of " + ",".join(SAVERS))
     ap.add_argument("--modes", default="delta,plain", help="comma list of delta,plain")
     policies = ["always", "checkpoint", "batch"]
-    ap.add_argument("--jsonl-fsync", default="always", choices=policies, help="JSONL fsync policy")
+    ap.add_argument("--jsonl-fsync", default="always", choices=policies, help="fsync policy of 'jsonl'")
     args = ap.parse_args(argv)
     JSONL_FSYNC["policy"] = args.jsonl_fsync
     names = [n for n in args.savers.split(",") if n]
     t_start = time.perf_counter()
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for mode in args.modes.split(","):
         steps = args.delta_steps if mode == "delta" else args.plain_steps
         runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
@@ -269,7 +319,8 @@ def main(argv: list[str] | None = None) -> None:
                 runs[name].append(run_one(name, mode, steps))
                 print(f"  [{mode} round {r + 1}] {name}: {time.perf_counter() - t0:.1f}s", flush=True)
         report(mode, steps, runs)
-    print(f"\ntotal {time.perf_counter() - t_start:.0f}s")
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"\ntotal {time.perf_counter() - t_start:.0f}s; load average at end: {load}")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,11 @@
 
 The index is built by one verified scan of each run file when the session is first opened in a
 process, and caught up from the bytes past its end when another process grew a file. It is never
-written to disk. Reads never modify files: a torn tail is skipped, a damaged complete record
-raises `CorruptCheckpointError` naming file and line.
+written to disk; a run file found replaced (another inode: another saver deleted and restarted the
+thread) is indexed again from scratch. Each run file's append descriptor stays open between
+appends and is closed when the session is rewritten, removed or evicted, or when its file was
+replaced, so no append goes to a file that is no longer there. Reads never modify files: a torn
+tail is skipped, a damaged complete record raises `CorruptCheckpointError` naming file and line.
 """
 
 from __future__ import annotations
@@ -86,6 +89,8 @@ class SessionIndex:
     # content hash -> (run, offset, line) of the item record holding that JSON
     items: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     ends: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # run -> inode of the file indexed: another inode means it was replaced (index from scratch)
+    inodes: dict[str, int] = field(default_factory=dict)
 
 
 def version_key(version: Any) -> bytes:
@@ -102,7 +107,7 @@ class SessionStore:
         self.fsync = fsync
         self.group = group
         self._logs: dict[str, RecordLog] = {}
-        self._paths: dict[str, Path] = {}
+        self._run_files: dict[str, Path] = {}
         self._idx: SessionIndex | None = None
         self._checked = False
         self._cache: OrderedDict[tuple[str, int], tuple[dict[str, Any], int]] = OrderedDict()
@@ -138,9 +143,9 @@ class SessionStore:
 
     def run_file(self, run: str) -> Path:
         """Path of a run's log."""
-        path = self._paths.get(run)
-        if path is None:
-            path = self._paths[run] = self.runs_dir / run / CHECKPOINTS_FILE
+        path = self._run_files.get(run)
+        if path is None:  # built once: every saver call asks for it, and pathlib joins are slow
+            path = self._run_files[run] = self.runs_dir / run / CHECKPOINTS_FILE
         return path
 
     def runs(self) -> list[str]:
@@ -171,12 +176,18 @@ class SessionStore:
             path = self.run_file(run)
             end, lines = idx.ends.get(run, (0, 0))
             try:
-                size = os.stat(path).st_size
+                st = os.stat(path)
+                size, ino = st.st_size, st.st_ino
             except FileNotFoundError:
-                size = 0
-            if size < end:
-                # Shorter than indexed: rewritten (retention) or a tail cut by recovery. Start over.
+                size, ino = 0, 0
+            log = self._logs.get(run)
+            if log is not None and log.inode() not in (0, ino):
+                log.close()  # the file was replaced or removed: the next append opens the new one
+            if size < end or idx.inodes.get(run, ino) != ino:
+                # Shorter than indexed (rewritten, or a tail cut by recovery), or another file in its
+                # place (deleted and started again by another saver): start over.
                 return self._catch_up(self._reset())
+            idx.inodes[run] = ino
             if size == end:
                 continue
             try:
@@ -215,6 +226,7 @@ class SessionStore:
         self._checked = False
 
     def _reset(self) -> SessionIndex:
+        self.close_files()
         self._idx = idx = SessionIndex()
         self._cache.clear()
         self._cache_bytes = 0
@@ -227,7 +239,7 @@ class SessionStore:
     def _log(self, run: str) -> RecordLog:
         log = self._logs.get(run)
         if log is None:
-            log = self._logs[run] = RecordLog(self.run_file(run), fsync=self.fsync, group=self.group)
+            log = self._logs[run] = RecordLog(self.run_file(run), fsync=self.fsync, group=self.group, keep_open=True)
         return log
 
     def append(
@@ -253,6 +265,8 @@ class SessionStore:
             self.begin()
             self.index  # noqa: B018 - catch up
             return wait
+        if ino := log.inode():
+            idx.inodes[run] = ino
         for i, h in enumerate(hashes):
             idx.items[h] = (run, offs[i], lines + 1 + i)
         lines += len(hashes)
@@ -294,6 +308,11 @@ class SessionStore:
         """fsync every run file appended to."""
         for log in self._logs.values():
             log.sync()
+
+    def close_files(self) -> None:
+        """Close the run files' append descriptors (they reopen on the next append)."""
+        for log in self._logs.values():
+            log.close()
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -347,6 +366,7 @@ class SessionStore:
 
     def forget(self) -> None:
         """Drop open logs, caches and the index (after files were rewritten or removed)."""
+        self.close_files()
         self._logs.clear()
         self._cache.clear()
         self._cache_bytes = 0

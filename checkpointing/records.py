@@ -20,7 +20,10 @@ shared by concurrent appenders of the same file), unless its `CommitGroup` is he
 append only marks its file dirty, with a tier, and reaches disk at the group's next barrier of
 that tier (`group_for(directory)` is the process-wide group of a session folder: its saver
 files, event log and tool journal join it). `fsync="batch"` leaves it to `sync()` / the
-group's `barrier()` or the OS. `fsync_count()` counts fsyncs (bench).
+group's `barrier()` or the OS. `fsync_count()` counts fsyncs (bench). A log made with
+`keep_open=True` (the saver's run files) keeps its append descriptor open and fdatasyncs through
+it, two opens and closes fewer per durable append; its owner closes it when the file may have been
+replaced (see `_saver_store`).
 """
 
 from __future__ import annotations
@@ -324,9 +327,9 @@ class _FileSync:
             self.written += 1
             return self.written
 
-    def wait(self, upto: int | None = None) -> bool:
+    def wait(self, upto: int | None = None, kept: KeptFd | None = None) -> bool:
         """Return once every append up to number `upto` (all so far: None) is durable; True if this
-        call issued the fsync."""
+        call issued the fsync. `kept` lends the appender's open descriptor for the fsync."""
         issued = False
         with self.cond:
             target = self.written if upto is None else upto
@@ -338,7 +341,7 @@ class _FileSync:
                 covers = self.written
                 self.cond.release()
                 try:
-                    _datasync_path(self.path)
+                    _datasync_path(self.path, kept)
                     issued = True
                 finally:
                     self.cond.acquire()
@@ -363,7 +366,15 @@ def file_sync(path: Path) -> _FileSync:
         return st
 
 
-def _datasync_path(path: Path) -> None:
+def _datasync_path(path: Path, kept: KeptFd | None = None) -> None:
+    """fdatasync `path`, through the appender's kept descriptor when it is open."""
+    fd = kept.borrow() if kept is not None else -1
+    if fd >= 0:
+        try:
+            datasync_fd(fd)
+        finally:
+            kept.give_back()  # type: ignore[union-attr]
+        return
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
@@ -372,6 +383,56 @@ def _datasync_path(path: Path) -> None:
         datasync_fd(fd)
     finally:
         os.close(fd)
+
+
+class KeptFd:
+    """An append descriptor a log keeps open between appends (one open and close fewer per append
+    and per fsync). An fsync borrows it; `close` while borrowed defers the close to the give-back,
+    so a descriptor is never closed (and its number reused) under an fsync."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.fd = -1
+        self.ino = 0
+        self._users = 0
+        self._stale: list[int] = []
+
+    def borrow(self) -> int:
+        """The open descriptor (-1: none), held open until `give_back`."""
+        with self._lock:
+            if self.fd < 0:
+                return -1
+            self._users += 1
+            return self.fd
+
+    def give_back(self) -> None:
+        """End a borrow; closes descriptors whose close was deferred."""
+        with self._lock:
+            self._users -= 1
+            stale = self._stale if self._users == 0 else []
+            self._stale = [] if self._users == 0 else self._stale
+        for fd in stale:
+            os.close(fd)
+
+    def set(self, fd: int, ino: int) -> None:
+        """Keep `fd` (of inode `ino`) open."""
+        with self._lock:
+            self.fd, self.ino = fd, ino
+
+    def close(self) -> None:
+        """Close the descriptor (later when an fsync borrows it)."""
+        with self._lock:
+            fd, self.fd, self.ino = self.fd, -1, 0
+            if fd >= 0 and self._users:
+                self._stale.append(fd)
+                fd = -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        # A dropped log (its saver or session let go) does not leak its descriptor.
+        if self.fd >= 0:
+            os.close(self.fd)
 
 
 @dataclass
@@ -503,6 +564,7 @@ class RecordLog:
         fsync: FsyncPolicy = "always",
         group: CommitGroup | None = None,
         tier: int = TIER_STATE,
+        keep_open: bool = False,
     ) -> None:
         self.path = path
         self.fsync = fsync
@@ -511,6 +573,9 @@ class RecordLog:
         self._lock = threading.Lock()
         self._checked = False
         self._sync = file_sync(path)
+        # keep_open: the owner must call `close()` when the file may be replaced or removed
+        # (`inode()` tells which file the descriptor writes to).
+        self._kept = KeptFd() if keep_open else None
 
     def _ensure_clean_tail(self) -> None:
         if not self._checked:
@@ -537,13 +602,16 @@ class RecordLog:
         """Write framed lines in one write; returns their offsets and, when the policy (or `fsync`)
         asks for durability now, the callable that waits for it (call it outside your locks)."""
         policy = fsync or self.fsync
+        kept = self._kept
         with self._lock:
             self._ensure_clean_tail()
-            fd = _open_append(self.path)
-            new = fd < 0
-            if new:
+            fd, new = (kept.fd, False) if kept is not None and kept.fd >= 0 else (_open_append(self.path), False)
+            if fd < 0:
+                new = True
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            if kept is not None and kept.fd != fd:
+                kept.set(fd, os.fstat(fd).st_ino)
             try:
                 start = os.lseek(fd, 0, os.SEEK_END)
                 blob = b"".join(frames)
@@ -551,7 +619,8 @@ class RecordLog:
                     write_hook(fd, blob)
                 os.write(fd, blob)
             finally:
-                os.close(fd)
+                if kept is None:
+                    os.close(fd)
             seq = self._sync.wrote()
         offsets, pos = [], start
         for f in frames:
@@ -567,10 +636,10 @@ class RecordLog:
             return None
         if policy != "always":
             return None
-        sync, parent = self._sync, self.path.parent
+        sync, parent, kept = self._sync, self.path.parent, self._kept
 
         def durable() -> None:
-            sync.wait(seq)
+            sync.wait(seq, kept)
             if new:
                 fsync_dir(parent)
 
@@ -581,7 +650,17 @@ class RecordLog:
         if self.group is not None:
             self.group.sync_file(self.path)
         else:
-            self._sync.wait()
+            self._sync.wait(None, self._kept)
+
+    def inode(self) -> int:
+        """The inode the kept descriptor writes to (0: none kept open)."""
+        return self._kept.ino if self._kept is not None else 0
+
+    def close(self) -> None:
+        """Close the kept descriptor (a `keep_open` log reopens the file on its next append)."""
+        if self._kept is not None:
+            with self._lock:
+                self._kept.close()
 
     def read(self) -> list[dict[str, Any]]:
         """Every record (a torn tail skipped, not cut)."""

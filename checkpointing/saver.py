@@ -168,6 +168,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
             while len(self._stores) > _MAX_OPEN_SESSIONS:
                 _, old = self._stores.popitem(last=False)
                 old.sync()
+                old.close_files()
         self._stores.move_to_end(key)
         store.begin()
         return store

@@ -100,9 +100,9 @@ def test_unsafe_intent_in_a_held_group_makes_the_step_durable_first(tmp_path: Pa
     synced: list[str] = []
     real = records._datasync_path
 
-    def spy(path: Path) -> None:
+    def spy(path: Path, kept: records.KeptFd | None = None) -> None:
         synced.append(path.name)
-        real(path)
+        real(path, kept)
 
     records._datasync_path = spy  # type: ignore[assignment]
     try:
