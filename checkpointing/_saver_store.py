@@ -40,7 +40,10 @@ SCHEMA_VERSION = 3
 """3: a checkpoint record's `task_state` maps a channel to its home only (its version is the one in
 `channel_versions`); 2 (`[version, home]` pairs) is still read, and either form reads back as pairs."""
 READABLE_SCHEMA_VERSIONS = frozenset({2, SCHEMA_VERSION})
-_CACHE_BYTES = 16 * 1024 * 1024
+_CACHE_BYTES = 4 * 1024 * 1024
+"""Parsed records kept per session, by their size on disk (parsed, they take a few times more).
+A run's own reads are of its newest records (a put's parent, the DeltaChannel history back to the
+last snapshot, re-read per step only for the tail); a larger cache made a long turn's memory grow."""
 
 
 @dataclass
@@ -306,14 +309,20 @@ class SessionStore:
         """The pending-writes records of checkpoint (ns, cp_id), in append order."""
         return [self.read(w.run, w.off, w.line) for w in self.index.writes.get((ns, cp_id), [])]
 
-    def all_records(self, run: str) -> list[dict[str, Any]]:
-        """Every record of a run file, in order (verified)."""
+    def all_records(self, run: str, *, items: bool = True) -> list[dict[str, Any]]:
+        """Every record of a run file, in order (verified); without item records when not `items`
+        (a rewrite re-reads the items it keeps: decoding them all would hold the whole file's
+        values in memory at once)."""
         path = self.run_file(run)
         try:
             found = scan(path)
         except CorruptRecordError as err:
             raise CorruptCheckpointError(err.path, err.line, err.reason) from err
-        return [_parse(body, path, i + 1) for i, (_, body) in enumerate(found.records)]
+        return [
+            _parse(body, path, i + 1)
+            for i, (_, body) in enumerate(found.records)
+            if items or not body.startswith(_ITEM_HEAD)
+        ]
 
     def forget(self) -> None:
         """Drop open logs, caches and the index (after files were rewritten or removed)."""
