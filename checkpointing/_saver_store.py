@@ -80,15 +80,18 @@ class SessionIndex:
     writes: dict[tuple[str, str], list[WriteLoc]] = field(default_factory=dict)
     children: dict[tuple[str, str], int] = field(default_factory=dict)
     # (ns, channel, version as JSON) -> the checkpoint whose record stores that value
-    by_version: dict[tuple[str, str, bytes], str] = field(default_factory=dict)
+    by_version: dict[tuple[str, str, str], str] = field(default_factory=dict)
     # content hash -> (run, offset, line) of the item record holding that JSON
     items: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     ends: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
-def version_key(version: Any) -> bytes:
-    """A version as index key: its JSON, so 5, 5.0 and "5" stay distinct."""
-    return orjson.dumps(version)
+def version_key(version: Any) -> str:
+    """A version as index key: its JSON, so 5, 5.0 and "5" stay distinct.
+
+    Decoded to a str on purpose: the bytes `orjson.dumps` returns keep the 4 KB buffer they were
+    written in, and the index holds one key per stored channel value (about 15 per tool step)."""
+    return orjson.dumps(version).decode()
 
 
 class SessionStore:
