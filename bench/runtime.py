@@ -10,14 +10,15 @@ Every measurement runs in a fresh child process (so peak memory is that run's), 
 invocation of this script. Printed:
 
 - ms per tool step (median over rounds) for agentrt and the bare loops, and the ratio;
-- flatness: mean ms over steps 150-200 / mean over steps 1-50 (N >= 200);
+- flatness: mean ms over steps 150-200 / mean over steps 1-50 (N >= 200), and the last 50 steps /
+  the first 50 (N > 100);
 - bytes on disk after the turn and the growth exponent between the smallest and largest N;
 - bytes of agentrt by kind (checkpoints, events, journal, chat SQLite, blobs, other);
 - fsyncs per tool step (os.fsync/os.fdatasync calls counted in the child; `--strace` adds
   `strace -c -f` counts of fsync/fdatasync/write/openat, which include SQLite's own), and the
   marginal fsyncs per tool step, (fsyncs(Nmax) - fsyncs(Nmin)) / (Nmax - Nmin), with the per-turn
   constant fsyncs(Nmin) - marginal * Nmin;
-- peak memory (ru_maxrss of the child);
+- peak memory (ru_maxrss of the child) and its ratio agentrt / bare SqliteSaver loop;
 - next turn / `show` / `doctor` / `resume` of a 20-step vs the largest session (wall of the CLI
   process, and the same minus `agentrt --help`, i.e. the work beyond the process start).
 
@@ -421,6 +422,11 @@ def report(args: argparse.Namespace, res: dict[tuple[str, int], list[dict[str, A
         + "".join(f"{med('agentrt', n, 'bytes') / med('bare-jsonl', n, 'bytes'):>13.2f}x" for n in args.steps)
         + "   (goal <= 3x)"
     )
+    print(
+        f"{'agentrt/bare sqlite peak RSS':30}"
+        + "".join(f"{med('agentrt', n, 'rss_mb') / med('bare-sqlite', n, 'rss_mb'):>13.2f}x" for n in args.steps)
+        + "   (goal <= 2x)"
+    )
     for kind_name in KINDS:
         vals = [statistics.median(d["by_kind"][kind_name] for d in res[("agentrt", n)]) / 1e6 for n in args.steps]
         print(f"{'  agentrt ' + kind_name + ' (MB)':30}" + "".join(f"{v:>14.2f}" for v in vals))
@@ -446,13 +452,19 @@ def report(args: argparse.Namespace, res: dict[tuple[str, int], list[dict[str, A
                 vals = [res[(kind, n)][0].get("strace", {}).get(call, 0) / n for n in args.steps]
                 print(f"{kind + ' strace ' + call + '/step':30}" + "".join(f"{v:>14.1f}" for v in vals))
     for n in args.steps:
-        if n >= 200:
-            for kind in ("agentrt", "bare-sqlite"):
-                steps = res[(kind, n)][0]["steps"]
-                first, late = _mean(steps[:50]), _mean(steps[149:200])
+        for kind in ("agentrt", "bare-sqlite"):
+            steps = res[(kind, n)][0]["steps"]
+            first, last = _mean(steps[:50]), _mean(steps[-50:])
+            if n >= 200:
+                late = _mean(steps[149:200])
                 print(
                     f"flatness {kind} N={n}: steps 150-200 {late:.2f} ms vs 1-50 {first:.2f} ms = "
                     f"{late / first:.2f}x (goal <= 1.2x)"
+                )
+            if n > 100:
+                print(
+                    f"flatness {kind} N={n}: last 50 steps {last:.2f} ms vs first 50 {first:.2f} ms = "
+                    f"{last / first:.2f}x (goal <= 1.2x)"
                 )
     if len(args.steps) > 1:
         lo, hi = min(args.steps), max(args.steps)

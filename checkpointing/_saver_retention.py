@@ -74,7 +74,7 @@ def rewrite(docs: DocumentBuilder, store: SessionStore, keep: set[Key]) -> None:
         # Writes may land before their checkpoint (LangGraph's async durability): those are kept.
         recs = [
             r
-            for r in store.all_records(run)
+            for r in store.all_records(run, items=False)
             if r["k"] != "i" and ((key := (r["checkpoint_ns"], r["checkpoint_id"])) in keep or key not in known)
         ]
         per_run[run] = recs

@@ -48,7 +48,10 @@ All three are read, and every form reads back as pairs (and `[task_id, idx]` pai
 READABLE_SCHEMA_VERSIONS = frozenset({2, 3, SCHEMA_VERSION})
 ITEM_SCHEMA_VERSION = 3
 """The schema version item records are written with (their form has not changed since 3)."""
-_CACHE_BYTES = 16 * 1024 * 1024
+_CACHE_BYTES = 4 * 1024 * 1024
+"""Parsed records kept per session, by their size on disk (parsed, they take a few times more).
+A run's own reads are of its newest records (a put's parent, the DeltaChannel history back to the
+last snapshot, re-read per step only for the tail); a larger cache made a long turn's memory grow."""
 
 
 @dataclass
@@ -85,7 +88,7 @@ class SessionIndex:
     writes: dict[tuple[str, str], list[WriteLoc]] = field(default_factory=dict)
     children: dict[tuple[str, str], int] = field(default_factory=dict)
     # (ns, channel, version as JSON) -> the checkpoint whose record stores that value
-    by_version: dict[tuple[str, str, bytes], str] = field(default_factory=dict)
+    by_version: dict[tuple[str, str, str], str] = field(default_factory=dict)
     # content hash -> (run, offset, line) of the item record holding that JSON
     items: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     ends: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -93,9 +96,12 @@ class SessionIndex:
     inodes: dict[str, int] = field(default_factory=dict)
 
 
-def version_key(version: Any) -> bytes:
-    """A version as index key: its JSON, so 5, 5.0 and "5" stay distinct."""
-    return orjson.dumps(version)
+def version_key(version: Any) -> str:
+    """A version as index key: its JSON, so 5, 5.0 and "5" stay distinct.
+
+    Decoded to a str on purpose: the bytes `orjson.dumps` returns keep the 4 KB buffer they were
+    written in, and the index holds one key per stored channel value (about 15 per tool step)."""
+    return orjson.dumps(version).decode()
 
 
 class SessionStore:
@@ -355,14 +361,20 @@ class SessionStore:
         """The pending-writes records of checkpoint (ns, cp_id), in append order."""
         return [self.read(w.run, w.off, w.line) for w in self.index.writes.get((ns, cp_id), [])]
 
-    def all_records(self, run: str) -> list[dict[str, Any]]:
-        """Every record of a run file, in order (verified)."""
+    def all_records(self, run: str, *, items: bool = True) -> list[dict[str, Any]]:
+        """Every record of a run file, in order (verified); without item records when not `items`
+        (a rewrite re-reads the items it keeps: decoding them all would hold the whole file's
+        values in memory at once)."""
         path = self.run_file(run)
         try:
             found = scan(path)
         except CorruptRecordError as err:
             raise CorruptCheckpointError(err.path, err.line, err.reason) from err
-        return [_parse(body, path, i + 1) for i, (_, body) in enumerate(found.records)]
+        return [
+            _parse(body, path, i + 1)
+            for i, (_, body) in enumerate(found.records)
+            if items or not body.startswith(_ITEM_HEAD)
+        ]
 
     def forget(self) -> None:
         """Drop open logs, caches and the index (after files were rewritten or removed)."""

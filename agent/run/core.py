@@ -34,6 +34,9 @@ from graph.state import SCHEMA_VERSION
 class RunnerCore:
     """The wiring of a runner: settings, toolset, saver, compiled graph, lease, session manager, pins."""
 
+    stream_messages = False
+    """Whether runs also stream LangGraph's `messages` mode (tokens then come from its chunks)."""
+
     def __init__(self, settings: AgentSettings, saver: BaseCheckpointSaver | None = None) -> None:
         faults.install()
         self.settings = settings

@@ -13,6 +13,7 @@ from langgraph.types import StreamMode
 from agent.errors import RunInterrupted, SessionError
 from agent.results import RunEvent, RunResult
 from agent.run.reading import result
+from agent.run.tokens import TokenStream
 from agent.run.unfinished import refuse_unfinished
 from agent.session.lifecycle import RunStatus
 from agent.session.session import ChatSession
@@ -23,7 +24,10 @@ if TYPE_CHECKING:
     from agent.run.core import RunnerCore
 
 log = logging.getLogger("agentrt.runner")
-STREAM_MODES: list[StreamMode] = ["updates", "custom", "messages", "checkpoints"]
+STREAM_MODES: list[StreamMode] = ["updates", "custom", "checkpoints"]
+"""What a run streams; tokens come through `custom` (`agent.run.tokens.TokenStream`), not LangGraph's
+`messages` mode, whose handler rescans every node's input (a step would cost more as history grows).
+A runner with `stream_messages` (the server's, whose API offers that mode) adds `messages`."""
 
 
 def drive(
@@ -35,9 +39,11 @@ def drive(
         rt.builder.attach(session.session_id, recorder)
         # The nodes get this run's LoopRuntime through LangGraph's context (built by init).
         context = AgentContext(rt.builder)
-        for mode, chunk in rt.graph.stream(
-            graph_input, config, context=context, stream_mode=STREAM_MODES, durability="sync"
-        ):
+        modes: list[StreamMode] = [*STREAM_MODES, "messages"] if rt.stream_messages else STREAM_MODES
+        if not rt.stream_messages:  # the `messages` mode streams tokens itself
+            callbacks: list[Any] = list(config.get("callbacks") or [])  # type: ignore[arg-type]
+            config = {**config, "callbacks": [*callbacks, TokenStream()]}
+        for mode, chunk in rt.graph.stream(graph_input, config, context=context, stream_mode=modes, durability="sync"):
             yield from rt._translate(mode, chunk, recorder)
     except KeyboardInterrupt as err:
         raise interrupted(rt, session, recorder) from err

@@ -29,6 +29,8 @@ class ChunkRunner(AgentRunner):
     """`AgentRunner` whose streams also carry the raw graph chunks (kind `graph`); the workers run it
     too, so a turn submitted by the server streams the same modes from a worker."""
 
+    stream_messages = True  # the API's `messages` mode
+
     def _translate(self, mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEvent]:
         yield RunEvent(GRAPH_EVENT, {"mode": mode, "chunk": chunk})
         yield from super()._translate(mode, chunk, recorder)
