@@ -31,6 +31,10 @@ SKIPPED = {
     "redis-cli": "writes to the shared Redis queue: tests/integration/test_workers.py covers it",
     "export ": "environment for `langgraph dev`, a server: tests/integration/test_studio.py runs it",
     "langgraph dev": "a server: tests/integration/test_studio.py runs it",
+    "scripts/langgraph-suite": (
+        "downloads LangGraph's own tests (pip download) and runs ~1,300 of them for tens of minutes: "
+        "a by-hand check whose counts the README gives"
+    ),
     "python bench/": "benchmarks that take minutes and print figures (no pass/fail)",
     "python -m agent.loop.local_llm": "a local model server (local-llm extra): tests/cli/test_configs_run.py runs it",
     "python -m llama_cpp.server": "a local model server (local-llm extra): tests/cli/test_configs_run.py runs it",
