@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint
 
 from agent import faults
 from agent.config import DEFAULT_CONFIG_PATH, AgentSettings
@@ -50,7 +51,21 @@ def jsonl_saver(settings: AgentSettings) -> JsonlCheckpointSaver:
         fsync=p.checkpoint_fsync or p.fsync,
         keep_last=p.keep_last,
         default_tenant=settings.session.tenant_id,
+        runtime_snapshot=runtime_snapshot,
     )
+
+
+def runtime_snapshot(checkpoint: Checkpoint, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """A checkpoint document's runtime snapshot (DESIGN §4): the pins the run was written under
+    (from its metadata) and, from the state, the active skill, the todo list and the current task."""
+    values = checkpoint["channel_values"]
+    return {
+        "surface_digest": metadata.get("surface_digest"),
+        "toolset_hash": metadata.get("toolset_hash"),
+        "active_skill": values.get("active_skill"),
+        "todo": values.get("task_todo_list") or [],
+        "current_task": values.get("current_task"),
+    }
 
 
 def _wrap_put(saver: BaseCheckpointSaver) -> None:

@@ -150,6 +150,8 @@ def paused_turn(settings: AgentSettings, session_id: str, tenant_id: str | None 
     """The session's submitted turn that waits for a human's decision, if any."""
     tenant, sid = _ids(settings, session_id, tenant_id)
     return next((t for t in Inbox(settings.base_dir, tenant, sid).turns() if t.status is TurnStatus.PAUSED), None)
+
+
 def _check_session(settings: AgentSettings, inbox: Inbox, user_id: str | None, new_session: bool) -> None:
     """A turn goes to an existing session (or one a queued `--new-session` turn creates); a new one must be new."""
     tenant, sid = inbox.tenant_id, inbox.session_id

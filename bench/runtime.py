@@ -32,6 +32,7 @@ Nothing is asserted: the goals of issue 14 are printed beside the figures.
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import json
 import math
@@ -236,6 +237,7 @@ def child_commands(work: Path) -> dict[str, Any]:
     from agent.runner import AgentRunner
 
     runner = AgentRunner.from_config(work / "config.yaml")
+    gc.freeze()  # as the CLI does once its runner is built (agent.cli.common.runner)
     timed: dict[str, Any] = {}
 
     def clock(name: str, fn: Any) -> None:

@@ -225,6 +225,23 @@ class DocumentBuilder:
             new[h] = raw
         return {META_KEY: h, **{k: v for k, v in enc.items() if type(v) is not str}}
 
+    def _shared(self, enc: Any, store: SessionStore, new: Items) -> Any:
+        """An encoded plain dict stored whole as one shared item `{"$m": hash}` when it is long
+        enough (a runtime snapshot repeats from checkpoint to checkpoint: stored once)."""
+        if type(enc) is not dict or TAG in enc:
+            return enc
+        raw = orjson.dumps(enc)
+        if len(raw) < META_MIN:
+            return enc
+        h = hashlib.blake2b(raw, digest_size=16).hexdigest()
+        if h not in new and h not in store.index.items:
+            new[h] = raw
+        return {META_KEY: h}
+
+    def runtime_snapshot(self, doc: dict[str, Any], store: SessionStore) -> Any:
+        """The decoded runtime snapshot of a checkpoint record."""
+        return self.decode(metadata_json(doc.get("runtime_snapshot") or {}, store.item))
+
     def metadata(self, doc: dict[str, Any], store: SessionStore) -> Any:
         """The decoded metadata of a checkpoint record."""
         return self.decode(metadata_json(doc.get("metadata"), store.item))
@@ -254,11 +271,13 @@ class DocumentBuilder:
         store: SessionStore,
         parent_seen: Mapping[str, Any] | None,
         new: Items,
+        snapshot: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The record of one `put` (its new items added to `new`); raises before anything is written."""
         ns, cp_id = ids["ns"], checkpoint["id"]
         idx = store.index
-        parent = idx.cps.get((ns, ids["parent_id"])) if ids["parent_id"] else None
+        parent_key = (ns, ids["parent_id"])
+        parent = store.detail(parent_key) if ids["parent_id"] and parent_key in idx.cps else None
         versions = checkpoint["channel_versions"]
         task_state: dict[str, list[Any]] = {}
         encoded: dict[str, Any] = {}
@@ -281,7 +300,8 @@ class DocumentBuilder:
         )
         counters = metadata.get("counters_since_delta_snapshot")
         delta_channels = sorted(counters) if isinstance(counters, dict) else []
-        snapshot = metadata.get("runtime_snapshot")
+        if snapshot is None:
+            snapshot = metadata.get("runtime_snapshot")
         run_meta = metadata.get("run_id")
         rec: dict[str, Any] = {
             "k": "c",
@@ -302,7 +322,9 @@ class DocumentBuilder:
             "updated_channels": checkpoint.get("updated_channels"),
             "parent_writes": parent_writes,
             "delta_channels": delta_channels,
-            "runtime_snapshot": self.codec.encode(snapshot) if isinstance(snapshot, dict) else {},
+            "runtime_snapshot": self._shared(self.codec.encode(dict(snapshot)), store, new)
+            if isinstance(snapshot, Mapping)
+            else {},
             "metadata": meta_enc,
             "created_at": checkpoint["ts"],
             "checkpoint_format": checkpoint.get("v", 1),
@@ -408,7 +430,7 @@ class DocumentBuilder:
         """The record as a plain document for recovery/doctor: values left out, metadata decoded."""
         out = {k: v for k, v in doc.items() if k not in ("values", "k")}
         out["metadata"] = self.metadata(doc, store)
-        out["runtime_snapshot"] = self.decode(doc.get("runtime_snapshot") or {})
+        out["runtime_snapshot"] = self.runtime_snapshot(doc, store)
         return out
 
 
@@ -520,9 +542,10 @@ def refs_of(rec: dict[str, Any]) -> list[str]:
     """The item hashes a checkpoint or writes record references."""
     tops: list[Any] = list((rec.get("values") or {}).values()) if rec["k"] == "c" else [w[2] for w in rec["writes"]]
     out: list[str] = []
-    meta = rec.get("metadata") if rec["k"] == "c" else None
-    if isinstance(meta, dict) and META_KEY in meta and TAG not in meta:
-        out.append(meta[META_KEY])
+    for key in ("metadata", "runtime_snapshot") if rec["k"] == "c" else ():
+        shared = rec.get(key)
+        if isinstance(shared, dict) and META_KEY in shared and TAG not in shared:
+            out.append(shared[META_KEY])
     for enc in tops:
         if _is_ref(enc):
             out.append(enc[ITEM_KEY])
@@ -542,7 +565,8 @@ def chunk_refs(value: Any) -> list[str]:
 def _known_home(store: SessionStore, ns: str, ch: str, ver: Any, parent: Any) -> str | None:
     """The checkpoint already storing `ch` at version `ver`: the parent's, else any in the thread."""
     key = version_key(ver)
-    if parent is not None and ch in parent.homes and version_key(parent.versions.get(ch)) == key:
-        home: str = parent.homes[ch]
+    homes, versions = (parent.homes, parent.versions) if parent is not None else (None, None)
+    if homes is not None and versions is not None and ch in homes and version_key(versions.get(ch)) == key:
+        home: str = homes[ch]
         return home
-    return store.index.by_version.get((ns, ch, key))
+    return store.home_of(ns, ch, key)

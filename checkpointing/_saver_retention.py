@@ -24,18 +24,18 @@ def closure(store: SessionStore, seeds: set[Key]) -> set[Key]:
     idx = store.index
     keep: set[Key] = set()
     for key in seeds:
-        loc = idx.cps.get(key)
-        if loc is None:
+        if key not in idx.cps:
             continue
+        loc = store.detail(key)
         keep.add(key)
-        need = set(loc.missing)
+        need = set(loc.missing or ())
         ns, cur = key[0], loc.parent
         while need and cur:
-            anc = idx.cps.get((ns, cur))
-            if anc is None:
+            if (ns, cur) not in idx.cps:
                 break
+            anc = store.detail((ns, cur))
             keep.add((ns, cur))
-            need -= set(anc.homes)
+            need -= set(anc.homes or ())
             cur = anc.parent
     return keep
 

@@ -4,9 +4,13 @@
     sessions/<thread>/pins.json                      checkpoint ids that retention must keep
 
 The index is built by one verified scan of each run file when the session is first opened in a
-process, and caught up from the bytes past its end when another process grew a file. It is never
-written to disk; a run file found replaced (another inode: another saver deleted and restarted the
-thread) is indexed again from scratch. Each run file's append descriptor stays open between
+process, and caught up from the bytes past its end when another process grew a file. A process
+that appends persists each run file's part of it beside the file (`checkpoints.jsonl.idx`, see
+`checkpointing.indexfile`: a checked cache, never the data), so the next process reads that and
+scans only the records past it: opening a long session costs its tail, not its history. A
+checkpoint's channel homes and versions are then read from its record when first needed. A run
+file found replaced (another inode: another saver deleted and restarted the thread) is indexed
+again from scratch. Each run file's append descriptor stays open between
 appends and is closed when the session is rewritten, removed or evicted, or when its file was
 replaced, so no append goes to a file that is no longer there. Reads never modify files: a torn
 tail is skipped, a damaged complete record raises `CorruptCheckpointError` naming file and line.
@@ -14,6 +18,7 @@ tail is skipped, a damaged complete record raises `CorruptCheckpointError` namin
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections import OrderedDict
@@ -23,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from checkpointing import indexfile
 from checkpointing.errors import CorruptCheckpointError, CorruptRecordError, UnknownSchemaError
 from checkpointing.layout import CHECKPOINTS_FILE, RUNS
 from checkpointing.records import (
@@ -39,6 +45,9 @@ from checkpointing.records import (
 )
 
 PINS = "pins.json"
+_SAVE_EVERY = 256 * 1024
+"""A run's index is persisted when the file grew this much (or by half) since it last was."""
+log = logging.getLogger(__name__)
 SCHEMA_VERSION = 4
 """4: a checkpoint record lists the distinct homes of its channels once (`homes`) and `task_state`
 maps a channel to an index into that list, and `parent_writes` holds one `[task_id, idx, ...]` per
@@ -56,16 +65,19 @@ last snapshot, re-read per step only for the tail); a larger cache made a long t
 
 @dataclass
 class CpLoc:
-    """Where a checkpoint record is, plus what reads and retention need without reading it."""
+    """Where a checkpoint record is, plus what reads and retention need without reading it.
+
+    `homes`, `versions` and `missing` are None until read from the record (`SessionStore.detail`)
+    when the location came from a persisted index."""
 
     run: str
     off: int
     line: int
     parent: str | None
-    homes: dict[str, str]
-    versions: dict[str, Any]
     meta_run: str | None
-    missing: list[str]
+    homes: dict[str, str] | None = None
+    versions: dict[str, Any] | None = None
+    missing: list[str] | None = None
 
 
 @dataclass
@@ -91,7 +103,13 @@ class SessionIndex:
     by_version: dict[tuple[str, str, str], str] = field(default_factory=dict)
     # content hash -> (run, offset, line) of the item record holding that JSON
     items: dict[str, tuple[str, int, int]] = field(default_factory=dict)
+    # run -> item records in that run whose hash `items` locates in another run (a rewrite copies)
+    dup_items: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)
+    # run -> (end of the last intact record, records up to there), and where that last record starts
     ends: dict[str, tuple[int, int]] = field(default_factory=dict)
+    lasts: dict[str, tuple[int, str]] = field(default_factory=dict)  # (offset, checksum)
+    # some checkpoints' homes are not read yet (from a persisted index): `by_version` is incomplete
+    partial: bool = False
     # run -> inode of the file indexed: another inode means it was replaced (index from scratch)
     inodes: dict[str, int] = field(default_factory=dict)
 
@@ -119,6 +137,8 @@ class SessionStore:
         self._cache: OrderedDict[tuple[str, int], tuple[dict[str, Any], int]] = OrderedDict()
         self._cache_bytes = 0
         self._runs_sig: tuple[int, int, int] | None = None
+        self._saved: dict[str, int] = {}  # run -> end of the file its persisted index covers
+        self._saved_due: set[str] = set()  # runs appended to since their index was persisted
         self._run_list: list[str] = []
         # item hash -> decoded value (messages) for reads; see DocumentBuilder.decode_item.
         self.decoded: OrderedDict[str, tuple[Any, int]] = OrderedDict()
@@ -194,6 +214,8 @@ class SessionStore:
                 # place (deleted and started again by another saver): start over.
                 return self._catch_up(self._reset())
             idx.inodes[run] = ino
+            if run not in idx.ends and size and (snap := indexfile.load(path)) is not None:
+                end, lines = self._restore(idx, run, snap) or (end, lines)
             if size == end:
                 continue
             try:
@@ -203,12 +225,75 @@ class SessionStore:
             for i, (off, body) in enumerate(found.records):
                 h = _item_hash(body)
                 if h is not None:  # an item's value is parsed when it is read, not to index it
-                    idx.items[h] = (run, off, lines + 1 + i)
+                    _add_item(idx, h, run, off, lines + 1 + i)
                     continue
                 rec = _parse(body, path, lines + 1 + i)
                 _apply(idx, run, off, lines + 1 + i, rec)
+            if found.records:
+                off, body = found.records[-1]
+                idx.lasts[run] = (off, indexfile.record_crc(body))
             idx.ends[run] = (found.good, lines + len(found.records))
         return None
+
+    # -- the persisted index -------------------------------------------------------------------
+
+    def _restore(self, idx: SessionIndex, run: str, snap: indexfile.Snapshot) -> tuple[int, int] | None:
+        """Index run file `run` from its persisted index; the (end, lines) it covers, or None (and
+        nothing indexed) when the index is not of the shape `save_index` writes."""
+        try:
+            state = snap.state
+            cps = [
+                (str(ns), str(cp), int(off), int(line), parent, meta)
+                for ns, cp, off, line, parent, meta in state["cps"]
+            ]
+            writes = [
+                (str(ns), str(cp), WriteLoc(run, int(off), int(line), str(task), [int(i) for i in idxs]))
+                for ns, cp, off, line, task, idxs in state["writes"]
+            ]
+            items = [(str(h), int(off), int(line)) for h, off, line in state["items"]]
+            last = (int(state["last"][0]), str(state["last"][1]))
+        except (KeyError, TypeError, ValueError) as err:
+            log.warning("index of %s has an unknown shape (%s): scanning the file", self.run_file(run), err)
+            return None
+        for ns, cp_id, off, line, parent, meta_run in cps:
+            idx.cps[(ns, cp_id)] = CpLoc(run, off, line, parent, meta_run)
+            if parent:
+                idx.children[(ns, parent)] = idx.children.get((ns, parent), 0) + 1
+            if cp_id > idx.latest.get(ns, ""):
+                idx.latest[ns] = cp_id
+        for ns, cp_id, w in writes:
+            idx.writes.setdefault((ns, cp_id), []).append(w)
+        for h, off, line in items:
+            _add_item(idx, h, run, off, line)
+        idx.partial = idx.partial or bool(cps)
+        idx.lasts[run] = last
+        idx.ends[run] = (snap.end, snap.lines)
+        self._saved[run] = snap.end
+        return snap.end, snap.lines
+
+    def save_index(self, run: str | None = None) -> None:
+        """Persist the index of run file `run` (every run this store appended to when None)."""
+        idx = self._idx
+        if idx is None:
+            return
+        # A store that appended also indexes the session's other run files (written before, or by
+        # an older agentrt): the next open of a long session is then cheap whichever run grew it.
+        due = [run] if run is not None else sorted(self._saved_due | set(idx.ends) if self._saved_due else ())
+        for r in due:
+            self._saved_due.discard(r)
+            end, lines = idx.ends.get(r, (0, 0))
+            if not lines or self._saved.get(r) == end or r not in idx.lasts:
+                continue
+            cps = [[ns, cp, c.off, c.line, c.parent, c.meta_run] for (ns, cp), c in idx.cps.items() if c.run == r]
+            writes = [
+                [ns, cp, w.off, w.line, w.task, w.idxs] for (ns, cp), ws in idx.writes.items() for w in ws if w.run == r
+            ]
+            items = [[h, loc[1], loc[2]] for h, loc in idx.items.items() if loc[0] == r]
+            items += [list(d) for d in idx.dup_items.get(r, ())]
+            last, crc = idx.lasts[r]
+            state = {"cps": cps, "writes": writes, "items": items, "last": [last, crc]}
+            indexfile.save(self.run_file(r), end, lines, last, crc, state)
+            self._saved[r] = end
 
     def index_from(self, run: str, recs: list[tuple[int, dict[str, Any]]], good: int) -> None:
         """Index run file `run` from records its caller has just read and checksum-verified
@@ -228,11 +313,15 @@ class SessionStore:
         except Exception:
             self._reset()  # nothing half-indexed: the next read scans the files itself
             raise
+        if recs:
+            off, rec = recs[-1]
+            idx.lasts[run] = (off, indexfile.record_crc(_line_at(path, off)))
         idx.ends[run] = (good, len(recs))
         self._checked = False
 
     def _reset(self) -> SessionIndex:
         self.close_files()
+        self._saved.clear()
         self._idx = idx = SessionIndex()
         self._cache.clear()
         self._cache_bytes = 0
@@ -274,19 +363,42 @@ class SessionStore:
         if ino := log.inode():
             idx.inodes[run] = ino
         for i, h in enumerate(hashes):
-            idx.items[h] = (run, offs[i], lines + 1 + i)
+            _add_item(idx, h, run, offs[i], lines + 1 + i)
         lines += len(hashes)
         _apply(idx, run, offs[-1], lines + 1, record)
-        idx.ends[run] = (offs[-1] + len(frames[-1]), lines + 1)
+        end = offs[-1] + len(frames[-1])
+        idx.ends[run] = (end, lines + 1)
+        idx.lasts[run] = (offs[-1], indexfile.record_crc(frames[-1]))
         self._cache_put((run, offs[-1]), record, len(frames[-1]))
+        self._saved_due.add(run)
+        saved = self._saved.get(run, 0)
+        if end - saved > max(_SAVE_EVERY, saved // 2):  # geometric: the saves of a run cost O(its size)
+            self.save_index(run)
         return wait
+
+    def detail(self, key: tuple[str, str]) -> CpLoc:
+        """The index entry of checkpoint `key` with its homes, versions and missing channels."""
+        loc = self.index.cps[key]
+        if loc.homes is None:
+            _fill(self.index, loc, self.read(loc.run, loc.off, loc.line))
+        return loc
+
+    def home_of(self, ns: str, ch: str, version: str) -> str | None:
+        """The checkpoint whose record stores channel `ch` at `version` (a `version_key`), if any."""
+        idx = self.index
+        if idx.partial:  # rare (a put whose parent lacks the value): read the remaining homes once
+            for key, loc in list(idx.cps.items()):
+                if loc.homes is None and key[0] == ns:
+                    self.detail(key)
+            idx.partial = any(loc.homes is None for loc in idx.cps.values())
+        return idx.by_version.get((ns, ch, version))
 
     def item(self, h: str) -> Any:
         """The JSON value stored under content hash `h` (its record checksum-verified)."""
         loc = self.index.items.get(h)
         if loc is None:
             raise CorruptCheckpointError(str(self.runs_dir), 0, f"stored item {h} is missing")
-        return self.read(*loc)["v"]
+        return self._keyed(self.read(*loc), loc, "h", h)["v"]
 
     def items(self, hashes: list[str]) -> list[Any]:
         """The values of several items, in the order asked; each run file is opened once and read
@@ -307,13 +419,15 @@ class SessionStore:
             with open(self.run_file(run), "rb") as fh:
                 for off, line, i in sorted(wanted):
                     fh.seek(off)
-                    out[i] = self._verified(fh.readline(), run, off, line)["v"]
+                    rec = self._verified(fh.readline(), run, off, line)
+                    out[i] = self._keyed(rec, (run, off, line), "h", hashes[i])["v"]
         return out
 
     def sync(self) -> None:
-        """fsync every run file appended to."""
+        """fsync every run file appended to (and persist their indexes)."""
         for log in self._logs.values():
             log.sync()
+        self.save_index()
 
     def close_files(self) -> None:
         """Close the run files' append descriptors (they reopen on the next append)."""
@@ -355,11 +469,26 @@ class SessionStore:
     def doc(self, ns: str, cp_id: str) -> dict[str, Any] | None:
         """The checkpoint record (ns, cp_id), or None when it is not in this session."""
         loc = self.index.cps.get((ns, cp_id))
-        return None if loc is None else self.read(loc.run, loc.off, loc.line)
+        if loc is None:
+            return None
+        return self._keyed(self.read(loc.run, loc.off, loc.line), (loc.run, loc.off, loc.line), "checkpoint_id", cp_id)
 
     def writes_records(self, ns: str, cp_id: str) -> list[dict[str, Any]]:
         """The pending-writes records of checkpoint (ns, cp_id), in append order."""
-        return [self.read(w.run, w.off, w.line) for w in self.index.writes.get((ns, cp_id), [])]
+        return [
+            self._keyed(self.read(w.run, w.off, w.line), (w.run, w.off, w.line), "checkpoint_id", cp_id)
+            for w in self.index.writes.get((ns, cp_id), [])
+        ]
+
+    def _keyed(self, rec: dict[str, Any], loc: tuple[str, int, int], key: str, want: str) -> dict[str, Any]:
+        """`rec`, after checking it is the record the index says is there (an index is a cache)."""
+        if rec.get(key) != want:
+            raise CorruptCheckpointError(
+                str(self.run_file(loc[0])),
+                loc[2],
+                f"the index locates {key} {want} at byte {loc[1]}, another record is there",
+            )
+        return rec
 
     def all_records(self, run: str, *, items: bool = True) -> list[dict[str, Any]]:
         """Every record of a run file, in order (verified); without item records when not `items`
@@ -386,9 +515,12 @@ class SessionStore:
         self.decoded_bytes = 0
         self._runs_sig = None
         self._idx = None
+        self._saved.clear()
+        self._saved_due.clear()
 
     def replace_run(self, run: str, records: list[dict[str, Any]]) -> None:
         """Atomically replace a run file with `records` (or remove the run when empty)."""
+        indexfile.remove(self.run_file(run))
         if not records:
             shutil.rmtree(self.runs_dir / run, ignore_errors=True)
             return
@@ -417,6 +549,12 @@ class SessionStore:
     def set_pins(self, pins: set[tuple[str, str]]) -> None:
         """Replace the pinned set (atomic file rewrite)."""
         atomic_write(self.dir / PINS, encode_record({"pinned": sorted([list(p) for p in pins])}))
+
+
+def _line_at(path: Path, off: int) -> bytes:
+    with open(path, "rb") as fh:
+        fh.seek(off)
+        return fh.read(64)
 
 
 def item_frame(h: str, raw: bytes) -> bytes:
@@ -507,25 +645,37 @@ def _checked(rec: Any, path: Path, line: int) -> dict[str, Any]:
     return rec
 
 
+def _add_item(idx: SessionIndex, h: str, run: str, off: int, line: int) -> None:
+    old = idx.items.get(h)
+    if old is not None and old[0] != run:
+        idx.dup_items.setdefault(old[0], []).append((h, old[1], old[2]))
+    idx.items[h] = (run, off, line)
+
+
+def _fill(idx: SessionIndex, loc: CpLoc, rec: dict[str, Any]) -> None:
+    """Complete `loc` (and `by_version`) from its checkpoint record."""
+    ns, cp_id = rec["checkpoint_ns"], rec["checkpoint_id"]
+    loc.homes = {ch: h for ch, (_, h) in rec["task_state"].items()}
+    loc.versions = rec["channel_versions"]
+    loc.missing = [ch for ch in rec.get("delta_channels", []) if ch not in loc.homes]
+    for ch, (ver, home) in rec["task_state"].items():
+        if home == cp_id:
+            idx.by_version[(ns, ch, version_key(ver))] = cp_id
+
+
 def _apply(idx: SessionIndex, run: str, off: int, line: int, rec: dict[str, Any]) -> None:
     if rec["k"] == "i":
-        idx.items[rec["h"]] = (run, off, line)
+        _add_item(idx, rec["h"], run, off, line)
         return
     ns, cp_id = rec["checkpoint_ns"], rec["checkpoint_id"]
     if rec["k"] == "c":
-        homes = {ch: h for ch, (_, h) in rec["task_state"].items()}
-        versions = rec["channel_versions"]
-        meta_run = rec.get("run_id_meta")
-        missing = [ch for ch in rec.get("delta_channels", []) if ch not in homes]
         parent = rec.get("parent_checkpoint_id")
-        idx.cps[(ns, cp_id)] = CpLoc(run, off, line, parent, homes, versions, meta_run, missing)
+        loc = idx.cps[(ns, cp_id)] = CpLoc(run, off, line, parent, rec.get("run_id_meta"))
+        _fill(idx, loc, rec)
         if parent:
             idx.children[(ns, parent)] = idx.children.get((ns, parent), 0) + 1
         if cp_id > idx.latest.get(ns, ""):
             idx.latest[ns] = cp_id
-        for ch, (ver, home) in rec["task_state"].items():
-            if home == cp_id:
-                idx.by_version[(ns, ch, version_key(ver))] = cp_id
     else:
         idxs = [int(w[0]) for w in rec["writes"]]
         idx.writes.setdefault((ns, cp_id), []).append(WriteLoc(run, off, line, str(rec["task_id"]), idxs))

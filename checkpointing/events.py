@@ -18,6 +18,7 @@ Framing, checksums and the torn-tail rule are those of `checkpointing.records`.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import threading
@@ -28,6 +29,7 @@ from typing import Any
 
 import uuid6
 
+from checkpointing import indexfile
 from checkpointing.blobs import BLOB_KEY, BlobStore, is_blob_ref
 from checkpointing.errors import CorruptRecordError, UnknownSchemaError
 from checkpointing.fencing import FencingGuard
@@ -43,10 +45,18 @@ from checkpointing.records import (
     dumps,
     frame,
     loads,
+    read_record_at,
     scan,
 )
 
 SCHEMA_VERSION = 2
+_SAVE_EVERY = 64 * 1024
+"""The index is persisted when the log grew this much (or by half) since it last was."""
+_PREVIOUS = 1
+"""In the persisted index: this entry's parent is the entry before it (the common case)."""
+_SEEKS_MAX = 64
+"""A read needing more bodies than this (not in memory) scans the log once instead of seeking."""
+_log = logging.getLogger(__name__)
 HEADER_FIELDS = ("tenant_id", "agent_id", "user_id", "session_id", "created_at", "config_digest")
 
 EVENT_TYPES: frozenset[str] = frozenset(
@@ -84,21 +94,21 @@ _ENVELOPE = re.compile(
 
 
 class _Rec:
-    """One indexed entry: its envelope, and its verified JSON body (the payload parsed on demand)."""
+    """One indexed entry: its envelope, where it is, and its verified JSON body once read (the
+    payload is parsed on demand; an entry indexed from the persisted index has no body yet)."""
 
-    __slots__ = ("body", "branch_id", "id", "parent_id", "type")
+    __slots__ = ("body", "branch_id", "id", "line", "off", "parent_id", "type")
 
-    def __init__(self, eid: str, parent_id: str | None, branch_id: str, type: str, body: bytes) -> None:
+    def __init__(
+        self, eid: str, parent_id: str | None, branch_id: str, type: str, body: bytes | None, off: int, line: int
+    ) -> None:
         self.id = eid
         self.parent_id = parent_id
         self.branch_id = branch_id
         self.type = type
         self.body = body
-
-    def full(self) -> dict[str, Any]:
-        """The entry as stored (blob references unresolved)."""
-        rec: dict[str, Any] = loads(self.body)
-        return rec
+        self.off = off
+        self.line = line
 
 
 def new_entry_id() -> str:
@@ -160,18 +170,21 @@ class EventLog:
         self._order: list[str] = []
         self._children: dict[str | None, list[str]] = {}
         self._branch_leaf: dict[str, str] = {}
+        self._saved = 0  # end of the log its persisted index covers
+        self._last: tuple[int, str] = (0, "")  # offset and checksum of the last indexed record
+        self._appended = False  # only a process that appended persists the index
         self._fence = FencingGuard(self.path.parent)
 
     # -- index --------------------------------------------------------------------------------
 
-    def _index_body(self, body: bytes, line: int) -> None:
+    def _index_body(self, body: bytes, line: int, off: int) -> None:
         m = _ENVELOPE.match(body) if line > 1 else None
         if m is None:
-            self._index(_loads(body), line, body)
+            self._index(_loads(body), line, body, off)
             return
         eid, parent, branch, etype = (g.decode() if g is not None else None for g in m.groups())
         assert eid is not None and branch is not None and etype is not None
-        self._add(_Rec(eid, parent, branch, etype, body))
+        self._add(_Rec(eid, parent, branch, etype, body, off, line))
 
     def _add(self, rec: _Rec) -> None:
         self._records[rec.id] = rec
@@ -179,23 +192,81 @@ class EventLog:
         self._children.setdefault(rec.parent_id, []).append(rec.id)
         self._branch_leaf[rec.branch_id] = rec.id
 
-    def _index(self, rec: dict[str, Any], line: int, body: bytes) -> None:
+    def _index(self, rec: dict[str, Any], line: int, body: bytes, off: int) -> None:
         if rec.get("kind") == "header":
             if line != 1:
                 raise CorruptRecordError(str(self.path), line, "a second header inside the log")
-            if rec.get("schema_version") != SCHEMA_VERSION:
-                raise UnknownSchemaError(
-                    f"{self.path}: event log schema_version {rec.get('schema_version')!r} is not "
-                    f"{SCHEMA_VERSION}; upgrade agentrt to read it"
-                )
-            self._header = rec
+            self._set_header(rec)
             return
         if line == 1:
             raise CorruptRecordError(str(self.path), 1, "the first record is not the session header")
         eid = rec.get("id")
         if not isinstance(eid, str) or not isinstance(rec.get("branch_id"), str) or "type" not in rec:
             raise CorruptRecordError(str(self.path), line, "entry lacks id, branch_id or type")
-        self._add(_Rec(eid, rec.get("parent_id"), rec["branch_id"], str(rec["type"]), body))
+        self._add(_Rec(eid, rec.get("parent_id"), rec["branch_id"], str(rec["type"]), body, off, line))
+
+    def _set_header(self, rec: dict[str, Any]) -> None:
+        if rec.get("schema_version") != SCHEMA_VERSION:
+            raise UnknownSchemaError(
+                f"{self.path}: event log schema_version {rec.get('schema_version')!r} is not "
+                f"{SCHEMA_VERSION}; upgrade agentrt to read it"
+            )
+        self._header = rec
+
+    def _restore(self) -> bool:
+        """Index the log from its persisted index (then only the entries past it are scanned)."""
+        snap = indexfile.load(self.path)
+        if snap is None:
+            return False
+        try:
+            st = snap.state
+            ids, offs = st["ids"], st["offs"]
+            if len(ids) != len(offs):
+                raise ValueError("columns of different lengths")
+            recs: list[_Rec] = []
+            prev: str | None = None
+            for i, (eid, parent, branch, etype, off) in enumerate(
+                zip(ids, st["parents"], st["branches"], st["types"], offs, strict=True)
+            ):
+                pid = prev if parent == _PREVIOUS else None if parent is None else str(parent)
+                recs.append(_Rec(str(eid), pid, str(branch), str(etype), None, int(off), i + 2))
+                prev = str(eid)
+            last = (int(st["last"][0]), str(st["last"][1]))
+        except (KeyError, TypeError, ValueError) as err:
+            _log.warning("index of %s has an unknown shape (%s): scanning the log", self.path, err)
+            return False
+        # The header is read from the log itself (verified): it is the session's identity.
+        header = read_record_at(self.path, 0, 1)
+        if header.get("kind") != "header":
+            raise CorruptRecordError(str(self.path), 1, "the first record is not the session header")
+        self._set_header(header)
+        for rec in recs:
+            self._add(rec)
+        self._size, self._line, self._saved = snap.end, snap.lines, snap.end
+        self._last = last
+        return True
+
+    def save_index(self) -> None:
+        """Persist the index beside the log (when this process appended since it last did), so
+        the next process to open the log scans only what was appended after."""
+        with self._lock:
+            if not self._loaded or self._saved == self._size or self._header is None or not self._appended:
+                return
+            recs = [self._records[i] for i in self._order]
+            # Columns of plain values (few objects to parse); a parent that is the entry before is 1.
+            prevs = [None, *self._order[:-1]]
+            state = {
+                "ids": self._order,
+                "parents": [
+                    _PREVIOUS if r.parent_id == p and p else r.parent_id for r, p in zip(recs, prevs, strict=True)
+                ],
+                "branches": [r.branch_id for r in recs],
+                "types": [r.type for r in recs],
+                "offs": [r.off for r in recs],
+                "last": list(self._last),
+            }
+            indexfile.save(self.path, self._size, self._line, self._last[0], self._last[1], state)
+            self._saved = self._size
 
     def _load(self) -> None:
         if self._loaded:
@@ -209,10 +280,17 @@ class EventLog:
             # The file was removed, replaced or cut by someone else: the index is void.
             self._reset()
         # A read never modifies the file: a torn tail is left for the appender (or recovery) to cut.
+        if self._restore():
+            self._ino = self.path.stat().st_ino
+            self._loaded = True
+            self._catch_up()
+            return
         found = scan(self.path)
-        for _, body in found.records:
+        for off, body in found.records:
             self._line += 1
-            self._index_body(body, self._line)
+            self._index_body(body, self._line, off)
+        if found.records:
+            self._last = (found.records[-1][0], indexfile.record_crc(found.records[-1][1]))
         if self.path.exists():
             self._size, self._ino = found.good, self.path.stat().st_ino
         self._loaded = True
@@ -224,9 +302,11 @@ class EventLog:
             return
         # An incomplete last line is another writer's record still in flight: taken next time.
         found = scan(self.path, self._size, self._line + 1)
-        for _, body in found.records:
+        for off, body in found.records:
             self._line += 1
-            self._index_body(body, self._line)
+            self._index_body(body, self._line, off)
+        if found.records:
+            self._last = (found.records[-1][0], indexfile.record_crc(found.records[-1][1]))
         self._size = found.good
 
     # -- header -------------------------------------------------------------------------------
@@ -261,6 +341,8 @@ class EventLog:
 
     def _reset(self) -> None:
         self._loaded = False
+        self._saved = 0
+        self._last = (0, "")
         self._ino = -1
         self._size = 0
         self._line = 0
@@ -318,8 +400,12 @@ class EventLog:
                 self._catch_up()
             else:
                 self._line += 1
-                self._index(rec, self._line, raw)
+                self._index(rec, self._line, raw, offset)
                 self._size = offset + len(framed)
+                self._last = (offset, indexfile.record_crc(framed))
+            self._appended = True
+            if self._size - self._saved > max(_SAVE_EVERY, self._saved // 2):
+                self.save_index()
             return self._resolve(rec)
 
     def _store_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -330,9 +416,32 @@ class EventLog:
 
     # -- reads --------------------------------------------------------------------------------
 
+    def _full(self, rec: _Rec) -> dict[str, Any]:
+        """The entry as stored (blob references unresolved), its line read and verified if needed."""
+        if rec.body is None:
+            try:
+                full = read_record_at(self.path, rec.off, rec.line)
+            except FileNotFoundError as err:
+                raise CorruptRecordError(str(self.path), rec.line, "the log was removed under us") from err
+            if full.get("id") != rec.id:
+                raise CorruptRecordError(str(self.path), rec.line, f"entry {rec.id} is not where the index says")
+            return full
+        out: dict[str, Any] = loads(rec.body)
+        return out
+
+    def _with_bodies(self, recs: list[_Rec]) -> list[_Rec]:
+        """`recs`, their bodies read in one verified scan of the log when many are missing (a
+        whole-history read), instead of one seek each."""
+        if sum(1 for r in recs if r.body is None) > _SEEKS_MAX:
+            at = {off: body for off, body in scan(self.path, 0, 1).records}
+            for r in recs:
+                if r.body is None:
+                    r.body = at.get(r.off)
+        return recs
+
     def _resolve(self, rec: dict[str, Any] | _Rec) -> Entry:
         if isinstance(rec, _Rec):
-            rec = rec.full()
+            rec = self._full(rec)
         payload = rec.get("payload") or {}
         if is_blob_ref(payload):
             loaded = json.loads(self.blobs.get(payload[BLOB_KEY]).decode("utf-8"))
@@ -355,8 +464,10 @@ class EventLog:
         types: the others are skipped without reading their payloads)."""
         with self._lock:
             self._load()
-            recs = (self._records[i] for i in self._order)
-            return [self._resolve(r) for r in recs if types is None or r.type in types]
+            recs = self._with_bodies(
+                [self._records[i] for i in self._order if types is None or self._records[i].type in types]
+            )
+            return [self._resolve(r) for r in recs]
 
     def newest(self, types: frozenset[str] | set[str], run_id: str | None = None) -> Entry | None:
         """The newest entry of one of `types` (whose payload names `run_id`, when given), or None.
@@ -377,7 +488,7 @@ class EventLog:
         """Every entry as stored (blob references unresolved), in append order."""
         with self._lock:
             self._load()
-            return [self._records[i].full() for i in self._order]
+            return [self._full(r) for r in self._with_bodies([self._records[i] for i in self._order])]
 
     def envelopes(self) -> list[dict[str, Any]]:
         """Every entry's `{id, parent_id, branch_id, type}` in append order (no payload is read)."""
@@ -392,7 +503,7 @@ class EventLog:
             self._load()
             if entry_id not in self._records:
                 raise KeyError(f"entry {entry_id} is not in {self.path}")
-            return self._records[entry_id].full()
+            return self._full(self._records[entry_id])
 
     def has(self, entry_id: str) -> bool:
         """Whether the entry exists."""

@@ -54,6 +54,8 @@ from checkpointing.validation import validate_metadata
 _MAX_NS = 1024
 _MAX_OPEN_SESSIONS = 128
 DocumentHook = Callable[[dict[str, Any]], None]
+SnapshotHook = Callable[[Checkpoint, Mapping[str, Any]], Mapping[str, Any] | None]
+"""The `runtime_snapshot` hook: (checkpoint, metadata) -> the document's runtime snapshot."""
 
 
 class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
@@ -75,6 +77,11 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         expect_metadata: metadata keys a loaded checkpoint must carry with these values, else
             `DocumentMismatch` (how a caller pins graph version, digests, ...).
         validate: called with each loaded document (a plain dict); may raise to refuse it.
+        runtime_snapshot: called on every `put` with (checkpoint, metadata); the JSON-able
+            mapping it returns is the document's `runtime_snapshot` (what the caller wants to
+            see beside the state without decoding it: agentrt's pins, active skill, todo list).
+            Identical snapshots are stored once per session. Without it (or when it returns
+            None), a mapping under metadata key "runtime_snapshot" is used, else `{}`.
         default_tenant / default_run: used when the config carries no tenant_id / run_id.
     """
 
@@ -92,6 +99,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         default_tenant: str = "default",
         default_run: str = "main",
         codec: CheckpointStateCodec | None = None,
+        runtime_snapshot: SnapshotHook | None = None,
         **_legacy: Any,
     ) -> None:
         self.codec = codec or CheckpointStateCodec(allowed_types)
@@ -106,6 +114,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         self.keep_last = keep_last
         self.expect_metadata = dict(expect_metadata or {})
         self.validate = validate
+        self.runtime_snapshot = runtime_snapshot
         self.default_tenant = validate_id(default_tenant, "default_tenant")
         self.default_run = validate_id(default_run, "default_run")
         self.docs = DocumentBuilder(self.codec, item_min_bytes)
@@ -311,7 +320,8 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
             parent = store.doc(ids["ns"], ids["parent_id"]) if ids["parent_id"] else None
             new: dict[str, bytes] = {}
             seen = parent["versions_seen"] if parent else None
-            rec = self.docs.checkpoint_record(ids, config, checkpoint, meta, new_versions, store, seen, new)
+            snap = self.runtime_snapshot(checkpoint, meta) if self.runtime_snapshot is not None else None
+            rec = self.docs.checkpoint_record(ids, config, checkpoint, meta, new_versions, store, seen, new, snap)
             with self._fence(store, config):
                 wait = store.append(ids["run"], rec, items=new)
             if self.keep_last is not None:
@@ -448,10 +458,18 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
             store.set_pins(store.pins() - {(ids["ns"], ids["cp_id"] or "")})
 
     def flush(self) -> None:
-        """Make every record appended so far durable (for fsync="batch")."""
+        """Make every record appended so far durable (for fsync="batch"), and persist the indexes."""
         with self._lock:
             for store in self._stores.values():
                 store.sync()
+
+    def save_indexes(self) -> None:
+        """Persist the index of every run file this saver appended to (no fsync: it is a cache),
+        so the next process that opens those sessions reads only what was appended after. Also
+        done on its own as a run file grows, and by `flush`; call it when a run ends."""
+        with self._lock:
+            for store in self._stores.values():
+                store.save_index()
 
     # -- DeltaChannel fast path ----------------------------------------------------------------
 

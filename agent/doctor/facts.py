@@ -418,7 +418,7 @@ def _latest_doc_from_files(facts: SessionFacts) -> dict[str, Any] | None:
     out = {k: v for k, v in newest.items() if k not in ("values", "k")}
     try:
         out["metadata"] = codec.decode(metadata_json(newest.get("metadata") or {}, items.__getitem__))
-        out["runtime_snapshot"] = codec.decode(newest.get("runtime_snapshot") or {})
+        out["runtime_snapshot"] = codec.decode(metadata_json(newest.get("runtime_snapshot") or {}, items.__getitem__))
     except Exception:  # evidence only: an undecodable record leaves the pins unknown
         out["metadata"], out["runtime_snapshot"] = {}, {}
     return out

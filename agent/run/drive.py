@@ -56,6 +56,11 @@ def drive(
     finally:
         rt.builder.detach(session.session_id)
         _commit_quietly(recorder)
+        # The next process opening the session reads the persisted indexes and only the tail.
+        save_indexes = getattr(rt.saver, "save_indexes", None)
+        if save_indexes is not None:
+            save_indexes()
+        rt.manager.jsonl.event_log(session.tenant_id, session.session_id).save_index()
     res = result(rt, session.session_id, session.tenant_id)
     res.run_id = conf["run_id"]
     finish(rt, session, recorder, res)

@@ -74,3 +74,20 @@ def test_sandbox_manifest_follows_the_room(tmp_path: Path) -> None:
     runner, _, result = _run_demo(tmp_path)
     manifest = runner.state(result["session_id"])["sandbox_manifest"]
     assert sorted(manifest) == ["outbox/team-report.md", "report.md"]
+
+
+def test_demo_checkpoint_documents_carry_the_real_runtime_snapshot(tmp_path: Path) -> None:
+    """Each checkpoint document's runtime snapshot holds the run's pins, skill and todo list as
+    the state had them, and its next nodes are LangGraph's own."""
+    runner, _, result = _run_demo(tmp_path)
+    cfg = {"configurable": {"thread_id": result["session_id"], "tenant_id": "default"}}
+    history = list(runner.graph.get_state_history(cfg))
+    docs = [runner.saver.get_document(s.config) for s in history]  # type: ignore[attr-defined]
+    snaps = [d["runtime_snapshot"] for d in docs if d is not None]
+    assert len(snaps) == len(history) > 20
+    newest = snaps[0]
+    assert newest["active_skill"] == "data-analyst"
+    assert [t["status"] for t in newest["todo"]] == ["done"] * len(newest["todo"]) and newest["todo"]
+    assert newest["surface_digest"].startswith("sha256:") and newest["toolset_hash"].startswith("sha256:")
+    assert any(any(t["status"] == "pending" for t in s["todo"]) for s in snaps)  # the list as it was then
+    assert [d["next_nodes"] for d in docs if d] == [sorted(set(s.next)) for s in history]

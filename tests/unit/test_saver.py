@@ -85,15 +85,17 @@ def test_document_has_every_design_field_and_caller_pins_travel_in_metadata(tmp_
     extra: dict[str, Any] = {"agent_id": "a1", "graph_version": "g7", "tenant_id": "acme"}
     snapshot = {"surface_digest": "sha256:s", "active_skill": "sql", "todo": ["x"]}
     seen = {"agent": {"branch:to:agent": 1}}
-    cp = _checkpoint({"count": 1}, {"count": 1, "branch:to:tools": 2}, seen)
-    cfg = saver.put(_cfg(**extra), cp, {"source": "loop", "step": 1, "runtime_snapshot": snapshot}, {"count": 1})
+    # branch:to:tools holds a value (LangGraph writes None to trigger a node): tools runs next.
+    cp = _checkpoint({"count": 1, "branch:to:tools": None}, {"count": 1, "branch:to:tools": 2}, seen)
+    new = {"count": 1, "branch:to:tools": 2}
+    cfg = saver.put(_cfg(**extra), cp, {"source": "loop", "step": 1, "runtime_snapshot": snapshot}, new)
     doc = saver.get_document({"configurable": {**cfg["configurable"], "tenant_id": "acme"}})
     assert doc is not None and set(doc) >= DOC_FIELDS
     assert (doc["tenant_id"], doc["session_id"], doc["run_id"]) == ("acme", "t1", "main")
     assert (doc["metadata"]["agent_id"], doc["metadata"]["graph_version"]) == ("a1", "g7")
     assert doc["runtime_snapshot"] == snapshot
     assert doc["next_nodes"] == ["tools"] and doc["current_node"] == "agent"
-    assert doc["task_state"] == {"count": [1, cp["id"]]}
+    assert doc["task_state"] == {"count": [1, cp["id"]], "branch:to:tools": [2, cp["id"]]}
     path = tmp_path / "tenants" / "acme" / "sessions" / "t1" / "runs" / "main" / "checkpoints.jsonl"
     assert read_records(path)[0]["checkpoint_id"] == cp["id"]
     assert cfg["configurable"]["tenant_id"] == "acme"  # returned configs keep the caller's tenant

@@ -5,6 +5,10 @@ document, pins, fence, blob) is written once; then, for many random bit position
 with that one bit flipped is read back by the code that owns the file. The read must either raise
 one of our errors or return exactly what the undamaged file returns (a flip inside a torn tail
 that nobody reads cannot exist: every file here ends with a complete record).
+
+The persisted indexes beside the logs (`*.jsonl.idx`) are caches: a flip there must never change
+what is read (the damaged index is ignored and the log scanned), and with the indexes present a
+flip in a log is still detected.
 """
 
 from __future__ import annotations
@@ -84,6 +88,10 @@ def _write_everything(base: Path) -> dict[str, Any]:
     JsonlSessionStore(base).put(ChatSession(session_id="s1", agent_id="a", tenant_id="acme", user_id="u"))
     FencingGuard(base / SESSION).check_and_raise(7)
     ref = BlobStore(base).put(b"blob payload " * 50)
+    saver.save_indexes()
+    events.save_index()
+    assert (base / SESSION / "runs/main/checkpoints.jsonl.idx").exists()
+    assert (base / SESSION / "events.jsonl.idx").exists()
     return {"blob": ref}
 
 
@@ -107,11 +115,17 @@ def _readers(ctx: dict[str, Any]) -> dict[str, tuple[str, Callable[[Path], Any]]
         "session document": (str(SESSION / "session.json"), lambda b: JsonlSessionStore(b).get("acme", "s1")),
         "fence": (str(SESSION / "fence.json"), lambda b: FencingGuard(b / SESSION).highest()),
         "blob": (str(BlobStore(Path("")).path_for(ctx["blob"])), lambda b: BlobStore(b).get(ctx["blob"])),
+        "checkpoint index": (str(SESSION / "runs/main/checkpoints.jsonl.idx"), saver_state),
+        "event index": (str(SESSION / "events.jsonl.idx"), lambda b: (EventLog(b, "acme", "s1").header(),
+                                                                     EventLog(b, "acme", "s1").raw_entries())),
     }  # fmt: skip
 
 
+CACHES = ("checkpoint index", "event index")
+
+
 @pytest.mark.parametrize(
-    "kind", ["checkpoint log", "pins", "event log", "journal", "session document", "fence", "blob"]
+    "kind", ["checkpoint log", "pins", "event log", "journal", "session document", "fence", "blob", *CACHES]
 )
 def test_single_bit_flips_are_always_detected(tmp_path: Path, kind: str) -> None:
     """Every one-bit flip either raises our error or reads back exactly the original state."""
@@ -137,4 +151,7 @@ def test_single_bit_flips_are_always_detected(tmp_path: Path, kind: str) -> None
             assert got == original, f"{kind}: flip at byte {pos} of {len(data)} read back as different state"
         assert (base / rel).read_bytes() == bytes(damaged), f"{kind}: the read modified the file"
         shutil.rmtree(base)
-    assert detected == len(positions), f"{kind}: {len(positions) - detected} flips went unnoticed"
+    if kind in CACHES:  # a damaged cache is never used: the log is read instead
+        assert detected == 0, f"{kind}: {detected} flips of a cache made a read fail"
+    else:
+        assert detected == len(positions), f"{kind}: {len(positions) - detected} flips went unnoticed"

@@ -6,6 +6,7 @@ import math
 import operator
 import random
 import string
+import threading
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -129,11 +130,16 @@ def test_send_fan_out_resumes_after_failure(tmp_path: Path) -> None:
     """Send packets are stored as JSON; after a failed branch, a fresh saver resumes only what failed."""
     calls: list[int] = []
     fail = {"on": True}
+    others_done = threading.Semaphore(0)
 
     def work(arg: dict[str, int]) -> dict[str, Any]:
         calls.append(arg["x"])
         if arg["x"] == 2 and fail["on"]:
+            # Fail only once the two other branches finished (their writes saved), as the test means.
+            assert others_done.acquire(timeout=10) and others_done.acquire(timeout=10)
             raise RuntimeError("boom")
+        if fail["on"]:
+            others_done.release()
         return {"results": [arg["x"] * 10]}
 
     def build(saver: BaseCheckpointSaver) -> Any:

@@ -1,0 +1,136 @@
+"""A record log's index, persisted beside it so that opening a long log reads only its tail.
+
+    <log>.idx    one framed record: {"v", "end", "lines", "last", "crc", "state"}
+
+The owner of a log (the saver's run files, the event log) builds an in-memory index by scanning
+the log. `save` writes that index, as the JSON `state` the owner chooses, together with what it
+covers: the log's bytes `[0, end)` holding `lines` records, the last of which starts at `last`
+and carries checksum `crc`, as the owner itself indexed it (never read back from the file at save
+time, so an owner whose view went stale describes the old file, not the new one). `load`
+returns it only while it still describes the log: at least `end` long, and the record ending at
+`end` intact with that checksum (a log rewritten, replaced or cut and grown again fails this; a
+copy of the folder still passes, so a restored backup keeps its index). The owner then indexes
+only the bytes past `end`, as it catches up after another process appended. Log rewrites remove
+the index first.
+
+The file is a cache, never the data: it is written without fsync (a crash leaves it stale,
+missing or torn, and each of those is detected), only by a process that appended to the log
+(reads never write), and whatever it says is checked again when used: every record read through
+it is verified by its own checksum and compared with the key the index gave. A damaged or stale
+index file is ignored (the log is scanned as if it were absent) and replaced at the next save.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from checkpointing.records import _HEAD, _PREFIX, atomic_write, frame, verify_line
+
+SUFFIX = ".idx"
+VERSION = 1
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A persisted index that still describes its log."""
+
+    end: int
+    lines: int
+    state: Any
+
+
+def path_of(log_path: Path) -> Path:
+    """Where the index of `log_path` is kept."""
+    return log_path.with_name(log_path.name + SUFFIX)
+
+
+def save(log_path: Path, end: int, lines: int, last: int, crc: str, state: Any) -> None:
+    """Persist the owner's index of `log_path[:end]`: `lines` records, the last one at `last` with
+    checksum `crc` (see `record_crc`). Best effort: an index that cannot be written is only a
+    slower next open."""
+    try:
+        head = {"v": VERSION, "end": end, "lines": lines, "last": last, "crc": crc}
+        atomic_write(path_of(log_path), frame(orjson.dumps({**head, "state": state})), durable=False)
+    except OSError as err:
+        log.debug("index of %s not saved: %s", log_path, err)
+
+
+def record_crc(framed_or_body: bytes) -> str:
+    """The checksum a record carries: read from its framed line, or computed from its body."""
+    if framed_or_body.startswith(_PREFIX):
+        return framed_or_body[len(_PREFIX) : _HEAD - 1].decode("ascii")
+    return "%08x" % (zlib.crc32(framed_or_body) & 0xFFFFFFFF)
+
+
+def load(log_path: Path) -> Snapshot | None:
+    """The persisted index of `log_path` if it still describes the log, else None."""
+    where = path_of(log_path)
+    try:
+        raw = where.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        log.warning("index %s unreadable (%s): scanning %s instead", where, err, log_path)
+        return None
+    try:
+        if not raw.endswith(b"\n"):
+            raise ValueError("incomplete")
+        rec = _parse(verify_line(raw[:-1]))
+        end, lines, last, crc = int(rec["end"]), int(rec["lines"]), int(rec["last"]), str(rec["crc"])
+        if rec.get("v") != VERSION or not 0 <= last < end:
+            raise ValueError(f"version {rec.get('v')!r}")
+    except (ValueError, KeyError, TypeError) as err:
+        log.warning("index %s is damaged (%s): scanning %s instead", where, err, log_path)
+        return None
+    if not _describes(log_path, end, last, crc):
+        return None  # stale: the log was rewritten or replaced since (nothing is wrong)
+    return Snapshot(end, lines, rec.get("state"))
+
+
+def _parse(body: bytes) -> Any:
+    # Tens of thousands of small lists at once: in a process holding many objects the cyclic
+    # collector would run several full passes over the heap while they are built (none can be
+    # part of a cycle, so it is paused).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return orjson.loads(body)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _describes(log_path: Path, end: int, last: int, crc: str) -> bool:
+    """Whether the log is the one indexed: long enough, and its last indexed record intact."""
+    try:
+        with open(log_path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size < end:
+                return False
+            fh.seek(last)
+            line = fh.read(end - last)
+    except OSError:
+        return False
+    if not line.endswith(b"\n"):
+        return False
+    try:
+        verify_line(line[:-1])
+    except ValueError:
+        return False
+    return line[len(_PREFIX) : _HEAD - 1] == crc.encode("ascii")
+
+
+def remove(log_path: Path) -> None:
+    """Drop the persisted index of `log_path` (before the log is rewritten)."""
+    try:
+        os.unlink(path_of(log_path))
+    except FileNotFoundError:
+        pass
