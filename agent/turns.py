@@ -105,6 +105,8 @@ class EventRecorder:
     lock: threading.Lock = field(default_factory=threading.Lock)
     pending_nodes: list[str] = field(default_factory=list)
     last_checkpoint_id: str | None = None
+    last_values: dict[str, Any] | None = None
+    """The state at `last_checkpoint_id`, as the graph streamed it (the run's result is read from it)."""
 
     def __call__(self, event_type: str, payload: dict[str, Any]) -> None:
         if event_type == "sandbox" and payload.get("kind") in ROOM_EVENTS:
@@ -133,11 +135,12 @@ class EventRecorder:
         with self.lock:
             self.pending_nodes.append(node)
 
-    def checkpoint(self, checkpoint_id: str, next_nodes: list[str]) -> None:
+    def checkpoint(self, checkpoint_id: str, next_nodes: list[str], values: dict[str, Any] | None = None) -> None:
         """A checkpoint was written: record `node_end` for the nodes of that step."""
         with self.lock:
             nodes, self.pending_nodes = self.pending_nodes, []
             self.last_checkpoint_id = checkpoint_id
+            self.last_values = values
         for node in nodes:
             self.record(
                 "node_end",

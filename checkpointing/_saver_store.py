@@ -45,6 +45,8 @@ from checkpointing.records import (
 )
 
 PINS = "pins.json"
+_SEEKS_MAX = 32
+"""Reading more records than this from one run file at once reads the span in one go."""
 _SAVE_EVERY = 256 * 1024
 """A run's index is persisted when the file grew this much (or by half) since it last was."""
 log = logging.getLogger(__name__)
@@ -416,11 +418,21 @@ class SessionStore:
             else:
                 todo.setdefault(loc[0], []).append((loc[1], loc[2], i))
         for run, wanted in todo.items():
+            wanted.sort()
             with open(self.run_file(run), "rb") as fh:
-                for off, line, i in sorted(wanted):
-                    fh.seek(off)
-                    rec = self._verified(fh.readline(), run, off, line)
-                    out[i] = self._keyed(rec, (run, off, line), "h", hashes[i])["v"]
+                if len(wanted) < _SEEKS_MAX:
+                    lines = []
+                    for off, _, _ in wanted:
+                        fh.seek(off)
+                        lines.append(fh.readline())
+                else:  # many (a long message history): one read of the span instead of a seek each
+                    start = wanted[0][0]
+                    fh.seek(start)
+                    data = fh.read()
+                    lines = [data[off - start : data.find(b"\n", off - start) + 1] for off, _, _ in wanted]
+            for (off, line, i), raw in zip(wanted, lines, strict=True):
+                rec = self._verified(raw, run, off, line, cache=False)
+                out[i] = self._keyed(rec, (run, off, line), "h", hashes[i])["v"]
         return out
 
     def sync(self) -> None:
@@ -447,8 +459,9 @@ class SessionStore:
             fh.seek(off)
             return self._verified(fh.readline(), run, off, line)
 
-    def _verified(self, raw: bytes, run: str, off: int, line: int) -> dict[str, Any]:
-        """Verify and parse the line read at `off` of a run file, and cache it."""
+    def _verified(self, raw: bytes, run: str, off: int, line: int, cache: bool = True) -> dict[str, Any]:
+        """Verify and parse the line read at `off` of a run file, and cache it (unless not `cache`:
+        items read in bulk are decoded once by their caller, which keeps what it needs)."""
         path = self.run_file(run)
         if not raw.endswith(b"\n"):
             raise CorruptCheckpointError(str(path), line, "record is incomplete (file changed under us)")
@@ -456,7 +469,8 @@ class SessionStore:
             rec = _parse(verify_line(raw[:-1]), path, line)
         except ValueError as err:
             raise CorruptCheckpointError(str(path), line, str(err)) from err
-        self._cache_put((run, off), rec, len(raw))
+        if cache:
+            self._cache_put((run, off), rec, len(raw))
         return rec
 
     def _cache_put(self, key: tuple[str, int], rec: dict[str, Any], size: int) -> None:

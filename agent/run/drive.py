@@ -11,8 +11,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import StreamMode
 
 from agent.errors import RunInterrupted, SessionError
-from agent.results import RunEvent, RunResult
-from agent.run.reading import result
+from agent.results import RunEvent, RunResult, result_from_snapshot
+from agent.run.reading import light_snapshot, result
 from agent.run.tokens import TokenStream
 from agent.run.unfinished import refuse_unfinished
 from agent.session.lifecycle import RunStatus
@@ -61,10 +61,21 @@ def drive(
         if save_indexes is not None:
             save_indexes()
         rt.manager.jsonl.event_log(session.tenant_id, session.session_id).save_index()
-    res = result(rt, session.session_id, session.tenant_id)
+    res = _result(rt, session, recorder)
     res.run_id = conf["run_id"]
     finish(rt, session, recorder, res)
     yield RunEvent("final", res.to_json())
+
+
+def _result(rt: RunnerCore, session: ChatSession, recorder: EventRecorder) -> RunResult:
+    """The run's result: the state the graph streamed with its last checkpoint, and that
+    checkpoint's tail (next nodes, tasks, interrupts) read without replaying the history again."""
+    if recorder.last_values is None or recorder.last_checkpoint_id is None:
+        return result(rt, session.session_id, session.tenant_id)
+    thread = rt._thread(session.tenant_id, session.session_id)
+    at: RunnableConfig = {"configurable": {**thread["configurable"], "checkpoint_id": recorder.last_checkpoint_id}}
+    snap = light_snapshot(rt, at)
+    return result_from_snapshot(session.session_id, snap._replace(values=recorder.last_values))
 
 
 def interrupted(rt: RunnerCore, session: ChatSession, recorder: EventRecorder) -> RunInterrupted:
@@ -117,7 +128,8 @@ def translate(mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEve
             yield RunEvent("node", data)
     elif mode == "checkpoints":
         cp_id = chunk["config"]["configurable"]["checkpoint_id"]
-        recorder.checkpoint(cp_id, list(chunk.get("next") or []))
+        values = chunk.get("values")
+        recorder.checkpoint(cp_id, list(chunk.get("next") or []), values if isinstance(values, dict) else None)
     elif mode == "custom":
         payload = dict(chunk) if isinstance(chunk, dict) else {"value": chunk}
         yield RunEvent(str(payload.pop("event", "custom")), payload)

@@ -14,6 +14,7 @@ from agent.run.approvals import check_decision, checked_interrupt_id
 from agent.run.blocked import record_blocked
 from agent.run.branches import BranchHead, head
 from agent.run.drive import drive, without
+from agent.run.reading import light_snapshot
 from agent.run.unfinished import approval_answered, turn_without_checkpoint
 from agent.session.lifecycle import RunStatus, SessionAction, allowed, transition
 from agent.session.session import ChatSession, SessionStatus
@@ -153,10 +154,20 @@ def _finished(
         rt.manager.reactivate(session)
     done = {"finished": True, "checkpoint_id": doc.get("checkpoint_id"), "run_id": run_id}
     yield RunEvent("recovered", done)
-    # The state recovery just restored (under the lease: nothing wrote a checkpoint since), not a second read.
+    # Recovery read the tail only (under the lease: nothing wrote a checkpoint since). A run that was
+    # closed has its answer on the page; one whose close was lost needs the state to write it.
     res = result_from_snapshot(session.session_id, snap)
     res.run_id = run_id
-    _close_finished_run(rt, session, events, recorder, res, at)
+    if session.last_run_status == res.status and session.last_run_id == run_id:
+        answer = events.newest(frozenset({"assistant_message"}), run_id)
+        res.answer = str((answer.payload or {}).get("content") or "") if answer is not None else ""
+    else:
+        with step("restore_state"):
+            full = rt.graph.get_state(at.config(session.tenant_id, session.session_id))
+        restore_messages(dict(full.values or {}))
+        res = result_from_snapshot(session.session_id, full)
+        res.run_id = run_id
+        _close_finished_run(rt, session, events, recorder, res, at)
     # Same object shape as `run --json`; the `recovered` event says it had finished.
     yield RunEvent("final", res.to_json())
 
@@ -201,9 +212,13 @@ def _recover(
     found = stored_pins(doc)
     accepted = compare_pins(found, rt.pins, accept, PIN_STEPS)
     with step("restore_state"):
-        snap = rt.graph.get_state(thread)
+        # The tail first: a run with nothing left to do needs none of its history (see `_finished`).
+        snap = light_snapshot(rt, thread)
+        if snap.next or snap.tasks:
+            snap = rt.graph.get_state(thread)
     accepted |= compare_pins(found, rt.pins, accept, SURFACE_PINS)
-    restore_messages(dict(snap.values or {}))
+    if snap.next or snap.tasks:
+        restore_messages(dict(snap.values or {}))
     return doc, snap, accepted
 
 
