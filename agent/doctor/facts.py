@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agent.errors import StorageError
 from agent.session.session import ChatSession, SessionDocumentCorrupt
-from checkpointing import records
+from checkpointing import indexfile, records
 from checkpointing.blobs import BLOB_KEY
 from checkpointing.errors import CorruptRecordError, OldFormatError
 from checkpointing.layout import CHECKPOINTS_FILE, RUNS
@@ -362,7 +362,14 @@ def _fresh_reader(facts: SessionFacts) -> tuple[Any, Any]:
     for name, scan in facts.files.items():
         # The run files were just read and verified by the scan: the saver indexes them from it.
         # A damaged one is left to the saver's own read, whose error is the evidence.
-        if name.endswith(CHECKPOINTS_FILE) and scan.exists and not scan.corrupt and not scan.old_format:
+        # A run file whose persisted index still describes it is indexed from that (cheaper still).
+        if (
+            name.endswith(CHECKPOINTS_FILE)
+            and scan.exists
+            and not scan.corrupt
+            and not scan.old_format
+            and indexfile.load(scan.path) is None
+        ):
             try:
                 saver.index_from(facts.tenant_id, facts.session_id, Path(name).parent.name, scan.records, scan.good)
             except Exception:  # e.g. an unknown schema version: the saver's own reads below report it
