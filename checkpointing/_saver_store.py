@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,8 @@ from checkpointing.records import (
 )
 
 PINS = "pins.json"
+_DETAILED = 64
+"""Checkpoints whose channel homes and versions stay in memory (the newest put or read)."""
 _SEEKS_MAX = 32
 """Reading more records than this from one run file at once reads the span in one go."""
 _SAVE_EVERY = 256 * 1024
@@ -59,8 +61,8 @@ All three are read, and every form reads back as pairs (and `[task_id, idx]` pai
 READABLE_SCHEMA_VERSIONS = frozenset({2, 3, SCHEMA_VERSION})
 ITEM_SCHEMA_VERSION = 3
 """The schema version item records are written with (their form has not changed since 3)."""
-_CACHE_BYTES = 4 * 1024 * 1024
-"""Parsed records kept per session, by their size on disk (parsed, they take a few times more).
+_CACHE_BYTES = 1024 * 1024
+"""Parsed records kept per session, by their size on disk (parsed, they take several times more).
 A run's own reads are of its newest records (a put's parent, the DeltaChannel history back to the
 last snapshot, re-read per step only for the tail); a larger cache made a long turn's memory grow."""
 
@@ -101,8 +103,11 @@ class SessionIndex:
     latest: dict[str, str] = field(default_factory=dict)
     writes: dict[tuple[str, str], list[WriteLoc]] = field(default_factory=dict)
     children: dict[tuple[str, str], int] = field(default_factory=dict)
-    # (ns, channel, version as JSON) -> the checkpoint whose record stores that value
-    by_version: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # (ns, channel, version as JSON) -> the checkpoint whose record stores that value; built on
+    # first use (a put whose parent does not hold a channel's version: rare), kept up to date after
+    by_version: dict[tuple[str, str, str], str] | None = None
+    # the checkpoints whose homes/versions are in memory, oldest first (see `_DETAILED`)
+    detailed: deque[tuple[str, str]] = field(default_factory=deque)
     # content hash -> (run, offset, line) of the item record holding that JSON
     items: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     # run -> item records in that run whose hash `items` locates in another run (a rewrite copies)
@@ -110,8 +115,6 @@ class SessionIndex:
     # run -> (end of the last intact record, records up to there), and where that last record starts
     ends: dict[str, tuple[int, int]] = field(default_factory=dict)
     lasts: dict[str, tuple[int, str]] = field(default_factory=dict)  # (offset, checksum)
-    # some checkpoints' homes are not read yet (from a persisted index): `by_version` is incomplete
-    partial: bool = False
     # run -> inode of the file indexed: another inode means it was replaced (index from scratch)
     inodes: dict[str, int] = field(default_factory=dict)
 
@@ -267,7 +270,6 @@ class SessionStore:
             idx.writes.setdefault((ns, cp_id), []).append(w)
         for h, off, line in items:
             _add_item(idx, h, run, off, line)
-        idx.partial = idx.partial or bool(cps)
         idx.lasts[run] = last
         idx.ends[run] = (snap.end, snap.lines)
         self._saved[run] = snap.end
@@ -367,7 +369,7 @@ class SessionStore:
         for i, h in enumerate(hashes):
             _add_item(idx, h, run, offs[i], lines + 1 + i)
         lines += len(hashes)
-        _apply(idx, run, offs[-1], lines + 1, record)
+        _apply(idx, run, offs[-1], lines + 1, record, fill=True)
         end = offs[-1] + len(frames[-1])
         idx.ends[run] = (end, lines + 1)
         idx.lasts[run] = (offs[-1], indexfile.record_crc(frames[-1]))
@@ -388,11 +390,12 @@ class SessionStore:
     def home_of(self, ns: str, ch: str, version: str) -> str | None:
         """The checkpoint whose record stores channel `ch` at `version` (a `version_key`), if any."""
         idx = self.index
-        if idx.partial:  # rare (a put whose parent lacks the value): read the remaining homes once
-            for key, loc in list(idx.cps.items()):
-                if loc.homes is None and key[0] == ns:
-                    self.detail(key)
-            idx.partial = any(loc.homes is None for loc in idx.cps.values())
+        if idx.by_version is None:  # first use: every checkpoint record is read once
+            built: dict[tuple[str, str, str], str] = {}
+            for (cp_ns, cp_id), loc in list(idx.cps.items()):
+                rec = self.read(loc.run, loc.off, loc.line)
+                _versions_into(built, cp_ns, cp_id, rec)
+            idx.by_version = built
         return idx.by_version.get((ns, ch, version))
 
     def item(self, h: str) -> Any:
@@ -667,17 +670,28 @@ def _add_item(idx: SessionIndex, h: str, run: str, off: int, line: int) -> None:
 
 
 def _fill(idx: SessionIndex, loc: CpLoc, rec: dict[str, Any]) -> None:
-    """Complete `loc` (and `by_version`) from its checkpoint record."""
-    ns, cp_id = rec["checkpoint_ns"], rec["checkpoint_id"]
+    """Complete `loc` from its checkpoint record; only the newest `_DETAILED` stay complete (the
+    others are read again when asked for: a long run's index must not hold every checkpoint's maps)."""
+    key = (rec["checkpoint_ns"], rec["checkpoint_id"])
     loc.homes = {ch: h for ch, (_, h) in rec["task_state"].items()}
     loc.versions = rec["channel_versions"]
     loc.missing = [ch for ch in rec.get("delta_channels", []) if ch not in loc.homes]
+    idx.detailed.append(key)
+    while len(idx.detailed) > _DETAILED:
+        old = idx.cps.get(idx.detailed.popleft())
+        if old is not None and old is not loc:
+            old.homes = old.versions = old.missing = None
+
+
+def _versions_into(by_version: dict[tuple[str, str, str], str], ns: str, cp_id: str, rec: dict[str, Any]) -> None:
     for ch, (ver, home) in rec["task_state"].items():
         if home == cp_id:
-            idx.by_version[(ns, ch, version_key(ver))] = cp_id
+            by_version[(ns, ch, version_key(ver))] = cp_id
 
 
-def _apply(idx: SessionIndex, run: str, off: int, line: int, rec: dict[str, Any]) -> None:
+def _apply(idx: SessionIndex, run: str, off: int, line: int, rec: dict[str, Any], fill: bool = False) -> None:
+    """Index one record; a checkpoint's homes and versions only when `fill` (a put: the next put
+    asks for its parent's), else read from the record when first needed (`SessionStore.detail`)."""
     if rec["k"] == "i":
         _add_item(idx, rec["h"], run, off, line)
         return
@@ -685,7 +699,10 @@ def _apply(idx: SessionIndex, run: str, off: int, line: int, rec: dict[str, Any]
     if rec["k"] == "c":
         parent = rec.get("parent_checkpoint_id")
         loc = idx.cps[(ns, cp_id)] = CpLoc(run, off, line, parent, rec.get("run_id_meta"))
-        _fill(idx, loc, rec)
+        if fill:
+            _fill(idx, loc, rec)
+        if idx.by_version is not None:
+            _versions_into(idx.by_version, ns, cp_id, rec)
         if parent:
             idx.children[(ns, parent)] = idx.children.get((ns, parent), 0) + 1
         if cp_id > idx.latest.get(ns, ""):

@@ -192,7 +192,7 @@ class EventLog:
         self._children.setdefault(rec.parent_id, []).append(rec.id)
         self._branch_leaf[rec.branch_id] = rec.id
 
-    def _index(self, rec: dict[str, Any], line: int, body: bytes, off: int) -> None:
+    def _index(self, rec: dict[str, Any], line: int, body: bytes | None, off: int) -> None:
         if rec.get("kind") == "header":
             if line != 1:
                 raise CorruptRecordError(str(self.path), line, "a second header inside the log")
@@ -400,7 +400,9 @@ class EventLog:
                 self._catch_up()
             else:
                 self._line += 1
-                self._index(rec, self._line, raw, offset)
+                # No body kept: an appender rarely reads its own entries back, and a run appends
+                # thousands (orjson's output also keeps a 4 KB buffer each); read from disk if asked.
+                self._index(rec, self._line, None, offset)
                 self._size = offset + len(framed)
                 self._last = (offset, indexfile.record_crc(framed))
             self._appended = True
