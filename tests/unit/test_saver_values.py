@@ -125,6 +125,33 @@ def test_a_type_nobody_allowed_is_a_stand_in_not_an_import(tmp_path: Path) -> No
     assert stand_in == StoredObject(f"{__name__}:Point", "dataclass", {"x": 1, "y": 2.0, "tags": ()})
 
 
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    row: int
+    col: int
+
+
+def test_a_set_of_types_nobody_allowed_reads_back_as_a_set_of_stand_ins(tmp_path: Path) -> None:
+    """Frozen dataclasses, enums and namedtuples inside sets and dict keys: stand-ins, not an error."""
+    values = {"dataclass": Point(1, 2.0), "cells": {Cell(0, 1), Cell(1, 0)}, "keys": {Color.RED: 1, Pair(2, "b"): 2}}
+    cfg = _roundtrip(JsonlCheckpointSaver(tmp_path), values)
+    fresh = JsonlCheckpointSaver(tmp_path)
+    fresh.codec.learn = False
+    fresh.codec._allowed.clear()
+    got = fresh.get_tuple(cfg)
+    assert got is not None
+    stored = got.checkpoint["channel_values"]
+    assert stored["cells"] == {
+        StoredObject(f"{__name__}:Cell", "dataclass", {"row": r, "col": c}) for r, c in [(0, 1), (1, 0)]
+    }
+    assert stored["keys"] == {
+        StoredObject(f"{__name__}:Color", "enum", "red"): 1,
+        StoredObject(f"{__name__}:Pair", "namedtuple", {"left": 2, "right": "b"}): 2,
+    }
+    allowed = JsonlCheckpointSaver(tmp_path, allowed_types=[*ALLOWED, Cell]).get_tuple(cfg)
+    assert allowed is not None and allowed.checkpoint["channel_values"] == values
+
+
 def test_integers_beyond_64_bits_round_trip(tmp_path: Path) -> None:
     """Big integers (which msgpack refuses) are stored tagged and read back exactly."""
     cfg = _roundtrip(JsonlCheckpointSaver(tmp_path), {"dataclass": Point(1, 2.0), "big": [2**80, -(2**70)]})
