@@ -436,12 +436,13 @@ class DocumentBuilder:
 
 def fresh_message(msg: BaseMessage) -> BaseMessage:
     """A copy of a cached decoded message that shares nothing mutable with it: its list and dict
-    fields (tool calls, kwargs, metadata) are copied too, so a caller may change what it got."""
+    fields (tool calls, kwargs, metadata, extra attributes) are copied too, so a caller may change
+    what it got."""
     out = msg.model_copy()
-    fields = out.__dict__
-    for k, v in fields.items():
-        if v and (type(v) is dict or type(v) is list):
-            fields[k] = _copy_json(v)
+    for fields in (out.__dict__, out.__pydantic_extra__ or {}):
+        for k, v in fields.items():
+            if v and (type(v) is dict or type(v) is list):
+                fields[k] = _copy_json(v)
     return out
 
 

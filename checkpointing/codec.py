@@ -16,7 +16,9 @@ Named types are rebuilt only when the name is in this codec's allowlist, which h
 never names to import: LangChain's agent/document types by default, classes registered with
 `allow(...)`, classes named by `allow_names(...)` that are already loaded in this process (what
 LangGraph hands a saver through `with_allowlist`), and classes this codec has itself encoded in
-this process. Anything else reads back as a `StoredObject` stand-in (type name and fields). A
+this process. Anything else reads back as a `StoredObject` stand-in (type name and fields, hashable
+like the value it stands for, so it can be a set member or a dict key; stored again, it is written
+as that value). A
 value of a type the codec cannot describe raises `UnsupportedValueError` while encoding, so a
 `put` fails before anything is written. `{"$blob": ..., "size": N}` objects found while decoding
 are resolved through the `resolve_blob` callable given to `decode` (the saver's blob store).
@@ -35,7 +37,7 @@ import pathlib
 import re
 import sys
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import orjson
@@ -65,13 +67,64 @@ _DEFAULT_ALLOWED = (
 )
 
 
+class StoredFields(Mapping[str, Any]):
+    """The fields of a `StoredObject`, by name: a read-only mapping, equal to a dict of the same
+    items, and hashable when its values are (containers among them are hashed by their content)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, Any] | Iterable[tuple[str, Any]] = ()) -> None:
+        self._items: dict[str, Any] = dict(items)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(_hash_form(self))
+
+    def __repr__(self) -> str:
+        return f"StoredFields({self._items!r})"
+
+
 @dataclasses.dataclass(frozen=True)
 class StoredObject:
-    """Stand-in for a stored value whose type is not on the allowlist: inspect, never executed."""
+    """Stand-in for a stored value whose type is not on the allowlist: inspect, never executed.
+
+    `type_name` is the class's `module:qualname`, `kind` how it was stored ("dataclass",
+    "namedtuple", "model", "model_v1", "enum"), `fields` its fields by name (a `StoredFields`
+    read-only mapping; for an enum, the member's value). Stand-ins are hashable, so a set, a
+    frozenset or a dict key holding values of such a type reads back as stand-ins; a stand-in
+    stored again is written as the value it stands for (a reader allowing the type rebuilds it).
+    """
 
     type_name: str
     kind: str
     fields: Any
+
+    def __post_init__(self) -> None:
+        if isinstance(self.fields, dict):
+            # frozen dataclass: the read-only form is set once, here
+            object.__setattr__(self, "fields", StoredFields(self.fields))
+
+    def __hash__(self) -> int:
+        return hash((self.type_name, self.kind, _hash_form(self.fields)))
+
+
+def _hash_form(v: Any) -> Any:
+    """A hashable value equal for equal containers (dicts, lists, sets): the hash of a stand-in."""
+    if isinstance(v, (dict, StoredFields)):
+        return frozenset((k, _hash_form(x)) for k, x in v.items())
+    if isinstance(v, (list, tuple, collections.deque)):
+        return tuple(_hash_form(x) for x in v)
+    if isinstance(v, (set, frozenset)):
+        return frozenset(_hash_form(x) for x in v)
+    return v
 
 
 def _no_blobs(ref: dict[str, Any]) -> Any:
@@ -169,6 +222,10 @@ class CheckpointStateCodec:
     def _enc_other(self, v: Any, where: str) -> Any:
         if isinstance(v, BaseMessage) and is_canonical_message(v):
             return {TAG: "msg", "v": message_to_dto(v)}
+        if isinstance(v, StoredObject):
+            return self._enc_stand_in(v, where)
+        if isinstance(v, StoredFields):
+            return self._enc_dict(dict(v), where)
         if isinstance(v, _DeltaSnapshot):
             return {TAG: "delta_snapshot", "v": self._enc(v.value, where)}
         if isinstance(v, enum.Enum):
@@ -231,6 +288,14 @@ class CheckpointStateCodec:
         if isinstance(v, BaseException):
             return {TAG: "exc", "n": type_name(type(v)), "v": repr(v)}
         return self._enc_object(v, where)
+
+    def _enc_stand_in(self, v: StoredObject, where: str) -> Any:
+        """A stand-in is stored as the value it stands for, so a reader allowing its type rebuilds it."""
+        if v.kind == "enum":
+            return {TAG: "enum", "n": v.type_name, "v": self._enc(v.fields, where)}
+        if v.kind not in _NAMED or not isinstance(v.fields, Mapping):
+            raise UnsupportedValueError(f"{where}: stand-in of {v.type_name} has unknown kind {v.kind!r}")
+        return {TAG: v.kind, "n": v.type_name, "v": self._fields(v.fields.items(), where)}
 
     def _enc_object(self, v: Any, where: str) -> Any:
         if isinstance(v, BaseModel):

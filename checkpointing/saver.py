@@ -9,7 +9,8 @@ run from `config["configurable"]["run_id"]` (defaults when absent), on every rea
     graph = builder.compile(checkpointer=JsonlCheckpointSaver("./.state"))
 
 Channel versions are strings like InMemorySaver's, shorter (`get_next_version`); versions of any JSON type
-(int, float, str) written by other savers are stored as given. Every async method runs the file
+(int, float, str) written by other savers are stored as given, and a thread with int or float versions
+goes on with versions of that type. Every async method runs the file
 work in a worker thread, so the event loop never blocks.
 """
 
@@ -53,6 +54,10 @@ from checkpointing.validation import validate_metadata
 
 _MAX_NS = 1024
 _MAX_OPEN_SESSIONS = 128
+Version = str | int | float
+"""A channel version: ours are strings; int and float ones come from threads other savers wrote
+(LangGraph's `V` is a constrained type variable, so the saver stays typed `[str]` and
+`get_next_version` returns `Any`)."""
 DocumentHook = Callable[[dict[str, Any]], None]
 SnapshotHook = Callable[[Checkpoint, Mapping[str, Any]], Mapping[str, Any] | None]
 """The `runtime_snapshot` hook: (checkpoint, metadata) -> the document's runtime snapshot."""
@@ -139,22 +144,27 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         schemas.append(getattr(graph.builder, "context_schema", None))
         self.codec.allow_names(build_serde_allowlist(schemas=[s for s in schemas if s], channels=graph.channels))
 
-    def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
-        """The next channel version: `<counter, 12 digits>.<8 random hex digits>`.
+    def get_next_version(self, current: Version | None, channel: None = None) -> Any:
+        """The next channel version, of the type the thread already uses (LangGraph's rule).
 
-        The same scheme as InMemorySaver / SqliteSaver / PostgresSaver (`<32 digits>.<random float>`,
-        52 characters), shortened: every checkpoint stores every channel's version (twice, with
-        `versions_seen`), so the version text was a third of a checkpoint's bytes. Still ordered as
-        LangGraph compares them (as strings: fixed width), and still unique across forks (the
-        random part: versions index stored values, `by_version`). A version read from an older
-        file (32 digits) always sorts below every version made from it here.
+        An int version gives `current + 1` and a float `current + 1.0`, as BaseCheckpointSaver
+        does: a thread written by a saver with numeric versions keeps comparable versions (LangGraph
+        compares a channel's versions with `>` and takes their `max`, which mixed types refuse).
+        A string (or no version yet) gives `<counter, 12 digits>.<8 random hex digits>`.
+
+        That string scheme is InMemorySaver / SqliteSaver / PostgresSaver's (`<32 digits>.<random
+        float>`, 52 characters), shortened: every checkpoint stores every channel's version (twice,
+        with `versions_seen`), so the version text was a third of a checkpoint's bytes. Still
+        ordered as LangGraph compares them (as strings: fixed width), and still unique across forks
+        (the random part: versions index stored values, `by_version`). A 32-digit version (an older
+        file of ours, or a thread written by those savers) always sorts below every version made
+        from it here.
         """
-        if current is None:
-            current_v = 0
-        elif isinstance(current, (int, float)):
-            current_v = int(current)
-        else:
-            current_v = int(str(current).split(".")[0])
+        if isinstance(current, float):
+            return current + 1.0
+        if isinstance(current, int):
+            return current + 1
+        current_v = 0 if current is None else int(str(current).split(".")[0])
         return f"{current_v + 1:012}.{random.getrandbits(32):08x}"
 
     def index_from(self, tenant: str, thread: str, run: str, recs: list[tuple[int, dict[str, Any]]], good: int) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
+import enum
 import json
 import uuid
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
@@ -21,6 +23,23 @@ from checkpointing.errors import UnsupportedValueError
 class Plan(BaseModel):
     steps: list[str]
     done: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    row: int
+    col: int
+    tags: tuple[str, ...] = ()
+
+
+class Shade(enum.Enum):
+    DARK = "dark"
+    LIGHT = "light"
+
+
+class Span(NamedTuple):
+    start: int
+    end: int
 
 
 VALUES: list[Any] = [
@@ -91,3 +110,52 @@ def test_serde_attribute_writes_json_and_refuses_other_formats() -> None:
     for other in ("msgpack", "pickle"):
         with pytest.raises(UnsupportedValueError, match="only 'json'"):
             serde.loads_typed((other, b"\x80"))
+
+
+def _hashable_kinds() -> dict[str, Any]:
+    return {
+        "cells": {Cell(0, 1, ("a",)), Cell(2, 3)},
+        "frozen": frozenset({Shade.DARK, Span(1, 4)}),
+        "by_key": {Cell(5, 6): "cell", Shade.LIGHT: "shade", Span(0, 2): "span"},
+        "nested": {(Cell(7, 8), Shade.DARK)},
+    }
+
+
+def test_stand_ins_can_be_set_members_and_dict_keys() -> None:
+    """A reader without the allowlist gets sets and dict keys of stand-ins, fields readable by name."""
+    data = json.loads(json.dumps(CheckpointStateCodec().encode(_hashable_kinds())))
+    got = CheckpointStateCodec(learn=False).decode(data)
+
+    def cell(row: int, col: int, tags: tuple[str, ...] = ()) -> StoredObject:
+        return StoredObject(f"{__name__}:Cell", "dataclass", {"row": row, "col": col, "tags": tags})
+
+    shade = StoredObject(f"{__name__}:Shade", "enum", "dark")
+    span = StoredObject(f"{__name__}:Span", "namedtuple", {"start": 1, "end": 4})
+    assert got["cells"] == {cell(0, 1, ("a",)), cell(2, 3)}
+    assert got["frozen"] == frozenset({shade, span}) and type(got["frozen"]) is frozenset
+    assert got["by_key"][cell(5, 6)] == "cell"
+    assert got["by_key"][StoredObject(f"{__name__}:Shade", "enum", "light")] == "shade"
+    assert got["by_key"][StoredObject(f"{__name__}:Span", "namedtuple", {"start": 0, "end": 2})] == "span"
+    assert got["nested"] == {(cell(7, 8), shade)}
+    member = next(iter(got["cells"] - {cell(2, 3)}))
+    assert (member.type_name, member.kind, member.fields["tags"]) == (f"{__name__}:Cell", "dataclass", ("a",))
+    assert dict(member.fields) == {"row": 0, "col": 1, "tags": ("a",)}
+    with pytest.raises(TypeError):
+        member.fields["row"] = 9  # type: ignore[index]
+
+
+def test_sets_and_dict_keys_of_allowed_types_rebuild_the_real_types() -> None:
+    """With the allowlist, the same data reads back as the original values of the original types."""
+    data = json.loads(json.dumps(CheckpointStateCodec().encode(_hashable_kinds())))
+    got = CheckpointStateCodec([Cell, Shade, Span], learn=False).decode(data)
+    assert got == _hashable_kinds()
+    assert {type(x) for x in got["cells"]} == {Cell} and {type(k) for k in got["by_key"]} == {Cell, Shade, Span}
+
+
+def test_a_stand_in_stored_again_is_rebuilt_by_a_reader_that_allows_its_type() -> None:
+    """A process without the allowlist that writes its stand-ins back loses nothing for one with it."""
+    stranger = CheckpointStateCodec(learn=False)
+    stand_ins = stranger.decode(json.loads(json.dumps(CheckpointStateCodec().encode(_hashable_kinds()))))
+    again = json.loads(json.dumps(stranger.encode(stand_ins)))
+    assert stranger.decode(again) == stand_ins
+    assert CheckpointStateCodec([Cell, Shade, Span], learn=False).decode(again) == _hashable_kinds()

@@ -11,13 +11,14 @@ from checkpointing.saver import JsonlCheckpointSaver
 
 
 def test_changing_a_read_message_never_changes_the_next_read(tmp_path: Path) -> None:
-    """A caller that edits what it read (tool calls, kwargs, id) sees the stored value on the next read."""
+    """A caller that edits what it read (tool calls, kwargs, extras, id) sees the stored value on the next read."""
     saver = JsonlCheckpointSaver(tmp_path)
     ai = AIMessage(
         "calling",
         id="a1",
         tool_calls=[{"id": "c1", "name": "search", "args": {"q": "x", "opts": {"n": 1}}}],
         additional_kwargs={"k": [1, 2]},
+        labels={"seen": ["u1"]},
     )
     cp = empty_checkpoint()
     cp["channel_values"] = {"messages": [HumanMessage("hi " * 40, id="h"), ai]}
@@ -29,6 +30,7 @@ def test_changing_a_read_message_never_changes_the_next_read(tmp_path: Path) -> 
     assert got == ai
     got.tool_calls[0]["args"]["opts"]["n"] = 99
     got.additional_kwargs["k"].append(3)
+    got.labels["seen"].append("u2")
     got.id = "changed"
     again = saver.get_tuple(cfg)
     assert again is not None

@@ -125,6 +125,33 @@ def test_a_type_nobody_allowed_is_a_stand_in_not_an_import(tmp_path: Path) -> No
     assert stand_in == StoredObject(f"{__name__}:Point", "dataclass", {"x": 1, "y": 2.0, "tags": ()})
 
 
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    row: int
+    col: int
+
+
+def test_a_set_of_types_nobody_allowed_reads_back_as_a_set_of_stand_ins(tmp_path: Path) -> None:
+    """Frozen dataclasses, enums and namedtuples inside sets and dict keys: stand-ins, not an error."""
+    values = {"dataclass": Point(1, 2.0), "cells": {Cell(0, 1), Cell(1, 0)}, "keys": {Color.RED: 1, Pair(2, "b"): 2}}
+    cfg = _roundtrip(JsonlCheckpointSaver(tmp_path), values)
+    fresh = JsonlCheckpointSaver(tmp_path)
+    fresh.codec.learn = False
+    fresh.codec._allowed.clear()
+    got = fresh.get_tuple(cfg)
+    assert got is not None
+    stored = got.checkpoint["channel_values"]
+    assert stored["cells"] == {
+        StoredObject(f"{__name__}:Cell", "dataclass", {"row": r, "col": c}) for r, c in [(0, 1), (1, 0)]
+    }
+    assert stored["keys"] == {
+        StoredObject(f"{__name__}:Color", "enum", "red"): 1,
+        StoredObject(f"{__name__}:Pair", "namedtuple", {"left": 2, "right": "b"}): 2,
+    }
+    allowed = JsonlCheckpointSaver(tmp_path, allowed_types=[*ALLOWED, Cell]).get_tuple(cfg)
+    assert allowed is not None and allowed.checkpoint["channel_values"] == values
+
+
 def test_integers_beyond_64_bits_round_trip(tmp_path: Path) -> None:
     """Big integers (which msgpack refuses) are stored tagged and read back exactly."""
     cfg = _roundtrip(JsonlCheckpointSaver(tmp_path), {"dataclass": Point(1, 2.0), "big": [2**80, -(2**70)]})
@@ -133,20 +160,23 @@ def test_integers_beyond_64_bits_round_trip(tmp_path: Path) -> None:
 
 
 def test_channel_versions_of_any_type_are_kept_as_given(tmp_path: Path) -> None:
-    """int, float and string versions (as other savers write them) round-trip, and ours continue them."""
+    """int, float and string versions (as other savers write them) round-trip, and ours continue
+    each in its own type: int + 1, float + 1.0, and a string above the 32-digit one it follows."""
     saver = JsonlCheckpointSaver(tmp_path)
     cp = empty_checkpoint()
-    versions: dict[str, Any] = {"a": 3, "b": 2.5, "c": "00000000000000000000000000000007.0123"}
+    old_str = "00000000000000000000000000000007.0123"
+    versions: dict[str, Any] = {"a": 3, "b": 2.5, "c": old_str}
     cp["channel_values"] = {"a": 1, "b": 2, "c": 3}
     cp["channel_versions"] = dict(versions)
     cfg = saver.put({"configurable": {"thread_id": "v", "checkpoint_ns": ""}}, cp, {}, versions)
     got = JsonlCheckpointSaver(tmp_path).get_tuple(cfg)
     assert got is not None and got.checkpoint["channel_versions"] == versions
     assert [type(v) for v in got.checkpoint["channel_versions"].values()] == [int, float, str]
-    for old in versions.values():
-        nxt = saver.get_next_version(old, None)
-        assert nxt > InMemorySaver().get_next_version(None, None) and int(nxt.split(".")[0]) == int(float(
-            str(old).split(".")[0] if isinstance(old, str) else old)) + 1  # fmt: skip
+    nxt_int, nxt_float = saver.get_next_version(3, None), saver.get_next_version(2.5, None)
+    assert (nxt_int, type(nxt_int)) == (4, int) and (nxt_float, type(nxt_float)) == (3.5, float)
+    nxt_str = saver.get_next_version(old_str, None)
+    assert nxt_str > old_str and nxt_str > InMemorySaver().get_next_version(None, None)
+    assert int(nxt_str.split(".")[0]) == 8 and saver.get_next_version(nxt_str, None) > nxt_str
 
 
 class GraphState(BaseModel):
