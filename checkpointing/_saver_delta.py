@@ -12,7 +12,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import DeltaChannelHistory
 
-from checkpointing._saver_docs import DocumentBuilder
+from checkpointing._saver_docs import HISTORIES, DocumentBuilder
 from checkpointing._saver_store import SessionStore
 from checkpointing.errors import CorruptCheckpointError
 
@@ -45,6 +45,8 @@ def delta_history(
     idx = store.index
     child = store.doc(ns, target) if target else None
     remaining = set(channels)
+    if child is not None:
+        _kept_histories(docs, store, child, remaining, collected, seeds)
     while child is not None and remaining:
         cursor = child.get("parent_checkpoint_id")
         if not cursor or (ns, cursor) not in idx.cps:
@@ -57,6 +59,7 @@ def delta_history(
         for ch in [c for c in remaining if c in doc["task_state"]]:
             seeds[ch] = docs.load(docs.value(store, ns, doc, ch), store)
             remaining.discard(ch)
+        _kept_histories(docs, store, doc, remaining, collected, seeds)
         child = doc
     out: dict[str, DeltaChannelHistory] = {}
     for ch in channels:
@@ -65,3 +68,49 @@ def delta_history(
             entry["seed"] = seeds[ch]
         out[ch] = entry
     return out
+
+
+def _kept_histories(
+    docs: DocumentBuilder,
+    store: SessionStore,
+    doc: dict[str, Any],
+    remaining: set[str],
+    collected: dict[str, list[Any]],
+    seeds: dict[str, Any],
+) -> None:
+    """The histories retention stored in `doc` (its dropped ancestors' part) end those channels' walk."""
+    for ch, hist in (doc.get(HISTORIES) or {}).items():
+        if ch not in remaining:
+            continue
+        for task, enc in reversed(hist.get("writes") or []):
+            collected[ch].append((task, ch, docs.load(enc, store)))
+        if "seed" in hist:
+            seeds[ch] = docs.load(hist["seed"], store)
+        remaining.discard(ch)
+
+
+def raw_history(docs: DocumentBuilder, store: SessionStore, ns: str, target: str, ch: str) -> dict[str, Any]:
+    """Channel `ch`'s DeltaChannel history at checkpoint `target` as stored (values encoded, item
+    references unresolved): what retention keeps in a checkpoint whose ancestors it drops."""
+    writes: list[list[Any]] = []
+    hist: dict[str, Any] = {}
+    child = store.doc(ns, target)
+    while child is not None:
+        kept = (child.get(HISTORIES) or {}).get(ch)
+        if kept is not None:
+            writes.extend(reversed(kept.get("writes") or []))
+            if "seed" in kept:
+                hist["seed"] = kept["seed"]
+            break
+        cursor = child.get("parent_checkpoint_id")
+        if not cursor or (ns, cursor) not in store.index.cps:
+            break
+        doc = store.doc(ns, cursor)
+        assert doc is not None
+        writes.extend([t, enc] for t, _, enc in reversed(docs.pending_writes_raw(store, ns, cursor, only={ch})))
+        if ch in doc["task_state"]:
+            hist["seed"] = docs.value(store, ns, doc, ch)
+            break
+        child = doc
+    hist["writes"] = list(reversed(writes))
+    return hist

@@ -60,6 +60,10 @@ ITEM_KEY = "$i"
 CHUNK_KEY = "$c"
 CHUNK = 64
 META_KEY = "$m"
+HISTORIES = "histories"
+"""A checkpoint record's DeltaChannel histories that retention kept when it dropped the ancestors
+they came from: {channel: {"seed": stored value (absent: none), "writes": [[task_id, stored value],
+...] oldest first}}, what `get_delta_channel_history` returns for the channel at this checkpoint."""
 META_MIN = 256  # metadata strings at least this long together are one shared item
 TEXT_MIN = 1024  # a text at least this long inside a stored item is an item of its own (stored once)
 _MEMO = 20_000  # messages remembered per session (object -> its stored reference)
@@ -380,6 +384,12 @@ class DocumentBuilder:
         self, store: SessionStore, ns: str, cp_id: str, only: set[str] | None = None
     ) -> list[PendingWrite]:
         """Pending writes of a checkpoint: first ordinary write per (task, idx), last special one."""
+        return [(t, ch, self.load(enc, store)) for t, ch, enc in self.pending_writes_raw(store, ns, cp_id, only)]
+
+    def pending_writes_raw(
+        self, store: SessionStore, ns: str, cp_id: str, only: set[str] | None = None
+    ) -> list[tuple[str, str, Any]]:
+        """`pending_writes` with each value as stored (encoded, item references unresolved)."""
         merged: dict[tuple[str, int], tuple[str, str, Any, str]] = {}
         for rec in store.writes_records(ns, cp_id):
             task, path = rec["task_id"], rec.get("task_path", "")
@@ -389,8 +399,7 @@ class DocumentBuilder:
                     continue
                 merged[key] = (task, ch, enc, path)
         rows = sorted(merged.items(), key=lambda kv: writes_sort_key(kv[1][3], kv[0][0], kv[0][1]))
-        wanted = [(t, ch, enc) for (_, (t, ch, enc, _)) in rows if only is None or ch in only]
-        return [(t, ch, self.load(enc, store)) for t, ch, enc in wanted]
+        return [(t, ch, enc) for (_, (t, ch, enc, _)) in rows if only is None or ch in only]
 
     def to_tuple(self, store: SessionStore, doc: dict[str, Any], tenant: str | None = None) -> CheckpointTuple:
         """The LangGraph CheckpointTuple a stored record describes (fresh objects every call).
@@ -542,6 +551,9 @@ def metadata_json(enc: Any, item: Callable[[str], Any]) -> Any:
 def refs_of(rec: dict[str, Any]) -> list[str]:
     """The item hashes a checkpoint or writes record references."""
     tops: list[Any] = list((rec.get("values") or {}).values()) if rec["k"] == "c" else [w[2] for w in rec["writes"]]
+    for hist in (rec.get(HISTORIES) or {}).values() if rec["k"] == "c" else ():
+        tops.extend([hist["seed"]] if "seed" in hist else [])
+        tops.extend(w[1] for w in hist.get("writes") or [])
     out: list[str] = []
     for key in ("metadata", "runtime_snapshot") if rec["k"] == "c" else ():
         shared = rec.get(key)

@@ -1,43 +1,24 @@
 """Retention, prune, delete_for_runs and copy_thread: rewriting a session's run files safely.
 
-What a kept checkpoint needs: for every channel it has a version of but no stored value (a
-LangGraph `DeltaChannel` between snapshots), every ancestor back to the one that stores the
-channel, because their pending writes are the channel's history (its delta base). Values it
-references in a dropped checkpoint's record are copied into the oldest kept record that uses
-them (and later kept records re-pointed there), so every kept checkpoint reads back identical.
-Each rewritten run file starts with the item records its kept records reference.
-Rewrites replace files via temp file + fsync + rename; the index is rebuilt after.
+A checkpoint is kept whole or dropped. What a kept checkpoint needs from dropped ones is copied
+into it, so that it reads back identical: a value its record references in a dropped
+checkpoint's record goes into the oldest kept record that uses it (and later kept records are
+re-pointed there); for a channel it has a version of but no stored value (a LangGraph
+`DeltaChannel` between snapshots), its history (the nearest stored value and the pending writes
+after it, as stored: item references, nothing decoded) goes into its record (`histories`), so no
+ancestor is kept for it. Each rewritten run file starts with the item records its kept records
+reference. Rewrites replace files via temp file + fsync + rename; the index is rebuilt after.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from checkpointing._saver_docs import DocumentBuilder, chunk_refs, refs_of, text_refs
-from checkpointing._saver_store import ITEM_SCHEMA_VERSION, SessionStore
+from checkpointing._saver_delta import raw_history
+from checkpointing._saver_docs import HISTORIES, DocumentBuilder, chunk_refs, refs_of, text_refs
+from checkpointing._saver_store import SessionStore
 
 Key = tuple[str, str]
-
-
-def closure(store: SessionStore, seeds: set[Key]) -> set[Key]:
-    """`seeds` plus the ancestors their value-less channels need (back to each channel's seed)."""
-    idx = store.index
-    keep: set[Key] = set()
-    for key in seeds:
-        if key not in idx.cps:
-            continue
-        loc = store.detail(key)
-        keep.add(key)
-        need = set(loc.missing or ())
-        ns, cur = key[0], loc.parent
-        while need and cur:
-            if (ns, cur) not in idx.cps:
-                break
-            anc = store.detail((ns, cur))
-            keep.add((ns, cur))
-            need -= set(anc.homes or ())
-            cur = anc.parent
-    return keep
 
 
 def leaves(store: SessionStore) -> set[Key]:
@@ -56,21 +37,45 @@ def retain(docs: DocumentBuilder, store: SessionStore, run: str, keep_last: int)
             by_ns.setdefault(ns, []).append(cp)
     for ns, ids in by_ns.items():
         seeds |= {(ns, cp) for cp in sorted(ids)[-keep_last:]}
-    seeds |= leaves(store) | (store.pins() & set(idx.cps))
-    keep = closure(store, seeds)
+    keep = seeds | leaves(store) | (store.pins() & set(idx.cps))
     kept_in_run = sum(1 for k in keep if idx.cps[k].run == run)
     if keep != set(idx.cps):
-        rewrite(docs, store, keep)
+        rewrite(docs, store, keep, runs=affected(store, set(idx.cps) - keep))
     return kept_in_run
 
 
-def rewrite(docs: DocumentBuilder, store: SessionStore, keep: set[Key]) -> None:
-    """Rewrite every run of `store` keeping only the checkpoints in `keep` and their writes."""
+def affected(store: SessionStore, dropped: set[Key]) -> set[str]:
+    """The runs a drop changes: those holding a dropped checkpoint, and those whose checkpoints
+    descend from one (they may reference its values). Walks the index only, reads no record."""
+    idx = store.index
+    runs = {idx.cps[k].run for k in dropped}
+    for (ns, _), loc in idx.cps.items():
+        if loc.run in runs or not loc.parent:
+            continue
+        parent = idx.cps.get((ns, loc.parent))
+        if parent is None or parent.run == loc.run:
+            continue  # only a run's entry points (a parent in another run) can lead into another run
+        cur: str | None = loc.parent
+        while cur:
+            if (ns, cur) in dropped:
+                runs.add(loc.run)
+                break
+            anc = idx.cps.get((ns, cur))
+            cur = anc.parent if anc is not None else None
+    return runs
+
+
+def rewrite(docs: DocumentBuilder, store: SessionStore, keep: set[Key], runs: set[str] | None = None) -> None:
+    """Rewrite the runs of `store` keeping only the checkpoints in `keep` and their writes.
+
+    All runs (`runs` None: the item records each keeps are the ones its kept records reference, so
+    a run removed takes nothing another needs with it), or only `runs`, which then keep every item
+    record they hold (another run may reference them), copied byte for byte."""
     idx = store.index
     per_run: dict[str, list[dict[str, Any]]] = {}
     kept_cps: list[dict[str, Any]] = []
     known = set(idx.cps)
-    for run in store.runs():
+    for run in store.runs() if runs is None else sorted(runs):
         # Writes may land before their checkpoint (LangGraph's async durability): those are kept.
         recs = [
             r
@@ -82,17 +87,19 @@ def rewrite(docs: DocumentBuilder, store: SessionStore, keep: set[Key]) -> None:
     moved: dict[tuple[str, str, str], str] = {}
     replaced: dict[int, dict[str, Any]] = {}
     for rec in sorted(kept_cps, key=lambda r: r["checkpoint_id"]):
-        new = _rehome(docs, store, rec, keep, moved)
+        new = _with_histories(docs, store, _rehome(docs, store, rec, keep, moved), keep)
         if new is not rec:
             replaced[id(rec)] = new
     for run, recs in per_run.items():
         out = [replaced.get(id(r), r) for r in recs]
-        tops = list(dict.fromkeys(h for r in out for h in refs_of(r)))
-        inner = [x for h in tops for x in chunk_refs(store.item(h))]
-        texts = [t for h in dict.fromkeys(inner + tops) for t in text_refs(store.item(h))]
-        hashes = list(dict.fromkeys(texts + inner + tops))
-        items = [{"k": "i", "schema_version": ITEM_SCHEMA_VERSION, "h": h, "v": store.item(h)} for h in hashes]
-        store.replace_run(run, items + out)
+        if runs is None:
+            tops = list(dict.fromkeys(h for r in out for h in refs_of(r)))
+            inner = [x for h in tops for x in chunk_refs(store.item(h))]
+            texts = [t for h in dict.fromkeys(inner + tops) for t in text_refs(store.item(h))]
+            hashes = list(dict.fromkeys(texts + inner + tops))
+        else:
+            hashes = store.items_in(run)
+        store.replace_run(run, out, head=store.item_frames(hashes))
     del idx
     store.forget()
 
@@ -121,6 +128,21 @@ def _rehome(
     if not changed:
         return rec
     return {**rec, "task_state": task_state, "values": values}
+
+
+def _with_histories(docs: DocumentBuilder, store: SessionStore, rec: dict[str, Any], keep: set[Key]) -> dict[str, Any]:
+    """`rec` with the histories of its value-less DeltaChannels when its parent is being dropped."""
+    ns, parent = rec["checkpoint_ns"], rec.get("parent_checkpoint_id")
+    if not parent or (ns, parent) in keep or (ns, parent) not in store.index.cps:
+        return rec  # the parent stays (its chain is walked as before), or went in an earlier pass
+    missing = [ch for ch in rec.get("delta_channels") or [] if ch not in rec["task_state"]]
+    have = dict(rec.get(HISTORIES) or {})
+    todo = [ch for ch in missing if ch not in have]
+    if not todo:
+        return rec
+    for ch in todo:
+        have[ch] = raw_history(docs, store, ns, rec["checkpoint_id"], ch)
+    return {**rec, HISTORIES: have}
 
 
 def copy_session(source: SessionStore, target: SessionStore, target_thread: str) -> None:

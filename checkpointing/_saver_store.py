@@ -115,6 +115,8 @@ class SessionIndex:
     # run -> (end of the last intact record, records up to there), and where that last record starts
     ends: dict[str, tuple[int, int]] = field(default_factory=dict)
     lasts: dict[str, tuple[int, str]] = field(default_factory=dict)  # (offset, checksum)
+    # run -> how many checkpoints its file holds (retention asks at every put)
+    counts: dict[str, int] = field(default_factory=dict)
     # run -> inode of the file indexed: another inode means it was replaced (index from scratch)
     inodes: dict[str, int] = field(default_factory=dict)
 
@@ -262,6 +264,7 @@ class SessionStore:
             return None
         for ns, cp_id, off, line, parent, meta_run in cps:
             idx.cps[(ns, cp_id)] = CpLoc(run, off, line, parent, meta_run)
+            idx.counts[run] = idx.counts.get(run, 0) + 1
             if parent:
                 idx.children[(ns, parent)] = idx.children.get((ns, parent), 0) + 1
             if cp_id > idx.latest.get(ns, ""):
@@ -535,13 +538,51 @@ class SessionStore:
         self._saved.clear()
         self._saved_due.clear()
 
-    def replace_run(self, run: str, records: list[dict[str, Any]]) -> None:
-        """Atomically replace a run file with `records` (or remove the run when empty)."""
+    def replace_run(self, run: str, records: list[dict[str, Any]], head: list[bytes] | None = None) -> None:
+        """Atomically replace a run file with the framed lines `head` (verified item records copied
+        as they are, see `item_frames`) then `records` (or remove the run when both are empty)."""
         indexfile.remove(self.run_file(run))
-        if not records:
+        if not records and not head:
             shutil.rmtree(self.runs_dir / run, ignore_errors=True)
             return
-        atomic_write(self.run_file(run), b"".join(frame(orjson.dumps(disk_form(r))) for r in records))
+        body = b"".join(frame(orjson.dumps(disk_form(r))) for r in records)
+        atomic_write(self.run_file(run), b"".join(head or []) + body)
+
+    def items_in(self, run: str) -> list[str]:
+        """The hashes of the item records run file `run` holds, in file order."""
+        idx = self.index
+        found = [(loc[1], h) for h, loc in idx.items.items() if loc[0] == run]
+        found += [(off, h) for h, off, _ in idx.dup_items.get(run, ())]
+        return list(dict.fromkeys(h for _, h in sorted(found)))
+
+    def item_frames(self, hashes: list[str]) -> list[bytes]:
+        """The framed lines of the item records `hashes`, each verified, in the order asked (a
+        rewrite copies them byte for byte instead of decoding and encoding every value again)."""
+        idx = self.index
+        out: list[bytes] = [b""] * len(hashes)
+        todo: dict[str, list[tuple[int, int, int]]] = {}
+        for i, h in enumerate(hashes):
+            loc = idx.items.get(h)
+            if loc is None:
+                raise CorruptCheckpointError(str(self.runs_dir), 0, f"stored item {h} is missing")
+            todo.setdefault(loc[0], []).append((loc[1], loc[2], i))
+        for run, wanted in todo.items():
+            wanted.sort()
+            path = self.run_file(run)
+            with open(path, "rb") as fh:
+                fh.seek(wanted[0][0])
+                data = fh.read()
+            start = wanted[0][0]
+            for off, line, i in wanted:
+                raw = data[off - start : data.find(b"\n", off - start) + 1]
+                try:
+                    rec = decode_record(raw[:-1]) if raw.endswith(b"\n") else None
+                except ValueError as err:
+                    raise CorruptCheckpointError(str(path), line, str(err)) from err
+                if rec is None or rec.get("h") != hashes[i]:
+                    raise CorruptCheckpointError(str(path), line, f"item {hashes[i]} is not where the index says")
+                out[i] = raw
+        return out
 
     def remove(self) -> None:
         """Delete the whole session directory."""
@@ -698,6 +739,8 @@ def _apply(idx: SessionIndex, run: str, off: int, line: int, rec: dict[str, Any]
     ns, cp_id = rec["checkpoint_ns"], rec["checkpoint_id"]
     if rec["k"] == "c":
         parent = rec.get("parent_checkpoint_id")
+        if (ns, cp_id) not in idx.cps:
+            idx.counts[run] = idx.counts.get(run, 0) + 1
         loc = idx.cps[(ns, cp_id)] = CpLoc(run, off, line, parent, rec.get("run_id_meta"))
         if fill:
             _fill(idx, loc, rec)

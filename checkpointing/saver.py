@@ -335,7 +335,9 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
             with self._fence(store, config):
                 wait = store.append(ids["run"], rec, items=new)
             if self.keep_last is not None:
-                self._maybe_retain(store, ids["run"])
+                # A LangGraph run's last checkpoint (nothing next) ends the run: retention applies exactly.
+                final = not rec["next_nodes"] and meta.get("source") == "loop"
+                self._maybe_retain(store, ids["run"], final=final)
         if wait is not None:
             wait()  # outside the lock: concurrent puts and put_writes share one fsync
         out: dict[str, Any] = {"thread_id": ids["thread"], "checkpoint_ns": ids["ns"], "checkpoint_id": cp_id}
@@ -426,7 +428,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
                 for store in self._all_stores(None, str(_str(tid))):
                     idx = store.index
                     seeds = {(ns, cp) for ns, cp in idx.latest.items()} | (store.pins() & set(idx.cps))
-                    keep = retention.closure(store, seeds)
+                    keep = seeds
                     if keep != set(idx.cps):
                         retention.rewrite(self.docs, store, keep)
 
@@ -440,14 +442,22 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
             if store.exists():
                 retention.retain(self.docs, store, ids["run"], self.keep_last)
 
-    def _maybe_retain(self, store: SessionStore, run: str) -> None:
+    def _maybe_retain(self, store: SessionStore, run: str, final: bool) -> None:
+        """Apply `keep_last` when the run's graph finished (`final`), and while it runs when it holds
+        over twice `keep_last` checkpoints and its file has doubled since the last pass (a pass
+        rewrites the file: doubling keeps the rewrites of a long run at O(its size) in all)."""
         assert self.keep_last is not None
-        rkey = (str(store.dir), run)
-        in_run = sum(1 for loc in store.index.cps.values() if loc.run == run)
-        # Amortized: rewrite only when the run has doubled since what the last pass kept.
-        if in_run < 2 * max(self.keep_last, self._retained.get(rkey, 0), 4):
+        idx = store.index
+        count = idx.counts.get(run, 0)
+        if count <= self.keep_last:
             return
-        self._retained[rkey] = retention.retain(self.docs, store, run, self.keep_last)
+        rkey = (str(store.dir), run)
+        size = idx.ends.get(run, (0, 0))[0]
+        grown = count > 2 * max(self.keep_last, 4) and size >= 2 * self._retained.get(rkey, 0)
+        if not (final or grown):
+            return
+        retention.retain(self.docs, store, run, self.keep_last)
+        self._retained[rkey] = store.index.ends.get(run, (0, 0))[0]
 
     # -- pins ----------------------------------------------------------------------------------
 
