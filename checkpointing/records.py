@@ -6,14 +6,17 @@ without re-encoding it:
 
     {"_crc":"1a2b3c4d","k":"c",...}\\n      body checked = b'{"k":"c",...}'
 
-Damage rules (the same for the saver, the event log, the tool journal and the session store):
+Damage rules (the same for the saver, the event log, the tool journal, the session store and a
+session's inbox and outbox):
 - Only an incomplete last line (no terminating newline) is a torn tail. A read skips it and
   changes nothing on disk; `cut_torn_tail` (called by an appender before its first append, and
-  by recovery / doctor) moves it aside to `<file>.broken` and truncates the file.
+  by recovery / doctor) moves it aside to `<file>.broken`, truncates the file and logs a WARNING.
 - A complete line whose checksum fails, anywhere including the last line, is corruption:
   `CorruptRecordError` naming file and line. A last line without a newline whose bytes minus the
   last one verify is also corruption (a crash can only leave a prefix of `record + newline`).
 - Reads never modify files.
+- A small file only ever written whole (`atomic_write`, or once at creation: a lease file, a turn
+  file) holds one framed record and has no torn tail: `decode_file` verifies it.
 
 Durability: `RecordLog(fsync="always")` makes an append durable before it returns (fdatasync,
 shared by concurrent appenders of the same file), unless its `CommitGroup` is held: then the
@@ -28,6 +31,7 @@ replaced (see `_saver_store`).
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import weakref
@@ -41,6 +45,8 @@ from typing import Any, Literal
 import orjson
 
 from checkpointing.errors import CorruptRecordError, OldFormatError
+
+log = logging.getLogger(__name__)
 
 FsyncPolicy = Literal["always", "batch", "never"]
 CRC_FIELD = "_crc"
@@ -143,6 +149,20 @@ def decode_record(line: bytes) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise ValueError("record is not a JSON object")
     return obj
+
+
+def decode_file(path: Path, data: bytes) -> dict[str, Any]:
+    """The one record of a file that is only ever written whole (`atomic_write`), verified.
+
+    Such a file has no torn tail: anything but exactly one complete framed line (`data`, the
+    file's bytes) raises `CorruptRecordError` naming `path`, line 1.
+    """
+    if not data.endswith(b"\n"):
+        raise CorruptRecordError(str(path), 1, "the record has no terminating newline")
+    try:
+        return decode_record(data[:-1])
+    except ValueError as err:
+        raise CorruptRecordError(str(path), 1, str(err)) from err
 
 
 def _old_frame(line: bytes) -> bool:
@@ -249,7 +269,8 @@ def cut_torn_tail(path: Path, good: int | None = None) -> bool:
     """Move an incomplete last line aside to `<file>.broken` and truncate; True if one was cut.
 
     The explicit repair step (appenders before their first append, recovery, `doctor --repair`);
-    raises `CorruptRecordError` when the file is damaged elsewhere.
+    raises `CorruptRecordError` when the file is damaged elsewhere. Each cut is logged at WARNING
+    with the file, the offset and how many bytes were moved (never the bytes themselves).
     """
     if good is None:
         s = scan(path)
@@ -268,6 +289,7 @@ def cut_torn_tail(path: Path, good: int | None = None) -> bool:
         fh.truncate(good)
         fh.flush()
         fsync_fd(fh.fileno())
+    log.warning("cut the torn tail of %s at byte %d: %d bytes moved to %s", path, good, len(data) - good, broken)
     return True
 
 

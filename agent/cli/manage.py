@@ -42,7 +42,8 @@ def args_doctor(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--repair",
         action="store_true",
-        help="first cut torn tails (moved to <file>.broken), only while holding the session lease",
+        help="first cut torn tails (moved to <file>.broken) and replace a damaged outbox, only while "
+        "holding the session lease",
     )
 
 
@@ -124,10 +125,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     r = runner(args)
     tenant = tenant_of(args, r.settings)
     if args.repair:
-        from agent.doctor.repair import repair_torn_tails
+        from agent.doctor.repair import repair_session
 
-        for path in repair_torn_tails(r, args.session_id, tenant):
-            say(f"cut the torn tail of {path} (kept in {path.name}.broken)", err=args.json)
+        for _, done in repair_session(r, args.session_id, tenant):
+            say(done, err=args.json)
     report = run_doctor(r, args.session_id, tenant_id=tenant, user_id=args.user)
     found = next((c for c in report.checks if c.name == "session_found"), None)
     nothing_on_disk = not r.session_dir(tenant, args.session_id).exists()

@@ -80,9 +80,26 @@ def session_found(f: SessionFacts) -> Check:
     hit = _first_hit(f, manager.mode)
     versions = {name: s.version for name, s in f.copies.items()}
     ev.update(read_would_hit=hit, versions=versions, outbox_owes=f.owed)
+    if hit is None and f.layers.get("JSONL", "").startswith("corrupt"):
+        doc = f.dir / "session.json"
+        why = "SQL is down" if manager.mode == "MIRROR" else "JSONL is the source of truth"
+        return finding(
+            "session_found",
+            "FAIL",
+            f"{doc} is damaged and a read of mode {manager.mode} answers from it ({why}): every read of the "
+            "session stops with SessionDocumentCorrupt; no other layer's copy is used in its place",
+            f"restore {doc} from a backup; or, to accept the copy another layer holds (its version is "
+            "above) or else a rebuild from events.jsonl, move the damaged file aside to session.json.broken",
+            **ev,
+        )
     problems: list[str] = []
     for name, answer in f.layers.items():
-        if answer.startswith(("corrupt", "down")):
+        if name == "JSONL" and answer.startswith("corrupt") and manager.mode == "MIRROR":
+            problems.append(
+                f"the JSONL mirror {f.dir / 'session.json'} is damaged: reads use the SQL copy (the source "
+                "of truth), and the next save rewrites the mirror"
+            )
+        elif answer.startswith(("corrupt", "down")):
             problems.append(f"{name} is {answer}")
         elif answer == "absent" and name != "L1" and not (manager.mode == "MIRROR" and name == "JSONL"):
             problems.append(
@@ -115,6 +132,8 @@ def session_found(f: SessionFacts) -> Check:
 def _first_hit(f: SessionFacts, mode: str) -> str | None:
     sql_down = f.layers.get("SQL", "").startswith(("down", "corrupt"))
     for name, answer in f.layers.items():
+        if name == "JSONL" and answer.startswith("corrupt") and (mode != "MIRROR" or sql_down):
+            return None  # the source of truth is damaged: a read raises rather than use another copy
         if answer == "present" and not (mode == "MIRROR" and name == "JSONL" and not sql_down):
             return name
     return None
@@ -216,14 +235,14 @@ def files(f: SessionFacts) -> Check:
         )
     if corrupt:
         where = ", ".join(f"{s.path} line {s.line}" for s in present.values() if s.corrupt)
-        return finding(
-            "files",
-            "FAIL",
-            f"corrupt records (not a torn tail) at {where}: recovery is blocked",
-            "restore the named files from a backup; the runtime never rewrites them",
-            corrupt=corrupt,
-            **ev,
-        )
+        step = "restore the named files from a backup; the runtime never rewrites them"
+        if "outbox.jsonl" in corrupt:
+            step += (
+                f" (outbox.jsonl only names writes the other layers owe: `agentrt doctor {f.session_id} "
+                "--repair` replaces it with a full replay of every layer)"
+            )
+        summary = f"corrupt records (not a torn tail) at {where}: recovery is blocked"
+        return finding("files", "FAIL", summary, step, corrupt=corrupt, **ev)
     dangling = dangling_references(f)
     if dangling:
         return finding(

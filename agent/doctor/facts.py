@@ -305,8 +305,8 @@ def _read_layers(facts: SessionFacts) -> None:
             facts.copies[layer.name] = got
             facts.session = facts.session or got
     try:
-        facts.owed = [f"{d.layer} {d.what}" for d in manager.outbox.debts(facts.tenant_id, facts.session_id, False)]
-    except Exception as err:  # read-only: a damaged outbox is evidence (the next read replaces it)
+        facts.owed = [f"{d.layer} {d.what}" for d in manager.outbox.debts(facts.tenant_id, facts.session_id)]
+    except Exception as err:  # a damaged outbox is evidence (`--repair` replaces it)
         facts.owed = [f"unreadable outbox ({type(err).__name__}: {err})"]
 
 

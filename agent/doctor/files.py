@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.doctor.facts import Check, SessionFacts, Status
-from agent.session.lease import FileLease, InProcessLease, RedisLease
+from agent.errors import DataCorrupt
+from agent.session.lease import LEASE_STATE, FileLease, InProcessLease, RedisLease, read_lease_state
 from checkpointing.blobs import BLOB_KEY, is_blob_ref
 from checkpointing.errors import BlobCorruptError, BlobMissingError
 
@@ -320,20 +321,15 @@ def lease_info(f: SessionFacts) -> dict[str, Any]:
 
 
 def _file_lease(directory: Path) -> dict[str, Any]:
-    info: dict[str, Any] = {"kind": "file", "path": str(directory / "lease.json")}
+    info: dict[str, Any] = {"kind": "file", "path": str(directory / LEASE_STATE)}
     try:
-        doc = json.loads((directory / "lease.json").read_bytes())
-    except FileNotFoundError:
-        doc = {}
-    except (OSError, ValueError) as err:
+        doc = read_lease_state(directory / LEASE_STATE)
+    except DataCorrupt as err:
+        return {**info, "error": str(err)}
+    except OSError as err:
         return {**info, "error": f"lease.json unreadable ({err})"}
-    if isinstance(doc, dict) and isinstance(doc.get("holder"), str):
-        exp = doc.get("expires_at")
-        info.update(
-            holder=doc["holder"],
-            token=doc.get("token"),
-            expires_at=float(exp) if isinstance(exp, int | float) else None,
-        )
+    if "holder" in doc:
+        info.update(holder=doc["holder"], token=doc.get("token"), expires_at=doc.get("expires_at"))
     pid = _flock_pid(directory / "lease.lock")
     info["lock_held"] = None if pid == -1 else pid is not None
     if pid not in (None, -1):

@@ -16,7 +16,7 @@ logs) is verified with `checkpointing.records.scan`, and reads never modify file
 skipped, not cut); no lease is taken, no layer is refilled (each layer is asked directly, not
 through the manager's read path), and the state is read in place by a fresh checkpoint saver.
 Damaged data becomes a FAIL with its evidence, never a crash. Only `agentrt doctor ID --repair`
-changes files: it cuts torn tails, under the session lease (see `repair`).
+changes files: it cuts torn tails and replaces a damaged outbox, under the session lease (see `repair`).
 """
 
 from __future__ import annotations

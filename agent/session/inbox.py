@@ -16,7 +16,8 @@ so submitters and workers on several machines never interleave:
 
 A turn's status is its last record's: the worker that holds the session's drain lease takes the
 first turn that is not finished, in submission order. `turns/<turn_id>.json` under the tenant
-maps a turn id to its session (created exclusively: a turn id is used once per tenant).
+maps a turn id to its session (one framed record, created exclusively: a turn id is used once per
+tenant).
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from agent.errors import ConfigError, SessionNotFound
+from agent.errors import ConfigError, DataCorrupt, SessionNotFound
 from checkpointing.errors import CorruptRecordError, InvalidIdError
 from checkpointing.ids import validate_id
-from checkpointing.records import RecordLog, decode_record
+from checkpointing.records import RecordLog, decode_file, encode_record, read_records
 
 
 class TurnStatus(StrEnum):
@@ -119,20 +120,16 @@ class Inbox:
             self.log.append({"kind": kind, "turn_id": turn_id, "ts": time.time(), **payload})
 
     def records(self) -> list[dict[str, Any]]:
-        """Every record, oldest first. A reader never changes the file: a torn last line (a writer
-        that crashed mid-append) is skipped here and cut by the next append."""
+        """Every record, oldest first, read by `checkpointing.records` (its torn-tail rule).
+
+        A reader never changes the file: an incomplete last line (a writer that crashed mid-append)
+        is skipped here and cut by the next append; any other damaged line, the last one included,
+        raises `CorruptRecordError` naming the file and line.
+        """
         if not self.path.exists():
             return []
         with self._locked(fcntl.LOCK_SH):
-            data = self.path.read_bytes()
-        lines = data.split(b"\n")
-        out = []
-        for n, line in enumerate(lines[:-1], start=1):  # the part after the last newline is torn or empty
-            try:
-                out.append(decode_record(line))
-            except (ValueError, UnicodeDecodeError) as err:
-                raise CorruptRecordError(str(self.path), n, str(err)) from err
-        return out
+            return read_records(self.path)
 
     def turns(self) -> list[Turn]:
         """Every turn in submission order, each with the state its records give."""
@@ -228,7 +225,12 @@ def _fold(turn: Turn, kind: str, rec: dict[str, Any]) -> None:
 
 
 class TurnIndex:
-    """`tenants/<tenant>/turns/<turn_id>.json`: which session a turn id belongs to."""
+    """`tenants/<tenant>/turns/<turn_id>.json`: which session a turn id belongs to.
+
+    Each file holds one framed record `{session_id, turn_id}` (`checkpointing.records`: a flipped
+    bit is an error, never another session). Files written before the framing (plain JSON, no
+    checksum) are still read as they are: there is nothing in them to verify.
+    """
 
     def __init__(self, base_dir: Path, tenant_id: str) -> None:
         self.tenant_id = _valid(tenant_id, "tenant id")
@@ -243,20 +245,54 @@ class TurnIndex:
         except FileExistsError:
             raise ConfigError(f"turn id {turn_id} was used before: give each turn a new id (or none)") from None
         try:
-            os.write(fd, json.dumps({"session_id": session_id, "turn_id": turn_id}).encode())
+            os.write(fd, encode_record({"session_id": session_id, "turn_id": turn_id}))
             os.fsync(fd)
         finally:
             os.close(fd)
 
     def session_of(self, turn_id: str) -> str:
-        """The session a turn was submitted to; `SessionNotFound` for an unknown id."""
+        """The session a turn was submitted to; `SessionNotFound` for an unknown id, `DataCorrupt`
+        when its file is damaged."""
         path = self.dir / f"{_valid(turn_id, 'turn id')}.json"
+        unknown = SessionNotFound(
+            f"no turn {turn_id} in tenant {self.tenant_id}: check the id `agentrt submit` printed and --tenant"
+        )
         try:
-            return str(json.loads(path.read_text())["session_id"])
-        except (OSError, ValueError, KeyError):
-            raise SessionNotFound(
-                f"no turn {turn_id} in tenant {self.tenant_id}: check the id `agentrt submit` printed and --tenant"
-            ) from None
+            data = path.read_bytes()
+        except OSError:
+            raise unknown from None
+        if not data.strip(b"\x00"):
+            raise unknown  # a reservation a crash cut short: its turn was never submitted
+        legacy = _legacy_turn(data, turn_id)
+        if legacy is not None:
+            return legacy
+        try:
+            doc = decode_file(path, data)
+        except CorruptRecordError as err:
+            raise _damaged(path, turn_id, err.reason) from err
+        session_id = doc.get("session_id")
+        if not isinstance(session_id, str) or doc.get("turn_id") != turn_id:
+            raise _damaged(path, turn_id, "it does not name this turn's session")
+        return session_id
+
+
+def _legacy_turn(data: bytes, turn_id: str) -> str | None:
+    """The session in a turn file of the format before framing (`{"session_id": ..., "turn_id": ...}`),
+    or None: a framed file never parses to exactly these two keys."""
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or set(doc) != {"session_id", "turn_id"} or doc["turn_id"] != turn_id:
+        return None
+    return doc["session_id"] if isinstance(doc["session_id"], str) else None
+
+
+def _damaged(path: Path, turn_id: str, reason: str) -> DataCorrupt:
+    return DataCorrupt(
+        f"{path} is damaged ({reason}): the session of turn {turn_id} is unknown; nothing was changed. "
+        "Restore the file from a backup (the turn id is also in its session's inbox.jsonl)"
+    )
 
 
 def _valid(value: str, what: str) -> str:

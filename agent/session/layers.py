@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
 
-from agent.errors import StorageError
+from agent.errors import DataCorrupt, StorageError
 from agent.session.chat_memory import ChatMemory
 from agent.session.outbox import Debt, Outbox, Owed
 from agent.session.session import ChatSession, SessionDocumentCorrupt, SessionStore
@@ -110,6 +110,10 @@ class LayerKeeper:
         except OSError as err:
             log.warning("outbox of session %s not written (%s): %s may lag until the next save", key[1], err, layer)
             return
+        except DataCorrupt as err:
+            # Reads of the session stop on this error until `doctor --repair`, which owes every layer a full replay.
+            log.warning("outbox of session %s not written: %s", key[1], err)
+            return
         with self._lock:
             self._owed.add((key, layer, what))
 
@@ -120,7 +124,10 @@ class LayerKeeper:
                 self.memory.sync_sql(session)
             health.pending.pop(key, None)
             # The put above wrote this process's newest copy: that pays a cache's debt as it is.
-            self._pay(key, layer.name, replay=layer is self.sql)
+            try:
+                self._pay(key, layer.name, replay=layer is self.sql)
+            except DataCorrupt as err:  # the copy is written; reads of the session report the damage
+                log.warning("outbox of session %s not settled: %s", key[1], err)
 
     def _layer(self, name: str) -> SessionStore | None:
         return next((x for x in self.read_order if x.name == name), None)
@@ -141,6 +148,8 @@ class LayerKeeper:
         """Replay the session's outbox debts (of layer `only`, or all); returns the layers still owed.
 
         `replay=False` only marks them paid (the caller has just written the newest copy itself).
+        A damaged outbox raises `DataCorrupt`: what a layer owes is unknown, so nothing is read
+        from the layers until `agentrt doctor ID --repair` has replaced it.
         """
         if not self.outbox.owes(*key):
             return set()

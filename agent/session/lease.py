@@ -20,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -32,10 +33,11 @@ from typing import Any, ClassVar, Protocol
 
 import redis
 
-from agent.errors import AgentRuntimeError, ConfigError, LeaseHeld, StorageError
+from agent.errors import AgentRuntimeError, ConfigError, DataCorrupt, LeaseHeld, StorageError
+from checkpointing.errors import CorruptRecordError
 from checkpointing.fencing import session_dir
 from checkpointing.ids import validate_id
-from checkpointing.records import atomic_write, canonical_json
+from checkpointing.records import atomic_write, decode_file, encode_record
 
 DEFAULT_TTL_S = 30.0
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379"
@@ -155,11 +157,17 @@ class FileLease:
     `lease.json` and the token counter `lease.token` change only under a short `flock` on
     `lease.state.lock`, so a refused caller always reads the holder that beat it.
 
+    Each file holds one framed record (`checkpointing.records`: `lease.token` `{token}`,
+    `lease.json` `{holder, token, expires_at}`), replaced whole. A complete record whose checksum
+    fails is an error naming the file (`DataCorrupt`), never read as "no lease" or as token 0.
+    Files of the format before the framing (a plain integer, plain JSON) are still read as they
+    are, with nothing to verify; every write is framed.
+
     Neither file is fsynced (what a machine crash can do to them costs nothing):
     - `lease.json` only names the holder for error messages and the doctor; the `flock` is the
-      lock, and the kernel drops it with every process when the machine goes down. A lost, stale
-      or empty `lease.json` reads as "unknown holder" (the doctor reports a stale one).
-    - `lease.token` may come back older (or empty) after a crash, but a grant's token is always
+      lock, and the kernel drops it with every process when the machine goes down. A lost, stale,
+      empty or zeroed `lease.json` reads as "unknown holder" (the doctor reports a stale one).
+    - `lease.token` may come back older (or empty, or zeroed) after a crash, but a grant's token is always
       above `token_floor`, the fence's highest token (`FencingGuard.highest()`, durable:
       `fence.json` is fsynced before the holder's first write). Every token that ever wrote
       anything was recorded in the fence first, so a new token still exceeds all of them; a token
@@ -190,12 +198,15 @@ class FileLease:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
-                info = self._read_holder(directory)
+                try:
+                    info = _lease_state(directory / LEASE_STATE)
+                except CorruptRecordError as err:  # the lock says it is held; only the name is lost
+                    info = {"holder": f"an unknown holder ({err.path} is damaged: {err.reason})"}
                 raise LeaseHeld(session_id, info.get("holder", "unknown"), info.get("expires_at")) from None
             try:
-                counter = directory / "lease.token"
-                token = max(_read_int(counter), token_floor or 0) + 1
-                atomic_write(counter, f"{token}\n".encode(), durable=False)  # floored by the fence
+                counter = directory / LEASE_TOKEN
+                token = max(read_token_counter(counter), token_floor or 0) + 1
+                atomic_write(counter, encode_record({"token": token}), durable=False)  # floored by the fence
                 who = holder or make_holder()
                 grant = LeaseGrant(token, who, time.time() + ttl_s, tenant, session_id, ttl_s)
                 self._write_holder(directory, grant)
@@ -230,7 +241,7 @@ class FileLease:
             del self._held[(grant.tenant, grant.session_id)]
             with self._state_lock(directory):
                 try:
-                    (directory / "lease.json").unlink()
+                    (directory / LEASE_STATE).unlink()
                 except FileNotFoundError:
                     pass
                 finally:
@@ -253,32 +264,105 @@ class FileLease:
     @staticmethod
     def _write_holder(directory: Path, grant: LeaseGrant) -> None:
         doc = {"holder": grant.holder, "token": grant.token, "expires_at": grant.expires_at}
-        atomic_write(directory / "lease.json", canonical_json(doc) + b"\n", durable=False)  # holder info only
+        atomic_write(directory / LEASE_STATE, encode_record(doc), durable=False)  # holder info only
 
-    @staticmethod
-    def _read_holder(directory: Path) -> dict[str, Any]:
-        try:
-            doc = json.loads((directory / "lease.json").read_bytes())
-        except (OSError, ValueError):
-            return {}
-        if not isinstance(doc, dict):
-            return {}
-        out: dict[str, Any] = {}
-        if isinstance(doc.get("holder"), str):
-            out["holder"] = doc["holder"]
-        if isinstance(doc.get("expires_at"), int | float):
-            out["expires_at"] = float(doc["expires_at"])
-        return out
+    def state(self, tenant: str, session_id: str) -> dict[str, Any]:
+        """What `lease.json` of the session records (`holder`, `token`, `expires_at`; {} when none);
+        read-only (see `read_lease_state`)."""
+        return read_lease_state(session_dir(self.base_dir, tenant, session_id) / LEASE_STATE)
+
+    def counter(self, tenant: str, session_id: str) -> int:
+        """The session's token counter, the last token granted (0: none yet); read-only."""
+        return read_token_counter(session_dir(self.base_dir, tenant, session_id) / LEASE_TOKEN)
 
 
-def _read_int(path: Path) -> int:
+LEASE_STATE = "lease.json"
+"""The file lease's holder record, beside `lease.lock` in the session folder."""
+LEASE_TOKEN = "lease.token"
+"""The file lease's token counter, beside `lease.lock` in the session folder."""
+
+_LEGACY_TOKEN = re.compile(rb"[0-9]+\n?")
+_LEGACY_STATE_KEYS = {"holder", "token", "expires_at"}
+
+
+def _crash_leftover(data: bytes) -> bool:
+    """Empty, or only NUL bytes (and blanks): what a crash can leave of a file never fsynced."""
+    return not data.replace(b"\x00", b"").strip()
+
+
+def read_token_counter(path: Path) -> int:
+    """The token counter in `path` (a `lease.token`): the last token granted, 0 when there is none.
+
+    0 as well for a file a crash left empty or zeroed (the next grant is floored by the fence). A
+    counter of the format before the framing (a plain integer) is read as it is. A damaged record
+    raises `DataCorrupt` naming the file: its value is unknown.
+    """
     try:
-        # NUL bytes: a counter never fsynced may come back as zeros after a crash (the floor covers it).
-        return int(path.read_text().strip().strip("\x00") or 0)
+        data = path.read_bytes()
     except FileNotFoundError:
         return 0
-    except ValueError as err:
-        raise StorageError(f"{path} does not hold a token counter ({err}); restore or delete it") from err
+    if _crash_leftover(data):
+        return 0
+    if _LEGACY_TOKEN.fullmatch(data):
+        return int(data)
+    try:
+        rec = decode_file(path, data)
+        token = rec.get("token")
+        if not isinstance(token, int) or isinstance(token, bool) or token < 0:
+            raise CorruptRecordError(str(path), 1, "the record holds no token counter")
+    except CorruptRecordError as err:
+        raise DataCorrupt(
+            f"{path} is damaged ({err.reason}); nothing was changed. Delete it and retry: a new "
+            "grant's token still starts above the session's fence (fence.json)"
+        ) from err
+    return token
+
+
+def read_lease_state(path: Path) -> dict[str, Any]:
+    """What a `lease.json` records: `holder`, `token`, `expires_at` ({} when missing, or left empty
+    or zeroed by a crash: an unknown holder).
+
+    A file of the format before the framing (plain JSON of those three keys) is read as it is. A
+    damaged record raises `DataCorrupt` naming the file: the holder is unknown, not absent.
+    """
+    try:
+        return _lease_state(path)
+    except CorruptRecordError as err:
+        raise DataCorrupt(
+            f"{path} is damaged ({err.reason}); nothing was changed. It only names the lease holder: "
+            "the holder's next heartbeat rewrites it, or delete it once no process runs the session"
+        ) from err
+
+
+def _lease_state(path: Path) -> dict[str, Any]:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    if _crash_leftover(data):
+        return {}
+    doc = _legacy_state(data)
+    if doc is None:
+        doc = decode_file(path, data)
+        if set(doc) != _LEGACY_STATE_KEYS:
+            raise CorruptRecordError(str(path), 1, "the record is not a lease holder record")
+    out: dict[str, Any] = {}
+    if isinstance(doc.get("holder"), str):
+        out["holder"] = doc["holder"]
+    if isinstance(doc.get("token"), int):
+        out["token"] = doc["token"]
+    if isinstance(doc.get("expires_at"), int | float):
+        out["expires_at"] = float(doc["expires_at"])
+    return out
+
+
+def _legacy_state(data: bytes) -> dict[str, Any] | None:
+    """A `lease.json` of the format before framing, or None (a framed file has a fourth key)."""
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) and set(doc) == _LEGACY_STATE_KEYS else None
 
 
 # KEYS[1] lease key, KEYS[2] token counter. ARGV[1] holder, ARGV[2] ttl ms, ARGV[3] token floor.

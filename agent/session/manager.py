@@ -17,6 +17,12 @@ the layers the calling thread's last read touched, in order, with what each answ
 "rebuilt" when no layer held it and it was rebuilt from events.jsonl; "owed" when a Redis copy was
 skipped because the outbox still owes it a write).
 
+A damaged copy is never replaced silently by another layer's: a damaged cache copy (L2) is skipped
+with a warning, the source of truth is read. A damaged `session.json` read as the answer (PRIMARY,
+JSONL_ONLY, or MIRROR while SQL is down) raises `SessionDocumentCorrupt` naming the file and
+`agentrt doctor`; in MIRROR, where SQL is the truth, a damaged JSONL mirror leaves the SQL copy as
+the answer and logs a warning naming the file (the doctor's `session_found` check reports it too).
+
 Convergence after outages and crashes: every write a SQL or Redis layer misses is also recorded
 in the session's durable outbox (`outbox.py`) before the caller goes on, and replayed, in order
 and idempotently, from the source of truth when the layer answers again: by this process when it
@@ -51,7 +57,7 @@ from agent.session.stores.jsonl import JsonlSessionStore
 from agent.session.stores.memory import MemorySessionStore
 from agent.session.stores.redis import RedisSessionStore
 from agent.session.stores.sql import SqlSessionStore, sqlite_url
-from checkpointing.errors import InvalidIdError
+from checkpointing.errors import CorruptRecordError, InvalidIdError
 from checkpointing.events import Entry
 from checkpointing.ids import validate_id
 from checkpointing.records import FsyncPolicy
@@ -175,6 +181,11 @@ class ChatSessionManager(LayerKeeper):
                 sql_down = sql_down or layer is self.sql
                 continue
             except SessionDocumentCorrupt as err:
+                if layer is self.jsonl:
+                    # JSONL answers as the source of truth here (PRIMARY, JSONL_ONLY, or MIRROR with
+                    # SQL down): another layer's copy may be older, so nothing else is returned.
+                    self.last_read_trace = [*trace, (layer.name, "corrupt")]
+                    raise self._document_corrupt(session_id, err) from err
                 log.warning("session %s: %s layer copy skipped: %s", session_id, layer.name, err)
                 trace.append((layer.name, "corrupt"))
                 sql_down = sql_down or layer is self.sql
@@ -218,6 +229,17 @@ class ChatSessionManager(LayerKeeper):
         # reached only the JSONL mirror, which then holds a newer version than SQL.
         try:
             mirror = self.jsonl.get(found.tenant_id, found.session_id)
+        except SessionDocumentCorrupt as err:
+            # SQL is the source of truth: its copy stands, but the damaged mirror is named.
+            sid = quote_id(found.session_id)
+            log.warning(
+                "session %s: JSONL mirror: %s; the SQL copy is used. Run `agentrt doctor %s`",
+                sid,
+                _damage(err),
+                sid,
+            )
+            trace.append(("JSONL", "corrupt"))
+            return found
         except StorageError:
             return found
         if mirror is None or mirror.version <= found.version:
@@ -226,6 +248,14 @@ class ChatSessionManager(LayerKeeper):
         if self.sql is not None:
             missed.append(self.sql)
         return mirror
+
+    def _document_corrupt(self, session_id: str, err: SessionDocumentCorrupt) -> SessionDocumentCorrupt:
+        sid = quote_id(session_id)
+        why = "SQL is down" if self.mode == "MIRROR" else "JSONL is the source of truth"
+        return SessionDocumentCorrupt(
+            f"session {sid}: {_damage(err)}; a read of mode {self.mode} answers from it ({why}), so no other "
+            f"layer's copy was read and nothing was changed. Run `agentrt doctor {sid}`"
+        )
 
     def _fill(self, layer: SessionStore, session: ChatSession, read_fill: bool = False) -> None:
         # A read's fill must not overwrite what a concurrent save wrote after this read began.
@@ -433,6 +463,14 @@ class ChatSessionManager(LayerKeeper):
     def history(self, session: ChatSession, limit: int | None = None) -> builtins.list[PageMessage]:
         """The page history of the session's current branch (see `ChatMemory.history`)."""
         return self.memory.history(session, limit)
+
+
+def _damage(err: SessionDocumentCorrupt) -> str:
+    """Which file of a damaged JSONL copy is bad, in one line ("<file>: ..." / "<file>:<line> ...")."""
+    cause = err.__cause__
+    if isinstance(cause, CorruptRecordError):
+        return f"{cause.path}:{cause.line} is damaged ({cause.reason})"
+    return " ".join(str(cause or err).split())
 
 
 def _visible(session: ChatSession, tenant_id: str, user_id: str | None) -> bool:

@@ -1,7 +1,7 @@
 """The durable outbox: what a session layer missed while it was down, kept until it is written there.
 
-One file per session, `outbox.jsonl` beside its `events.jsonl`, framed like every record log
-(checkpointing/records.py: canonical JSON + checksum a line). Two record kinds:
+One file per session, `outbox.jsonl` beside its `events.jsonl`, a record log of
+`checkpointing.records` (framing, checksum, torn-tail rule). Two record kinds:
 
 - `{"kind": "owe", "layer": L, "what": W}`: layer L (`SQL`, `L2`) missed a write of W:
   `session` (the session row / cached document) or `messages` (chat_messages rows);
@@ -13,9 +13,16 @@ source of truth (the session document from JSONL, the page rows from the event l
 is idempotent, runs in the order the debts were recorded, and survives the process being killed
 at any point (an unpaid debt is simply replayed again by the next process that reads the session).
 When nothing is owed any more the file is truncated to empty, so the common case ("is anything
-owed?") is one `stat`. Appends and the truncation hold an exclusive `flock` on the file. A damaged
-outbox (a torn or corrupt line) is moved aside to `outbox.jsonl.broken` and replaced by one debt of
-every kind to every layer: replaying too much is harmless, forgetting a debt is not.
+owed?") is one `stat`. Appends and the truncation hold an exclusive `flock` on the file, reads a
+shared one.
+
+Reads never change the file. A torn last line (a crash mid-append) is a debt nobody can read: a
+read counts it as one debt of every kind to every layer (replaying too much is harmless,
+forgetting a debt is not), and the next append (`owe`, `settle`) cuts it to `outbox.jsonl.broken`
+(logged by `records.cut_torn_tail`) and writes those debts in its place. A complete line that
+does not verify stops every read with `DataCorrupt` naming the file and line; `repair` (the
+explicit step of `agentrt doctor ID --repair`, logged) moves the file aside to
+`outbox.jsonl.broken` and replaces it with one debt of every kind to every layer.
 """
 
 from __future__ import annotations
@@ -30,13 +37,16 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from checkpointing.errors import CorruptRecordError
+from agent.errors import DataCorrupt
+from checkpointing.errors import CorruptRecordError, OldFormatError
 from checkpointing.events import session_dir
-from checkpointing.records import encode_record, fsync_dir, read_records_with_offsets, scan
+from checkpointing.records import RecordLog, Scan, cut_torn_tail, encode_record, fsync_dir, fsync_fd, loads, scan
 
 log = logging.getLogger("agentrt.sessions")
 
 OUTBOX_FILE = "outbox.jsonl"
+LAYERS = ("SQL", "L2")
+"""The layers an outbox can owe writes to."""
 
 
 class Owed(StrEnum):
@@ -58,6 +68,11 @@ class Debt:
     """Byte offset of the record in the outbox (what `settle` pays up to)."""
 
 
+def _every_debt() -> list[dict[str, Any]]:
+    """One `owe` of every kind to every layer: what an unreadable debt may have been."""
+    return [{"kind": "owe", "layer": layer, "what": what.value} for layer in LAYERS for what in Owed]
+
+
 class Outbox:
     """The outbox files of the sessions under one `base_dir`."""
 
@@ -70,31 +85,46 @@ class Outbox:
         return session_dir(self.base_dir, tenant_id, session_id) / OUTBOX_FILE
 
     @contextmanager
-    def _locked(self, path: Path, create: bool) -> Iterator[int | None]:
-        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+    def _locked(self, path: Path, create: bool = False, shared: bool = False) -> Iterator[int | None]:
+        flags = (os.O_RDONLY if shared else os.O_RDWR) | (os.O_CREAT if create else 0)
         try:
             fd = os.open(path, flags, 0o644)
         except FileNotFoundError:
             yield None
             return
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
             yield fd
         finally:
             os.close(fd)
+
+    def _scan(self, path: Path) -> Scan:
+        try:
+            return scan(path)
+        except (CorruptRecordError, OldFormatError) as err:
+            raise DataCorrupt(
+                f"{path}:{err.line}: damaged outbox record ({err.reason}); nothing was changed. Run "
+                f"`agentrt doctor {path.parent.name} --repair`: it moves the file aside to {path.name}.broken "
+                "and replays every layer from the source of truth"
+            ) from err
+
+    def _append(self, path: Path, records: list[dict[str, Any]]) -> None:
+        """Append under the exclusive lock; a crash's torn tail is first replaced by every debt."""
+        frames = [encode_record(r) for r in records]
+        found = self._scan(path)
+        if found.torn:
+            cut_torn_tail(path, found.good)
+            frames = [encode_record(r) for r in _every_debt()] + frames
+        if frames:
+            RecordLog(path, fsync="always" if self.fsync else "never").append_frames(frames)
 
     def owe(self, tenant_id: str, session_id: str, layer: str, what: Owed) -> None:
         """Record durably that `layer` missed a write of `what` for this session."""
         path = self.path(tenant_id, session_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         new = not path.exists()
-        frame = encode_record({"kind": "owe", "layer": layer, "what": what.value})
-        with self._locked(path, create=True) as fd:
-            assert fd is not None
-            os.lseek(fd, 0, os.SEEK_END)
-            os.write(fd, frame)
-            if self.fsync:
-                os.fsync(fd)
+        with self._locked(path, create=True):
+            self._append(path, [{"kind": "owe", "layer": layer, "what": what.value}])
         if new and self.fsync:
             fsync_dir(path.parent)
 
@@ -105,28 +135,27 @@ class Outbox:
         except FileNotFoundError:
             return False
 
-    def debts(self, tenant_id: str, session_id: str, repair: bool = True) -> list[Debt]:
+    def debts(self, tenant_id: str, session_id: str) -> list[Debt]:
         """The unpaid debts in the order they were recorded (one per layer and kind: the newest).
 
-        A damaged file is replaced (see the module doc) unless `repair` is false (read-only callers
-        such as the doctor): then `CorruptRecordError` is raised.
+        Read-only. A torn last record counts as every debt (see the module doc); a damaged one
+        raises `DataCorrupt` naming the file and line (`repair` is the explicit fix).
         """
         if not self.owes(tenant_id, session_id):
             return []
         path = self.path(tenant_id, session_id)
-        try:
-            if repair and scan(path).torn:
-                # A debt whose record was cut off mid-write is unknown: treated as damage (full replay).
-                raise CorruptRecordError(str(path), -1, "torn last record")
-            records = read_records_with_offsets(path, repair=False)
-        except CorruptRecordError as err:
-            if not repair:
-                raise
-            records = self._replace_damaged(tenant_id, session_id, err)
+        with self._locked(path, shared=True) as fd:
+            return [] if fd is None else self._debts_in(path)
+
+    def _debts_in(self, path: Path) -> list[Debt]:
+        found = self._scan(path)
+        records = [(off, loads(body)) for off, body in found.records]
         paid: dict[str, int] = {}
         for _, rec in records:
             if rec.get("kind") == "paid":
                 paid[str(rec["layer"])] = max(paid.get(str(rec["layer"]), -1), int(rec["upto"]))
+        if found.torn:  # where the next append writes every debt in the torn record's place
+            records += [(found.good, rec) for rec in _every_debt()]
         newest: dict[tuple[str, Owed], Debt] = {}
         for offset, rec in records:
             if rec.get("kind") != "owe" or offset <= paid.get(str(rec["layer"]), -1):
@@ -136,37 +165,59 @@ class Outbox:
             newest[key] = Debt(key[0], key[1], offset)
         return list(newest.values())
 
-    def _replace_damaged(self, tenant_id: str, session_id: str, err: Exception) -> list[tuple[int, dict[str, Any]]]:
+    def repair(self, tenant_id: str, session_id: str) -> str | None:
+        """The explicit repair of a damaged outbox (`agentrt doctor ID --repair`, under the lease).
+
+        A torn last record is cut to `outbox.jsonl.broken` and replaced by every debt; a file
+        damaged elsewhere is moved there whole and replaced by every debt. Logged at WARNING;
+        returns what was done (None: the file verifies, nothing to do).
+        """
         path = self.path(tenant_id, session_id)
-        log.warning("outbox %s is damaged (%s): kept as .broken; every layer gets a full replay", path, err)
-        with self._locked(path, create=True) as fd:
-            assert fd is not None
-            with open(path.with_name(path.name + ".broken"), "ab") as broken:
-                os.lseek(fd, 0, os.SEEK_SET)
-                broken.write(os.read(fd, max(0, os.fstat(fd).st_size)))
-            os.ftruncate(fd, 0)
-            frames = [
-                encode_record({"kind": "owe", "layer": layer, "what": what.value})
-                for layer in ("SQL", "L2")
-                for what in Owed
-            ]
-            os.lseek(fd, 0, os.SEEK_SET)
-            os.write(fd, b"".join(frames))
-            if self.fsync:
-                os.fsync(fd)
-        return read_records_with_offsets(path, repair=False)
+        with self._locked(path) as fd:
+            if fd is None:
+                return None
+            try:
+                found = scan(path)
+            except (CorruptRecordError, OldFormatError) as err:
+                return self._replace(path, fd, err)
+            if not found.torn:
+                return None
+            self._append(path, [])
+        log.warning("outbox %s: a torn last record was cut; every layer is owed a full replay", path)
+        return f"cut the torn tail of {path} (kept in {path.name}.broken); every layer is owed a full replay"
+
+    def _replace(self, path: Path, fd: int, err: CorruptRecordError | OldFormatError) -> str:
+        broken = path.with_name(path.name + ".broken")
+        size = os.fstat(fd).st_size
+        os.lseek(fd, 0, os.SEEK_SET)
+        data = os.read(fd, size)
+        with open(broken, "ab") as out:
+            out.write(data)
+            out.flush()
+            fsync_fd(out.fileno())
+        os.ftruncate(fd, 0)
+        self._append(path, _every_debt())
+        log.warning(
+            "outbox %s is damaged at line %d (%s): %d bytes moved to %s; every layer is owed a full replay",
+            path,
+            err.line,
+            err.reason,
+            size,
+            broken,
+        )
+        return (
+            f"moved the damaged {path} aside to {broken.name} (line {err.line}: {err.reason}); "
+            "every layer is owed a full replay"
+        )
 
     def settle(self, tenant_id: str, session_id: str, layer: str, upto: int) -> None:
         """Mark `layer`'s debts up to byte `upto` paid; empty the file when nothing is owed any more."""
         path = self.path(tenant_id, session_id)
-        with self._locked(path, create=False) as fd:
+        with self._locked(path) as fd:
             if fd is None:
                 return
-            os.lseek(fd, 0, os.SEEK_END)
-            os.write(fd, encode_record({"kind": "paid", "layer": layer, "upto": upto}))
-            if self.fsync:
-                os.fsync(fd)
-            if not self.debts(tenant_id, session_id):
+            self._append(path, [{"kind": "paid", "layer": layer, "upto": upto}])
+            if not self._debts_in(path):
                 os.ftruncate(fd, 0)  # under the lock: no append can slip in between
                 if self.fsync:
                     os.fsync(fd)

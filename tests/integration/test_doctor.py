@@ -14,10 +14,12 @@ import pytest
 import redis
 
 from agent.doctor import DoctorReport, render, run_doctor
-from agent.doctor.repair import repair_torn_tails
-from agent.errors import LeaseHeld, RecoveryBlocked
+from agent.doctor.repair import repair_session, repair_torn_tails
+from agent.errors import DataCorrupt, LeaseHeld, RecoveryBlocked
 from agent.runner import AgentRunner
 from agent.session.lease import FileLease, RedisLease
+from agent.session.outbox import Outbox, Owed
+from agent.session.session import SessionDocumentCorrupt
 from checkpointing.records import RecordLog, atomic_write, canonical_json, read_records
 from checkpointing.records import decode_record as read_record_bytes
 from tests.support.runners import make_config, make_runner
@@ -404,6 +406,44 @@ def test_repair_leaves_a_held_session_alone(runner: AgentRunner) -> None:
     assert path.read_bytes() == before and not path.with_name("events.jsonl.broken").exists()
     assert repair_torn_tails(runner, SID) == [path]  # once free, the tail is cut
     assert path.with_name("events.jsonl.broken").read_bytes() == b'{"_crc":"0'
+
+
+def test_a_damaged_outbox_stops_reads_until_repair_owes_every_layer(runner: AgentRunner) -> None:
+    """A debt record with a flipped bit: the doctor FAILs naming the file and line and changes
+    nothing; reading the session stops with the `--repair` command; `--repair` keeps the bytes in
+    outbox.jsonl.broken and owes every layer a full replay, which the next read makes."""
+    box = Outbox(runner.settings.base_dir)
+    box.owe("default", SID, "SQL", Owed.MESSAGES)
+    path = box.path("default", SID)
+    damaged = path.read_bytes().replace(b'"SQL"', b'"SQM"')
+    path.write_bytes(damaged)
+    report = _doctor(runner)
+    assert report.check("files").status == "FAIL" and f"{path} line 1" in report.check("files").summary
+    fresh = AgentRunner.from_config(runner.settings.source_path)
+    with pytest.raises(DataCorrupt, match=f"agentrt doctor {SID} --repair"):
+        fresh.manager.get("default", SID)
+    assert path.read_bytes() == damaged
+    done = repair_session(fresh, SID)
+    assert [p for p, _ in done] == [path] and "outbox.jsonl.broken" in done[0][1]
+    assert path.with_name("outbox.jsonl.broken").read_bytes() == damaged
+    assert fresh.manager.get("default", SID).session_id == SID  # replays what SQL is owed first
+    assert fresh.manager.outbox.pending_layers("default", SID) == {"L2"}  # no Redis here to replay to
+    assert _doctor(runner).check("files").status == "OK"
+
+
+def test_a_damaged_session_document_fails_where_jsonl_is_the_truth(runner: AgentRunner) -> None:
+    """PRIMARY: a flipped bit in session.json is a FAIL naming the file, saying reads stop rather
+    than use SQL's copy, and how to restore or accept another copy; a read raises so."""
+    doc = runner.session_dir("default", SID) / "session.json"
+    data = bytearray(doc.read_bytes())
+    data[len(data) // 2] ^= 0x04
+    doc.write_bytes(bytes(data))
+    fresh = AgentRunner.from_config(runner.settings.source_path)  # a new process: nothing cached in L1
+    check = _doctor(fresh).check("session_found")
+    assert check.status == "FAIL" and str(doc) in check.summary and "SessionDocumentCorrupt" in check.summary
+    assert "restore" in check.next_step and "session.json.broken" in check.next_step
+    with pytest.raises(SessionDocumentCorrupt, match=f"agentrt doctor {SID}"):
+        fresh.manager.get("default", SID)
 
 
 def test_compressed_long_task_has_complete_context(tmp_path: Path) -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from agent.errors import ConfigError, SessionNotFound
+from agent.errors import ConfigError, DataCorrupt, SessionNotFound
 from agent.session.inbox import Inbox, TurnIndex, TurnStatus, new_turn_id
 from checkpointing.errors import CorruptRecordError
 
@@ -95,6 +96,53 @@ def test_a_damaged_complete_record_is_reported_with_file_and_line(tmp_path: Path
     with pytest.raises(CorruptRecordError, match=r"inbox\.jsonl:1"):
         inbox.turns()
     assert inbox.path.read_bytes() == data
+
+
+def test_a_flipped_final_newline_is_an_error_not_a_lost_turn(tmp_path: Path) -> None:
+    """A complete last record whose newline took a bit flip is not a torn tail: the read fails
+    naming the file and line instead of dropping the turn, and the file is left as it was."""
+    _submit(tmp_path, "s1", "a")
+    _submit(tmp_path, "s1", "b")
+    inbox = Inbox(tmp_path, "acme", "s1")
+    data = bytearray(inbox.path.read_bytes())
+    data[-1] ^= 0x01  # b"\n" -> b"\x0b"
+    inbox.path.write_bytes(bytes(data))
+    with pytest.raises(CorruptRecordError, match=r"inbox\.jsonl:2"):
+        inbox.turns()
+    assert inbox.path.read_bytes() == bytes(data)
+
+
+def test_a_flipped_bit_in_a_turn_file_never_points_at_another_session(tmp_path: Path) -> None:
+    """`s1` -> `s0` in `turns/<id>.json` is an error naming the file, not a turn of session s0."""
+    _submit(tmp_path, "s1", "a", "t-1")
+    index = TurnIndex(tmp_path, "acme")
+    path = index.dir / "t-1.json"
+    data = path.read_bytes()
+    damaged = data.replace(b'"s1"', b'"s0"')  # one bit: "1" is 0x31, "0" is 0x30
+    assert damaged != data
+    path.write_bytes(damaged)
+    with pytest.raises(DataCorrupt, match=r"t-1\.json is damaged") as info:
+        index.session_of("t-1")
+    assert "Restore the file from a backup" in str(info.value)
+    assert path.read_bytes() == damaged
+
+
+def test_a_turn_file_of_the_previous_format_is_still_read(tmp_path: Path) -> None:
+    """A plain-JSON turn file left by the previous release maps its turn as before."""
+    index = TurnIndex(tmp_path, "acme")
+    index.dir.mkdir(parents=True)
+    (index.dir / "t-old.json").write_text(json.dumps({"session_id": "s9", "turn_id": "t-old"}))
+    assert index.session_of("t-old") == "s9"
+
+
+def test_a_turn_file_a_crash_left_empty_is_an_unknown_turn(tmp_path: Path) -> None:
+    """A reservation cut short by a crash (empty or zeroed file) was never submitted: not found."""
+    index = TurnIndex(tmp_path, "acme")
+    index.dir.mkdir(parents=True)
+    for leftover in (b"", b"\x00" * 40):
+        (index.dir / "t-0.json").write_bytes(leftover)
+        with pytest.raises(SessionNotFound, match="no turn t-0"):
+            index.session_of("t-0")
 
 
 def test_live_and_continuation_turns_keep_their_flags_and_decision(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The file lease's files are not fsynced: what a machine crash can leave of them still works."""
+"""The file lease's files are not fsynced: what a machine crash can leave of them still works,
+and a damaged record (a complete one whose checksum fails) is an error, never "no lease"."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import LeaseHeld
+from agent.errors import DataCorrupt, LeaseHeld
 from agent.session.lease import FileLease
 from checkpointing.fencing import FencingGuard, session_dir
 
@@ -35,3 +36,60 @@ def test_a_damaged_holder_file_reads_as_an_unknown_holder(tmp_path: Path) -> Non
     with pytest.raises(LeaseHeld, match="unknown"):
         FileLease(tmp_path).acquire(TENANT, "s1", ttl_s=30)
     first.release(grant)
+
+
+def _flip(path: Path, old: bytes, new: bytes) -> bytes:
+    """Rewrite `path` with the last `old` replaced by `new` (one bit apart); returns the bytes."""
+    data = path.read_bytes()
+    at = data.rindex(old)
+    damaged = data[:at] + new + data[at + len(old) :]
+    assert sum(bin(a ^ b).count("1") for a, b in zip(data, damaged, strict=True)) == 1
+    path.write_bytes(damaged)
+    return damaged
+
+
+def test_a_counter_record_with_a_flipped_bit_is_an_error_not_token_zero(tmp_path: Path) -> None:
+    """A complete `lease.token` whose checksum fails stops the next grant with an error naming the
+    file and what to do; it is not read as "no counter", and nothing is changed."""
+    lease = FileLease(tmp_path)
+    for _ in range(3):
+        lease.release(lease.acquire(TENANT, "s1", ttl_s=30))
+    counter = session_dir(tmp_path, TENANT, "s1") / "lease.token"
+    damaged = _flip(counter, b"3", b"2")
+    with pytest.raises(DataCorrupt, match=r"lease\.token is damaged .*Delete it"):
+        lease.acquire(TENANT, "s1", ttl_s=30)
+    assert counter.read_bytes() == damaged
+    counter.unlink()  # what the message says to do: the next token is floored by the fence
+    assert lease.acquire(TENANT, "s1", ttl_s=30, token_floor=3).token == 4
+
+
+def test_a_holder_record_with_a_flipped_bit_never_names_another_holder(tmp_path: Path) -> None:
+    """A damaged `lease.json` of a held session: the refusal says the holder is unknown because
+    the file is damaged (not a misspelt holder, not "free"); reading it is an error naming it."""
+    first = FileLease(tmp_path)
+    grant = first.acquire(TENANT, "s1", holder="worker-a", ttl_s=30)
+    state = session_dir(tmp_path, TENANT, "s1") / "lease.json"
+    damaged = _flip(state, b"worker-a", b"worker-c")
+    with pytest.raises(LeaseHeld, match=r"unknown holder .*lease\.json is damaged") as info:
+        FileLease(tmp_path).acquire(TENANT, "s1", ttl_s=30)
+    assert "worker-c" not in str(info.value)
+    with pytest.raises(DataCorrupt, match=r"lease\.json is damaged"):
+        FileLease(tmp_path).state(TENANT, "s1")
+    assert state.read_bytes() == damaged
+    first.release(grant)
+
+
+def test_lease_files_of_the_previous_format_are_read_then_written_framed(tmp_path: Path) -> None:
+    """A plain-integer counter and a plain-JSON holder file from the previous release still work."""
+    directory = session_dir(tmp_path, TENANT, "s1")
+    directory.mkdir(parents=True)
+    (directory / "lease.token").write_bytes(b"7\n")
+    (directory / "lease.json").write_bytes(b'{"expires_at":1.5,"holder":"old-worker","token":7}\n')
+    lease = FileLease(tmp_path)
+    assert lease.counter(TENANT, "s1") == 7
+    assert lease.state(TENANT, "s1") == {"holder": "old-worker", "token": 7, "expires_at": 1.5}
+    grant = lease.acquire(TENANT, "s1", holder="new-worker", ttl_s=30)
+    assert grant.token == 8 and lease.counter(TENANT, "s1") == 8
+    assert lease.state(TENANT, "s1")["holder"] == "new-worker"
+    assert (directory / "lease.token").read_bytes().startswith(b'{"_crc":')
+    lease.release(grant)

@@ -1,10 +1,15 @@
-"""The outbox file: debts in order, settling, emptying, and a damaged file that forgets nothing."""
+"""The outbox file: debts in order, settling, emptying, read-only reads, and a damaged file that
+forgets nothing (repaired only by the explicit step)."""
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 from pathlib import Path
 
+import pytest
+
+from agent.errors import DataCorrupt
 from agent.session.outbox import Outbox, Owed
 
 
@@ -43,16 +48,63 @@ def test_a_debt_recorded_after_the_settled_offset_stays_owed(tmp_path: Path) -> 
     assert [(d.layer, d.what) for d in box.debts("t1", "s1")] == [("SQL", Owed.SESSION)]
 
 
-def test_damaged_outbox_is_kept_aside_and_every_layer_is_owed(tmp_path: Path) -> None:
-    """A torn or corrupt line: the file goes to .broken and a full replay of every layer is owed."""
+EVERY = {(layer, what) for layer in ("SQL", "L2") for what in Owed}
+
+
+def test_a_torn_debt_is_read_as_every_debt_and_the_next_append_writes_them(tmp_path: Path) -> None:
+    """A record cut off by a crash is an unknown debt: a read counts every debt of every layer and
+    changes nothing; the next append moves the torn bytes to .broken and records those debts."""
     box = Outbox(tmp_path)
     box.owe("t1", "s1", "SQL", Owed.MESSAGES)
     path = box.path("t1", "s1")
     with path.open("ab") as f:
-        f.write(b'{"kind": "owe", "lay')  # a torn tail
-    debts = {(d.layer, d.what) for d in box.debts("t1", "s1")}
-    assert debts == {(layer, what) for layer in ("SQL", "L2") for what in Owed}
-    assert path.with_name(path.name + ".broken").read_bytes().endswith(b'"lay')
+        f.write(b'{"_crc":"0a1b2c3d","kind":"owe","lay')  # a torn tail
+    before = path.read_bytes()
+    assert {(d.layer, d.what) for d in box.debts("t1", "s1")} == EVERY
+    assert path.read_bytes() == before and not path.with_name(path.name + ".broken").exists()
+    box.owe("t1", "s1", "L2", Owed.SESSION)
+    assert path.with_name(path.name + ".broken").read_bytes() == b'{"_crc":"0a1b2c3d","kind":"owe","lay'
+    assert {(d.layer, d.what) for d in box.debts("t1", "s1")} == EVERY
+
+
+def test_a_torn_outbox_converges_once_its_debts_are_replayed(tmp_path: Path) -> None:
+    """Settling what each read says is owed (as the manager does) empties the file in a few reads."""
+    box = Outbox(tmp_path)
+    box.owe("t1", "s1", "SQL", Owed.MESSAGES)
+    path = box.path("t1", "s1")
+    with path.open("ab") as f:
+        f.write(b'{"_crc":"0')
+    for _ in range(3):
+        debts = box.debts("t1", "s1")
+        for layer in {d.layer for d in debts}:
+            box.settle("t1", "s1", layer, max(d.offset for d in debts if d.layer == layer))
+    assert not box.owes("t1", "s1") and path.stat().st_size == 0
+
+
+def test_a_damaged_debt_stops_the_read_until_an_explicit_repair(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A complete record whose checksum fails: reads and appends raise naming file, line and
+    `agentrt doctor ID --repair`, and change nothing; `repair` keeps the bytes in .broken, owes
+    every layer a full replay and logs a warning."""
+    box = Outbox(tmp_path)
+    box.owe("t1", "s1", "SQL", Owed.MESSAGES)
+    box.owe("t1", "s1", "L2", Owed.SESSION)
+    path = box.path("t1", "s1")
+    damaged = path.read_bytes().replace(b'"SQL"', b'"SQM"')  # one bit: L 0x4c, M 0x4d
+    path.write_bytes(damaged)
+    with pytest.raises(DataCorrupt, match=r"outbox\.jsonl:1: .*agentrt doctor s1 --repair"):
+        box.debts("t1", "s1")
+    with pytest.raises(DataCorrupt, match=r"outbox\.jsonl:1"):
+        box.owe("t1", "s1", "SQL", Owed.SESSION)
+    assert path.read_bytes() == damaged and not path.with_name(path.name + ".broken").exists()
+    caplog.set_level(logging.WARNING, "agentrt.sessions")
+    done = box.repair("t1", "s1")
+    assert done is not None and "outbox.jsonl.broken" in done
+    assert path.with_name(path.name + ".broken").read_bytes() == damaged
+    assert {(d.layer, d.what) for d in box.debts("t1", "s1")} == EVERY
+    assert any(str(path) in r.getMessage() and "line 1" in r.getMessage() for r in caplog.records)
+    assert box.repair("t1", "s1") is None  # a file that verifies is left alone
 
 
 def _owe_many(base: str, n: int, layer: str) -> None:

@@ -1,7 +1,8 @@
 """A single-bit flip anywhere in any file kind is detected, never decoded into different state.
 
 Each file the stores write (checkpoint log with items and writes, event log, tool journal, session
-document, pins, fence, blob) is written once; then, for many random bit positions (seeded), a copy
+document, pins, fence, blob, a session's inbox and outbox, a turn file, the file lease's token
+counter and holder record) is written once; then, for many random bit positions (seeded), a copy
 with that one bit flipped is read back by the code that owns the file. The read must either raise
 one of our errors or return exactly what the undamaged file returns (a flip inside a torn tail
 that nobody reads cannot exist: every file here ends with a complete record).
@@ -26,6 +27,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 from agent.errors import AgentRuntimeError
+from agent.session.inbox import Inbox, TurnIndex
+from agent.session.lease import FileLease
+from agent.session.outbox import Outbox, Owed
 from agent.session.session import ChatSession
 from agent.session.stores.jsonl import JsonlSessionStore
 from agent.tools.journal import ToolExecutionJournal
@@ -92,7 +96,20 @@ def _write_everything(base: Path) -> dict[str, Any]:
     events.save_index()
     assert (base / SESSION / "runs/main/checkpoints.jsonl.idx").exists()
     assert (base / SESSION / "events.jsonl.idx").exists()
-    return {"blob": ref}
+    turn = "t-1"
+    TurnIndex(base, "acme").reserve(turn, "s1")
+    inbox = Inbox(base, "acme", "s1")
+    inbox.submit("hello", turn, "u")
+    inbox.mark_started(turn, "", "w1")
+    inbox.mark_done(turn, {"status": "COMPLETED", "run_id": "r1", "answer": "hi"}, "w1")
+    lease = FileLease(base)
+    grant = lease.acquire("acme", "s1", holder="worker-1", ttl_s=30)
+    holder_record = (base / SESSION / "lease.json").read_bytes()
+    lease.release(grant)  # removes lease.json: put back what the holder wrote, as a live holder leaves it
+    (base / SESSION / "lease.json").write_bytes(holder_record)
+    Outbox(base).owe("acme", "s1", "SQL", Owed.MESSAGES)
+    Outbox(base).owe("acme", "s1", "L2", Owed.SESSION)
+    return {"blob": ref, "turn": turn}
 
 
 def _readers(ctx: dict[str, Any]) -> dict[str, tuple[str, Callable[[Path], Any]]]:
@@ -115,6 +132,12 @@ def _readers(ctx: dict[str, Any]) -> dict[str, tuple[str, Callable[[Path], Any]]
         "session document": (str(SESSION / "session.json"), lambda b: JsonlSessionStore(b).get("acme", "s1")),
         "fence": (str(SESSION / "fence.json"), lambda b: FencingGuard(b / SESSION).highest()),
         "blob": (str(BlobStore(Path("")).path_for(ctx["blob"])), lambda b: BlobStore(b).get(ctx["blob"])),
+        "inbox": (str(SESSION / "inbox.jsonl"), lambda b: Inbox(b, "acme", "s1").turns()),
+        "turn file": (f"tenants/acme/turns/{ctx['turn']}.json",
+                      lambda b: TurnIndex(b, "acme").session_of(ctx["turn"])),
+        "lease token": (str(SESSION / "lease.token"), lambda b: FileLease(b).counter("acme", "s1")),
+        "lease state": (str(SESSION / "lease.json"), lambda b: FileLease(b).state("acme", "s1")),
+        "outbox": (str(SESSION / "outbox.jsonl"), lambda b: Outbox(b).debts("acme", "s1")),
         "checkpoint index": (str(SESSION / "runs/main/checkpoints.jsonl.idx"), saver_state),
         "event index": (str(SESSION / "events.jsonl.idx"), lambda b: (EventLog(b, "acme", "s1").header(),
                                                                      EventLog(b, "acme", "s1").raw_entries())),
@@ -124,9 +147,11 @@ def _readers(ctx: dict[str, Any]) -> dict[str, tuple[str, Callable[[Path], Any]]
 CACHES = ("checkpoint index", "event index")
 
 
-@pytest.mark.parametrize(
-    "kind", ["checkpoint log", "pins", "event log", "journal", "session document", "fence", "blob", *CACHES]
-)
+KINDS = ["checkpoint log", "pins", "event log", "journal", "session document", "fence", "blob"]
+KINDS += ["inbox", "turn file", "lease token", "lease state", "outbox"]
+
+
+@pytest.mark.parametrize("kind", [*KINDS, *CACHES])
 def test_single_bit_flips_are_always_detected(tmp_path: Path, kind: str) -> None:
     """Every one-bit flip either raises our error or reads back exactly the original state."""
     seed_dir = tmp_path / "seed"

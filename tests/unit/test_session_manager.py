@@ -9,7 +9,7 @@ import pytest
 
 from agent.errors import ConfigError, SessionExists, SessionNotActive, SessionNotFound
 from agent.session.manager import ChatSessionManager, Mode
-from agent.session.session import SessionStatus, utcnow
+from agent.session.session import SessionDocumentCorrupt, SessionStatus, utcnow
 from agent.session.stores.jsonl import JsonlSessionStore
 from agent.session.stores.memory import MemorySessionStore
 from agent.session.stores.sql import SqlSessionStore, sqlite_url
@@ -239,20 +239,72 @@ def test_mirror_repairs_sql_from_a_newer_jsonl_mirror(tmp_path: Path) -> None:
     assert fresh.sql is not None and fresh.sql.get("t1", "s1") == newer
 
 
-def test_a_damaged_session_file_reads_the_next_layer_without_an_outage(tmp_path: Path) -> None:
-    """A corrupt session.json is skipped for that session only (SQL answers); JSONL stays in use."""
-    m = manager(tmp_path)
+def _flip_user(path: Path) -> bytes:
+    """One bit of session.json flipped (its user "u1" -> "u0"); returns the damaged bytes."""
+    damaged = path.read_bytes().replace(b'"u1"', b'"u0"')
+    path.write_bytes(damaged)
+    return damaged
+
+
+@pytest.mark.parametrize("mode", ["PRIMARY", "JSONL_ONLY"])
+def test_a_damaged_session_file_stops_the_read_where_jsonl_is_the_truth(tmp_path: Path, mode: Mode) -> None:
+    """A flipped bit in session.json raises SessionDocumentCorrupt naming the file and `agentrt
+    doctor`, in one line: SQL's copy is not returned in its place. Only that session is refused,
+    the layer stays up, and the file is left as it was."""
+    m = manager(tmp_path, mode, sql=mode == "PRIMARY")
     m.create("t1", "agent", "u1", "bad")
     m.create("t1", "agent", "u1", "good")
-    (tmp_path / "tenants/t1/sessions/bad/session.json").write_bytes(b'{"broken": tru')
+    path = tmp_path / "tenants/t1/sessions/bad/session.json"
+    damaged = _flip_user(path)
     m.l1.clear()
-    assert m.get("t1", "bad").session_id == "bad"
-    assert m.last_read_trace == [("L1", "miss"), ("JSONL", "corrupt"), ("SQL", "hit")]
-    m.get("t1", "good")
+    with pytest.raises(SessionDocumentCorrupt) as info:
+        m.get("t1", "bad")
+    said = str(info.value)
+    assert str(path) in said and "`agentrt doctor bad`" in said and "\n" not in said
+    assert m.last_read_trace == [("L1", "miss"), ("JSONL", "corrupt")]
+    assert path.read_bytes() == damaged
+    assert m.get("t1", "good").session_id == "good"
     assert m.last_read_trace == [("L1", "miss"), ("JSONL", "hit")]
     assert m.layer_status()["JSONL"] == "up"
-    assert [s.session_id for s in m.jsonl.list("t1")] == ["good"]
-    assert m.locate("t1", "bad") == {"L1": "present", "JSONL": "corrupt", "SQL": "present"}
+    assert [x.session_id for x in m.jsonl.list("t1")] == ["good"]
+    sql = {"SQL": "present"} if mode == "PRIMARY" else {}
+    assert m.locate("t1", "bad") == {"L1": "absent", "JSONL": "corrupt", **sql}
+
+
+def test_mirror_with_sql_down_refuses_a_damaged_mirror(tmp_path: Path) -> None:
+    """In MIRROR while SQL is down the mirror is the answer: damaged, the read raises rather than
+    rebuild something else from the event log."""
+    manager(tmp_path, "MIRROR").create("t1", "agent", "u1", "bad")
+    path = tmp_path / "tenants/t1/sessions/bad/session.json"
+    damaged = _flip_user(path)
+    (tmp_path / "down").mkdir()
+    down = SqlSessionStore(sqlite_url(tmp_path / "down"))  # no tables: every call fails like an outage
+    m = ChatSessionManager("MIRROR", MemorySessionStore(), None, down, JsonlSessionStore(tmp_path))
+    with pytest.raises(SessionDocumentCorrupt, match="agentrt doctor bad"):
+        m.get("t1", "bad")
+    assert m.last_read_trace == [("L1", "miss"), ("SQL", "down"), ("JSONL", "corrupt")]
+    assert path.read_bytes() == damaged
+
+
+def test_mirror_answers_from_sql_over_a_damaged_mirror_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """In MIRROR (SQL is the truth) a damaged session.json leaves SQL's copy the answer, with a
+    warning naming the damaged file and `agentrt doctor`; the mirror is not read as the answer."""
+    import logging
+
+    m = manager(tmp_path, "MIRROR")
+    m.create("t1", "agent", "u1", "bad")
+    path = tmp_path / "tenants/t1/sessions/bad/session.json"
+    damaged = _flip_user(path)
+    fresh = manager(tmp_path, "MIRROR")
+    caplog.set_level(logging.WARNING, "agentrt.sessions")
+    got = fresh.get("t1", "bad")
+    assert fresh.sql is not None and got == fresh.sql.get("t1", "bad") and got.user_id == "u1"
+    assert fresh.last_read_trace == [("L1", "miss"), ("SQL", "hit"), ("JSONL", "corrupt")]
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(str(path) in w and "agentrt doctor bad" in w for w in said), said
+    assert path.read_bytes() == damaged
 
 
 def test_open_manager_builds_the_embedded_default(tmp_path: Path) -> None:
