@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
@@ -24,10 +24,11 @@ def reasoning_node(state: TaskExecutionState, config: RunnableConfig, runtime: R
     prompt = out.with_retry_hint(prompt, state.get("last_iteration_result"))
     model = rt.chat_model(call_index, with_tools=True)
     reply = invoke_model(model, prompt, config, rt.session_id, call_index)
-    reply, issues = out.sanitize_reply(reply, prefix=f"call-{call_index}", seen_ids=out.answered_ids(prompt))
+    answered = out.answered_ids(prompt)  # the context's tool results: the prompt holds all of them
+    reply, issues = out.sanitize_reply(reply, prefix=f"call-{call_index}", seen_ids=answered)
     if reply.id is None:
         reply = reply.model_copy(update={"id": f"ai-{rt.run_id}-{call_index}"})
-    reply = unique_tool_call_ids(reply, state, f"call-{call_index}")
+    reply = unique_tool_call_ids(reply, answered, f"call-{call_index}")
     finish = (reply.response_metadata or {}).get("finish_reason") or ("tool_calls" if reply.tool_calls else "stop")
     usage = dict(reply.usage_metadata) if reply.usage_metadata else None
     issues += out.classify(reply, finish, getattr(rt, "tools", None) or ())
@@ -67,13 +68,13 @@ def reasoning_node(state: TaskExecutionState, config: RunnableConfig, runtime: R
     return update
 
 
-def unique_tool_call_ids(reply: AIMessage, state: TaskExecutionState, prefix: str) -> AIMessage:
+def unique_tool_call_ids(reply: AIMessage, answered: set[str], prefix: str) -> AIMessage:
     """Give every tool call a non-empty id unseen in this session.
 
     Approvals, the journal and tool-message pairing are keyed by the call id: a model (or server)
     that repeats or omits ids must not make two calls share one, or a rejected call could run.
     """
-    seen = {m.tool_call_id for m in state.get("messages") or [] if isinstance(m, ToolMessage)}
+    seen = set(answered)
     fixed, changed = [], False
     for i, tc in enumerate(reply.tool_calls):
         tid = tc.get("id")

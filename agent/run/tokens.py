@@ -24,6 +24,10 @@ class TokenStream(BaseCallbackHandler, _StreamingCallbackHandler):
 
     run_inline = True  # called in the model's own thread, where the node's stream writer is
 
+    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        """Nothing to do. Defined because a handler without it makes LangChain call `on_llm_start`
+        instead, with the whole prompt rendered as one string: a cost growing with the history."""
+
     def on_llm_new_token(self, token: Any, *, chunk: Any = None, **kwargs: Any) -> None:
         """One streamed token: written as a `token` custom event when it is non-empty text."""
         msg = getattr(chunk, "message", None)
