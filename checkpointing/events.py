@@ -170,6 +170,8 @@ class EventLog:
         self._order: list[str] = []
         self._children: dict[str | None, list[str]] = {}
         self._branch_leaf: dict[str, str] = {}
+        self._branch_first: dict[str, str] = {}
+        self._branch_count: dict[str, int] = {}
         self._saved = 0  # end of the log its persisted index covers
         self._last: tuple[int, str] = (0, "")  # offset and checksum of the last indexed record
         self._appended = False  # only a process that appended persists the index
@@ -190,7 +192,11 @@ class EventLog:
         self._records[rec.id] = rec
         self._order.append(rec.id)
         self._children.setdefault(rec.parent_id, []).append(rec.id)
-        self._branch_leaf[rec.branch_id] = rec.id
+        branch = rec.branch_id
+        if branch not in self._branch_leaf:
+            self._branch_first[branch] = rec.id
+        self._branch_leaf[branch] = rec.id
+        self._branch_count[branch] = self._branch_count.get(branch, 0) + 1
 
     def _index(self, rec: dict[str, Any], line: int, body: bytes | None, off: int) -> None:
         if rec.get("kind") == "header":
@@ -351,6 +357,8 @@ class EventLog:
         self._order.clear()
         self._children.clear()
         self._branch_leaf.clear()
+        self._branch_first.clear()
+        self._branch_count.clear()
 
     def header(self) -> dict[str, Any] | None:
         """The header record, or None when the log does not exist."""
@@ -499,6 +507,13 @@ class EventLog:
             recs = (self._records[i] for i in self._order)
             return [{"id": r.id, "parent_id": r.parent_id, "branch_id": r.branch_id, "type": r.type} for r in recs]
 
+    def envelope(self, entry_id: str) -> dict[str, Any]:
+        """One entry's `{id, parent_id, branch_id, type}` (KeyError when absent; no payload is read)."""
+        with self._lock:
+            self._load()
+            r = self._records[entry_id]
+            return {"id": r.id, "parent_id": r.parent_id, "branch_id": r.branch_id, "type": r.type}
+
     def raw(self, entry_id: str) -> dict[str, Any]:
         """The entry as stored (blob references unresolved)."""
         with self._lock:
@@ -557,6 +572,12 @@ class EventLog:
         with self._lock:
             self._load()
             return dict(self._branch_leaf)
+
+    def branch_stats(self) -> dict[str, tuple[str, int]]:
+        """Every branch id with its first entry's id and its number of entries (nothing parsed)."""
+        with self._lock:
+            self._load()
+            return {b: (self._branch_first[b], n) for b, n in self._branch_count.items()}
 
     def branch_leaf(self, branch_id: str) -> str | None:
         """The newest entry appended on `branch_id`, or None."""

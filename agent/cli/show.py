@@ -133,15 +133,14 @@ def conversation(entries: list[Any]) -> list[str]:
 
 def branch_tree(log: Any, branches: dict[str, str], current: str) -> list[str]:
     """Each branch with the entry it forked from, its entry count and leaf; the current one marked."""
-    raw = log.envelopes()
-    by_id = {r["id"]: r for r in raw}
+    stats = log.branch_stats()  # first entry and count per branch: no entry is parsed
     lines = []
     width = max((len(b) for b in branches), default=4)
     for b in sorted(branches, key=lambda b: (b != "main", b)):
-        own = [r for r in raw if r.get("branch_id") == b]
-        start = own[0].get("parent_id") if own else None
-        origin = by_id.get(start or "", {}).get("branch_id") if start else None
+        first, count = stats.get(b, (None, 0))
+        start = log.envelope(first)["parent_id"] if first else None
+        origin = log.envelope(start)["branch_id"] if start else None
         fork = f"forked from {origin} at entry {start}" if origin and origin != b else "root"
         mark = "*" if b == current else " "
-        lines.append(f"  {mark} {b:<{width}} {len(own):>4} entries  {fork}")
+        lines.append(f"  {mark} {b:<{width}} {count:>4} entries  {fork}")
     return lines

@@ -100,13 +100,14 @@ def head(
 
 def fork_point_of(events: EventLog, branch_id: str) -> str | None:
     """The checkpoint a branch was forked from, as its `branch_created` entry records it (None: main/unknown)."""
-    for e in events.envelopes():  # only the branch's first entry is parsed
-        if e.get("branch_id") == branch_id:
-            if e.get("type") != "branch_created":
-                return None
-            cp = events.entry(e["id"]).payload.get("checkpoint_id")
-            return str(cp) if cp else None
-    return None
+    stat = events.branch_stats().get(branch_id)
+    if stat is None:
+        return None
+    first = events.entry(stat[0])  # only the branch's first entry is parsed
+    if first.type != "branch_created":
+        return None
+    cp = first.payload.get("checkpoint_id")
+    return str(cp) if cp else None
 
 
 def room_name(branch_id: str) -> str:

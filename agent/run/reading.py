@@ -146,12 +146,10 @@ def _branch_thread(rt: RunnerCore, tenant: str, session_id: str, branch_id: str 
 def branch_info(rt: RunnerCore, session: ChatSession, events: EventLog) -> list[dict[str, Any]]:
     """Each branch: where it forked, its room, its checkpoint and its page history (from the log alone)."""
     pages = branch_pages(events)
-    counts: dict[str, int] = {}
-    for e in events.envelopes():  # ids, branches and types only: no entry is parsed
-        counts[e["branch_id"]] = counts.get(e["branch_id"], 0) + 1
+    stats = events.branch_stats()  # first entry and count per branch: no entry is parsed
     out = []
     for branch, leaf in events.branches().items():
-        created = _branch_created(events, branch)
+        created = _branch_created(events, stats[branch][0])
         at = head(rt, session, branch, (created or {}).get("checkpoint_id"))
         out.append(
             {
@@ -162,18 +160,17 @@ def branch_info(rt: RunnerCore, session: ChatSession, events: EventLog) -> list[
                 "from_branch_id": (created or {}).get("from_branch_id"),
                 "room_id": room_id(branch),
                 "checkpoint_id": at.checkpoint_id,
-                "entries": counts.get(branch, 0),
+                "entries": stats[branch][1],
                 "page": pages.get(branch, []),
             }
         )
     return out
 
 
-def _branch_created(events: EventLog, branch: str) -> dict[str, Any] | None:
-    for e in events.envelopes():
-        if e.get("branch_id") == branch:
-            return dict(events.entry(e["id"]).payload) if e.get("type") == "branch_created" else None
-    return None
+def _branch_created(events: EventLog, first_entry: str) -> dict[str, Any] | None:
+    """The payload of the `branch_created` entry a branch starts with (None: it started otherwise)."""
+    first = events.entry(first_entry)
+    return dict(first.payload) if first.type == "branch_created" else None
 
 
 def tool_result(

@@ -212,6 +212,7 @@ def _event_view(base: Path) -> Any:
     return (
         log.header(),
         log.branches(),
+        log.branch_stats(),
         [e.payload for e in log.projection(leaf, frozenset({"user_turn"}))],
         log.raw_entries(),
         [e.id for e in log.last(3)],
@@ -245,7 +246,7 @@ def test_event_log_appends_after_its_index_are_caught_up(tmp_path: Path) -> None
     other.append("user_turn", {"i": "late"}, parent_id=first.branch_leaf("main"))
     view = _event_view(base)
     assert view == _event_view(_without_index(base, tmp_path))
-    assert any(e.get("payload", {}).get("i") == "late" for e in view[3])
+    assert any(e.get("payload", {}).get("i") == "late" for e in view[4])
 
 
 def test_an_index_is_used_only_while_its_last_record_is_the_one_indexed(tmp_path: Path) -> None:
