@@ -33,6 +33,7 @@ from typing import Any
 
 from agent.config import AgentSettings
 from agent.errors import AgentRuntimeError, ApprovalNotPending, LeaseHeld, SessionError, SessionNotFound, StorageError
+from agent.events import of_run
 from agent.live import END, LiveChannel, encode_event
 from agent.results import RunEvent
 from agent.runner import AgentRunner
@@ -194,7 +195,7 @@ def _new_turn(runner: AgentRunner, turn: Turn, last: str) -> Iterator[RunEvent]:
 
 def _run_began(runner: AgentRunner, tenant: str, sid: str, run_id: str) -> bool:
     events = runner.manager.jsonl.event_log(tenant, sid)
-    return events.newest(frozenset({"user_turn"}), run_id) is not None
+    return events.newest(frozenset({"user_turn"}), of_run(run_id)) is not None
 
 
 def _resume_with(

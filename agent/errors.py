@@ -22,7 +22,8 @@ AgentrtError                      exit  meaning
 
 `AgentRuntimeError`, `StorageError` and `ModelError` are the older names of `AgentrtError`,
 `BackendUnavailable` and `ModelCallFailed`. The checkpointing package keeps its own root
-(`CheckpointingError`, so it stays usable alone); `as_agentrt_error` maps it, and the errors
+(`CheckpointingError`, so it stays usable alone, and its messages name no agentrt command);
+`as_agentrt_error` maps it (adding agentrt's next step, e.g. `agentrt doctor`), and the errors
 of the libraries below us (Redis, SQLAlchemy, the OpenAI client), to this tree at the CLI's
 boundary. Any other exception is a bug: exit 70.
 """
@@ -38,6 +39,7 @@ from checkpointing.errors import (
     CorruptRecordError,
     DocumentMismatch,
     InvalidIdError,
+    OldFormatError,
     StaleFencingTokenError,
     UnknownSchemaError,
     UnsupportedValueError,
@@ -237,7 +239,23 @@ def as_agentrt_error(err: BaseException) -> AgentrtError | None:
 
 
 def _map_checkpointing(err: CheckpointingError) -> AgentrtError:
-    if isinstance(err, (CorruptRecordError, BlobError, UnknownSchemaError)):
+    # The checkpointing package says what is wrong in a library's words; agentrt's next step is added here.
+    if isinstance(err, OldFormatError):
+        return DataCorrupt(
+            f"{err.path}:{err.line}: written in an older agentrt on-disk format (records framed with a trailing "
+            "_crc); this version reads format 2 only. Finish the session with the agentrt that wrote it "
+            "or start a new session; nothing was changed on disk."
+        )
+    if isinstance(err, CorruptRecordError):
+        return DataCorrupt(
+            f"{err.path}:{err.line}: corrupt record ({err.reason}); the file was left untouched. "
+            "Restore it from a backup, or run `agentrt doctor` to see what depends on it."
+        )
+    if isinstance(err, UnknownSchemaError):
+        return DataCorrupt(
+            f"{err} Finish or export the session with the agentrt that wrote it, or start a new session."
+        )
+    if isinstance(err, BlobError):
         return DataCorrupt(str(err))
     if isinstance(err, InvalidIdError):
         return InputError(str(err))

@@ -1,7 +1,9 @@
 """JSONL checkpointing for LangGraph: versioned documents, blobs, event log, validation.
 
-This package imports nothing else of agentrt, so `JsonlCheckpointSaver` can be used in any
-LangGraph graph on its own.
+This package imports nothing of the runtime built on it and names none of its concepts: a caller
+pins what it cares about as checkpoint metadata (`expect_metadata=`, `validate=`, the
+`runtime_snapshot` hook) and gives the event log its entry types (`events.EventSchema`), so
+`JsonlCheckpointSaver` can be used in any LangGraph graph, with any thread_id, on its own.
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ references each, cut from index 0, so a list that only grew shares all its full 
 previous version) plus its tail: storage stays about linear even for a plain `add_messages` list.
 Inside an item,
 a message's content and the string values of a plain object of at least TEXT_MIN characters are
-items of their own (schema 3), so a tool result held by a ToolMessage and by another record (the
-tool-result store) is stored once. Item records precede the records that reference them, in the
+items of their own (schema 3), so a long text held by a message and by another channel's value
+is stored once. Item records precede the records that reference them, in the
 same write.
 """
 
@@ -436,7 +436,8 @@ class DocumentBuilder:
         )
 
     def document_view(self, store: SessionStore, doc: dict[str, Any]) -> dict[str, Any]:
-        """The record as a plain document for recovery/doctor: values left out, metadata decoded."""
+        """The record as a plain document for a caller's checks or an inspector: values left out,
+        metadata decoded."""
         out = {k: v for k, v in doc.items() if k not in ("values", "k")}
         out["metadata"] = self.metadata(doc, store)
         out["runtime_snapshot"] = self.runtime_snapshot(doc, store)

@@ -217,7 +217,7 @@ class SessionStore:
             if log is not None and log.inode() not in (0, ino):
                 log.close()  # the file was replaced or removed: the next append opens the new one
             if size < end or idx.inodes.get(run, ino) != ino:
-                # Shorter than indexed (rewritten, or a tail cut by recovery), or another file in its
+                # Shorter than indexed (rewritten, or a torn tail cut by a repair), or another file in its
                 # place (deleted and started again by another saver): start over.
                 return self._catch_up(self._reset())
             idx.inodes[run] = ino
@@ -284,7 +284,7 @@ class SessionStore:
         if idx is None:
             return
         # A store that appended also indexes the session's other run files (written before, or by
-        # an older agentrt): the next open of a long session is then cheap whichever run grew it.
+        # an older version): the next open of a long session is then cheap whichever run grew it.
         due = [run] if run is not None else sorted(self._saved_due | set(idx.ends) if self._saved_due else ())
         for r in due:
             self._saved_due.discard(r)
@@ -690,8 +690,8 @@ def _checked(rec: Any, path: Path, line: int) -> dict[str, Any]:
     if version not in READABLE_SCHEMA_VERSIONS:
         raise UnknownSchemaError(
             f"{path}:{line}: checkpoint record has schema_version {version!r}; this saver reads "
-            f"{sorted(READABLE_SCHEMA_VERSIONS)}. Finish or export the session with the agentrt that wrote "
-            "it, or start a new session; nothing was changed on disk."
+            f"{sorted(READABLE_SCHEMA_VERSIONS)}. Read the thread with the version of the saver that wrote "
+            "it; nothing was changed on disk."
         )
     if rec.get("k") == "c":
         try:

@@ -31,8 +31,8 @@ class CorruptRecordError(CheckpointingError):
         self.line = line
         self.reason = reason
         super().__init__(
-            f"{path}:{line}: corrupt record ({reason}); the file was left untouched. "
-            "Restore it from a backup, or run `agentrt doctor` to see what depends on it."
+            f"{path}:{line}: corrupt record ({reason}); the file was left untouched: repair it, or restore "
+            "it from a backup."
         )
 
 
@@ -72,9 +72,9 @@ class OldFormatError(UnknownSchemaError):
         self.line = line
         self.reason = "on-disk format too old"
         super().__init__(
-            f"{path}:{line}: written in an older agentrt on-disk format (records framed with a trailing "
-            "_crc); this version reads format 2 only. Finish the session with the agentrt that wrote it "
-            "or start a new session; nothing was changed on disk."
+            f"{path}:{line}: written in an older on-disk format (records framed with a trailing _crc); "
+            "this version reads format 2 only. Read the file with the version that wrote it; nothing was "
+            "changed on disk."
         )
 
 

@@ -1,16 +1,18 @@
-"""The session event log: `tenants/<tenant>/sessions/<session>/events.jsonl`, an append-only entry tree.
+"""An append-only entry tree per session: `tenants/<tenant>/sessions/<session>/events.jsonl`.
 
-Line 1 is the header `{kind: "header", schema_version, tenant_id, agent_id, user_id, session_id,
-created_at, config_digest}`. Every later line is an entry `{id, parent_id, branch_id, type, ts,
-payload}` (plus `fence` when the writer holds a lease token: an append carrying a token lower than
-the session's highest seen raises `StaleFencingTokenError`, via `checkpointing.fencing`). Ids are
-UUIDv7 strings, so "newer" is "larger". A payload whose canonical JSON is larger than
-`inline_payload_max_bytes` is stored in the blob store and the entry keeps only
-`{"$blob": "sha256:...", "size": N}`; reads resolve it.
+The log knows no entry types or header fields of its own: its owner passes an `EventSchema` (the
+entry types it allows, the fields of its header line, in order). Line 1 is the header
+`{kind: "header", schema_version, <the schema's header fields>}` (always with tenant_id and
+session_id, checked against the log's path). Every later line is an entry `{id, parent_id,
+branch_id, type, ts, payload}` (plus `fence` when the writer holds a lease token: an append
+carrying a token lower than the session's highest seen raises `StaleFencingTokenError`, via
+`checkpointing.fencing`). Ids are UUIDv7 strings, so "newer" is "larger". A payload whose
+canonical JSON is larger than `inline_payload_max_bytes` is stored in the blob store and the entry
+keeps only `{"$blob": "sha256:...", "size": N}`; reads resolve it.
 
 Entries are never rewritten. A branch is a path: `path_to_root(leaf)` walks parents up to the
-root, so forking (a `branch_created` entry whose parent is an earlier entry) changes only which
-path later history hangs off, never the entries of the original branch.
+root, so forking (appending, on a new branch_id, an entry whose parent is an earlier entry)
+changes only which path later history hangs off, never the entries of the original branch.
 
 Framing, checksums and the torn-tail rule are those of `checkpointing.records`.
 """
@@ -22,6 +24,7 @@ import logging
 import os
 import re
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,33 +60,48 @@ _PREVIOUS = 1
 _SEEKS_MAX = 64
 """A read needing more bodies than this (not in memory) scans the log once instead of seeking."""
 _log = logging.getLogger(__name__)
-HEADER_FIELDS = ("tenant_id", "agent_id", "user_id", "session_id", "created_at", "config_digest")
+_IDENTITY = ("tenant_id", "session_id")
+"""Header fields every log writes: the log checks them against its path."""
 
-EVENT_TYPES: frozenset[str] = frozenset(
-    {
-        "user_turn",
-        "assistant_message",
-        "node_start",
-        "node_end",
-        "model_call",
-        "tool_call",
-        "tool_result",
-        "hitl_request",
-        "hitl_decision",
-        "run_start",
-        "run_pause",
-        "run_resume",
-        "run_end",
-        "run_fail",
-        "recovery_blocked",
-        "recovery_override",
-        "branch_created",
-        "compression",
-        "sandbox",
-        "sandbox_created",
-        "sandbox_destroyed",
-    }
-)
+
+@dataclass(frozen=True)
+class EventSchema:
+    """What an owner keeps in its event log: the entry types it allows and its header fields.
+
+    `types`: the entry types `append` accepts (any other raises `ValueError` naming them); None
+    accepts any non-empty type. `header_fields`: the fields of the header line after `kind` and
+    `schema_version`, in this order (`create` takes these from its argument, absent ones as
+    null, and fills `created_at`, when listed, with the current time); it must list tenant_id and
+    session_id. Reads never depend on the schema: a log written under another one opens as is.
+    """
+
+    types: frozenset[str] | None = None
+    header_fields: tuple[str, ...] = ("tenant_id", "session_id", "created_at")
+
+    def __post_init__(self) -> None:
+        if self.types is not None:
+            object.__setattr__(self, "types", frozenset(self.types))
+        object.__setattr__(self, "header_fields", tuple(self.header_fields))
+        missing = [f for f in _IDENTITY if f not in self.header_fields]
+        if missing or len(set(self.header_fields)) != len(self.header_fields):
+            raise ValueError(
+                f"header_fields {list(self.header_fields)} must name each field once and include {list(_IDENTITY)}"
+            )
+        if {"kind", "schema_version"} & set(self.header_fields):
+            raise ValueError("header_fields may not use the reserved names 'kind' and 'schema_version'")
+
+    def check_type(self, type: str) -> None:
+        """Raise `ValueError` unless entries of `type` may be appended."""
+        if self.types is None:
+            if not isinstance(type, str) or not type:
+                raise ValueError(f"an event type must be a non-empty string, got {type!r}")
+            return
+        if type not in self.types:
+            raise ValueError(f"unknown event type {type!r}; use one of {sorted(self.types)}")
+
+
+ANY_EVENTS = EventSchema()
+"""The default schema: any entry type; a header of tenant_id, session_id and created_at."""
 
 
 # The envelope of an entry as this module writes it (orjson, keys in this order, ids without escapes):
@@ -135,11 +153,12 @@ class EventLog:
     """One session's events.jsonl with an in-memory index (appends never re-read the file).
 
     Thread-safe within a process. Entries appended by another process are picked up on the next
-    call (the index catches up from the last byte it knows). Opening a log verifies every line's
-    checksum but indexes only each entry's envelope (id, parent, branch, type); a payload is parsed
-    when an entry is read, so questions about the tail (`last`, `newest`, `branches`, a projection
-    filtered by type) do not decode the whole history. Corruption other than a torn last
-    line raises `CorruptRecordError` naming file and line.
+    call (the index catches up from the last byte it knows). `schema` (an `EventSchema`, given by
+    the log's owner) says which entry types `append` accepts and what the header holds. Opening a
+    log verifies every line's checksum but indexes only each entry's envelope (id, parent, branch,
+    type); a payload is parsed when an entry is read, so questions about the tail (`last`,
+    `newest`, `branches`, a projection filtered by type) do not decode the whole history.
+    Corruption other than a torn last line raises `CorruptRecordError` naming file and line.
     """
 
     def __init__(
@@ -152,8 +171,10 @@ class EventLog:
         blobs: BlobStore | None = None,
         group: CommitGroup | None = None,
         tier: int = TIER_EVENTS,
+        schema: EventSchema = ANY_EVENTS,
     ) -> None:
         self.base_dir = Path(base_dir)
+        self.schema = schema
         self.tenant_id = tenant_id
         self.session_id = session_id
         self.path = session_dir(base_dir, tenant_id, session_id) / EVENTS_FILE
@@ -215,7 +236,8 @@ class EventLog:
         if rec.get("schema_version") != SCHEMA_VERSION:
             raise UnknownSchemaError(
                 f"{self.path}: event log schema_version {rec.get('schema_version')!r} is not "
-                f"{SCHEMA_VERSION}; upgrade agentrt to read it"
+                f"{SCHEMA_VERSION} (written by a newer version of this library?); the file was left "
+                "untouched: read it with the version that wrote it."
             )
         self._header = rec
 
@@ -285,7 +307,7 @@ class EventLog:
                 return
             # The file was removed, replaced or cut by someone else: the index is void.
             self._reset()
-        # A read never modifies the file: a torn tail is left for the appender (or recovery) to cut.
+        # A read never modifies the file: a torn tail is left for the appender (or a repair) to cut.
         if self._restore():
             self._ino = self.path.stat().st_ino
             self._loaded = True
@@ -322,11 +344,13 @@ class EventLog:
         return self.path.exists()
 
     def create(self, header: dict[str, Any]) -> dict[str, Any]:
-        """Write the header line of a new log; refuses when the log already exists."""
+        """Write the header line of a new log (the schema's header fields, from `header`); refuses
+        when the log already exists."""
         rec: dict[str, Any] = {"kind": "header", "schema_version": SCHEMA_VERSION}
-        for name in HEADER_FIELDS:
+        for name in self.schema.header_fields:
             rec[name] = header.get(name)
-        rec["created_at"] = rec["created_at"] or _now()
+        if "created_at" in rec:
+            rec["created_at"] = rec["created_at"] or _now()
         if rec["tenant_id"] != self.tenant_id or rec["session_id"] != self.session_id:
             raise ValueError("header tenant_id/session_id must match the log's path")
         with self._lock:
@@ -377,8 +401,7 @@ class EventLog:
         fencing_token: int | None = None,
     ) -> Entry:
         """Append one entry and return it. The parent must exist (None only for a root entry)."""
-        if type not in EVENT_TYPES:
-            raise ValueError(f"unknown event type {type!r}; use one of {sorted(EVENT_TYPES)}")
+        self.schema.check_type(type)
         validate_id(branch_id, "branch id")
         body = dict(payload or {})
         if is_blob_ref(body) or BLOB_KEY in body:
@@ -479,8 +502,9 @@ class EventLog:
             )
             return [self._resolve(r) for r in recs]
 
-    def newest(self, types: frozenset[str] | set[str], run_id: str | None = None) -> Entry | None:
-        """The newest entry of one of `types` (whose payload names `run_id`, when given), or None.
+    def newest(self, types: frozenset[str] | set[str], where: Mapping[str, Any] | None = None) -> Entry | None:
+        """The newest entry of one of `types` (whose payload holds every item of `where`, when
+        given), or None.
 
         Reads the log from its end and parses only the payloads of entries of those types.
         """
@@ -490,7 +514,8 @@ class EventLog:
                 rec = self._records[i]
                 if rec.type in types:
                     entry = self._resolve(rec)
-                    if run_id is None or (entry.payload or {}).get("run_id") == run_id:
+                    payload = entry.payload or {}
+                    if where is None or all(payload.get(k, _ABSENT) == v for k, v in where.items()):
                         return entry
             return None
 
@@ -546,7 +571,7 @@ class EventLog:
         """The branch projection: entries from `leaf_id` up to the root, leaf first.
 
         With `types`, only entries of those types are returned (others are walked, not resolved,
-        so e.g. the page history never reads the blobs of large tool results).
+        so a history of a few types never reads the blobs of the large payloads of others).
         """
         with self._lock:
             self._load()
@@ -596,6 +621,9 @@ class EventLog:
         self._log.sync()
 
 
+_ABSENT = object()
+
+
 def _loads(body: bytes) -> dict[str, Any]:
     rec: dict[str, Any] = loads(body)
     return rec
@@ -626,10 +654,11 @@ def read_header(path: Path) -> dict[str, Any] | None:
 
 
 __all__ = [
-    "EVENT_TYPES",
+    "ANY_EVENTS",
     "SCHEMA_VERSION",
     "Entry",
     "EventLog",
+    "EventSchema",
     "new_entry_id",
     "read_header",
     "session_dir",

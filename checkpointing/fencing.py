@@ -115,7 +115,7 @@ class FencingGuard:
         except (ValueError, KeyError, TypeError) as err:
             raise StaleFencingTokenError(
                 f"{self.fence_path} is unreadable ({err}); refusing to write without a fence. "
-                "Stop every process of this session, then delete the file and resume."
+                "Stop every process writing this session, then delete the file and retry."
             ) from err
         return value, (st.st_ino, st.st_mtime_ns, st.st_size)
 

@@ -1,14 +1,14 @@
-"""THE path layout of `base_dir`: where each file of a tenant, session and run lives.
+"""THE path layout of `base_dir`: where each file of this package for a tenant, session and run lives.
 
     base_dir/
-      tenants/<tenant>/sessions/<session>/
-        session.json                 the session document (one framed record)
-        events.jsonl                 the session event log
-        journal.jsonl                the tool execution journal
-        fence.json, fence.lock       fencing tokens of the session lease
+      tenants/<tenant>/sessions/<session>/   one folder per thread (a "session")
+        events.jsonl                 the event log (`checkpointing.events`)
+        fence.json, fence.lock       fencing tokens (`checkpointing.fencing`)
+        pins.json                    checkpoints retention keeps
         runs/<run>/checkpoints.jsonl checkpoints, channel values and pending writes of a run
       blobs/sha256/<2 hex>/<62 hex>  content-addressed payloads
 
+A caller may keep files of its own in a session folder (`session_dir`); their names are its own.
 Every id that becomes a path component is validated here (`validate_id`), so no caller builds a
 path from an unchecked id.
 """
@@ -24,8 +24,6 @@ SESSIONS = "sessions"
 RUNS = "runs"
 CHECKPOINTS_FILE = "checkpoints.jsonl"
 EVENTS_FILE = "events.jsonl"
-JOURNAL_FILE = "journal.jsonl"
-SESSION_FILE = "session.json"
 BLOBS = ("blobs", "sha256")
 
 
@@ -57,16 +55,6 @@ def checkpoints_file(base_dir: Path | str, tenant: str, session_id: str, run_id:
 def events_file(base_dir: Path | str, tenant: str, session_id: str) -> Path:
     """The event log of a session."""
     return session_dir(base_dir, tenant, session_id) / EVENTS_FILE
-
-
-def journal_file(base_dir: Path | str, tenant: str, session_id: str) -> Path:
-    """The tool journal of a session."""
-    return session_dir(base_dir, tenant, session_id) / JOURNAL_FILE
-
-
-def session_file(base_dir: Path | str, tenant: str, session_id: str) -> Path:
-    """The session document of a session."""
-    return session_dir(base_dir, tenant, session_id) / SESSION_FILE
 
 
 def blobs_root(base_dir: Path | str) -> Path:

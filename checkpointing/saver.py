@@ -8,6 +8,12 @@ run from `config["configurable"]["run_id"]` (defaults when absent), on every rea
 
     graph = builder.compile(checkpointer=JsonlCheckpointSaver("./.state"))
 
+Reading values back rebuilds only classes on the codec's allowlist (others are `StoredObject`
+stand-ins, see `checkpointing.codec`). LangGraph hands a saver its graph's classes (`with_allowlist`)
+only when `LANGGRAPH_STRICT_MSGPACK` is set; without it, allow them once after compiling:
+
+    saver.allow_graph(graph)
+
 Channel versions are strings like InMemorySaver's, shorter (`get_next_version`); versions of any JSON type
 (int, float, str) written by other savers are stored as given, and a thread with int or float versions
 goes on with versions of that type. Every async method runs the file
@@ -50,6 +56,7 @@ from checkpointing.fencing import FencingGuard
 from checkpointing.ids import validate_id
 from checkpointing.layout import sessions_root, tenants_root
 from checkpointing.records import CommitGroup, FsyncPolicy, group_for
+from checkpointing.typewalk import graph_classes
 from checkpointing.validation import validate_metadata
 
 _MAX_NS = 1024
@@ -78,13 +85,15 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
             `group.deferred()` this saver's appends reach disk at the group's one barrier.
         keep_last: checkpoints kept per run and namespace (None: keep all); never drops one a
             kept checkpoint needs (its DeltaChannel bases), a branch head, nor a pinned one.
-        allowed_types: classes the codec may rebuild from stored data (see `codec`).
+        allowed_types: classes the codec may rebuild from stored data (see `codec`); add a
+            compiled graph's own with `allow_graph(graph)` (LangGraph passes them through
+            `with_allowlist` only when `LANGGRAPH_STRICT_MSGPACK` is set).
         expect_metadata: metadata keys a loaded checkpoint must carry with these values, else
             `DocumentMismatch` (how a caller pins graph version, digests, ...).
         validate: called with each loaded document (a plain dict); may raise to refuse it.
         runtime_snapshot: called on every `put` with (checkpoint, metadata); the JSON-able
             mapping it returns is the document's `runtime_snapshot` (what the caller wants to
-            see beside the state without decoding it: agentrt's pins, active skill, todo list).
+            see beside the state without decoding it: the pins it validates, a summary...).
             Identical snapshots are stored once per session. Without it (or when it returns
             None), a mapping under metadata key "runtime_snapshot" is used, else `{}`.
         default_tenant / default_run: used when the config carries no tenant_id / run_id.
@@ -132,17 +141,27 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
     # -- LangGraph hooks -----------------------------------------------------------------------
 
     def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> JsonlCheckpointSaver:
-        """Allow the classes a compiled graph names (already loaded ones only; nothing is imported)."""
+        """Allow the classes named `(module, name)` (already loaded ones only; nothing is imported).
+
+        LangGraph calls this while compiling a graph only when the environment variable
+        `LANGGRAPH_STRICT_MSGPACK` is set (to 1/true/yes); otherwise call `allow_graph`.
+        """
         self.codec.allow_names(extra_allowlist)
         return self
 
-    def allow_graph(self, graph: Any) -> None:
-        """Allow the types of a compiled graph's state, input, output and context schemas."""
-        from langgraph._internal._serde import build_serde_allowlist
+    def allow_graph(self, graph: Any) -> set[type]:
+        """Allow the classes a compiled graph's types name; returns them.
 
-        schemas = [getattr(graph.builder, a, None) for a in ("state_schema", "input_schema", "output_schema")]
-        schemas.append(getattr(graph.builder, "context_schema", None))
-        self.codec.allow_names(build_serde_allowlist(schemas=[s for s in schemas if s], channels=graph.channels))
+        Walks the state, input, output and context schemas, node and branch input schemas and
+        channel types of `graph` and its subgraphs (`checkpointing.typewalk.graph_classes`):
+        pydantic models, dataclasses, enums and named tuples found there, at any depth, read back
+        as themselves instead of `StoredObject` stand-ins. Call it once after `compile`:
+
+            saver.allow_graph(builder.compile(checkpointer=saver))
+        """
+        found = graph_classes(graph)
+        self.codec.allow(*found)
+        return found
 
     def get_next_version(self, current: Version | None, channel: None = None) -> Any:
         """The next channel version, of the type the thread already uses (LangGraph's rule).
@@ -169,7 +188,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
 
     def index_from(self, tenant: str, thread: str, run: str, recs: list[tuple[int, dict[str, Any]]], good: int) -> None:
         """Index one run file of a session from records the caller has just read and verified
-        (see `SessionStore.index_from`): `agentrt doctor` scans every file anyway."""
+        (see `SessionStore.index_from`), for a tool that reads every file anyway (an inspector)."""
         self._store(tenant, thread).index_from(run, recs, good)
 
     # -- helpers -------------------------------------------------------------------------------
@@ -259,7 +278,8 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
             return None if cp_id is None else self._load(store, ids["ns"], cp_id)
 
     def get_document(self, config: RunnableConfig) -> dict[str, Any] | None:
-        """The stored checkpoint document (values left out, metadata decoded), for recovery and doctor."""
+        """The stored checkpoint document (values left out, metadata decoded), for a caller's
+        checks before resuming, or an inspection tool."""
         ids = self._ids(config)
         with self._lock:
             store = self._store(ids["tenant"], ids["thread"])

@@ -37,5 +37,8 @@ def validate_metadata(doc: Mapping[str, Any], expected: Mapping[str, Any]) -> No
     for key, want in expected.items():
         if meta.get(key) != want:
             raise DocumentMismatch(
-                f"validate_{key}", f"{where}: {key} differs; recovery is blocked, state was kept", want, meta.get(key)
+                f"validate_{key}",
+                f"{where}: {key} differs from the expected value; the checkpoint was not loaded, nothing was changed",
+                want,
+                meta.get(key),
             )

@@ -106,8 +106,16 @@ def compute_graph_version(compiled: CompiledStateGraph[Any, Any, Any, Any]) -> s
 def build_graph(
     checkpointer: BaseCheckpointSaver | None = None, *, default_context: DefaultContext | None = None
 ) -> CompiledStateGraph[TaskExecutionState, AgentContext, GraphInput, TaskExecutionState]:
-    """Compile the agent graph (with `checkpointer`, or none for `langgraph dev`)."""
-    return build_state_graph(default_context).compile(checkpointer=checkpointer, name="agentrt")
+    """Compile the agent graph (with `checkpointer`, or none for `langgraph dev`).
+
+    A checkpointer with `allow_graph` (the JSONL saver) is told the graph's classes, so the values
+    of a fresh process read back as themselves: LangGraph passes them only in strict msgpack mode.
+    """
+    compiled = build_state_graph(default_context).compile(checkpointer=checkpointer, name="agentrt")
+    allow_graph = getattr(checkpointer, "allow_graph", None)
+    if callable(allow_graph):
+        allow_graph(compiled)
+    return compiled
 
 
 GRAPH_VERSION = compute_graph_version(build_graph())

@@ -9,17 +9,88 @@
 |                      | planning mode, compression settings, context window                |
 | `surface_digest`     | all of the above + graph version + model provider/name + skill     |
 
-All are stable across processes and hash seeds (canonical JSON + sha256) and never include a key,
-token or URL credential.
+All are stable across processes and hash seeds (canonical JSON + sha256, `checkpointing.digest`)
+and never include a key, token or URL credential. They reach the saver as checkpoint metadata
+(LangGraph copies `config["configurable"]` scalars into it), which recovery compares.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from agent.config import AgentSettings
-from checkpointing.digest import digest_of, surface_digest, toolset_hash
+from checkpointing.digest import digest_form, digest_of, is_secret_key
+from checkpointing.records import canonical_json
+
+
+def toolset_hash(tools: Iterable[Mapping[str, Any]]) -> str:
+    """Hash of a toolset: each tool as {name, args_schema, effect, permissions}, order-independent.
+
+    Any other key of a tool dict is ignored, so descriptions can be reworded without blocking
+    recovery; a renamed tool, a changed argument schema, effect class or permission changes it.
+    """
+    rows = []
+    for t in tools:
+        perms = t.get("permissions") or []
+        rows.append(
+            {
+                "name": t.get("name"),
+                "args_schema": t.get("args_schema"),
+                "effect": t.get("effect"),
+                "permissions": sorted(str(p) for p in perms),
+            }
+        )
+    rows.sort(key=lambda r: canonical_json(digest_form(r)))
+    return digest_of(rows)
+
+
+def surface_digest(
+    *,
+    toolset: str | None = None,
+    graph_version: str | None = None,
+    message_projection: str | None = None,
+    model: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> str:
+    """Digest of the runtime surface a checkpoint was taken under.
+
+    `toolset` is a `toolset_hash`, `message_projection` names how canonical messages are
+    projected for the model, `model` the model settings that shape behaviour (provider, name...);
+    a change in any of them is what recovery must notice (seed §5).
+    """
+    return digest_of(
+        {
+            "toolset": toolset,
+            "graph_version": graph_version,
+            "message_projection": message_projection,
+            "model": dict(model or {}),
+            "extra": dict(extra or {}),
+        }
+    )
+
+
+def config_digest(config: Mapping[str, Any], allowlist: Iterable[str]) -> str:
+    """Digest of `config` restricted to the allowlisted keys (dotted paths allowed: `a.b`).
+
+    Missing keys are recorded as absent; secret-looking keys are dropped even if allowlisted.
+    """
+    picked: dict[str, Any] = {}
+    for path in sorted(set(allowlist)):
+        if any(is_secret_key(part) for part in path.split(".")):
+            continue
+        cur: Any = config
+        found = True
+        for part in path.split("."):
+            if isinstance(cur, Mapping) and part in cur:
+                cur = cur[part]
+            else:
+                found = False
+                break
+        if found:
+            picked[path] = cur
+    return digest_of(picked)
 
 
 @dataclass(frozen=True)

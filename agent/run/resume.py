@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.types import Command
 
 from agent.errors import InputError, RecoveryBlocked, SessionError
+from agent.events import of_run
 from agent.recovery import check_header, check_identity, compare_pins, restore_messages, step, stored_pins
 from agent.results import RunEvent, RunResult, pending_approvals, result_from_snapshot
 from agent.run.approvals import check_decision, checked_interrupt_id
@@ -159,7 +160,7 @@ def _finished(
     res = result_from_snapshot(session.session_id, snap)
     res.run_id = run_id
     if session.last_run_status == res.status and session.last_run_id == run_id:
-        answer = events.newest(frozenset({"assistant_message"}), run_id)
+        answer = events.newest(frozenset({"assistant_message"}), of_run(run_id))
         res.answer = str((answer.payload or {}).get("content") or "") if answer is not None else ""
     else:
         with step("restore_state"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import SessionError
+from agent.events import of_run
 from agent.run.branches import head
 from agent.run.reading import light_snapshot
 from agent.session.lifecycle import RunStatus
@@ -44,7 +45,7 @@ def refuse_unfinished(rt: RunnerCore, session: ChatSession) -> None:
 def run_closed(rt: RunnerCore, session: ChatSession) -> bool:
     """Whether the session's last run wrote its run_end / run_fail / run_pause entry."""
     events = rt.manager.jsonl.event_log(session.tenant_id, session.session_id)
-    return events.newest(CLOSING, session.last_run_id) is not None
+    return events.newest(CLOSING, of_run(session.last_run_id)) is not None
 
 
 def turn_without_checkpoint(
@@ -60,7 +61,7 @@ def turn_without_checkpoint(
             return None
     elif not (interrupted and session.last_run_status == RunStatus.INTERRUPTED):
         return None
-    entry = events.newest(USER_TURN, last)
+    entry = events.newest(USER_TURN, of_run(last))
     return None if entry is None else (last, str(entry.payload.get("content") or ""))
 
 

@@ -23,6 +23,7 @@ from agent.errors import (
     SessionNotFound,
     StorageError,
     ToolError,
+    as_agentrt_error,
 )
 from agent.serve import routes_assistants, routes_page, routes_runs, routes_threads
 from agent.serve.auth import Unauthorized
@@ -65,7 +66,9 @@ def create_app(settings: AgentSettings) -> FastAPI:
     app.state.ctx = ctx
 
     async def on_error(request: Request, err: Exception) -> JSONResponse:
-        return JSONResponse({"detail": str(err)}, status_code=_status(err))
+        # A checkpointing error's own text names no agentrt command: the mapped one adds it.
+        shown = as_agentrt_error(err) if isinstance(err, CheckpointingError) else None
+        return JSONResponse({"detail": str(shown or err)}, status_code=_status(err))
 
     for exc in (Unauthorized, AgentRuntimeError, CheckpointingError):
         app.add_exception_handler(exc, on_error)

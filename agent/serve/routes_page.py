@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from starlette.concurrency import run_in_threadpool
 
 from agent.doctor import run_doctor
-from agent.errors import AgentRuntimeError, ConfigError, ToolError
+from agent.errors import AgentRuntimeError, ConfigError, ToolError, as_agentrt_error
 from agent.results import RunEvent
 from agent.serve import page
 from agent.serve.auth import KEY_COOKIE, KEY_HEADER, Principal, Unauthorized
@@ -101,7 +101,7 @@ async def new_session(request: Request, ctx: ServeContext = Depends(get_ctx)) ->
     try:
         await _start(ctx, principal, session.session_id, {"input": {"user_input": text}})
     except (AgentRuntimeError, CheckpointingError) as err:
-        return _back(session.session_id, str(err))
+        return _back(session.session_id, str(as_agentrt_error(err) or err))
     return _back(session.session_id)
 
 
@@ -161,7 +161,7 @@ async def act(sid: str, action: str, request: Request, ctx: ServeContext = Depen
         else:
             raise ConfigError(f"unknown action {action!r}")
     except (AgentRuntimeError, CheckpointingError) as err:
-        return _back(sid, str(err))
+        return _back(sid, str(as_agentrt_error(err) or err))
     return _back(sid)
 
 

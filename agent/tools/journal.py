@@ -31,10 +31,12 @@ from agent.faults import crash_point
 from agent.tools.base import ToolContext, ToolSpec
 from checkpointing.blobs import BLOB_KEY, BlobStore, is_blob_ref
 from checkpointing.fencing import FencingGuard
-from checkpointing.layout import JOURNAL_FILE, session_dir
+from checkpointing.layout import session_dir
 from checkpointing.records import TIER_STATE, CommitGroup, FsyncPolicy, RecordLog, canonical_json
 
 JOURNAL_VERSION = 1
+JOURNAL_FILE = "journal.jsonl"
+"""The journal's name in its session folder (`checkpointing.layout.session_dir`)."""
 DEFAULT_INLINE_MAX_BYTES = 16 * 1024
 
 ExecStatus = Literal["success", "error", "outcome_unknown", "needs_human"]

@@ -43,6 +43,13 @@ def test_checkpointing_errors_are_mapped_with_their_cause() -> None:
     corrupt = ce.CorruptRecordError("events.jsonl", 3, "checksum mismatch")
     mapped = e.as_agentrt_error(corrupt)
     assert isinstance(mapped, e.DataCorrupt) and mapped.__cause__ is corrupt and "events.jsonl:3" in str(mapped)
+    assert "agentrt" not in str(corrupt) and "left untouched" in str(corrupt)
+    assert "checksum mismatch" in str(mapped) and "`agentrt doctor`" in str(mapped)
+    unknown = ce.UnknownSchemaError("runs/main/checkpoints.jsonl:1: checkpoint record has schema_version 99")
+    assert "with the agentrt that wrote it" in str(e.as_agentrt_error(unknown))
+    old = ce.OldFormatError("runs/main/checkpoints.jsonl", 2)
+    assert "agentrt" not in str(old) and "older agentrt on-disk format" in str(e.as_agentrt_error(old))
+    assert e.exit_code(old) == 8
     assert e.exit_code(ce.BlobMissingError("gone")) == 8
     assert e.exit_code(ce.InvalidIdError("bad id")) == 2
     assert e.exit_code(ce.StaleFencingTokenError("stale")) == 4

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from agent.events import EVENT_TYPES, SESSION_EVENTS
 from checkpointing.errors import CorruptRecordError, InvalidIdError, StaleFencingTokenError
-from checkpointing.events import EVENT_TYPES, EventLog, read_header
+from checkpointing.events import EventLog, EventSchema, read_header
+from checkpointing.records import frame
 
 HEADER = {
     "tenant_id": "t1",
@@ -21,8 +23,8 @@ HEADER = {
 
 
 def new_log(base: Path, **kw: object) -> EventLog:
-    """A fresh log with its header written."""
-    log = EventLog(base, "t1", "s1", **kw)  # type: ignore[arg-type]
+    """A fresh log with its header written, under agentrt's session schema."""
+    log = EventLog(base, "t1", "s1", schema=SESSION_EVENTS, **kw)  # type: ignore[arg-type]
     log.create(HEADER)
     return log
 
@@ -69,6 +71,56 @@ def test_every_seed_event_type_is_accepted_and_others_refused(tmp_path: Path) ->
     assert {e.type for e in log.entries()} == EVENT_TYPES
     with pytest.raises(ValueError, match="unknown event type"):
         log.append("rm_rf", {})
+
+
+def test_agentrt_header_line_is_byte_identical_to_the_session_format(tmp_path: Path) -> None:
+    """Under agentrt's schema the header line is exactly the one sessions always had (same fields, same order)."""
+    log = new_log(tmp_path)
+    body = (
+        b'{"kind":"header","schema_version":2,"tenant_id":"t1","agent_id":"agent","user_id":"u1",'
+        b'"session_id":"s1","created_at":"2026-01-01T00:00:00+00:00","config_digest":"sha256:abc"}'
+    )
+    assert log.path.read_bytes() == frame(body)
+
+
+def test_without_a_schema_any_type_is_taken_and_the_header_is_the_logs_own(tmp_path: Path) -> None:
+    """A log opened with no schema (a LangGraph user's) takes any non-empty type; its header holds
+    only the log's identity and creation time, whatever else the caller passes."""
+    log = EventLog(tmp_path, "t1", "s1")
+    header = log.create({"tenant_id": "t1", "session_id": "s1", "agent_id": "ignored"})
+    assert list(header) == ["kind", "schema_version", "tenant_id", "session_id", "created_at"]
+    assert header["created_at"] and read_header(log.path) == header
+    a = log.append("anything", {"n": 1})
+    b = log.append("rm_rf", {"n": 2}, parent_id=a.id)
+    assert [e.type for e in EventLog(tmp_path, "t1", "s1").projection(b.id)] == ["anything", "rm_rf"]
+    with pytest.raises(ValueError, match="non-empty"):
+        log.append("", {})
+
+
+def test_an_owner_schema_sets_the_types_and_the_header(tmp_path: Path) -> None:
+    """An owner's schema: its header fields in its order, unknown types refused with the allowed list;
+    reads do not depend on the schema a log is opened with."""
+    schema = EventSchema(types=frozenset({"opened", "closed"}), header_fields=("session_id", "owner", "tenant_id"))
+    log = EventLog(tmp_path, "t1", "s1", schema=schema)
+    log.create({"tenant_id": "t1", "session_id": "s1", "owner": "me", "created_at": "not written"})
+    assert log.path.read_bytes() == frame(
+        b'{"kind":"header","schema_version":2,"session_id":"s1","owner":"me","tenant_id":"t1"}'
+    )
+    e = log.append("opened", {})
+    with pytest.raises(ValueError, match=r"unknown event type 'user_turn'; use one of \['closed', 'opened'\]"):
+        log.append("user_turn", {})
+    other = EventLog(tmp_path, "t1", "s1", schema=SESSION_EVENTS)
+    assert [x.id for x in other.entries()] == [e.id] and other.header() == log.header()
+    with pytest.raises(ValueError, match="header"):
+        log.create({"tenant_id": "t2", "session_id": "s1"})
+
+
+def test_a_schema_must_keep_the_logs_identity_in_its_header() -> None:
+    """tenant_id and session_id are always header fields (the log checks them against its path)."""
+    with pytest.raises(ValueError, match="tenant_id"):
+        EventSchema(header_fields=("session_id", "created_at"))
+    with pytest.raises(ValueError, match="reserved"):
+        EventSchema(header_fields=("tenant_id", "session_id", "kind"))
 
 
 def test_unknown_parent_and_bad_ids_are_refused(tmp_path: Path) -> None:
@@ -189,7 +241,8 @@ def test_reopened_log_answers_tail_questions_like_the_writer(tmp_path: Path) -> 
     assert [e.id for e in reopened.entries(frozenset({"user_turn"}))] == [a.id, c.id]
     newest = reopened.newest(frozenset({"user_turn"}))
     assert newest is not None and newest.payload["content"] == 'second "quoted" é'
-    assert reopened.newest(frozenset({"user_turn"}), "r1") == log.entry(a.id)
+    assert reopened.newest(frozenset({"user_turn"}), {"run_id": "r1"}) == log.entry(a.id)
+    assert reopened.newest(frozenset({"user_turn"}), {"run_id": "r3"}) is None
     assert reopened.newest(frozenset({"run_fail"})) is None
     assert reopened.envelopes() == [
         {"id": e.id, "parent_id": e.parent_id, "branch_id": e.branch_id, "type": e.type} for e in log.entries()

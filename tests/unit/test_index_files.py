@@ -20,6 +20,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import END, START, StateGraph
 
+from agent.events import session_event_log
 from checkpointing import _saver_store, events, indexfile
 from checkpointing.errors import CheckpointingError
 from checkpointing.events import EventLog
@@ -193,7 +194,7 @@ def test_a_flip_in_a_record_the_index_points_at_is_still_an_error(tmp_path: Path
 
 
 def _events(base: Path) -> EventLog:
-    log = EventLog(base, TENANT, "s1")
+    log = session_event_log(base, TENANT, "s1")
     log.create({"tenant_id": TENANT, "agent_id": "a", "user_id": "bob", "session_id": "s1", "created_at": None,
                 "config_digest": None})  # fmt: skip
     parent = None
@@ -207,7 +208,7 @@ def _events(base: Path) -> EventLog:
 
 
 def _event_view(base: Path) -> Any:
-    log = EventLog(base, TENANT, "s1")
+    log = session_event_log(base, TENANT, "s1")
     leaf = log.branch_leaf("b2")
     return (
         log.header(),
@@ -226,7 +227,7 @@ def test_a_new_event_log_reads_its_index_and_scans_only_the_tail(tmp_path: Path,
     _events(base)
     size = (base / EVENTS).stat().st_size
     scans.clear()
-    log = EventLog(base, TENANT, "s1")
+    log = session_event_log(base, TENANT, "s1")
     assert log.branch_leaf("b2") is not None and log.header() is not None
     assert [s for s in scans if s[0] == "events.jsonl"] == [], scans  # no scan at all: nothing past the index
     assert _event_view(base) == _event_view(_without_index(base, tmp_path))
@@ -234,7 +235,7 @@ def test_a_new_event_log_reads_its_index_and_scans_only_the_tail(tmp_path: Path,
     data[30] ^= 0x01  # inside the header line
     (base / EVENTS).write_bytes(bytes(data))
     with pytest.raises(CheckpointingError):
-        EventLog(base, TENANT, "s1").header()
+        session_event_log(base, TENANT, "s1").header()
     assert size == len(data)
 
 
@@ -242,7 +243,7 @@ def test_event_log_appends_after_its_index_are_caught_up(tmp_path: Path) -> None
     """Another process appended without saving the index: the next reader sees every entry."""
     base = tmp_path / "a"
     first = _events(base)
-    other = EventLog(base, TENANT, "s1")
+    other = session_event_log(base, TENANT, "s1")
     other.append("user_turn", {"i": "late"}, parent_id=first.branch_leaf("main"))
     view = _event_view(base)
     assert view == _event_view(_without_index(base, tmp_path))

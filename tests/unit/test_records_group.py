@@ -7,6 +7,7 @@ from pathlib import Path
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 
+from agent.events import session_event_log
 from agent.tools.journal import ToolExecutionJournal
 from checkpointing import records
 from checkpointing.events import EventLog
@@ -18,7 +19,7 @@ def test_one_barrier_fsyncs_each_touched_file_once(tmp_path: Path) -> None:
     """Inside `deferred()`, appends to three logs cost no fsync until the block ends, then one per file."""
     group = CommitGroup()
     saver = JsonlCheckpointSaver(tmp_path, group=group)
-    events = EventLog(tmp_path, "acme", "s1", group=group)
+    events = session_event_log(tmp_path, "acme", "s1", group=group)
     events.create({"tenant_id": "acme", "agent_id": "a", "user_id": "u", "session_id": "s1",
                    "created_at": "2026-01-01T00:00:00+00:00", "config_digest": None})  # fmt: skip
     journal = ToolExecutionJournal(tmp_path, "acme", "s1", group=group)
@@ -58,7 +59,7 @@ def _session_logs(tmp_path: Path) -> tuple[JsonlCheckpointSaver, EventLog, ToolE
 
     group = records.group_for(session_dir(tmp_path, "acme", "s2"))
     saver = JsonlCheckpointSaver(tmp_path)
-    events = EventLog(tmp_path, "acme", "s2", fsync="batch", group=group, tier=records.TIER_EVENTS)
+    events = session_event_log(tmp_path, "acme", "s2", fsync="batch", group=group, tier=records.TIER_EVENTS)
     events.create({"tenant_id": "acme", "agent_id": "a", "user_id": "u", "session_id": "s2",
                    "created_at": "2026-01-01T00:00:00+00:00", "config_digest": None})  # fmt: skip
     events.sync()

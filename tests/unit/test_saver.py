@@ -11,6 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
+from agent.errors import as_agentrt_error
 from checkpointing import _saver_store
 from checkpointing.errors import (
     DocumentMismatch,
@@ -225,9 +226,11 @@ def test_format_1_files_are_refused_with_a_clear_reason(tmp_path: Path) -> None:
     crc = format(zlib.crc32(body) & 0xFFFFFFFF, "08x")
     path.write_bytes(body[:-1] + f',"_crc":"{crc}"}}\n'.encode())
     before = path.read_bytes()
-    with pytest.raises(OldFormatError, match="older agentrt on-disk format"):
+    with pytest.raises(OldFormatError, match="older on-disk format") as info:
         JsonlCheckpointSaver(tmp_path).get_tuple(_cfg())
     assert path.read_bytes() == before
+    assert "agentrt" not in str(info.value)  # the library's text; agentrt's next step comes from the agent layer
+    assert "older agentrt on-disk format" in str(as_agentrt_error(info.value))
 
 
 def test_get_tuple_reads_the_same_records_after_10_or_1000_checkpoints(tmp_path: Path, monkeypatch: Any) -> None:

@@ -27,6 +27,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 from agent.errors import AgentRuntimeError
+from agent.events import session_event_log
 from agent.session.inbox import Inbox, TurnIndex
 from agent.session.lease import FileLease
 from agent.session.outbox import Outbox, Owed
@@ -35,7 +36,6 @@ from agent.session.stores.jsonl import JsonlSessionStore
 from agent.tools.journal import ToolExecutionJournal
 from checkpointing.blobs import BlobStore
 from checkpointing.errors import CheckpointingError
-from checkpointing.events import EventLog
 from checkpointing.fencing import FencingGuard
 from checkpointing.saver import JsonlCheckpointSaver
 
@@ -81,7 +81,7 @@ def _write_everything(base: Path) -> dict[str, Any]:
     latest = saver.get_tuple(CFG)
     assert latest is not None
     saver.pin(latest.config)
-    events = EventLog(base, "acme", "s1")
+    events = session_event_log(base, "acme", "s1")
     events.create({"tenant_id": "acme", "agent_id": "a", "user_id": "u", "session_id": "s1",
                    "created_at": "2026-01-01T00:00:00+00:00", "config_digest": None})  # fmt: skip
     first = events.append("user_turn", {"content": "hello"})
@@ -126,8 +126,8 @@ def _readers(ctx: dict[str, Any]) -> dict[str, tuple[str, Callable[[Path], Any]]
     return {
         "checkpoint log": (str(SESSION / "runs/main/checkpoints.jsonl"), saver_state),
         "pins": (str(SESSION / "pins.json"), pins),
-        "event log": (str(SESSION / "events.jsonl"), lambda b: (EventLog(b, "acme", "s1").header(),
-                                                               EventLog(b, "acme", "s1").raw_entries())),
+        "event log": (str(SESSION / "events.jsonl"), lambda b: (session_event_log(b, "acme", "s1").header(),
+                                                               session_event_log(b, "acme", "s1").raw_entries())),
         "journal": (str(SESSION / "journal.jsonl"), lambda b: ToolExecutionJournal(b, "acme", "s1").entries()),
         "session document": (str(SESSION / "session.json"), lambda b: JsonlSessionStore(b).get("acme", "s1")),
         "fence": (str(SESSION / "fence.json"), lambda b: FencingGuard(b / SESSION).highest()),
@@ -139,8 +139,8 @@ def _readers(ctx: dict[str, Any]) -> dict[str, tuple[str, Callable[[Path], Any]]
         "lease state": (str(SESSION / "lease.json"), lambda b: FileLease(b).state("acme", "s1")),
         "outbox": (str(SESSION / "outbox.jsonl"), lambda b: Outbox(b).debts("acme", "s1")),
         "checkpoint index": (str(SESSION / "runs/main/checkpoints.jsonl.idx"), saver_state),
-        "event index": (str(SESSION / "events.jsonl.idx"), lambda b: (EventLog(b, "acme", "s1").header(),
-                                                                     EventLog(b, "acme", "s1").raw_entries())),
+        "event index": (str(SESSION / "events.jsonl.idx"), lambda b: (session_event_log(b, "acme", "s1").header(),
+                                                                     session_event_log(b, "acme", "s1").raw_entries())),
     }  # fmt: skip
 
 

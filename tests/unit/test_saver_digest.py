@@ -1,4 +1,5 @@
-"""Digests: stable across processes, order-independent where it should be, never over secrets."""
+"""Digests (agentrt's pins, the generic secret filter): stable across processes and hash seeds,
+order-independent where it should be, never over secrets."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import os
 import subprocess
 import sys
 
-from checkpointing.digest import config_digest, is_secret_key, surface_digest, toolset_hash
+from agent.loop.surface import config_digest, surface_digest, toolset_hash
+from checkpointing.digest import is_secret_key
 
 TOOLS = [
     {"name": "search", "args_schema": {"type": "object", "properties": {"q": {"type": "string"}}},
@@ -18,7 +20,7 @@ TOOLS = [
 def test_digests_are_the_same_in_processes_with_other_hash_seeds() -> None:
     """toolset_hash and config_digest do not depend on PYTHONHASHSEED or dict order."""
     code = (
-        "from checkpointing.digest import toolset_hash, config_digest;"
+        "from agent.loop.surface import toolset_hash, config_digest;"
         f"print(toolset_hash({TOOLS!r}), config_digest({{'b': {{1, 2, 3}}, 'a': 1}}, ['a', 'b']))"
     )
     outs = set()

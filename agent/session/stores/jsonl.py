@@ -26,12 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import LifecycleError, StorageError
+from agent.events import SESSION_EVENTS
 from agent.session.lifecycle import RunStatus, SessionAction, transition
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt
 from checkpointing.blobs import BlobStore
 from checkpointing.errors import CheckpointingError
 from checkpointing.events import EventLog
-from checkpointing.layout import session_dir, session_file, sessions_root
+from checkpointing.layout import session_dir, sessions_root
 from checkpointing.records import (
     TIER_EVENTS,
     FsyncPolicy,
@@ -43,6 +44,8 @@ from checkpointing.records import (
 )
 
 logger = logging.getLogger("agentrt.sessions")
+SESSION_FILE = "session.json"
+"""The session document's name in its session folder, beside the event log."""
 PAGE_TYPES = {"user_turn": "user", "assistant_message": "assistant"}
 PAGE_ENTRY_TYPES = frozenset(PAGE_TYPES)
 RUN_STATUS = {
@@ -123,6 +126,7 @@ class JsonlSessionStore:
                     blobs=self.blobs,
                     group=group_for(session_dir(self.base_dir, tenant_id, session_id)),
                     tier=TIER_EVENTS,
+                    schema=SESSION_EVENTS,
                 )
                 self._logs[key] = log
                 while len(self._logs) > self.max_open_logs:
@@ -169,7 +173,7 @@ class JsonlSessionStore:
 
     def path(self, tenant_id: str, session_id: str) -> Path:
         """The session.json of one session."""
-        return session_file(self.base_dir, tenant_id, session_id)
+        return session_dir(self.base_dir, tenant_id, session_id) / SESSION_FILE
 
     def get(self, tenant_id: str, session_id: str) -> ChatSession | None:
         """The session from session.json (leaf moved forward to the log's), or None."""
