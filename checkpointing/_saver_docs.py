@@ -132,9 +132,7 @@ class DocumentBuilder:
         out: list[Any] = []
         for i in range(0, full, CHUNK):
             raw = orjson.dumps(refs[i : i + CHUNK])
-            h = hashlib.blake2b(raw, digest_size=16).hexdigest()
-            if h not in new and h not in store.index.items:
-                new[h] = raw
+            h = _stored(raw, store, new)
             out.append({CHUNK_KEY: h})
         return out + refs[full:]
 
@@ -146,9 +144,7 @@ class DocumentBuilder:
         raw = orjson.dumps(x)
         if len(raw) < self.item_min:
             return x
-        h = hashlib.blake2b(raw, digest_size=16).hexdigest()
-        if h not in new and h not in store.index.items:
-            new[h] = raw
+        h = _stored(raw, store, new)
         return {ITEM_KEY: h}
 
     def load(self, enc: Any, store: SessionStore) -> Any:
@@ -210,9 +206,7 @@ class DocumentBuilder:
 
     def _text(self, text: str, store: SessionStore, new: Items) -> dict[str, str]:
         raw = orjson.dumps(text)
-        h = hashlib.blake2b(raw, digest_size=16).hexdigest()
-        if h not in new and h not in store.index.items:
-            new[h] = raw
+        h = _stored(raw, store, new)
         return {ITEM_KEY: h}
 
     def _meta(self, enc: Any, store: SessionStore, new: Items) -> Any:
@@ -224,9 +218,7 @@ class DocumentBuilder:
         raw = orjson.dumps(strs)
         if len(raw) < META_MIN:
             return enc
-        h = hashlib.blake2b(raw, digest_size=16).hexdigest()
-        if h not in new and h not in store.index.items:
-            new[h] = raw
+        h = _stored(raw, store, new)
         return {META_KEY: h, **{k: v for k, v in enc.items() if type(v) is not str}}
 
     def _shared(self, enc: Any, store: SessionStore, new: Items) -> Any:
@@ -237,9 +229,7 @@ class DocumentBuilder:
         raw = orjson.dumps(enc)
         if len(raw) < META_MIN:
             return enc
-        h = hashlib.blake2b(raw, digest_size=16).hexdigest()
-        if h not in new and h not in store.index.items:
-            new[h] = raw
+        h = _stored(raw, store, new)
         return {META_KEY: h}
 
     def runtime_snapshot(self, doc: dict[str, Any], store: SessionStore) -> Any:
@@ -442,6 +432,14 @@ class DocumentBuilder:
         out["metadata"] = self.metadata(doc, store)
         out["runtime_snapshot"] = self.runtime_snapshot(doc, store)
         return out
+
+
+def _stored(raw: bytes, store: SessionStore, new: Items) -> str:
+    """The content hash of item JSON `raw`, added to `new` unless the session already stores it."""
+    h = hashlib.blake2b(raw, digest_size=16).hexdigest()
+    if h not in new and h not in store.index.items:
+        new[h] = raw
+    return h
 
 
 def fresh_message(msg: BaseMessage) -> BaseMessage:
