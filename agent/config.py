@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from agent.errors import ConfigError
 from agent.tools.datasets.limits import QueryLimits
+from checkpointing.layout import SQLITE_FILE
 
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 DEFAULT_CONFIG_PATH = CONFIGS_DIR / "default.yaml"
@@ -161,7 +162,7 @@ class PersistenceSettings(_Strict):
     keep_last: int | None = 50
     keyframe_every: int = 16  # ignored since on-disk format 2; kept so old config files load
     redis_url: str | None = None
-    database_url: str | None = "sqlite:///{base_dir}/agentrt.db"
+    database_url: str | None = f"sqlite:///{{base_dir}}/{SQLITE_FILE}"
     lease: Literal["memory", "file", "redis"] = "file"
     lease_ttl_s: float = 60.0
 

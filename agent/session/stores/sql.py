@@ -28,11 +28,12 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from agent.errors import StorageError
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt
 from agent.session.stores import schema as sql_schema
+from checkpointing.layout import sqlite_file
 
 
 def sqlite_url(base_dir: Path | str) -> str:
     """The embedded default database: `base_dir/agentrt.db`."""
-    return f"sqlite:///{Path(base_dir) / 'agentrt.db'}"
+    return f"sqlite:///{sqlite_file(base_dir)}"
 
 
 def _normalize_url(url: str) -> str:
