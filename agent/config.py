@@ -161,7 +161,7 @@ class PersistenceSettings(_Strict):
     keep_last: int | None = 50
     keyframe_every: int = 16  # ignored since on-disk format 2; kept so old config files load
     redis_url: str | None = None
-    database_url: str | None = "sqlite:///{base_dir}/agentrt.db"
+    database_url: str | None = "sqlite:///{base_dir}/agentrt.db"  # agent.session.stores.sql.SQLITE_FILE
     lease: Literal["memory", "file", "redis"] = "file"
     lease_ttl_s: float = 60.0
 

@@ -39,6 +39,7 @@ from agent.results import RunEvent
 from agent.runner import AgentRunner
 from agent.session.inbox import Inbox, Turn, TurnStatus
 from agent.session.lease import FileLease, InProcessLease, LeaseHeartbeat, RedisLease, SessionLease, make_holder
+from checkpointing import layout
 
 log = logging.getLogger("agentrt.drain")
 DRAIN_KEY_PREFIX = "drain:"
@@ -97,7 +98,7 @@ def drain_lease(settings: AgentSettings) -> SessionLease:
     if kind == "redis":
         return RedisLease(url=settings.persistence.redis_url, key_prefix=DRAIN_KEY_PREFIX)
     if kind == "file":
-        return FileLease(settings.base_dir / "drain-leases")
+        return FileLease(layout.drain_leases_root(settings.base_dir))
     return InProcessLease(_MEMORY_DRAINS)
 
 

@@ -13,6 +13,7 @@ from agent import faults
 from agent.config import DEFAULT_CONFIG_PATH, AgentSettings
 from agent.session.lease import FileLease, InProcessLease, RedisLease, SessionLease
 from agent.session.manager import ChatSessionManager, open_manager
+from checkpointing.layout import sqlite_checkpoints_file
 from checkpointing.saver import JsonlCheckpointSaver
 
 
@@ -30,7 +31,7 @@ def build_saver(settings: AgentSettings) -> BaseCheckpointSaver:
         from langgraph.checkpoint.sqlite import SqliteSaver
 
         settings.base_dir.mkdir(parents=True, exist_ok=True)
-        saver = SqliteSaver(sqlite3.connect(settings.base_dir / "checkpoints.sqlite", check_same_thread=False))
+        saver = SqliteSaver(sqlite3.connect(sqlite_checkpoints_file(settings.base_dir), check_same_thread=False))
     else:
         saver = jsonl_saver(settings)
     if faults.armed():

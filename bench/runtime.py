@@ -115,16 +115,18 @@ KINDS = ("checkpoints", "events", "journal", "chat SQLite", "blobs", "other")
 
 def _kind(rel: Path) -> str:
     """Which part of agentrt's storage a file under base_dir is (for the bytes breakdown)."""
+    from checkpointing import layout
+
     name = rel.name
-    if "runs" in rel.parts:
+    if layout.RUNS in rel.parts:
         return "checkpoints"
-    if name.startswith("events.jsonl"):
+    if name.startswith(layout.EVENTS_FILE):
         return "events"
-    if name.startswith("journal.jsonl"):
+    if name.startswith(layout.JOURNAL_FILE):
         return "journal"
-    if name.startswith("agentrt.db"):
+    if name.startswith(layout.SQLITE_FILE):
         return "chat SQLite"
-    if "blobs" in rel.parts:
+    if layout.BLOBS[0] in rel.parts:
         return "blobs"
     return "other"  # session.json, fence/lease files, outbox, inbox
 

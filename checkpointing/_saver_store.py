@@ -3,6 +3,8 @@
     sessions/<thread>/runs/<run>/checkpoints.jsonl   checkpoint, pending-writes and item records
     sessions/<thread>/pins.json                      checkpoint ids that retention must keep
 
+(paths from `checkpointing.layout`, record bytes read and verified by `checkpointing.records`)
+
 The index is built by one verified scan of each run file when the session is first opened in a
 process, and caught up from the bytes past its end when another process grew a file. A process
 that appends persists each run file's part of it beside the file (`checkpoints.jsonl.idx`, see
@@ -30,21 +32,23 @@ import orjson
 
 from checkpointing import indexfile
 from checkpointing.errors import CorruptCheckpointError, CorruptRecordError, UnknownSchemaError
-from checkpointing.layout import CHECKPOINTS_FILE, RUNS
+from checkpointing.layout import checkpoints_file, is_id, pins_file, run_dir, run_ids, runs_dir
 from checkpointing.records import (
     CommitGroup,
     Durable,
     FsyncPolicy,
     RecordLog,
     atomic_write,
-    decode_record,
+    check_line,
+    crc_at,
+    decode_file,
     encode_record,
     frame,
+    read_line_at,
+    read_lines_at,
     scan,
-    verify_line,
 )
 
-PINS = "pins.json"
 _DETAILED = 64
 """Checkpoints whose channel homes and versions stay in memory (the newest put or read)."""
 _SEEKS_MAX = 32
@@ -134,7 +138,7 @@ class SessionStore:
 
     def __init__(self, session_dir: Path, fsync: FsyncPolicy, group: CommitGroup | None = None) -> None:
         self.dir = session_dir
-        self.runs_dir = session_dir / RUNS
+        self.runs_dir = runs_dir(session_dir)
         self.fsync = fsync
         self.group = group
         self._logs: dict[str, RecordLog] = {}
@@ -178,14 +182,12 @@ class SessionStore:
         """Path of a run's log."""
         path = self._run_files.get(run)
         if path is None:  # built once: every saver call asks for it, and pathlib joins are slow
-            path = self._run_files[run] = self.runs_dir / run / CHECKPOINTS_FILE
+            path = self._run_files[run] = checkpoints_file(self.dir, run)
         return path
 
     def runs(self) -> list[str]:
         """Run ids with a log on disk."""
-        if not self.runs_dir.exists():
-            return []
-        return sorted(p.name for p in self.runs_dir.iterdir() if (p / CHECKPOINTS_FILE).exists())
+        return run_ids(self.dir)
 
     def _run_names(self) -> list[str]:
         """The run folders, listed again only when the runs folder changed (mtime, link count)."""
@@ -196,7 +198,8 @@ class SessionStore:
             return []
         sig = (st.st_ino, st.st_mtime_ns, st.st_nlink)
         if sig != self._runs_sig:
-            self._run_list = sorted(e.name for e in os.scandir(self.runs_dir) if e.is_dir())
+            # A folder whose name is not a run id was not written by a saver (`layout.run_ids`).
+            self._run_list = sorted(e.name for e in os.scandir(self.runs_dir) if e.is_dir() and is_id(e.name))
             self._runs_sig = sig
         return self._run_list
 
@@ -322,7 +325,7 @@ class SessionStore:
             raise
         if recs:
             off, rec = recs[-1]
-            idx.lasts[run] = (off, indexfile.record_crc(_line_at(path, off)))
+            idx.lasts[run] = (off, crc_at(path, off))
         idx.ends[run] = (good, len(recs))
         self._checked = False
 
@@ -425,17 +428,7 @@ class SessionStore:
                 todo.setdefault(loc[0], []).append((loc[1], loc[2], i))
         for run, wanted in todo.items():
             wanted.sort()
-            with open(self.run_file(run), "rb") as fh:
-                if len(wanted) < _SEEKS_MAX:
-                    lines = []
-                    for off, _, _ in wanted:
-                        fh.seek(off)
-                        lines.append(fh.readline())
-                else:  # many (a long message history): one read of the span instead of a seek each
-                    start = wanted[0][0]
-                    fh.seek(start)
-                    data = fh.read()
-                    lines = [data[off - start : data.find(b"\n", off - start) + 1] for off, _, _ in wanted]
+            lines = read_lines_at(self.run_file(run), [off for off, _, _ in wanted], _SEEKS_MAX)
             for (off, line, i), raw in zip(wanted, lines, strict=True):
                 rec = self._verified(raw, run, off, line, cache=False)
                 out[i] = self._keyed(rec, (run, off, line), "h", hashes[i])["v"]
@@ -461,18 +454,17 @@ class SessionStore:
         if hit is not None:
             self._cache.move_to_end(key)
             return hit[0]
-        with open(self.run_file(run), "rb") as fh:
-            fh.seek(off)
-            return self._verified(fh.readline(), run, off, line)
+        return self._verified(read_line_at(self.run_file(run), off), run, off, line)
 
     def _verified(self, raw: bytes, run: str, off: int, line: int, cache: bool = True) -> dict[str, Any]:
-        """Verify and parse the line read at `off` of a run file, and cache it (unless not `cache`:
-        items read in bulk are decoded once by their caller, which keeps what it needs)."""
+        """Verify (`records.check_line`) and parse the line read at `off` of a run file, and cache
+        it (unless not `cache`: items read in bulk are decoded once by their caller, which keeps
+        what it needs)."""
         path = self.run_file(run)
-        if not raw.endswith(b"\n"):
-            raise CorruptCheckpointError(str(path), line, "record is incomplete (file changed under us)")
         try:
-            rec = _parse(verify_line(raw[:-1]), path, line)
+            rec = _parse(check_line(path, raw, line, off), path, line)
+        except CorruptRecordError as err:
+            raise CorruptCheckpointError(err.path, err.line, err.reason) from err
         except ValueError as err:
             raise CorruptCheckpointError(str(path), line, str(err)) from err
         if cache:
@@ -543,7 +535,7 @@ class SessionStore:
         as they are, see `item_frames`) then `records` (or remove the run when both are empty)."""
         indexfile.remove(self.run_file(run))
         if not records and not head:
-            shutil.rmtree(self.runs_dir / run, ignore_errors=True)
+            shutil.rmtree(run_dir(self.dir, run), ignore_errors=True)
             return
         body = b"".join(frame(orjson.dumps(disk_form(r))) for r in records)
         atomic_write(self.run_file(run), b"".join(head or []) + body)
@@ -569,17 +561,17 @@ class SessionStore:
         for run, wanted in todo.items():
             wanted.sort()
             path = self.run_file(run)
-            with open(path, "rb") as fh:
-                fh.seek(wanted[0][0])
-                data = fh.read()
-            start = wanted[0][0]
-            for off, line, i in wanted:
-                raw = data[off - start : data.find(b"\n", off - start) + 1]
+            lines = read_lines_at(path, [off for off, _, _ in wanted], _SEEKS_MAX)
+            for (off, line, i), raw in zip(wanted, lines, strict=True):
                 try:
-                    rec = decode_record(raw[:-1]) if raw.endswith(b"\n") else None
-                except ValueError as err:
-                    raise CorruptCheckpointError(str(path), line, str(err)) from err
-                if rec is None or rec.get("h") != hashes[i]:
+                    body = check_line(path, raw, line, off)
+                except CorruptRecordError as err:
+                    raise CorruptCheckpointError(err.path, err.line, err.reason) from err
+                found: Any = _item_hash(body)
+                if found is None:  # an item record not in `item_frame`'s form (an older writer's)
+                    rec = orjson.loads(body)
+                    found = rec.get("h") if isinstance(rec, dict) else None
+                if found != hashes[i]:
                     raise CorruptCheckpointError(str(path), line, f"item {hashes[i]} is not where the index says")
                 out[i] = raw
         return out
@@ -593,30 +585,28 @@ class SessionStore:
 
     def pins(self) -> set[tuple[str, str]]:
         """Pinned (checkpoint_ns, checkpoint_id) pairs."""
-        path = self.dir / PINS
+        path = pins_file(self.dir)
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
             return set()
-        try:
-            data = decode_record(raw[:-1]) if raw.endswith(b"\n") else decode_record(b"")
-        except ValueError as err:
-            raise CorruptCheckpointError(str(path), 1, str(err)) from err
+        try:  # written only by `atomic_write`, fsynced: an empty or zeroed file is damage too
+            data = decode_file(path, raw)
+        except CorruptRecordError as err:
+            raise CorruptCheckpointError(err.path, err.line, err.reason) from err
         return {(str(ns), str(i)) for ns, i in data.get("pinned", [])}
 
     def set_pins(self, pins: set[tuple[str, str]]) -> None:
         """Replace the pinned set (atomic file rewrite)."""
-        atomic_write(self.dir / PINS, encode_record({"pinned": sorted([list(p) for p in pins])}))
-
-
-def _line_at(path: Path, off: int) -> bytes:
-    with open(path, "rb") as fh:
-        fh.seek(off)
-        return fh.read(64)
+        atomic_write(pins_file(self.dir), encode_record({"pinned": sorted([list(p) for p in pins])}))
 
 
 def item_frame(h: str, raw: bytes) -> bytes:
-    """The framed item record holding JSON `raw` under its content hash `h`."""
+    """The framed item record holding JSON `raw` under its content hash `h`.
+
+    The item record's body is built here from the value's JSON bytes as stored (no re-encoding of
+    a large value); its framing is `records.frame`'s. `_item_hash` reads the hash back from a
+    verified body of this form: the two are the one place that knows the item body's byte order."""
     return frame(b'{"k":"i","schema_version":%d,"h":"%s","v":%s}' % (ITEM_SCHEMA_VERSION, h.encode(), raw))
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from checkpointing.errors import BlobCorruptError, BlobMissingError
+from checkpointing.layout import blob_path, blobs_root
 from checkpointing.records import atomic_write
 
 _REF_RE = re.compile(r"^sha256:([0-9a-f]{64})$")
@@ -20,18 +21,19 @@ BLOB_KEY = "$blob"
 
 
 class BlobStore:
-    """Blobs under `root/blobs/sha256/`; safe to share between sessions, processes and hosts."""
+    """Blobs under `base_dir/blobs/sha256/` (`layout.blob_path`); safe to share between sessions,
+    processes and hosts."""
 
     def __init__(self, base_dir: Path | str) -> None:
-        self.root = Path(base_dir) / "blobs" / "sha256"
+        self.base_dir = Path(base_dir)
+        self.root = blobs_root(base_dir)
 
     def path_for(self, ref: str) -> Path:
         """The file that holds blob `ref` (validated, so it cannot point outside the store)."""
         m = _REF_RE.match(ref)
         if not m:
             raise BlobMissingError(f"invalid blob reference {ref!r}")
-        hexd = m.group(1)
-        return self.root / hexd[:2] / hexd[2:]
+        return blob_path(self.base_dir, m.group(1))
 
     def put(self, data: bytes) -> str:
         """Store `data` (idempotent) and return its reference `sha256:<hex>`."""

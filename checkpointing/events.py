@@ -37,17 +37,17 @@ from checkpointing.blobs import BLOB_KEY, BlobStore, is_blob_ref
 from checkpointing.errors import CorruptRecordError, UnknownSchemaError
 from checkpointing.fencing import FencingGuard
 from checkpointing.ids import validate_id
-from checkpointing.layout import EVENTS_FILE, session_dir
+from checkpointing.layout import events_file, session_dir
 from checkpointing.records import (
     TIER_EVENTS,
     CommitGroup,
     FsyncPolicy,
     RecordLog,
     canonical_json,
-    decode_record,
     dumps,
     frame,
     loads,
+    read_first_record,
     read_record_at,
     scan,
 )
@@ -177,7 +177,7 @@ class EventLog:
         self.schema = schema
         self.tenant_id = tenant_id
         self.session_id = session_id
-        self.path = session_dir(base_dir, tenant_id, session_id) / EVENTS_FILE
+        self.path = events_file(session_dir(base_dir, tenant_id, session_id))
         self.inline_payload_max_bytes = inline_payload_max_bytes
         self.blobs = blobs or BlobStore(base_dir)
         self._log = RecordLog(self.path, fsync=fsync, group=group, tier=tier)
@@ -634,20 +634,11 @@ def _now() -> str:
 
 
 def read_header(path: Path) -> dict[str, Any] | None:
-    """The header of an events.jsonl file without indexing the rest (None when missing/empty)."""
-    try:
-        with open(path, "rb") as fh:
-            line = fh.readline()
-    except FileNotFoundError:
+    """The header of an events.jsonl file without indexing the rest (None when missing/empty; a
+    torn or damaged header line is `CorruptRecordError`, see `records.read_first_record`)."""
+    rec = read_first_record(path)
+    if rec is None:
         return None
-    if not line:
-        return None
-    if not line.endswith(b"\n"):
-        raise CorruptRecordError(str(path), 1, "torn header line")
-    try:
-        rec = decode_record(line[:-1])
-    except (ValueError, UnicodeDecodeError) as err:
-        raise CorruptRecordError(str(path), 1, str(err)) from err
     if rec.get("kind") != "header":
         raise CorruptRecordError(str(path), 1, "the first record is not the session header")
     return rec

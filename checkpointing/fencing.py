@@ -25,12 +25,9 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from checkpointing.errors import StaleFencingTokenError
-from checkpointing.layout import session_dir
-from checkpointing.records import atomic_write, decode_record, encode_record
-
-FENCE_FILE = "fence.json"
-LOCK_FILE = "fence.lock"
+from checkpointing.errors import CorruptRecordError, StaleFencingTokenError
+from checkpointing.layout import fence_file, fence_lock_file, session_dir
+from checkpointing.records import atomic_write, decode_file, encode_record
 
 _FileId = tuple[int, int, int]
 
@@ -40,8 +37,8 @@ class FencingGuard:
 
     def __init__(self, directory: Path | str) -> None:
         self.directory = Path(directory)
-        self.fence_path = self.directory / FENCE_FILE
-        self.lock_path = self.directory / LOCK_FILE
+        self.fence_path = fence_file(self.directory)
+        self.lock_path = fence_lock_file(self.directory)
         self._lock = threading.Lock()
         self._cached: int | None = None
         self._cached_id: _FileId | None = None
@@ -107,14 +104,15 @@ class FencingGuard:
                 raw = fh.read()
         except FileNotFoundError:
             return None, None
-        try:
-            doc = decode_record(raw.rstrip(b"\n")) if raw.endswith(b"\n") else decode_record(b"")
+        try:  # written only by `atomic_write`, fsynced: an empty or zeroed file is damage too
+            doc = decode_file(self.fence_path, raw)
             value = doc["highest_token"]
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError("highest_token is not an integer")
-        except (ValueError, KeyError, TypeError) as err:
+        except (CorruptRecordError, KeyError, TypeError) as err:
+            why = err.reason if isinstance(err, CorruptRecordError) else err
             raise StaleFencingTokenError(
-                f"{self.fence_path} is unreadable ({err}); refusing to write without a fence. "
+                f"{self.fence_path} is unreadable ({why}); refusing to write without a fence. "
                 "Stop every process writing this session, then delete the file and retry."
             ) from err
         return value, (st.st_ino, st.st_mtime_ns, st.st_size)

@@ -25,16 +25,18 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from checkpointing.records import _HEAD, _PREFIX, atomic_write, frame, verify_line
+from checkpointing.errors import CorruptRecordError
+from checkpointing.layout import INDEX_SUFFIX, index_file
+from checkpointing.records import atomic_write, check_line, frame, read_line_at, verify_file
+from checkpointing.records import record_crc as record_crc  # the owners' name for it since before records had it
 
-SUFFIX = ".idx"
+SUFFIX = INDEX_SUFFIX
 VERSION = 1
 log = logging.getLogger(__name__)
 
@@ -49,8 +51,8 @@ class Snapshot:
 
 
 def path_of(log_path: Path) -> Path:
-    """Where the index of `log_path` is kept."""
-    return log_path.with_name(log_path.name + SUFFIX)
+    """Where the index of `log_path` is kept (`layout.index_file`)."""
+    return index_file(log_path)
 
 
 def save(log_path: Path, end: int, lines: int, last: int, crc: str, state: Any) -> None:
@@ -64,13 +66,6 @@ def save(log_path: Path, end: int, lines: int, last: int, crc: str, state: Any) 
         log.debug("index of %s not saved: %s", log_path, err)
 
 
-def record_crc(framed_or_body: bytes) -> str:
-    """The checksum a record carries: read from its framed line, or computed from its body."""
-    if framed_or_body.startswith(_PREFIX):
-        return framed_or_body[len(_PREFIX) : _HEAD - 1].decode("ascii")
-    return "%08x" % (zlib.crc32(framed_or_body) & 0xFFFFFFFF)
-
-
 def load(log_path: Path) -> Snapshot | None:
     """The persisted index of `log_path` if it still describes the log, else None."""
     where = path_of(log_path)
@@ -82,12 +77,13 @@ def load(log_path: Path) -> Snapshot | None:
         log.warning("index %s unreadable (%s): scanning %s instead", where, err, log_path)
         return None
     try:
-        if not raw.endswith(b"\n"):
-            raise ValueError("incomplete")
-        rec = _parse(verify_line(raw[:-1]))
+        rec = _parse(verify_file(where, raw))
         end, lines, last, crc = int(rec["end"]), int(rec["lines"]), int(rec["last"]), str(rec["crc"])
         if rec.get("v") != VERSION or not 0 <= last < end:
             raise ValueError(f"version {rec.get('v')!r}")
+    except CorruptRecordError as err:
+        log.warning("index %s is damaged (%s): scanning %s instead", where, err.reason, log_path)
+        return None
     except (ValueError, KeyError, TypeError) as err:
         log.warning("index %s is damaged (%s): scanning %s instead", where, err, log_path)
         return None
@@ -112,20 +108,18 @@ def _parse(body: bytes) -> Any:
 def _describes(log_path: Path, end: int, last: int, crc: str) -> bool:
     """Whether the log is the one indexed: long enough, and its last indexed record intact."""
     try:
-        with open(log_path, "rb") as fh:
-            if os.fstat(fh.fileno()).st_size < end:
-                return False
-            fh.seek(last)
-            line = fh.read(end - last)
+        if os.stat(log_path).st_size < end:
+            return False
+        line = read_line_at(log_path, last)
     except OSError:
         return False
-    if not line.endswith(b"\n"):
-        return False
+    if len(line) != end - last:
+        return False  # the record at `last` does not end at `end`: another file
     try:
-        verify_line(line[:-1])
-    except ValueError:
+        check_line(log_path, line)
+    except CorruptRecordError:
         return False
-    return line[len(_PREFIX) : _HEAD - 1] == crc.encode("ascii")
+    return record_crc(line) == crc
 
 
 def remove(log_path: Path) -> None:

@@ -16,7 +16,14 @@ session's inbox and outbox):
   last one verify is also corruption (a crash can only leave a prefix of `record + newline`).
 - Reads never modify files.
 - A small file only ever written whole (`atomic_write`, or once at creation: a lease file, a turn
-  file) holds one framed record and has no torn tail: `decode_file` verifies it.
+  file) holds one framed record and has no torn tail: `decode_file` verifies it (a file a crash
+  left empty or zeroed is handled by its caller, as it documents).
+- A single record read by offset (`read_record_at`, `read_body_at`, `read_lines_at` +
+  `check_line`) must be a complete line that verifies: the caller indexed it, so anything else
+  is corruption (or the file changed under the reader).
+
+Record bytes are only framed, split into lines and verified here; paths come from
+`checkpointing.layout` (`<file>.broken` included).
 
 Durability: `RecordLog(fsync="always")` makes an append durable before it returns (fdatasync,
 shared by concurrent appenders of the same file), unless its `CommitGroup` is held: then the
@@ -36,7 +43,7 @@ import os
 import threading
 import weakref
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +52,7 @@ from typing import Any, Literal
 import orjson
 
 from checkpointing.errors import CorruptRecordError, OldFormatError
+from checkpointing.layout import broken_file
 
 log = logging.getLogger(__name__)
 
@@ -151,8 +159,27 @@ def decode_record(line: bytes) -> dict[str, Any]:
     return obj
 
 
-def decode_file(path: Path, data: bytes) -> dict[str, Any]:
-    """The one record of a file that is only ever written whole (`atomic_write`), verified.
+def record_crc(framed_or_body: bytes) -> str:
+    """The checksum a record carries: read from its framed line (or the line's first bytes), or
+    computed from its body."""
+    if framed_or_body.startswith(_PREFIX):
+        return framed_or_body[len(_PREFIX) : _HEAD - 1].decode("ascii")
+    return _crc(framed_or_body).decode("ascii")
+
+
+def _decoded(path: Path, line: int, body: bytes) -> dict[str, Any]:
+    """`body` (verified) parsed; a body that is not a JSON object is corruption of `path`."""
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError as err:
+        raise CorruptRecordError(str(path), line, f"record is not JSON ({err})") from err
+    if not isinstance(obj, dict):
+        raise CorruptRecordError(str(path), line, "record is not a JSON object")
+    return obj
+
+
+def verify_file(path: Path, data: bytes) -> bytes:
+    """The checked body of the one record of a file only ever written whole (`atomic_write`).
 
     Such a file has no torn tail: anything but exactly one complete framed line (`data`, the
     file's bytes) raises `CorruptRecordError` naming `path`, line 1.
@@ -160,9 +187,31 @@ def decode_file(path: Path, data: bytes) -> dict[str, Any]:
     if not data.endswith(b"\n"):
         raise CorruptRecordError(str(path), 1, "the record has no terminating newline")
     try:
-        return decode_record(data[:-1])
+        return verify_line(data[:-1])
     except ValueError as err:
         raise CorruptRecordError(str(path), 1, str(err)) from err
+
+
+def decode_file(path: Path, data: bytes) -> dict[str, Any]:
+    """The one record of a file only ever written whole, verified and parsed (see `verify_file`)."""
+    return _decoded(path, 1, verify_file(path, data))
+
+
+def check_line(path: Path, raw: bytes, line: int = -1, offset: int | None = None) -> bytes:
+    """The checked body of `raw`, one line of `path` as read (newline included) at byte `offset`.
+
+    The caller located the record (an index), so a line without its newline (the file ends
+    there: it changed under the reader) or one that does not verify raises `CorruptRecordError`
+    naming the file and `line`.
+    """
+    if not raw.endswith(b"\n"):
+        at = "the record" if offset is None else f"the record at byte {offset}"
+        raise CorruptRecordError(str(path), line, f"{at} is incomplete (the file changed under the reader)")
+    try:
+        return verify_line(raw[:-1])
+    except ValueError as err:
+        why = str(err) if offset is None else f"record at byte {offset}: {err}"
+        raise CorruptRecordError(str(path), line, why) from err
 
 
 def _old_frame(line: bytes) -> bool:
@@ -252,17 +301,75 @@ def read_records(path: Path, repair: bool = False) -> list[dict[str, Any]]:
     return [rec for _, rec in read_records_with_offsets(path, repair)]
 
 
-def read_record_at(path: Path, offset: int, line_hint: int = -1) -> dict[str, Any]:
-    """Read and verify the single record that starts at byte `offset`."""
+def read_line_at(path: Path, offset: int) -> bytes:
+    """The bytes of `path` from `offset` to the end of that line, newline included (not verified:
+    see `check_line`; without a newline when the file ends first, b"" at its end)."""
     with open(path, "rb") as fh:
         fh.seek(offset)
-        line = fh.readline()
-    if not line.endswith(b"\n"):
-        raise CorruptRecordError(str(path), line_hint, f"record at byte {offset} is incomplete")
+        return fh.readline()
+
+
+def read_lines_at(path: Path, offsets: Sequence[int], seeks_max: int = 32) -> list[bytes]:
+    """`read_line_at` for each of `offsets` (ascending) with one open: a seek each for fewer than
+    `seeks_max`, else one read from the first offset on (a long history: one read, not a seek each)."""
+    if not offsets:
+        return []
+    with open(path, "rb") as fh:
+        if len(offsets) < seeks_max:
+            out = []
+            for off in offsets:
+                fh.seek(off)
+                out.append(fh.readline())
+            return out
+        start = offsets[0]
+        fh.seek(start)
+        data = fh.read()
+    lines = []
+    for off in offsets:
+        nl = data.find(b"\n", off - start)
+        lines.append(data[off - start :] if nl == -1 else data[off - start : nl + 1])
+    return lines
+
+
+def read_body_at(path: Path, offset: int, line_hint: int = -1) -> bytes:
+    """The checked body of the single record that starts at byte `offset` (see `check_line`)."""
+    return check_line(path, read_line_at(path, offset), line_hint, offset)
+
+
+def read_record_at(path: Path, offset: int, line_hint: int = -1) -> dict[str, Any]:
+    """Read and verify the single record that starts at byte `offset`."""
+    return _decoded(path, line_hint, read_body_at(path, offset, line_hint))
+
+
+def read_first_record(path: Path) -> dict[str, Any] | None:
+    """The first record of a log, verified; None when the file is missing or empty. A first line
+    without its newline is `CorruptRecordError` here: the caller needs that record whole (an
+    event log's header), where a scan would skip it as a torn tail."""
     try:
-        return decode_record(line[:-1])
-    except ValueError as err:
-        raise CorruptRecordError(str(path), line_hint, f"record at byte {offset}: {err}") from err
+        raw = read_line_at(path, 0)
+    except FileNotFoundError:
+        return None
+    return _decoded(path, 1, check_line(path, raw, 1)) if raw else None
+
+
+def crc_at(path: Path, offset: int) -> str:
+    """The checksum field of the record that starts at byte `offset` (read, not verified: for an
+    owner that verified the record when it indexed it)."""
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        return record_crc(fh.read(_HEAD))
+
+
+def scan_before(path: Path, line: int) -> Scan:
+    """The records of the lines before `line` (the damaged line a scan raised at), verified: what
+    is still readable of a damaged file. `good` is where line `line` starts, `size` the file's size."""
+    data = path.read_bytes()
+    cut = 0
+    for _ in range(max(line - 1, 0)):
+        cut = data.index(b"\n", cut) + 1
+    out = scan_bytes(path, data[:cut])
+    out.size = len(data)
+    return out
 
 
 def cut_torn_tail(path: Path, good: int | None = None) -> bool:
@@ -280,7 +387,7 @@ def cut_torn_tail(path: Path, good: int | None = None) -> bool:
     data = path.read_bytes()
     if good >= len(data):
         return False
-    broken = path.with_name(path.name + ".broken")
+    broken = broken_file(path)
     with open(broken, "ab") as fh:
         fh.write(data[good:])
         fh.flush()

@@ -23,7 +23,6 @@ work in a worker thread, so the event loop never blocks.
 from __future__ import annotations
 
 import builtins
-import hashlib
 import random
 import threading
 import uuid
@@ -54,7 +53,15 @@ from checkpointing.digest import scrub_secrets
 from checkpointing.errors import CheckpointingError, InvalidIdError
 from checkpointing.fencing import FencingGuard
 from checkpointing.ids import validate_id
-from checkpointing.layout import sessions_root, tenants_root
+from checkpointing.layout import (
+    checkpoints_file,
+    is_digest_folder,
+    run_ids,
+    runs_dir,
+    sessions_root,
+    tenant_ids,
+    thread_dir,
+)
 from checkpointing.records import CommitGroup, FsyncPolicy, group_for
 from checkpointing.typewalk import graph_classes
 from checkpointing.validation import validate_metadata
@@ -197,7 +204,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         key = (tenant, thread)
         store = self._stores.get(key)
         if store is None:
-            directory = sessions_root(self.base_dir, tenant) / _dir_name(thread)
+            directory = thread_dir(self.base_dir, tenant, thread)
             log_policy: FsyncPolicy = "batch" if self.fsync == "batch" else "always"
             # Every session's files join the session folder's process-wide commit group, unless a
             # group was given: a runtime holding that group defers their fsyncs to its barriers.
@@ -239,16 +246,15 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         return guard.fenced(token)
 
     def _all_stores(self, tenant: str | None = None, thread: str | None = None) -> builtins.list[SessionStore]:
-        root = tenants_root(self.base_dir)
-        tenants = [tenant] if tenant else sorted(p.name for p in root.iterdir()) if root.exists() else []
+        tenants = [tenant] if tenant else tenant_ids(self.base_dir)
         out: builtins.list[SessionStore] = []
         for t in tenants:
-            sessions = root / t / "sessions"
+            sessions = sessions_root(self.base_dir, t)
             if thread is not None:
-                names = [thread] if (sessions / _dir_name(thread) / "runs").exists() else []
+                names = [thread]
             else:
                 names = sorted(_thread_of(p) for p in sessions.iterdir()) if sessions.exists() else []
-            out.extend(self._store(t, n) for n in names if (sessions / _dir_name(n) / "runs").exists())
+            out.extend(self._store(t, n) for n in names if runs_dir(thread_dir(self.base_dir, t, n)).exists())
         return out
 
     def _check(self, doc: dict[str, Any], store: SessionStore) -> None:
@@ -534,25 +540,15 @@ def _str(v: Any) -> Any:
     return str(v) if isinstance(v, uuid.UUID) else v
 
 
-_HASHED = "~"  # outside the id alphabet: a digest folder never collides with a plain id
-
-
-def _dir_name(thread: str) -> str:
-    """The folder of a thread: the id itself when it is a safe path component, else a digest."""
-    try:
-        return validate_id(thread, "thread_id")
-    except InvalidIdError:
-        return _HASHED + hashlib.sha256(thread.encode("utf-8", "surrogatepass")).hexdigest()[:40]
-
-
 def _thread_of(folder: Path) -> str:
-    """The thread id a session folder belongs to (read from a record when the name is a digest)."""
-    if not folder.name.startswith(_HASHED):
+    """The thread id a session folder belongs to (read from a record when the name is a digest,
+    `layout.folder_name`)."""
+    if not is_digest_folder(folder.name):
         return folder.name
-    for run in sorted((folder / "runs").glob("*/checkpoints.jsonl")):
+    for run in run_ids(folder):
         from checkpointing.records import read_records
 
-        for rec in read_records(run):
+        for rec in read_records(checkpoints_file(folder, run)):
             if rec.get("k") == "c":
                 return str(rec["session_id"])
     return folder.name

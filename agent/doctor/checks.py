@@ -31,7 +31,7 @@ from agent.tools.journal import ToolExecutionJournal
 from checkpointing._saver_docs import chunk_refs, refs_of, text_refs
 from checkpointing._saver_store import task_pairs
 from checkpointing.events import SCHEMA_VERSION as EVENTS_SCHEMA_VERSION
-from checkpointing.layout import CHECKPOINTS_FILE
+from checkpointing.layout import CHECKPOINTS_FILE, JOURNAL_FILE, OUTBOX_FILE, session_file
 from checkpointing.validation import KNOWN_SCHEMA_VERSIONS
 from graph.state import SCHEMA_VERSION as STATE_SCHEMA_VERSION
 
@@ -81,7 +81,7 @@ def session_found(f: SessionFacts) -> Check:
     versions = {name: s.version for name, s in f.copies.items()}
     ev.update(read_would_hit=hit, versions=versions, outbox_owes=f.owed)
     if hit is None and f.layers.get("JSONL", "").startswith("corrupt"):
-        doc = f.dir / "session.json"
+        doc = session_file(f.dir)
         why = "SQL is down" if manager.mode == "MIRROR" else "JSONL is the source of truth"
         return finding(
             "session_found",
@@ -96,7 +96,7 @@ def session_found(f: SessionFacts) -> Check:
     for name, answer in f.layers.items():
         if name == "JSONL" and answer.startswith("corrupt") and manager.mode == "MIRROR":
             problems.append(
-                f"the JSONL mirror {f.dir / 'session.json'} is damaged: reads use the SQL copy (the source "
+                f"the JSONL mirror {session_file(f.dir)} is damaged: reads use the SQL copy (the source "
                 "of truth), and the next save rewrites the mirror"
             )
         elif answer.startswith(("corrupt", "down")):
@@ -236,7 +236,7 @@ def files(f: SessionFacts) -> Check:
     if corrupt:
         where = ", ".join(f"{s.path} line {s.line}" for s in present.values() if s.corrupt)
         step = "restore the named files from a backup; the runtime never rewrites them"
-        if "outbox.jsonl" in corrupt:
+        if OUTBOX_FILE in corrupt:
             step += (
                 f" (outbox.jsonl only names writes the other layers owe: `agentrt doctor {f.session_id} "
                 "--repair` replaces it with a full replay of every layer)"
@@ -415,7 +415,7 @@ def tool_pairing(f: SessionFacts) -> Check:
 
 def tool_journal(f: SessionFacts) -> Check:
     """Journal entries with duplicate (run_id, tool_call_id) completions, or an INTENT without an end."""
-    scan = f.files["journal.jsonl"]
+    scan = f.files[JOURNAL_FILE]
     if not scan.clean:
         return finding(
             "tool_journal",

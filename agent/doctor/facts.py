@@ -11,11 +11,20 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agent.errors import StorageError
 from agent.session.session import ChatSession, SessionDocumentCorrupt
+from agent.session.stores.jsonl import read_session_file
 from checkpointing import indexfile, records
 from checkpointing.blobs import BLOB_KEY
-from checkpointing.errors import CorruptRecordError, OldFormatError
-from checkpointing.layout import CHECKPOINTS_FILE, RUNS
-from checkpointing.records import decode_record
+from checkpointing.errors import CheckpointingError, CorruptRecordError, OldFormatError
+from checkpointing.layout import (
+    CHECKPOINTS_FILE,
+    EVENTS_FILE,
+    SESSION_LOGS,
+    checkpoints_file,
+    run_ids,
+    session_dir,
+    session_file,
+    tenant_ids,
+)
 
 if TYPE_CHECKING:
     from agent.runner import AgentRunner
@@ -164,14 +173,11 @@ def _blob_rows(bodies: list[tuple[int, bytes]]) -> frozenset[int]:
 
 
 def _partial(path: Path, err: CorruptRecordError | OldFormatError) -> FileScan:
-    data = path.read_bytes()
-    cut = 0
-    for _ in range(max(err.line - 1, 0)):
-        cut = data.index(b"\n", cut) + 1
-    good = records.scan_bytes(path, data[:cut]).records
+    before = records.scan_before(path, err.line)
+    good = before.records
     old = isinstance(err, OldFormatError)
     return FileScan(
-        path, True, _parsed(good), f"line {err.line}: {err.reason}", err.line, old, False, len(data), _blob_rows(good)
+        path, True, _parsed(good), f"line {err.line}: {err.reason}", err.line, old, False, before.size, _blob_rows(good)
     )
 
 
@@ -217,7 +223,7 @@ class SessionFacts:
     @property
     def events(self) -> FileScan:
         """The scan of events.jsonl."""
-        return self.files["events.jsonl"]
+        return self.files[EVENTS_FILE]
 
     @property
     def header(self) -> dict[str, Any] | None:
@@ -260,19 +266,11 @@ class SessionFacts:
         return str(cp) if cp else None
 
 
-SESSION_LOGS = ("events.jsonl", "journal.jsonl", "outbox.jsonl", "inbox.jsonl")
-"""The record logs beside the event log; only events.jsonl must exist (the others appear when used)."""
-
-
 def session_files(directory: Path) -> list[str]:
-    """The session-relative names of the record logs the doctor scans (missing ones included)."""
-    names = list(SESSION_LOGS)
-    runs = directory / RUNS
-    if runs.is_dir():
-        names += [
-            f"{RUNS}/{p.name}/{CHECKPOINTS_FILE}" for p in sorted(runs.iterdir()) if (p / CHECKPOINTS_FILE).is_file()
-        ]
-    return names
+    """The session-relative names of the record logs the doctor scans (`layout.SESSION_LOGS`,
+    missing ones included, then each run's checkpoint log)."""
+    runs = [checkpoints_file(directory, run).relative_to(directory).as_posix() for run in run_ids(directory)]
+    return [*SESSION_LOGS, *runs]
 
 
 def _scan_session_files(facts: SessionFacts) -> None:
@@ -288,7 +286,7 @@ def _read_layers(facts: SessionFacts) -> None:
     for layer in manager.read_order:
         try:
             if layer is manager.jsonl:
-                got = _read_session_json(facts.dir / "session.json", facts.tenant_id, facts.session_id)
+                got = _read_session_json(session_file(facts.dir), facts.tenant_id, facts.session_id)
             else:
                 got = layer.get(facts.tenant_id, facts.session_id)
         except SessionDocumentCorrupt:
@@ -313,24 +311,21 @@ def _read_layers(facts: SessionFacts) -> None:
 def _read_session_json(path: Path, tenant_id: str, session_id: str) -> ChatSession | None:
     # The JSONL store's own `get` opens the event log, whose first read cuts a torn tail.
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
+        session = read_session_file(path)
     except OSError as err:
         raise StorageError(f"cannot read {path}: {err}") from err
-    try:
-        session = ChatSession.from_json(decode_record(data.rstrip(b"\n")))
-    except ValueError as err:
-        raise SessionDocumentCorrupt(f"{path}: not a valid session document ({err})") from err
+    except CheckpointingError as err:
+        raise SessionDocumentCorrupt(str(err)) from err
+    if session is None:
+        return None
     return session if (session.tenant_id, session.session_id) == (tenant_id, session_id) else None
 
 
 def _find_other_tenants(facts: SessionFacts) -> None:
-    root = facts.runner.settings.base_dir / "tenants"
-    if root.is_dir():
-        facts.other_tenants = sorted(
-            p.name for p in root.iterdir() if p.name != facts.tenant_id and (p / "sessions" / facts.session_id).is_dir()
-        )
+    base = facts.runner.settings.base_dir
+    facts.other_tenants = [
+        t for t in tenant_ids(base) if t != facts.tenant_id and session_dir(base, t, facts.session_id).is_dir()
+    ]
 
 
 def _load_checkpoint(facts: SessionFacts) -> None:

@@ -18,9 +18,10 @@ from typing import Any
 
 from agent.doctor.facts import Check, SessionFacts, Status
 from agent.errors import DataCorrupt
-from agent.session.lease import LEASE_STATE, FileLease, InProcessLease, RedisLease, read_lease_state
+from agent.session.lease import FileLease, InProcessLease, RedisLease, read_lease_state
 from checkpointing.blobs import BLOB_KEY, is_blob_ref
 from checkpointing.errors import BlobCorruptError, BlobMissingError
+from checkpointing.layout import EVENTS_FILE, JOURNAL_FILE, MAIN_BRANCH, lease_files, room_dir
 
 MAX_REFERRERS = 8
 
@@ -45,9 +46,9 @@ def _walk_refs(obj: Any) -> Iterator[str]:
 
 
 def _label(name: str, rec: dict[str, Any]) -> str:
-    if name == "events.jsonl":
+    if name == EVENTS_FILE:
         return f"event {rec.get('id')} ({rec.get('type')})"
-    if name == "journal.jsonl":
+    if name == JOURNAL_FILE:
         return f"journal {rec.get('kind')} record of {rec.get('tool_call_id')} (run {rec.get('run_id')})"
     if rec.get("k") == "c":
         return f"checkpoint {rec.get('checkpoint_id')} ({name})"
@@ -152,16 +153,16 @@ def sandbox_manifest(f: SessionFacts) -> tuple[dict[str, str] | None, str]:
 
 def sandbox(f: SessionFacts) -> Check:
     """Sandbox manifest vs the workspace files vs their blobs."""
-    branch = f.session.current_branch_id if f.session is not None else "main"
-    room_dir = getattr(f.runner.builder, "room_dir", None)
-    room = room_dir(f.tenant_id, f.session_id, branch) if room_dir else f.dir / "workspace"
+    branch = f.session.current_branch_id if f.session is not None else MAIN_BRANCH
+    builder_room = getattr(f.runner.builder, "room_dir", None)
+    room = builder_room(f.tenant_id, f.session_id, branch) if builder_room else room_dir(f.dir, branch)
     files = _room_files(room)
     manifest, where = sandbox_manifest(f)
     ev: dict[str, Any] = {"room": str(room), "room_files": None if files is None else len(files)}
     if manifest is None:
         wrote = any(
             r.get("kind") == "intent" and r.get("effect") not in ("read_only", None)
-            for r in f.files["journal.jsonl"].recs()
+            for r in f.files[JOURNAL_FILE].recs()
         )
         if files is None and wrote:
             return finding(
@@ -321,16 +322,17 @@ def lease_info(f: SessionFacts) -> dict[str, Any]:
 
 
 def _file_lease(directory: Path) -> dict[str, Any]:
-    info: dict[str, Any] = {"kind": "file", "path": str(directory / LEASE_STATE)}
+    files = lease_files(directory)
+    info: dict[str, Any] = {"kind": "file", "path": str(files.state)}
     try:
-        doc = read_lease_state(directory / LEASE_STATE)
+        doc = read_lease_state(files.state)
     except DataCorrupt as err:
         return {**info, "error": str(err)}
     except OSError as err:
         return {**info, "error": f"lease.json unreadable ({err})"}
     if "holder" in doc:
         info.update(holder=doc["holder"], token=doc.get("token"), expires_at=doc.get("expires_at"))
-    pid = _flock_pid(directory / "lease.lock")
+    pid = _flock_pid(files.lock)
     info["lock_held"] = None if pid == -1 else pid is not None
     if pid not in (None, -1):
         info["lock_pid"] = pid

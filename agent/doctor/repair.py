@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent.doctor.facts import scan_file, session_files
-from agent.session.outbox import OUTBOX_FILE, Outbox
+from agent.session.outbox import Outbox
+from checkpointing.layout import OUTBOX_FILE, broken_file
 from checkpointing.records import cut_torn_tail
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def repair_session(runner: AgentRunner, session_id: str, tenant_id: str | None =
                 continue  # its torn tail stands for debts: `Outbox.repair` below
             scan = scan_file(directory / name)
             if scan.torn and cut_torn_tail(scan.path):
-                done.append((scan.path, f"cut the torn tail of {scan.path} (kept in {scan.path.name}.broken)"))
+                done.append((scan.path, f"cut the torn tail of {scan.path} (kept in {broken_file(scan.path).name})"))
         outbox = Outbox(runner.settings.base_dir)
         said = outbox.repair(tenant, session_id)
         if said is not None:

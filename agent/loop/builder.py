@@ -28,8 +28,7 @@ from agent.tools.journal import JournalStatus, ToolExecutionJournal, execute_wit
 from agent.tools.sandbox.room import Sandbox
 from checkpointing.blobs import BlobStore
 from checkpointing.fencing import FencingGuard
-from checkpointing.ids import validate_id
-from checkpointing.layout import session_dir
+from checkpointing.layout import room_dir, session_dir
 from checkpointing.records import TIER_LAZY, CommitGroup, group_for
 
 LAST_KEPT = 16  # runtimes `last_runtime` can still show (the runs own them; this is only a view)
@@ -162,8 +161,7 @@ class RuntimeBuilder:
 
     def room_dir(self, tenant: str, session_id: str, branch_id: str) -> Path:
         """The sandbox room of a branch: `workspace/` for main, `rooms/<branch>/` for forks."""
-        session_dir = self.settings.base_dir / "tenants" / tenant / "sessions" / session_id
-        return session_dir / "workspace" if branch_id == "main" else session_dir / "rooms" / validate_id(branch_id)
+        return room_dir(session_dir(self.settings.base_dir, tenant, session_id), branch_id)
 
     def sandbox(self, tenant: str, session_id: str, branch_id: str, state: Mapping[str, Any]) -> Sandbox:
         """The branch's room; refilled from the checkpoint's manifest when it is empty but should not be.

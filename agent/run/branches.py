@@ -10,7 +10,6 @@ paused run left on an abandoned branch must not leak into a fork).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
@@ -19,13 +18,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from agent.session.session import MAIN_BRANCH, ChatSession
 from agent.session.stores.jsonl import page_messages
 from checkpointing.events import EventLog
-from checkpointing.ids import validate_id
+from checkpointing.layout import room_path
 
 if TYPE_CHECKING:
     from agent.run.core import RunnerCore
-
-MAIN_ROOM = "workspace"
-"""The room directory of the main branch (a forked branch's room is `rooms/<branch>`)."""
 
 
 @dataclass(frozen=True)
@@ -112,12 +108,12 @@ def fork_point_of(events: EventLog, branch_id: str) -> str | None:
 
 def room_name(branch_id: str) -> str:
     """The room directory of a branch, relative to the session directory."""
-    return MAIN_ROOM if branch_id == MAIN_BRANCH else f"rooms/{validate_id(branch_id, 'branch id')}"
+    return str(room_path(branch_id))
 
 
 def room_id(branch_id: str) -> str:
     """The id of a branch's room (its directory name, as `Sandbox.room_id` gives it)."""
-    return Path(room_name(branch_id)).name
+    return room_path(branch_id).name
 
 
 def set_room(session: ChatSession) -> None:

@@ -24,6 +24,7 @@ from agent.session.manager import ChatSessionManager
 from agent.session.session import ChatSession
 from agent.tools.registry import build_toolset, toolset_descriptor
 from agent.turns import EventRecorder
+from checkpointing import layout
 from checkpointing.blobs import BlobStore
 from checkpointing.errors import InvalidIdError
 from checkpointing.ids import validate_id
@@ -59,8 +60,8 @@ class RunnerCore:
         return self._manager
 
     def session_dir(self, tenant_id: str, session_id: str) -> Path:
-        """`base_dir/tenants/<tenant>/sessions/<session>`."""
-        return self.settings.base_dir / "tenants" / tenant_id / "sessions" / session_id
+        """`base_dir/tenants/<tenant>/sessions/<session>` (`layout.session_dir`: ids validated)."""
+        return layout.session_dir(self.settings.base_dir, tenant_id, session_id)
 
     def _ids(self, session_id: str | None, tenant_id: str | None, user_id: str | None) -> tuple[str, str | None, str]:
         """(tenant, user, session id) checked; a fresh session id when none is given."""

@@ -13,6 +13,7 @@ from agent.run.branches import room_id, set_room
 from agent.session.session import ChatSession
 from agent.tools.sandbox.room import Sandbox
 from agent.turns import SessionHold
+from checkpointing.layout import room_making_dir
 
 if TYPE_CHECKING:
     from agent.run.core import RunnerCore
@@ -99,7 +100,7 @@ def make_room(
     room = rt.builder.room_dir(tenant, sid, branch)
     if room.exists():
         return
-    tmp = room.parent / f".making-{room.name}"
+    tmp = room_making_dir(room)
     shutil.rmtree(tmp, ignore_errors=True)
     sandbox = Sandbox(tmp, blobs=rt.blobs)
     if manifest:

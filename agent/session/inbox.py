@@ -37,6 +37,7 @@ from typing import Any
 from agent.errors import ConfigError, DataCorrupt, SessionNotFound
 from checkpointing.errors import CorruptRecordError, InvalidIdError
 from checkpointing.ids import validate_id
+from checkpointing.layout import inbox_file, inbox_lock_file, session_dir, turn_file, turns_dir
 from checkpointing.records import RecordLog, decode_file, encode_record, read_records
 
 
@@ -102,13 +103,15 @@ class Inbox:
     def __init__(self, base_dir: Path, tenant_id: str, session_id: str) -> None:
         self.tenant_id = _valid(tenant_id, "tenant id")
         self.session_id = _valid(session_id, "session id")
-        self.path = base_dir / "tenants" / tenant_id / "sessions" / session_id / "inbox.jsonl"
+        directory = session_dir(base_dir, tenant_id, session_id)
+        self.path = inbox_file(directory)
+        self.lock_path = inbox_lock_file(directory)
         self.log = RecordLog(self.path)
 
     @contextmanager
     def _locked(self, mode: int) -> Iterator[None]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, mode)
             yield
@@ -234,12 +237,13 @@ class TurnIndex:
 
     def __init__(self, base_dir: Path, tenant_id: str) -> None:
         self.tenant_id = _valid(tenant_id, "tenant id")
-        self.dir = base_dir / "tenants" / tenant_id / "turns"
+        self.base_dir = base_dir
+        self.dir = turns_dir(base_dir, tenant_id)
 
     def reserve(self, turn_id: str, session_id: str) -> None:
         """Claim `turn_id` for the session; `ConfigError` when the id was used before."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        path = self.dir / f"{_valid(turn_id, 'turn id')}.json"
+        path = turn_file(self.base_dir, self.tenant_id, _valid(turn_id, "turn id"))
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
@@ -253,7 +257,7 @@ class TurnIndex:
     def session_of(self, turn_id: str) -> str:
         """The session a turn was submitted to; `SessionNotFound` for an unknown id, `DataCorrupt`
         when its file is damaged."""
-        path = self.dir / f"{_valid(turn_id, 'turn id')}.json"
+        path = turn_file(self.base_dir, self.tenant_id, _valid(turn_id, "turn id"))
         unknown = SessionNotFound(
             f"no turn {turn_id} in tenant {self.tenant_id}: check the id `agentrt submit` printed and --tenant"
         )

@@ -35,8 +35,8 @@ import redis
 
 from agent.errors import AgentRuntimeError, ConfigError, DataCorrupt, LeaseHeld, StorageError
 from checkpointing.errors import CorruptRecordError
-from checkpointing.fencing import session_dir
 from checkpointing.ids import validate_id
+from checkpointing.layout import lease_files, session_dir
 from checkpointing.records import atomic_write, decode_file, encode_record
 
 DEFAULT_TTL_S = 30.0
@@ -192,19 +192,20 @@ class FileLease:
         """Take the lock or raise `LeaseHeld` naming the holder recorded in `lease.json`."""
         _check_ids(tenant, session_id, ttl_s)
         directory = session_dir(self.base_dir, tenant, session_id)
+        files = lease_files(directory)
         with self._state_lock(directory):
-            fd = os.open(directory / "lease.lock", os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(files.lock, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
                 try:
-                    info = _lease_state(directory / LEASE_STATE)
+                    info = _lease_state(files.state)
                 except CorruptRecordError as err:  # the lock says it is held; only the name is lost
                     info = {"holder": f"an unknown holder ({err.path} is damaged: {err.reason})"}
                 raise LeaseHeld(session_id, info.get("holder", "unknown"), info.get("expires_at")) from None
             try:
-                counter = directory / LEASE_TOKEN
+                counter = files.token
                 token = max(read_token_counter(counter), token_floor or 0) + 1
                 atomic_write(counter, encode_record({"token": token}), durable=False)  # floored by the fence
                 who = holder or make_holder()
@@ -241,7 +242,7 @@ class FileLease:
             del self._held[(grant.tenant, grant.session_id)]
             with self._state_lock(directory):
                 try:
-                    (directory / LEASE_STATE).unlink()
+                    lease_files(directory).state.unlink()
                 except FileNotFoundError:
                     pass
                 finally:
@@ -252,7 +253,7 @@ class FileLease:
     def _state_lock(directory: Path) -> Iterator[None]:
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(directory / "lease.state.lock", os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(lease_files(directory).state_lock, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as err:
             raise StorageError(f"cannot open the lease files in {directory}: {err}; check base_dir") from err
         try:
@@ -264,22 +265,17 @@ class FileLease:
     @staticmethod
     def _write_holder(directory: Path, grant: LeaseGrant) -> None:
         doc = {"holder": grant.holder, "token": grant.token, "expires_at": grant.expires_at}
-        atomic_write(directory / LEASE_STATE, encode_record(doc), durable=False)  # holder info only
+        atomic_write(lease_files(directory).state, encode_record(doc), durable=False)  # holder info only
 
     def state(self, tenant: str, session_id: str) -> dict[str, Any]:
         """What `lease.json` of the session records (`holder`, `token`, `expires_at`; {} when none);
         read-only (see `read_lease_state`)."""
-        return read_lease_state(session_dir(self.base_dir, tenant, session_id) / LEASE_STATE)
+        return read_lease_state(lease_files(session_dir(self.base_dir, tenant, session_id)).state)
 
     def counter(self, tenant: str, session_id: str) -> int:
         """The session's token counter, the last token granted (0: none yet); read-only."""
-        return read_token_counter(session_dir(self.base_dir, tenant, session_id) / LEASE_TOKEN)
+        return read_token_counter(lease_files(session_dir(self.base_dir, tenant, session_id)).token)
 
-
-LEASE_STATE = "lease.json"
-"""The file lease's holder record, beside `lease.lock` in the session folder."""
-LEASE_TOKEN = "lease.token"
-"""The file lease's token counter, beside `lease.lock` in the session folder."""
 
 _LEGACY_TOKEN = re.compile(rb"[0-9]+\n?")
 _LEGACY_STATE_KEYS = {"holder", "token", "expires_at"}

@@ -39,12 +39,13 @@ from typing import Any
 
 from agent.errors import DataCorrupt
 from checkpointing.errors import CorruptRecordError, OldFormatError
-from checkpointing.events import session_dir
+from checkpointing.layout import OUTBOX_FILE, broken_file, outbox_file, session_dir
 from checkpointing.records import RecordLog, Scan, cut_torn_tail, encode_record, fsync_dir, fsync_fd, loads, scan
 
 log = logging.getLogger("agentrt.sessions")
 
-OUTBOX_FILE = "outbox.jsonl"
+__all__ = ["LAYERS", "OUTBOX_FILE", "Debt", "Outbox", "Owed"]
+
 LAYERS = ("SQL", "L2")
 """The layers an outbox can owe writes to."""
 
@@ -82,7 +83,7 @@ class Outbox:
 
     def path(self, tenant_id: str, session_id: str) -> Path:
         """`base_dir/tenants/<tenant>/sessions/<session>/outbox.jsonl`."""
-        return session_dir(self.base_dir, tenant_id, session_id) / OUTBOX_FILE
+        return outbox_file(session_dir(self.base_dir, tenant_id, session_id))
 
     @contextmanager
     def _locked(self, path: Path, create: bool = False, shared: bool = False) -> Iterator[int | None]:
@@ -104,7 +105,7 @@ class Outbox:
         except (CorruptRecordError, OldFormatError) as err:
             raise DataCorrupt(
                 f"{path}:{err.line}: damaged outbox record ({err.reason}); nothing was changed. Run "
-                f"`agentrt doctor {path.parent.name} --repair`: it moves the file aside to {path.name}.broken "
+                f"`agentrt doctor {path.parent.name} --repair`: it moves the file aside to {broken_file(path).name} "
                 "and replays every layer from the source of truth"
             ) from err
 
@@ -184,10 +185,10 @@ class Outbox:
                 return None
             self._append(path, [])
         log.warning("outbox %s: a torn last record was cut; every layer is owed a full replay", path)
-        return f"cut the torn tail of {path} (kept in {path.name}.broken); every layer is owed a full replay"
+        return f"cut the torn tail of {path} (kept in {broken_file(path).name}); every layer is owed a full replay"
 
     def _replace(self, path: Path, fd: int, err: CorruptRecordError | OldFormatError) -> str:
-        broken = path.with_name(path.name + ".broken")
+        broken = broken_file(path)
         size = os.fstat(fd).st_size
         os.lseek(fd, 0, os.SEEK_SET)
         data = os.read(fd, size)

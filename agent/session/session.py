@@ -15,12 +15,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agent.errors import SessionNotActive, StorageError, quote_id
 from agent.session.lifecycle import RunStatus, SessionAction, SessionStatus, transition
+from checkpointing import layout
 
 __all__ = ["ChatSession", "PageMessage", "SessionStatus", "SessionStore", "utcnow"]
 
 DEFAULT_MAX_LOOPS = 100
 DEFAULT_EXPIRE_MINUTES = 60 * 24
-MAIN_BRANCH = "main"
+MAIN_BRANCH = layout.MAIN_BRANCH
+"""The branch a session starts on (its room is `workspace/`, see `checkpointing.layout`)."""
 
 
 class SessionDocumentCorrupt(StorageError):

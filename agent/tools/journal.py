@@ -31,12 +31,10 @@ from agent.faults import crash_point
 from agent.tools.base import ToolContext, ToolSpec
 from checkpointing.blobs import BLOB_KEY, BlobStore, is_blob_ref
 from checkpointing.fencing import FencingGuard
-from checkpointing.layout import session_dir
+from checkpointing.layout import journal_file, session_dir
 from checkpointing.records import TIER_STATE, CommitGroup, FsyncPolicy, RecordLog, canonical_json
 
 JOURNAL_VERSION = 1
-JOURNAL_FILE = "journal.jsonl"
-"""The journal's name in its session folder (`checkpointing.layout.session_dir`)."""
 DEFAULT_INLINE_MAX_BYTES = 16 * 1024
 
 ExecStatus = Literal["success", "error", "outcome_unknown", "needs_human"]
@@ -117,7 +115,7 @@ class ToolExecutionJournal:
         group: CommitGroup | None = None,
         tier: int = TIER_STATE,
     ) -> None:
-        self.path = session_dir(base_dir, tenant, session) / JOURNAL_FILE
+        self.path = journal_file(session_dir(base_dir, tenant, session))
         self.tenant = tenant
         self.session = session
         self.fencing = fencing

@@ -171,27 +171,21 @@ def read_state(config: Path, session: str) -> dict[str, Any]:
 
 def session_path(config: Path, session: str, tenant: str = "default") -> Path:
     """The session directory of a drill config."""
+    from checkpointing.layout import session_dir
+
     base = yaml.safe_load(config.read_text())["persistence"]["base_dir"]
-    return Path(base) / "tenants" / tenant / "sessions" / session
+    return session_dir(base, tenant, session)
 
 
 def unfinished_unsafe_calls(session_dir: Path) -> dict[str, str]:
     """{tool_call_id: tool_name} of unsafe calls whose journal INTENT has no end (a torn tail is
     ignored, as the reader does); read without touching the file."""
-    from checkpointing.records import decode_record
+    from checkpointing.layout import journal_file
+    from checkpointing.records import read_records
 
-    path = session_dir / "journal.jsonl"
-    if not path.exists():
-        return {}
     intents: dict[str, dict[str, Any]] = {}
     ended: set[str] = set()
-    for line in path.read_bytes().split(b"\n"):
-        if not line:
-            continue
-        try:
-            rec = decode_record(line)
-        except ValueError:
-            continue  # the torn last line of a crash
+    for rec in read_records(journal_file(session_dir)):
         if rec["kind"] == "intent":
             intents[rec["tool_call_id"]] = rec
         else:

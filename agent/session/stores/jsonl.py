@@ -32,20 +32,18 @@ from agent.session.session import ChatSession, PageMessage, SessionDocumentCorru
 from checkpointing.blobs import BlobStore
 from checkpointing.errors import CheckpointingError
 from checkpointing.events import EventLog
-from checkpointing.layout import session_dir, sessions_root
+from checkpointing.layout import session_dir, session_file, sessions_root
 from checkpointing.records import (
     TIER_EVENTS,
     FsyncPolicy,
     atomic_write,
-    decode_record,
+    decode_file,
     encode_record,
     fsync_dir,
     group_for,
 )
 
 logger = logging.getLogger("agentrt.sessions")
-SESSION_FILE = "session.json"
-"""The session document's name in its session folder, beside the event log."""
 PAGE_TYPES = {"user_turn": "user", "assistant_message": "assistant"}
 PAGE_ENTRY_TYPES = frozenset(PAGE_TYPES)
 RUN_STATUS = {
@@ -84,6 +82,25 @@ def page_messages(events: EventLog, leaf_id: str | None) -> list[PageMessage]:
 
 def _ts(value: str) -> datetime:
     return datetime.fromisoformat(value)
+
+
+def read_session_file(path: Path) -> ChatSession | None:
+    """The session document in `path` (a `session.json`), None when the file is missing.
+
+    The file is only ever written whole (`atomic_write`, fsynced), so it is read with
+    `records.decode_file`: an empty or zeroed file is damage like any other. A damaged file raises
+    `CheckpointingError` (`CorruptRecordError` naming the file when the record does not verify).
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        return ChatSession.from_json(decode_file(path, data))
+    except CheckpointingError:
+        raise
+    except ValueError as err:
+        raise CheckpointingError(f"{path}: not a valid session document ({err})") from err
 
 
 class JsonlSessionStore:
@@ -173,13 +190,13 @@ class JsonlSessionStore:
 
     def path(self, tenant_id: str, session_id: str) -> Path:
         """The session.json of one session."""
-        return session_dir(self.base_dir, tenant_id, session_id) / SESSION_FILE
+        return session_file(session_dir(self.base_dir, tenant_id, session_id))
 
     def get(self, tenant_id: str, session_id: str) -> ChatSession | None:
         """The session from session.json (leaf moved forward to the log's), or None."""
         path = self.path(tenant_id, session_id)
         with self._errors(session_id, path):
-            session = self._read(path)
+            session = read_session_file(path)
             if session is None:
                 return None
             log = self.event_log(tenant_id, session_id)
@@ -202,16 +219,6 @@ class JsonlSessionStore:
             ) from err
         except OSError as err:
             raise StorageError(f"cannot read session {session_id} under {path.parent} ({err})") from err
-
-    def _read(self, path: Path) -> ChatSession | None:
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        try:
-            return ChatSession.from_json(decode_record(data.rstrip(b"\n")))
-        except ValueError as err:
-            raise CheckpointingError(f"{path}: not a valid session document ({err})") from err
 
     def rebuild(self, tenant_id: str, session_id: str) -> ChatSession | None:
         """The last resort when no layer holds the session: rebuild it from events.jsonl alone.
