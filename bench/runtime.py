@@ -115,6 +115,7 @@ KINDS = ("checkpoints", "events", "journal", "chat SQLite", "blobs", "other")
 
 def _kind(rel: Path) -> str:
     """Which part of agentrt's storage a file under base_dir is (for the bytes breakdown)."""
+    from agent.session.stores.sql import SQLITE_FILE
     from checkpointing import layout
 
     name = rel.name
@@ -124,7 +125,7 @@ def _kind(rel: Path) -> str:
         return "events"
     if name.startswith(layout.JOURNAL_FILE):
         return "journal"
-    if name.startswith(layout.SQLITE_FILE):
+    if name.startswith(SQLITE_FILE):
         return "chat SQLite"
     if layout.BLOBS[0] in rel.parts:
         return "blobs"

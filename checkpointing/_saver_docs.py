@@ -204,6 +204,15 @@ class DocumentBuilder:
             return {k: self._text(y, store, new) if type(y) is str and len(y) >= TEXT_MIN else y for k, y in x.items()}
         return x
 
+    def text_ref(self, text: str, store: SessionStore, new: Items) -> dict[str, str]:
+        """The item reference of a long text, the same one `_inner` gives it inside a message."""
+        return self._text(text, store, new)
+
+    @staticmethod
+    def text_hash(text: str) -> str:
+        """The content hash a text is stored under as an item."""
+        return hashlib.blake2b(orjson.dumps(text), digest_size=16).hexdigest()
+
     def _text(self, text: str, store: SessionStore, new: Items) -> dict[str, str]:
         raw = orjson.dumps(text)
         h = _stored(raw, store, new)

@@ -348,9 +348,14 @@ class SessionStore:
         return log
 
     def append(
-        self, run: str, record: dict[str, Any], durable: bool | None = None, items: dict[str, bytes] | None = None
+        self,
+        run: str,
+        record: dict[str, Any] | None,
+        durable: bool | None = None,
+        items: dict[str, bytes] | None = None,
     ) -> Durable | None:
-        """Append the item records `items` (hash -> JSON) then `record`, in one write, and index them.
+        """Append the item records `items` (hash -> JSON) then `record` (if any), in one write, and
+        index them.
 
         Returns the callable that waits until the write is durable (per the fsync policy, or
         `durable` when given), or None: call it after releasing your locks."""
@@ -358,7 +363,10 @@ class SessionStore:
         log = self._log(run)
         hashes = list(items or {})
         frames = [item_frame(h, (items or {})[h]) for h in hashes]
-        frames.append(frame(orjson.dumps(disk_form(record))))
+        if record is not None:
+            frames.append(frame(orjson.dumps(disk_form(record))))
+        if not frames:
+            return None
         policy: FsyncPolicy | None = None if durable is None else "always" if durable else "never"
         try:
             offs, wait = log.write_frames(frames, policy)
@@ -375,11 +383,13 @@ class SessionStore:
         for i, h in enumerate(hashes):
             _add_item(idx, h, run, offs[i], lines + 1 + i)
         lines += len(hashes)
-        _apply(idx, run, offs[-1], lines + 1, record, fill=True)
+        if record is not None:
+            _apply(idx, run, offs[-1], lines + 1, record, fill=True)
+            lines += 1
+            self._cache_put((run, offs[-1]), record, len(frames[-1]))
         end = offs[-1] + len(frames[-1])
-        idx.ends[run] = (end, lines + 1)
+        idx.ends[run] = (end, lines)
         idx.lasts[run] = (offs[-1], indexfile.record_crc(frames[-1]))
-        self._cache_put((run, offs[-1]), record, len(frames[-1]))
         self._saved_due.add(run)
         saved = self._saved.get(run, 0)
         if end - saved > max(_SAVE_EVERY, saved // 2):  # geometric: the saves of a run cost O(its size)

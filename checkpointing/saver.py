@@ -46,11 +46,11 @@ from langgraph.checkpoint.base import (
 from checkpointing import _saver_retention as retention
 from checkpointing._saver_async import AsyncSaverMethods
 from checkpointing._saver_delta import delta_history
-from checkpointing._saver_docs import DocumentBuilder
+from checkpointing._saver_docs import ITEM_KEY, TEXT_MIN, DocumentBuilder
 from checkpointing._saver_store import SessionStore, fsync_policy_ok
 from checkpointing.codec import CheckpointStateCodec, CodecSerializer
 from checkpointing.digest import scrub_secrets
-from checkpointing.errors import CheckpointingError, InvalidIdError
+from checkpointing.errors import CheckpointingError, CorruptCheckpointError, InvalidIdError
 from checkpointing.fencing import FencingGuard
 from checkpointing.ids import validate_id
 from checkpointing.layout import (
@@ -400,6 +400,44 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
                     wait = store.append(run, rec, durable=False if self.fsync == "checkpoint" else None, items=new)
         if wait is not None:
             wait()
+
+    # -- long texts stored ahead of the checkpoints that hold them -------------------------------
+
+    def put_text(self, config: RunnableConfig, text: str) -> dict[str, str] | None:
+        """Store a long text now as an item of the thread's run log (`config` names thread, tenant
+        and run), so that checkpoints and writes holding it later reference this one copy, and
+        return its reference (None for a text too short to be an item: keep it inline).
+
+        For what must outlive a crash before the checkpoint that will hold it is written (a tool's
+        result, recorded before the tool's writes): durable per the fsync policy like a write."""
+        if len(text) < TEXT_MIN:
+            return None
+        ids = self._ids(config)
+        with self._lock:
+            store = self._store(ids["tenant"], ids["thread"])
+            new: dict[str, bytes] = {}
+            ref = self.docs.text_ref(text, store, new)
+            with self._fence(store, config):
+                wait = store.append(ids["run"], None, items=new) if new else None
+        if wait is not None:
+            wait()
+        return ref
+
+    def get_text(self, config: RunnableConfig, ref: Mapping[str, Any]) -> str | None:
+        """The text `put_text` returned `ref` for (verified), or None when the thread stores no such
+        item (it never reached the disk)."""
+        ids = self._ids(config)
+        h = ref.get(ITEM_KEY) if isinstance(ref, Mapping) else None
+        if not isinstance(h, str):
+            raise InvalidIdError(f"not a stored text reference: {str(ref)[:80]!r}")
+        with self._lock:
+            store = self._store(ids["tenant"], ids["thread"])
+            if h not in store.index.items:
+                return None
+            value = store.item(h)
+        if not isinstance(value, str) or self.docs.text_hash(value) != h:
+            raise CorruptCheckpointError(str(store.runs_dir), 0, f"stored text {h} does not match its reference")
+        return value
 
     def delete_thread(self, thread_id: str, *, tenant_id: str | None = None) -> None:
         """Remove every checkpoint and write of `thread_id`: in one tenant when given, else in every tenant."""

@@ -37,8 +37,12 @@ LAST_KEPT = 16  # runtimes `last_runtime` can still show (the runs own them; thi
 class RuntimeBuilder:
     """Builds LoopRuntimes for one runner's settings and toolset."""
 
-    def __init__(self, settings: AgentSettings, tools: dict[str, ToolSpec], blobs: BlobStore) -> None:
+    def __init__(
+        self, settings: AgentSettings, tools: dict[str, ToolSpec], blobs: BlobStore, saver: Any = None
+    ) -> None:
         self.settings = settings
+        self.saver = saver
+        """The checkpoint saver: with `put_text` (ours), long tool results are kept once, in its run logs."""
         self.tools = tools
         self.blobs = blobs
         self._sinks: dict[str, EventSink] = {}
@@ -106,6 +110,7 @@ class RuntimeBuilder:
             # journal durable before an unsafe tool runs and when the run ends.
             group=group_for(session_dir(self.settings.base_dir, tenant, session_id)),
             tier=TIER_LAZY,
+            texts=_SaverTexts(self.saver, tenant, session_id) if hasattr(self.saver, "put_text") else None,
         )
 
     def __call__(self, session_id: str, state: Mapping[str, Any], config: RunnableConfig) -> LoopRuntime:
@@ -237,3 +242,25 @@ def _journaled(
         }
 
     return execute
+
+
+class _SaverTexts:
+    """A session's long tool results kept as items of its checkpoint run logs (`ResultTexts`)."""
+
+    def __init__(self, saver: Any, tenant: str, session_id: str) -> None:
+        self.saver = saver
+        self.tenant = tenant
+        self.session_id = session_id
+
+    def _config(self, run_id: str) -> RunnableConfig:
+        return {"configurable": {"thread_id": self.session_id, "tenant_id": self.tenant, "run_id": run_id}}
+
+    def put(self, run_id: str, text: str) -> dict[str, Any] | None:
+        """Store `text` in the run's log (None when it is too short to be an item)."""
+        ref: dict[str, Any] | None = self.saver.put_text(self._config(run_id), text)
+        return ref
+
+    def get(self, run_id: str, ref: dict[str, Any]) -> str | None:
+        """The stored text of `ref` (None when it never reached the disk)."""
+        text: str | None = self.saver.get_text(self._config(run_id), ref)
+        return text

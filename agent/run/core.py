@@ -49,7 +49,7 @@ class RunnerCore:
         self.graph: CompiledStateGraph[Any, Any, Any, Any] = build_graph(self.saver)
         self.lease = build_lease(settings)
         self._manager: ChatSessionManager | None = None
-        self.builder = RuntimeBuilder(settings, self.tools, self.blobs)
+        self.builder = RuntimeBuilder(settings, self.tools, self.blobs, self.saver)
         self.pins = compute_pins(settings, self.toolset, GRAPH_VERSION, skill=skills_digest(self.builder.skills))
 
     @property

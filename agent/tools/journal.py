@@ -5,8 +5,13 @@ torn tail cut). Entries are keyed by (run_id, tool_call_id):
 
     INTENT     {kind: "intent", run_id, tool_call_id, tool_name, args_digest, effect, ts}
                durable before the tool is called
-    COMPLETED  {kind: "completed", run_id, tool_call_id, result | result_ref, result_digest, ts}
+    COMPLETED  {kind: "completed", run_id, tool_call_id, result | result_item | result_ref, result_digest, ts}
     FAILED     {kind: "failed", run_id, tool_call_id, error, ts}
+
+A result long enough to be an item of the checkpoint log is stored there (`result_item`, through the
+`ResultTexts` the runtime gives: the saver's `put_text`), where the tool's writes reference the same
+copy: a tool result is on disk once. One whose item never reached the disk (a machine crash
+between the two files' syncs) counts as a COMPLETED record lost: the call is INTENT_ONLY again.
 
 `execute_with_journal` applies the resume policy of seed §5: a COMPLETED call is replayed from the
 journal, a FAILED one replays its error, an INTENT without an end is re-run only for `read_only` /
@@ -16,13 +21,14 @@ journal, a FAILED one replays its error, an INTENT without an end is re-run only
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
 
@@ -35,9 +41,20 @@ from checkpointing.layout import journal_file, session_dir
 from checkpointing.records import TIER_STATE, CommitGroup, FsyncPolicy, RecordLog, canonical_json
 
 JOURNAL_VERSION = 1
+log = logging.getLogger(__name__)
 DEFAULT_INLINE_MAX_BYTES = 16 * 1024
 
 ExecStatus = Literal["success", "error", "outcome_unknown", "needs_human"]
+
+
+class ResultTexts(Protocol):
+    """Where long results are kept: the checkpoint log of the run (see the module docstring)."""
+
+    def put(self, run_id: str, text: str) -> dict[str, Any] | None:
+        """Store `text`; its reference, or None when it is too short (kept inline)."""
+
+    def get(self, run_id: str, ref: dict[str, Any]) -> str | None:
+        """The text of `ref`, or None when it is not stored."""
 
 
 class JournalStatus(StrEnum):
@@ -114,6 +131,7 @@ class ToolExecutionJournal:
         inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES,
         group: CommitGroup | None = None,
         tier: int = TIER_STATE,
+        texts: ResultTexts | None = None,
     ) -> None:
         self.path = journal_file(session_dir(base_dir, tenant, session))
         self.tenant = tenant
@@ -125,6 +143,7 @@ class ToolExecutionJournal:
         self._log = RecordLog(self.path, fsync=fsync, group=group, tier=tier)
         self._lock = threading.RLock()
         self._index: dict[tuple[str, str], _Key] | None = None
+        self.texts = texts
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -150,7 +169,10 @@ class ToolExecutionJournal:
             "tool_call_id": tool_call_id,
             "result_digest": digest_text(result),
         }
-        if len(data) > self.inline_max_bytes:
+        item = self.texts.put(run_id, result) if self.texts is not None else None
+        if item is not None:
+            rec["result_item"] = item
+        elif len(data) > self.inline_max_bytes:
             rec["result_ref"] = (blobs or self.blobs).ref_obj(data)
         else:
             rec["result"] = result
@@ -213,7 +235,13 @@ class ToolExecutionJournal:
             return JournalEntryState(JournalStatus.INTENT_ONLY, **base)
         if end["kind"] == "failed":
             return JournalEntryState(JournalStatus.FAILED, error=str(end.get("error", "")), **base)
-        return JournalEntryState(JournalStatus.COMPLETED, result=self._result_of(end), **base)
+        result = self._result_of(end)
+        if result is None:  # its text never reached the disk: as if the COMPLETED record were lost
+            log.warning(
+                "journal %s: the result of %s is not stored; the call counts as unfinished", self.path, tool_call_id
+            )
+            return JournalEntryState(JournalStatus.INTENT_ONLY, **base)
+        return JournalEntryState(JournalStatus.COMPLETED, result=result, **base)
 
     def completed_count(self, run_id: str) -> int:
         """How many calls of `run_id` are COMPLETED (a resume replays these instead of running them)."""
@@ -237,9 +265,20 @@ class ToolExecutionJournal:
                 out.append(JournalAnomaly(run_id, call_id, "end_without_intent", "no INTENT record"))
         return out
 
-    def _result_of(self, end: dict[str, Any]) -> str:
+    def _result_of(self, end: dict[str, Any]) -> str | None:
         ref = end.get("result_ref")
-        if isinstance(ref, dict) and is_blob_ref(ref):
+        item = end.get("result_item")
+        if isinstance(item, dict):
+            if self.texts is None:
+                raise StorageError(
+                    f"{self.path}: the result of tool call {end.get('tool_call_id')} is kept in the checkpoint "
+                    "log; read the journal through the runtime that has the saver"
+                )
+            got = self.texts.get(str(end.get("run_id")), item)
+            if got is None:
+                return None
+            text = got
+        elif isinstance(ref, dict) and is_blob_ref(ref):
             text = self.blobs.get(ref[BLOB_KEY]).decode("utf-8")
         else:
             text = str(end.get("result", ""))

@@ -277,3 +277,56 @@ def test_state_only_tool_bypasses_the_journal(tmp_path: Path) -> None:
         assert execute_with_journal(journal(tmp_path), RUN, call(), spec, ctx()) == ("ran", "success", False)
     assert body.calls == 2
     assert journal(tmp_path).entries() == []
+
+
+def _with_saver_texts(tmp_path: Path) -> tuple[ToolExecutionJournal, Any]:
+    from agent.loop.builder import _SaverTexts
+    from checkpointing.saver import JsonlCheckpointSaver
+
+    saver = JsonlCheckpointSaver(tmp_path)
+    journal = ToolExecutionJournal(tmp_path, TENANT, SESSION, texts=_SaverTexts(saver, TENANT, SESSION))
+    return journal, saver
+
+
+def test_a_long_result_is_kept_once_in_the_checkpoint_log_and_replayed_from_it(tmp_path: Path) -> None:
+    """The journal references the run log's item; the tool's message later written there is the same
+    copy; a fresh journal replays the call from it without running the tool."""
+    from langchain_core.messages import ToolMessage
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    text = "result " + "x" * 3000
+    journal, saver = _with_saver_texts(tmp_path)
+    body = Counter(result=text)
+    call = {"id": "c1", "name": "echo", "args": {"text": "go"}}
+    assert execute_with_journal(journal, RUN, call, make_spec("unsafe", body), ctx()) == (text, "success", False)
+    done = [r for r in read_records(journal.path) if r["kind"] == "completed"]
+    assert "result" not in done[0] and done[0]["result_item"]["$i"]
+    cfg: Any = {"configurable": {"thread_id": SESSION, "tenant_id": TENANT, "run_id": RUN, "checkpoint_ns": ""}}
+    cp = empty_checkpoint()
+    stored = saver.put(cfg, cp, {"source": "loop", "step": 1}, {})
+    saver.put_writes(stored, [("messages", [ToolMessage(text, tool_call_id="c1")])], "task-1")
+    log = next(tmp_path.rglob("checkpoints.jsonl")).read_bytes()
+    assert log.count(b"x" * 3000) == 1  # the journal's copy is the message's copy
+    fresh, _ = _with_saver_texts(tmp_path)
+    assert execute_with_journal(fresh, RUN, call, make_spec("unsafe", body), ctx()) == (text, "success", True)
+    assert body.calls == 1
+
+
+@pytest.mark.parametrize("effect", EFFECTS)
+def test_a_result_whose_item_never_reached_the_disk_counts_as_unfinished(tmp_path: Path, effect: str) -> None:
+    """A machine crash can keep the journal's COMPLETED record and lose the run log's item (two
+    files): the call is then as if its end were lost, rerun only when it is safe to."""
+    import shutil
+
+    journal, _ = _with_saver_texts(tmp_path)
+    body = Counter(result="y" * 2000)
+    call = {"id": "c1", "name": "echo", "args": {"text": "go"}}
+    execute_with_journal(journal, RUN, call, make_spec(effect, body), ctx())
+    shutil.rmtree(next(tmp_path.rglob("runs")))
+    fresh, _ = _with_saver_texts(tmp_path)
+    assert fresh.lookup(RUN, "c1").status is JournalStatus.INTENT_ONLY
+    text, status, replayed = execute_with_journal(fresh, RUN, call, make_spec(effect, body), ctx())
+    if effect == "unsafe":
+        assert (status, body.calls, replayed) == ("outcome_unknown", 1, False)
+    else:
+        assert (text, status, body.calls) == ("y" * 2000, "success", 2)
