@@ -445,6 +445,25 @@ def tool_journal(f: SessionFacts) -> Check:
             "ran the session (see the `lease` check)",
             **ev,
         )
+    stored = {
+        str(r.get("h"))
+        for n, sc in f.files.items()
+        if n.endswith(CHECKPOINTS_FILE)
+        for r in sc.recs()
+        if r.get("k") == "i"
+    }
+    lost = [r for r in recs if isinstance(r.get("result_item"), dict) and r["result_item"].get("$i") not in stored]
+    if lost:
+        ev["results_not_stored"] = [r.get("tool_call_id") for r in lost]
+        return finding(
+            "tool_journal",
+            "WARN",
+            f"{len(lost)} completed call(s) whose result is not in the checkpoint logs (a machine crash "
+            f"lost it): {', '.join(str(r.get('tool_call_id')) for r in lost[:5])}",
+            "resume re-runs those calls if they are read-only and reports unsafe ones as 'outcome "
+            "unknown'; check whether their effects happened",
+            **ev,
+        )
     if anomalies:
         return finding(
             "tool_journal",

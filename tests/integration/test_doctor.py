@@ -167,6 +167,18 @@ def test_duplicated_tool_execution_fails(runner: AgentRunner) -> None:
     assert completed["tool_call_id"] in check.summary and "more than once" in check.summary
 
 
+def test_a_journal_result_missing_from_the_checkpoint_logs_warns(runner: AgentRunner) -> None:
+    """A COMPLETED record whose result item no run log holds (a machine crash lost it) is named."""
+    path = runner.session_dir("default", SID) / "journal.jsonl"
+    completed = next(r for r in read_records(path, repair=False) if r["kind"] == "completed")
+    lost = {**completed, "tool_call_id": "call-lost", "result_item": {"$i": "0" * 32}}
+    lost.pop("result", None)
+    RecordLog(path).append(lost)
+    check = _doctor(runner).check("tool_journal")
+    assert check.status == "WARN" and "call-lost" in check.summary and "not in the checkpoint logs" in check.summary
+    assert "outcome unknown" in check.next_step
+
+
 def test_deleted_blob_fails_naming_blob_and_referrer(runner: AgentRunner) -> None:
     """A deleted tool-result blob is a FAIL naming the blob and the tool result that references it."""
     entry = next(e for e in runner.state(SID)["tool_result_store"] if "blob" in e)
