@@ -458,18 +458,22 @@ def report(args: argparse.Namespace, res: dict[tuple[str, int], list[dict[str, A
                 print(f"{kind + ' strace ' + call + '/step':30}" + "".join(f"{v:>14.1f}" for v in vals))
     for n in args.steps:
         for kind in ("agentrt", "bare-sqlite"):
-            steps = res[(kind, n)][0]["steps"]
-            first, last = _mean(steps[:50]), _mean(steps[-50:])
+            # Each round's ratio, then the median over rounds (a single round swings with the machine).
+            rounds = [d["steps"] for d in res[(kind, n)]]
+            first = statistics.median(_mean(s[:50]) for s in rounds)
             if n >= 200:
-                late = _mean(steps[149:200])
+                late = statistics.median(_mean(s[149:200]) for s in rounds)
+                ratio = statistics.median(_mean(s[149:200]) / _mean(s[:50]) for s in rounds)
                 print(
                     f"flatness {kind} N={n}: steps 150-200 {late:.2f} ms vs 1-50 {first:.2f} ms = "
-                    f"{late / first:.2f}x (goal <= 1.2x)"
+                    f"{ratio:.2f}x (median of {len(rounds)} rounds; goal <= 1.2x)"
                 )
             if n > 100:
+                last = statistics.median(_mean(s[-50:]) for s in rounds)
+                ratio = statistics.median(_mean(s[-50:]) / _mean(s[:50]) for s in rounds)
                 print(
                     f"flatness {kind} N={n}: last 50 steps {last:.2f} ms vs first 50 {first:.2f} ms = "
-                    f"{last / first:.2f}x (goal <= 1.2x)"
+                    f"{ratio:.2f}x (median of {len(rounds)} rounds; goal <= 1.2x)"
                 )
     if len(args.steps) > 1:
         lo, hi = min(args.steps), max(args.steps)

@@ -73,6 +73,9 @@ Version = str | int | float
 (LangGraph's `V` is a constrained type variable, so the saver stays typed `[str]` and
 `get_next_version` returns `Any`)."""
 DocumentHook = Callable[[dict[str, Any]], None]
+_RETAIN_GROWTH = 4
+"""While a run goes on, retention rewrites its file once it is this many times what the last pass
+kept (fewer passes, each a pause of the run; the run's end applies `keep_last` exactly)."""
 SnapshotHook = Callable[[Checkpoint, Mapping[str, Any]], Mapping[str, Any] | None]
 """The `runtime_snapshot` hook: (checkpoint, metadata) -> the document's runtime snapshot."""
 
@@ -508,8 +511,9 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
 
     def _maybe_retain(self, store: SessionStore, run: str, final: bool) -> None:
         """Apply `keep_last` when the run's graph finished (`final`), and while it runs when it holds
-        over twice `keep_last` checkpoints and its file has doubled since the last pass (a pass
-        rewrites the file: doubling keeps the rewrites of a long run at O(its size) in all)."""
+        over twice `keep_last` checkpoints and its file has grown `_RETAIN_GROWTH` times since the
+        last pass (a pass rewrites the file: geometric growth keeps a long run's rewrites at O(its
+        size) in all)."""
         assert self.keep_last is not None
         idx = store.index
         count = idx.counts.get(run, 0)
@@ -517,7 +521,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
             return
         rkey = (str(store.dir), run)
         size = idx.ends.get(run, (0, 0))[0]
-        grown = count > 2 * max(self.keep_last, 4) and size >= 2 * self._retained.get(rkey, 0)
+        grown = count > 2 * max(self.keep_last, 4) and size >= _RETAIN_GROWTH * self._retained.get(rkey, 0)
         if not (final or grown):
             return
         retention.retain(self.docs, store, run, self.keep_last)
