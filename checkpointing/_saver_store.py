@@ -57,12 +57,17 @@ _SAVE_EVERY = 256 * 1024
 """A run's index is persisted when the file grew this much (or by half) since it last was."""
 log = logging.getLogger(__name__)
 SCHEMA_VERSION = 4
-"""4: a checkpoint record lists the distinct homes of its channels once (`homes`) and `task_state`
+"""The schema version records are written with, but for a checkpoint record that holds
+`histories` (retention kept its DeltaChannel history in it): `HISTORIES_SCHEMA_VERSION`, so that a
+saver from before cannot misread it as a checkpoint whose history starts at its missing parent.
+4: a checkpoint record lists the distinct homes of its channels once (`homes`) and `task_state`
 maps a channel to an index into that list, and `parent_writes` holds one `[task_id, idx, ...]` per
 task (each checkpoint repeated an 18-channel map of 36-character ids, and a task id per write: a
 quarter of its bytes). 3: `task_state` maps a channel to its home id; 2: `[version, home]` pairs.
 All three are read, and every form reads back as pairs (and `[task_id, idx]` pairs)."""
-READABLE_SCHEMA_VERSIONS = frozenset({2, 3, SCHEMA_VERSION})
+HISTORIES_SCHEMA_VERSION = 5
+"""5: a checkpoint record may hold `histories` (see `_saver_docs.HISTORIES`); otherwise as 4."""
+READABLE_SCHEMA_VERSIONS = frozenset({2, 3, SCHEMA_VERSION, HISTORIES_SCHEMA_VERSION})
 ITEM_SCHEMA_VERSION = 3
 """The schema version item records are written with (their form has not changed since 3)."""
 _CACHE_BYTES = 1024 * 1024
@@ -677,7 +682,7 @@ def disk_form(rec: dict[str, Any]) -> dict[str, Any]:
         "task_state": compact,
         "homes": homes,
         "parent_writes": list(grouped.values()),
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": HISTORIES_SCHEMA_VERSION if rec.get("histories") else SCHEMA_VERSION,
     }
 
 

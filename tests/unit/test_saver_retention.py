@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
@@ -177,3 +178,23 @@ def test_keep_last_on_a_real_agentrt_run_keeps_the_newest_identical(tmp_path: Pa
     msgs = after_runner.state("s-keep", "acme")["messages"]
     assert sum(1 for m in msgs if m.type == "tool") == 130 and msgs[-1].content == "Done again."
     assert any(m.content == "Done." for m in msgs)  # the first turn's answer is still in the context
+
+
+def test_a_record_holding_histories_is_refused_by_a_reader_of_schema_4(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retention-cut checkpoint says schema 5; the others stay 4 (an older saver reads those)."""
+    import orjson
+
+    from checkpointing import _saver_store
+    from checkpointing.errors import UnknownSchemaError
+
+    saver = JsonlCheckpointSaver(tmp_path, fsync="batch", keep_last=KEEP)
+    build(saver, 40).invoke({"messages": [HumanMessage("go", id="h0")], "n": 0}, _cfg("t"))
+    log = next(tmp_path.rglob("checkpoints.jsonl"))
+    cps = [orjson.loads(line) for line in log.read_bytes().splitlines() if b'"k":"c"' in line]
+    assert {c["schema_version"] for c in cps if c.get("histories")} == {5}
+    assert {c["schema_version"] for c in cps if not c.get("histories")} == {4}
+    monkeypatch.setattr(_saver_store, "READABLE_SCHEMA_VERSIONS", frozenset({2, 3, 4}))  # a saver from before 5
+    with pytest.raises(UnknownSchemaError):
+        list(JsonlCheckpointSaver(tmp_path).list(_cfg("t")))
