@@ -289,6 +289,11 @@ class DocumentBuilder:
             home = None
             if ch not in new_versions:
                 home = _known_home(store, ns, ch, ver, parent)
+                # A run references values of its own run only (stored again once, in its first
+                # record, when unchanged since another run): retention of one run then never
+                # changes another's records (see `_saver_retention.affected`).
+                if home is not None and (loc := idx.cps.get((ns, home))) is not None and loc.run != ids["run"]:
+                    home = None
             if home is None:
                 encoded[ch] = self.encode_spill(value, store, new)
                 home = cp_id

@@ -84,12 +84,14 @@ def rewrite(docs: DocumentBuilder, store: SessionStore, keep: set[Key], runs: se
         ]
         per_run[run] = recs
         kept_cps.extend(r for r in recs if r["k"] == "c")
-    moved: dict[tuple[str, str, str], str] = {}
+    moved: dict[tuple[str, str, str, str], str] = {}
     replaced: dict[int, dict[str, Any]] = {}
     for rec in sorted(kept_cps, key=lambda r: r["checkpoint_id"]):
         new = _with_histories(docs, store, _rehome(docs, store, rec, keep, moved), keep)
         if new is not rec:
             replaced[id(rec)] = new
+    # Every run's item lines are read before any file is replaced (an item may live in another run).
+    planned: list[tuple[str, list[dict[str, Any]], list[bytes]]] = []
     for run, recs in per_run.items():
         out = [replaced.get(id(r), r) for r in recs]
         if runs is None:
@@ -99,7 +101,9 @@ def rewrite(docs: DocumentBuilder, store: SessionStore, keep: set[Key], runs: se
             hashes = list(dict.fromkeys(texts + inner + tops))
         else:
             hashes = store.items_in(run)
-        store.replace_run(run, out, head=store.item_frames(hashes))
+        planned.append((run, out, store.item_frames(hashes)))
+    for run, out, head in planned:
+        store.replace_run(run, out, head=head)
     del idx
     store.forget()
 
@@ -109,19 +113,21 @@ def _rehome(
     store: SessionStore,
     rec: dict[str, Any],
     keep: set[Key],
-    moved: dict[tuple[str, str, str], str],
+    moved: dict[tuple[str, str, str, str], str],
 ) -> dict[str, Any]:
-    ns, cp_id = rec["checkpoint_ns"], rec["checkpoint_id"]
+    """`rec` with the values it used from dropped records moved into it (or into the oldest kept
+    record of its own run that took them first: a value never moves into another run)."""
+    ns, cp_id, run = rec["checkpoint_ns"], rec["checkpoint_id"], str(rec.get("run_id"))
     task_state = dict(rec["task_state"])
     values = dict(rec.get("values") or {})
     changed = False
     for ch, (ver, home) in rec["task_state"].items():
         if home == cp_id or (ns, home) in keep:
             continue
-        target = moved.get((ns, ch, home))
+        target = moved.get((run, ns, ch, home))
         if target is None:
             values[ch] = docs.value(store, ns, rec, ch)
-            moved[(ns, ch, home)] = cp_id
+            moved[(run, ns, ch, home)] = cp_id
             target = cp_id
         task_state[ch] = [ver, target]
         changed = True

@@ -123,7 +123,10 @@ class SessionIndex:
     dup_items: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)
     # run -> (end of the last intact record, records up to there), and where that last record starts
     ends: dict[str, tuple[int, int]] = field(default_factory=dict)
-    lasts: dict[str, tuple[int, str]] = field(default_factory=dict)  # (offset, checksum)
+    # run -> the last checkpoint or writes record indexed: (offset, checksum, end, lines up to its
+    # end). A persisted index covers the file up to there (an item record is content-addressed, so
+    # it could be written again at the same place after a crash: it never vouches for the file)
+    lasts: dict[str, tuple[int, str, int, int]] = field(default_factory=dict)
     # run -> how many checkpoints its file holds (retention asks at every put)
     counts: dict[str, int] = field(default_factory=dict)
     # run -> inode of the file indexed: another inode means it was replaced (index from scratch)
@@ -237,6 +240,7 @@ class SessionStore:
                 found = scan(path, end, lines + 1)
             except CorruptRecordError as err:
                 raise CorruptCheckpointError(err.path, err.line, err.reason) from err
+            last = -1
             for i, (off, body) in enumerate(found.records):
                 h = _item_hash(body)
                 if h is not None:  # an item's value is parsed when it is read, not to index it
@@ -244,9 +248,11 @@ class SessionStore:
                     continue
                 rec = _parse(body, path, lines + 1 + i)
                 _apply(idx, run, off, lines + 1 + i, rec)
-            if found.records:
-                off, body = found.records[-1]
-                idx.lasts[run] = (off, indexfile.record_crc(body))
+                last = i
+            if last >= 0:
+                off, body = found.records[last]
+                after = found.records[last + 1][0] if last + 1 < len(found.records) else found.good
+                idx.lasts[run] = (off, indexfile.record_crc(body), after, lines + last + 1)
             idx.ends[run] = (found.good, lines + len(found.records))
         return None
 
@@ -266,7 +272,7 @@ class SessionStore:
                 for ns, cp, off, line, task, idxs in state["writes"]
             ]
             items = [(str(h), int(off), int(line)) for h, off, line in state["items"]]
-            last = (int(state["last"][0]), str(state["last"][1]))
+            last = (int(state["last"][0]), str(state["last"][1]), snap.end, snap.lines)
         except (KeyError, TypeError, ValueError) as err:
             log.warning("index of %s has an unknown shape (%s): scanning the file", self.run_file(run), err)
             return None
@@ -296,19 +302,39 @@ class SessionStore:
         due = [run] if run is not None else sorted(self._saved_due | set(idx.ends) if self._saved_due else ())
         for r in due:
             self._saved_due.discard(r)
-            end, lines = idx.ends.get(r, (0, 0))
-            if not lines or self._saved.get(r) == end or r not in idx.lasts:
+            if r not in idx.lasts:
                 continue
-            cps = [[ns, cp, c.off, c.line, c.parent, c.meta_run] for (ns, cp), c in idx.cps.items() if c.run == r]
-            writes = [
-                [ns, cp, w.off, w.line, w.task, w.idxs] for (ns, cp), ws in idx.writes.items() for w in ws if w.run == r
+            last, crc, end, lines = idx.lasts[r]  # covered: up to the last checkpoint / writes record
+            if self._saved.get(r) == end or not self._same_file(r):
+                continue
+            cps = [
+                [ns, cp, c.off, c.line, c.parent, c.meta_run]
+                for (ns, cp), c in idx.cps.items()
+                if c.run == r and c.off < end
             ]
-            items = [[h, loc[1], loc[2]] for h, loc in idx.items.items() if loc[0] == r]
-            items += [list(d) for d in idx.dup_items.get(r, ())]
-            last, crc = idx.lasts[r]
+            writes = [
+                [ns, cp, w.off, w.line, w.task, w.idxs]
+                for (ns, cp), ws in idx.writes.items()
+                for w in ws
+                if w.run == r and w.off < end
+            ]
+            items = [[h, loc[1], loc[2]] for h, loc in idx.items.items() if loc[0] == r and loc[1] < end]
+            items += [list(d) for d in idx.dup_items.get(r, ()) if d[1] < end]
             state = {"cps": cps, "writes": writes, "items": items, "last": [last, crc]}
-            indexfile.save(self.run_file(r), end, lines, last, crc, state)
+            # The first, middle and a late checkpoint record vouch for the file with the last one.
+            offs = sorted(c.off for c in idx.cps.values() if c.run == r and c.off < last)
+            picks = sorted({offs[0], offs[len(offs) // 2], offs[-1]}) if offs else []
+            probes = [(off, crc_at(self.run_file(r), off)) for off in picks]
+            indexfile.save(self.run_file(r), end, lines, last, crc, state, probes)
             self._saved[r] = end
+
+    def _same_file(self, run: str) -> bool:
+        """Whether run file `run` is still the file this index was built from (not replaced since)."""
+        known = self._idx.inodes.get(run) if self._idx is not None else None
+        try:
+            return known is None or os.stat(self.run_file(run)).st_ino == known
+        except FileNotFoundError:
+            return False
 
     def index_from(self, run: str, recs: list[tuple[int, dict[str, Any]]], good: int) -> None:
         """Index run file `run` from records its caller has just read and checksum-verified
@@ -328,9 +354,11 @@ class SessionStore:
         except Exception:
             self._reset()  # nothing half-indexed: the next read scans the files itself
             raise
-        if recs:
-            off, rec = recs[-1]
-            idx.lasts[run] = (off, crc_at(path, off))
+        last = max((i for i, (_, rec) in enumerate(recs) if rec.get("k") != "i"), default=-1)
+        if last >= 0:
+            off = recs[last][0]
+            after = recs[last + 1][0] if last + 1 < len(recs) else good
+            idx.lasts[run] = (off, crc_at(path, off), after, last + 1)
         idx.ends[run] = (good, len(recs))
         self._checked = False
 
@@ -394,7 +422,8 @@ class SessionStore:
             self._cache_put((run, offs[-1]), record, len(frames[-1]))
         end = offs[-1] + len(frames[-1])
         idx.ends[run] = (end, lines)
-        idx.lasts[run] = (offs[-1], indexfile.record_crc(frames[-1]))
+        if record is not None:
+            idx.lasts[run] = (offs[-1], indexfile.record_crc(frames[-1]), end, lines)
         self._saved_due.add(run)
         saved = self._saved.get(run, 0)
         if end - saved > max(_SAVE_EVERY, saved // 2):  # geometric: the saves of a run cost O(its size)
@@ -438,7 +467,7 @@ class SessionStore:
                 raise CorruptCheckpointError(str(self.runs_dir), 0, f"stored item {h} is missing")
             hit = self._cache.get((loc[0], loc[1]))
             if hit is not None:
-                out[i] = hit[0]["v"]
+                out[i] = self._keyed(hit[0], loc, "h", h)["v"]
             else:
                 todo.setdefault(loc[0], []).append((loc[1], loc[2], i))
         for run, wanted in todo.items():

@@ -469,7 +469,10 @@ class EventLog:
             at = {off: body for off, body in scan(self.path, 0, 1).records}
             for r in recs:
                 if r.body is None:
-                    r.body = at.get(r.off)
+                    body = at.get(r.off)
+                    if body is None or _entry_id(body) != r.id:
+                        raise CorruptRecordError(str(self.path), r.line, f"entry {r.id} is not where the index says")
+                    r.body = body
         return recs
 
     def _resolve(self, rec: dict[str, Any] | _Rec) -> Entry:
@@ -622,6 +625,12 @@ class EventLog:
 
 
 _ABSENT = object()
+
+
+def _entry_id(body: bytes) -> Any:
+    """The id of the entry a verified body holds (from its envelope, else parsed)."""
+    m = _ENVELOPE.match(body)
+    return m.group(1).decode() if m is not None else _loads(body).get("id")
 
 
 def _loads(body: bytes) -> dict[str, Any]:

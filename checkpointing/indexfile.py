@@ -25,6 +25,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,12 +56,21 @@ def path_of(log_path: Path) -> Path:
     return index_file(log_path)
 
 
-def save(log_path: Path, end: int, lines: int, last: int, crc: str, state: Any) -> None:
+def save(
+    log_path: Path,
+    end: int,
+    lines: int,
+    last: int,
+    crc: str,
+    state: Any,
+    probes: Sequence[tuple[int, str]] = (),
+) -> None:
     """Persist the owner's index of `log_path[:end]`: `lines` records, the last one at `last` with
-    checksum `crc` (see `record_crc`). Best effort: an index that cannot be written is only a
-    slower next open."""
+    checksum `crc` (see `record_crc`), and `probes`: (offset, checksum) of a few more records the
+    owner indexed, checked too (a rewrite that kept the last record where it was moved others).
+    Best effort: an index that cannot be written is only a slower next open."""
     try:
-        head = {"v": VERSION, "end": end, "lines": lines, "last": last, "crc": crc}
+        head = {"v": VERSION, "end": end, "lines": lines, "last": last, "crc": crc, "probes": list(probes)}
         atomic_write(path_of(log_path), frame(orjson.dumps({**head, "state": state})), durable=False)
     except OSError as err:
         log.debug("index of %s not saved: %s", log_path, err)
@@ -79,7 +89,8 @@ def load(log_path: Path) -> Snapshot | None:
     try:
         rec = _parse(verify_file(where, raw))
         end, lines, last, crc = int(rec["end"]), int(rec["lines"]), int(rec["last"]), str(rec["crc"])
-        if rec.get("v") != VERSION or not 0 <= last < end:
+        probes = [(int(off), str(c)) for off, c in rec.get("probes") or ()]
+        if rec.get("v") != VERSION or not 0 <= last < end or any(not 0 <= off < last for off, _ in probes):
             raise ValueError(f"version {rec.get('v')!r}")
     except CorruptRecordError as err:
         log.warning("index %s is damaged (%s): scanning %s instead", where, err.reason, log_path)
@@ -87,7 +98,7 @@ def load(log_path: Path) -> Snapshot | None:
     except (ValueError, KeyError, TypeError) as err:
         log.warning("index %s is damaged (%s): scanning %s instead", where, err, log_path)
         return None
-    if not _describes(log_path, end, last, crc):
+    if not _describes(log_path, end, last, crc) or not all(_intact(log_path, off, c) for off, c in probes):
         return None  # stale: the log was rewritten or replaced since (nothing is wrong)
     return Snapshot(end, lines, rec.get("state"))
 
@@ -118,6 +129,16 @@ def _describes(log_path: Path, end: int, last: int, crc: str) -> bool:
     try:
         check_line(log_path, line)
     except CorruptRecordError:
+        return False
+    return record_crc(line) == crc
+
+
+def _intact(log_path: Path, offset: int, crc: str) -> bool:
+    """Whether a complete record with checksum `crc` starts at `offset`."""
+    try:
+        line = read_line_at(log_path, offset)
+        check_line(log_path, line)
+    except (OSError, CorruptRecordError):
         return False
     return record_crc(line) == crc
 

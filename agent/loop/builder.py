@@ -110,7 +110,7 @@ class RuntimeBuilder:
             # journal durable before an unsafe tool runs and when the run ends.
             group=group_for(session_dir(self.settings.base_dir, tenant, session_id)),
             tier=TIER_LAZY,
-            texts=_SaverTexts(self.saver, tenant, session_id) if hasattr(self.saver, "put_text") else None,
+            texts=_SaverTexts(self.saver, tenant, session_id, token) if hasattr(self.saver, "put_text") else None,
         )
 
     def __call__(self, session_id: str, state: Mapping[str, Any], config: RunnableConfig) -> LoopRuntime:
@@ -247,13 +247,17 @@ def _journaled(
 class _SaverTexts:
     """A session's long tool results kept as items of its checkpoint run logs (`ResultTexts`)."""
 
-    def __init__(self, saver: Any, tenant: str, session_id: str) -> None:
+    def __init__(self, saver: Any, tenant: str, session_id: str, token: int | None = None) -> None:
         self.saver = saver
         self.tenant = tenant
         self.session_id = session_id
+        self.token = token
 
     def _config(self, run_id: str) -> RunnableConfig:
-        return {"configurable": {"thread_id": self.session_id, "tenant_id": self.tenant, "run_id": run_id}}
+        conf: dict[str, Any] = {"thread_id": self.session_id, "tenant_id": self.tenant, "run_id": run_id}
+        if self.token is not None:
+            conf["fencing_token"] = self.token  # a stale run's write is refused, as its journal's is
+        return {"configurable": conf}
 
     def put(self, run_id: str, text: str) -> dict[str, Any] | None:
         """Store `text` in the run's log (None when it is too short to be an item)."""

@@ -68,14 +68,17 @@ def drive(
 
 
 def _result(rt: RunnerCore, session: ChatSession, recorder: EventRecorder) -> RunResult:
-    """The run's result: the state the graph streamed with its last checkpoint, and that
-    checkpoint's tail (next nodes, tasks, interrupts) read without replaying the history again."""
-    if recorder.last_values is None or recorder.last_checkpoint_id is None:
-        return result(rt, session.session_id, session.tenant_id)
-    thread = rt._thread(session.tenant_id, session.session_id)
-    at: RunnableConfig = {"configurable": {**thread["configurable"], "checkpoint_id": recorder.last_checkpoint_id}}
-    snap = light_snapshot(rt, at)
-    return result_from_snapshot(session.session_id, snap._replace(values=recorder.last_values))
+    """The run's result. A run whose graph finished: the state it streamed with its last checkpoint
+    and that checkpoint's tail (no history replayed again). A run that stopped inside a step (an
+    approval, an error): the thread's live state, which also has the writes of the step's finished
+    tasks and only the interrupts still pending."""
+    if recorder.last_values is not None and recorder.last_checkpoint_id is not None:
+        thread = rt._thread(session.tenant_id, session.session_id)
+        at: RunnableConfig = {"configurable": {**thread["configurable"], "checkpoint_id": recorder.last_checkpoint_id}}
+        snap = light_snapshot(rt, at)
+        if not snap.next and not snap.tasks:
+            return result_from_snapshot(session.session_id, snap._replace(values=recorder.last_values))
+    return result(rt, session.session_id, session.tenant_id)
 
 
 def interrupted(rt: RunnerCore, session: ChatSession, recorder: EventRecorder) -> RunInterrupted:

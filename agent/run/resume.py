@@ -155,13 +155,14 @@ def _finished(
         rt.manager.reactivate(session)
     done = {"finished": True, "checkpoint_id": doc.get("checkpoint_id"), "run_id": run_id}
     yield RunEvent("recovered", done)
-    # Recovery read the tail only (under the lease: nothing wrote a checkpoint since). A run that was
-    # closed has its answer on the page; one whose close was lost needs the state to write it.
+    # Recovery read the tail only (under the lease: nothing wrote a checkpoint since). A completed run
+    # that was closed has its answer on the page; any other needs the state (its answer, its close).
     res = result_from_snapshot(session.session_id, snap)
     res.run_id = run_id
-    if session.last_run_status == res.status and session.last_run_id == run_id:
-        answer = events.newest(frozenset({"assistant_message"}), of_run(run_id))
-        res.answer = str((answer.payload or {}).get("content") or "") if answer is not None else ""
+    closed = res.status == RunStatus.COMPLETED and session.last_run_status == res.status
+    answer = events.newest(frozenset({"assistant_message"}), of_run(run_id)) if closed else None
+    if closed and session.last_run_id == run_id and answer is not None:
+        res.answer = str((answer.payload or {}).get("content") or "")
     else:
         with step("restore_state"):
             full = rt.graph.get_state(at.config(session.tenant_id, session.session_id))

@@ -24,7 +24,7 @@ import hashlib
 import logging
 import threading
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -109,7 +109,13 @@ class _Key:
     failed: int = 0
     last_kind: str = ""
     intent: dict[str, Any] | None = None
-    end: dict[str, Any] | None = None
+    ends: list[dict[str, Any]] = field(default_factory=list)
+    """Every COMPLETED / FAILED record of the call, in file order (the first readable one counts)."""
+
+    @property
+    def end(self) -> dict[str, Any] | None:
+        """The first end record (what the model saw the first time)."""
+        return self.ends[0] if self.ends else None
 
 
 RERUNNABLE = frozenset({"read_only", "idempotent"})
@@ -230,18 +236,19 @@ class ToolExecutionJournal:
             "effect": intent.get("effect"),
             "args_digest": intent.get("args_digest"),
         }
-        end = key.end
-        if end is None:
-            return JournalEntryState(JournalStatus.INTENT_ONLY, **base)
-        if end["kind"] == "failed":
-            return JournalEntryState(JournalStatus.FAILED, error=str(end.get("error", "")), **base)
-        result = self._result_of(end)
-        if result is None:  # its text never reached the disk: as if the COMPLETED record were lost
+        # The first end whose result is on disk wins: it is what the model saw (a COMPLETED record
+        # whose result item a machine crash lost is skipped, as if it were lost with it).
+        for end in key.ends:
+            if end["kind"] == "failed":
+                return JournalEntryState(JournalStatus.FAILED, error=str(end.get("error", "")), **base)
+            result = self._result_of(end)
+            if result is not None:
+                return JournalEntryState(JournalStatus.COMPLETED, result=result, **base)
+        if key.ends:
             log.warning(
                 "journal %s: the result of %s is not stored; the call counts as unfinished", self.path, tool_call_id
             )
-            return JournalEntryState(JournalStatus.INTENT_ONLY, **base)
-        return JournalEntryState(JournalStatus.COMPLETED, result=result, **base)
+        return JournalEntryState(JournalStatus.INTENT_ONLY, **base)
 
     def completed_count(self, run_id: str) -> int:
         """How many calls of `run_id` are COMPLETED (a resume replays these instead of running them)."""
@@ -312,9 +319,7 @@ class ToolExecutionJournal:
             key.completed += 1
         else:
             key.failed += 1
-        # The first end wins: it is what the model saw the first time.
-        if key.end is None:
-            key.end = rec
+        key.ends.append(rec)
 
 
 def _unknown_outcome_text(name: str, call_id: str, hitl: bool) -> str:

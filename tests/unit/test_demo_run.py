@@ -91,3 +91,20 @@ def test_demo_checkpoint_documents_carry_the_real_runtime_snapshot(tmp_path: Pat
     assert newest["surface_digest"].startswith("sha256:") and newest["toolset_hash"].startswith("sha256:")
     assert any(any(t["status"] == "pending" for t in s["todo"]) for s in snaps)  # the list as it was then
     assert [d["next_nodes"] for d in docs if d] == [sorted(set(s.next)) for s in history]
+
+
+def test_resume_of_a_finished_run_reports_the_run_it_finished(tmp_path: Path) -> None:
+    """Resuming a finished session changes nothing and reports the run's own result, completed
+    (read from the tail and the page) or failed (read from the state)."""
+    calls = [{"tool_calls": [{"name": "calculator", "args": {"expression": "1+1"}}]} for _ in range(4)]
+    (tmp_path / "f").mkdir()
+    (tmp_path / "d").mkdir()
+    failing = AgentRunner.from_config(
+        make_config(tmp_path / "f", [*calls, {"content": "late"}], loop={"max_iterations": 2, "planning": "never"})
+    )
+    failed = failing.run("count", new_session_id="s-f")
+    assert failed.status == "FAILED" and failed.finish_reason == "max_iterations"
+    assert failing.resume("s-f").to_json() == failed.to_json()
+    runner, _, done = _run_demo(tmp_path / "d")
+    again = runner.resume(done["session_id"])
+    assert again.to_json() == done and "45827.34" in again.answer

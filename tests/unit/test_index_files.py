@@ -263,3 +263,38 @@ def test_an_index_is_used_only_while_its_last_record_is_the_one_indexed(tmp_path
     assert indexfile.load(log) is None  # longer, a valid record where the last one was, not the same one
     log.write_bytes(recs[0] + recs[1])
     assert indexfile.load(log) is None  # shorter than what the index covers
+
+
+def test_an_index_saved_before_a_rewrite_that_kept_the_last_record_in_place_is_not_used(tmp_path: Path) -> None:
+    """A retention pass rewrote run B (items first): same length, same last record at the same
+    place; the index saved before is refused (its probes of earlier records fail)."""
+    import uuid6
+
+    from checkpointing import _saver_retention as retention
+
+    saver = JsonlCheckpointSaver(tmp_path)
+    ids = [str(uuid6.uuid6()) for _ in range(12)]
+
+    def put(run: str, i: int, parent: str | None, vals: Any, vers: Any) -> None:
+        cfg: Any = {"configurable": {"thread_id": "t", "run_id": run, "checkpoint_ns": "", "checkpoint_id": parent}}
+        cp: Any = {"v": 1, "id": ids[i], "ts": "2026", "channel_values": vals, "channel_versions": vers,
+                   "versions_seen": {}, "updated_channels": None}  # fmt: skip
+        meta = {"source": "input", "step": i, "counters_since_delta_snapshot": {"m": (1, 1)}}
+        saver.put(cfg, cp, meta, dict(vers))
+        saver.put_writes(
+            {"configurable": {**cfg["configurable"], "checkpoint_id": ids[i]}}, [("m", f"w{i}" * 30)], f"t{i}"
+        )
+
+    put("A", 0, None, {"m": ["seed" * 40]}, {"m": 1})
+    for i in range(1, 6):
+        put("A", i, ids[i - 1], {}, {"m": i + 1})
+    put("B", 10, ids[4], {}, {"m": 99})
+    put("B", 11, ids[10], {}, {"m": 100})
+    store = saver._store("default", "t")
+    log = store.run_file("B")
+    store.save_index("B")
+    stale = indexfile.path_of(log).read_bytes()
+    assert indexfile.load(log) is not None
+    retention.retain(saver.docs, store, "A", 2)
+    indexfile.path_of(log).write_bytes(stale)  # as a writer with an old view would have left it
+    assert indexfile.load(log) is None

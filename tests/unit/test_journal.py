@@ -325,8 +325,14 @@ def test_a_result_whose_item_never_reached_the_disk_counts_as_unfinished(tmp_pat
     shutil.rmtree(next(tmp_path.rglob("runs")))
     fresh, _ = _with_saver_texts(tmp_path)
     assert fresh.lookup(RUN, "c1").status is JournalStatus.INTENT_ONLY
+    body.result = "z" * 2000  # the rerun's output differs (it does not recreate the lost item)
     text, status, replayed = execute_with_journal(fresh, RUN, call, make_spec(effect, body), ctx())
     if effect == "unsafe":
         assert (status, body.calls, replayed) == ("outcome_unknown", 1, False)
     else:
-        assert (text, status, body.calls) == ("y" * 2000, "success", 2)
+        assert (text, status, body.calls) == ("z" * 2000, "success", 2)
+        # The rerun's record is the one a later resume replays (the lost one is skipped for good).
+        again, _ = _with_saver_texts(tmp_path)
+        assert again.lookup(RUN, "c1").status is JournalStatus.COMPLETED
+        assert execute_with_journal(again, RUN, call, make_spec(effect, body), ctx()) == ("z" * 2000, "success", True)
+        assert body.calls == 2

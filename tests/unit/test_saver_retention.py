@@ -198,3 +198,57 @@ def test_a_record_holding_histories_is_refused_by_a_reader_of_schema_4(
     monkeypatch.setattr(_saver_store, "READABLE_SCHEMA_VERSIONS", frozenset({2, 3, 4}))  # a saver from before 5
     with pytest.raises(UnknownSchemaError):
         list(JsonlCheckpointSaver(tmp_path).list(_cfg("t")))
+
+
+def _hand_put(saver: JsonlCheckpointSaver, ids: list[str], run: str, i: int, parent: str | None, vals: Any,
+              vers: Any, new: Any) -> None:  # fmt: skip
+    cfg: Any = {"configurable": {"thread_id": "t", "run_id": run, "checkpoint_ns": "", "checkpoint_id": parent}}
+    cp: Any = {"v": 1, "id": ids[i], "ts": "2026-01-01", "channel_values": vals, "channel_versions": vers,
+               "versions_seen": {}, "updated_channels": None}  # fmt: skip
+    saver.put(cfg, cp, {"source": "input", "step": i}, new)
+
+
+def _values(saver: JsonlCheckpointSaver, cp_id: str) -> Any:
+    tup = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": cp_id}})
+    assert tup is not None
+    return tup.checkpoint["channel_values"]
+
+
+def test_a_fork_in_another_run_keeps_its_values_through_two_passes_on_its_origin(tmp_path: Path) -> None:
+    """Run B forks from run A's P; passes over A drop P, then the checkpoint that took P's value:
+    B's checkpoint reads back the same all along (a run never references another run's values)."""
+    import uuid6
+
+    from checkpointing import _saver_retention as retention
+
+    saver = JsonlCheckpointSaver(tmp_path)
+    ids = [str(uuid6.uuid6()) for _ in range(8)]
+    _hand_put(saver, ids, "A", 0, None, {"x": "a" * 10}, {"x": 1}, {"x": 1})
+    _hand_put(saver, ids, "A", 1, ids[0], {"x": "b" * 10}, {"x": 2}, {"x": 2})  # P stores x
+    _hand_put(saver, ids, "A", 2, ids[1], {"x": "b" * 10, "y": 1}, {"x": 2, "y": 1}, {"y": 1})
+    _hand_put(saver, ids, "B", 3, ids[1], {"x": "b" * 10, "z": 1}, {"x": 2, "z": 1}, {"z": 1})  # the fork
+    _hand_put(saver, ids, "A", 4, ids[2], {"x": "b" * 10, "y": 2}, {"x": 2, "y": 2}, {"y": 2})
+    before = _values(saver, ids[3])
+    retention.retain(saver.docs, saver._store("default", "t"), "A", 2)
+    assert _values(saver, ids[3]) == before
+    _hand_put(saver, ids, "A", 5, ids[4], {"x": "b" * 10, "y": 3}, {"x": 2, "y": 3}, {"y": 3})
+    _hand_put(saver, ids, "A", 6, ids[5], {"x": "b" * 10, "y": 4}, {"x": 2, "y": 4}, {"y": 4})
+    retention.retain(saver.docs, saver._store("default", "t"), "A", 2)
+    assert _values(saver, ids[3]) == before == {"x": "b" * 10, "z": 1}
+    assert _values(JsonlCheckpointSaver(tmp_path), ids[3]) == before
+
+
+def test_prune_reads_every_item_it_keeps_before_it_replaces_a_file(tmp_path: Path) -> None:
+    """A run whose values are items stored in another run, pruned by a fresh saver: nothing lost."""
+    import uuid6
+
+    saver = JsonlCheckpointSaver(tmp_path)
+    ids = [str(uuid6.uuid6()) for _ in range(4)]
+    big = [f"m{i}" * 40 for i in range(3)]
+    _hand_put(saver, ids, "A", 0, None, {"x": big}, {"x": 1}, {"x": 1})
+    _hand_put(saver, ids, "A", 1, ids[0], {"x": big, "y": 1}, {"x": 1, "y": 1}, {"y": 1})
+    _hand_put(saver, ids, "B", 2, ids[1], {"x": [*big, "n" * 80], "y": 2}, {"x": 2, "y": 2}, {"x": 2, "y": 2})
+    fresh = JsonlCheckpointSaver(tmp_path)
+    fresh.prune(["t"])
+    assert _values(fresh, ids[2]) == {"x": [*big, "n" * 80], "y": 2}
+    assert len(list(JsonlCheckpointSaver(tmp_path).list({"configurable": {"thread_id": "t"}}))) == 1
