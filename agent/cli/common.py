@@ -14,6 +14,11 @@ if TYPE_CHECKING:
     from agent.runner import AgentRunner
 
 
+DONE_CODE: int | None = None
+"""Set by a command once its result is printed: a Ctrl-C after that exits with this status (the
+work was done), not 130 with "interrupted before a run started"."""
+
+
 def common_options(p: argparse.ArgumentParser, identity: bool = True) -> None:
     """--config, --json, and (unless `identity` is false) --tenant, --user."""
     p.add_argument("--config", metavar="F", help="YAML config (default: built-in, same as configs/default.yaml)")

@@ -91,11 +91,14 @@ def _guarded(cmd: Command, call: Callable[[], Any]) -> int:
             warnings.flush_held()
         return code
     except KeyboardInterrupt as err:
+        from agent.cli import common
         from agent.errors import RunInterrupted
 
+        _wake_orphan_workers()
+        if common.DONE_CODE is not None and not isinstance(err, RunInterrupted):
+            return common.DONE_CODE  # the Ctrl-C came after the result was printed
         said = str(err) if isinstance(err, RunInterrupted) else "interrupted before a run started"
         print(f"agentrt: {' '.join(said.split())}", file=sys.stderr)
-        _wake_orphan_workers()
         return 130
     except BrokenPipeError:
         return 0

@@ -6,7 +6,9 @@ import argparse
 import sys
 from typing import Any
 
+from agent.cli import common
 from agent.cli.common import common_options, print_json, runner, say, session_argument, styled
+from agent.faults import crash_point
 
 
 def args_run(p: argparse.ArgumentParser) -> None:
@@ -112,6 +114,9 @@ def pause_lines(session_id: str, pending: list[dict[str, Any]]) -> list[str]:
 
 
 def _print_result(result: dict[str, Any], args: argparse.Namespace, streamed: str) -> int:
+    code = 0 if result.get("status") in ("COMPLETED", "PAUSED") else 1
+    # A Ctrl-C from here on comes after the run ended: the command exits with the run's own status.
+    common.DONE_CODE = code
     if args.json:
         print_json(result)
     else:
@@ -131,7 +136,8 @@ def _print_result(result: dict[str, Any], args: argparse.Namespace, streamed: st
         say(styled(summary, "bold", sys.stderr), err=True)
         if result.get("error"):
             say(styled(f"error: {result['error']}", "red", sys.stderr), err=True)
-    return 0 if result.get("status") in ("COMPLETED", "PAUSED") else 1
+    crash_point("result_printed")
+    return code
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -87,6 +87,16 @@ def test_ctrl_c_before_the_first_checkpoint_leaves_the_session_usable(tmp_path: 
     assert nxt["status"] == "COMPLETED" and nxt["session_id"] == sid
 
 
+def test_ctrl_c_after_the_result_is_printed_exits_with_the_runs_status(tmp_path: Path) -> None:
+    """The run finished and its answer is on screen when the Ctrl-C comes: exit 0, no claim that
+    nothing ran, the session COMPLETED."""
+    env = {"AGENTRT_INTERRUPT_AT": "result_printed:1"}
+    ran = agentrt("run", "--approve-all", "Summarise the sales", cwd=tmp_path, extra_env=env)
+    assert ran.code == 0, ran.both
+    assert "45827.34" in ran.out and "status COMPLETED" in ran.err and "interrupted" not in ran.err
+    assert [_session(tmp_path, sid)["last_run_status"] for sid in _sessions(tmp_path)] == ["COMPLETED"]
+
+
 def test_ctrl_c_then_resume_runs_the_interrupted_turn(tmp_path: Path) -> None:
     """After the same Ctrl-C, `resume` runs the recorded turn from the start (it pauses for the approval)."""
     ran = agentrt(
