@@ -134,6 +134,13 @@ def crash_point(name: str) -> None:
         if _reached(name):
             os._exit(CRASH_EXIT_CODE)
     elif name in _interrupts and _reached(name, _interrupts):
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            # Started as a shell's background job: the SIGINT would vanish and the drill pass unseen.
+            os.write(
+                2,
+                f"agentrt: {INTERRUPT_ENV_VAR}={name}: SIGINT is ignored in this process "
+                "(started in the background?); nothing was interrupted\n".encode(),
+            )
         os.kill(os.getpid(), signal.SIGINT)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,18 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
 
 _real_connect = socket.socket.connect
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Let the Ctrl-C tests' processes be interrupted however the suite was started.
+
+    A non-interactive shell starts a background job (`scripts/test > log &`) with SIGINT ignored and
+    every child inherits that, so a SIGINT sent to `agentrt` did nothing and the Ctrl-C tests saw a
+    finished run. A Python handler here is reset to the default at exec: children start as under a
+    terminal.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _guarded_connect(self: socket.socket, address: Any) -> Any:

@@ -228,3 +228,37 @@ def test_crash_after_tool_execute_then_resume(tmp_path: Path, effect: str, after
     if effect == "idempotent":
         assert run_drill(tmp_path, effect, None).stdout.strip() == "success True"
         assert (tmp_path / "side-effects.txt").read_text().count("hello") == executions
+
+
+def test_interrupt_point_says_so_when_sigint_is_ignored(tmp_path: Path) -> None:
+    """A process started with SIGINT ignored (a shell's background job) cannot be interrupted: the
+    armed point says so on stderr instead of letting the drill pass unseen; with SIGINT at its
+    default the same point raises KeyboardInterrupt."""
+    code = """
+        import signal, sys
+        from agent import faults
+        faults.install({faults.INTERRUPT_ENV_VAR: "turn_recorded:1"})
+        if sys.argv[1] == "ignored":
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            faults.crash_point("turn_recorded")
+            for _ in range(1000):
+                pass
+        except KeyboardInterrupt:
+            print("interrupted")
+        else:
+            print("ran on")
+    """
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    outs = {}
+    for mode in ("ignored", "default"):
+        ran = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code), mode], env=env, cwd=tmp_path, capture_output=True, text=True
+        )
+        outs[mode] = (ran.stdout.strip(), ran.stderr.strip())
+    assert outs["ignored"] == (
+        "ran on",
+        "agentrt: AGENTRT_INTERRUPT_AT=turn_recorded: SIGINT is ignored in this process "
+        "(started in the background?); nothing was interrupted",
+    )
+    assert outs["default"] == ("interrupted", "")
