@@ -115,27 +115,32 @@ def merge_messages(state: Sequence[Any] | None, writes: Sequence[Any]) -> list[A
     return result
 
 
-_last = threading.local()
+_RECENT = 4
+_recent: list[tuple[list[AnyMessage], dict[str, int]]] = []  # newest last
+_recent_lock = threading.Lock()
 
 
 def _cached_index(msgs: list[BaseMessage | None]) -> dict[str, int] | None:
-    """The id -> position map of the list this thread's last merge returned, when `msgs` is (a
-    shallow copy of) that list: the channel hands each step's result back as the next base, and
-    rebuilding the map from every message each step would make a step cost grow with the history."""
-    cached = getattr(_last, "entry", None)
-    _last.entry = None  # the map is handed over (and updated in place) at most once
-    if cached is None:
+    """A copy of the id -> position map of a recent merge's result, when `msgs` is (a shallow copy
+    of) that list: the channel hands each step's result back as the next base, and rebuilding the
+    map from every message each step would make a step cost grow with the history. Shared by every
+    thread, and more than the last one kept, because LangGraph also merges a node's writes into the
+    same base from a worker thread to route a conditional edge (local_read) before it applies them."""
+    if not msgs:
         return None
-    prev, index = cached
-    if len(prev) != len(msgs) or len(index) != len(msgs) or not msgs:
-        return None
-    if prev[0] is not msgs[0] or prev[-1] is not msgs[-1] or prev[len(msgs) // 2] is not msgs[len(msgs) // 2]:
-        return None
-    return index
+    mid = len(msgs) // 2
+    with _recent_lock:
+        for prev, index in reversed(_recent):
+            same = len(prev) == len(msgs) == len(index) and prev[0] is msgs[0] and prev[-1] is msgs[-1]
+            if same and prev[mid] is msgs[mid]:
+                return dict(index)  # the caller updates its map in place; the cached one stays
+    return None
 
 
 def _remember_index(result: list[AnyMessage], index: dict[str, int]) -> None:
-    _last.entry = (result, index)
+    with _recent_lock:
+        _recent.append((result, index))
+        del _recent[:-_RECENT]
 
 
 Messages = Annotated[list[AnyMessage], DeltaChannel(merge_messages, snapshot_frequency=MESSAGES_SNAPSHOT_EVERY)]

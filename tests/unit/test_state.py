@@ -138,3 +138,25 @@ def test_merge_messages_matches_add_messages_step_by_step_on_random_histories() 
             ours = merge_messages(base, [write])
             theirs = add_messages(theirs, write)
             assert ours == theirs
+
+
+def test_merging_two_updates_into_one_base_from_two_threads_keeps_each_result_right() -> None:
+    """LangGraph merges a node's writes into the channel's value from a worker thread (to route a
+    conditional edge) and again when it applies them: each merge sees the base as it was, and a
+    later replace-by-id lands on the right message of the result it is given."""
+    import threading
+
+    base = merge_messages([], [[HumanMessage("q", id="h"), AIMessage("a", id="a1")]])
+    routed: list[list[typing.Any]] = []
+    t = threading.Thread(target=lambda: routed.append(merge_messages(list(base), [AIMessage("x", id="x")])))
+    t.start()
+    t.join()
+    applied = merge_messages(list(base), [ToolMessage("t", id="t1", tool_call_id="c1")])
+    assert [m.id for m in routed[0]] == ["h", "a1", "x"]
+    assert [m.id for m in applied] == ["h", "a1", "t1"]
+    for result, replaced in ((routed[0], "x"), (applied, "t1"), (base, "a1")):
+        again = merge_messages(list(result), [AIMessage("new", id=replaced)])
+        assert [m.id for m in again] == [m.id for m in result]
+        assert [m.content for m in again if m.id == replaced] == ["new"]
+    grown = merge_messages(list(applied), [AIMessage("b", id="b"), RemoveMessage(id="a1")])
+    assert [m.id for m in grown] == ["h", "t1", "b"]
