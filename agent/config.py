@@ -2,7 +2,10 @@
 
 Unknown keys are errors (a typo must not silently fall back to a default). Relative paths in a
 config file are resolved against the file's folder, except `persistence.base_dir`, which is
-relative to the working directory (so `./.agentrt` lands where you run the command).
+relative to the working directory (so `./.agentrt` lands where you run the command). A path written
+`builtin:NAME` is a file shipped with agentrt (agent/assets/), found wherever the config sits; the
+defaults use those (the demo script, its datasets and skills). A model script, dataset file or
+skills folder that does not exist is refused when the settings load (`ConfigError`, naming the key).
 
 Environment overrides: `AGENTRT_BASE_DIR`, `AGENTRT_REDIS_URL`, `AGENTRT_DATABASE_URL`,
 `AGENTRT_MODEL_BASE_URL`, `AGENTRT_MODEL_NAME`, `AGENTRT_PERSISTENCE_MODE`, `AGENTRT_BROKER_URL`,
@@ -12,17 +15,28 @@ Environment overrides: `AGENTRT_BASE_DIR`, `AGENTRT_REDIS_URL`, `AGENTRT_DATABAS
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from agent.assets import DEMO_DATASETS, builtin_path, is_builtin
 from agent.errors import ConfigError
+from agent.text import shown_path
 from agent.tools.datasets.limits import QueryLimits
+from agent.yaml_errors import yaml_problem
 
-CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
-DEFAULT_CONFIG_PATH = CONFIGS_DIR / "default.yaml"
+DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
+"""The documented copy of the built-in defaults (in a checkout; the defaults themselves are below)."""
+DEMO_SCRIPT = "builtin:scripts/demo.yaml"
+"""The script of a scripted model whose config names none."""
+
+
+def _shipped(value: str | None) -> str | None:
+    """A `builtin:` path as the shipped file's absolute path; any other value unchanged."""
+    return str(builtin_path(value)) if value is not None and is_builtin(value) else value
 
 
 class _Strict(BaseModel):
@@ -35,6 +49,7 @@ class ModelSettings(_Strict):
     provider: Literal["scripted", "openai"] = "scripted"
     name: str = "scripted-demo"
     script: str | None = None
+    """The script `scripted` replays: relative to the config's folder, or `builtin:...` (unset: the demo)."""
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     temperature: float = 0.0
@@ -45,6 +60,17 @@ class ModelSettings(_Strict):
     streaming: bool = True
     """Stream replies token by token (the CLI and `runner.stream()` show them as they come). Off: one
     plain request per call, e.g. for servers that report token usage only when not streaming (llama.cpp)."""
+
+    @field_validator("script")
+    @classmethod
+    def _shipped_script(cls, v: str | None) -> str | None:
+        return _shipped(v)
+
+    @model_validator(mode="after")
+    def _demo_script(self) -> ModelSettings:
+        if self.provider == "scripted" and self.script is None:
+            self.script = _shipped(DEMO_SCRIPT)
+        return self
 
 
 class ToolEntry(_Strict):
@@ -137,6 +163,11 @@ class SessionSettings(_Strict):
     room_on_end: Literal["keep", "delete"] = "keep"
     """What `end` does with the session's sandbox rooms: keep them (a later fork or a reader still sees the
     files) or delete them (a `sandbox_destroyed` entry each; a fork restores its room from the checkpoint)."""
+    retention_days: float | None = Field(default=None, ge=0)
+    """How long a finished session is kept before `agentrt store gc` (and the workers) delete it: one
+    whose expiry passed more than this ago, or one ENDED with no activity for this long. None: kept forever."""
+    gc_every_minutes: float = Field(default=60.0, gt=0)
+    """How often (at most) a Celery worker runs that reclaim by itself; one worker at a time does it."""
 
 
 class PersistenceSettings(_Strict):
@@ -162,7 +193,8 @@ class PersistenceSettings(_Strict):
     keyframe_every: int = 16  # ignored since on-disk format 2; kept so old config files load
     redis_url: str | None = None
     database_url: str | None = "sqlite:///{base_dir}/agentrt.db"  # agent.session.stores.sql.SQLITE_FILE
-    lease: Literal["memory", "file", "redis"] = "file"
+    lease: Literal["memory", "file", "redis", "postgres"] = "file"
+    """`postgres`: a table in the PostgreSQL database of `database_url` (`agentrt db upgrade` makes it)."""
     lease_ttl_s: float = 60.0
 
     @field_validator("inline_payload_max_bytes", "keyframe_every")
@@ -218,8 +250,18 @@ class DatasetEntry(_Strict):
 
     name: str
     path: str
+    """A file relative to the config's folder, `builtin:datasets/...`, or a SQL URL `...://...#table`."""
     format: str | None = None
     description: str | None = None
+
+    @field_validator("path")
+    @classmethod
+    def _shipped_path(cls, v: str) -> str:
+        return _shipped(v) or v
+
+
+def _demo_datasets() -> list[DatasetEntry]:
+    return [DatasetEntry(**d) for d in DEMO_DATASETS]
 
 
 class ApiKeyEntry(_Strict):
@@ -261,10 +303,16 @@ class AgentSettings(_Strict):
     persistence: PersistenceSettings = Field(default_factory=PersistenceSettings)
     compression: CompressionConfig = Field(default_factory=CompressionConfig)
     workers: WorkerSettings = Field(default_factory=WorkerSettings)
-    datasets: list[DatasetEntry] = Field(default_factory=list)
-    skills_dir: str | None = None
+    datasets: list[DatasetEntry] = Field(default_factory=_demo_datasets)
+    skills_dir: str | None = Field(default="builtin:skills", validate_default=True)
+    """The folder of skills: relative to the config's folder, or `builtin:skills`; null: no skills."""
     serve: ServeSettings = Field(default_factory=ServeSettings)
     source_path: str | None = Field(default=None, exclude=True)
+
+    @field_validator("skills_dir")
+    @classmethod
+    def _shipped_skills(cls, v: str | None) -> str | None:
+        return _shipped(v)
 
     @property
     def base_dir(self) -> Path:
@@ -303,27 +351,30 @@ def _expand_env(value: Any) -> Any:
 def _format_error(err: ValidationError, source: str) -> str:
     parts = []
     for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"])
-        msg = "unknown key (check spelling)" if e["type"] == "extra_forbidden" else e["msg"]
+        loc = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in e["loc"]).lstrip(".")
+        said = e["msg"].removeprefix("Value error, ")  # a validator's message, without pydantic's prefix
+        msg = "unknown key (check spelling)" if e["type"] == "extra_forbidden" else said
         parts.append(f"{loc}: {msg}")
     return f"invalid config {source}: " + "; ".join(parts)
 
 
 def load_settings(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> AgentSettings:
-    """Load settings from `path` (None: the built-in defaults, identical to configs/default.yaml)."""
-    if path is None and DEFAULT_CONFIG_PATH.is_file():
-        path = DEFAULT_CONFIG_PATH
+    """Load settings from `path` (None: the built-in defaults, which configs/default.yaml spells out)."""
     source = str(path) if path is not None else "<built-in defaults>"
     data: dict[str, Any] = {}
-    folder = CONFIGS_DIR
+    folder = Path.cwd()
     if path is not None:
         p = Path(path)
         try:
-            raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+            text = p.read_text(encoding="utf-8")
         except FileNotFoundError as err:
-            raise ConfigError(f"config file not found: {p}") from err
+            raise ConfigError(f"config file not found: {shown_path(p)}") from err
+        except OSError as err:  # e.g. a name too long, a folder: the path is the user's to fix
+            raise ConfigError(f"cannot read config file {shown_path(p)}: {err.strerror}; check --config") from err
+        try:
+            raw = yaml.safe_load(text)
         except yaml.YAMLError as err:
-            raise ConfigError(f"config file {p} is not valid YAML: {err}") from err
+            raise ConfigError(f"config file {shown_path(p)} is not valid YAML: {yaml_problem(err, text)}") from err
         if raw is None:
             raw = {}
         if not isinstance(raw, dict):
@@ -342,16 +393,29 @@ def load_settings(path: str | Path | None = None, overrides: dict[str, Any] | No
         settings = AgentSettings.model_validate(data)
     except ValidationError as err:
         raise ConfigError(_format_error(err, source)) from None
-    if settings.model.provider == "scripted" and settings.model.script is None:
-        settings.model.script = "scripts/demo.yaml"
-    if settings.model.script is not None:
-        settings.model.script = str((folder / settings.model.script).resolve())
-    # Only a config that names its skills folder gets skills: a folder that merely sits beside the
-    # file may hold skills written for another config's tools (configs/long-task.yaml has none).
-    if settings.skills_dir is not None:
-        settings.skills_dir = str((folder / settings.skills_dir).resolve())
-    for ds in settings.datasets:
-        if "://" not in ds.path:
-            ds.path = str((folder / ds.path).resolve())
+    _resolve_paths(settings, folder, "the settings" if path is None else str(Path(path).resolve()))
     settings.source_path = source
     return settings
+
+
+def _resolve_paths(settings: AgentSettings, folder: Path, where: str) -> None:
+    """Make the files a config names absolute (relative to `folder`), refusing any that is absent:
+    a dataset or skill the model is told about but cannot read would fail the run only later."""
+
+    def existing(key: str, value: str, is_there: Callable[[Path], bool]) -> str:
+        p = (folder / Path(value).expanduser()).resolve()
+        try:
+            if is_there(p):
+                return str(p)
+            what = "does not exist" if not p.exists() else f"is not a {'folder' if key == 'skills_dir' else 'file'}"
+        except OSError as err:  # e.g. a name too long: the path is the user's to fix
+            raise ConfigError(f"cannot read {key} {shown_path(p)}: {err.strerror}; check {key}") from None
+        raise ConfigError(f"{key}: {shown_path(p)} {what} (fix the path in {where})")
+
+    if settings.model.script is not None:
+        settings.model.script = existing("model.script", settings.model.script, Path.is_file)
+    for i, ds in enumerate(settings.datasets):
+        if "://" not in ds.path:
+            ds.path = existing(f"datasets[{i}].path", ds.path, Path.is_file)
+    if settings.skills_dir is not None:
+        settings.skills_dir = existing("skills_dir", settings.skills_dir, Path.is_dir)

@@ -37,6 +37,7 @@ from agent.events import of_run
 from agent.live import END, LiveChannel, encode_event
 from agent.results import RunEvent
 from agent.runner import AgentRunner
+from agent.services import postgres_lease
 from agent.session.inbox import Inbox, Turn, TurnStatus
 from agent.session.lease import FileLease, InProcessLease, LeaseHeartbeat, RedisLease, SessionLease, make_holder
 from checkpointing import layout
@@ -97,6 +98,8 @@ def drain_lease(settings: AgentSettings) -> SessionLease:
     kind = settings.persistence.lease
     if kind == "redis":
         return RedisLease(url=settings.persistence.redis_url, key_prefix=DRAIN_KEY_PREFIX)
+    if kind == "postgres":
+        return postgres_lease(settings, scope="drain")
     if kind == "file":
         return FileLease(layout.drain_leases_root(settings.base_dir))
     return InProcessLease(_MEMORY_DRAINS)

@@ -6,6 +6,7 @@ AgentrtError                      exit  meaning
  │    └── InputError                    a bad argument, id or text
  ├── NotFound                       3   no such thing is visible to this tenant/user
  │    ├── SessionNotFound
+ │    ├── ApprovalNotFound              a decision names an approval the session never asked for
  │    └── ToolResultNotFound         (UnknownToolResult is also a ToolError)
  ├── Conflict                       4   the thing exists but cannot do this now
  │    ├── SessionError                  e.g. waiting for a human decision, unfinished run
@@ -31,6 +32,7 @@ boundary. Any other exception is a bug: exit 70.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import PurePath
 from typing import Any
 
 from checkpointing.errors import (
@@ -44,6 +46,7 @@ from checkpointing.errors import (
     UnknownSchemaError,
     UnsupportedValueError,
 )
+from checkpointing.ids import SHOWN_CHARS, shown
 
 EXIT_OK = 0
 EXIT_RUN_FAILED = 1
@@ -88,6 +91,11 @@ class SessionNotFound(NotFound):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "session not found"
+
+
+class ApprovalNotFound(NotFound):
+    """A decision names an approval id the session never asked for (one it asked and that was
+    answered is `ApprovalNotPending`). Raised before anything is written: the session is unchanged."""
 
 
 class ToolResultNotFound(NotFound):
@@ -214,12 +222,12 @@ class UnknownToolResult(ToolResultNotFound, ToolError):
 
 
 def quote_id(value: object) -> str:
-    """An id as it may be echoed in a message: as is when plain, else Python-quoted, so no terminal
-    escape, newline or other control character of a hostile id reaches the screen."""
+    """An id as it may be echoed in a message: as is when plain and short, else as `shown` writes it
+    (quoted, escaped, cut), so no terminal escape, newline or other control character of a hostile
+    id reaches the screen, and a long one gives a short message."""
     text = str(value)
-    if text and text.isprintable() and text.strip() == text and all(c.isascii() or c.isalnum() for c in text):
-        return text
-    return repr(text)
+    plain = text.isprintable() and text.strip() == text and all(c.isascii() or c.isalnum() for c in text)
+    return text if plain and 0 < len(text) <= SHOWN_CHARS else shown(text)
 
 
 def exit_code(err: BaseException) -> int:
@@ -247,10 +255,7 @@ def _map_checkpointing(err: CheckpointingError) -> AgentrtError:
             "or start a new session; nothing was changed on disk."
         )
     if isinstance(err, CorruptRecordError):
-        return DataCorrupt(
-            f"{err.path}:{err.line}: corrupt record ({err.reason}); the file was left untouched. "
-            "Restore it from a backup, or run `agentrt doctor` to see what depends on it."
-        )
+        return DataCorrupt(f"{err.path}:{err.line}: corrupt record ({err.reason}); {_corrupt_next_step(err.path)}")
     if isinstance(err, UnknownSchemaError):
         return DataCorrupt(
             f"{err} Finish or export the session with the agentrt that wrote it, or start a new session."
@@ -266,6 +271,19 @@ def _map_checkpointing(err: CheckpointingError) -> AgentrtError:
     if isinstance(err, UnsupportedValueError):
         return InputError(str(err))
     return DataCorrupt(str(err))
+
+
+def _corrupt_next_step(path: str) -> str:
+    """What to do about a damaged file: the repair command for a document `agentrt doctor --repair`
+    rebuilds (`checkpointing.verify`), else a backup (a bad line inside a log is never rewritten)."""
+    from checkpointing.layout import session_of
+    from checkpointing.verify import DOCUMENTS
+
+    owner, name = session_of(path), PurePath(path).name
+    if owner is not None and name in DOCUMENTS:
+        return f"the file was left untouched. Repair it with `agentrt doctor {owner[1]} --repair`."
+    tail = f"`agentrt doctor {owner[1]}`" if owner is not None else "`agentrt doctor`"
+    return f"the file was left untouched. Restore it from a backup, or run {tail} to see what depends on it."
 
 
 # Library errors by the module that defines them; names only, so nothing is imported to check.
@@ -285,6 +303,10 @@ def _map_library(err: BaseException) -> AgentrtError | None:
     if module in _BACKEND_MODULES:
         return BackendUnavailable(f"a storage backend failed ({text}); check that it is running, then retry")
     if isinstance(err, OSError) and err.errno is not None:
+        if err.filename is not None:  # the path may be long: its start and its file name
+            from agent.text import shown_path
+
+            text = f"{type(err).__name__}: [Errno {err.errno}] {err.strerror}: {shown_path(err.filename)}"
         return BackendUnavailable(f"the disk failed ({text}); check space and permissions on base_dir, then retry")
     return None
 

@@ -15,6 +15,8 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from agent.text import json_safe, printable
+
 EVENT_LOG = logging.getLogger("agentrt.events")
 _FIELDS = (
     "session_id",
@@ -49,7 +51,19 @@ class JsonFormatter(logging.Formatter):
                 out[key] = getattr(record, key)
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out, ensure_ascii=False, default=str)
+        return json_safe(json.dumps(out, ensure_ascii=False, default=str))
+
+
+class TextFormatter(logging.Formatter):
+    """`LEVEL logger: message`, one line per message: every control, format or separator character
+    of it escaped (`printable`), so an id from the outside can neither forge a log line nor drive
+    the terminal that reads the log."""
+
+    def __init__(self) -> None:
+        super().__init__("%(levelname)s %(name)s: %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return printable(super().formatMessage(record))
 
 
 def configure_logging() -> None:
@@ -61,9 +75,7 @@ def configure_logging() -> None:
     _configured = True
     root = logging.getLogger("agentrt")
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        JsonFormatter() if mode == "json" else logging.Formatter("%(levelname)s %(name)s: %(message)s")
-    )
+    handler.setFormatter(JsonFormatter() if mode == "json" else TextFormatter())
     root.addHandler(handler)
     root.setLevel(os.environ.get("AGENTRT_LOG_LEVEL", "INFO"))
     root.propagate = False

@@ -51,9 +51,9 @@ class OldFormatBlocked(RecoveryBlocked):
     def __init__(self, step_name: str, err: OldFormatError) -> None:
         super().__init__(step_name, OLD_FORMAT, "format 2", f"{err.path}:{err.line} (format 1)")
         self.args = (
-            f"RECOVERY_BLOCKED at {step_name}: {OLD_FORMAT} ({err.path}:{err.line} was written in on-disk "
-            "format 1; this agentrt reads format 2). State was left untouched; finish the session with the "
-            "agentrt that wrote it, or start a new session.",
+            f"RECOVERY_BLOCKED at {step_name}: {OLD_FORMAT} ({err.path}:{err.line} is in on-disk format 1, "
+            "this agentrt reads format 2); state was left untouched: finish the session with the agentrt "
+            "that wrote it, or start a new session.",
         )
 
 

@@ -5,16 +5,22 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint
+from typing import TYPE_CHECKING, Any
 
 from agent import faults
 from agent.config import DEFAULT_CONFIG_PATH, AgentSettings
+from agent.errors import ConfigError
 from agent.session.lease import FileLease, InProcessLease, RedisLease, SessionLease
 from agent.session.manager import ChatSessionManager, open_manager
 from checkpointing.layout import sqlite_checkpoints_file
-from checkpointing.saver import JsonlCheckpointSaver
+
+if TYPE_CHECKING:  # LangGraph and the saver load only when a saver is built: `agentrt sessions` needs neither
+    from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint
+
+    from checkpointing.saver import JsonlCheckpointSaver
+
+if TYPE_CHECKING:
+    from agent.session.lease_postgres import PostgresLease
 
 
 def build_saver(settings: AgentSettings) -> BaseCheckpointSaver:
@@ -45,6 +51,8 @@ def jsonl_saver(settings: AgentSettings) -> JsonlCheckpointSaver:
     Recovery pins (graph version, digests) are checked by `agent.recovery`, not by the saver's
     `expect_metadata`: `--accept-changes` must be able to re-pin a mismatch the saver would refuse.
     """
+    from checkpointing.saver import JsonlCheckpointSaver
+
     p = settings.persistence
     return JsonlCheckpointSaver(
         settings.base_dir,
@@ -107,10 +115,26 @@ def config_hint(settings: AgentSettings) -> str:
 
 
 def build_lease(settings: AgentSettings) -> SessionLease:
-    """The session lease: in-process, a file lock on base_dir (one host), or Redis (several hosts)."""
+    """The session lease: in-process, a file lock on base_dir (one host), Redis or PostgreSQL
+    (several hosts; PostgreSQL's is a table in the database of `persistence.database_url`)."""
     kind = settings.persistence.lease
     if kind == "memory":
         return InProcessLease()
     if kind == "redis":
         return RedisLease(url=settings.persistence.redis_url)
+    if kind == "postgres":
+        return postgres_lease(settings)
     return FileLease(settings.base_dir)
+
+
+def postgres_lease(settings: AgentSettings, scope: str = "run") -> PostgresLease:
+    """The PostgreSQL lease on the database of `persistence.database_url` (`scope`: run or drain)."""
+    from agent.session.lease_postgres import PostgresLease  # psycopg only when this lease is used
+
+    url = settings.database_url()
+    if not url:
+        raise ConfigError(
+            "persistence.lease: postgres needs persistence.database_url (or AGENTRT_DATABASE_URL): "
+            "the PostgreSQL database whose session_leases table holds the leases"
+        )
+    return PostgresLease(url, scope=scope, config_hint=config_hint(settings))

@@ -268,15 +268,18 @@ def cmd_queue_decision(args: argparse.Namespace, decision: dict[str, Any], inter
 
 def print_turn(turn: Turn, as_json: bool) -> int:
     """Print a settled turn (one JSON object with --json); the exit code."""
+    from agent.text import json_safe, printable
+
     data = turn.to_json()
     if as_json:
-        print(json.dumps(data, ensure_ascii=False, default=str))
+        print(json_safe(json.dumps(data, ensure_ascii=False, default=str)))
     else:
-        print(f"{turn.status.value}  turn {turn.turn_id}  session {turn.session_id}  run {data.get('run_id')}")
+        run = data.get("run_id")
+        print(printable(f"{turn.status.value}  turn {turn.turn_id}  session {turn.session_id}  run {run}"))
         if data.get("answer"):
-            print(data["answer"])
+            print(printable(str(data["answer"]), keep="\n\t"))
         if data.get("error"):
-            print(f"error: {data['error']}")
+            print(printable(f"error: {data['error']}", keep="\n\t"))
         if turn.status is TurnStatus.PAUSED:
             print(f"waits for approval: agentrt resume {turn.session_id} --approve (or --reject)")
     return 1 if turn.status is TurnStatus.FAILED else 0

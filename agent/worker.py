@@ -13,6 +13,9 @@ A turn submitted by `agentrt serve` is `live`: the worker publishes its events (
 to Redis for the server to stream, and stops it at a step boundary when its client cancels
 (agent/live.py).
 
+With `session.retention_days` set, a worker reclaims old sessions after a task, at most every
+`session.gc_every_minutes` and one worker at a time (agent/session/retention.py).
+
 SIGTERM to the worker's main process (what `docker stop` and systemd send) is Celery's warm
 shutdown: no new tasks are taken, and the running ones are told to stop at their next step boundary
 (after the node that is running); their turn is left resumable and their task requeued
@@ -70,6 +73,19 @@ def _warm_up(**_: Any) -> None:
         runner()
     except Exception as err:  # reported again (and the turn failed) when a task needs it
         log.error("agentrt worker: cannot build the runtime: %s", err)
+
+
+@signals.task_postrun.connect
+def _reclaim_old_sessions(**_: Any) -> None:
+    # Retention without a beat: after a task, at most every session.gc_every_minutes, one worker at a time.
+    if stopping() or settings.session.retention_days is None:
+        return
+    from agent.session.retention import maybe_collect
+
+    try:
+        maybe_collect(runner())
+    except Exception as err:  # never fails a turn; the next task tries again
+        log.warning("agentrt worker: session retention not run: %s", err)
 
 
 def stopping() -> bool:

@@ -60,7 +60,7 @@ def _timed_compress(self: ContextManager, runtime: Any, state: Mapping[str, Any]
 def _config(tmp: Path, *, enabled: bool, window: int | None = None) -> Path:
     data = yaml.safe_load((ROOT / "configs" / "long-task.yaml").read_text())
     data["persistence"]["base_dir"] = str(tmp / "agentrt")
-    script = yaml.safe_load((ROOT / "configs" / "scripts" / "long-task.yaml").read_text())
+    script = yaml.safe_load((ROOT / "agent" / "assets" / "scripts" / "long-task.yaml").read_text())
     if not enabled:
         # only a compressing run calls the summarizer: drop those responses
         script["responses"] = [r for r in script["responses"] if not str(r.get("content", "")).startswith("SUMMARY")]

@@ -65,7 +65,6 @@ def write_config(tmp: Path) -> Path:
     script.write_text(yaml.safe_dump({"on_exhausted": "restart", "responses": SCRIPT}, sort_keys=False))
     data["model"]["script"] = str(script)
     data["datasets"] = []
-    data["skills_dir"] = str(ROOT / "configs" / "skills")
     path = tmp / "config.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

@@ -1,9 +1,11 @@
-"""The files of one session (thread) and the in-memory index that finds records in them.
+"""The records of one session (thread) and the in-memory index that finds records in them.
 
     sessions/<thread>/runs/<run>/checkpoints.jsonl   checkpoint, pending-writes and item records
     sessions/<thread>/pins.json                      checkpoint ids that retention must keep
 
-(paths from `checkpointing.layout`, record bytes read and verified by `checkpointing.records`)
+(in files, or as the same lines in PostgreSQL rows: `checkpointing.store`; record bytes verified by
+`checkpointing.records`). Below, "run file" is a run's record stream in either store; the index
+files and inodes are the files store's (PostgreSQL: an index row per stream, the stream's row id).
 
 The index is built by one verified scan of each run file when the session is first opened in a
 process, and caught up from the bytes past its end when another process grew a file. A process
@@ -21,9 +23,8 @@ tail is skipped, a damaged complete record raises `CorruptCheckpointError` namin
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,27 +33,11 @@ import orjson
 
 from checkpointing import indexfile
 from checkpointing.errors import CorruptCheckpointError, CorruptRecordError, UnknownSchemaError
-from checkpointing.layout import checkpoints_file, is_id, pins_file, run_dir, run_ids, runs_dir
-from checkpointing.records import (
-    CommitGroup,
-    Durable,
-    FsyncPolicy,
-    RecordLog,
-    atomic_write,
-    check_line,
-    crc_at,
-    decode_file,
-    encode_record,
-    frame,
-    read_line_at,
-    read_lines_at,
-    scan,
-)
+from checkpointing.records import Durable, FsyncPolicy, check_line, frame
+from checkpointing.store.base import SessionStreams
 
 _DETAILED = 64
 """Checkpoints whose channel homes and versions stay in memory (the newest put or read)."""
-_SEEKS_MAX = 32
-"""Reading more records than this from one run file at once reads the span in one go."""
 _SAVE_EVERY = 256 * 1024
 """A run's index is persisted when the file grew this much (or by half) since it last was."""
 log = logging.getLogger(__name__)
@@ -70,6 +55,8 @@ HISTORIES_SCHEMA_VERSION = 5
 READABLE_SCHEMA_VERSIONS = frozenset({2, 3, SCHEMA_VERSION, HISTORIES_SCHEMA_VERSION})
 ITEM_SCHEMA_VERSION = 3
 """The schema version item records are written with (their form has not changed since 3)."""
+PINS_DOC = "pins.json"
+"""The document holding the pinned checkpoints (`layout.PINS_FILE` in a session folder)."""
 _CACHE_BYTES = 1024 * 1024
 """Parsed records kept per session, by their size on disk (parsed, they take several times more).
 A run's own reads are of its newest records (a put's parent, the DeltaChannel history back to the
@@ -144,21 +131,18 @@ def version_key(version: Any) -> str:
 class SessionStore:
     """Read and append the records of one session; keeps its index in memory."""
 
-    def __init__(self, session_dir: Path, fsync: FsyncPolicy, group: CommitGroup | None = None) -> None:
-        self.dir = session_dir
-        self.runs_dir = runs_dir(session_dir)
-        self.fsync = fsync
-        self.group = group
-        self._logs: dict[str, RecordLog] = {}
-        self._run_files: dict[str, Path] = {}
+    def __init__(self, streams: SessionStreams) -> None:
+        self.streams = streams
+        self.tenant = streams.tenant
+        self.key = streams.key
+        self.runs_dir = streams.label
+        self._heads: dict[str, tuple[int, int]] | None = None
         self._idx: SessionIndex | None = None
         self._checked = False
         self._cache: OrderedDict[tuple[str, int], tuple[dict[str, Any], int]] = OrderedDict()
         self._cache_bytes = 0
-        self._runs_sig: tuple[int, int, int] | None = None
         self._saved: dict[str, int] = {}  # run -> end of the file its persisted index covers
         self._saved_due: set[str] = set()  # runs appended to since their index was persisted
-        self._run_list: list[str] = []
         # item hash -> decoded value (messages) for reads; see DocumentBuilder.decode_item.
         self.decoded: OrderedDict[str, tuple[Any, int]] = OrderedDict()
         self.decoded_bytes = 0
@@ -184,60 +168,35 @@ class SessionStore:
 
     def exists(self) -> bool:
         """Whether this session has any checkpoint."""
-        return self.runs_dir.exists() and bool(self.index.cps)
+        return bool(self.index.cps)
 
     def run_file(self, run: str) -> Path:
-        """Path of a run's log."""
-        path = self._run_files.get(run)
-        if path is None:  # built once: every saver call asks for it, and pathlib joins are slow
-            path = self._run_files[run] = checkpoints_file(self.dir, run)
-        return path
+        """The name of a run's stream (for files, the path of its log)."""
+        return self.streams.path(run)
 
     def runs(self) -> list[str]:
-        """Run ids with a log on disk."""
-        return run_ids(self.dir)
-
-    def _run_names(self) -> list[str]:
-        """The run folders, listed again only when the runs folder changed (mtime, link count)."""
-        try:
-            st = os.stat(self.runs_dir)
-        except FileNotFoundError:
-            self._runs_sig = None
-            return []
-        sig = (st.st_ino, st.st_mtime_ns, st.st_nlink)
-        if sig != self._runs_sig:
-            # A folder whose name is not a run id was not written by a saver (`layout.run_ids`).
-            self._run_list = sorted(e.name for e in os.scandir(self.runs_dir) if e.is_dir() and is_id(e.name))
-            self._runs_sig = sig
-        return self._run_list
+        """Run ids with a stream."""
+        return sorted(r for r, (_, ident) in self.streams.heads().items() if ident)
 
     def _catch_up(self, idx: SessionIndex) -> None:
-        names = self._run_names()
-        if not names and idx.ends:
+        heads = self.streams.heads()
+        if not heads and idx.ends:
             self._reset()  # the session was removed under us
             return None
-        for run in names:
+        for run, (size, ino) in heads.items():
             path = self.run_file(run)
             end, lines = idx.ends.get(run, (0, 0))
-            try:
-                st = os.stat(path)
-                size, ino = st.st_size, st.st_ino
-            except FileNotFoundError:
-                size, ino = 0, 0
-            log = self._logs.get(run)
-            if log is not None and log.inode() not in (0, ino):
-                log.close()  # the file was replaced or removed: the next append opens the new one
             if size < end or idx.inodes.get(run, ino) != ino:
                 # Shorter than indexed (rewritten, or a torn tail cut by a repair), or another file in its
                 # place (deleted and started again by another saver): start over.
                 return self._catch_up(self._reset())
             idx.inodes[run] = ino
-            if run not in idx.ends and size and (snap := indexfile.load(path)) is not None:
+            if run not in idx.ends and size and (snap := self.streams.load_index(run)) is not None:
                 end, lines = self._restore(idx, run, snap) or (end, lines)
             if size == end:
                 continue
             try:
-                found = scan(path, end, lines + 1)
+                found = self.streams.scan(run, end, lines + 1)
             except CorruptRecordError as err:
                 raise CorruptCheckpointError(err.path, err.line, err.reason) from err
             last = -1
@@ -295,7 +254,7 @@ class SessionStore:
     def save_index(self, run: str | None = None) -> None:
         """Persist the index of run file `run` (every run this store appended to when None)."""
         idx = self._idx
-        if idx is None:
+        if idx is None or not self.streams.persists_index:
             return
         # A store that appended also indexes the session's other run files (written before, or by
         # an older version): the next open of a long session is then cheap whichever run grew it.
@@ -324,17 +283,14 @@ class SessionStore:
             # The first, middle and a late checkpoint record vouch for the file with the last one.
             offs = sorted(c.off for c in idx.cps.values() if c.run == r and c.off < last)
             picks = sorted({offs[0], offs[len(offs) // 2], offs[-1]}) if offs else []
-            probes = [(off, crc_at(self.run_file(r), off)) for off in picks]
-            indexfile.save(self.run_file(r), end, lines, last, crc, state, probes)
+            probes = [(off, self.streams.crc_at(r, off)) for off in picks]
+            self.streams.save_index(r, (end, lines, last, crc), state, probes)
             self._saved[r] = end
 
     def _same_file(self, run: str) -> bool:
         """Whether run file `run` is still the file this index was built from (not replaced since)."""
         known = self._idx.inodes.get(run) if self._idx is not None else None
-        try:
-            return known is None or os.stat(self.run_file(run)).st_ino == known
-        except FileNotFoundError:
-            return False
+        return known is None or self.streams.heads().get(run, (0, 0))[1] == known
 
     def index_from(self, run: str, recs: list[tuple[int, dict[str, Any]]], good: int) -> None:
         """Index run file `run` from records its caller has just read and checksum-verified
@@ -358,7 +314,7 @@ class SessionStore:
         if last >= 0:
             off = recs[last][0]
             after = recs[last + 1][0] if last + 1 < len(recs) else good
-            idx.lasts[run] = (off, crc_at(path, off), after, last + 1)
+            idx.lasts[run] = (off, self.streams.crc_at(run, off), after, last + 1)
         idx.ends[run] = (good, len(recs))
         self._checked = False
 
@@ -374,26 +330,20 @@ class SessionStore:
 
     # -- appends -------------------------------------------------------------------------------
 
-    def _log(self, run: str) -> RecordLog:
-        log = self._logs.get(run)
-        if log is None:
-            log = self._logs[run] = RecordLog(self.run_file(run), fsync=self.fsync, group=self.group, keep_open=True)
-        return log
-
     def append(
         self,
         run: str,
         record: dict[str, Any] | None,
         durable: bool | None = None,
         items: dict[str, bytes] | None = None,
+        token: int | None = None,
     ) -> Durable | None:
         """Append the item records `items` (hash -> JSON) then `record` (if any), in one write, and
-        index them.
+        index them; refused (`StaleFencingTokenError`) when lease token `token` is stale.
 
         Returns the callable that waits until the write is durable (per the fsync policy, or
         `durable` when given), or None: call it after releasing your locks."""
         idx = self.index
-        log = self._log(run)
         hashes = list(items or {})
         frames = [item_frame(h, (items or {})[h]) for h in hashes]
         if record is not None:
@@ -402,7 +352,7 @@ class SessionStore:
             return None
         policy: FsyncPolicy | None = None if durable is None else "always" if durable else "never"
         try:
-            offs, wait = log.write_frames(frames, policy)
+            offs, ino, wait = self.streams.append(run, frames, policy, token)
         except CorruptRecordError as err:
             raise CorruptCheckpointError(err.path, err.line, err.reason) from err
         end, lines = idx.ends.get(run, (0, 0))
@@ -411,7 +361,7 @@ class SessionStore:
             self.begin()
             self.index  # noqa: B018 - catch up
             return wait
-        if ino := log.inode():
+        if ino:
             idx.inodes[run] = ino
         for i, h in enumerate(hashes):
             _add_item(idx, h, run, offs[i], lines + 1 + i)
@@ -472,22 +422,20 @@ class SessionStore:
                 todo.setdefault(loc[0], []).append((loc[1], loc[2], i))
         for run, wanted in todo.items():
             wanted.sort()
-            lines = read_lines_at(self.run_file(run), [off for off, _, _ in wanted], _SEEKS_MAX)
+            lines = self.streams.read_at(run, [off for off, _, _ in wanted])
             for (off, line, i), raw in zip(wanted, lines, strict=True):
                 rec = self._verified(raw, run, off, line, cache=False)
                 out[i] = self._keyed(rec, (run, off, line), "h", hashes[i])["v"]
         return out
 
     def sync(self) -> None:
-        """fsync every run file appended to (and persist their indexes)."""
-        for log in self._logs.values():
-            log.sync()
+        """Make every append durable (fsync the run files) and persist their indexes."""
+        self.streams.sync()
         self.save_index()
 
     def close_files(self) -> None:
         """Close the run files' append descriptors (they reopen on the next append)."""
-        for log in self._logs.values():
-            log.close()
+        self.streams.close()
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -498,7 +446,7 @@ class SessionStore:
         if hit is not None:
             self._cache.move_to_end(key)
             return hit[0]
-        return self._verified(read_line_at(self.run_file(run), off), run, off, line)
+        return self._verified(self.streams.read_at(run, [off])[0], run, off, line)
 
     def _verified(self, raw: bytes, run: str, off: int, line: int, cache: bool = True) -> dict[str, Any]:
         """Verify (`records.check_line`) and parse the line read at `off` of a run file, and cache
@@ -552,7 +500,7 @@ class SessionStore:
         values in memory at once)."""
         path = self.run_file(run)
         try:
-            found = scan(path)
+            found = self.streams.scan(run)
         except CorruptRecordError as err:
             raise CorruptCheckpointError(err.path, err.line, err.reason) from err
         return [
@@ -564,12 +512,10 @@ class SessionStore:
     def forget(self) -> None:
         """Drop open logs, caches and the index (after files were rewritten or removed)."""
         self.close_files()
-        self._logs.clear()
         self._cache.clear()
         self._cache_bytes = 0
         self.decoded.clear()
         self.decoded_bytes = 0
-        self._runs_sig = None
         self._idx = None
         self._saved.clear()
         self._saved_due.clear()
@@ -577,12 +523,7 @@ class SessionStore:
     def replace_run(self, run: str, records: list[dict[str, Any]], head: list[bytes] | None = None) -> None:
         """Atomically replace a run file with the framed lines `head` (verified item records copied
         as they are, see `item_frames`) then `records` (or remove the run when both are empty)."""
-        indexfile.remove(self.run_file(run))
-        if not records and not head:
-            shutil.rmtree(run_dir(self.dir, run), ignore_errors=True)
-            return
-        body = b"".join(frame(orjson.dumps(disk_form(r))) for r in records)
-        atomic_write(self.run_file(run), b"".join(head or []) + body)
+        self.streams.replace(run, [*(head or []), *(frame(orjson.dumps(disk_form(r))) for r in records)])
 
     def items_in(self, run: str) -> list[str]:
         """The hashes of the item records run file `run` holds, in file order."""
@@ -605,7 +546,7 @@ class SessionStore:
         for run, wanted in todo.items():
             wanted.sort()
             path = self.run_file(run)
-            lines = read_lines_at(path, [off for off, _, _ in wanted], _SEEKS_MAX)
+            lines = self.streams.read_at(run, [off for off, _, _ in wanted])
             for (off, line, i), raw in zip(wanted, lines, strict=True):
                 try:
                     body = check_line(path, raw, line, off)
@@ -621,28 +562,31 @@ class SessionStore:
         return out
 
     def remove(self) -> None:
-        """Delete the whole session directory."""
+        """Delete the whole session (its folder, or its rows)."""
         self.forget()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.streams.remove()
 
     # -- pins ----------------------------------------------------------------------------------
 
     def pins(self) -> set[tuple[str, str]]:
         """Pinned (checkpoint_ns, checkpoint_id) pairs."""
-        path = pins_file(self.dir)
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            return set()
-        try:  # written only by `atomic_write`, fsynced: an empty or zeroed file is damage too
-            data = decode_file(path, raw)
-        except CorruptRecordError as err:
-            raise CorruptCheckpointError(err.path, err.line, err.reason) from err
-        return {(str(ns), str(i)) for ns, i in data.get("pinned", [])}
+        return self._pins()[0]
+
+    def _pins(self) -> tuple[set[tuple[str, str]], Any]:
+        data, version = self.streams.load_doc(PINS_DOC)
+        return {(str(ns), str(i)) for ns, i in (data or {}).get("pinned", [])}, version
+
+    def update_pins(self, change: Callable[[set[tuple[str, str]]], set[tuple[str, str]]]) -> None:
+        """Replace the pinned set with `change(pinned)`, compared-and-swapped (another process's
+        change in between is read again and `change` applied to it)."""
+        while True:
+            pins, version = self._pins()
+            if self.streams.save_doc(PINS_DOC, {"pinned": sorted([list(p) for p in change(pins)])}, version):
+                return
 
     def set_pins(self, pins: set[tuple[str, str]]) -> None:
-        """Replace the pinned set (atomic file rewrite)."""
-        atomic_write(pins_file(self.dir), encode_record({"pinned": sorted([list(p) for p in pins])}))
+        """Replace the pinned set."""
+        self.update_pins(lambda _: pins)
 
 
 def item_frame(h: str, raw: bytes) -> bytes:

@@ -8,6 +8,7 @@ References in records look like `{"$blob": "sha256:<hex>", "size": N}`.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -36,12 +37,31 @@ class BlobStore:
         return blob_path(self.base_dir, m.group(1))
 
     def put(self, data: bytes) -> str:
-        """Store `data` (idempotent) and return its reference `sha256:<hex>`."""
+        """Store `data` (idempotent) and return its reference `sha256:<hex>`.
+
+        A blob already there gets its modification time set to now: a reclaim that began before
+        this put (`agent.session.blob_refs`) then keeps it, even if the record that will reference
+        it is written after the reclaim scanned that session.
+        """
         ref = "sha256:" + hashlib.sha256(data).hexdigest()
         path = self.path_for(ref)
-        if not path.exists():
+        try:
+            os.utime(path)
+        except FileNotFoundError:
             atomic_write(path, data)
+        except OSError:
+            pass  # a read-only volume: the blob is there, its time only guards a reclaim
         return ref
+
+    def delete(self, ref: str) -> int:
+        """Remove blob `ref`; returns the bytes freed (0 when it was not there)."""
+        path = self.path_for(ref)
+        try:
+            size = path.stat().st_size
+            path.unlink()
+        except FileNotFoundError:
+            return 0
+        return size
 
     def get(self, ref: str) -> bytes:
         """Read blob `ref`, verifying its digest."""

@@ -11,6 +11,7 @@ CheckpointingError
  ├── UnknownSchemaError      a document written by a newer/unknown schema version
  │    └── OldFormatError     a file in an older on-disk format (refused, never rewritten)
  ├── StaleFencingTokenError  a write carrying a lower lease token than one already seen
+ ├── StoreUnavailableError   the store's database cannot be reached, or the connection was lost
  └── DocumentMismatch        a loaded document does not match what the caller expects
 """
 
@@ -80,6 +81,10 @@ class OldFormatError(UnknownSchemaError):
 
 class StaleFencingTokenError(CheckpointingError):
     """A writer holding an expired lease tried to write after a newer holder."""
+
+
+class StoreUnavailableError(CheckpointingError):
+    """The store's database (PostgreSQL) could not be reached, or a connection broke mid-call."""
 
 
 class DocumentMismatch(CheckpointingError):

@@ -4,7 +4,8 @@ A session lease grants a token that grows with every grant. Every writer of a se
 event log, tool journal) calls `FencingGuard.check_and_raise(token)` before it writes: a token
 lower than the highest one ever seen for the session raises `StaleFencingTokenError`, a higher
 one becomes the new highest. The highest token lives in `<session dir>/fence.json` (one checksummed
-record, `records.py`: a damaged file refuses writes instead of reading a wrong token), updated under
+record, `records.py`: a damaged file refuses writes with `CorruptRecordError` instead of reading a
+wrong token; `checkpointing.verify` repairs it), updated under
 an exclusive `flock` on `<session dir>/fence.lock`, so the rule holds across processes on one host.
 
 Cheap on the hot path: the last value read is cached with the file's identity (inode, mtime,
@@ -110,11 +111,9 @@ class FencingGuard:
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError("highest_token is not an integer")
         except (CorruptRecordError, KeyError, TypeError) as err:
-            why = err.reason if isinstance(err, CorruptRecordError) else err
-            raise StaleFencingTokenError(
-                f"{self.fence_path} is unreadable ({why}); refusing to write without a fence. "
-                "Stop every process writing this session, then delete the file and retry."
-            ) from err
+            # Refuse to write without a fence; `checkpointing.verify.repair_file` rebuilds it.
+            why = err.reason if isinstance(err, CorruptRecordError) else str(err)
+            raise CorruptRecordError(str(self.fence_path), 1, f"the fence is unreadable: {why}") from err
         return value, (st.st_ino, st.st_mtime_ns, st.st_size)
 
     def _file_id(self) -> _FileId | None:

@@ -70,10 +70,57 @@ def save(
     owner indexed, checked too (a rewrite that kept the last record where it was moved others).
     Best effort: an index that cannot be written is only a slower next open."""
     try:
-        head = {"v": VERSION, "end": end, "lines": lines, "last": last, "crc": crc, "probes": list(probes)}
-        atomic_write(path_of(log_path), frame(orjson.dumps({**head, "state": state})), durable=False)
+        atomic_write(path_of(log_path), encode(end, lines, last, crc, state, probes), durable=False)
     except OSError as err:
         log.debug("index of %s not saved: %s", log_path, err)
+
+
+def encode(end: int, lines: int, last: int, crc: str, state: Any, probes: Sequence[tuple[int, str]] = ()) -> bytes:
+    """The persisted index as one framed line (what `save` writes; a store keeps it where it likes)."""
+    head = {"v": VERSION, "end": end, "lines": lines, "last": last, "crc": crc, "probes": list(probes)}
+    return frame(orjson.dumps({**head, "state": state}))
+
+
+@dataclass(frozen=True)
+class Saved:
+    """A persisted index as read back, not yet checked against its log."""
+
+    end: int
+    lines: int
+    last: int
+    crc: str
+    probes: list[tuple[int, str]]
+    state: Any
+
+
+def decode(where: Path, raw: bytes, log_name: Path | str) -> Saved | None:
+    """The persisted index in `raw` (read from `where`, the index of `log_name`); None, with a
+    warning, when it is damaged or of another version (the log is then scanned instead)."""
+    try:
+        rec = _parse(verify_file(where, raw))
+        end, lines, last, crc = int(rec["end"]), int(rec["lines"]), int(rec["last"]), str(rec["crc"])
+        probes = [(int(off), str(c)) for off, c in rec.get("probes") or ()]
+        if rec.get("v") != VERSION or not 0 <= last < end or any(not 0 <= off < last for off, _ in probes):
+            raise ValueError(f"version {rec.get('v')!r}")
+    except CorruptRecordError as err:
+        log.warning("index %s is damaged (%s): scanning %s instead", where, err.reason, log_name)
+        return None
+    except (ValueError, KeyError, TypeError) as err:
+        log.warning("index %s is damaged (%s): scanning %s instead", where, err, log_name)
+        return None
+    return Saved(end, lines, last, crc, probes, rec.get("state"))
+
+
+def line_is(name: Path, line: bytes, crc: str, length: int | None = None) -> bool:
+    """Whether `line` (read from log `name`) is a complete record with checksum `crc` (and
+    `length` bytes long, newline included, when given)."""
+    if length is not None and len(line) != length:
+        return False
+    try:
+        check_line(name, line)
+    except CorruptRecordError:
+        return False
+    return record_crc(line) == crc
 
 
 def load(log_path: Path) -> Snapshot | None:
@@ -86,21 +133,13 @@ def load(log_path: Path) -> Snapshot | None:
     except OSError as err:
         log.warning("index %s unreadable (%s): scanning %s instead", where, err, log_path)
         return None
-    try:
-        rec = _parse(verify_file(where, raw))
-        end, lines, last, crc = int(rec["end"]), int(rec["lines"]), int(rec["last"]), str(rec["crc"])
-        probes = [(int(off), str(c)) for off, c in rec.get("probes") or ()]
-        if rec.get("v") != VERSION or not 0 <= last < end or any(not 0 <= off < last for off, _ in probes):
-            raise ValueError(f"version {rec.get('v')!r}")
-    except CorruptRecordError as err:
-        log.warning("index %s is damaged (%s): scanning %s instead", where, err.reason, log_path)
+    saved = decode(where, raw, log_path)
+    if saved is None:
         return None
-    except (ValueError, KeyError, TypeError) as err:
-        log.warning("index %s is damaged (%s): scanning %s instead", where, err, log_path)
-        return None
-    if not _describes(log_path, end, last, crc) or not all(_intact(log_path, off, c) for off, c in probes):
+    end, last, crc = saved.end, saved.last, saved.crc
+    if not _describes(log_path, end, last, crc) or not all(_intact(log_path, off, c) for off, c in saved.probes):
         return None  # stale: the log was rewritten or replaced since (nothing is wrong)
-    return Snapshot(end, lines, rec.get("state"))
+    return Snapshot(end, saved.lines, saved.state)
 
 
 def _parse(body: bytes) -> Any:
@@ -124,23 +163,16 @@ def _describes(log_path: Path, end: int, last: int, crc: str) -> bool:
         line = read_line_at(log_path, last)
     except OSError:
         return False
-    if len(line) != end - last:
-        return False  # the record at `last` does not end at `end`: another file
-    try:
-        check_line(log_path, line)
-    except CorruptRecordError:
-        return False
-    return record_crc(line) == crc
+    return line_is(log_path, line, crc, end - last)  # not ending at `end`: another file
 
 
 def _intact(log_path: Path, offset: int, crc: str) -> bool:
     """Whether a complete record with checksum `crc` starts at `offset`."""
     try:
         line = read_line_at(log_path, offset)
-        check_line(log_path, line)
-    except (OSError, CorruptRecordError):
+    except OSError:
         return False
-    return record_crc(line) == crc
+    return line_is(log_path, line, crc)
 
 
 def remove(log_path: Path) -> None:

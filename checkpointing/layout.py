@@ -16,8 +16,10 @@
                                        while a new one is filled)
           runs/<run>/checkpoints.jsonl checkpoints, channel values and pending writes of a run
         turns/<turn>.json              which session a turn id was submitted to
+        outbox-due/<session>           an empty marker: that session's outbox owes a layer writes
       blobs/sha256/<2 hex>/<62 hex>    content-addressed payloads
       <store>.db                       the embedded SQLite session store (named by its owner)
+      sessions.index.sqlite            the index of sessions (a rebuildable cache, `session_index`)
       drain-leases/                    a base_dir of its own for the workers' drain file leases
 
     <log>.idx                          the persisted index beside a record log
@@ -57,6 +59,7 @@ LEASE_STATE_LOCK_FILE = "lease.state.lock"
 LEASE_STATE_FILE = "lease.json"
 LEASE_TOKEN_FILE = "lease.token"
 OUTBOX_FILE = "outbox.jsonl"
+OUTBOX_DUE = "outbox-due"
 INBOX_FILE = "inbox.jsonl"
 INBOX_LOCK_FILE = "inbox.lock"
 TURN_SUFFIX = ".json"
@@ -64,6 +67,8 @@ BLOBS = ("blobs", "sha256")
 SQLITE_CHECKPOINTS_FILE = "checkpoints.sqlite"
 """LangGraph's SqliteSaver file when `persistence.saver: sqlite` (not this package's saver)."""
 DRAIN_LEASES = "drain-leases"
+SESSION_INDEX_FILE = "sessions.index.sqlite"
+"""The index of sessions for listing (`checkpointing.session_index`), at the root of base_dir."""
 INDEX_SUFFIX = ".idx"
 MAKING_PREFIX = ".making-"
 BROKEN_SUFFIX = ".broken"
@@ -161,6 +166,11 @@ def sqlite_checkpoints_file(base_dir: Path | str) -> Path:
     return Path(base_dir) / SQLITE_CHECKPOINTS_FILE
 
 
+def session_index_file(base_dir: Path | str) -> Path:
+    """`base_dir/sessions.index.sqlite`: the index of sessions (a cache; see `session_index`)."""
+    return Path(base_dir) / SESSION_INDEX_FILE
+
+
 def drain_leases_root(base_dir: Path | str) -> Path:
     """The base_dir of the workers' drain leases (a layout of its own: `<root>/tenants/...`)."""
     return Path(base_dir) / DRAIN_LEASES
@@ -227,6 +237,11 @@ def outbox_file(session: Path) -> Path:
     return session / OUTBOX_FILE
 
 
+def outbox_due_dir(base_dir: Path | str, tenant: str) -> Path:
+    """`base_dir/tenants/<tenant>/outbox-due`: one marker per session whose outbox owes writes."""
+    return tenant_dir(base_dir, tenant) / OUTBOX_DUE
+
+
 def inbox_file(session: Path) -> Path:
     """The inbox of session folder `session`."""
     return session / INBOX_FILE
@@ -277,6 +292,16 @@ def room_dir(session: Path, branch_id: str) -> Path:
 def room_making_dir(room: Path) -> Path:
     """Where a new room is filled before it is renamed into place (`.making-<room>` beside it)."""
     return room.with_name(MAKING_PREFIX + room.name)
+
+
+def session_of(path: Path | str) -> tuple[str, str] | None:
+    """(tenant, session folder name) of a file inside a session folder (`.../tenants/<tenant>/
+    sessions/<session>/...`), or None for a path outside one."""
+    parts = Path(path).parts
+    for i in range(len(parts) - 4, -1, -1):
+        if parts[i] == TENANTS and parts[i + 2] == SESSIONS and i + 4 < len(parts):
+            return parts[i + 1], parts[i + 3]
+    return None
 
 
 # -- files beside a file -------------------------------------------------------------------------

@@ -8,12 +8,20 @@ without re-encoding it:
 
 Damage rules (the same for the saver, the event log, the tool journal, the session store and a
 session's inbox and outbox):
-- Only an incomplete last line (no terminating newline) is a torn tail. A read skips it and
-  changes nothing on disk; `cut_torn_tail` (called by an appender before its first append, and
-  by recovery / doctor) moves it aside to `<file>.broken`, truncates the file and logs a WARNING.
-- A complete line whose checksum fails, anywhere including the last line, is corruption:
-  `CorruptRecordError` naming file and line. A last line without a newline whose bytes minus the
-  last one verify is also corruption (a crash can only leave a prefix of `record + newline`).
+- The newline is a record's commit mark: an append returns (and, with fsync, is durable) only
+  once the record's bytes *and* its newline are written. A crash can only leave a prefix of
+  `record + newline`, so a last line without a newline that is a prefix of a record (the whole
+  record but its newline included: its writer was never told it was stored) is a torn tail. A
+  read skips it and changes nothing on disk; `cut_torn_tail` (called by an appender before its
+  first append, and by recovery / `checkpointing.verify.repair_session`) moves it aside to
+  `<file>.broken`, truncates the file and logs a WARNING.
+- A last line whose record verifies but whose final byte is not a newline is a committed record
+  whose terminator was damaged afterwards (a bit flip; no crash writes it). The record's checksum
+  vouches for it, and the line has the length of the intact one, so reads serve it as it was
+  (every offset unchanged); `cut_torn_tail` rewrites the byte to a newline (logged) before the
+  next append could fuse with it.
+- Any other complete line whose checksum fails, anywhere including the last line, is corruption:
+  `CorruptRecordError` naming file and line.
 - Reads never modify files.
 - A small file only ever written whole (`atomic_write`, or once at creation: a lease file, a turn
   file) holds one framed record and has no torn tail: `decode_file` verifies it (a file a crash
@@ -204,6 +212,8 @@ def check_line(path: Path, raw: bytes, line: int = -1, offset: int | None = None
     there: it changed under the reader) or one that does not verify raises `CorruptRecordError`
     naming the file and `line`.
     """
+    if not raw.endswith(b"\n") and (body := _damaged_terminator(raw)) is not None:
+        return body  # the file's last record, its newline damaged: the record itself verifies
     if not raw.endswith(b"\n"):
         at = "the record" if offset is None else f"the record at byte {offset}"
         raise CorruptRecordError(str(path), line, f"{at} is incomplete (the file changed under the reader)")
@@ -243,11 +253,24 @@ class Scan:
     records: list[tuple[int, bytes]] = field(default_factory=list)
     good: int = 0
     size: int = 0
+    bad_terminator: int | None = None
+    """The offset of the last record's damaged newline, when it has one (the record is served)."""
 
     @property
     def torn(self) -> bool:
         """Whether the file ends with an incomplete last line."""
         return self.good < self.size
+
+
+def _damaged_terminator(line: bytes) -> bytes | None:
+    """The checked body of a last line whose record verifies and whose final byte (its newline) was
+    damaged; None for anything else (a torn prefix included)."""
+    if len(line) <= _HEAD + 1:
+        return None
+    try:
+        return verify_line(line[:-1])
+    except ValueError:
+        return None
 
 
 def scan_bytes(path: Path, data: bytes, start: int = 0, first_line: int = 1) -> Scan:
@@ -258,12 +281,13 @@ def scan_bytes(path: Path, data: bytes, start: int = 0, first_line: int = 1) -> 
         line_no += 1
         nl = data.find(b"\n", pos)
         if nl == -1:
-            tail = data[pos:]
-            try:
-                verify_line(tail[:-1])
-            except ValueError:
-                break  # a real torn tail: a prefix of a record
-            raise CorruptRecordError(str(path), line_no, "last record's terminator is damaged")
+            body = _damaged_terminator(data[pos:])
+            if body is None:
+                break  # a prefix of a record: a torn tail (see the module docstring)
+            out.records.append((start + pos, body))
+            out.bad_terminator = start + size - 1
+            pos = size
+            break
         try:
             body = verify_line(data[pos:nl])
         except ValueError as err:
@@ -291,8 +315,8 @@ def scan(path: Path, start: int = 0, first_line: int = 1) -> Scan:
 def read_records_with_offsets(path: Path, repair: bool = False) -> list[tuple[int, dict[str, Any]]]:
     """Every record of `path` with its byte offset; a torn tail is skipped (cut only if `repair`)."""
     s = scan(path)
-    if repair and s.torn:
-        cut_torn_tail(path, s.good)
+    if repair and (s.torn or s.bad_terminator is not None):
+        cut_torn_tail(path)
     return [(off, orjson.loads(body)) for off, body in s.records]
 
 
@@ -373,7 +397,8 @@ def scan_before(path: Path, line: int) -> Scan:
 
 
 def cut_torn_tail(path: Path, good: int | None = None) -> bool:
-    """Move an incomplete last line aside to `<file>.broken` and truncate; True if one was cut.
+    """Move an incomplete last line aside to `<file>.broken` and truncate, or put back the damaged
+    newline of a last record that verifies; True if the file was changed.
 
     The explicit repair step (appenders before their first append, recovery, `doctor --repair`);
     raises `CorruptRecordError` when the file is damaged elsewhere. Each cut is logged at WARNING
@@ -381,6 +406,8 @@ def cut_torn_tail(path: Path, good: int | None = None) -> bool:
     """
     if good is None:
         s = scan(path)
+        if s.bad_terminator is not None:
+            return _rewrite_terminator(path, s.bad_terminator)
         if not s.torn:
             return False
         good = s.good
@@ -397,6 +424,31 @@ def cut_torn_tail(path: Path, good: int | None = None) -> bool:
         fh.flush()
         fsync_fd(fh.fileno())
     log.warning("cut the torn tail of %s at byte %d: %d bytes moved to %s", path, good, len(data) - good, broken)
+    return True
+
+
+def _rewrite_terminator(path: Path, at: int) -> bool:
+    """Put back the newline of the last record (byte `at` was damaged); logged. The old byte is
+    appended to `<file>.broken`."""
+    with open(path, "r+b") as fh:
+        fh.seek(at)
+        old = fh.read(1)
+        if old == b"\n":
+            return False
+        with open(broken_file(path), "ab") as kept:
+            kept.write(old)
+            kept.flush()
+            fsync_fd(kept.fileno())
+        fh.seek(at)
+        fh.write(b"\n")
+        fh.flush()
+        fsync_fd(fh.fileno())
+    log.warning(
+        "rewrote the damaged newline of the last record of %s at byte %d (old byte kept in %s)",
+        path,
+        at,
+        broken_file(path),
+    )
     return True
 
 

@@ -14,9 +14,14 @@ only when `LANGGRAPH_STRICT_MSGPACK` is set; without it, allow them once after c
 
     saver.allow_graph(graph)
 
+Over PostgreSQL instead of files (the same JSONL lines, one row each; tables made by `setup`):
+
+    saver = JsonlCheckpointSaver.from_url("postgresql://postgres@127.0.0.1:5432/test")
+    # or: store = PostgresStore(url, schema="checkpoints"); store.setup(); JsonlCheckpointSaver(store=store)
+
 Channel versions are strings like InMemorySaver's, shorter (`get_next_version`); versions of any JSON type
 (int, float, str) written by other savers are stored as given, and a thread with int or float versions
-goes on with versions of that type. Every async method runs the file
+goes on with versions of that type. Every async method runs the file (or database)
 work in a worker thread, so the event loop never blocks.
 """
 
@@ -28,7 +33,6 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -51,18 +55,10 @@ from checkpointing._saver_store import SessionStore, fsync_policy_ok
 from checkpointing.codec import CheckpointStateCodec, CodecSerializer
 from checkpointing.digest import scrub_secrets
 from checkpointing.errors import CheckpointingError, CorruptCheckpointError, InvalidIdError
-from checkpointing.fencing import FencingGuard
-from checkpointing.ids import validate_id
-from checkpointing.layout import (
-    checkpoints_file,
-    is_digest_folder,
-    run_ids,
-    runs_dir,
-    sessions_root,
-    tenant_ids,
-    thread_dir,
-)
-from checkpointing.records import CommitGroup, FsyncPolicy, group_for
+from checkpointing.ids import shown, validate_id
+from checkpointing.records import CommitGroup, FsyncPolicy
+from checkpointing.store import Store, open_store
+from checkpointing.store.files import FileStore
 from checkpointing.typewalk import graph_classes
 from checkpointing.validation import validate_metadata
 
@@ -84,13 +80,16 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
     """LangGraph checkpointer over crash-safe JSONL files (sync and async).
 
     Args:
-        base_dir: the persistence volume (must be mounted in containers).
+        base_dir: the persistence volume (must be mounted in containers); or
+        store: where records live instead (`checkpointing.store`: `FileStore(base_dir)`, or
+            `PostgresStore(url)` whose record rows hold the same JSONL lines; see `from_url`).
         item_min_bytes: list items (and dict values) of stored values and writes at least this
             big are stored once per session under their content hash (see `_saver_docs`).
         fsync: "always" (every record durable when the call returns), "checkpoint" (pending
             writes reach disk with the next checkpoint of the run: one fsync per superstep; a
             crash may lose the writes of finished tasks, which then run again), or "batch"
-            (durable at `flush()`, at the `group` barrier, or when the OS writes back).
+            (durable at `flush()`, at the `group` barrier, or when the OS writes back). On
+            PostgreSQL: a commit that does not wait for the WAL flush stands for "no fsync".
         group: a `records.CommitGroup` shared with other logs (event log, tool journal): inside
             `group.deferred()` this saver's appends reach disk at the group's one barrier.
         keep_last: checkpoints kept per run and namespace (None: keep all); never drops one a
@@ -111,8 +110,9 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
 
     def __init__(
         self,
-        base_dir: str | Path,
+        base_dir: str | Path | None = None,
         *,
+        store: Store | None = None,
         item_min_bytes: int = 64,
         fsync: str = "always",
         group: CommitGroup | None = None,
@@ -132,7 +132,10 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
             raise ValueError("keep_last must be None or >= 1")
         if item_min_bytes < 16:
             raise ValueError("item_min_bytes must be >= 16")
-        self.base_dir = Path(base_dir)
+        if (base_dir is None) == (store is None):
+            raise ValueError("give JsonlCheckpointSaver a base_dir or a store=, not both")
+        self.store: Store = store if store is not None else FileStore(base_dir or ".", group)
+        self.base_dir = Path(base_dir) if base_dir is not None else None
         self.fsync = fsync_policy_ok(fsync)
         self.group = group
         self.keep_last = keep_last
@@ -146,7 +149,25 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         # Bounded: a process serving many sessions keeps only the recently used ones in memory.
         self._stores: OrderedDict[tuple[str, str], SessionStore] = OrderedDict()
         self._retained: dict[tuple[str, str], int] = {}
-        self._guards: dict[tuple[str, str], FencingGuard] = {}
+
+    @classmethod
+    def from_url(cls, url: str | Path, *, schema: str = "public", **kwargs: Any) -> JsonlCheckpointSaver:
+        """A saver over the store `url` names: `postgresql://...` (PostgreSQL, its tables in
+        `schema`, created if missing) or a folder (files). Other arguments as for the constructor."""
+        store = open_store(url, group=kwargs.get("group"), schema=schema)
+        return cls(store=store, **kwargs)
+
+    def setup(self) -> None:
+        """Create the store's tables if missing (PostgreSQL; nothing to do for files). Safe to
+        call twice and from several processes at once."""
+        setup = getattr(self.store, "setup", None)
+        if setup is not None:
+            setup()
+
+    def close(self) -> None:
+        """Flush, then release the store's connections (the saver is not used after)."""
+        self.flush()
+        self.store.close()
 
     # -- LangGraph hooks -----------------------------------------------------------------------
 
@@ -207,11 +228,8 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         key = (tenant, thread)
         store = self._stores.get(key)
         if store is None:
-            directory = thread_dir(self.base_dir, tenant, thread)
             log_policy: FsyncPolicy = "batch" if self.fsync == "batch" else "always"
-            # Every session's files join the session folder's process-wide commit group, unless a
-            # group was given: a runtime holding that group defers their fsyncs to its barriers.
-            store = SessionStore(directory, log_policy, self.group or group_for(directory))
+            store = SessionStore(self.store.session(tenant, thread, log_policy))
             self._stores[key] = store
             while len(self._stores) > _MAX_OPEN_SESSIONS:
                 _, old = self._stores.popitem(last=False)
@@ -227,7 +245,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
             raise InvalidIdError("config['configurable']['thread_id'] is required: it names the session")
         ns = conf.get("checkpoint_ns", "") or ""
         if not isinstance(ns, str) or len(ns) > _MAX_NS or "\x00" in ns:
-            raise InvalidIdError(f"invalid checkpoint_ns {str(ns)[:80]!r}: a string without NUL, <= {_MAX_NS} chars")
+            raise InvalidIdError(f"invalid checkpoint_ns {shown(ns)}: a string without NUL, <= {_MAX_NS} chars")
         cp_id = conf.get("checkpoint_id")
         return {
             "tenant": validate_id(_str(conf.get("tenant_id") or self.default_tenant), "tenant_id"),
@@ -237,28 +255,15 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
             "cp_id": str(cp_id) if cp_id else None,
         }
 
-    def _fence(self, store: SessionStore, config: RunnableConfig) -> AbstractContextManager[Any]:
-        """Refuse the write when it carries a lease token lower than the session's highest (stale owner)."""
+    @staticmethod
+    def _token(config: RunnableConfig) -> int | None:
+        """The lease's fencing token in the config: a write with one lower than the session's
+        highest is refused (stale owner)."""
         token = (config.get("configurable") or {}).get("fencing_token")
-        if not isinstance(token, int) or isinstance(token, bool):
-            return nullcontext()
-        key = (str(store.dir), "")
-        guard = self._guards.get(key)
-        if guard is None:
-            guard = self._guards[key] = FencingGuard(store.dir)
-        return guard.fenced(token)
+        return token if isinstance(token, int) and not isinstance(token, bool) else None
 
     def _all_stores(self, tenant: str | None = None, thread: str | None = None) -> builtins.list[SessionStore]:
-        tenants = [tenant] if tenant else tenant_ids(self.base_dir)
-        out: builtins.list[SessionStore] = []
-        for t in tenants:
-            sessions = sessions_root(self.base_dir, t)
-            if thread is not None:
-                names = [thread]
-            else:
-                names = sorted(_thread_of(p) for p in sessions.iterdir()) if sessions.exists() else []
-            out.extend(self._store(t, n) for n in names if runs_dir(thread_dir(self.base_dir, t, n)).exists())
-        return out
+        return [self._store(t, n) for t, n in self.store.threads(tenant, thread)]
 
     def _check(self, doc: dict[str, Any], store: SessionStore) -> None:
         if not self.expect_metadata and self.validate is None:
@@ -361,8 +366,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
             seen = parent["versions_seen"] if parent else None
             snap = self.runtime_snapshot(checkpoint, meta) if self.runtime_snapshot is not None else None
             rec = self.docs.checkpoint_record(ids, config, checkpoint, meta, new_versions, store, seen, new, snap)
-            with self._fence(store, config):
-                wait = store.append(ids["run"], rec, items=new)
+            wait = store.append(ids["run"], rec, items=new, token=self._token(config))
             if self.keep_last is not None:
                 # A LangGraph run's last checkpoint (nothing next) ends the run: retention applies exactly.
                 final = not rec["next_nodes"] and meta.get("source") == "loop"
@@ -399,8 +403,8 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
             rec = self.docs.writes_record(ids, writes, str(task_id), task_path, done, store, new)
             wait = None
             if rec is not None:
-                with self._fence(store, config):
-                    wait = store.append(run, rec, durable=False if self.fsync == "checkpoint" else None, items=new)
+                durable = False if self.fsync == "checkpoint" else None
+                wait = store.append(run, rec, durable=durable, items=new, token=self._token(config))
         if wait is not None:
             wait()
 
@@ -420,8 +424,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
             store = self._store(ids["tenant"], ids["thread"])
             new: dict[str, bytes] = {}
             ref = self.docs.text_ref(text, store, new)
-            with self._fence(store, config):
-                wait = store.append(ids["run"], None, items=new) if new else None
+            wait = store.append(ids["run"], None, items=new, token=self._token(config)) if new else None
         if wait is not None:
             wait()
         return ref
@@ -474,7 +477,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         src, dst = str(_str(source_thread_id)), str(_str(target_thread_id))
         with self._lock:
             for store in self._all_stores(tenant_id, src):
-                tenant = store.dir.parent.parent.name
+                tenant = store.tenant
                 target = self._store(tenant, dst)
                 if target.exists():
                     raise CheckpointingError(
@@ -519,7 +522,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         count = idx.counts.get(run, 0)
         if count <= self.keep_last:
             return
-        rkey = (str(store.dir), run)
+        rkey = (store.key, run)
         size = idx.ends.get(run, (0, 0))[0]
         grown = count > 2 * max(self.keep_last, 4) and size >= _RETAIN_GROWTH * self._retained.get(rkey, 0)
         if not (final or grown):
@@ -536,14 +539,14 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
             raise InvalidIdError("pin needs config['configurable']['checkpoint_id']")
         with self._lock:
             store = self._store(ids["tenant"], ids["thread"])
-            store.set_pins(store.pins() | {(ids["ns"], ids["cp_id"])})
+            store.update_pins(lambda pins: pins | {(ids["ns"], ids["cp_id"])})
 
     def unpin(self, config: RunnableConfig) -> None:
         """Let retention drop checkpoint `config` again."""
         ids = self._ids(config)
         with self._lock:
             store = self._store(ids["tenant"], ids["thread"])
-            store.set_pins(store.pins() - {(ids["ns"], ids["cp_id"] or "")})
+            store.update_pins(lambda pins: pins - {(ids["ns"], ids["cp_id"] or "")})
 
     def flush(self) -> None:
         """Make every record appended so far durable (for fsync="batch"), and persist the indexes."""
@@ -580,17 +583,3 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
 
 def _str(v: Any) -> Any:
     return str(v) if isinstance(v, uuid.UUID) else v
-
-
-def _thread_of(folder: Path) -> str:
-    """The thread id a session folder belongs to (read from a record when the name is a digest,
-    `layout.folder_name`)."""
-    if not is_digest_folder(folder.name):
-        return folder.name
-    for run in run_ids(folder):
-        from checkpointing.records import read_records
-
-        for rec in read_records(checkpoints_file(folder, run)):
-            if rec.get("k") == "c":
-                return str(rec["session_id"])
-    return folder.name

@@ -12,6 +12,7 @@ one named issue, one defined outcome, and is reported in the `issues` list of th
 | unknown_tool        | acting: an error ToolMessage naming the available tools                        |
 | missing_call_id     | reasoning: a fresh id, unique in the session, so the call can be paired        |
 | duplicate_call_id   | reasoning: the same                                                            |
+| unusable_call_id    | reasoning: the same (an id `is_call_id` refuses: a control character, `/`, ...) |
 | truncated           | memory: compress and retry (finish_reason=length; bounded by the failure guard)|
 | no_usage            | token estimate used for the event; the context ledger estimates too            |
 
@@ -29,6 +30,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
+from checkpointing.ids import is_call_id
+
 
 class Issue(StrEnum):
     """Something a model's reply got wrong."""
@@ -39,6 +42,7 @@ class Issue(StrEnum):
     UNKNOWN_TOOL = "unknown_tool"
     MISSING_CALL_ID = "missing_call_id"
     DUPLICATE_CALL_ID = "duplicate_call_id"
+    UNUSABLE_CALL_ID = "unusable_call_id"
     TRUNCATED = "truncated"
     NO_USAGE = "no_usage"
 
@@ -122,8 +126,8 @@ def sanitize_reply(reply: BaseMessage, *, prefix: str, seen_ids: Collection[str]
         for tc in calls:
             counter += 1
             tid = tc.get("id")
-            if not isinstance(tid, str) or not tid or tid in seen:
-                kind = Issue.DUPLICATE_CALL_ID if isinstance(tid, str) and tid else Issue.MISSING_CALL_ID
+            if not isinstance(tid, str) or not tid or tid in seen or not is_call_id(tid):
+                kind = _id_issue(tid, seen)
                 new = f"{prefix}-{counter}"
                 while new in seen:
                     new += "x"
@@ -148,6 +152,12 @@ def sanitize_reply(reply: BaseMessage, *, prefix: str, seen_ids: Collection[str]
     if c1 or c2:
         msg = msg.model_copy(update={"tool_calls": calls, "invalid_tool_calls": invalid})
     return msg, issues
+
+
+def _id_issue(tid: Any, seen: Collection[str]) -> Issue:
+    if not isinstance(tid, str) or not tid:
+        return Issue.MISSING_CALL_ID
+    return Issue.DUPLICATE_CALL_ID if tid in seen else Issue.UNUSABLE_CALL_ID
 
 
 def is_empty(reply: AIMessage) -> bool:

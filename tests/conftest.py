@@ -73,3 +73,14 @@ def write_config(path: Path, data: dict[str, Any]) -> Path:
 
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
+
+
+@pytest.fixture(params=["files", "postgres"])
+def saver_kit(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """Savers over a fresh store of each backend (`tests.support.savers.SaverKit`): a folder in
+    tmp_path, or a schema of its own in the test PostgreSQL database, dropped after the test."""
+    from tests.support.savers import SaverKit
+
+    kit = SaverKit.open(request.param, tmp_path)
+    yield kit
+    kit.close()

@@ -12,13 +12,14 @@ from typing import Any, TextIO
 
 
 def describe(request: dict[str, Any]) -> str:
-    """`name(args)` of an approval request, secrets masked, on one line."""
+    """`name(args)` of an approval request, secrets masked, on one line, escaped (`printable`)."""
+    from agent.text import printable
     from checkpointing.digest import redact
 
     args = json.dumps(redact(request.get("args") or {}), ensure_ascii=False, default=str)
     if len(args) > 300:
         args = args[:299] + "…"
-    return f"{request.get('name')}({args})"
+    return printable(f"{request.get('name')}({args})")
 
 
 def parse_answer(line: str | None) -> dict[str, Any]:
@@ -37,8 +38,11 @@ def ask(
     """Prompt a human on the terminal for one request and return the decision."""
     src = stdin if stdin is not None else sys.stdin
     dst = out if out is not None else sys.stderr
+    from agent.text import printable
+
     call_id = request.get("tool_call_id")
-    dst.write(f"\nThe agent wants to run {describe(request)}" + (f"  (call {call_id})" if call_id else "") + "\n")
+    call = printable(f"  (call {call_id})") if call_id else ""
+    dst.write(f"\nThe agent wants to run {describe(request)}{call}\n")
     dst.write("Approve? [y/N] (n: reason to reject with a reason) ")
     dst.flush()
     decision = parse_answer(src.readline())

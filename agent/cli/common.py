@@ -33,6 +33,14 @@ def session_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("session_id", metavar="ID", help="the session id (see `agentrt sessions`)")
 
 
+def one_line(text: str) -> str:
+    """`text` for one line of stderr: unsafe characters escaped (no raw `\\r`, ESC or U+202E of a
+    hostile id reaches the terminal), then its lines and runs of blanks joined by single spaces."""
+    from agent.text import printable
+
+    return " ".join(printable(text, keep="\n\t").split())
+
+
 class _Warnings(logging.Handler):
     """agentrt's warnings as `agentrt: warning: ...` lines: at once (live), or held until the command
     succeeds, so a failing command prints its one error line and nothing else."""
@@ -43,7 +51,7 @@ class _Warnings(logging.Handler):
         self.held: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        line = "agentrt: warning: " + " ".join(record.getMessage().split())
+        line = "agentrt: warning: " + one_line(record.getMessage())
         if self.live:
             sys.stderr.write(line + "\n")
         else:
@@ -106,8 +114,10 @@ def tenant_of(args: argparse.Namespace, conf: AgentSettings) -> str:
 
 
 def print_json(data: Any) -> int:
-    """One JSON document on stdout."""
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str, indent=2) + "\n")
+    """One JSON document on stdout: every id exact, no control or format character raw (`json_safe`)."""
+    from agent.text import json_safe
+
+    sys.stdout.write(json_safe(json.dumps(data, ensure_ascii=False, default=str, indent=2)) + "\n")
     return 0
 
 
@@ -119,7 +129,10 @@ def say(text: str = "", *, err: bool = False, end: str = "\n") -> None:
 
 
 def styled(text: str, style: str, stream: Any = None) -> str:
-    """`text` in an ANSI style when `stream` (default stdout) is a terminal, else as it is."""
+    """`text` (escaped: `printable`) in an ANSI style when `stream` (default stdout) is a terminal."""
+    from agent.text import printable
+
+    text = printable(text, keep="\n\t")
     target = stream if stream is not None else sys.stdout
     if not getattr(target, "isatty", lambda: False)() or style not in _ANSI:
         return text
@@ -157,6 +170,6 @@ def relative_time(iso: str | None, now: float | None = None) -> str:
 
 
 def short(text: str, width: int) -> str:
-    """`text` on one line, cut to `width` characters with an ellipsis."""
-    one = " ".join(str(text).split())
+    """`text` on one line (`one_line`), cut to `width` characters with an ellipsis."""
+    one = one_line(str(text))
     return one if len(one) <= width else one[: max(0, width - 1)] + "…"

@@ -1,7 +1,9 @@
 """Parsing, dispatch and the one error boundary of `agentrt`.
 
 Every error ends here: one line on stderr (`agentrt: error: ...`) and the exit status of its class
-in `agent.errors` (the README's table); the traceback only with AGENTRT_DEBUG=1.
+in `agent.errors` (the README's table); the traceback only with AGENTRT_DEBUG=1. The line stays
+under `MAX_ERROR_CHARS`: a longer message keeps its start (what happened) and its next step
+(`brief`), and says that AGENTRT_DEBUG=1 shows it whole.
 """
 
 from __future__ import annotations
@@ -10,11 +12,16 @@ import argparse
 import importlib
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent.cli.commands import COMMANDS, Command, find
+
+MAX_ERROR_CHARS = 300
+"""The longest `agentrt: error: ...` line a human is shown."""
+_CUT_NOTE = " (shortened: AGENTRT_DEBUG=1 shows all)"
 
 EXIT_TABLE = """exit status:
   0 done (COMPLETED, or PAUSED for an approval)   1 the run failed / a doctor check failed
@@ -78,7 +85,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(only=cmd.name if cmd else None).parse_args(argv)
     chosen = find(args.command)
     assert chosen is not None  # argparse accepted only names from the table
-    return _guarded(chosen, lambda: _load(chosen.handler)(args))
+    return _guarded(chosen, lambda: _checked(chosen, args))
+
+
+def _checked(cmd: Command, args: argparse.Namespace) -> Any:
+    from agent.cli.ids import check_ids
+
+    check_ids(args)  # before anything is opened: a refused id leaves nothing behind
+    return _load(cmd.handler)(args)
 
 
 def _guarded(cmd: Command, call: Callable[[], Any]) -> int:
@@ -98,7 +112,7 @@ def _guarded(cmd: Command, call: Callable[[], Any]) -> int:
         if common.DONE_CODE is not None and not isinstance(err, RunInterrupted):
             return common.DONE_CODE  # the Ctrl-C came after the result was printed
         said = str(err) if isinstance(err, RunInterrupted) else "interrupted before a run started"
-        print(f"agentrt: {' '.join(said.split())}", file=sys.stderr)
+        print(f"agentrt: {common.one_line(said)}", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
@@ -131,6 +145,7 @@ def _wake_orphan_workers() -> None:
 
 
 def _report(err: Exception) -> int:
+    from agent.cli.common import one_line
     from agent.errors import EXIT_BUG, as_agentrt_error
 
     mapped = as_agentrt_error(err)
@@ -139,5 +154,45 @@ def _report(err: Exception) -> int:
         code = EXIT_BUG
     else:
         line, code = str(mapped), mapped.exit_code
-    print(f"agentrt: error: {' '.join(line.split())}", file=sys.stderr)
+    print(f"agentrt: error: {brief(one_line(line))}", file=sys.stderr)
     return code
+
+
+def brief(line: str, limit: int = MAX_ERROR_CHARS - len("agentrt: error: ") - 1) -> str:
+    """`line` if it has at most `limit` characters; else its start, an ellipsis and its next step
+    (what follows its last `; `, or its closing parenthesis, when that is short), then a note that
+    AGENTRT_DEBUG=1 shows the whole message. Messages put what to do last: it must survive the cut."""
+    if len(line) <= limit:
+        return line
+    line = _short_paths(line)
+    if len(line) <= limit:
+        return line
+    step = ""
+    _, sep, after = line.rpartition("; ")
+    opened = line.rfind(" (")
+    if sep and len(after) <= limit // 2:
+        step = "; " + after
+    elif line.endswith(")") and opened > 0 and len(line) - opened <= limit // 2:
+        step = line[opened:]
+    room = limit - len(_CUT_NOTE) - len(step) - 1
+    return line[:room].rstrip() + "…" + step + _CUT_NOTE
+
+
+_PATH = re.compile(r"/[^\s:;,()'\"`]+")
+
+
+def _short_paths(line: str, keep: int = 4) -> str:
+    """`line` with each long absolute path shortened, so a cut spares the file's name: relative to
+    the working directory when under it, else its last `keep` components after `…/`."""
+    cwd = os.getcwd().rstrip("/") + "/"
+
+    def one(m: re.Match[str]) -> str:
+        path = m.group(0)
+        if len(path) <= 40 or path.count("/") < 3:
+            return path
+        if path.startswith(cwd):
+            return path[len(cwd) :]
+        parts = path.split("/")
+        return path if len(parts) <= keep + 1 else "…/" + "/".join(parts[-keep:])
+
+    return _PATH.sub(one, line)

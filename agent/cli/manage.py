@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from typing import Any
 
 from agent.cli.common import common_options, print_json, runner, say, session_argument, settings
+from agent.text import printable
 
 
 def args_fork(p: argparse.ArgumentParser) -> None:
@@ -38,12 +38,17 @@ def args_tool_result(p: argparse.ArgumentParser) -> None:
 def args_doctor(p: argparse.ArgumentParser) -> None:
     """Options of `agentrt doctor`."""
     common_options(p)
-    session_argument(p)
+    p.add_argument(
+        "session_id",
+        metavar="ID",
+        nargs="?",
+        help="the session id (see `agentrt sessions`); without it, the store-wide checks (the session index)",
+    )
     p.add_argument(
         "--repair",
         action="store_true",
         help="first cut torn tails (moved to <file>.broken) and replace a damaged outbox, only while "
-        "holding the session lease",
+        "holding the session lease; without ID: rebuild the session index from the session folders",
     )
 
 
@@ -63,8 +68,10 @@ def cmd_fork(args: argparse.Namespace) -> int:
     if args.json:
         return print_json(d)
     say(
-        f"branch {d['branch_id']} starts at entry {d['from_entry_id']} (checkpoint {d['checkpoint_id']}); "
-        f"the next `agentrt run --session {d['session_id']} ...` continues there"
+        printable(
+            f"branch {d['branch_id']} starts at entry {d['from_entry_id']} (checkpoint {d['checkpoint_id']}); "
+            f"the next `agentrt run --session {d['session_id']} ...` continues there"
+        )
     )
     return 0
 
@@ -74,7 +81,7 @@ def _status_change(args: argparse.Namespace, action: str) -> int:
     s = getattr(r, action)(args.session_id, args.tenant, args.user).to_dict()
     if args.json:
         return print_json(s)
-    say(f"session {s['session_id']} is {s['status']}")
+    say(printable(f"session {s['session_id']} is {s['status']}"))
     return 0
 
 
@@ -102,9 +109,9 @@ def cmd_tool_result(args: argparse.Namespace) -> int:
                 "text": piece.text,
             }
         )
-    sys.stdout.write(piece.text)
-    sys.stdout.flush()
-    say(f"\nchars {piece.offset}-{piece.end} of {piece.total}; next offset {piece.next_offset}", err=True)
+    text = printable(piece.text, keep="\n\t")  # exact with --json
+    say(text, end="" if text.endswith("\n") else "\n")  # the page ends its line, as any output does
+    say(f"chars {piece.offset}-{piece.end} of {piece.total}; next offset {piece.next_offset}", err=True)
     return 0
 
 
@@ -117,23 +124,41 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from checkpointing.ids import validate_id
 
     try:
-        validate_id(args.session_id, "session id")
+        if args.session_id is not None:
+            validate_id(args.session_id, "session id")
         if args.user:
             validate_id(args.user, "user id")
     except InvalidIdError as err:
         raise InputError(f"{err}; list the sessions with `agentrt sessions`") from None
     r = runner(args)
     tenant = tenant_of(args, r.settings)
+    if args.session_id is None:
+        return _doctor_store(args, r, tenant)
     if args.repair:
         from agent.doctor.repair import repair_session
 
         for _, done in repair_session(r, args.session_id, tenant):
-            say(done, err=args.json)
+            say(printable(done), err=args.json)
     report = run_doctor(r, args.session_id, tenant_id=tenant, user_id=args.user)
     found = next((c for c in report.checks if c.name == "session_found"), None)
     nothing_on_disk = not r.session_dir(tenant, args.session_id).exists()
     if found is not None and found.status == "FAIL" and (nothing_on_disk or len(report.checks) == 1):
         raise NotFound(f"{found.summary}; {found.next_step}" if found.next_step else found.summary)
+    if args.json:
+        print_json(report.to_json())
+    else:
+        say(render(report))
+    return report.exit_code()
+
+
+def _doctor_store(args: argparse.Namespace, r: Any, tenant: str) -> int:
+    """`agentrt doctor` without an id: the store-wide checks; `--repair` rebuilds the session index."""
+    from agent.doctor import render
+    from agent.doctor.index import repair_index, store_report
+
+    if args.repair:  # one walk of the session folders; asked for, it is always done
+        say(printable(repair_index(r)), err=args.json)
+    report = store_report(r, tenant)
     if args.json:
         print_json(report.to_json())
     else:

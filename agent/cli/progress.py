@@ -13,6 +13,7 @@ import time
 from typing import Any, TextIO
 
 from agent.cli.common import short, styled
+from agent.text import printable
 
 # Events emitted from inside a node that do not name it.
 _NODE_OF = {"tool_call": "acting", "tool_result": "acting"}
@@ -40,6 +41,7 @@ class Progress:
         if self.in_tokens:
             self.out.write("\n")
             self.in_tokens = False
+        text = printable(text)  # names and ids from the model or the user: escaped, never acted on
         self.out.write((styled(text, style, self.out) if style else text) + "\n")
         self.out.flush()
 
@@ -73,7 +75,7 @@ class Progress:
         if not self.in_tokens:
             self.out.write(styled("  answer: ", "dim", self.out))
             self.in_tokens = True
-        self.out.write(text)
+        self.out.write(printable(text, keep="\n\t"))
         self.out.flush()
 
     def _on_model_call(self, d: dict[str, Any]) -> None:
@@ -134,8 +136,9 @@ class Progress:
         self._line(
             f"recovered checkpoint {d.get('checkpoint_id')} run {d.get('run_id')}, "
             f"next {', '.join(d.get('next_nodes') or [])}, "
-            f"{d.get('journal_completed', 0)} tool calls already completed "
-            "(the journal replays them, never re-runs)",
+            f"{d.get('tool_calls_done', 0)} tool calls of this run already done as `show` lists them "
+            f"({d.get('journal_completed', 0)} in the tool journal: replayed from it, never run again; "
+            "state-only tools such as update_todo have no journal record)",
             "bold",
         )
         if d.get("accepted"):

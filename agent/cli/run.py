@@ -31,6 +31,11 @@ def args_resume(p: argparse.ArgumentParser) -> None:
     decision = p.add_mutually_exclusive_group()
     decision.add_argument("--approve", action="store_true", help="approve the pending tool call")
     decision.add_argument("--reject", action="store_true", help="reject the pending tool call")
+    decision.add_argument(
+        "--approve-all",
+        action="store_true",
+        help="approve every tool call that asks for approval, the pending one included (as run's --approve-all)",
+    )
     p.add_argument(
         "--interrupt",
         metavar="IID",
@@ -101,7 +106,13 @@ def _decide(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any]
 
 
 def pause_lines(session_id: str, pending: list[dict[str, Any]]) -> list[str]:
-    """The pause message: which approval is pending, and the exact commands that answer it."""
+    """The pause message: which approval is pending, and the exact commands that answer it (escaped)."""
+    from agent.text import printable
+
+    return [printable(line) for line in _pause_lines(session_id, pending)]
+
+
+def _pause_lines(session_id: str, pending: list[dict[str, Any]]) -> list[str]:
     if not pending:
         return ["paused: waiting for a human decision", f"answer it with: agentrt resume {session_id} --approve"]
     req = pending[0]
@@ -120,6 +131,8 @@ def _print_result(result: dict[str, Any], args: argparse.Namespace, streamed: st
     if args.json:
         print_json(result)
     else:
+        from agent.text import printable
+
         answer = result.get("answer") or ""
         shown = bool(streamed) and streamed.strip() == answer.strip() and sys.stdout.isatty() and not args.quiet
         if result.get("status") == "PAUSED":
@@ -128,7 +141,7 @@ def _print_result(result: dict[str, Any], args: argparse.Namespace, streamed: st
             for line in rest:
                 say(line, err=True)
         elif not shown:
-            say(answer or "(no answer)")
+            say(printable(answer, keep="\n\t") or "(no answer)")
         summary = (
             f"session {result.get('session_id')}  status {result.get('status')}  finish {result.get('finish_reason')}  "
             f"iterations {result.get('iterations')}  tokens {result.get('input_tokens')}/{result.get('output_tokens')}"
@@ -175,10 +188,16 @@ def cmd_resume(args: argparse.Namespace) -> int:
     """agentrt resume ID."""
     r = runner(args)
     decision: dict[str, Any] | None = None
+    interrupt = args.interrupt
     if args.approve:
         decision = {"approved": True}
     elif args.reject:
         decision = {"approved": False, "reason": args.reason or "rejected by the operator"}
+    elif args.approve_all:
+        waiting = r.pending_approvals(args.session_id, args.tenant)
+        if waiting:  # paused, or killed, at an approval: answer it; else resume as without the flag
+            decision = _decide(args, waiting[0])
+            interrupt = interrupt or waiting[0].get("interrupt_id")
     if decision is not None and _operator(args):
         decision["operator"] = _operator(args)
     if decision is not None and r.settings.workers.enabled:
@@ -186,18 +205,34 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
         # A submitted turn is continued by the workers; one started by `agentrt run` is resumed here.
         if has_paused_turn(r.settings, args.session_id, args.tenant):
-            return cmd_queue_decision(args, decision, args.interrupt)
+            return cmd_queue_decision(args, decision, interrupt)
     accept = [a for part in (args.accept_changes or []) for a in part.split(",") if a]
     progress = _progress(args)
-    events = r.stream_resume(
-        args.session_id,
-        tenant_id=args.tenant,
-        user_id=args.user,
-        decision=decision,
-        accept_changes=accept,
-        operator=_operator(args),
-        reason=args.reason,
-        interrupt_id=args.interrupt,
-    )
-    final = _consume(events, args, progress)
+
+    def resume(decision: dict[str, Any] | None, interrupt: str | None) -> dict[str, Any]:
+        events = r.stream_resume(
+            args.session_id,
+            tenant_id=args.tenant,
+            user_id=args.user,
+            decision=decision,
+            accept_changes=accept,
+            operator=_operator(args),
+            reason=args.reason,
+            interrupt_id=interrupt,
+        )
+        return _consume(events, args, progress)
+
+    from agent.errors import ApprovalNotPending
+
+    try:
+        final = resume(decision, interrupt)
+    except ApprovalNotPending as err:
+        if not (args.approve_all and err.answered):
+            raise
+        final = resume(None, None)  # acted on before the kill: the run goes on without a new answer
+    while args.approve_all and final.get("status") == "PAUSED" and final.get("pending_approval"):
+        if progress is not None:
+            progress.continuing = True
+        request = final["pending_approval"][0]
+        final = resume(_decide(args, request), request.get("interrupt_id"))
     return _print_result(final, args, progress.streamed if progress is not None else "")

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from agent.cli.common import common_options, print_json, relative_time, runner, say, session_argument, short, styled
+from agent.text import printable, printable_all, shown
 
 SHOWN = frozenset(
     {
@@ -57,7 +58,7 @@ def render(info: dict[str, Any], log: Any, branch: str, pending: list[dict[str, 
     from agent.cli.approval import describe
     from agent.errors import NotFound
 
-    s = info["session"]
+    s = printable_all(info["session"])  # every id and name escaped: data, never terminal commands
     sid = s["session_id"]
     out = [
         styled(f"session {sid}", "bold") + f"  tenant {s['tenant_id']}  user {s['user_id']}  agent {s['agent_id']}",
@@ -67,7 +68,8 @@ def render(info: dict[str, Any], log: Any, branch: str, pending: list[dict[str, 
     ]
     leaf = info["branches"].get(branch)
     if leaf is None:
-        raise NotFound(f"session {sid} has no branch {branch!r}; branches: {', '.join(sorted(info['branches']))}")
+        known = ", ".join(printable_all(sorted(info["branches"])))
+        raise NotFound(f"session {sid} has no branch {shown(branch)}; branches: {known}")
     out.append(styled(f"conversation (branch {branch})", "bold"))
     out.extend(conversation(log.projection(leaf, SHOWN)) or ["  (nothing yet)"])
     out += ["", styled("branches", "bold"), *branch_tree(log, info["branches"], s["current_branch_id"])]
@@ -75,14 +77,14 @@ def render(info: dict[str, Any], log: Any, branch: str, pending: list[dict[str, 
         out += ["", styled("pending approval", "yellow")]
         for req in pending:
             iid = req.get("interrupt_id")
-            out.append(f"  {describe(req)}  [call {req.get('tool_call_id')}]  approval id {iid}")
+            out.append(printable(f"  {describe(req)}  [call {req.get('tool_call_id')}]  approval id {iid}"))
         if branch == s["current_branch_id"]:
             for req in pending:
                 iid = req.get("interrupt_id")
-                out.append(f"  approve: agentrt resume {sid} --approve --interrupt {iid}")
-                out.append(f'  reject:  agentrt resume {sid} --reject --reason "..." --interrupt {iid}')
+                out.append(printable(f"  approve: agentrt resume {sid} --approve --interrupt {iid}"))
+                out.append(printable(f'  reject:  agentrt resume {sid} --reject --reason "..." --interrupt {iid}'))
         else:
-            out.append(f"  left on branch {branch}, which is not the current branch: it is never resumed")
+            out.append(printable(f"  left on branch {branch}, which is not the current branch: it is never resumed"))
     return out
 
 
@@ -91,13 +93,15 @@ def conversation(entries: list[Any]) -> list[str]:
     lines: list[str] = []
     asked: dict[str, Any] = {}
     for e in entries:
-        p = e.payload or {}
+        raw = e.payload or {}
+        p = printable_all(raw)  # ids, names, reasons: escaped; the texts below keep their lines
+        text = printable(str(raw.get("content", "")), keep="\n\t")
         if e.type == "user_turn":
-            lines += ["", f"  user> {p.get('content', '')}", styled(f"        entry {e.id}", "dim")]
+            lines += ["", f"  user> {text}", styled(f"        entry {e.id}", "dim")]
         elif e.type == "assistant_message":
-            lines += [f"  answer> {p.get('content', '')}", styled(f"        entry {e.id}", "dim")]
+            lines += [f"  answer> {text}", styled(f"        entry {e.id}", "dim")]
         elif e.type == "tool_call":
-            args = short(json.dumps(p.get("args"), ensure_ascii=False, default=str), 80)
+            args = short(json.dumps(raw.get("args"), ensure_ascii=False, default=str), 80)
             lines.append(f"    tool {p.get('name')} [{p.get('tool_call_id')}] {args}")
         elif e.type == "tool_result":
             tag = " (replayed from the journal)" if p.get("replayed") else ""
@@ -142,5 +146,5 @@ def branch_tree(log: Any, branches: dict[str, str], current: str) -> list[str]:
         origin = log.envelope(start)["branch_id"] if start else None
         fork = f"forked from {origin} at entry {start}" if origin and origin != b else "root"
         mark = "*" if b == current else " "
-        lines.append(f"  {mark} {b:<{width}} {count:>4} entries  {fork}")
+        lines.append(printable(f"  {mark} {b:<{width}} {count:>4} entries  {fork}"))
     return lines

@@ -14,8 +14,10 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 
 from agent.doctor import files as doctor_files
+from agent.doctor.behind import lag_lines
 from agent.doctor.facts import Check, SessionFacts
 from agent.doctor.files import finding
+from agent.doctor.index import index_check
 from agent.errors import RecoveryBlocked
 from agent.loop.compression import ARCHIVED_KEY, assert_tool_pairs
 from agent.recovery import (
@@ -27,12 +29,14 @@ from agent.recovery import (
     restore_messages,
     stored_pins,
 )
+from agent.session.lifecycle import RunStatus
 from agent.tools.journal import ToolExecutionJournal
 from checkpointing._saver_docs import chunk_refs, refs_of, text_refs
 from checkpointing._saver_store import task_pairs
 from checkpointing.events import SCHEMA_VERSION as EVENTS_SCHEMA_VERSION
-from checkpointing.layout import CHECKPOINTS_FILE, JOURNAL_FILE, OUTBOX_FILE, session_file
+from checkpointing.layout import CHECKPOINTS_FILE, JOURNAL_FILE, OUTBOX_FILE, PINS_FILE, session_file
 from checkpointing.validation import KNOWN_SCHEMA_VERSIONS
+from checkpointing.verify import FileKind, Health
 from graph.state import SCHEMA_VERSION as STATE_SCHEMA_VERSION
 
 CACHE_LAYERS = ("L1", "L2")
@@ -80,6 +84,8 @@ def session_found(f: SessionFacts) -> Check:
     hit = _first_hit(f, manager.mode)
     versions = {name: s.version for name, s in f.copies.items()}
     ev.update(read_would_hit=hit, versions=versions, outbox_owes=f.owed)
+    if f.behind:
+        ev["behind"] = {layer: {"changes": lag.changes, "since": lag.since} for layer, lag in f.behind.items()}
     if hit is None and f.layers.get("JSONL", "").startswith("corrupt"):
         doc = session_file(f.dir)
         why = "SQL is down" if manager.mode == "MIRROR" else "JSONL is the source of truth"
@@ -88,11 +94,12 @@ def session_found(f: SessionFacts) -> Check:
             "FAIL",
             f"{doc} is damaged and a read of mode {manager.mode} answers from it ({why}): every read of the "
             "session stops with SessionDocumentCorrupt; no other layer's copy is used in its place",
-            f"restore {doc} from a backup; or, to accept the copy another layer holds (its version is "
-            "above) or else a rebuild from events.jsonl, move the damaged file aside to session.json.broken",
+            f"`agentrt doctor {f.session_id} --repair` moves the damaged file aside to session.json.broken, so "
+            "the next read takes the copy another layer holds (its version is above) or else rebuilds it "
+            f"from events.jsonl; or restore {doc} from a backup",
             **ev,
         )
-    problems: list[str] = []
+    problems: list[str] = lag_lines(manager, f.session_id, f.behind)
     for name, answer in f.layers.items():
         if name == "JSONL" and answer.startswith("corrupt") and manager.mode == "MIRROR":
             problems.append(
@@ -112,17 +119,23 @@ def session_found(f: SessionFacts) -> Check:
             )
     if len(set(versions.values())) > 1:
         problems.append(f"layers disagree on the session version {versions} (a stale copy)")
-    if f.owed:
+    if f.owed and not f.behind:  # an unreadable outbox
         problems.append(
             f"the outbox still owes {', '.join(f.owed)} (writes missed in an outage); "
             "the next read of the session replays them once the layer answers"
         )
     if problems:
+        replay = (
+            f"the writes a layer missed replay when it answers (any read: `agentrt show {f.session_id}`), or now "
+            f"with `agentrt doctor {f.session_id} --repair`; "
+            if f.behind
+            else ""
+        )
         return finding(
             "session_found",
             "WARN",
             "; ".join(problems),
-            "run any read (`agentrt show ID`) to "
+            f"{replay}run any read (`agentrt show ID`) to "
             "refill the cache layers; bring a down layer back, restore or delete a corrupt copy",
             **ev,
         )
@@ -187,7 +200,7 @@ def header(f: SessionFacts) -> Check:
             "header",
             "FAIL",
             "events.jsonl is missing: the session header and event tree are gone",
-            "mount the base_dir volume the session was written to (seed §4), or restore the folder",
+            "mount the base_dir volume the session was written to (persistence.base_dir), or restore the folder",
             **ev,
         )
     h = f.header
@@ -243,6 +256,24 @@ def files(f: SessionFacts) -> Check:
             )
         summary = f"corrupt records (not a torn tail) at {where}: recovery is blocked"
         return finding("files", "FAIL", summary, step, corrupt=corrupt, **ev)
+    damaged_docs = [r for r in f.reports if r.kind is FileKind.DOCUMENT and r.health.blocks]
+    if damaged_docs:
+        ev["documents"] = {r.name: r.describe() for r in damaged_docs}
+        fixable = [r for r in damaged_docs if r.repairable]
+        step = (
+            f"`agentrt doctor {f.session_id} --repair` (moves a damaged session.json aside to be rebuilt "
+            "from the session's other copies, rebuilds a damaged fence.json, pins every branch's fork point "
+            "again in place of a damaged pins.json; keeps the old bytes in <file>.broken)"
+            if fixable
+            else "restore the named files from a backup"
+        )
+        where = "; ".join(f"{r.path} is damaged ({r.reason})" for r in damaged_docs)
+        refuses = (
+            "fork and checkpoint retention refuse it"
+            if {r.name for r in damaged_docs} == {PINS_FILE}
+            else "every command on the session refuses it"
+        )
+        return finding("files", "FAIL", f"{where}: {refuses}", step, **ev)
     dangling = dangling_references(f)
     if dangling:
         return finding(
@@ -253,14 +284,25 @@ def files(f: SessionFacts) -> Check:
             dangling=dangling,
             **ev,
         )
+    newline = [r for r in f.reports if r.health is Health.TERMINATOR]
+    if newline:
+        ev["terminator"] = {r.name: r.describe() for r in newline}
+        return finding(
+            "files",
+            "WARN",
+            "; ".join(f"{r.path}: {r.describe()}" for r in newline),
+            f"nothing is lost; the next append puts the newline back, or do it now: `agentrt doctor {f.session_id} "
+            "--repair` (the old byte is kept in <file>.broken)",
+            **ev,
+        )
     if torn:
         found = [f"torn last record in {f.files[n].path} ({e}): a crash mid-append" for n, e in torn.items()]
         return finding(
             "files",
             "WARN",
             "; ".join(found),
-            "nothing is lost (reads skip it and never change the file); the next run or resume moves it "
-            f"aside to <file>.broken, or do it now with `agentrt doctor {f.session_id} --repair`",
+            "every whole record is intact (reads skip the torn one and never change the file); the next run "
+            f"or resume moves it aside to <file>.broken, or do it now: `agentrt doctor {f.session_id} --repair`",
             torn=torn,
             **ev,
         )
@@ -364,7 +406,7 @@ def model_context(f: SessionFacts) -> Check:
         return finding(
             "model_context",
             "FAIL",
-            "messages is empty while history exists: the model would lose its tool-call messages (seed §3)",
+            "messages is empty while history exists: the model would lose its tool-call messages",
             RESTORE_CP,
             **ev,
         )
@@ -543,12 +585,32 @@ def recovery(f: SessionFacts) -> Check:
         return finding(
             "recovery", "OK", "pins match the current code; the last run finished (nothing to resume)", NOTHING, **ev
         )
+    if _ended_past_checkpoint(f):
+        return finding(
+            "recovery",
+            "OK",
+            f"the last run completed, but its checkpoints after {f.doc.get('checkpoint_id')} were lost to a torn "
+            "write: the next turn starts from that checkpoint (nothing to resume)",
+            NOTHING,
+            **ev,
+        )
     step = f"`agentrt resume {f.session_id}`"
     if f.waiting_for_human:
         named = f" --interrupt {f.approval_ids[0]}" if len(f.approval_ids) == 1 else ""
         step = f"it waits for a human decision: `agentrt resume {f.session_id} --approve{named}` (or --reject)"
     return finding(
         "recovery", "OK", f"recovery would pass: pins match; it continues at {', '.join(f.next_nodes)}", step, **ev
+    )
+
+
+def _ended_past_checkpoint(f: SessionFacts) -> bool:
+    """The session's last run is recorded COMPLETED with its run_end entry although the checkpoint
+    shows a step left (see `agent.run.unfinished.ended_past_checkpoint`)."""
+    s = f.session
+    if s is None or s.last_run_status != RunStatus.COMPLETED or not s.last_run_id:
+        return False
+    return any(
+        e.get("type") == "run_end" and (e.get("payload") or {}).get("run_id") == s.last_run_id for e in f.entries()
     )
 
 
@@ -591,6 +653,7 @@ CHECKS: list[tuple[str, CheckFn]] = [
     ("blobs", doctor_files.blobs),
     ("sandbox", doctor_files.sandbox),
     ("lease", doctor_files.lease),
+    ("session_index", lambda f: index_check(f.runner, f.tenant_id, f.session_id)),
 ]
 NOT_FOUND_CHECKS = ("session_found", "tenant_user", "header")
 

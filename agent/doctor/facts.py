@@ -10,21 +10,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent.errors import StorageError
+from agent.session.outbox import Lag
 from agent.session.session import ChatSession, SessionDocumentCorrupt
 from agent.session.stores.jsonl import read_session_file
 from checkpointing import indexfile, records
 from checkpointing.blobs import BLOB_KEY
 from checkpointing.errors import CheckpointingError, CorruptRecordError, OldFormatError
-from checkpointing.layout import (
-    CHECKPOINTS_FILE,
-    EVENTS_FILE,
-    SESSION_LOGS,
-    checkpoints_file,
-    run_ids,
-    session_dir,
-    session_file,
-    tenant_ids,
-)
+from checkpointing.layout import CHECKPOINTS_FILE, EVENTS_FILE, session_dir, session_file, tenant_ids
+from checkpointing.verify import FileReport, record_logs, verify_session
 
 if TYPE_CHECKING:
     from agent.runner import AgentRunner
@@ -208,8 +201,12 @@ class SessionFacts:
     """The interrupt ids of the pending approvals (what `agentrt resume ID --approve --interrupt` names)."""
     owed: list[str] = field(default_factory=list)
     """What the session's outbox says a layer still owes ("SQL messages", ...), or why it is unreadable."""
+    behind: dict[str, Lag] = field(default_factory=dict)
+    """How far behind each owed layer is (unpaid writes, since when), from the outbox."""
     hidden: bool = False
     """The caller named a user who does not own the session: nothing of it may be shown."""
+    reports: list[FileReport] = field(default_factory=list)
+    """Every record log, document and index of the folder, per `checkpointing.verify.verify_session`."""
     checkpoint_id: str | None = None
     """The current branch's checkpoint (None: the thread's newest; see `agent.run.branches`)."""
 
@@ -267,14 +264,13 @@ class SessionFacts:
 
 
 def session_files(directory: Path) -> list[str]:
-    """The session-relative names of the record logs the doctor scans (`layout.SESSION_LOGS`,
-    missing ones included, then each run's checkpoint log)."""
-    runs = [checkpoints_file(directory, run).relative_to(directory).as_posix() for run in run_ids(directory)]
-    return [*SESSION_LOGS, *runs]
+    """The session-relative names of the record logs the doctor scans (`checkpointing.verify.record_logs`)."""
+    return record_logs(directory)
 
 
 def _scan_session_files(facts: SessionFacts) -> None:
     facts.files = {n: scan_file(facts.dir / n) for n in session_files(facts.dir)}
+    facts.reports = verify_session(facts.dir) if facts.dir.is_dir() else []
 
 
 def _read_layers(facts: SessionFacts) -> None:
@@ -304,6 +300,7 @@ def _read_layers(facts: SessionFacts) -> None:
             facts.session = facts.session or got
     try:
         facts.owed = [f"{d.layer} {d.what}" for d in manager.outbox.debts(facts.tenant_id, facts.session_id)]
+        facts.behind = manager.outbox.behind(facts.tenant_id, facts.session_id)
     except Exception as err:  # a damaged outbox is evidence (`--repair` replaces it)
         facts.owed = [f"unreadable outbox ({type(err).__name__}: {err})"]
 

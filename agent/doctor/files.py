@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.doctor.facts import Check, SessionFacts, Status
-from agent.errors import DataCorrupt
+from agent.errors import AgentrtError, DataCorrupt
 from agent.session.lease import FileLease, InProcessLease, RedisLease, read_lease_state
+from agent.session.lease_postgres import PostgresLease
 from checkpointing.blobs import BLOB_KEY, is_blob_ref
 from checkpointing.errors import BlobCorruptError, BlobMissingError
 from checkpointing.layout import EVENTS_FILE, JOURNAL_FILE, MAIN_BRANCH, lease_files, room_dir
@@ -111,8 +112,8 @@ def blobs(f: SessionFacts) -> Check:
             "blobs",
             "FAIL",
             "; ".join(parts),
-            "mount the complete blob volume (base_dir/blobs, seed "
-            "§4) or restore the named blobs from a backup; until then these results cannot be read",
+            "mount the complete blob volume (base_dir/blobs) or restore the named blobs from a backup; "
+            "until then these results cannot be read",
             **ev,
         )
     return finding("blobs", "OK", f"all {len(refs)} referenced blobs present and digest-correct", "nothing to do", **ev)
@@ -169,7 +170,7 @@ def sandbox(f: SessionFacts) -> Check:
                 "sandbox",
                 "WARN",
                 "no sandbox checkpoint yet, and the room is gone although tools with side effects ran",
-                "mount the base_dir volume the session ran on (seed §4)",
+                "mount the base_dir volume the session ran on (persistence.base_dir in the config)",
                 **ev,
             )
         return finding(
@@ -254,12 +255,13 @@ def lease(f: SessionFacts) -> Check:
             "lease",
             "WARN",
             "in-process lease: it cannot stop a second process or host from resuming",
-            "set persistence.lease: file (one host) or redis (several hosts)",
+            "set persistence.lease: file (one host), or redis or postgres (several hosts)",
             **info,
         )
     holder, expires = info.get("holder"), info.get("expires_at")
     if info.get("error"):
-        return finding("lease", "WARN", f"lease state unreadable: {info['error']}", "check Redis / base_dir", **info)
+        what = f"lease state unreadable: {info['error']}"
+        return finding("lease", "WARN", what, "check Redis / PostgreSQL / base_dir", **info)
     if holder is None:
         return finding("lease", "OK", f"free ({kind} lease)", "nothing to do", **info)
     info["expires_in_s"] = round(expires - now, 1) if isinstance(expires, float) else None
@@ -310,6 +312,15 @@ def lease_info(f: SessionFacts) -> dict[str, Any]:
         token, _, holder = (value.decode() if isinstance(value, bytes) else str(value)).partition("|")
         expires = time.time() + int(pttl) / 1000 if isinstance(pttl, int) and pttl >= 0 else None
         return {"kind": "redis", "key": key, "holder": holder, "token": token, "expires_at": expires, "lock_held": True}
+    if isinstance(held, PostgresLease):
+        where = {"kind": "postgres", "table": held.table_name, "database": f"{held.where}/{held.dbname}"}
+        try:
+            row = held.state(f.tenant_id, f.session_id)
+        except AgentrtError as err:
+            return {**where, "error": str(err)}
+        if row.get("holder") is None:
+            return {**where, "token": row.get("token")}
+        return {**where, **row, "lock_held": True}
     if isinstance(held, InProcessLease):
         slot = held._slots.get((f.tenant_id, f.session_id))
         grant = slot.grant if slot is not None else None

@@ -1,33 +1,48 @@
 """`agentrt doctor ID --repair`: what the doctor may change, under the session lease.
 
-- A torn tail (an incomplete last line left by a crash mid-append) is skipped by every read and cut
-  by the next append anyway; `--repair` cuts it now with `checkpointing.records.cut_torn_tail`
-  (the bytes move to `<file>.broken`, logged).
-- A damaged outbox (`outbox.jsonl`: its torn tail is an unreadable debt, a bad line stops every
+Built on the storage layer's verify/repair API (`checkpointing.verify`), which keeps every record
+that verifies:
+- a torn tail (a log's last line without its newline: a crash mid-append) is skipped by every
+  read and cut by the next append anyway; `--repair` cuts it now (the bytes move to
+  `<file>.broken`, logged);
+- a damaged `session.json` is moved aside to `session.json.broken`: the next read takes the
+  session from its other copy (SQL) or rebuilds it from the event log;
+- a damaged `fence.json` is rewritten above every fencing token the session's records carry and
+  the lease's token counter, so no earlier holder can write again;
+- a damaged `pins.json` (the checkpoints retention must keep) is moved aside to
+  `pins.json.broken`, and every branch's fork point (its `branch_created` entry in the event log,
+  and the session's `fork_points`) is pinned again through the saver's `pin`;
+- a damaged persisted index (`<log>.idx`) is removed (the next append writes a new one);
+- a missing, damaged or incomplete index of sessions is rebuilt from the session folders, and a
+  missing or stale row of this session is written again (`agent.doctor.index`);
+- a damaged outbox (`outbox.jsonl`: its torn tail is an unreadable debt, a bad line stops every
   read of the session) is replaced by one debt of every kind to every layer (`Outbox.repair`:
   the old bytes move to `outbox.jsonl.broken`, logged), so the next read replays every layer
-  from the source of truth.
+  from the source of truth;
+- what the outbox says the SQL / Redis layers missed is replayed now (when they answer).
 
 The lease is taken first, so a live writer's half-written append is never mistaken for a crash:
-while someone holds the session, nothing is touched (`LeaseHeld`). Any other damaged file is
-left as it is (the doctor's `files` check names it).
+while someone holds the session, nothing is touched (`LeaseHeld`). A complete record that does
+not verify inside a log is left as it is (the doctor's `files` check names it: restore a backup).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.doctor.facts import scan_file, session_files
+from agent.errors import AgentrtError, DataCorrupt
 from agent.session.outbox import Outbox
-from checkpointing.layout import OUTBOX_FILE, broken_file
-from checkpointing.records import cut_torn_tail
+from checkpointing import records
+from checkpointing.errors import CorruptRecordError, OldFormatError
+from checkpointing.layout import EVENTS_FILE, OUTBOX_FILE, broken_file, lease_files, pins_file
+from checkpointing.verify import repair_file, verify_session
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from agent.runner import AgentRunner
 
-__all__ = ["repair_session", "repair_torn_tails"]
+__all__ = ["fork_points", "repair_session", "repair_torn_tails", "repin_fork_points"]
 
 
 def repair_session(runner: AgentRunner, session_id: str, tenant_id: str | None = None) -> list[tuple[Path, str]]:
@@ -36,22 +51,116 @@ def repair_session(runner: AgentRunner, session_id: str, tenant_id: str | None =
     directory = runner.session_dir(tenant, session_id)
     if not directory.is_dir():
         return []  # nothing to repair, and taking the lease would create the folder
+    done: list[tuple[Path, str]] = []
     grant = runner.lease.acquire(tenant, session_id, ttl_s=runner.settings.persistence.lease_ttl_s)
+    floor = max(grant.token, _counter(directory))  # a rebuilt fence is above every token granted
     try:
-        done: list[tuple[Path, str]] = []
-        for name in session_files(directory):
-            if name == OUTBOX_FILE:
-                continue  # its torn tail stands for debts: `Outbox.repair` below
-            scan = scan_file(directory / name)
-            if scan.torn and cut_torn_tail(scan.path):
-                done.append((scan.path, f"cut the torn tail of {scan.path} (kept in {broken_file(scan.path).name})"))
+        for report in verify_session(directory):
+            if report.name == OUTBOX_FILE or not report.repairable:
+                continue  # the outbox's torn tail stands for debts: `Outbox.repair` below
+            fixed = repair_file(report, floor)
+            if fixed is not None:
+                done.append((fixed.path, _said(fixed.action, fixed.kept)))
+        pins = pins_file(directory)
+        if not pins.exists() and broken_file(pins).exists():  # moved aside now, or by a repair cut short
+            points = repin_fork_points(runner, tenant, session_id)
+            if points or any(path == pins for path, _ in done):
+                done.append((pins, f"pinned the fork point of {points} branch(es) again"))
         outbox = Outbox(runner.settings.base_dir)
-        said = outbox.repair(tenant, session_id)
+        steps = [x for x in (outbox.repair(tenant, session_id), _replay_outbox(runner, tenant, session_id)) if x]
+        if steps:
+            done.append((outbox.path(tenant, session_id), "; ".join(steps)))
+        said = _repair_index_row(runner, tenant, session_id)
         if said is not None:
-            done.append((outbox.path(tenant, session_id), said))
+            done.append((runner.manager.jsonl.index.path, said))
         return done
     finally:
         runner.lease.release(grant)
+
+
+def _replay_outbox(runner: AgentRunner, tenant: str, session_id: str) -> str | None:
+    """Replay now what the SQL / Redis layers missed (the outbox's debts); what was done, or None."""
+    manager = runner.manager
+    before = manager.behind(tenant, session_id)
+    if not before:
+        return None
+    manager.converge([(tenant, session_id)])
+    after = manager.behind(tenant, session_id)
+    here = manager.layer_status()
+    paid = [f"{layer} ({lag.changes} change(s))" for layer, lag in before.items() if layer not in after]
+    said = [f"replayed what {', '.join(paid)} missed"] if paid else []
+    for layer, lag in after.items():
+        if layer in here:
+            said.append(f"{layer} still does not answer: {lag.changes} change(s) stay owed and replay when it does")
+        else:
+            said.append(f"{layer} is not configured here: its {lag.changes} change(s) wait for a process that has it")
+    return "; ".join(said) or None
+
+
+def _repair_index_row(runner: AgentRunner, tenant: str, session_id: str) -> str | None:
+    """Rebuild an unusable session index, or rewrite this session's row when it is missing or stale."""
+    from agent.doctor.index import index_check, repair_index
+
+    check = index_check(runner, tenant, session_id)
+    if check.status == "FAIL":
+        return repair_index(runner)
+    if check.status == "WARN":
+        store = runner.manager.jsonl
+        session = store.get(tenant, session_id) or store.rebuild(tenant, session_id)
+        if session is not None:
+            store.index_session(session)
+            return f"rewrote the session's row in the session index (version {session.version})"
+    return None
+
+
+def fork_points(runner: AgentRunner, tenant: str, session_id: str) -> set[str]:
+    """The checkpoint ids every branch of the session was forked from: the `checkpoint_id` of each
+    intact `branch_created` entry of the event log, and the session's own `fork_points`."""
+    directory = runner.session_dir(tenant, session_id)
+    path = directory / EVENTS_FILE
+    try:
+        found = records.scan(path)
+    except (CorruptRecordError, OldFormatError) as err:
+        found = records.scan_before(path, err.line)  # the intact entries before the damage
+    points: set[str] = set()
+    for _, body in found.records:
+        rec = records.loads(body)
+        cp = (rec.get("payload") or {}).get("checkpoint_id") if rec.get("type") == "branch_created" else None
+        if isinstance(cp, str) and cp:
+            points.add(cp)
+    try:
+        session = runner.manager.get(tenant, session_id)
+    except AgentrtError:  # evidence only: the event log holds every fork point the session has
+        return points
+    known = session.context.get("fork_points")
+    if isinstance(known, dict):
+        points.update(str(cp) for cp in known.values() if cp)
+    return points
+
+
+def repin_fork_points(runner: AgentRunner, tenant: str, session_id: str) -> int:
+    """Pin every fork point of the session through the saver (`fork_points`); how many."""
+    pin = getattr(runner.saver, "pin", None)
+    points = sorted(fork_points(runner, tenant, session_id))
+    if pin is None:
+        return 0
+    for cp in points:
+        pin({"configurable": {"thread_id": session_id, "tenant_id": tenant, "checkpoint_id": cp}})
+    return len(points)
+
+
+def _said(action: str, kept: Path | None) -> str:
+    return f"{action} (kept in {kept.name})" if kept is not None else action
+
+
+def _counter(directory: Path) -> int:
+    """The file lease's token counter, a floor for a rebuilt fence (0 when unreadable)."""
+    from agent.session.lease import read_token_counter
+
+    try:
+        return read_token_counter(lease_files(directory).token)
+    except DataCorrupt:
+        return 0
 
 
 def repair_torn_tails(runner: AgentRunner, session_id: str, tenant_id: str | None = None) -> list[Path]:

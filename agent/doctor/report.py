@@ -8,6 +8,7 @@
 | recovery blocked                      | recovery                                |
 | file results vanished                 | blobs, sandbox                          |
 | the same session recovered concurrently | lease                                 |
+| a session missing from `agentrt sessions` | session_index (also without a session id) |
 
 plus `files` (every JSONL file of the session verified record by record).
 
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from agent.doctor import checks as doctor_checks
 from agent.doctor.facts import STATUSES, Check, DoctorReport, gather
 from checkpointing.errors import InvalidIdError
-from checkpointing.ids import validate_id
+from checkpointing.ids import printable, validate_id
 
 if TYPE_CHECKING:
     from agent.runner import AgentRunner
@@ -61,7 +62,8 @@ _MARK = {"OK": "OK  ", "WARN": "WARN", "FAIL": "FAIL"}
 
 def render(report: DoctorReport) -> str:
     """The report for humans: one block per check (status, finding, evidence, next step)."""
-    lines = [f"agentrt doctor: session {report.session_id} (tenant {report.tenant_id})", ""]
+    what = "the session store" if report.session_id == "-" else f"session {report.session_id}"
+    lines = [f"agentrt doctor: {what} (tenant {report.tenant_id})", ""]
     for c in report.checks:
         lines.append(f"[{_MARK[c.status]}] {c.name}: {c.summary}")
         if isinstance(c.evidence, dict):
@@ -71,7 +73,7 @@ def render(report: DoctorReport) -> str:
         lines.append(f"         next: {c.next_step}")
     counts = {s: sum(1 for c in report.checks if c.status == s) for s in STATUSES}
     lines += ["", f"verdict: {report.verdict} ({counts['OK']} OK, {counts['WARN']} WARN, {counts['FAIL']} FAIL)"]
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)  # ids, paths and evidence: escaped, never acted on
 
 
 def _short(value: Any, limit: int = 300) -> str:

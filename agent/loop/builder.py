@@ -24,7 +24,8 @@ from agent.loop.runtime import EventSink, LoopRuntime
 from agent.loop.skills import check_skill_tools, load_skills
 from agent.loop.tool_results import ToolResultStore, make_entry
 from agent.tools.base import ToolContext, ToolSpec
-from agent.tools.journal import JournalStatus, ToolExecutionJournal, execute_with_journal
+from agent.tools.execute import execute_with_journal
+from agent.tools.journal import JournalStatus, ToolExecutionJournal
 from agent.tools.sandbox.room import Sandbox
 from checkpointing.blobs import BlobStore
 from checkpointing.fencing import FencingGuard
@@ -172,7 +173,9 @@ class RuntimeBuilder:
         """The branch's room; refilled from the checkpoint's manifest when it is empty but should not be.
 
         A room that has files is left as it is: it holds the effects of tool calls the journal
-        recorded as completed, which a resume replays instead of re-running.
+        recorded as completed, which a resume replays instead of re-running (and finishes the
+        interrupted one as the journal says, `agent.tools.execute`). Only the temp files of writes a
+        crash cut short are removed: no tool of this run writes yet, and the lease keeps others out.
         """
         room = self.room_dir(tenant, session_id, branch_id)
         manifest = state.get("sandbox_manifest") or {}
@@ -182,6 +185,8 @@ class RuntimeBuilder:
         sandbox = Sandbox(room, blobs=self.blobs, on_event=self._sandbox_event(session_id))
         if empty and manifest:
             sandbox.restore(manifest)
+        elif not empty:
+            sandbox.sweep_temp()
         return sandbox
 
     def _sandbox_event(self, session_id: str) -> Callable[[str, dict[str, Any]], None]:

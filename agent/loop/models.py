@@ -50,6 +50,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from agent.config import ModelSettings
 from agent.errors import ConfigError, ModelError
+from agent.text import shown_path
+from agent.yaml_errors import yaml_problem
 
 
 class ScriptedToolCall(BaseModel):
@@ -147,11 +149,15 @@ def load_script(path: str | Path) -> ModelScript:
     """Read and validate a model script file."""
     p = Path(path)
     try:
-        raw = _load_text(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
     except FileNotFoundError as err:
-        raise ConfigError(f"model script not found: {p} (set model.script in the config)") from err
+        raise ConfigError(f"model script not found: {shown_path(p)} (set model.script in the config)") from err
+    except OSError as err:  # e.g. a name too long, a folder
+        raise ConfigError(f"cannot read model script {shown_path(p)}: {err.strerror}; check model.script") from err
+    try:
+        raw = _load_text(text)
     except yaml.YAMLError as err:
-        raise ConfigError(f"model script {p} is not valid YAML: {err}") from err
+        raise ConfigError(f"model script {shown_path(p)} is not valid YAML: {yaml_problem(err, text)}") from err
     try:
         return ModelScript.model_validate(raw)
     except ValidationError as err:

@@ -1,4 +1,4 @@
-"""Skills: named instructions plus the tools they allow, from `configs/skills/`.
+"""Skills: named instructions plus the tools they allow, from `skills_dir` (shipped: agent/assets/skills/).
 
 A skill is `<skills_dir>/<name>.yaml`:
 
@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from agent.errors import ConfigError
+from agent.yaml_errors import yaml_problem
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
@@ -84,7 +85,7 @@ def load_skills(skills_dir: str | Path | None) -> dict[str, Skill]:
             else:
                 out[name] = _parse(name, yaml.safe_load(path.read_text(encoding="utf-8")), None, path)
         except yaml.YAMLError as err:
-            raise ConfigError(f"skill {path} is not valid YAML: {err}") from err
+            raise ConfigError(f"skill {path} is not valid YAML: {yaml_problem(err)}") from err
     return out
 
 
@@ -93,4 +94,7 @@ def check_skill_tools(skills: dict[str, Skill], tool_names: set[str]) -> None:
     for skill in skills.values():
         missing = [t for t in skill.tools if t not in tool_names]
         if missing:
-            raise ConfigError(f"skill {skill.name!r} allows unknown tools {missing}; add them to tools.builtins")
+            raise ConfigError(
+                f"skill {skill.name!r} allows unknown tools {missing}; add them to tools.builtins, "
+                "or set skills_dir to another folder (null: no skills)"
+            )

@@ -16,6 +16,7 @@ from typing import Any, TypedDict
 from agent.errors import DataCorrupt, StorageError, ToolError, UnknownToolResult
 from checkpointing.blobs import BlobStore, is_blob_ref
 from checkpointing.errors import BlobCorruptError, BlobMissingError
+from checkpointing.ids import shown
 
 DEFAULT_PREVIEW_CHARS = 200
 DEFAULT_MAX_READ_LIMIT = 20_000
@@ -88,7 +89,7 @@ def _check_entry(raw: Any) -> ToolResultEntry:
     has_blob = is_blob_ref(raw.get("blob"))
     if has_content == has_blob:
         raise DataCorrupt(
-            f"tool_result_store entry {raw['tool_call_id']!r} must hold exactly one of content / blob; "
+            f"tool_result_store entry {shown(raw['tool_call_id'])} must hold exactly one of content / blob; "
             "the checkpoint is damaged, run `agentrt doctor`"
         )
     entry: ToolResultEntry = {
@@ -154,7 +155,7 @@ class ToolResultStore:
         if entry is None:
             known = ", ".join(list(self._entries)[-10:]) or "none yet"
             raise UnknownToolResult(
-                f"no archived tool result with tool_call_id {tool_call_id!r}. Use the call_id shown in an "
+                f"no archived tool result with tool_call_id {shown(tool_call_id)}. Use the call_id shown in an "
                 f"archived tool message (the text 'call_id=...'); most recent ids: {known}"
             )
         return entry
@@ -168,16 +169,16 @@ class ToolResultStore:
         if text is None:
             if self.blobs is None:
                 raise StorageError(
-                    f"tool result {tool_call_id!r} is in a blob but this store has no BlobStore; "
+                    f"tool result {shown(tool_call_id)} is in a blob but this store has no BlobStore; "
                     "build it with ToolResultStore.from_entries(entries, blobs)"
                 )
             ref = entry["blob"]["$blob"]
             try:
                 text = self.blobs.get(ref).decode("utf-8")
             except BlobMissingError as err:  # most often the blob volume is not mounted
-                raise StorageError(f"tool result {tool_call_id!r} cannot be read: {err}") from err
+                raise StorageError(f"tool result {shown(tool_call_id)} cannot be read: {err}") from err
             except BlobCorruptError as err:
-                raise DataCorrupt(f"tool result {tool_call_id!r} cannot be read: {err}") from err
+                raise DataCorrupt(f"tool result {shown(tool_call_id)} cannot be read: {err}") from err
             self._loaded[tool_call_id] = text
         return text
 
@@ -192,7 +193,7 @@ class ToolResultStore:
         total = len(text)
         if offset > total:
             raise ToolError(
-                f"offset {offset} is past the end of tool result {tool_call_id!r} ({total} characters); "
+                f"offset {offset} is past the end of tool result {shown(tool_call_id)} ({total} characters); "
                 f"use an offset from 0 to {total}"
             )
         end = min(total, offset + limit)

@@ -68,7 +68,7 @@ class RunnerCore:
         try:
             tenant = validate_id(tenant_id or self.settings.session.tenant_id, "tenant id")
             user = validate_id(user_id, "user id") if user_id else None
-            sid = validate_id(session_id or f"s-{uuid.uuid4().hex[:16]}", "session id")
+            sid = validate_id(f"s-{uuid.uuid4().hex[:16]}" if session_id is None else session_id, "session id")
         except InvalidIdError as err:
             raise ConfigError(str(err)) from None
         return tenant, user, sid

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 
-from agent.errors import ConfigError
+from agent.errors import ConfigError, InputError, NotFound, quote_id
 from agent.run.branches import room_id, set_room
 from agent.session.session import ChatSession
 from agent.tools.sandbox.room import Sandbox
 from agent.turns import SessionHold
+from checkpointing.errors import InvalidIdError
+from checkpointing.events import Entry, EventLog
+from checkpointing.ids import validate_id
 from checkpointing.layout import room_making_dir
 
 if TYPE_CHECKING:
@@ -22,6 +26,7 @@ if TYPE_CHECKING:
 def pause(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | None) -> ChatSession:
     """Mark the session PAUSED: plain turns are refused until `resume` (or end + fork)."""
     tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
+    rt.manager.get(tenant, sid, user)  # SessionNotFound before the lease: a failed pause leaves nothing
     with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:  # LeaseHeld while a run is going
         session = rt.manager.pause(tenant, sid, user)
         rt.manager.record(session, "run_pause", {"reason": "paused by the user"}, fencing_token=hold.token)
@@ -31,6 +36,7 @@ def pause(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str |
 def end(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | None) -> ChatSession:
     """Mark the session ENDED (no new turns; forking a branch reopens it); rooms per `session.room_on_end`."""
     tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
+    rt.manager.get(tenant, sid, user)  # SessionNotFound before the lease: a failed end leaves nothing
     with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:
         session = rt.manager.end(tenant, sid, user)
         rt.manager.record(session, "run_end", {"session_ended": True}, fencing_token=hold.token)
@@ -44,16 +50,17 @@ def fork(
 ) -> dict[str, Any]:
     """Start a branch at an earlier entry; the next turn continues from that entry's checkpoint."""
     tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
+    try:
+        validate_id(from_entry_id, "entry id")
+    except InvalidIdError as err:
+        raise InputError(str(err)) from None
+    # Both checked before the lease: a fork refused for an unknown session or entry leaves nothing.
+    rt.manager.get(tenant, sid, user)
+    _entry_of(rt, tenant, sid, from_entry_id)
     with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:  # not while a run is going
         session = rt.manager.get(tenant, sid, user)
-        events = rt.manager.jsonl.event_log(tenant, sid)
-        if not events.has(from_entry_id):
-            raise ConfigError(f"entry {from_entry_id} is not in session {sid}; see `agentrt show {sid}` for entry ids")
-        checkpoint_id = None
-        for entry in events.path_to_root(from_entry_id, types=frozenset({"node_end"})):  # nearest first
-            checkpoint_id = (entry.payload or {}).get("checkpoint_id")
-            if checkpoint_id:
-                break
+        events = _entry_of(rt, tenant, sid, from_entry_id)
+        checkpoint_id = fork_checkpoint(events.path_to_root(from_entry_id, types=frozenset({"node_end"})))
         if checkpoint_id is None:
             raise ConfigError(
                 f"entry {from_entry_id} comes before the session's first checkpoint, so there is no state to branch "
@@ -86,6 +93,32 @@ def fork(
             "room_id": session.room_id,
             "status": session.status.value,
         }
+
+
+def _entry_of(rt: RunnerCore, tenant: str, sid: str, entry_id: str) -> EventLog:
+    """The session's event log, which holds `entry_id` (`NotFound` otherwise)."""
+    events = rt.manager.jsonl.event_log(tenant, sid)
+    if not events.has(entry_id):
+        raise NotFound(f"entry {quote_id(entry_id)} is not in session {sid}; `agentrt show {sid}` lists the entry ids")
+    return events
+
+
+def fork_checkpoint(path: Iterable[Entry]) -> str | None:
+    """The checkpoint a fork from an entry starts at, given the entry's path to the root (nearest
+    first): the newest node end with a checkpoint on it. None: the entry comes before the session's
+    first checkpoint, and `fork` refuses it."""
+    for entry in path:
+        checkpoint_id = (entry.payload or {}).get("checkpoint_id") if entry.type == "node_end" else None
+        if checkpoint_id:
+            return str(checkpoint_id)
+    return None
+
+
+def forkable_entries(history: Sequence[Entry]) -> set[str]:
+    """The entries of a branch history (root first) that `fork` accepts: each one whose path to the
+    root has a checkpoint (`fork_checkpoint`), so every entry from the first checkpointed node end on."""
+    start = next((i for i, e in enumerate(history) if fork_checkpoint([e]) is not None), len(history))
+    return {e.id for e in history[start:]}
 
 
 def make_room(

@@ -17,15 +17,17 @@ from agent.results import RunResult, pending_approvals, result_from_snapshot
 from agent.run.branches import branch_pages, fork_point_of, head, room_id
 from agent.session.session import ChatSession
 from checkpointing.events import EventLog
+from checkpointing.session_index import RowFilter
 
 if TYPE_CHECKING:
     from agent.run.core import RunnerCore
 
 
 def sessions(rt: RunnerCore, tenant_id: str | None, user_id: str | None) -> list[ChatSession]:
-    """The tenant's sessions (only the user's when given)."""
+    """The tenant's sessions (only the user's when given), oldest first, found by the index of sessions."""
     tenant, user, _ = rt._ids(None, tenant_id, user_id)
-    return rt.manager.list(tenant, user)
+    found = [item.session for item in rt.manager.page(tenant, RowFilter(user_id=user), limit=None).items]
+    return sorted(found, key=lambda s: (s.created_at, s.session_id))
 
 
 def show(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | None, last: int) -> dict[str, Any]:

@@ -11,12 +11,17 @@ from agent.errors import InputError, RecoveryBlocked, SessionError
 from agent.events import of_run
 from agent.recovery import check_header, check_identity, compare_pins, restore_messages, step, stored_pins
 from agent.results import RunEvent, RunResult, pending_approvals, result_from_snapshot
-from agent.run.approvals import check_decision, checked_interrupt_id
+from agent.run.approvals import asked_approvals, check_decision, checked_interrupt_id
 from agent.run.blocked import record_blocked
 from agent.run.branches import BranchHead, head
 from agent.run.drive import drive, without
 from agent.run.reading import light_snapshot
-from agent.run.unfinished import approval_answered, turn_without_checkpoint
+from agent.run.unfinished import (
+    approval_answered,
+    ended_past_checkpoint,
+    lost_approval,
+    turn_without_checkpoint,
+)
 from agent.session.lifecycle import RunStatus, SessionAction, allowed, transition
 from agent.session.session import ChatSession, SessionStatus
 from agent.turns import EventRecorder, SessionHold
@@ -73,7 +78,7 @@ def stream_resume(
             lost_first = turn_without_checkpoint(rt, session, events, "", interrupted=True)
             if lost_first is not None:  # the branch's first turn died before its first checkpoint
                 if decision is not None:
-                    check_decision(sid, [], False, interrupt_id)  # no approval can be pending: raises
+                    check_decision(sid, [], False, interrupt_id, lambda: asked_approvals(events))  # raises
                 yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_first, None, {}, at)
                 return
             if at.checkpoint_id is not None:
@@ -92,14 +97,19 @@ def stream_resume(
         # put_writes and put) has no `next` yet still a task: only no task at all is finished.
         pending = list(snap.next) or [t.name for t in snap.tasks]
         answered = bool(snap.interrupts) and approval_answered(rt, tenant, sid, run_id, snap.interrupts)
+        lost = lost_approval(rt, session, events, run_id) if pending and not snap.interrupts else None
         if decision is not None:
-            interrupt_id = check_decision(sid, pending_approvals(snap) if pending else [], answered, interrupt_id)
+            waiting = [lost] if lost is not None else pending_approvals(snap) if pending else []
+            interrupt_id = check_decision(sid, waiting, answered, interrupt_id, lambda: asked_approvals(events))
         lost_turn = turn_without_checkpoint(rt, session, events, run_id, interrupted=True) if not pending else None
         if lost_turn is not None:
             yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_turn, doc, accepted, at)
             return
         if not pending:
             yield from _finished(rt, session, events, recorder, doc, run_id, at, snap)
+            return
+        if run_id == session.last_run_id and ended_past_checkpoint(rt, session):
+            yield from _ended(session, events, doc, run_id, snap)
             return
         if snap.interrupts and decision is None and not answered:
             ids = [str(i.id) for i in snap.interrupts]
@@ -120,13 +130,15 @@ def stream_resume(
             "checkpoint_id": doc.get("checkpoint_id"),
             "next_nodes": pending,
             "run_id": run_id,
+            "tool_calls_done": _tool_calls_done(events, run_id),
             "journal_completed": replayed,
             "accepted": accepted,
         }
         recorder.record("run_resume", info)
         yield RunEvent("recovered", info)
         rt.manager.mark_run(session, run_id, RunStatus.RUNNING)
-        graph_input: Command[Any] | None = Command(resume=decision) if snap.interrupts and not answered else None
+        asks = (bool(snap.interrupts) and not answered) or lost is not None
+        graph_input: Command[Any] | None = Command(resume=decision) if asks and decision is not None else None
         if decision is not None:
             recorder.record("hitl_decision", {"run_id": run_id, "interrupt_id": interrupt_id, **decision})
         config = rt._config(session, run_id, hold.token, **at.run_extra())
@@ -138,6 +150,18 @@ def _resumable(session: ChatSession) -> ChatSession:
     if not allowed(session.status, SessionAction.RESUME):
         transition(session.model_copy(), SessionAction.RESUME)  # raises the one-line refusal
     return session
+
+
+def _tool_calls_done(events: Any, run_id: str) -> int:
+    """The run's tool calls that have a result in the event log: those `agentrt show` lists. State-only
+    tools (update_todo) are among them but not in the journal, so `journal_completed` can be fewer."""
+    return len(
+        {
+            e.payload.get("tool_call_id")
+            for e in events.entries(frozenset({"tool_result"}))
+            if e.payload.get("run_id") == run_id
+        }
+    )
 
 
 def _finished(
@@ -171,6 +195,25 @@ def _finished(
         res.run_id = run_id
         _close_finished_run(rt, session, events, recorder, res, at)
     # Same object shape as `run --json`; the `recovered` event says it had finished.
+    yield RunEvent("final", res.to_json())
+
+
+def _ended(session: ChatSession, events: Any, doc: dict[str, Any], run_id: str, snap: Any) -> Iterator[RunEvent]:
+    """The run is recorded COMPLETED but its last checkpoints were lost (`ended_past_checkpoint`):
+    report it finished, with the answer and finish reason its closing entries recorded; nothing
+    is run again and nothing is written."""
+    note = (
+        f"run {run_id} had completed; its last checkpoints were lost to a torn write, so the next turn "
+        f"starts from checkpoint {doc.get('checkpoint_id')}"
+    )
+    done = {"finished": True, "checkpoint_id": doc.get("checkpoint_id"), "run_id": run_id, "note": note}
+    yield RunEvent("recovered", done)
+    res = result_from_snapshot(session.session_id, snap)
+    res.run_id, res.status = run_id, RunStatus.COMPLETED
+    end = events.newest(frozenset({"run_end"}), of_run(run_id))
+    res.finish_reason = str((end.payload or {}).get("finish_reason") or "completed")
+    answer = events.newest(frozenset({"assistant_message"}), of_run(run_id))
+    res.answer = str((answer.payload or {}).get("content") or "") if answer is not None else ""
     yield RunEvent("final", res.to_json())
 
 

@@ -15,6 +15,7 @@ from agent.run.drive import drive, interrupted
 from agent.run.unfinished import refuse_unfinished
 from agent.session.session import ChatSession
 from agent.turns import EventRecorder, SessionHold
+from checkpointing.ids import shown
 
 if TYPE_CHECKING:
     from agent.run.core import RunnerCore
@@ -38,7 +39,7 @@ def stream_turn(
     check_input(rt, text, skill)
     if session_id is not None and new_session_id is not None:
         raise InputError("give either an existing session (--session) or a new one (--new-session), not both")
-    tenant, user, sid = rt._ids(session_id or new_session_id, tenant_id, user_id)
+    tenant, user, sid = rt._ids(session_id if session_id is not None else new_session_id, tenant_id, user_id)
     new = session_id is None
     if new:
         _refuse_taken(rt, tenant, sid)
@@ -94,7 +95,7 @@ def check_input(rt: RunnerCore, text: str, skill: str | None) -> None:
         )
     if skill is not None and skill not in rt.builder.skills:
         known = ", ".join(sorted(rt.builder.skills)) or "none"
-        raise ConfigError(f"unknown skill {skill!r}; the skills folder has: {known}")
+        raise ConfigError(f"unknown skill {shown(skill)}; the skills folder has: {known}")
 
 
 def _existing(rt: RunnerCore, tenant: str, sid: str, user: str | None) -> ChatSession:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 CLOSING = frozenset({"run_end", "run_fail", "run_pause"})
 USER_TURN = frozenset({"user_turn"})
+ENDED = frozenset({"run_end"})
 
 
 def refuse_unfinished(rt: RunnerCore, session: ChatSession) -> None:
@@ -35,11 +36,29 @@ def refuse_unfinished(rt: RunnerCore, session: ChatSession) -> None:
         events = rt.manager.jsonl.event_log(session.tenant_id, sid)
         if turn_without_checkpoint(rt, session, events, str((doc or {}).get("run_id") or "")) is not None:
             nodes = ["init"]  # a turn was recorded, then killed before its first checkpoint
+    if nodes and ended_past_checkpoint(rt, session):
+        return  # the run ended; only checkpoints after its last whole one were lost (see there)
     if nodes:
         raise SessionError(
             f"session {sid} has an unfinished run ({session.last_run_status}, next: {', '.join(nodes)}); "
             f"continue it with `agentrt resume {sid}` before starting a new turn"
         )
+
+
+def ended_past_checkpoint(rt: RunnerCore, session: ChatSession) -> bool:
+    """Whether the session's last run is recorded COMPLETED, with its `run_end` entry, although
+    its checkpoint still shows a step to run.
+
+    A run is closed only after its final checkpoint is durable, so this means the checkpoint log
+    lost its last records (a torn tail, cut by the torn-tail rule). The run is over: `resume`
+    reports it finished and the next turn starts from the last whole checkpoint (new input
+    discards the step that checkpoint still shows). A FAILED run with a step left is not this:
+    `resume` retries it.
+    """
+    if session.last_run_status != RunStatus.COMPLETED or not session.last_run_id:
+        return False
+    events = rt.manager.jsonl.event_log(session.tenant_id, session.session_id)
+    return events.newest(ENDED, of_run(session.last_run_id)) is not None
 
 
 def run_closed(rt: RunnerCore, session: ChatSession) -> bool:
@@ -74,3 +93,29 @@ def approval_answered(rt: RunnerCore, tenant: str, sid: str, run_id: str, interr
         if call_id and journal.lookup(run_id, call_id).status is not JournalStatus.NONE:
             return True
     return False
+
+
+HITL = frozenset({"hitl_request", "hitl_decision"})
+
+
+def lost_approval(rt: RunnerCore, session: ChatSession, events: Any, run_id: str) -> dict[str, Any] | None:
+    """The approval a PAUSED run waits for when its checkpoint no longer holds the request.
+
+    The run's `hitl_request` entry (tool, args, call id, interrupt id) is recorded after the
+    interrupt's writes are durable; a checkpoint log whose last records were torn away shows the
+    step that asks again instead. Returns that request when the run is PAUSED, its newest approval
+    entry is an unanswered request, and the tool call never reached the journal; else None. A
+    decision for it is handed to the re-run step (`Command(resume=...)`), which asks the same
+    question and takes the answer at once.
+    """
+    if session.last_run_status != RunStatus.PAUSED or session.last_run_id != run_id:
+        return None
+    asked = [e for e in events.entries(HITL) if (e.payload or {}).get("run_id") == run_id]
+    if not asked or asked[-1].type != "hitl_request":
+        return None
+    request = dict(asked[-1].payload or {})
+    call_id = request.get("tool_call_id")
+    journal = rt.builder.journal(session.tenant_id, session.session_id, None)
+    if not call_id or journal.lookup(run_id, str(call_id)).status is not JournalStatus.NONE:
+        return None
+    return request

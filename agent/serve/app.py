@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 
@@ -18,14 +18,14 @@ from agent.errors import (
     AgentRuntimeError,
     ConfigError,
     LeaseHeld,
+    NotFound,
     RecoveryBlocked,
     SessionError,
-    SessionNotFound,
     StorageError,
     ToolError,
     as_agentrt_error,
 )
-from agent.serve import routes_assistants, routes_page, routes_runs, routes_threads
+from agent.serve import page, routes_assistants, routes_page, routes_runs, routes_threads
 from agent.serve.auth import Unauthorized
 from agent.serve.context import ServeContext
 from checkpointing.errors import CheckpointingError
@@ -36,7 +36,7 @@ STATIC_DIR = Path(__file__).resolve().parent / "static"
 def _status(err: Exception) -> int:
     if isinstance(err, Unauthorized):
         return 401
-    if isinstance(err, SessionNotFound):
+    if isinstance(err, NotFound):  # a session, an approval, a tool result
         return 404
     if isinstance(err, ConfigError | ToolError):
         return 422
@@ -45,6 +45,17 @@ def _status(err: Exception) -> int:
     if isinstance(err, StorageError):
         return 503
     return 500
+
+
+def wants_html(request: Request) -> bool:
+    """Whether the caller is a browser: its Accept header puts text/html before any JSON type.
+
+    API clients (langgraph_sdk, curl) send `application/json` or `*/*` and keep getting JSON errors.
+    """
+    kinds = [part.split(";", 1)[0].strip().lower() for part in request.headers.get("accept", "").split(",")]
+    html = kinds.index("text/html") if "text/html" in kinds else None
+    json_at = next((i for i, k in enumerate(kinds) if k == "application/json" or k.endswith("+json")), None)
+    return html is not None and (json_at is None or html < json_at)
 
 
 def create_app(settings: AgentSettings) -> FastAPI:
@@ -65,9 +76,11 @@ def create_app(settings: AgentSettings) -> FastAPI:
     )
     app.state.ctx = ctx
 
-    async def on_error(request: Request, err: Exception) -> JSONResponse:
+    async def on_error(request: Request, err: Exception) -> Response:
         # A checkpointing error's own text names no agentrt command: the mapped one adds it.
         shown = as_agentrt_error(err) if isinstance(err, CheckpointingError) else None
+        if wants_html(request):
+            return HTMLResponse(page.error_page(_status(err), str(shown or err)), status_code=_status(err))
         return JSONResponse({"detail": str(shown or err)}, status_code=_status(err))
 
     for exc in (Unauthorized, AgentRuntimeError, CheckpointingError):

@@ -12,9 +12,19 @@ from agent.serve.auth import Authenticator, check_bind
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Options of `agentrt serve`."""
+    """Options of `agentrt serve`: no --tenant/--user (each request's caller is found by `serve.api_keys`
+    or `serve.auth`, one server serves many tenants) and no --json (it prints one line, then serves)."""
+    from agent.cli.commands import find
+
+    serve = find("serve")
+    assert serve is not None
     p = argparse.ArgumentParser(
-        prog="agentrt serve", description="Serve the LangGraph Agent Server API and the page at / over sessions."
+        prog="agentrt serve",
+        description="Serve the LangGraph Agent Server API and the page at / over sessions. Who a request acts "
+        "as comes from the config (serve.api_keys, serve.auth); without either: loopback only, default tenant.",
+        epilog=f"example:\n  {serve.example}\n  agentrt serve --config configs/production.yaml --host 0.0.0.0 "
+        "--port 8080   # needs serve.api_keys or serve.auth",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=2024, help="port (default 2024, as `langgraph dev`)")

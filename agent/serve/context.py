@@ -16,23 +16,36 @@ from langgraph.types import StateSnapshot
 
 from agent.celery_app import celery_config
 from agent.config import AgentSettings
-from agent.errors import ConfigError, SessionNotFound
+from agent.errors import ConfigError, SessionNotFound, quote_id
 from agent.live import redis_url
 from agent.serve.auth import Authenticator, Principal
 from agent.serve.encode import empty_state, jsonable, thread_state
 from agent.serve.engine import RunEngine
 from agent.serve.runner import ServeRunner
 from agent.session.lifecycle import RunStatus
-from agent.session.session import ChatSession
+from agent.session.session import THREAD_METADATA, ChatSession
 from agent.turns import SessionHold
 from checkpointing.errors import InvalidIdError
 from checkpointing.ids import validate_id
+from checkpointing.session_index import SessionRow
 
 GRAPH_ID = "agentrt"
 # LangGraph's server derives a graph's default assistant id this way, so clients see the same id.
 ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 ASSISTANT_ID = str(uuid.uuid5(ASSISTANT_NAMESPACE, GRAPH_ID))
-METADATA_KEY = "thread_metadata"
+METADATA_KEY = THREAD_METADATA
+
+
+def thread_status_of(live: bool, last_run_status: str | None) -> str:
+    """idle / busy / interrupted / error, from whether a run is going here and the newest run's status."""
+    if live:
+        return "busy"
+    if last_run_status in (RunStatus.FAILED, RunStatus.RECOVERY_BLOCKED):
+        return "error"
+    # RUNNING with no live run here: killed mid-run (or running elsewhere); resumable either way.
+    if last_run_status in (RunStatus.PAUSED, RunStatus.RUNNING, RunStatus.INTERRUPTED):
+        return "interrupted"
+    return "idle"
 
 
 class ServeContext:
@@ -54,18 +67,18 @@ class ServeContext:
     def check_assistant(self, assistant_id: str) -> None:
         """Only the agentrt graph is served: by graph id or by its assistant id."""
         if assistant_id not in (GRAPH_ID, ASSISTANT_ID):
-            raise SessionNotFound(f"assistant {assistant_id} not found: this server has one, {GRAPH_ID!r}")
+            raise SessionNotFound(f"assistant {quote_id(assistant_id)} not found: this server has one, {GRAPH_ID!r}")
 
     def session(self, principal: Principal, thread_id: str) -> ChatSession:
         """The thread's session as this caller may see it (`SessionNotFound` otherwise, also for bad ids)."""
         try:
             validate_id(thread_id, "thread id")
         except InvalidIdError:
-            raise SessionNotFound(f"thread {thread_id} not found") from None
+            raise SessionNotFound(f"thread {quote_id(thread_id)} not found") from None
         try:
             return self.runner.manager.get(principal.tenant_id, thread_id, principal.user_id)
         except SessionNotFound:
-            raise SessionNotFound(f"thread {thread_id} not found") from None
+            raise SessionNotFound(f"thread {quote_id(thread_id)} not found") from None
 
     def create_session(
         self, principal: Principal, thread_id: str | None, metadata: dict[str, Any] | None
@@ -143,15 +156,8 @@ class ServeContext:
     # --- threads -------------------------------------------------------------------------------------
     def thread_status(self, session: ChatSession) -> str:
         """idle / busy / interrupted / error, from the live run and the session's last run."""
-        if self.engine.active(session.tenant_id, session.session_id) is not None:
-            return "busy"
-        last = session.last_run_status
-        if last in (RunStatus.FAILED, RunStatus.RECOVERY_BLOCKED):
-            return "error"
-        # RUNNING with no live run here: killed mid-run (or running elsewhere); resumable either way.
-        if last in (RunStatus.PAUSED, RunStatus.RUNNING, RunStatus.INTERRUPTED):
-            return "interrupted"
-        return "idle"
+        live = self.engine.active(session.tenant_id, session.session_id) is not None
+        return thread_status_of(live, session.last_run_status)
 
     def thread(self, session: ChatSession, with_values: bool = True) -> dict[str, Any]:
         """The API's Thread object."""
@@ -181,6 +187,30 @@ class ServeContext:
             "error": None,
             "session_status": session.status.value,
             "branch_id": session.current_branch_id,
+        }
+
+    def thread_of_row(self, row: SessionRow) -> dict[str, Any]:
+        """The API's Thread object (without values) from a session's index row alone."""
+        meta = row.meta
+        live = self.engine.active(row.tenant_id, row.session_id) is not None
+        status = thread_status_of(live, meta.get("last_run_status"))
+        return {
+            "thread_id": row.session_id,
+            "created_at": row.created_at.isoformat(),
+            "updated_at": row.last_activity.isoformat(),
+            "metadata": {
+                **(meta.get("metadata") or {}),
+                "graph_id": GRAPH_ID,
+                "assistant_id": ASSISTANT_ID,
+                "user_id": row.user_id,
+            },
+            "status": status,
+            "values": {},
+            "interrupts": {},
+            "config": {},
+            "error": None,
+            "session_status": row.status,
+            "branch_id": meta.get("branch_id") or "main",
         }
 
     def assistant(self) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from agent.doctor.facts import DoctorReport
 from agent.session.session import ChatSession
+from agent.text import printable
 from checkpointing.events import Entry
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -22,8 +23,9 @@ HIDDEN_TYPES = frozenset({"node_end"})
 
 
 def esc(value: Any) -> str:
-    """HTML-escaped text."""
-    return escape(str(value if value is not None else ""), quote=True)
+    """HTML-escaped text, every control, format or separator character first written as an escape
+    (`printable`: HTML escaping leaves a bidi override such as U+202E working)."""
+    return escape(printable(str(value if value is not None else ""), keep="\n\t"), quote=True)
 
 
 def layout(title: str, tenant: str, body: str) -> str:
@@ -67,10 +69,12 @@ def sessions_page(rows: list[tuple[ChatSession, str, str]], tenant: str, error: 
     return layout("sessions", tenant, "".join(body))
 
 
-def _entry_html(sid: str, e: Entry) -> str:
+def _entry_html(sid: str, e: Entry, forkable: bool) -> str:
     p = e.payload or {}
     head = f'<div class="meta">{esc(e.type)} · {esc(e.ts)} · <code>{esc(e.id)}</code> '
-    head += _button(f"/ui/sessions/{sid}/fork", "fork here", "small", {"entry_id": e.id}) + "</div>"
+    if forkable:  # only where `agentrt fork --from` would accept it
+        head += _button(f"/ui/sessions/{sid}/fork", "fork here", "small", {"entry_id": e.id})
+    head += "</div>"
     if e.type in ("user_turn", "assistant_message"):
         inner = f"<pre>{esc(p.get('content'))}</pre>"
     elif e.type == "tool_call":
@@ -142,7 +146,8 @@ def session_page(view: dict[str, Any], tenant: str, error: str | None = None) ->
             f'<section><h2 id="run-state">run in progress</h2><div id="live" '
             f'data-stream="/ui/sessions/{esc(sid)}/live"></div></section>'
         )
-    convo = "".join(_entry_html(sid, e) for e in view["entries"] if e.type not in HIDDEN_TYPES)
+    forkable: set[str] = view["forkable"]
+    convo = "".join(_entry_html(sid, e, e.id in forkable) for e in view["entries"] if e.type not in HIDDEN_TYPES)
     parts.append('<div class="cols"><div>')
     parts.append(
         f'<section><h2>Conversation (branch {esc(s.current_branch_id)})</h2><div id="conversation">'
@@ -181,6 +186,16 @@ def doctor_fragment(report: DoctorReport) -> str:
         for c in report.checks
     )
     return f"<table><tr><th></th><th>check</th><th>finding</th><th>next step</th></tr>{rows}</table>"
+
+
+def error_page(status: int, message: str) -> str:
+    """An error for a browser (an unknown session, a refused key): what happened and a way back."""
+    title = {401: "sign in needed", 404: "not found"}.get(status, "error")
+    body = (
+        f'<section><h2>{esc(title)}</h2><div class="error-box" id="error">{esc(message)}</div>'
+        '<p><a href="/">all sessions</a></p></section>'
+    )
+    return layout(title, "?", body)
 
 
 def login_page(error: str | None = None) -> str:

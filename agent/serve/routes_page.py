@@ -17,8 +17,9 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from starlette.concurrency import run_in_threadpool
 
 from agent.doctor import run_doctor
-from agent.errors import AgentRuntimeError, ConfigError, ToolError, as_agentrt_error
+from agent.errors import AgentRuntimeError, ConfigError, ToolError, as_agentrt_error, quote_id
 from agent.results import RunEvent
+from agent.run.lifecycle import forkable_entries
 from agent.serve import page
 from agent.serve.auth import KEY_COOKIE, KEY_HEADER, Principal, Unauthorized
 from agent.serve.context import ServeContext
@@ -27,9 +28,14 @@ from agent.serve.engine import RunRecord
 from agent.serve.run_requests import make_job, make_record
 from agent.serve.streams import sse
 from agent.serve.workers import CANCELLING
+from agent.session.lifecycle import SessionAction, allowed
+from agent.text import printable
 from checkpointing.errors import CheckpointingError
+from checkpointing.session_index import RowFilter
 
 router = APIRouter(include_in_schema=False)
+PAGE_SESSIONS = 200
+"""The newest sessions the page lists (by the index of sessions: no walk of every folder)."""
 QUIET_KINDS = frozenset({"graph", "token", "final", CANCELLING})
 
 
@@ -60,9 +66,10 @@ def index(request: Request, error: str | None = None, ctx: ServeContext = Depend
     except Unauthorized:
         return RedirectResponse("/ui/login", status_code=303)
     rows = []
-    for s in ctx.runner.manager.list(principal.tenant_id, principal.user_id):
-        first = s.messages[0].content if s.messages else ""
-        rows.append((s, ctx.thread_status(s), first))
+    mine = RowFilter(user_id=principal.user_id)
+    for item in ctx.runner.manager.page(principal.tenant_id, mine, limit=PAGE_SESSIONS).items:
+        first = str(item.row.meta.get("first_message") or "")
+        rows.append((item.session, ctx.thread_status(item.session), first))
     return HTMLResponse(page.sessions_page(rows, principal.tenant_id, error))
 
 
@@ -116,6 +123,7 @@ def _view(ctx: ServeContext, principal: Principal, sid: str) -> dict[str, Any]:
         "session": s,
         "run_status": ctx.thread_status(s),
         "entries": entries,
+        "forkable": forkable_entries(entries) if allowed(s.status, SessionAction.FORK) else set(),
         "created": events.entries(frozenset({"branch_created"})),
         "branches": events.branches(),
         "compressions": [e for e in entries if e.type == "compression"],
@@ -159,7 +167,7 @@ async def act(sid: str, action: str, request: Request, ctx: ServeContext = Depen
         elif action == "end":
             await run_in_threadpool(runner.end, sid, principal.tenant_id, principal.user_id)
         else:
-            raise ConfigError(f"unknown action {action!r}")
+            raise ConfigError(f"unknown action {quote_id(action)}")
     except (AgentRuntimeError, CheckpointingError) as err:
         return _back(sid, str(as_agentrt_error(err) or err))
     return _back(sid)
@@ -201,7 +209,7 @@ async def live(sid: str, request: Request, ctx: ServeContext = Depends(get_ctx))
                     continue
                 line = _progress(ev)
                 if line:
-                    yield sse("progress", {"kind": ev.kind, "text": line})
+                    yield sse("progress", {"kind": ev.kind, "text": printable(line)})  # shown as is: escaped here
         yield sse("done", {"status": rec.status.value if rec is not None else "none"})
 
     return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})

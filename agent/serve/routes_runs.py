@@ -15,7 +15,7 @@ from fastapi import APIRouter, Body, Depends, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from agent.errors import ConfigError, SessionNotFound
+from agent.errors import ConfigError, SessionNotFound, quote_id
 from agent.serve.auth import Principal
 from agent.serve.context import ServeContext
 from agent.serve.deps import get_ctx, get_principal
@@ -217,7 +217,7 @@ def get_run(
     for run in _runs_of(ctx, principal.tenant_id, thread_id):
         if run["run_id"] == run_id:
             return run
-    raise SessionNotFound(f"run {run_id} not found in thread {thread_id}")
+    raise SessionNotFound(f"run {quote_id(run_id)} not found in thread {quote_id(thread_id)}")
 
 
 @router.post("/threads/{thread_id}/runs/{run_id}/cancel")

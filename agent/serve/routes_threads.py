@@ -11,6 +11,7 @@ from agent.serve.auth import Principal
 from agent.serve.context import METADATA_KEY, ServeContext
 from agent.serve.deps import get_ctx, get_principal
 from agent.serve.encode import json_response
+from agent.serve.search import SORT_KEYS, search_filters
 from agent.serve.thread_ops import copy_thread, delete_thread
 
 router = APIRouter(prefix="/threads", tags=["threads"])
@@ -49,28 +50,25 @@ def search_threads(
 
 
 def _search(body: dict[str, Any], ctx: ServeContext, principal: Principal, count_only: bool = False) -> Any:
-    sessions = ctx.runner.manager.list(principal.tenant_id, principal.user_id)
-    ids = set(body.get("ids") or [])
-    meta = body.get("metadata") or {}
-    status = body.get("status")
-    out = []
-    for s in sessions:
-        if ids and s.session_id not in ids:
-            continue
-        thread = ctx.thread(s, with_values=False)
-        if meta and any(thread["metadata"].get(k) != v for k, v in meta.items()):
-            continue
-        if status and thread["status"] != status:
-            continue
-        out.append(thread)
+    """One indexed query (filters, order, offset/limit): no session document is read."""
+    where = search_filters(body, ctx, principal)
+    if where is None:
+        return 0 if count_only else []
+    manager = ctx.runner.manager
     if count_only:
-        return len(out)
+        return manager.search(principal.tenant_id, where, count_only=True)
     key = body.get("sort_by") or "updated_at"
-    if key not in ("thread_id", "created_at", "updated_at", "status"):
-        key = "updated_at"
-    out.sort(key=lambda t: str(t[key]), reverse=(body.get("sort_order") or "desc") == "desc")
-    offset, limit = int(body.get("offset") or 0), int(body.get("limit") or 10)
-    return out[offset : offset + limit]
+    order = SORT_KEYS.get(str(key), "activity")
+    rows = manager.search(
+        principal.tenant_id,
+        where,
+        order=order,
+        descending=(body.get("sort_order") or "desc") == "desc",
+        limit=max(0, int(body.get("limit") or 10)),
+        offset=max(0, int(body.get("offset") or 0)),
+    )
+    assert isinstance(rows, list)
+    return [ctx.thread_of_row(r) for r in rows]
 
 
 @router.post("/count")

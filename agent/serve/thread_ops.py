@@ -7,11 +7,10 @@ it never reaches across. Both hold the session lease: not while a run is going.
 
 from __future__ import annotations
 
-import shutil
-
 from agent.errors import ConfigError
 from agent.serve.auth import Principal
 from agent.serve.context import METADATA_KEY, ServeContext
+from agent.session.removal import Removal, finish, remove_session
 from agent.session.session import ChatSession
 from agent.turns import SessionHold
 from checkpointing.saver import JsonlCheckpointSaver
@@ -25,18 +24,14 @@ def _jsonl_saver(ctx: ServeContext, what: str) -> JsonlCheckpointSaver:
 
 
 def delete_thread(ctx: ServeContext, session: ChatSession) -> None:
-    """Remove the session from every layer, its checkpoints and its folder, for good."""
-    saver = _jsonl_saver(ctx, "deleting")
-    tenant, sid = session.tenant_id, session.session_id
-    runner = ctx.runner
-    with SessionHold(runner.settings, runner.lease, tenant, sid):
-        for layer in runner.manager.read_order:
-            layer.delete(tenant, sid)
-        saver.delete_thread(sid, tenant_id=tenant)
-        jsonl = runner.manager.jsonl
-        with jsonl._lock:
-            jsonl._logs.pop((tenant, sid), None)
-        shutil.rmtree(runner.session_dir(tenant, sid), ignore_errors=True)
+    """Remove the session from every layer, its checkpoints and its folder, for good (what
+    `agentrt erase` does for one session: `agent.session.removal`); its blobs go unless shared."""
+    _jsonl_saver(ctx, "deleting")
+    out = Removal()
+    try:
+        remove_session(ctx.runner, session.tenant_id, session.session_id, out, held_raises=True)
+    finally:
+        finish(ctx.runner, out)
 
 
 def copy_thread(ctx: ServeContext, principal: Principal, session: ChatSession) -> ChatSession:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from agent.errors import ConfigError, StorageError
+from agent.errors import NotFound, StorageError, quote_id
 from agent.session.lifecycle import SessionAction, allowed, transition
 from agent.session.session import ChatSession, PageMessage
 from agent.session.stores.jsonl import PAGE_TYPES, JsonlSessionStore, page_messages
@@ -166,7 +166,9 @@ class ChatMemory:
             transition(session, SessionAction.FORK)  # raises the refusal (e.g. PAUSED: resume or end first)
         events = self.jsonl.event_log(session.tenant_id, sid)
         if not events.has(from_entry_id):
-            raise ConfigError(f"entry {from_entry_id} is not in session {sid}; see `agentrt show {sid}` for entry ids")
+            raise NotFound(
+                f"entry {quote_id(from_entry_id)} is not in session {sid}; `agentrt show {sid}` lists the entry ids"
+            )
         from_branch, from_leaf = session.current_branch_id, session.current_leaf_entry_id
         session.current_branch_id = new_entry_id()
         session.current_leaf_entry_id = from_entry_id

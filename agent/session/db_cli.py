@@ -1,6 +1,7 @@
 """`agentrt db upgrade` and `agentrt db init`: deploy the SQL schema of a configured database.
 
-- `upgrade`: apply the Alembic migrations (agent/session/migrations) up to the newest revision.
+- `upgrade`: apply the Alembic migrations (agent/session/migrations) up to the newest revision
+  (the session tables, and the lease table of `persistence.lease: postgres`).
 - `init`: create the database itself when it does not exist and the server allows it, then upgrade.
 
 Both read only the settings (no runner, no session manager: those refuse an old schema).
@@ -17,7 +18,7 @@ from agent.session.stores.sql import SqlSessionStore, sqlite_url
 
 
 def _url(settings: AgentSettings) -> str:
-    if settings.persistence.mode == "JSONL_ONLY":
+    if settings.persistence.mode == "JSONL_ONLY" and settings.persistence.lease != "postgres":
         raise ConfigError("persistence mode JSONL_ONLY uses no SQL database: there is nothing to upgrade")
     return settings.database_url() or sqlite_url(settings.base_dir)
 

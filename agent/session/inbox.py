@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import time
 import uuid
@@ -35,10 +36,20 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import ConfigError, DataCorrupt, SessionNotFound
-from checkpointing.errors import CorruptRecordError, InvalidIdError
+from checkpointing.errors import CorruptRecordError, InvalidIdError, OldFormatError
 from checkpointing.ids import validate_id
-from checkpointing.layout import inbox_file, inbox_lock_file, session_dir, turn_file, turns_dir
-from checkpointing.records import RecordLog, decode_file, encode_record, read_records
+from checkpointing.layout import (
+    broken_file,
+    inbox_file,
+    inbox_lock_file,
+    session_dir,
+    sessions_root,
+    turn_file,
+    turns_dir,
+)
+from checkpointing.records import RecordLog, atomic_write, decode_file, encode_record, read_records
+
+log = logging.getLogger(__name__)
 
 
 class TurnStatus(StrEnum):
@@ -232,7 +243,9 @@ class TurnIndex:
 
     Each file holds one framed record `{session_id, turn_id}` (`checkpointing.records`: a flipped
     bit is an error, never another session). Files written before the framing (plain JSON, no
-    checksum) are still read as they are: there is nothing in them to verify.
+    checksum) are still read as they are: there is nothing in them to verify. A damaged file is
+    rebuilt from the one session inbox that holds the turn (`session_of`): the inbox is the record
+    of the submission, this file only finds it.
     """
 
     def __init__(self, base_dir: Path, tenant_id: str) -> None:
@@ -255,8 +268,8 @@ class TurnIndex:
             os.close(fd)
 
     def session_of(self, turn_id: str) -> str:
-        """The session a turn was submitted to; `SessionNotFound` for an unknown id, `DataCorrupt`
-        when its file is damaged."""
+        """The session a turn was submitted to; `SessionNotFound` for an unknown id. A damaged
+        file is rewritten from the inbox that holds the turn (`DataCorrupt` only when several do)."""
         path = turn_file(self.base_dir, self.tenant_id, _valid(turn_id, "turn id"))
         unknown = SessionNotFound(
             f"no turn {turn_id} in tenant {self.tenant_id}: check the id `agentrt submit` printed and --tenant"
@@ -273,11 +286,45 @@ class TurnIndex:
         try:
             doc = decode_file(path, data)
         except CorruptRecordError as err:
-            raise _damaged(path, turn_id, err.reason) from err
+            return self._rebuild(path, turn_id, err.reason, unknown)
         session_id = doc.get("session_id")
         if not isinstance(session_id, str) or doc.get("turn_id") != turn_id:
-            raise _damaged(path, turn_id, "it does not name this turn's session")
+            return self._rebuild(path, turn_id, "it does not name this turn's session", unknown)
         return session_id
+
+    def _rebuild(self, path: Path, turn_id: str, reason: str, unknown: SessionNotFound) -> str:
+        """The session of a turn whose index file is damaged, from the one inbox that holds the
+        turn; the file is rewritten (its old bytes kept in `<file>.broken`). No inbox holds it: the
+        turn was never submitted (`unknown`); more than one: `DataCorrupt`."""
+        holders = [sid for sid in self._sessions() if _submitted(self.base_dir, self.tenant_id, sid, turn_id)]
+        if not holders:
+            raise unknown
+        if len(holders) > 1:
+            raise _damaged(path, turn_id, f"{reason}; the inboxes of {len(holders)} sessions hold the turn")
+        kept = broken_file(path)
+        with open(kept, "ab") as fh:
+            fh.write(path.read_bytes())
+            fh.flush()
+            os.fsync(fh.fileno())
+        atomic_write(path, encode_record({"session_id": holders[0], "turn_id": turn_id}))
+        log.warning("rebuilt the damaged turn index %s (%s) from the inbox of %s", path, reason, holders[0])
+        return holders[0]
+
+    def _sessions(self) -> list[str]:
+        root = sessions_root(self.base_dir, self.tenant_id)
+        try:
+            return sorted(p.name for p in root.iterdir() if p.is_dir())
+        except OSError:
+            return []
+
+
+def _submitted(base_dir: Path, tenant_id: str, session_id: str, turn_id: str) -> bool:
+    """Whether the session's inbox holds the submission of `turn_id` (a damaged inbox: no)."""
+    try:
+        recs = read_records(inbox_file(session_dir(base_dir, tenant_id, session_id)))
+    except (CorruptRecordError, OldFormatError, OSError):
+        return False
+    return any(r.get("kind") == "submitted" and r.get("turn_id") == turn_id for r in recs)
 
 
 def _legacy_turn(data: bytes, turn_id: str) -> str | None:

@@ -4,21 +4,25 @@
 tracking its outages (`_use`: one warning per outage, skipped until `retry_interval_s` passed),
 keeps what a down layer missed (in memory for this process, and durably in the session's outbox,
 see outbox.py), and replays it, in order and from the source of truth, when the layer answers
-again or when any process next reads the session.
+again: before this process's next use of the layer, at the background retrier's interval
+(retrier.py), in `converge` (a run's end, `agentrt doctor ID --repair`), or when any process next
+reads the session. A replayed session row never moves back (`put_if_newer`): a replay racing a
+save of a newer copy leaves the newer one.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
 
 from agent.errors import DataCorrupt, StorageError
 from agent.session.chat_memory import ChatMemory
-from agent.session.outbox import Debt, Outbox, Owed
+from agent.session.outbox import Debt, Lag, Outbox, Owed
+from agent.session.retrier import Retrier
 from agent.session.session import ChatSession, SessionDocumentCorrupt, SessionStore
 from agent.session.stores.jsonl import JsonlSessionStore
 from agent.session.stores.sql import SqlSessionStore
@@ -56,7 +60,9 @@ class LayerKeeper:
     _clock: Callable[[], float]
     _health: dict[str, Health]
     _lock: threading.RLock
-    _owed: set[tuple[Key, str, Owed]]
+    _owed: set[tuple[Key, str, Owed, int | None]]
+    _debtors: set[Key]
+    _retrier: Retrier
 
     def _use(self, layer: SessionStore, op: Callable[[], T]) -> T:
         """Run `op` on `layer`, tracking outages; raises `Down` when the layer is or goes down."""
@@ -99,12 +105,19 @@ class LayerKeeper:
 
     def _owe(self, layer: SessionStore, session: ChatSession) -> None:
         with self._lock:
-            self._health[layer.name].pending[session.key()] = session
-        self._owe_durably(session.key(), layer.name, Owed.SESSION)
+            health = self._health[layer.name]
+            if health.down:  # back up meanwhile (a refill holds the lock): the outbox has the rest
+                health.pending[session.key()] = session
+        self._owe_durably(session.key(), layer.name, Owed.SESSION, session.version)
 
-    def _owe_durably(self, key: Key, layer: str, what: Owed) -> None:
-        if layer not in ("SQL", "L2") or (key, layer, what) in self._owed:
-            return  # L1 lives in this process only; a debt already on disk needs no second record
+    def _owe_durably(self, key: Key, layer: str, what: Owed, version: int | None = None) -> None:
+        """Record in the outbox that `layer` missed a write (one record per missed write: a save's
+        `version` is recorded once however many of its steps missed the layer)."""
+        if layer not in ("SQL", "L2"):
+            return  # L1 lives in this process only
+        once = (key, layer, what, version)
+        if version is not None and once in self._owed:
+            return
         try:
             self.outbox.owe(key[0], key[1], layer, what)
         except OSError as err:
@@ -115,17 +128,22 @@ class LayerKeeper:
             log.warning("outbox of session %s not written: %s", key[1], err)
             return
         with self._lock:
-            self._owed.add((key, layer, what))
+            if version is not None:
+                self._owed.add(once)
+            self._debtors.add(key)
+        self._retrier.start()
 
     def _refill(self, layer: SessionStore, health: Health) -> None:
         for key, session in list(health.pending.items()):
-            layer.put(session)
             if layer is self.sql:
+                self.sql.put_if_newer(session)  # another process may have written a newer copy
                 self.memory.sync_sql(session)
+            else:
+                layer.put(session)
             health.pending.pop(key, None)
             # The put above wrote this process's newest copy: that pays a cache's debt as it is.
             try:
-                self._pay(key, layer.name, replay=layer is self.sql)
+                self._pay_layer(layer, key, replay=layer is self.sql)
             except DataCorrupt as err:  # the copy is written; reads of the session report the damage
                 log.warning("outbox of session %s not settled: %s", key[1], err)
 
@@ -138,20 +156,38 @@ class LayerKeeper:
             self.memory.sync_all_sql(*key)
         elif layer is self.sql:
             newest = self.jsonl.get(*key)  # PRIMARY's truth; in MIRROR the mirror took what SQL missed
-            row = self.sql.get(*key)
-            if newest is not None and (row is None or row.version < newest.version):
-                self.sql.put(newest)
+            if newest is not None:
+                self.sql.put_if_newer(newest)
         else:
             layer.delete(*key)  # a cache: the next read refills it from a durable layer
 
-    def _pay(self, key: Key, only: str | None = None, replay: bool = True) -> set[str]:
+    def _pay_layer(self, layer: SessionStore, key: Key, replay: bool = True) -> int:
+        """Replay and settle every debt the outbox holds for `layer`; how many (raises `StorageError`).
+
+        `replay=False` only marks them paid (the caller has just written the newest copy itself)."""
+        with self._lock:
+            self._owed = {o for o in self._owed if o[:2] != (key, layer.name)}
+        mine = [d for d in self.outbox.debts(*key) if d.layer == layer.name]
+        if not mine:
+            return 0
+        for debt in mine if replay else ():
+            self._replay(layer, debt, key)
+        try:
+            self.outbox.settle(*key, layer.name, max(d.offset for d in mine))
+        except OSError as err:
+            log.warning("outbox of session %s not settled (%s); it is replayed again later", key[1], err)
+        log.info("session %s: replayed what layer %s missed (%d debts)", key[1], layer.name, len(mine))
+        return len(mine)
+
+    def _pay(self, key: Key, only: str | None = None) -> set[str]:
         """Replay the session's outbox debts (of layer `only`, or all); returns the layers still owed.
 
-        `replay=False` only marks them paid (the caller has just written the newest copy itself).
-        A damaged outbox raises `DataCorrupt`: what a layer owes is unknown, so nothing is read
-        from the layers until `agentrt doctor ID --repair` has replaced it.
+        A layer known down is tried only once its retry interval has passed (`_use`); when it
+        answers, it is marked up again. A damaged outbox raises `DataCorrupt`: what a layer owes is
+        unknown, so nothing is read from the layers until `agentrt doctor ID --repair` has replaced it.
         """
         if not self.outbox.owes(*key):
+            self._debtors.discard(key)
             return set()
         try:
             debts = self.outbox.debts(*key)
@@ -160,27 +196,40 @@ class LayerKeeper:
             return set()
         unpaid: set[str] = set()
         for name in dict.fromkeys(d.layer for d in debts if only in (None, d.layer)):
-            layer, health = self._layer(name), self._health.get(name)
-            if layer is None or health is None:
+            layer = self._layer(name)
+            if layer is None or name not in self._health:
                 continue  # not configured in this process: the debt waits for one that has it
-            mine = [d for d in debts if d.layer == name]
-            if only is None and health.down and self._clock() < health.retry_at:
-                unpaid.add(name)
-                continue
             try:
-                for debt in mine if replay else ():
-                    self._replay(layer, debt, key)
-                self.outbox.settle(*key, name, max(d.offset for d in mine))
-            except StorageError as err:
-                self._mark_down(layer, err)
+                self._use(layer, partial(self._pay_layer, layer, key))
+            except Down:
                 unpaid.add(name)
-                continue
-            except OSError as err:
-                log.warning("outbox of session %s not settled (%s); it is replayed again later", key[1], err)
+        if not unpaid:
             with self._lock:
-                self._owed -= {(key, name, what) for what in Owed}
-            log.info("session %s: replayed what layer %s missed (%d debts)", key[1], name, len(mine))
+                self._debtors.discard(key)
         return unpaid
+
+    def converge(self, keys: Iterable[Key] | None = None) -> dict[Key, set[str]]:
+        """Try now, whatever the retry interval, to replay what the layers missed: for `keys`, or
+        every session this process recorded debts for. Returns the sessions still owed, with their
+        layers (a run's end calls it once; the background retrier at each interval)."""
+        with self._lock:
+            for health in self._health.values():
+                health.retry_at = 0.0  # due now: one attempt each
+            todo = list(dict.fromkeys(keys if keys is not None else self._debtors))
+        left: dict[Key, set[str]] = {}
+        for key in todo:
+            try:
+                unpaid = self._pay(key)
+            except (DataCorrupt, SessionDocumentCorrupt) as err:
+                log.warning("session %s: what the layers missed is not replayed: %s", key[1], err)
+                continue
+            if unpaid:
+                left[key] = unpaid
+        return left
+
+    def behind(self, tenant_id: str, session_id: str) -> dict[str, Lag]:
+        """How far behind each layer is for the session (the outbox's unpaid writes; read-only)."""
+        return self.outbox.behind(tenant_id, session_id)
 
     def layer_status(self) -> dict[str, str]:
         """Each layer with "up" or "down" (as last seen) and how many writes it still owes."""
@@ -189,7 +238,7 @@ class LayerKeeper:
             for name, h in self._health.items()
         }
 
-    def _invalidate_cache(self, key: Key) -> None:
+    def _invalidate_cache(self, key: Key, version: int) -> None:
         # Before the durable write: a process killed between it and the cache write must not leave
         # the older copy in Redis for the next reader. Redis down: the outbox remembers it instead.
         if self.l2 is None:
@@ -197,7 +246,7 @@ class LayerKeeper:
         try:
             self._use(self.l2, partial(self.l2.delete, *key))
         except Down:
-            self._owe_durably(key, self.l2.name, Owed.SESSION)
+            self._owe_durably(key, self.l2.name, Owed.SESSION, version)
 
     def _check_page_rows(self, session: ChatSession) -> None:
         # A process killed between an event append and its SQL row leaves no debt: count instead.

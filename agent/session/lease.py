@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import re
 import socket
@@ -38,6 +39,8 @@ from checkpointing.errors import CorruptRecordError
 from checkpointing.ids import validate_id
 from checkpointing.layout import lease_files, session_dir
 from checkpointing.records import atomic_write, decode_file, encode_record
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TTL_S = 30.0
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379"
@@ -159,7 +162,9 @@ class FileLease:
 
     Each file holds one framed record (`checkpointing.records`: `lease.token` `{token}`,
     `lease.json` `{holder, token, expires_at}`), replaced whole. A complete record whose checksum
-    fails is an error naming the file (`DataCorrupt`), never read as "no lease" or as token 0.
+    fails is an error naming the file (`DataCorrupt`) for a reader (the doctor), never read as
+    "no lease" or as token 0; a new grant counts past a damaged `lease.token` from the fence
+    (below) and rewrites it, so a damaged counter never stops the session.
     Files of the format before the framing (a plain integer, plain JSON) are still read as they
     are, with nothing to verify; every write is framed.
 
@@ -167,7 +172,7 @@ class FileLease:
     - `lease.json` only names the holder for error messages and the doctor; the `flock` is the
       lock, and the kernel drops it with every process when the machine goes down. A lost, stale,
       empty or zeroed `lease.json` reads as "unknown holder" (the doctor reports a stale one).
-    - `lease.token` may come back older (or empty, or zeroed) after a crash, but a grant's token is always
+    - `lease.token` may come back older (or empty, zeroed or damaged) after a crash, but a grant's token is always
       above `token_floor`, the fence's highest token (`FencingGuard.highest()`, durable:
       `fence.json` is fsynced before the holder's first write). Every token that ever wrote
       anything was recorded in the fence first, so a new token still exceeds all of them; a token
@@ -206,7 +211,7 @@ class FileLease:
                 raise LeaseHeld(session_id, info.get("holder", "unknown"), info.get("expires_at")) from None
             try:
                 counter = files.token
-                token = max(read_token_counter(counter), token_floor or 0) + 1
+                token = max(_granting_counter(counter), token_floor or 0) + 1
                 atomic_write(counter, encode_record({"token": token}), durable=False)  # floored by the fence
                 who = holder or make_holder()
                 grant = LeaseGrant(token, who, time.time() + ttl_s, tenant, session_id, ttl_s)
@@ -308,10 +313,21 @@ def read_token_counter(path: Path) -> int:
             raise CorruptRecordError(str(path), 1, "the record holds no token counter")
     except CorruptRecordError as err:
         raise DataCorrupt(
-            f"{path} is damaged ({err.reason}); nothing was changed. Delete it and retry: a new "
-            "grant's token still starts above the session's fence (fence.json)"
+            f"{path} is damaged ({err.reason}); nothing was changed. The next grant rewrites it: "
+            "its token starts above the session's fence (fence.json)"
         ) from err
     return token
+
+
+def _granting_counter(path: Path) -> int:
+    """The counter a new grant counts from: `read_token_counter`, or 0 when `lease.token` is
+    damaged. The grant is floored by the fence either way (see `FileLease`), so an unknown counter
+    costs nothing, and the grant rewrites the file; logged, never silent."""
+    try:
+        return read_token_counter(path)
+    except DataCorrupt as err:
+        log.warning("%s; the new grant counts from the session's fence instead and rewrites it", err)
+        return 0
 
 
 def read_lease_state(path: Path) -> dict[str, Any]:

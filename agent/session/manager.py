@@ -26,8 +26,10 @@ the answer and logs a warning naming the file (the doctor's `session_found` chec
 Convergence after outages and crashes: every write a SQL or Redis layer misses is also recorded
 in the session's durable outbox (`outbox.py`) before the caller goes on, and replayed, in order
 and idempotently, from the source of truth when the layer answers again: by this process when it
-next uses the layer, or by any process that next reads the session (a read replays what is owed
-before it reads the layer; a Redis copy still owed is never read). A save deletes the Redis copy
+next uses the layer (after `retry_interval_s`), by its background retrier (every
+`retry_interval_s` while it owes anything, `retrier.py`), once more when a run ends (`mark_run`),
+or by any process that next reads the session (a read replays what is owed before it reads the
+layer; a Redis copy still owed is never read). A save deletes the Redis copy
 before it writes the durable layers, so a process killed between the two leaves no stale copy
 behind; and each turn start checks (one COUNT) that SQL holds every page row of the event log.
 """
@@ -43,7 +45,7 @@ from collections.abc import Callable
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from agent.errors import ConfigError, SessionExists, SessionNotActive, SessionNotFound, StorageError, quote_id
 from agent.session.chat_memory import ChatMemory
@@ -52,8 +54,10 @@ from agent.session.layers import Health as _Health
 from agent.session.layers import Key, LayerKeeper
 from agent.session.lifecycle import RunStatus, SessionAction, transition
 from agent.session.outbox import Outbox, Owed
+from agent.session.retrier import Retrier
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt, SessionStatus, SessionStore
 from agent.session.stores.jsonl import JsonlSessionStore
+from agent.session.stores.listing import SessionPage, page_sessions, search_rows, sql_page
 from agent.session.stores.memory import MemorySessionStore
 from agent.session.stores.redis import RedisSessionStore
 from agent.session.stores.sql import SqlSessionStore, sqlite_url
@@ -61,7 +65,9 @@ from checkpointing.errors import CorruptRecordError, InvalidIdError
 from checkpointing.events import Entry
 from checkpointing.ids import validate_id
 from checkpointing.records import FsyncPolicy
+from checkpointing.session_index import EVERY_ROW, RowFilter, SessionRow
 
+_T = TypeVar("_T")
 log = logging.getLogger("agentrt.sessions")
 Mode = Literal["MIRROR", "PRIMARY", "JSONL_ONLY"]
 MODES: tuple[str, ...] = ("MIRROR", "PRIMARY", "JSONL_ONLY")
@@ -94,8 +100,11 @@ class ChatSessionManager(LayerKeeper):
         self.sql = sql if mode != "JSONL_ONLY" else None
         self.jsonl = jsonl
         self.outbox = Outbox(jsonl.base_dir, fsync=jsonl.fsync == "always")
-        self._owed: set[tuple[Key, str, Owed]] = set()
-        """Debts this process already wrote to an outbox and has not paid (one record per outage)."""
+        self._owed: set[tuple[Key, str, Owed, int | None]] = set()
+        """Session versions whose missed write this process already recorded (one record per save)."""
+        self._debtors: set[Key] = set()
+        """Sessions this process recorded debts for that it has not seen paid (the retrier's work)."""
+        self._retrier = Retrier(lambda: bool(self.converge()), retry_interval_s)
         self.memory = ChatMemory(
             jsonl,
             self.sql,
@@ -253,8 +262,8 @@ class ChatSessionManager(LayerKeeper):
         sid = quote_id(session_id)
         why = "SQL is down" if self.mode == "MIRROR" else "JSONL is the source of truth"
         return SessionDocumentCorrupt(
-            f"session {sid}: {_damage(err)}; a read of mode {self.mode} answers from it ({why}), so no other "
-            f"layer's copy was read and nothing was changed. Run `agentrt doctor {sid}`"
+            f"session {sid}: {_damage(err)}; nothing was read from another layer or changed (mode {self.mode}: "
+            f"{why}); repair it with `agentrt doctor {sid} --repair`"
         )
 
     def _fill(self, layer: SessionStore, session: ChatSession, read_fill: bool = False) -> None:
@@ -315,6 +324,54 @@ class ChatSessionManager(LayerKeeper):
             "check base_dir and the database"
         )
 
+    def page(
+        self, tenant_id: str, where: RowFilter = EVERY_ROW, *, after: str | None = None, limit: int | None = 20
+    ) -> SessionPage:
+        """One page of the tenant's sessions matching `where`, newest activity first, by an index
+        (never a walk).
+
+        With a SQL session table that holds every session (MIRROR; PRIMARY on a server database)
+        that table is the index; otherwise (the embedded default, JSONL_ONLY) the files store's
+        index of sessions. SQL down: the files index answers.
+        """
+        return self._by_index(
+            tenant_id,
+            lambda sql: sql_page(sql, self.jsonl, tenant_id, where, after=after, limit=limit),
+            lambda: page_sessions(self.jsonl, tenant_id, where, after=after, limit=limit),
+        )
+
+    def search(
+        self, tenant_id: str, where: RowFilter = EVERY_ROW, *, count_only: bool = False, **paging: Any
+    ) -> builtins.list[SessionRow] | int:
+        """Index rows of the tenant's sessions matching `where` (or their number); `paging`: the
+        order, descending, limit and offset of `SessionIndex.page`. What the API's thread search
+        reads, without any session document."""
+        from agent.session.stores import sql_listing
+
+        return self._by_index(
+            tenant_id,
+            lambda sql: sql_listing.search(sql, tenant_id, where, count_only=count_only, **paging),
+            lambda: search_rows(self.jsonl, tenant_id, where, count_only=count_only, **paging),
+        )
+
+    def _by_index(self, tenant_id: str, on_sql: Callable[[SqlSessionStore], _T], on_files: Callable[[], _T]) -> _T:
+        """`on_sql` on the SQL session table when it is the index and answers, else `on_files`."""
+        self._check_ids(tenant_id)
+        sql = self.sql_index()
+        if sql is not None:
+            try:
+                return self._use(sql, partial(on_sql, sql))
+            except _Down:
+                pass
+        return on_files()
+
+    def sql_index(self) -> SqlSessionStore | None:
+        """The SQL session table when it holds every session (MIRROR; PRIMARY on a server database)."""
+        sql = self.sql
+        if sql is not None and (self.mode == "MIRROR" or not sql.url.startswith("sqlite")):
+            return sql
+        return None
+
     # -- writes -------------------------------------------------------------------------------
 
     def save(self, session: ChatSession) -> ChatSession:
@@ -326,7 +383,7 @@ class ChatSessionManager(LayerKeeper):
             raise ConfigError(f"session {session.session_id} cannot be saved: {err}; keep context JSON-only") from err
         session.version += 1
         stored = session.model_copy(deep=True)
-        self._invalidate_cache(session.key())
+        self._invalidate_cache(session.key(), session.version)
         wrote: builtins.list[str] = []
         missed: builtins.list[SessionStore] = []
         for layer in self.durable_layers:
@@ -430,9 +487,15 @@ class ChatSessionManager(LayerKeeper):
         return self.save(session)
 
     def mark_run(self, session: ChatSession, run_id: str, run_status: RunStatus | str) -> ChatSession:
-        """Record the newest run's id and status (the run table of `lifecycle.py`); saves it."""
+        """Record the newest run's id and status (the run table of `lifecycle.py`); saves it.
+
+        A run that ends (any status but RUNNING) then tries once more, whatever the retry
+        interval, to replay what a layer missed during it (`converge`)."""
         transition(session, run_id=run_id, run_status=run_status)
-        return self.save(session)
+        saved = self.save(session)
+        if str(run_status) != RunStatus.RUNNING and self.outbox.owes(*session.key()):
+            self.converge([session.key()])
+        return saved
 
     # -- events and branches ------------------------------------------------------------------
 

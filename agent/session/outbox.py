@@ -3,8 +3,9 @@
 One file per session, `outbox.jsonl` beside its `events.jsonl`, a record log of
 `checkpointing.records` (framing, checksum, torn-tail rule). Two record kinds:
 
-- `{"kind": "owe", "layer": L, "what": W}`: layer L (`SQL`, `L2`) missed a write of W:
-  `session` (the session row / cached document) or `messages` (chat_messages rows);
+- `{"kind": "owe", "layer": L, "what": W, "at": T}`: layer L (`SQL`, `L2`) missed a write of W:
+  `session` (the session row / cached document) or `messages` (chat_messages rows), at time T
+  (ISO 8601 UTC; what `behind` reports as "since");
 - `{"kind": "paid", "layer": L, "upto": OFFSET}`: every `owe` of L at a byte offset <= OFFSET
   has been replayed.
 
@@ -14,7 +15,9 @@ is idempotent, runs in the order the debts were recorded, and survives the proce
 at any point (an unpaid debt is simply replayed again by the next process that reads the session).
 When nothing is owed any more the file is truncated to empty, so the common case ("is anything
 owed?") is one `stat`. Appends and the truncation hold an exclusive `flock` on the file, reads a
-shared one.
+shared one. While a session owes anything, an empty marker `tenants/<tenant>/outbox-due/<session>`
+exists (made before the first debt is written, removed after the file is emptied), so finding the
+sessions that owe (`due`, what `agentrt doctor` lists) reads one folder, never every session's.
 
 Reads never change the file. A torn last line (a crash mid-append) is a debt nobody can read: a
 read counts it as one debt of every kind to every layer (replaying too much is harmless,
@@ -33,18 +36,19 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from agent.errors import DataCorrupt
 from checkpointing.errors import CorruptRecordError, OldFormatError
-from checkpointing.layout import OUTBOX_FILE, broken_file, outbox_file, session_dir
+from checkpointing.layout import OUTBOX_FILE, broken_file, is_id, outbox_due_dir, outbox_file, session_dir
 from checkpointing.records import RecordLog, Scan, cut_torn_tail, encode_record, fsync_dir, fsync_fd, loads, scan
 
 log = logging.getLogger("agentrt.sessions")
 
-__all__ = ["LAYERS", "OUTBOX_FILE", "Debt", "Outbox", "Owed"]
+__all__ = ["LAYERS", "OUTBOX_FILE", "Debt", "Lag", "Outbox", "Owed"]
 
 LAYERS = ("SQL", "L2")
 """The layers an outbox can owe writes to."""
@@ -67,6 +71,16 @@ class Debt:
     what: Owed
     offset: int
     """Byte offset of the record in the outbox (what `settle` pays up to)."""
+
+
+@dataclass(frozen=True)
+class Lag:
+    """How far behind one layer is for one session: its unpaid writes and the oldest one's time."""
+
+    changes: int
+    """Unpaid `owe` records (each a write the layer missed; a torn record counts as one)."""
+    since: str | None
+    """When the oldest of them was missed (ISO 8601 UTC; None when no record says)."""
 
 
 def _every_debt() -> list[dict[str, Any]]:
@@ -109,6 +123,11 @@ class Outbox:
                 "and replays every layer from the source of truth"
             ) from err
 
+    def _due_marker(self, path: Path) -> Path:
+        """`tenants/<tenant>/outbox-due/<session>` of the outbox at `path`."""
+        session = path.parent
+        return outbox_due_dir(self.base_dir, session.parent.parent.name) / session.name
+
     def _append(self, path: Path, records: list[dict[str, Any]]) -> None:
         """Append under the exclusive lock; a crash's torn tail is first replaced by every debt."""
         frames = [encode_record(r) for r in records]
@@ -116,8 +135,13 @@ class Outbox:
         if found.torn:
             cut_torn_tail(path, found.good)
             frames = [encode_record(r) for r in _every_debt()] + frames
-        if frames:
-            RecordLog(path, fsync="always" if self.fsync else "never").append_frames(frames)
+        if not frames:
+            return
+        if found.size == 0 and any(r.get("kind") == "owe" for r in records):
+            marker = self._due_marker(path)  # before the debt: a crash leaves a marker, never a debt unlisted
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+        RecordLog(path, fsync="always" if self.fsync else "never").append_frames(frames)
 
     def owe(self, tenant_id: str, session_id: str, layer: str, what: Owed) -> None:
         """Record durably that `layer` missed a write of `what` for this session."""
@@ -125,7 +149,8 @@ class Outbox:
         path.parent.mkdir(parents=True, exist_ok=True)
         new = not path.exists()
         with self._locked(path, create=True):
-            self._append(path, [{"kind": "owe", "layer": layer, "what": what.value}])
+            at = datetime.now(UTC).isoformat(timespec="seconds")
+            self._append(path, [{"kind": "owe", "layer": layer, "what": what.value, "at": at}])
         if new and self.fsync:
             fsync_dir(path.parent)
 
@@ -148,7 +173,8 @@ class Outbox:
         with self._locked(path, shared=True) as fd:
             return [] if fd is None else self._debts_in(path)
 
-    def _debts_in(self, path: Path) -> list[Debt]:
+    def _unpaid_in(self, path: Path) -> list[tuple[int, dict[str, Any]]]:
+        """Every unpaid `owe` record (offset, record) in file order (a torn tail: every debt)."""
         found = self._scan(path)
         records = [(off, loads(body)) for off, body in found.records]
         paid: dict[str, int] = {}
@@ -157,14 +183,42 @@ class Outbox:
                 paid[str(rec["layer"])] = max(paid.get(str(rec["layer"]), -1), int(rec["upto"]))
         if found.torn:  # where the next append writes every debt in the torn record's place
             records += [(found.good, rec) for rec in _every_debt()]
+        return [
+            (offset, rec)
+            for offset, rec in records
+            if rec.get("kind") == "owe" and offset > paid.get(str(rec["layer"]), -1)
+        ]
+
+    def _debts_in(self, path: Path) -> list[Debt]:
         newest: dict[tuple[str, Owed], Debt] = {}
-        for offset, rec in records:
-            if rec.get("kind") != "owe" or offset <= paid.get(str(rec["layer"]), -1):
-                continue
+        for offset, rec in self._unpaid_in(path):
             key = (str(rec["layer"]), Owed(rec["what"]))
             newest.pop(key, None)  # keep the order of the newest record of each kind
             newest[key] = Debt(key[0], key[1], offset)
         return list(newest.values())
+
+    def behind(self, tenant_id: str, session_id: str) -> dict[str, Lag]:
+        """How far behind each owed layer is: its unpaid writes and since when (read-only)."""
+        if not self.owes(tenant_id, session_id):
+            return {}
+        path = self.path(tenant_id, session_id)
+        with self._locked(path, shared=True) as fd:
+            unpaid = [] if fd is None else self._unpaid_in(path)
+        lags: dict[str, Lag] = {}
+        for _, rec in unpaid:
+            layer, at = str(rec["layer"]), rec.get("at")
+            old = lags.get(layer, Lag(0, None))
+            since = old.since if old.since is not None or not isinstance(at, str) else at
+            lags[layer] = Lag(old.changes + 1, since)
+        return lags
+
+    def due(self, tenant_id: str) -> list[str]:
+        """The tenant's sessions whose outbox owes anything (one folder read, no walk), sorted."""
+        try:
+            names = sorted(p.name for p in outbox_due_dir(self.base_dir, tenant_id).iterdir())
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return [n for n in names if is_id(n) and self.owes(tenant_id, n)]
 
     def repair(self, tenant_id: str, session_id: str) -> str | None:
         """The explicit repair of a damaged outbox (`agentrt doctor ID --repair`, under the lease).
@@ -222,6 +276,7 @@ class Outbox:
                 os.ftruncate(fd, 0)  # under the lock: no append can slip in between
                 if self.fsync:
                     os.fsync(fd)
+                self._due_marker(path).unlink(missing_ok=True)
 
     def pending_layers(self, tenant_id: str, session_id: str) -> set[str]:
         """The layers this session still owes something to."""

@@ -17,10 +17,12 @@ from agent.errors import SessionNotActive, StorageError, quote_id
 from agent.session.lifecycle import RunStatus, SessionAction, SessionStatus, transition
 from checkpointing import layout
 
-__all__ = ["ChatSession", "PageMessage", "SessionStatus", "SessionStore", "utcnow"]
+__all__ = ["THREAD_METADATA", "ChatSession", "PageMessage", "SessionStatus", "SessionStore", "utcnow"]
 
 DEFAULT_MAX_LOOPS = 100
 DEFAULT_EXPIRE_MINUTES = 60 * 24
+THREAD_METADATA = "thread_metadata"
+"""The key of `ChatSession.context` holding the user's metadata of a thread (searchable in listings)."""
 MAIN_BRANCH = layout.MAIN_BRANCH
 """The branch a session starts on (its room is `workspace/`, see `checkpointing.layout`)."""
 

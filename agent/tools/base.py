@@ -3,6 +3,11 @@
 A tool function receives a `ToolContext` (the session's runtime handles) and the validated
 arguments as keyword arguments, and returns a string (or a JSON-serializable value, which is
 serialized as JSON). Raising `ToolError` gives the model a clear error message as the tool result.
+
+An `unsafe` tool whose only effect is one file of the sandbox room may also declare its
+`room_effect`: worked out before the call runs and kept in the journal's INTENT, it lets a resume
+tell a call that a crash interrupted before its effect from one interrupted after it (see
+`agent.tools.journal`), instead of reporting "outcome unknown" for a change it can see.
 """
 
 from __future__ import annotations
@@ -19,6 +24,25 @@ if TYPE_CHECKING:
 
 EffectClass = Literal["read_only", "idempotent", "unsafe"]
 EFFECT_CLASSES: tuple[str, ...] = ("read_only", "idempotent", "unsafe")
+
+
+@dataclass(frozen=True)
+class RoomEffect:
+    """What one room-writing call will do, worked out before it runs (and recorded in its INTENT).
+
+    The room's file system is the tool's only effect and the write is atomic (a rename), so after
+    a crash the file at `path` is either `before` (the call never took effect: run it now) or
+    `after` (it did: its result is `result`); anything else is an outcome the journal cannot tell.
+    """
+
+    path: str
+    """The file, relative to the room (not the workspace), as `Sandbox.room_path` gives it."""
+    before: str | None
+    """`Sandbox.fingerprint` of `path` now; None when nothing is there."""
+    after: str | None
+    """Its fingerprint once the call is done; None when the call removes it."""
+    result: str
+    """The text the call returns when it succeeds."""
 
 
 @dataclass
@@ -53,6 +77,9 @@ class ToolSpec:
     # A tool that only changes graph state (the todo list) bypasses the journal: the checkpoint
     # already makes its effect exactly-once, and it must re-run on replay to rebuild that state.
     state_only: bool = False
+    # (ctx, **args) -> RoomEffect for a tool whose only effect is one file of the room (see above);
+    # not part of the toolset hash: it changes how a crash is recovered, not what the model sees.
+    room_effect: Callable[..., RoomEffect] | None = None
 
     def json_schema(self) -> dict[str, Any]:
         """The arguments' JSON schema as the model sees it."""
@@ -72,3 +99,9 @@ class ToolSpec:
         if isinstance(out, str):
             return out
         return json.dumps(out, ensure_ascii=False, sort_keys=True, default=str)
+
+    def expected_effect(self, ctx: ToolContext, args: dict[str, Any]) -> RoomEffect | None:
+        """The call's `RoomEffect` (None when the tool declares none); raises as the call would."""
+        if self.room_effect is None:
+            return None
+        return self.room_effect(ctx, **self.args_schema.model_validate(args).model_dump())

@@ -3,6 +3,12 @@
 Paths are relative to the sandbox workspace; the sandbox refuses anything that would leave the
 room (see `agent.tools.sandbox.room`). Every failure is a `ToolError` whose message tells the model what to
 try instead.
+
+Crashes: `write_file` is idempotent (its content is its argument, written atomically), so a resume
+simply runs an interrupted call again. `edit_file` and `delete_file` are unsafe (running them twice
+can differ from once) and declare their `RoomEffect`: the file's fingerprint before and after, so a
+resume finishes an interrupted call exactly once, as the journal explains, and the room it leaves
+is the room an uncrashed run leaves.
 """
 
 from __future__ import annotations
@@ -10,7 +16,8 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from agent.errors import ToolError
-from agent.tools.base import ToolContext, ToolSpec
+from agent.tools.base import RoomEffect, ToolContext, ToolSpec
+from agent.tools.sandbox.paths import content_digest, encode_text
 from agent.tools.sandbox.room import Sandbox
 
 MAX_READ_CHARS = 100_000
@@ -103,10 +110,28 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
     return f"edited {path} (now {size} bytes)"
 
 
+def edit_effect(ctx: ToolContext, path: str, old: str, new: str) -> RoomEffect:
+    """What `edit_file` will do: the file's fingerprint now and with the edit made."""
+    box = _sandbox(ctx)
+    data = encode_text(box.edited(path, old, new))
+    where = box.room_path(path)
+    return RoomEffect(where, box.fingerprint(where), content_digest(data), f"edited {path} (now {len(data)} bytes)")
+
+
 def delete_file(ctx: ToolContext, path: str) -> str:
     """Delete a file, a symlink or an empty folder."""
     _sandbox(ctx).delete(path)
     return f"deleted {path}"
+
+
+def delete_effect(ctx: ToolContext, path: str) -> RoomEffect:
+    """What `delete_file` will do: what the path holds now, and nothing afterwards."""
+    box = _sandbox(ctx)
+    where = box.room_path(path, follow_last=False)
+    before = box.fingerprint(where)
+    if before is None:
+        raise ToolError(f"{path!r} does not exist; use list_files to see what is there")
+    return RoomEffect(where, before, None, f"deleted {path}")
 
 
 def builtin_file_tools() -> list[ToolSpec]:
@@ -139,6 +164,7 @@ def builtin_file_tools() -> list[ToolSpec]:
             EditFileArgs,
             edit_file,
             effect="unsafe",
+            room_effect=edit_effect,
         ),
         ToolSpec(
             "delete_file",
@@ -146,5 +172,6 @@ def builtin_file_tools() -> list[ToolSpec]:
             DeleteFileArgs,
             delete_file,
             effect="unsafe",
+            room_effect=delete_effect,
         ),
     ]

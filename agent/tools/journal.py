@@ -3,8 +3,9 @@
 `journal.jsonl` in the session directory, framed by `checkpointing.records` (checksum per line,
 torn tail cut). Entries are keyed by (run_id, tool_call_id):
 
-    INTENT     {kind: "intent", run_id, tool_call_id, tool_name, args_digest, effect, ts}
-               durable before the tool is called
+    INTENT     {kind: "intent", run_id, tool_call_id, tool_name, args_digest, effect, ts,
+                room?: {path, before, after, result}}
+               durable before the tool is called; `room` is the call's `RoomEffect`, when declared
     COMPLETED  {kind: "completed", run_id, tool_call_id, result | result_item | result_ref, result_digest, ts}
     FAILED     {kind: "failed", run_id, tool_call_id, error, ts}
 
@@ -13,9 +14,8 @@ A result long enough to be an item of the checkpoint log is stored there (`resul
 copy: a tool result is on disk once. One whose item never reached the disk (a machine crash
 between the two files' syncs) counts as a COMPLETED record lost: the call is INTENT_ONLY again.
 
-`execute_with_journal` applies the resume policy of seed §5: a COMPLETED call is replayed from the
-journal, a FAILED one replays its error, an INTENT without an end is re-run only for `read_only` /
-`idempotent` tools and otherwise surfaced to the model as "outcome unknown".
+`agent.tools.execute.execute_with_journal` applies the resume policy to a call (a COMPLETED call is
+replayed, never run again).
 """
 
 from __future__ import annotations
@@ -30,11 +30,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from pydantic import ValidationError
-
-from agent.errors import ModelError, StorageError, ToolError
+from agent.errors import StorageError
 from agent.faults import crash_point
-from agent.tools.base import ToolContext, ToolSpec
+from agent.tools.base import RoomEffect
 from checkpointing.blobs import BLOB_KEY, BlobStore, is_blob_ref
 from checkpointing.fencing import FencingGuard
 from checkpointing.layout import journal_file, session_dir
@@ -43,8 +41,6 @@ from checkpointing.records import TIER_STATE, CommitGroup, FsyncPolicy, RecordLo
 JOURNAL_VERSION = 1
 log = logging.getLogger(__name__)
 DEFAULT_INLINE_MAX_BYTES = 16 * 1024
-
-ExecStatus = Literal["success", "error", "outcome_unknown", "needs_human"]
 
 
 class ResultTexts(Protocol):
@@ -76,6 +72,7 @@ class JournalEntryState:
     args_digest: str | None = None
     result: str | None = None  # COMPLETED: the recorded result text (blob loaded and verified)
     error: str | None = None  # FAILED: the recorded error text
+    room: dict[str, Any] | None = None  # the INTENT's RoomEffect fields, when the tool declared one
 
 
 @dataclass(frozen=True)
@@ -153,18 +150,22 @@ class ToolExecutionJournal:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def record_intent(self, run_id: str, tool_call_id: str, tool_name: str, args: Any, effect: str) -> None:
-        """Durably record that the tool is about to run (returns after the fsync)."""
-        self._append(
-            {
-                "kind": "intent",
-                "run_id": run_id,
-                "tool_call_id": tool_call_id,
-                "tool_name": tool_name,
-                "args_digest": args_digest(args),
-                "effect": effect,
-            }
-        )
+    def record_intent(
+        self, run_id: str, tool_call_id: str, tool_name: str, args: Any, effect: str, room: RoomEffect | None = None
+    ) -> None:
+        """Durably record that the tool is about to run (returns after the fsync), with the room
+        effect it declared (see the module docstring)."""
+        rec: dict[str, Any] = {
+            "kind": "intent",
+            "run_id": run_id,
+            "tool_call_id": tool_call_id,
+            "tool_name": tool_name,
+            "args_digest": args_digest(args),
+            "effect": effect,
+        }
+        if room is not None:
+            rec["room"] = {"path": room.path, "before": room.before, "after": room.after, "result": room.result}
+        self._append(rec)
 
     def record_completed(self, run_id: str, tool_call_id: str, result: str, blobs: BlobStore | None = None) -> None:
         """Record the result; one over `inline_max_bytes` goes to the blob store as a reference."""
@@ -235,6 +236,7 @@ class ToolExecutionJournal:
             "tool_name": intent.get("tool_name"),
             "effect": intent.get("effect"),
             "args_digest": intent.get("args_digest"),
+            "room": intent.get("room") if isinstance(intent.get("room"), dict) else None,
         }
         # The first end whose result is on disk wins: it is what the model saw (a COMPLETED record
         # whose result item a machine crash lost is skipped, as if it were lost with it).
@@ -320,81 +322,3 @@ class ToolExecutionJournal:
         else:
             key.failed += 1
         key.ends.append(rec)
-
-
-def _unknown_outcome_text(name: str, call_id: str, hitl: bool) -> str:
-    if hitl:
-        return (
-            f"The tool {name} (call {call_id}) was started before a crash and its outcome is unknown. "
-            "It has side effects, so it was not run again. Should it be run again? Check its effect "
-            "first, then answer yes to re-run or no to continue without it."
-        )
-    return (
-        f"Outcome unknown: the tool {name} (call {call_id}) was started before the run was interrupted "
-        "and did not record a result. It has side effects, so it was NOT run again. Verify whether its "
-        "effect happened (for example with a read-only tool) before calling it again."
-    )
-
-
-def _error_text(name: str, err: Exception) -> str:
-    if isinstance(err, ValidationError):
-        # The model's arguments did not fit the tool's parameters: name the field, not a stack of pydantic text.
-        first = err.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"]) or "arguments"
-        return f"Error: invalid arguments for {name}: {loc}: {first['msg']}; call it again with valid arguments"
-    if isinstance(err, ToolError):
-        return f"Error: tool {name} failed: {err}"
-    return f"Error: tool {name} raised {type(err).__name__}: {err}"
-
-
-def execute_with_journal(
-    journal: ToolExecutionJournal,
-    run_id: str,
-    tool_call: dict[str, Any],
-    spec: ToolSpec,
-    ctx: ToolContext,
-    hitl_enabled: bool = False,
-) -> tuple[str, ExecStatus, bool]:
-    """Run one tool call under the journal's policy; returns (result text, status, replayed).
-
-    `tool_call` is a LangChain tool call ({"name", "args", "id"}). `replayed` is True when the text
-    came from the journal without calling the tool. Status `outcome_unknown` / `needs_human` (HITL
-    on) mean an unsafe tool was interrupted mid-call; send the text to the model (or the human) as
-    an error tool message. Tool exceptions become FAILED records and an `error` status.
-    """
-    call_id = tool_call.get("id")
-    if not isinstance(call_id, str) or not call_id:
-        raise ModelError(
-            f"tool call {spec.name} has no id, so it cannot be journaled; the model must give every "
-            "tool call an id (check the model adapter)"
-        )
-    args = tool_call.get("args") or {}
-    if spec.state_only:
-        return _run_unjournaled(spec, ctx, args)
-    state = journal.lookup(run_id, call_id)
-    if state.status is JournalStatus.COMPLETED:
-        return state.result or "", "success", True
-    if state.status is JournalStatus.FAILED:
-        return state.error or "", "error", True
-    if state.status is JournalStatus.INTENT_ONLY and spec.effect not in RERUNNABLE:
-        status: ExecStatus = "needs_human" if hitl_enabled else "outcome_unknown"
-        return _unknown_outcome_text(spec.name, call_id, hitl_enabled), status, False
-    journal.record_intent(run_id, call_id, spec.name, args, spec.effect)
-    try:
-        result = spec.invoke(ctx, args)
-    except Exception as err:
-        crash_point("after_tool_execute")
-        text = _error_text(spec.name, err)
-        journal.record_failed(run_id, call_id, text)
-        return text, "error", False
-    crash_point("after_tool_execute")
-    journal.record_completed(run_id, call_id, result)
-    return result, "success", False
-
-
-def _run_unjournaled(spec: ToolSpec, ctx: ToolContext, args: Any) -> tuple[str, ExecStatus, bool]:
-    """A state-only tool: its effect lives in the checkpoint, so it runs again on replay."""
-    try:
-        return spec.invoke(ctx, args), "success", False
-    except Exception as err:
-        return _error_text(spec.name, err), "error", False

@@ -2,7 +2,10 @@
 
 It stands for any action with an effect outside the agent's control (sending mail, posting to a
 ticket system): declared `unsafe` and `requires_approval`, so a human is asked first and a crash
-mid-call is reported as "outcome unknown" instead of being silently repeated.
+mid-call is reported as "outcome unknown" instead of being silently repeated. Its stand-in effect is
+one atomic write in the room, so it declares its `RoomEffect`: a resume sees whether the outbox file
+was written and finishes the call exactly once (see `agent.tools.journal`), never publishing twice
+and never leaving the room without a publication the run went on to report.
 """
 
 from __future__ import annotations
@@ -10,7 +13,9 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from agent.errors import ToolError
-from agent.tools.base import ToolContext, ToolSpec
+from agent.tools.base import RoomEffect, ToolContext, ToolSpec
+from agent.tools.sandbox.paths import content_digest
+from agent.tools.sandbox.room import Sandbox
 
 
 class PublishArgs(BaseModel):
@@ -20,15 +25,27 @@ class PublishArgs(BaseModel):
     channel: str = Field(default="team", description="where to publish: a short name like team or board")
 
 
-def _publish(ctx: ToolContext, path: str, channel: str = "team") -> str:
+def _publication(ctx: ToolContext, path: str, channel: str) -> tuple[Sandbox, str, str, str]:
+    """(room, outbox file, text to publish, the call's result) of a publication; nothing changed."""
     if ctx.sandbox is None:
         raise ToolError("this session has no sandbox room")
     if not channel.isidentifier():
         raise ToolError(f"channel {channel!r} must be a simple name (letters, digits, _)")
     text = ctx.sandbox.read_text(path)
     target = f"outbox/{channel}-{path.replace('/', '_')}"
-    ctx.sandbox.write_text(target, text)
-    return f"published {path} to {channel} ({len(text)} chars) as {target}"
+    return ctx.sandbox, target, text, f"published {path} to {channel} ({len(text)} chars) as {target}"
+
+
+def _publish(ctx: ToolContext, path: str, channel: str = "team") -> str:
+    box, target, text, result = _publication(ctx, path, channel)
+    box.write_text(target, text)
+    return result
+
+
+def _publish_effect(ctx: ToolContext, path: str, channel: str = "team") -> RoomEffect:
+    box, target, text, result = _publication(ctx, path, channel)
+    where = box.room_path(target)
+    return RoomEffect(where, box.fingerprint(where), content_digest(text), result)
 
 
 PUBLISH_REPORT = ToolSpec(
@@ -38,4 +55,5 @@ PUBLISH_REPORT = ToolSpec(
     func=_publish,
     effect="unsafe",
     requires_approval=True,
+    room_effect=_publish_effect,
 )

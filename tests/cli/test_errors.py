@@ -22,12 +22,8 @@ def _paused_session(work: Path) -> str:
 
 
 def _config(work: Path, **changes: object) -> Path:
-    """configs/default.yaml copied into `work` with absolute paths and `changes` (dotted keys)."""
+    """configs/default.yaml copied into `work` with `changes` (dotted keys)."""
     data = yaml.safe_load((ROOT / "configs" / "default.yaml").read_text())
-    data["model"]["script"] = str(ROOT / "configs" / data["model"]["script"])
-    data["skills_dir"] = str(ROOT / "configs" / "skills")
-    for ds in data["datasets"]:
-        ds["path"] = str(ROOT / "configs" / ds["path"])
     for dotted, value in changes.items():
         section, key = dotted.split(".", 1)
         data.setdefault(section, {})[key] = value

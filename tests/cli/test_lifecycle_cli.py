@@ -34,12 +34,8 @@ def _status(work: Path, sid: str, *config: str) -> str:
 
 
 def _config(work: Path, **session: object) -> Path:
-    """The shipped configs/default.yaml with absolute paths and `session` settings changed."""
+    """The shipped configs/default.yaml, copied, with `session` settings changed."""
     data = yaml.safe_load((ROOT / "configs" / "default.yaml").read_text())
-    data["model"]["script"] = str(ROOT / "configs" / data["model"]["script"])
-    data["skills_dir"] = str(ROOT / "configs" / "skills")
-    for ds in data["datasets"]:
-        ds["path"] = str(ROOT / "configs" / ds["path"])
     data["session"].update(session)
     path = work / "config.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -49,10 +49,12 @@ KEY_LINE = {
     "show": r"conversation \(branch main\)",
     "fork": r"branch \S+ starts at entry",
     "tool-result": r"chars 0-500 of \d+",
-    "doctor": r"agentrt doctor: session s-",
+    "doctor": r"agentrt doctor: (session s-|the session store)",
     "pause": r"is PAUSED",
     "end": r"is ENDED",
     "db": r"sqlite:.*schema revision",
+    "erase": r"^would delete default/s-|^nothing to erase",
+    "store": r"retention_days is not set|^would delete",
     "--version": r"^agentrt \d",
 }
 

@@ -19,6 +19,7 @@ SOURCES = ("agent", "graph", "nodes", "checkpointing", "bench", "scripts")
 
 def _named_paths(text: str) -> set[str]:
     found = set()
+    text = text.replace("builtin:", "agent/assets/")  # a config's name for a shipped file
     for m in PATH.finditer(text):
         path = m.group(1).rstrip("/.")
         end = m.end()
@@ -69,3 +70,4 @@ def test_the_pattern_finds_paths() -> None:
         "docs/production.md",
         "agent/loop/models.py",
     }
+    assert _named_paths("script: builtin:scripts/demo.yaml") == {"agent/assets/scripts/demo.yaml"}

@@ -187,10 +187,6 @@ def test_ctrl_c_at_a_random_instant_exits_with_the_right_next_command(tmp_path: 
 def test_input_over_the_limit_is_refused_before_the_run(tmp_path: Path) -> None:
     """loop.max_input_chars (default: from model.context_window): exit 2, nothing created."""
     data = yaml.safe_load((ROOT / "configs" / "default.yaml").read_text())
-    data["model"]["script"] = str(ROOT / "configs" / data["model"]["script"])
-    data["skills_dir"] = str(ROOT / "configs" / "skills")
-    for ds in data["datasets"]:
-        ds["path"] = str(ROOT / "configs" / ds["path"])
     data["loop"]["max_input_chars"] = 50
     config = tmp_path / "small.yaml"
     config.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -68,7 +68,7 @@ def test_long_run_finishes_completed_after_sixty_tool_calls(run: LongRun) -> Non
     assert run.result["finish_reason"] == "completed"
     assert run.result["tool_calls"] == 60
     assert "59 slices" in run.result["answer"]
-    script = yaml.safe_load((ROOT / "configs" / "scripts" / "long-task.yaml").read_text())
+    script = yaml.safe_load((ROOT / "agent" / "assets" / "scripts" / "long-task.yaml").read_text())
     assert run.result["model_calls"] == len(script["responses"]) == len(run.calls)
 
 

@@ -1,5 +1,6 @@
 """Approval ids through every door: the Python API, `agentrt serve` (LangGraph's interrupt-id map) and
-the Celery `submit_decision`. A decision naming an approval that is not pending changes nothing."""
+the Celery `submit_decision`. A decision naming an approval that is not pending (never asked: not
+found; answered: a conflict) changes nothing."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 
-from agent.errors import ApprovalNotPending, InputError
+from agent.errors import ApprovalNotFound, ApprovalNotPending, InputError
 from agent.runner import AgentRunner
 from tests.support.runners import make_config
 from tests.support.serve import serving
@@ -34,7 +35,8 @@ def _files(directory: Path) -> dict[str, bytes]:
 
 
 def test_python_api_names_the_approval_it_answers(tmp_path: Path) -> None:
-    """RunResult, show() and the hitl entries carry the interrupt id; a stale id raises and changes nothing."""
+    """RunResult, show() and the hitl entries carry the interrupt id; an id never asked or already
+    answered raises and changes nothing."""
     runner = AgentRunner.from_config(make_config(tmp_path, SCRIPT))
     paused = runner.run("write and publish")
     (request,) = paused.pending_approval
@@ -42,7 +44,7 @@ def test_python_api_names_the_approval_it_answers(tmp_path: Path) -> None:
     assert runner.show(paused.session_id)["pending_approvals"] == [request]
     folder = runner.session_dir("default", paused.session_id)
     before = _files(folder)
-    with pytest.raises(ApprovalNotPending, match=f"approval {STALE} is no longer pending"):
+    with pytest.raises(ApprovalNotFound, match=f"never asked for approval {STALE}"):
         runner.resume(paused.session_id, decision={"approved": True}, interrupt_id=STALE)
     with pytest.raises(InputError, match="not an approval id"):
         runner.resume(paused.session_id, decision={"approved": True}, interrupt_id="x\n\x1b[31m")
@@ -60,7 +62,8 @@ def test_python_api_names_the_approval_it_answers(tmp_path: Path) -> None:
 
 
 def test_serve_resume_map_by_interrupt_id(tmp_path: Path) -> None:
-    """`command={"resume": {IID: answer}}`: a stale IID is a 409 and changes nothing; the pending one completes."""
+    """`command={"resume": {IID: answer}}`: an IID never asked is a 404, one answered a 409, and
+    neither changes anything; the pending one completes."""
     config = make_config(tmp_path, SCRIPT)
     with serving(config, tmp_path) as server:
         client = get_sync_client(url=server.url)
@@ -72,12 +75,15 @@ def test_serve_resume_map_by_interrupt_id(tmp_path: Path) -> None:
         before = _files(folder)
         with pytest.raises(httpx.HTTPStatusError) as caught:
             client.runs.wait(tid, "agentrt", command={"resume": {STALE: {"approved": True}}})
-        assert caught.value.response.status_code == 409
-        assert f"approval {intr['id']} for tool publish_report is pending now" in caught.value.response.text
+        assert caught.value.response.status_code == 404
+        assert f"never asked for approval {STALE}" in caught.value.response.text
         assert _files(folder) == before
         done = client.runs.wait(tid, "agentrt", command={"resume": {intr["id"]: {"approved": True}}})
         assert isinstance(done, dict) and "__interrupt__" not in done
         assert client.threads.get_state(tid)["values"]["finish_reason"] == "completed"
+        with pytest.raises(httpx.HTTPStatusError) as again:
+            client.runs.wait(tid, "agentrt", command={"resume": {intr["id"]: {"approved": True}}})
+        assert again.value.response.status_code == 409 and "no longer pending" in again.value.response.text
 
 
 def test_submit_decision_refuses_an_approval_that_is_not_pending(tmp_path: Path) -> None:

@@ -193,7 +193,7 @@ def test_late_approver_changes_nothing(setup: Setup) -> None:
 
 
 def test_wrong_interrupt_id_changes_nothing_and_names_the_pending_one(setup: Setup) -> None:
-    """An approval id that is not the pending one is refused (exit 4) naming the pending one; the
+    """An approval id the session never asked for is not found (exit 3) naming the pending one; the
     session stays paused and the named approval still works afterwards."""
     counter = setup.base / "counter"
     sid, iid = _paused(setup, counter)
@@ -202,7 +202,7 @@ def test_wrong_interrupt_id_changes_nothing_and_names_the_pending_one(setup: Set
         "resume", sid, "--config", str(setup.config), "--approve", "--interrupt", "0" * 32,
         cwd=setup.base, extra_env=_counter(counter),
     )  # fmt: skip
-    assert wrong.code == 4, wrong.both
+    assert wrong.code == 3, wrong.both
     assert f"approval {iid} for tool bump is pending now" in wrong.error_line()
     assert _snapshot(_session_dir(setup, sid)) == before and not counter.exists()
     shown = agentrt("show", sid, "--config", str(setup.config), cwd=setup.base)

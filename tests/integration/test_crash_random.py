@@ -3,7 +3,8 @@
 Each session's `agentrt run` is SIGKILLed after a random delay, then `agentrt resume` is started
 and killed again at random until one attempt finishes by itself; then the next session starts,
 until 100 processes were really killed mid-run. Every session must end with the reference
-result, and the side-effect counter must show each unsafe call at most once. The processes are
+result and leave the reference's sandbox room byte for byte (paths, contents, modes: no temp file,
+no edit lost or made twice), and the side-effect counter must show each unsafe call at most once. The processes are
 forks of a server that has the runtime imported (tests/support/zygote.py), so the random instant
 falls inside the run rather than inside Python's start-up; the kill is a real SIGKILL.
 """
@@ -27,6 +28,8 @@ from tests.support.crash import (
     make_drill_config,
     read_state,
     result_view,
+    room_diff,
+    room_files,
     session_path,
     unfinished_unsafe_calls,
 )
@@ -62,6 +65,8 @@ def test_hundred_random_kills_all_resume_to_reference(tmp_path: Path) -> None:
         ref = z.run(ref_argv, child_env(ref_dir / "c"))
         assert ref.code == 0, ref.stderr
         ref_result, ref_state = result_view(ref.json()), read_state(ref_cfg, "ref")
+        ref_room = room_files(session_path(ref_cfg, "ref") / "workspace")
+        assert "notes.txt" in ref_room, ref_room
 
         cfg = make_drill_config(tmp_path)
         kills = attempts = checked = 0
@@ -94,6 +99,8 @@ def test_hundred_random_kills_all_resume_to_reference(tmp_path: Path) -> None:
                 break
             sessions.append(figures)
             figures["unknown"] = _check_session(cfg, sid, counter, out, ref_result, ref_state)
+            room = room_files(session_path(cfg, sid) / "workspace")
+            assert room == ref_room, f"{sid} {figures}: {room_diff(room, ref_room)}"
             checked += 1
     unknown = sum(s["unknown"] for s in sessions)
     print(f"\nrandom drill: {kills} kills, {len(sessions)} sessions, {attempts} processes, {unknown} outcome-unknown")

@@ -83,6 +83,7 @@ def test_healthy_session_is_all_ok(runner: AgentRunner) -> None:
         "blobs",
         "sandbox",
         "lease",
+        "session_index",
     ]
     assert set(report.to_json()["checks"][0]) == {"name", "status", "evidence", "next_step"}
     assert "tool_result_store" in _ev(report, "model_context")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import pytest
 
 from agent.errors import StorageError
 from agent.session.manager import ChatSessionManager
+from agent.session.stores.jsonl import JsonlSessionStore
+from agent.session.stores.memory import MemorySessionStore
 from agent.session.stores.redis import RedisSessionStore
 from agent.session.stores.sql import SqlSessionStore
 from tests.integration.test_stores_support import (
@@ -214,3 +217,35 @@ def test_redis_copy_missed_during_an_outage_is_never_read_by_the_next_process(tm
     finally:
         redis_relay.cut()
         drop_redis_prefix(direct.client, prefix)
+
+
+def test_redis_back_is_refilled_by_the_background_retry_without_another_call(
+    owned_redis: OwnedRedis, relayed_sql: SqlSessionStore, tmp_path: Path
+) -> None:
+    """Saves that miss Redis are owed in the outbox (the doctor's count); once Redis is back the
+    process's background retry writes the newest copy to it and empties the outbox, with no
+    further call on the manager (a long run does not wait for its next save)."""
+    l2 = RedisSessionStore(owned_redis.url, socket_timeout=1)
+    m = ChatSessionManager(
+        "PRIMARY",
+        MemorySessionStore(),
+        l2,
+        relayed_sql,
+        JsonlSessionStore(tmp_path),
+        retry_interval_s=0.3,
+    )
+    m.create("acme", "agent", "u1", "a")
+    owned_redis.kill()
+    turn(m, "acme", "a", "while Redis is down")
+    behind = m.behind("acme", "a")
+    assert list(behind) == ["L2"] and behind["L2"].changes >= 2 and behind["L2"].since
+    assert m.outbox.due("acme") == ["a"]
+
+    owned_redis.start()  # a fresh, empty server on the same port
+    deadline = time.monotonic() + 20
+    while m.outbox.owes("acme", "a") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not m.outbox.owes("acme", "a") and m.outbox.due("acme") == []
+    newest = m.jsonl.get("acme", "a")
+    cached = l2.get("acme", "a")
+    assert newest is not None and cached is not None and cached.version == newest.version

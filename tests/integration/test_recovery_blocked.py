@@ -35,7 +35,7 @@ pytestmark = pytest.mark.integration
 SID = "blocked-1"
 # Files a blocked resume may change: the block is logged in the event log and the session record
 # (JSON and its SQL projection); the lease and fence files are written when the lease is taken.
-MAY_CHANGE = ("events.jsonl", "session.json", "agentrt.db", "lease.", "fence.json")
+MAY_CHANGE = ("events.jsonl", "session.json", "agentrt.db", "sessions.index.sqlite", "lease.", "fence.json")
 
 # A resume in a process whose graph has one more node (added before the runner is built).
 GRAPH_HOOK = """

@@ -80,3 +80,21 @@ def test_fork_at_earlier_snapshot_after_crash(tmp_path: Path) -> None:
     assert not fork.exists("after_checkpoint.txt")
     assert _files(original.room_dir) == before
     assert original.read_text("after_checkpoint.txt") == "written after the snapshot"
+
+
+def test_temp_file_of_a_killed_write_is_swept_and_the_files_stay(tmp_path: Path) -> None:
+    """The temp file a write killed before its rename left is removed; every real file keeps its bytes."""
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), "mid-write"], cwd=REPO, check=False)
+    assert proc.returncode == -signal.SIGKILL
+    room = tmp_path / "room"
+    files = {k: v for k, v in _files(room).items() if not Path(k).name.startswith(".agentrt-tmp-")}
+    assert len(files) < len(_files(room))
+
+    removed = Sandbox(room, "work", blobs=BlobStore(tmp_path)).sweep_temp()
+
+    assert removed == 1
+    assert (
+        _files(room)
+        == files
+        == {"work/report.md": b"# draft 1", "work/after_checkpoint.txt": b"written after the snapshot"}
+    )

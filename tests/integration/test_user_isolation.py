@@ -73,7 +73,7 @@ def test_second_user_of_the_tenant_reads_not_found(
     assert "not found" not in mine.stdout + mine.stderr
     assert mine.returncode == 0, mine.stdout + mine.stderr
     if command[0] == "tool-result":
-        assert mine.stdout == FILE_TEXT
+        assert mine.stdout == FILE_TEXT + "\n"  # the whole result, its line ended
     else:
         assert sid in mine.stdout
 

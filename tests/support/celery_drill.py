@@ -155,6 +155,7 @@ def open_cluster(
     *,
     visibility_timeout_s: float = 10.0,
     lease_ttl_s: float = 2.0,
+    session: dict[str, Any] | None = None,
 ) -> Cluster:
     """Create the unique names and the config; no worker is started yet."""
     u = uuid.uuid4().hex[:10]
@@ -200,6 +201,7 @@ def open_cluster(
             ],
         },
         workers=workers,
+        session=session or {},
         datasets=[],
         skills_dir=None,
     )

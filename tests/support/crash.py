@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ import yaml
 
 from tests.support.runners import ROOT
 
-DRILL_SCRIPT = ROOT / "configs" / "scripts" / "drill.yaml"
+DRILL_SCRIPT = "builtin:scripts/drill.yaml"
 DRILL_TOOLS: dict[str, Any] = {
     "builtins": ["list_files", "read_file", "write_file", "edit_file", "calculator", "read_tool_result", "update_todo"],
     "custom": [
@@ -54,9 +55,10 @@ def make_drill_config(tmp_path: Path, name: str = "config.yaml", **sections: Any
     script and tools, and `sections` merged in (a dict updates a section, anything else replaces it)."""
     data = yaml.safe_load((ROOT / "configs" / "default.yaml").read_text())
     data["persistence"]["base_dir"] = str(tmp_path / "agentrt")
-    data["model"]["script"] = str(DRILL_SCRIPT)
+    data["model"]["script"] = DRILL_SCRIPT
     data["tools"] = json.loads(json.dumps(DRILL_TOOLS))
-    data["datasets"] = []  # the drill task needs none, and their paths are relative to configs/
+    data["datasets"] = []  # the drill task needs none
+    data["skills_dir"] = None  # the demo's skill allows dataset tools the drill has not
     for section, values in sections.items():
         if isinstance(values, dict):
             data.setdefault(section, {}).update(values)
@@ -175,6 +177,35 @@ def session_path(config: Path, session: str, tenant: str = "default") -> Path:
 
     base = yaml.safe_load(config.read_text())["persistence"]["base_dir"]
     return session_dir(base, tenant, session)
+
+
+RoomFile = tuple[str, bytes | str | None]
+"""(`ls -l` mode string, content): a file's bytes, a symlink's target, None for a folder."""
+
+
+def room_files(room: Path) -> dict[str, RoomFile]:
+    """Everything in a sandbox room, byte for byte: {relative path: (mode, content)}, folders,
+    symlinks and temp files included (a leftover temp file is a difference too)."""
+    out: dict[str, RoomFile] = {}
+    for path in sorted(room.rglob("*")) if room.exists() else []:
+        st = path.lstat()
+        content: bytes | str | None = None
+        if stat.S_ISREG(st.st_mode):
+            content = path.read_bytes()
+        elif stat.S_ISLNK(st.st_mode):
+            content = os.readlink(path)
+        out[path.relative_to(room).as_posix()] = (stat.filemode(st.st_mode), content)
+    return out
+
+
+def room_diff(actual: dict[str, RoomFile], expected: dict[str, RoomFile]) -> str:
+    """What differs between two `room_files` views, one line a path (for assertion messages)."""
+    lines = []
+    for rel in sorted(set(actual) | set(expected)):
+        got, want = actual.get(rel), expected.get(rel)
+        if got != want:
+            lines.append(f"{rel}: {'missing' if got is None else 'extra' if want is None else 'differs'}")
+    return "; ".join(lines)
 
 
 def unfinished_unsafe_calls(session_dir: Path) -> dict[str, str]:

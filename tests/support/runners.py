@@ -19,19 +19,14 @@ def make_config(
     base: str = "default.yaml",
     **sections: dict[str, Any],
 ) -> Path:
-    """A config file in `tmp_path`: configs/<base> with a custom script and section overrides."""
+    """A config file in `tmp_path`: configs/<base> (its `builtin:` paths work anywhere) with a custom
+    script and section overrides."""
     data = yaml.safe_load((ROOT / "configs" / base).read_text())
     data.setdefault("persistence", {})["base_dir"] = str(tmp_path / "agentrt")
     if responses is not None:
         script = tmp_path / "script.yaml"
         script.write_text(yaml.safe_dump({"responses": responses}, sort_keys=False))
         data["model"]["script"] = str(script)
-    else:
-        data["model"]["script"] = str(ROOT / "configs" / data["model"]["script"])
-    for ds in data.get("datasets") or []:
-        ds["path"] = str(ROOT / "configs" / ds["path"])
-    if data.get("skills_dir"):
-        data["skills_dir"] = str(ROOT / "configs" / data["skills_dir"])
     for section, values in sections.items():
         if isinstance(values, dict):
             data.setdefault(section, {}).update(values)

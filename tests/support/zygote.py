@@ -46,6 +46,8 @@ def _child(req: dict[str, Any], main: Any) -> None:
     try:
         os.environ.clear()
         os.environ.update(req["env"])
+        if req.get("cwd"):
+            os.chdir(req["cwd"])  # a run on the embedded default config keeps ./.agentrt here
         for fd, path in ((1, req["out"]), (2, req["err"])):
             f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.dup2(f, fd)
@@ -111,12 +113,14 @@ class Zygote:
         out: dict[str, Any] = json.loads(line)
         return out
 
-    def spawn(self, argv: list[str], env: dict[str, str]) -> int:
-        """Fork an `agentrt ARGV` process; returns its pid (call `wait` next)."""
+    def spawn(self, argv: list[str], env: dict[str, str], cwd: Path | None = None) -> int:
+        """Fork an `agentrt ARGV` process (in `cwd`, default the repository); returns its pid
+        (call `wait` next)."""
         self.count += 1
         out, err = self.workdir / f"p{self.count}.out", self.workdir / f"p{self.count}.err"
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"argv": argv, "env": env, "out": str(out), "err": str(err)}) + "\n")
+        req = {"argv": argv, "env": env, "out": str(out), "err": str(err), "cwd": str(cwd) if cwd else None}
+        self.proc.stdin.write(json.dumps(req) + "\n")
         self.proc.stdin.flush()
         self._last = (out, err)
         pid: int = self._read()["pid"]
@@ -129,9 +133,9 @@ class Zygote:
         # a process killed before it opened its output files leaves none
         return Outcome(code, *(p.read_text() if p.exists() else "" for p in (out, err)))
 
-    def run(self, argv: list[str], env: dict[str, str], timeout: float = 0.0) -> Outcome:
+    def run(self, argv: list[str], env: dict[str, str], timeout: float = 0.0, cwd: Path | None = None) -> Outcome:
         """Spawn and wait (`timeout` is accepted for signature parity with `crash.run_cli`)."""
-        self.spawn(argv, env)
+        self.spawn(argv, env, cwd)
         return self.wait()
 
     @staticmethod

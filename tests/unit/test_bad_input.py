@@ -37,7 +37,7 @@ def test_missing_script_file(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     """A config whose model script does not exist says which file is missing."""
     cfg = make_config(tmp_path, model={"script": str(tmp_path / "nope.yaml")})
     err = _cli_error(capsys, ["run", "--config", str(cfg), "hi"])
-    assert "model script not found" in err and "nope.yaml" in err
+    assert "model.script: " in err and "nope.yaml does not exist" in err
 
 
 def test_unknown_tool_import_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -68,24 +68,28 @@ def test_missing_config_file(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert "config file not found" in err
 
 
-def test_builtin_defaults_equal_default_yaml() -> None:
-    """Without --config the settings are exactly those of configs/default.yaml."""
+def test_builtin_defaults_equal_default_yaml(tmp_path: Path) -> None:
+    """Without --config the settings are exactly those of configs/default.yaml, and so are those of
+    an empty config file: the built-in defaults (the model's defaults, no file read) are the file."""
     root = Path(__file__).resolve().parents[2]
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
     a = load_settings(None).model_dump()
     b = load_settings(root / "configs" / "default.yaml").model_dump()
-    assert a == b
-    # and the pydantic defaults (what a non-editable install without configs/ gets) agree with the file
+    assert a == b == load_settings(empty).model_dump()
+    # every setting the file names, at the value it names (the shipped files as absolute paths)
     import yaml
 
-    from agent.config import AgentSettings
-
     raw = yaml.safe_load((root / "configs" / "default.yaml").read_text())
-    defaults = AgentSettings().model_dump()
     for section, values in raw.items():
         if isinstance(values, dict):
             for key, value in values.items():
-                if key != "script":
-                    assert defaults[section][key] == value, f"{section}.{key}"
+                want = str(root / "agent" / "assets" / value.removeprefix("builtin:")) if key == "script" else value
+                assert a[section][key] == want, f"{section}.{key}"
+    assert a["skills_dir"] == str(root / "agent" / "assets" / "skills")
+    assert [d["path"] for d in a["datasets"]] == [
+        str(root / "agent" / "assets" / d["path"].removeprefix("builtin:")) for d in raw["datasets"]
+    ]
 
 
 def test_custom_tool_by_import_path(tmp_path: Path) -> None:

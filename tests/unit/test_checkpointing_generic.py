@@ -16,7 +16,7 @@ PRIVATE_ALLOWED = {("langgraph.checkpoint.serde.types", "_DeltaSnapshot")}
 
 
 def _modules() -> list[tuple[str, ast.Module]]:
-    return [(p.name, ast.parse(p.read_text(), str(p))) for p in sorted(PACKAGE.glob("*.py"))]
+    return [(p.name, ast.parse(p.read_text(), str(p))) for p in sorted(PACKAGE.rglob("*.py"))]
 
 
 def test_checkpointing_imports_nothing_of_ours_and_no_private_langgraph_module() -> None:
@@ -46,7 +46,7 @@ def test_checkpointing_text_names_no_agentrt() -> None:
     """No string (messages, docstrings) nor comment of the package says agentrt or its CLI."""
     hits = [
         f"{p.name}:{i}"
-        for p in sorted(PACKAGE.glob("*.py"))
+        for p in sorted(PACKAGE.rglob("*.py"))
         for i, line in enumerate(p.read_text().splitlines(), 1)
         if "agentrt" in line.lower()
     ]

@@ -21,7 +21,7 @@ from agent.tools.datasets.limits import QueryLimits, check_format
 from agent.tools.datasets.registry import DatasetCatalog
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLES = ROOT / "configs" / "datasets"
+SAMPLES = ROOT / "agent" / "assets" / "datasets"
 
 RCTE = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c"
 PRINTF = "SELECT printf('%.*c', 2000000000, 'x')"

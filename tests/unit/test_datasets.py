@@ -17,7 +17,7 @@ from agent.tools.base import ToolContext
 from agent.tools.dataset_tools import builtin_dataset_tools
 from agent.tools.datasets.registry import DatasetCatalog
 
-SAMPLES = Path(__file__).resolve().parents[2] / "configs" / "datasets"
+SAMPLES = Path(__file__).resolve().parents[2] / "agent" / "assets" / "datasets"
 
 
 @pytest.fixture

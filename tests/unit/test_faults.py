@@ -152,7 +152,8 @@ def test_journal_crash_after_intent_leaves_intent_only(tmp_path: Path) -> None:
         from pydantic import BaseModel
         from agent import faults
         from agent.tools.base import ToolContext, ToolSpec
-        from agent.tools.journal import ToolExecutionJournal, execute_with_journal
+        from agent.tools.execute import execute_with_journal
+        from agent.tools.journal import ToolExecutionJournal
         class A(BaseModel):
             text: str
         def body(ctx, text):
@@ -179,7 +180,8 @@ DRILL = """
     from pydantic import BaseModel
     from agent import faults
     from agent.tools.base import ToolContext, ToolSpec
-    from agent.tools.journal import ToolExecutionJournal, execute_with_journal
+    from agent.tools.execute import execute_with_journal
+    from agent.tools.journal import ToolExecutionJournal
     class A(BaseModel):
         text: str
     base, effect = Path(sys.argv[1]), sys.argv[2]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from checkpointing.errors import InvalidIdError, StaleFencingTokenError
+from checkpointing.errors import CorruptRecordError, InvalidIdError, StaleFencingTokenError
 from checkpointing.fencing import FencingGuard
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,7 +73,7 @@ def test_session_guard_validates_ids(tmp_path: Path) -> None:
 def test_unreadable_fence_file_refuses_writes(tmp_path: Path) -> None:
     """A damaged fence.json blocks writes instead of silently dropping the fence."""
     (tmp_path / "fence.json").write_text("{not json")
-    with pytest.raises(StaleFencingTokenError):
+    with pytest.raises(CorruptRecordError, match=r"fence\.json:1: .*the fence is unreadable"):
         FencingGuard(tmp_path).check_and_raise(5)
 
 

@@ -21,11 +21,12 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import END, START, StateGraph
 
 from agent.events import session_event_log
-from checkpointing import _saver_store, events, indexfile
+from checkpointing import events, indexfile
 from checkpointing.errors import CheckpointingError
 from checkpointing.events import EventLog
 from checkpointing.records import encode_record, verify_line
 from checkpointing.saver import JsonlCheckpointSaver
+from checkpointing.store import files as store_files
 from graph.state import merge_messages
 
 TENANT = "acme-7"
@@ -89,7 +90,7 @@ def scans(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
 
         return scan
 
-    monkeypatch.setattr(_saver_store, "scan", spy(_saver_store.scan))
+    monkeypatch.setattr(store_files, "scan", spy(store_files.scan))  # the files store's scan of a run file
     monkeypatch.setattr(events, "scan", spy(events.scan))
     return seen
 

@@ -10,11 +10,8 @@ from pydantic import BaseModel
 
 from agent.errors import ModelError, ToolError
 from agent.tools.base import ToolContext, ToolSpec
-from agent.tools.journal import (
-    JournalStatus,
-    ToolExecutionJournal,
-    execute_with_journal,
-)
+from agent.tools.execute import execute_with_journal
+from agent.tools.journal import JournalStatus, ToolExecutionJournal
 from checkpointing.errors import StaleFencingTokenError
 from checkpointing.fencing import FencingGuard
 from checkpointing.records import RecordLog, read_records

@@ -48,19 +48,19 @@ def _flip(path: Path, old: bytes, new: bytes) -> bytes:
     return damaged
 
 
-def test_a_counter_record_with_a_flipped_bit_is_an_error_not_token_zero(tmp_path: Path) -> None:
-    """A complete `lease.token` whose checksum fails stops the next grant with an error naming the
-    file and what to do; it is not read as "no counter", and nothing is changed."""
+def test_a_damaged_counter_is_an_error_to_read_and_a_grant_counts_from_the_fence(tmp_path: Path) -> None:
+    """A complete `lease.token` whose checksum fails is an error naming the file when read (it is
+    not "no counter"); a new grant counts from the fence instead (the token floor every grant
+    has) and rewrites the counter, so the damage never stops the session."""
     lease = FileLease(tmp_path)
     for _ in range(3):
         lease.release(lease.acquire(TENANT, "s1", ttl_s=30))
     counter = session_dir(tmp_path, TENANT, "s1") / "lease.token"
-    damaged = _flip(counter, b"3", b"2")
-    with pytest.raises(DataCorrupt, match=r"lease\.token is damaged .*Delete it"):
-        lease.acquire(TENANT, "s1", ttl_s=30)
-    assert counter.read_bytes() == damaged
-    counter.unlink()  # what the message says to do: the next token is floored by the fence
+    _flip(counter, b"3", b"2")
+    with pytest.raises(DataCorrupt, match=r"lease\.token is damaged"):
+        lease.counter(TENANT, "s1")
     assert lease.acquire(TENANT, "s1", ttl_s=30, token_floor=3).token == 4
+    assert lease.counter(TENANT, "s1") == 4
 
 
 def test_a_holder_record_with_a_flipped_bit_never_names_another_holder(tmp_path: Path) -> None:

@@ -27,6 +27,16 @@ def test_ids_are_filled_and_deduplicated_against_the_session_and_the_message() -
     assert kinds.count("invalid_tool_args") == 1
 
 
+def test_a_call_id_no_command_could_name_is_replaced() -> None:
+    """An id with a terminal escape, a slash or 10,000 characters gets a fresh one (`unusable_call_id`)."""
+    bad = ["\x1b[31mX", "../x", "a" * 10_000]
+    reply = AIMessage(content="", tool_calls=[{"name": "a", "args": {}, "id": i} for i in [*bad, "call_1"]])
+    fixed, issues = out.sanitize_reply(reply, prefix="call-7", seen_ids=())
+    ids = [tc["id"] for tc in fixed.tool_calls]
+    assert ids[-1] == "call_1" and not set(ids) & set(bad) and len(set(ids)) == 4
+    assert [i["issue"] for i in issues] == ["unusable_call_id"] * 3
+
+
 def test_a_streamed_chunk_becomes_a_plain_ai_message() -> None:
     """The merged chunk of a streamed reply is stored as a plain AIMessage with its calls and usage."""
     chunk = AIMessageChunk(

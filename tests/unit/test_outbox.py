@@ -124,3 +124,32 @@ def test_concurrent_appenders_never_interleave(tmp_path: Path) -> None:
     assert {d.layer for d in box.debts("t1", "s1")} == {"SQL", "L2"}
     assert box.path("t1", "s1").read_bytes().count(b"\n") == 400
     assert not box.path("t1", "s1").with_name("outbox.jsonl.broken").exists()
+
+
+def test_behind_counts_every_unpaid_write_per_layer_since_the_oldest(tmp_path: Path) -> None:
+    """Each missed write is one unpaid change; a settle pays them, a later miss counts anew."""
+    box = Outbox(tmp_path)
+    assert box.behind("t1", "s1") == {}
+    box.owe("t1", "s1", "SQL", Owed.SESSION)
+    box.owe("t1", "s1", "SQL", Owed.MESSAGES)
+    box.owe("t1", "s1", "L2", Owed.SESSION)
+    box.owe("t1", "s1", "SQL", Owed.SESSION)
+    lags = box.behind("t1", "s1")
+    assert {k: v.changes for k, v in lags.items()} == {"SQL": 3, "L2": 1}
+    assert lags["SQL"].since is not None and lags["SQL"].since.endswith("+00:00")
+    box.settle("t1", "s1", "SQL", max(d.offset for d in box.debts("t1", "s1") if d.layer == "SQL"))
+    box.owe("t1", "s1", "SQL", Owed.MESSAGES)
+    assert {k: v.changes for k, v in box.behind("t1", "s1").items()} == {"L2": 1, "SQL": 1}
+
+
+def test_due_lists_the_sessions_that_owe_and_forgets_them_once_paid(tmp_path: Path) -> None:
+    """The tenant's owing sessions come from its marker folder; paying everything removes the marker."""
+    box = Outbox(tmp_path)
+    assert box.due("t1") == []
+    box.owe("t1", "s2", "SQL", Owed.SESSION)
+    box.owe("t1", "s1", "L2", Owed.SESSION)
+    box.owe("t2", "s9", "SQL", Owed.SESSION)
+    assert box.due("t1") == ["s1", "s2"] and box.due("t2") == ["s9"]
+    box.settle("t1", "s1", "L2", box.debts("t1", "s1")[-1].offset)
+    assert box.due("t1") == ["s2"]
+    assert not (tmp_path / "tenants" / "t1" / "outbox-due" / "s1").exists()

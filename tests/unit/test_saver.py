@@ -20,8 +20,9 @@ from checkpointing.errors import (
     UnknownSchemaError,
     UnsupportedValueError,
 )
-from checkpointing.records import encode_record, read_records
+from checkpointing.records import encode_record
 from checkpointing.saver import JsonlCheckpointSaver
+from tests.support.savers import SaverKit
 
 DOC_FIELDS = {
     "schema_version", "checkpoint_id", "parent_checkpoint_id", "tenant_id", "session_id", "run_id",
@@ -61,9 +62,9 @@ def _chain(saver: JsonlCheckpointSaver, n: int, thread: str = "t1", **extra: Any
     return stored
 
 
-def test_read_back_equals_written_and_is_never_mutated(tmp_path: Path) -> None:
+def test_read_back_equals_written_and_is_never_mutated(saver_kit: SaverKit) -> None:
     """What get_tuple returns equals what was put, even if the caller mutates either side later."""
-    saver = JsonlCheckpointSaver(tmp_path)
+    saver = saver_kit()
     values: dict[str, Any] = {"messages": [AIMessage("x", tool_calls=[{"id": "1", "name": "t", "args": {"a": [1]}}])],
               "data": {"k": [1, 2, {"n": None}], "t": (1, "a")}}  # fmt: skip
     cp = _checkpoint(values, {"messages": 1, "data": 1})
@@ -76,13 +77,13 @@ def test_read_back_equals_written_and_is_never_mutated(tmp_path: Path) -> None:
     assert got.checkpoint["channel_values"] == expected["channel_values"]
     assert got.checkpoint["channel_versions"] == expected["channel_versions"]
     got.checkpoint["channel_values"]["data"]["k"].clear()
-    again = JsonlCheckpointSaver(tmp_path).get_tuple(cfg)
+    again = saver_kit().get_tuple(cfg)
     assert again is not None and again.checkpoint["channel_values"] == expected["channel_values"]
 
 
-def test_document_has_every_design_field_and_caller_pins_travel_in_metadata(tmp_path: Path) -> None:
+def test_document_has_every_design_field_and_caller_pins_travel_in_metadata(saver_kit: SaverKit) -> None:
     """The stored document carries DESIGN §4 fields; a caller's pins and runtime snapshot ride in metadata."""
-    saver = JsonlCheckpointSaver(tmp_path)
+    saver = saver_kit()
     extra: dict[str, Any] = {"agent_id": "a1", "graph_version": "g7", "tenant_id": "acme"}
     snapshot = {"surface_digest": "sha256:s", "active_skill": "sql", "todo": ["x"]}
     seen = {"agent": {"branch:to:agent": 1}}
@@ -97,21 +98,20 @@ def test_document_has_every_design_field_and_caller_pins_travel_in_metadata(tmp_
     assert doc["runtime_snapshot"] == snapshot
     assert doc["next_nodes"] == ["tools"] and doc["current_node"] == "agent"
     assert doc["task_state"] == {"count": [1, cp["id"]], "branch:to:tools": [2, cp["id"]]}
-    path = tmp_path / "tenants" / "acme" / "sessions" / "t1" / "runs" / "main" / "checkpoints.jsonl"
-    assert read_records(path)[0]["checkpoint_id"] == cp["id"]
+    assert saver_kit.records(tenant="acme")[0]["checkpoint_id"] == cp["id"]
     assert cfg["configurable"]["tenant_id"] == "acme"  # returned configs keep the caller's tenant
     default = {k: v for k, v in cfg["configurable"].items() if k != "tenant_id"}
     assert saver.get_document({"configurable": default}) is None  # the default tenant has no such checkpoint
 
 
-def test_values_are_stored_once_per_channel_version(tmp_path: Path) -> None:
+def test_values_are_stored_once_per_channel_version(saver_kit: SaverKit) -> None:
     """Only channels in new_versions are written; the others point at the record that holds them."""
-    saver = JsonlCheckpointSaver(tmp_path)
+    saver = saver_kit()
     cfgs = _chain(saver, 3)
     same = [HumanMessage(f"m{i}", id=f"id{i}") for i in range(3)]
     nxt = _checkpoint({"messages": same, "count": 9}, {"messages": 3, "count": 9})
     saver.put(_cfg("t1", cfgs[-1]["configurable"]["checkpoint_id"]), nxt, {}, {"count": 9})
-    docs = read_records(tmp_path / "tenants/default/sessions/t1/runs/main/checkpoints.jsonl")
+    docs = saver_kit.records()
     assert set(docs[3]["values"]) == {"count"}
     # On disk (schema 4) a channel maps to its home (by index into `homes`); its version is the one
     # in channel_versions.
@@ -121,9 +121,9 @@ def test_values_are_stored_once_per_channel_version(tmp_path: Path) -> None:
     assert got is not None and [m.content for m in got.checkpoint["channel_values"]["messages"]] == ["m0", "m1", "m2"]
 
 
-def test_list_filters_on_metadata_copied_from_config(tmp_path: Path) -> None:
+def test_list_filters_on_metadata_copied_from_config(saver_kit: SaverKit) -> None:
     """graph_version passed in configurable lands in metadata and list(filter=...) finds it."""
-    saver = JsonlCheckpointSaver(tmp_path)
+    saver = saver_kit()
     _chain(saver, 2, graph_version="v1")
     _chain(saver, 3, graph_version="v2")
     found = list(saver.list(_cfg("t1"), filter={"graph_version": "v2"}))
@@ -136,90 +136,92 @@ def test_list_filters_on_metadata_copied_from_config(tmp_path: Path) -> None:
     assert [t.checkpoint["id"] for t in before] == ids[2:]
 
 
-def test_put_writes_first_ordinary_wins_special_replaces(tmp_path: Path) -> None:
+def test_put_writes_first_ordinary_wins_special_replaces(saver_kit: SaverKit) -> None:
     """A re-sent ordinary write is ignored; an __interrupt__ write replaces the earlier one."""
-    saver = JsonlCheckpointSaver(tmp_path)
+    saver = saver_kit()
     cfg = _chain(saver, 1)[0]
     saver.put_writes(cfg, [("a", 1), ("__interrupt__", "first")], "task1")
     saver.put_writes(cfg, [("a", 2), ("__interrupt__", "second")], "task1")
     saver.put_writes(cfg, [("a", 3)], "task2", task_path="p")
-    got = JsonlCheckpointSaver(tmp_path).get_tuple(cfg)
+    got = saver_kit().get_tuple(cfg)
     assert got is not None
     expected = [("task1", "__interrupt__", "second"), ("task1", "a", 1), ("task2", "a", 3)]
     assert sorted(got.pending_writes or []) == expected
 
 
-def test_unsupported_value_fails_at_put_and_writes_nothing(tmp_path: Path) -> None:
+def test_unsupported_value_fails_at_put_and_writes_nothing(saver_kit: SaverKit) -> None:
     """An object the codec does not know raises UnsupportedValueError and leaves no record."""
-    saver = JsonlCheckpointSaver(tmp_path)
+    saver = saver_kit()
     with pytest.raises(UnsupportedValueError, match="cannot store"):
         saver.put(_cfg(), _checkpoint({"bad": object()}, {"bad": 1}), {}, {"bad": 1})
     assert saver.get_tuple(_cfg()) is None
-    assert not list(tmp_path.rglob("*.jsonl")) or not read_records(
-        tmp_path / "tenants/default/sessions/t1/runs/main/checkpoints.jsonl"
-    )
+    assert saver_kit.records() == []
 
 
 @pytest.mark.parametrize("bad", ["..", "a/b", "/abs", "a\x00b", "x" * 300, "../../etc"])
 @pytest.mark.parametrize("key", ["tenant_id", "run_id"])
-def test_bad_ids_are_rejected_before_touching_disk(tmp_path: Path, key: str, bad: str) -> None:
+def test_bad_ids_are_rejected_before_touching_disk(saver_kit: SaverKit, key: str, bad: str) -> None:
     """Tenant and run ids with '..', '/', NUL or 300 chars raise InvalidIdError and create nothing."""
-    saver = JsonlCheckpointSaver(tmp_path / "base")
+    saver = saver_kit()
     conf: dict[str, Any] = {"thread_id": "ok", "checkpoint_ns": "", key: bad}
     with pytest.raises(InvalidIdError, match="invalid"):
         saver.put({"configurable": conf}, _checkpoint({}, {}), {}, {})
-    assert not (tmp_path / "base").exists()
+    assert not saver_kit.base.exists()
+    assert saver_kit.store().threads() == []
 
 
 @pytest.mark.parametrize("bad", ["..", "a/b", "/abs", "x" * 300, "../../etc", "with space"])
-def test_any_thread_id_works_and_never_escapes_base_dir(tmp_path: Path, bad: str) -> None:
-    """A thread id that is not a safe path part (LangGraph allows any) lives under a digest folder."""
-    saver = JsonlCheckpointSaver(tmp_path / "base")
+def test_any_thread_id_works_and_never_escapes_base_dir(saver_kit: SaverKit, tmp_path: Path, bad: str) -> None:
+    """A thread id that is not a safe path part (LangGraph allows any) lives under a digest folder
+    (files), or is stored as given (PostgreSQL: a bound parameter, never part of a statement)."""
+    saver = saver_kit()
     cfg = saver.put(_cfg(bad), _checkpoint({"n": 1}, {"n": 1}), {}, {"n": 1})
     assert cfg["configurable"]["thread_id"] == bad
-    files = [p for p in tmp_path.rglob("*") if p.is_file()]
-    assert files and all(p.is_relative_to(tmp_path / "base" / "tenants" / "default" / "sessions") for p in files)
-    fresh = JsonlCheckpointSaver(tmp_path / "base")
+    if saver_kit.kind == "files":
+        files = [p for p in tmp_path.rglob("*") if p.is_file()]
+        assert files and all(p.is_relative_to(saver_kit.base / "tenants" / "default" / "sessions") for p in files)
+    fresh = saver_kit()
     got = fresh.get_tuple(_cfg(bad))
     assert got is not None and got.config["configurable"]["thread_id"] == bad
     assert [t.config["configurable"]["thread_id"] for t in fresh.list(None)] == [bad]
 
 
-def test_expected_metadata_mismatch_raises_on_load(tmp_path: Path) -> None:
+def test_expected_metadata_mismatch_raises_on_load(saver_kit: SaverKit) -> None:
     """A saver told to expect a graph version reports DocumentMismatch instead of the checkpoint."""
-    _chain(JsonlCheckpointSaver(tmp_path), 2, graph_version="g1")
-    assert JsonlCheckpointSaver(tmp_path, expect_metadata={"graph_version": "g1"}).get_tuple(_cfg()) is not None
+    _chain(saver_kit(), 2, graph_version="g1")
+    assert saver_kit(expect_metadata={"graph_version": "g1"}).get_tuple(_cfg()) is not None
     with pytest.raises(DocumentMismatch) as err:
-        JsonlCheckpointSaver(tmp_path, expect_metadata={"graph_version": "g2"}).get_tuple(_cfg())
+        saver_kit(expect_metadata={"graph_version": "g2"}).get_tuple(_cfg())
     assert (err.value.step, err.value.expected, err.value.found) == ("validate_graph_version", "g2", "g1")
 
     def refuse(doc: dict[str, Any]) -> None:
         raise DocumentMismatch("validate_toolset", "toolset changed", "x", doc["metadata"].get("toolset_hash"))
 
     with pytest.raises(DocumentMismatch, match="toolset"):
-        JsonlCheckpointSaver(tmp_path, validate=refuse).get_tuple(_cfg())
+        saver_kit(validate=refuse).get_tuple(_cfg())
 
 
-def test_unknown_schema_version_raises_and_keeps_file(tmp_path: Path) -> None:
+def test_unknown_schema_version_raises_and_keeps_file(saver_kit: SaverKit) -> None:
     """A document with an unknown schema_version raises UnknownSchemaError; the file is untouched."""
-    saver = JsonlCheckpointSaver(tmp_path)
+    saver = saver_kit()
     _chain(saver, 1)
-    path = tmp_path / "tenants/default/sessions/t1/runs/main/checkpoints.jsonl"
-    doc = read_records(path)[0]
+    doc = saver_kit.records()[0]
     doc.update(schema_version=99, checkpoint_id=str(uuid6(clock_seq=-1)))
-    with open(path, "ab") as fh:
-        fh.write(encode_record(doc))
-    before = path.read_bytes()
+    saver_kit.append_line(encode_record(doc))
+    before = saver_kit.raw()
     with pytest.raises(UnknownSchemaError, match="schema_version 99"):
-        JsonlCheckpointSaver(tmp_path).get_tuple(_cfg())
-    assert path.read_bytes() == before
+        saver_kit().get_tuple(_cfg())
+    assert saver_kit.raw() == before
 
 
-def test_format_1_files_are_refused_with_a_clear_reason(tmp_path: Path) -> None:
-    """A run file of the older on-disk format raises OldFormatError (an UnknownSchemaError), untouched."""
+def test_format_1_files_are_refused_with_a_clear_reason(saver_kit: SaverKit) -> None:
+    """A run stream of the older on-disk format raises OldFormatError (an UnknownSchemaError), untouched."""
     import json
     import zlib
 
+    if saver_kit.kind != "files":
+        pytest.skip("format 1 predates the PostgreSQL store: no row was ever written in it")
+    tmp_path = saver_kit.base
     path = tmp_path / "tenants/default/sessions/t1/runs/main/checkpoints.jsonl"
     path.parent.mkdir(parents=True)
     body = json.dumps({"schema_version": 1, "checkpoint_id": "x"}, sort_keys=True, separators=(",", ":")).encode()
@@ -233,16 +235,16 @@ def test_format_1_files_are_refused_with_a_clear_reason(tmp_path: Path) -> None:
     assert "older agentrt on-disk format" in str(as_agentrt_error(info.value))
 
 
-def test_get_tuple_reads_the_same_records_after_10_or_1000_checkpoints(tmp_path: Path, monkeypatch: Any) -> None:
+def test_get_tuple_reads_the_same_records_after_10_or_1000_checkpoints(saver_kit: SaverKit, monkeypatch: Any) -> None:
     """Latest and by-id lookups go through the index: the records read do not grow with history."""
     counts = []
     for n in (10, 1000):
-        base = tmp_path / str(n)
-        saver = JsonlCheckpointSaver(base, fsync="batch")
+        saver = saver_kit(fsync="batch")
         parent = None
         for i in range(n):
             cp = _checkpoint({"count": i}, {"count": i + 1})
-            parent = saver.put(_cfg("t", parent), cp, {"step": i}, {"count": i + 1})["configurable"]["checkpoint_id"]
+            stored = saver.put(_cfg(f"t{n}", parent), cp, {"step": i}, {"count": i + 1})
+            parent = stored["configurable"]["checkpoint_id"]
         reads: list[int] = []
         orig = _saver_store.SessionStore.read
 
@@ -251,17 +253,17 @@ def test_get_tuple_reads_the_same_records_after_10_or_1000_checkpoints(tmp_path:
             return _o(self, *a, **k)
 
         monkeypatch.setattr(_saver_store.SessionStore, "read", counting)
-        fresh = JsonlCheckpointSaver(base)
-        assert fresh.get_tuple(_cfg("t")) is not None
-        assert fresh.get_tuple(_cfg("t", parent)) is not None
+        fresh = saver_kit()
+        assert fresh.get_tuple(_cfg(f"t{n}")) is not None
+        assert fresh.get_tuple(_cfg(f"t{n}", parent)) is not None
         counts.append(len(reads))
         monkeypatch.setattr(_saver_store.SessionStore, "read", orig)
     assert counts[0] == counts[1]
 
 
-def test_keep_last_drops_old_checkpoints_but_keeps_needed_and_pinned(tmp_path: Path) -> None:
+def test_keep_last_drops_old_checkpoints_but_keeps_needed_and_pinned(saver_kit: SaverKit) -> None:
     """Retention keeps the newest per run, what they depend on and pinned ones; values stay whole."""
-    saver = JsonlCheckpointSaver(tmp_path, keep_last=3)
+    saver = saver_kit(keep_last=3)
     cfgs = _chain(saver, 2)
     saver.pin(cfgs[1])  # while it is among the newest: every put here ends a run, so retention is eager
     cfgs += _chain_more(saver, cfgs[-1], 2, 200)
@@ -270,7 +272,7 @@ def test_keep_last_drops_old_checkpoints_but_keeps_needed_and_pinned(tmp_path: P
     assert cfgs[1]["configurable"]["checkpoint_id"] in ids
     for c in cfgs[-3:]:
         assert c["configurable"]["checkpoint_id"] in ids
-    fresh = JsonlCheckpointSaver(tmp_path)
+    fresh = saver_kit()
     latest = fresh.get_tuple(_cfg())
     assert latest is not None
     assert [m.content for m in latest.checkpoint["channel_values"]["messages"]] == [f"m{i}" for i in range(200)]
@@ -293,9 +295,9 @@ def _chain_more(saver: JsonlCheckpointSaver, last: Any, start: int, stop: int) -
     return out
 
 
-def test_big_list_items_are_stored_once_per_session(tmp_path: Path) -> None:
+def test_big_list_items_are_stored_once_per_session(saver_kit: SaverKit) -> None:
     """A big message in a pending write and in two later list values is written to disk once."""
-    saver = JsonlCheckpointSaver(tmp_path)
+    saver = saver_kit()
     big = "z" * 5000
     msg = ToolMessage(big, tool_call_id="c", id="m1")
     first = saver.put(_cfg(), _checkpoint({"messages": [msg]}, {"messages": 1}), {}, {"messages": 1})
@@ -303,29 +305,28 @@ def test_big_list_items_are_stored_once_per_session(tmp_path: Path) -> None:
     grown = [msg, HumanMessage("next", id="m2")]
     cfg = saver.put(_cfg("t1", first["configurable"]["checkpoint_id"]),
                     _checkpoint({"messages": grown}, {"messages": 2}), {}, {"messages": 2})  # fmt: skip
-    raw = (tmp_path / "tenants/default/sessions/t1/runs/main/checkpoints.jsonl").read_text()
-    assert raw.count(big) == 1
-    fresh = JsonlCheckpointSaver(tmp_path)
+    assert saver_kit.raw().count(big.encode()) == 1
+    fresh = saver_kit()
     got = fresh.get_tuple(cfg)
     assert got is not None and got.checkpoint["channel_values"]["messages"] == grown
     parent = fresh.get_tuple(first)
     assert parent is not None and parent.pending_writes == [("task", "messages", [msg])]
 
 
-def test_copy_thread_keeps_chains_after_source_is_deleted(tmp_path: Path) -> None:
+def test_copy_thread_keeps_chains_after_source_is_deleted(saver_kit: SaverKit) -> None:
     """A copied thread reads whole values even after the source thread is deleted."""
-    saver = JsonlCheckpointSaver(tmp_path)
+    saver = saver_kit()
     _chain(saver, 6, thread="src")
     saver.copy_thread("src", "dst")
     saver.delete_thread("src")
-    got = JsonlCheckpointSaver(tmp_path).get_tuple(_cfg("dst"))
+    got = saver_kit().get_tuple(_cfg("dst"))
     assert got is not None and len(got.checkpoint["channel_values"]["messages"]) == 6
     assert saver.get_tuple(_cfg("src")) is None
 
 
-def test_delete_for_runs_materializes_what_later_runs_reference(tmp_path: Path) -> None:
+def test_delete_for_runs_materializes_what_later_runs_reference(saver_kit: SaverKit) -> None:
     """Deleting an earlier run keeps later runs' checkpoints readable (deltas made whole)."""
-    saver = JsonlCheckpointSaver(tmp_path)
+    saver = saver_kit()
     first = _chain(saver, 4, run_id="r1")
     got = saver.get_tuple(first[-1])
     assert got is not None
@@ -333,18 +334,18 @@ def test_delete_for_runs_materializes_what_later_runs_reference(tmp_path: Path) 
     cp = _checkpoint({"messages": msgs, "count": 4}, {"messages": 5, "count": 5})
     later = saver.put(_cfg("t1", first[-1]["configurable"]["checkpoint_id"], run_id="r2"), cp, {}, {"messages": 5})
     saver.delete_for_runs(["r1"])
-    fresh = JsonlCheckpointSaver(tmp_path)
+    fresh = saver_kit()
     assert len(list(fresh.list(_cfg()))) == 1
     tup = fresh.get_tuple(later)
     assert tup is not None and [m.content for m in tup.checkpoint["channel_values"]["messages"]][-1] == "m4"
     assert tup.checkpoint["channel_values"]["count"] == 4
-    assert not (tmp_path / "tenants/default/sessions/t1/runs/r1").exists()
+    assert not saver_kit.has_run(run="r1")
 
 
-def test_prune_keep_latest_leaves_a_self_contained_latest(tmp_path: Path) -> None:
+def test_prune_keep_latest_leaves_a_self_contained_latest(saver_kit: SaverKit) -> None:
     """After prune(keep_latest) the only checkpoint left still has its full history."""
-    saver = JsonlCheckpointSaver(tmp_path)
+    saver = saver_kit()
     _chain(saver, 30)
     saver.prune(["t1"])
-    left = list(JsonlCheckpointSaver(tmp_path).list(_cfg()))
+    left = list(saver_kit().list(_cfg()))
     assert len(left) == 1 and len(left[0].checkpoint["channel_values"]["messages"]) == 30

@@ -117,15 +117,21 @@ def test_flipped_byte_mid_file_raises_naming_file_and_line(tmp_path: Path) -> No
     assert path.read_bytes() == bytes(data)
 
 
-def test_flipped_last_newline_is_corruption_not_a_torn_tail(tmp_path: Path) -> None:
-    """A complete last record whose newline is damaged raises instead of being dropped as torn."""
-    _three(tmp_path)
+def test_a_flipped_last_newline_keeps_the_record_and_the_next_append_puts_it_back(tmp_path: Path) -> None:
+    """A last record whose newline took a bit flip still verifies (no crash writes that): reads
+    serve it unchanged, and the next append puts the newline back before writing after it."""
+    ids = _three(tmp_path)
     path = tmp_path / RUN / "checkpoints.jsonl"
     data = bytearray(path.read_bytes())
     data[-1] ^= 0x01
     path.write_bytes(bytes(data))
-    with pytest.raises(CorruptCheckpointError, match=r":3: .*terminator"):
-        JsonlCheckpointSaver(tmp_path).get_tuple(_cfg())
+    latest = JsonlCheckpointSaver(tmp_path).get_tuple(_cfg())
+    assert latest is not None and latest.checkpoint["id"] == ids[-1]
+    assert path.read_bytes() == bytes(data)  # a read changed nothing
+    saver = JsonlCheckpointSaver(tmp_path)
+    _put(saver, ids[-1], "more", 5)
+    assert path.read_bytes().startswith(bytes(data[:-1]) + b"\n")
+    assert len(list(JsonlCheckpointSaver(tmp_path).list(_cfg()))) == len(ids) + 1
 
 
 def test_flipped_byte_blocks_appends_instead_of_hiding_damage(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import ConfigError, SessionExists, SessionNotActive, SessionNotFound
+from agent.errors import ConfigError, NotFound, SessionExists, SessionNotActive, SessionNotFound
 from agent.session.manager import ChatSessionManager, Mode
 from agent.session.session import SessionDocumentCorrupt, SessionStatus, utcnow
 from agent.session.stores.jsonl import JsonlSessionStore
@@ -192,11 +192,11 @@ def test_fork_keeps_the_original_branch_byte_identical(tmp_path: Path) -> None:
 
 
 def test_fork_refuses_paused_sessions_and_unknown_entries(tmp_path: Path) -> None:
-    """Fork needs a known entry, and a PAUSED session must be resumed or ended first."""
+    """Fork needs a known entry (an unknown one is not found), and a PAUSED session must be resumed or ended first."""
     m = manager(tmp_path)
     s = m.create("t1", "agent", "u1", "s1")
     e = m.memory.add_user_turn(s, "hello")
-    with pytest.raises(ConfigError, match="not in session"):
+    with pytest.raises(NotFound, match="not in session"):
         m.fork(s, "0190aaaa-0000-7000-8000-000000000000")
     m.save(s)
     m.pause("t1", "s1")
@@ -260,7 +260,7 @@ def test_a_damaged_session_file_stops_the_read_where_jsonl_is_the_truth(tmp_path
     with pytest.raises(SessionDocumentCorrupt) as info:
         m.get("t1", "bad")
     said = str(info.value)
-    assert str(path) in said and "`agentrt doctor bad`" in said and "\n" not in said
+    assert str(path) in said and "`agentrt doctor bad --repair`" in said and "\n" not in said
     assert m.last_read_trace == [("L1", "miss"), ("JSONL", "corrupt")]
     assert path.read_bytes() == damaged
     assert m.get("t1", "good").session_id == "good"

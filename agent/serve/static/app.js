@@ -1,7 +1,20 @@
 // agentrt page: live progress of a running turn (SSE), archived tool results and the doctor on demand.
 (function () {
   "use strict";
-  function text(el, s) { el.textContent = s; return el; }
+  // Text from the server is shown as the server's esc() shows it: every control, format or separator
+  // character (Unicode Cc, Cf, Cs, Zl, Zp; newline and tab kept) as an escape, so a bidi override
+  // (U+202E) in a tool's output cannot reorder what the page shows, and no control acts.
+  var UNSAFE = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/gu;
+  function hex(code, width) { return ("0000000" + code.toString(16)).slice(-width); }
+  function printable(s) {
+    return String(s === null || s === undefined ? "" : s).replace(UNSAFE, function (c) {
+      var code = c.codePointAt(0);
+      if (c === "\n" || c === "\t") { return c; }
+      if (code <= 0xff) { return "\\x" + hex(code, 2); }
+      return code <= 0xffff ? "\\u" + hex(code, 4) : "\\U" + hex(code, 8);
+    });
+  }
+  function text(el, s) { el.textContent = printable(s); return el; }
 
   var live = document.getElementById("live");
   if (live && live.dataset.stream) {

@@ -1,4 +1,4 @@
-"""Alembic environment of agentrt's SQL schema (sessions, chat_messages).
+"""Alembic environment of agentrt's SQL schema (sessions, chat_messages, session_leases).
 
 Run through `agent.session.stores.schema` (what `agentrt db upgrade` calls), which hands over the
 connection and this deployment's `table_prefix` / `schema` in `config.attributes`; the version

@@ -10,6 +10,11 @@ newest entry, page messages, turns and the last run status from the entries); th
 it only when no layer of the mode holds the session. A saved leaf that lags behind the log
 (events appended after the last save) is moved forward to the log's branch leaf: the log is the
 truth. `delete` removes only `session.json`; the event log is never deleted here.
+
+Listing goes by the index of sessions (`base_dir/sessions.index.sqlite`, see `stores/listing.py`):
+`create_log` and `put` write the session's row right after its header / document, in one tiny
+transaction; a failure to write the row is logged, never the caller's failure (the row is a cache:
+a later listing corrects a stale row, and `agentrt doctor --repair` rebuilds a lost one).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from agent.session.session import ChatSession, PageMessage, SessionDocumentCorru
 from checkpointing.blobs import BlobStore
 from checkpointing.errors import CheckpointingError
 from checkpointing.events import EventLog
-from checkpointing.layout import session_dir, session_file, sessions_root
+from checkpointing.layout import is_id, session_dir, session_file, session_index_file, sessions_root, tenant_ids
 from checkpointing.records import (
     TIER_EVENTS,
     FsyncPolicy,
@@ -42,6 +47,7 @@ from checkpointing.records import (
     fsync_dir,
     group_for,
 )
+from checkpointing.session_index import SessionIndex, SessionRow
 
 logger = logging.getLogger("agentrt.sessions")
 PAGE_TYPES = {"user_turn": "user", "assistant_message": "assistant"}
@@ -122,6 +128,52 @@ class JsonlSessionStore:
         self.max_open_logs = max_open_logs
         self._logs: OrderedDict[tuple[str, str], EventLog] = OrderedDict()
         self._lock = threading.Lock()
+        from agent.session.stores.listing import EXPIRY
+
+        self.index = SessionIndex(session_index_file(self.base_dir), expiry=EXPIRY, empty=self._alone)
+        """The index of sessions for listing (a cache of the session documents)."""
+
+    def _alone(self, key: tuple[str, str]) -> bool:
+        """Whether no session folder other than `key`'s exists (asked once, when the index file is made)."""
+        for tenant in tenant_ids(self.base_dir):
+            try:
+                names = sessions_root(self.base_dir, tenant).iterdir()
+                if any(p.is_dir() and is_id(p.name) and (tenant, p.name) != key for p in names):
+                    return False
+            except FileNotFoundError:
+                continue
+        return True
+
+    def index_put(self, row: SessionRow) -> None:
+        """Write one session's index row; a failure is logged (the row is a cache), never raised."""
+        try:
+            self.index.upsert(row)
+        except Exception as err:  # sqlite3 / OSError: a listing or `agentrt doctor --repair` mends it
+            logger.warning(
+                "session %s: its row in the session index %s was not written (%s); "
+                "`agentrt doctor --repair` rebuilds the index",
+                row.session_id,
+                self.index.path,
+                err,
+            )
+
+    def index_session(self, session: ChatSession) -> None:
+        """Write the index row of `session` (after its header or document was written)."""
+        from agent.session.stores.listing import index_row
+
+        try:
+            row = index_row(session, self.event_log(session.tenant_id, session.session_id))
+        except (CheckpointingError, OSError) as err:  # a damaged log: the doctor reports it
+            logger.warning("session %s: index row not written (%s)", session.session_id, err)
+            return
+        self.index_put(row)
+
+    def forget(self, tenant_id: str, session_id: str) -> None:
+        """Drop a session's index row (its folder was removed for good)."""
+        try:
+            self.index.remove(tenant_id, session_id)
+        except Exception as err:  # sqlite3 / OSError: the next rebuild drops the row
+            logger.warning("session %s: its index row was not removed (%s)", session_id, err)
 
     # -- event logs ---------------------------------------------------------------------------
 
@@ -182,9 +234,10 @@ class JsonlSessionStore:
                 log.sync()
                 if sync_dir:
                     fsync_dir(log.path.parent)
-            return header
         except OSError as err:
             raise StorageError(f"cannot write {log.path} ({err}); check that base_dir is writable") from err
+        self.index_session(session)
+        return header
 
     # -- the store protocol -------------------------------------------------------------------
 
@@ -265,9 +318,10 @@ class JsonlSessionStore:
             # A session refilled from SQL must be able to take new events (the folder is fsynced below).
             self.create_log(session, sync_dir=False)
         try:
-            atomic_write(path, encode_record(session.to_dict()))
+            atomic_write(path, encode_record(session.to_dict()), durable=self.fsync != "never")
         except OSError as err:
             raise StorageError(f"cannot write {path} ({err}); check that base_dir is writable") from err
+        self.index_session(session)
 
     def delete(self, tenant_id: str, session_id: str) -> None:
         """Remove session.json. The event log stays (history is append-only), so `get` still rebuilds

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import redis
@@ -109,6 +110,17 @@ class RedisSessionStore:
         except RedisError as err:
             raise self._fail("DEL", err) from err
 
+    def erase(self, keys: Sequence[str], patterns: Sequence[str] = ()) -> int:
+        """DEL `keys` and every key matching one of `patterns` (SCAN); returns how many were deleted.
+        Patterns are built from validated ids only (no glob character of a caller's)."""
+        try:
+            found = builtins.list(keys)
+            for pattern in patterns:
+                found += [_text(k) for k in self.client.scan_iter(match=pattern, count=500)]
+            return int(self.client.delete(*found)) if found else 0
+        except RedisError as err:
+            raise self._fail("DEL", err) from err
+
     def list(self, tenant_id: str, user_id: str | None = None) -> builtins.list[ChatSession]:
         """The tenant's sessions held in Redis (SCAN over the tenant's key pattern)."""
         validate_id(tenant_id, "tenant id")
@@ -133,6 +145,10 @@ class RedisSessionStore:
             return bool(self.client.ping())
         except RedisError:
             return False
+
+
+def _text(key: Any) -> str:
+    return key.decode() if isinstance(key, bytes) else str(key)
 
 
 def _decode(raw: Any, key: str) -> ChatSession:

@@ -4,20 +4,23 @@
 `open_dir` walks from the room's directory descriptor one component at a time with `O_NOFOLLOW`,
 so a symlink that appears after the checks makes the operation fail instead of escaping.
 `replace_file` writes atomically through such a descriptor; `check_manifest` validates a manifest
-read back from a checkpoint. `agent.tools.sandbox.room` explains the rules as a whole.
+read back from a checkpoint. `fingerprint` and `sweep_temp` serve crash recovery.
+`agent.tools.sandbox.room` explains the rules as a whole.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import secrets
 import stat
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from agent.errors import StorageError, ToolError
+from agent.faults import crash_point
 
 MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 4096
@@ -182,6 +185,7 @@ def replace_file(dfd: int, name: str, data: bytes) -> None:
         os.unlink(tmp, dir_fd=dfd)
         raise
     os.close(fd)
+    crash_point("mid_room_write")
     # rename replaces the name itself: a symlink or hard link at `name` is never written through.
     os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
 
@@ -202,3 +206,47 @@ def check_manifest(manifest: object) -> dict[str, str]:
     if clash := ancestors & set(manifest):
         raise StorageError(f"sandbox manifest uses {sorted(clash)[0]!r} as file and folder; it is damaged")
     return dict(manifest)
+
+
+def encode_text(content: str) -> bytes:
+    """The bytes a text write stores for `content`."""
+    return content.encode("utf-8", errors="surrogatepass")
+
+
+def content_digest(data: bytes | str) -> str:
+    """The `fingerprint` of a regular file holding `data` (text encoded as a write stores it)."""
+    raw = encode_text(data) if isinstance(data, str) else data
+    return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def fingerprint(root: str, parts: tuple[str, ...], read: Callable[[tuple[str, ...]], bytes]) -> str | None:
+    """What root/parts holds: None (nothing), `content_digest` of a regular file (read by `read`),
+    `dir`, `symlink:<target>` or `other` (special or hard-linked file, or a path through a symlink)."""
+    if not parts:
+        return "dir"
+    try:
+        with open_dir(root, parts[:-1]) as dfd:
+            st = os.stat(parts[-1], dir_fd=dfd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                return "symlink:" + os.readlink(parts[-1], dir_fd=dfd)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError:
+        return "other"
+    if stat.S_ISDIR(st.st_mode):
+        return "dir"
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        return "other"
+    return content_digest(read(parts))
+
+
+def sweep_temp(root: str, entries: list[tuple[str, os.stat_result]]) -> int:
+    """Unlink the temp files among `entries` (a `scan` of root); returns how many."""
+    removed = 0
+    for rel, st in entries:
+        parts = tuple(rel.split("/"))
+        if parts[-1].startswith(TMP_PREFIX) and not stat.S_ISDIR(st.st_mode):
+            with open_dir(root, parts[:-1]) as dfd:
+                os.unlink(parts[-1], dir_fd=dfd)
+            removed += 1
+    return removed

@@ -19,6 +19,12 @@ descriptor one component at a time with `O_NOFOLLOW | O_DIRECTORY` and acts with
 symlink swapped in after the check makes the call fail instead of escaping. Writes go to a temp file
 opened `O_CREAT | O_EXCL | O_NOFOLLOW` and are renamed over the target (atomic, never through a link).
 
+Crashes: the rename is a write's only visible step, so a killed process leaves each file either as
+it was or as written, plus at most a temp file, which `sweep_temp()` removes when the room is opened
+for the next run (under the session's lease nobody else writes there). `fingerprint()` names what a
+path holds, so a resume can tell whether an interrupted call's write happened (`RoomEffect` in
+`agent.tools.base`): the room a resumed run leaves is the room an uncrashed run leaves.
+
 Snapshots: `manifest()` maps each regular file (room-relative POSIX path) to `sha256:<hex>` and puts
 its bytes in the `BlobStore`; unchanged files are skipped via a (size, mtime_ns, inode, ctime_ns)
 cache that only trusts entries older than the file-system clock tick (the "racy git" rule) and is
@@ -31,7 +37,6 @@ them, and temp files a crash left behind. The primitives live in `agent.tools.sa
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import stat
@@ -48,7 +53,10 @@ from agent.tools.sandbox.paths import (
     TMP_PREFIX,
     check_manifest,
     check_regular,
+    content_digest,
+    encode_text,
     entry_kind,
+    fingerprint,
     inside,
     open_dir,
     os_errors,
@@ -56,6 +64,7 @@ from agent.tools.sandbox.paths import (
     refuse,
     replace_file,
     scan,
+    sweep_temp,
 )
 from checkpointing.blobs import BlobStore
 from checkpointing.errors import BlobError
@@ -155,6 +164,17 @@ class Sandbox:
             return self._contain(full, path)
         return full
 
+    def room_path(self, path: str, follow_last: bool = True) -> str:
+        """The room-relative POSIX path that workspace path `path` names (the form of a manifest).
+
+        `follow_last`: a symlink at the end is resolved (what a write replaces) or not (what a
+        delete removes). Raises ToolError for a path that is refused or is the room itself.
+        """
+        parts = self._locate(path, follow_last)
+        if not parts:
+            raise ToolError(f"{path!r} is the room itself; name a file")
+        return "/".join(parts)
+
     def _contain(self, parts: tuple[str, ...], shown: str) -> tuple[str, ...]:
         real = os.path.realpath(os.path.join(self._root, *parts))
         if not inside(self._root, real):
@@ -174,6 +194,17 @@ class Sandbox:
         except OSError:
             return False
         return True
+
+    def fingerprint(self, room_path: str) -> str | None:
+        """What is at room-relative `room_path` now (see `paths.fingerprint`); no link is followed."""
+        return fingerprint(self._root, path_parts(room_path), lambda parts: self._read_bytes(parts, room_path))
+
+    def sweep_temp(self) -> int:
+        """Remove the temp files that writes killed before their rename left; returns how many.
+
+        Call it only while no write runs in the room (when a run opens it, under the lease)."""
+        with os_errors("(room)"):
+            return sweep_temp(self._root, self._scan())
 
     def list_dir(self, path: str = ".") -> list[dict[str, Any]]:
         """Entries of a directory, sorted by name: {name, type: file|dir|symlink|other, size}."""
@@ -222,7 +253,7 @@ class Sandbox:
         """Create or replace a file with `content` (UTF-8); parents are created. Returns bytes written."""
         if not isinstance(content, str):
             raise ToolError("content must be text")
-        data = content.encode("utf-8", errors="surrogatepass")
+        data = encode_text(content)
         if len(data) > self.max_write_bytes:
             raise ToolError(
                 f"content is {len(data)} bytes, over the {self.max_write_bytes} byte write limit; "
@@ -248,6 +279,10 @@ class Sandbox:
 
     def edit(self, path: str, old: str, new: str) -> int:
         """Replace the one exact occurrence of `old` with `new`; returns the file's new size in bytes."""
+        return self.write_text(path, self.edited(path, old, new))
+
+    def edited(self, path: str, old: str, new: str) -> str:
+        """The text `edit` would write (nothing is changed); raises the ToolError `edit` would."""
         if not old:
             raise ToolError("old text is empty; give the exact text to replace")
         try:
@@ -261,7 +296,7 @@ class Sandbox:
             raise ToolError(
                 f"old text appears {count} times in {path!r}; include more surrounding text to make it unique"
             )
-        return self.write_text(path, text.replace(old, new, 1))
+        return text.replace(old, new, 1)
 
     def delete(self, path: str) -> None:
         """Delete a file, a symlink (not its target) or an empty directory."""
@@ -293,7 +328,7 @@ class Sandbox:
             return hit[1]
         started = time.time_ns()
         data = self._read_bytes(tuple(rel.split("/")), rel)
-        ref = store.put(data) if store is not None else "sha256:" + hashlib.sha256(data).hexdigest()
+        ref = store.put(data) if store is not None else content_digest(data)
         if st.st_mtime_ns < started - _RACY_NS:
             self._cache[rel] = (key, ref)
         return ref

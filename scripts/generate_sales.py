@@ -1,6 +1,6 @@
-"""Regenerate the shipped sample datasets (deterministic: same bytes on every run).
+"""Regenerate the shipped sample datasets in agent/assets/datasets (deterministic: same bytes on every run).
 
-    python configs/datasets/generate_sales.py
+    python scripts/generate_sales.py
 
 sales.csv: 200 orders of 2026 (a few discounts left empty, so null counts show up in the stats);
 regions.json: the four sales regions with their managers (to show a JOIN across datasets).
@@ -15,7 +15,7 @@ import json
 import random
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "agent" / "assets" / "datasets"
 PRODUCTS = {"widget": 4.50, "gadget": 12.00, "gizmo": 27.25, "doohickey": 8.75, "sprocket": 2.10}
 REGIONS = [
     {"region": "North", "manager": "Ada Lovelace", "target_revenue": 6000},
@@ -67,7 +67,7 @@ def sales_csv(rows: int = 200, seed: int = 7) -> str:
 
 
 def main() -> None:
-    """Write sales.csv and regions.json next to this script."""
+    """Write sales.csv and regions.json into the shipped datasets folder."""
     (HERE / "sales.csv").write_text(sales_csv(), encoding="utf-8")
     (HERE / "regions.json").write_text(json.dumps(REGIONS, indent=2) + "\n", encoding="utf-8")
 

@@ -1,0 +1,124 @@
+"""`agentrt export ID... > FILE` and `agentrt import FILE`: move sessions between machines.
+
+Export writes the sessions (of `--tenant`, default the config's) as one JSON Lines file on stdout
+(`agent.transfer.fileformat`), each read under its lease lock: a running session is refused
+(exit 4). Import checks the whole file before it writes anything (a cut, changed or hostile file:
+exit 2), refuses an id that already exists here (exit 4), then places every session atomically and
+registers it (index of sessions, SQL row). Each session keeps the tenant and user it had.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from agent.cli.common import common_options, print_json, say, settings, tenant_of
+from agent.text import printable
+
+
+def args_export(p: argparse.ArgumentParser) -> None:
+    """Options of `agentrt export`."""
+    common_options(p)
+    p.add_argument("session_ids", nargs="+", metavar="ID", help="the sessions to export (see `agentrt sessions`)")
+    p.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout (made only on success)")
+
+
+def args_import(p: argparse.ArgumentParser) -> None:
+    """Options of `agentrt import`."""
+    common_options(p, identity=False)
+    p.add_argument("file", metavar="FILE", help="an export file (`agentrt export ID > FILE`); - reads stdin")
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """agentrt export ID..."""
+    import io
+    import os
+
+    from agent.errors import InputError
+    from agent.transfer.exporter import read_image
+    from agent.transfer.fileformat import ExportWriter
+    from agent.transfer.guard import session_guard
+    from checkpointing.errors import InvalidIdError
+    from checkpointing.ids import validate_id
+    from checkpointing.layout import session_dir
+
+    conf = settings(args)
+    tenant = tenant_of(args, conf)
+    try:
+        ids = [validate_id(s, "session id") for s in args.session_ids]
+    except InvalidIdError as err:
+        raise InputError(f"{err}; `agentrt sessions` lists them") from None
+    if len(set(ids)) != len(ids):
+        raise InputError("a session id is given twice; name each session once")
+    base = Path(conf.base_dir)
+    buf = io.BytesIO()  # nothing reaches stdout or FILE unless every session was read
+    writer = ExportWriter(buf, len(ids))
+    for sid in ids:
+        folder = session_dir(base, tenant, sid)
+        if not folder.is_dir():
+            from agent.errors import SessionNotFound
+
+            raise SessionNotFound(
+                f"session {sid} not found for tenant {tenant}; check the id and --tenant "
+                "(`agentrt sessions` lists them)"
+            )
+        with session_guard(conf, tenant, sid, "exported"):
+            image, blobs = read_image(base, tenant, sid, args.user)
+        writer.session(image, blobs)
+    writer.close()
+    data = buf.getvalue()
+    if args.output:
+        out = Path(args.output)
+        temp = out.with_name(f".{out.name}.part-{os.getpid()}")
+        temp.write_bytes(data)
+        os.replace(temp, out)
+        say(f"exported {len(ids)} session(s) to {printable(str(out))} ({len(data)} bytes)", err=True)
+    else:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """agentrt import FILE."""
+    from agent.errors import InputError
+    from agent.services import build_manager
+    from agent.transfer.fileformat import read_export
+    from agent.transfer.importer import check_targets, place, register
+
+    conf = settings(args)
+    if args.file == "-":
+        data, name = sys.stdin.buffer.read(), "stdin"
+    else:
+        try:
+            data, name = Path(args.file).read_bytes(), printable(args.file)
+        except FileNotFoundError:
+            raise InputError(f"no file {printable(args.file)}; give the file `agentrt export` wrote") from None
+        except IsADirectoryError:
+            raise InputError(f"{printable(args.file)} is a folder; give the file `agentrt export` wrote") from None
+    export = read_export(data, name)
+    base = Path(conf.base_dir)
+    # Before anything is written, so a database that refuses (an old schema) stops the import. An
+    # embedded database in a base_dir not made yet holds nothing: it is made only on success.
+    url = conf.database_url() or "sqlite"
+    early = base.exists() or not url.startswith("sqlite") or conf.persistence.mode == "JSONL_ONLY"
+    manager = build_manager(conf) if early else None
+    check_targets(conf, manager, export)
+    placed = place(base, export, fsync=conf.persistence.fsync == "always")
+    warnings = register(manager or build_manager(conf), placed)
+    for w in warnings:
+        say(f"agentrt: warning: {w}", err=True)
+    if args.json:
+        return print_json(
+            [{"session_id": s.session_id, "tenant_id": s.tenant_id, "user_id": s.user_id} for s in placed]
+        )
+    for s, image in zip(placed, export.images, strict=True):
+        runs = sum(1 for name, _ in image.streams if name == "checkpoints")
+        files = sum(1 for entries in image.rooms.values() for e in entries if e.data is not None)
+        say(
+            f"imported session {s.session_id}  tenant {s.tenant_id}  user {s.user_id}  "
+            f"({len(image.streams[('events', None)])} events, {runs} runs, {files} room files)"
+        )
+    return 0

@@ -1,0 +1,92 @@
+"""The doctor's view of the index of sessions that `agentrt sessions` lists by.
+
+- `index_check` (the `session_index` check): FAIL when the index file is missing, damaged or
+  incomplete while sessions exist; WARN when one session's row is missing or older than its
+  `session.json` (a crash between the two writes); each names `agentrt doctor --repair`.
+- `store_report`: `agentrt doctor` without a session id: the store-wide checks (the index, and
+  the sessions whose outbox owes the SQL or Redis layer writes: `agent.doctor.behind`).
+- `repair_index`: `agentrt doctor --repair`: rebuild the index by one walk of the session folders
+  (the documents are the truth; the old file, if damaged, is kept as `<file>.broken`).
+
+Where a SQL session table is the listing's index (MIRROR, PRIMARY on a server database) the files
+index is still kept, but nothing lists by it: its state is reported as OK with that said.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agent.doctor.facts import Check, DoctorReport
+from agent.doctor.files import finding
+from agent.session.stores.jsonl import read_session_file
+from agent.session.stores.listing import rebuild_index
+from checkpointing.errors import CheckpointingError
+from checkpointing.layout import tenants_root
+from checkpointing.session_index import IndexUnusable
+
+if TYPE_CHECKING:
+    from agent.runner import AgentRunner
+
+NAME = "session_index"
+REPAIR = "run `agentrt doctor --repair` to rebuild the index from the session folders"
+STORE = "-"
+"""The session id of a store-wide report."""
+
+
+def lists_by_files_index(runner: AgentRunner) -> bool:
+    """Whether `agentrt sessions` lists by the files store's index (embedded PRIMARY, JSONL_ONLY)."""
+    return runner.manager.sql_index() is None
+
+
+def index_check(runner: AgentRunner, tenant_id: str, session_id: str | None = None) -> Check:
+    """The state of the index file, and of `session_id`'s row when given (read-only)."""
+    store = runner.manager.jsonl
+    index = store.index
+    if not lists_by_files_index(runner):
+        return finding(NAME, "OK", "sessions are listed by the SQL session table", "nothing to do")
+    health = index.health()
+    where = {"index": str(index.path), "rows": health.rows}
+    if health.state == "missing" and not tenants_root(store.base_dir).is_dir():
+        return finding(NAME, "OK", "no session stored yet (the index is made with the first one)", "nothing to do")
+    if health.state != "ok":
+        said = f"the session index is {health.state}" + (f" ({health.detail})" if health.detail else "")
+        return finding(NAME, "FAIL", f"{said}: `agentrt sessions` cannot list by it", REPAIR, **where)
+    if session_id is None:
+        return finding(NAME, "OK", f"the session index holds {health.rows} session(s)", "nothing to do", **where)
+    try:
+        row = index.get(tenant_id, session_id)
+        doc = read_session_file(store.path(tenant_id, session_id))
+    except (IndexUnusable, CheckpointingError, ValueError, OSError) as err:
+        return finding(NAME, "WARN", f"the session's index row could not be compared: {err}", REPAIR, **where)
+    if row is None:
+        if doc is None and not store.event_log(tenant_id, session_id).exists():
+            return finding(NAME, "OK", "no session here, no row", "nothing to do", **where)
+        return finding(
+            NAME, "WARN", "the session has no row in the index: `agentrt sessions` omits it", REPAIR, **where
+        )
+    if doc is not None and doc.version > row.version:
+        return finding(
+            NAME,
+            "WARN",
+            f"the session's index row is older than its session.json (version {row.version} < {doc.version}); "
+            "a listing that shows it corrects it",
+            REPAIR,
+            **where,
+        )
+    return finding(NAME, "OK", "the session's index row matches its session.json", "nothing to do", **where)
+
+
+def store_report(runner: AgentRunner, tenant_id: str) -> DoctorReport:
+    """`agentrt doctor` with no session id: the store-wide checks."""
+    from agent.doctor.behind import outbox_check
+
+    report = DoctorReport(STORE, tenant_id)
+    report.checks.append(index_check(runner, tenant_id))
+    report.checks.append(outbox_check(runner, tenant_id))
+    return report
+
+
+def repair_index(runner: AgentRunner) -> str:
+    """Rebuild the index from one walk of the session folders; what was done, in one line."""
+    n = rebuild_index(runner.manager.jsonl)
+    return f"rebuilt the session index {runner.manager.jsonl.index.path} from the session folders ({n} session(s))"

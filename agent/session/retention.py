@@ -1,0 +1,125 @@
+"""Reclaiming old sessions by age (`session.retention_days`): `agentrt store gc` and the workers.
+
+A session is reclaimed when its expiry (last activity + `expire_minutes`) passed more than the
+retention ago, or when it is ENDED and had no activity for the retention. Candidates come from
+the session index (one query across tenants, `SessionIndex.reclaimable`), never from a walk of the
+folders; each candidate's document is read again before it goes (the index is a cache and may be
+behind), and a leased session (a run holds it) is skipped. Deletion is `removal.remove_session`,
+the same as `agentrt erase`.
+
+This is not the saver's `persistence.keep_last`, which trims old checkpoints inside a session that
+is kept; retention removes whole sessions.
+
+Workers (`maybe_collect`, after a task): at most every `session.gc_every_minutes`, by one worker at
+a time: a non-blocking `flock` on `base_dir/gc.lock` picks it, and the lock file's time records
+the last run (an empty file: none yet), so the others skip at the cost of one `stat`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agent.errors import DataCorrupt, StorageError
+from agent.session import removal
+from agent.session.lifecycle import SessionStatus
+from agent.session.removal import Removal
+from agent.session.session import ChatSession
+from checkpointing.session_index import IndexUnusable, SessionRow
+
+if TYPE_CHECKING:
+    from agent.run.core import RunnerCore
+
+log = logging.getLogger("agentrt.sessions")
+GC_LOCK_FILE = "gc.lock"
+"""At the root of base_dir: the workers' reclaim lock; its modification time is the last run."""
+
+
+def _due(doc: ChatSession, cutoff: datetime) -> bool:
+    """Whether the document itself says the session is past the retention."""
+    at = doc.expires_at()
+    if at is not None and at < cutoff:
+        return True
+    return doc.status is SessionStatus.ENDED and doc.last_active_time < cutoff
+
+
+def _document(runner: RunnerCore, row: SessionRow) -> ChatSession | None:
+    manager = runner.manager
+    if manager.mode == "MIRROR" and manager.sql is not None:
+        got = manager.sql.get(row.tenant_id, row.session_id)
+        if got is not None:
+            return got
+    return manager.jsonl.get(row.tenant_id, row.session_id) or manager.jsonl.rebuild(row.tenant_id, row.session_id)
+
+
+def collect(runner: RunnerCore, dry_run: bool = False, now: datetime | None = None) -> Removal:
+    """Delete (or, `dry_run`, list) the sessions past `session.retention_days`."""
+    out = Removal(dry_run=dry_run)
+    days = runner.settings.session.retention_days
+    if days is None:
+        out.notes.append("session.retention_days is not set: sessions are kept forever")
+        return out
+    cutoff = (now or datetime.now(UTC)) - timedelta(days=days)
+    index = runner.manager.jsonl.index
+    try:
+        rows = index.reclaimable(cutoff, [SessionStatus.ENDED.value])
+    except IndexUnusable as err:
+        raise DataCorrupt(f"{err}; rebuild it with `agentrt doctor --repair`, then run gc again") from err
+    try:
+        for row in rows:
+            _one(runner, row, cutoff, out)
+    finally:
+        removal.finish(runner, out)  # also after a failure: the blobs of the sessions already gone
+    return out
+
+
+def _one(runner: RunnerCore, row: SessionRow, cutoff: datetime, out: Removal) -> None:
+    try:
+        doc = _document(runner, row)
+    except (StorageError, ValueError) as err:
+        out.skipped.append(removal.Skipped(row.tenant_id, row.session_id, f"not read ({err})"))
+        return
+    if doc is None:
+        if not out.dry_run:
+            runner.manager.jsonl.forget(row.tenant_id, row.session_id)  # a row without a session
+        return
+    if _due(doc, cutoff):  # else the row was behind: the session was used since
+        removal.remove_session(runner, row.tenant_id, row.session_id, out)
+
+
+def maybe_collect(runner: RunnerCore) -> Removal | None:
+    """Run `collect` if retention is set, it is due, and no other worker runs it; else None."""
+    conf = runner.settings.session
+    if conf.retention_days is None:
+        return None
+    lock = Path(runner.settings.base_dir) / GC_LOCK_FILE
+    every = conf.gc_every_minutes * 60
+    try:
+        st = lock.stat()
+        if st.st_size and time.time() - st.st_mtime < every:
+            return None
+    except FileNotFoundError:
+        pass
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None  # another worker is at it
+        st = os.fstat(fd)
+        if st.st_size and time.time() - st.st_mtime < every:
+            return None  # it finished while we looked
+        os.write(fd, b"x")  # marks that a run happened (a fresh lock file has size 0)
+        os.utime(fd)
+        out = collect(runner)
+        if out.sessions or out.skipped:
+            log.info("session retention: %s", out.summary())
+        return out
+    finally:
+        os.close(fd)

@@ -1,0 +1,176 @@
+"""Benchmark: records appended per second to the PostgreSQL record store, against the floor.
+
+The floor: N processes, each with one connection, each inserting one row of the same size into a
+plain table (`id` identity primary key, `line bytea`) and committing: `INSERT` in autocommit, the
+insert and its commit in one round trip, the least a client can do per durable record. Our store:
+N processes, each appending one framed record at a time to a session of its own through the
+`SessionStreams` interface exactly as the saver does (`PostgresStore.session(...).append(run,
+[frame], None, token)`: the record framed by `records.frame`, with a lease's fencing token, as the
+runtime passes it). Both on the same database, in a schema of their own (dropped at the end), with
+the same `synchronous_commit`, measured in the same run at 1, 8 and 32 concurrent sessions.
+
+Processes, not threads: one Python process cannot drive 32 connections without the GIL becoming
+the bottleneck, and the server runs one backend process per connection either way. Each process
+connects and makes its first append (creating its stream and fence rows) before the clock starts.
+The machine's cores are shared by the clients and the server, so at 32 the figures measure CPU as
+much as commits; they are noisy on a busy machine: compare ratios within one run.
+
+    python bench/store_floor.py                         # 1, 8, 32 sessions, 2 s each, fsync "always"
+    python bench/store_floor.py --seconds 5 --rounds 3  # medians of 3 interleaved rounds
+    python bench/store_floor.py --fsync batch           # synchronous_commit = off on both sides
+
+Printed: the core count, the load average, the server's synchronous_commit, then records/s for the
+floor and for the store and their ratio at each level, and whether the goal (>= 0.7x the floor at
+every level) is met. Nothing is asserted. AGENTRT_DATABASE_URL picks the server (default
+postgresql://postgres@127.0.0.1:5432/test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import time
+import uuid
+from multiprocessing.synchronize import Barrier, Event
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import orjson
+import psycopg
+from psycopg import sql
+
+from checkpointing.records import frame
+from checkpointing.store.postgres import PostgresStore
+
+URL = os.environ.get("AGENTRT_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
+GOAL = 0.7
+
+
+def record(size: int) -> bytes:
+    """A framed record of `size` bytes (newline and checksum included)."""
+    pad = max(0, size - len(frame(orjson.dumps({"v": 1, "pad": ""}))))
+    out = frame(orjson.dumps({"v": 1, "pad": "x" * pad}))
+    assert len(out) == size, (len(out), size)
+    return out
+
+
+def _floor_worker(schema: str, line: bytes, sync: str, ready: Barrier, go: Event, end: Any, out: Any) -> None:
+    with psycopg.connect(URL, autocommit=True, prepare_threshold=None) as conn:
+        conn.execute("SELECT set_config('synchronous_commit', %s, false)", (sync,))
+        insert = sql.SQL("INSERT INTO {}.floor (line) VALUES (%s)").format(sql.Identifier(schema))
+        conn.execute(insert, (line,))
+        ready.wait()
+        go.wait()
+        n, deadline = 0, end.value
+        while time.monotonic() < deadline:
+            conn.execute(insert, (line,))
+            n += 1
+        out.put(n)
+
+
+def _store_worker(schema: str, line: bytes, fsync: str, i: int, ready: Barrier, go: Event, end: Any, out: Any) -> None:
+    store = PostgresStore(URL, schema=schema, max_connections=1)
+    try:
+        streams = store.session("bench", f"session-{i:03d}", fsync)  # type: ignore[arg-type]
+        streams.append("run-1", [line], None, 1)
+        ready.wait()
+        go.wait()
+        n, deadline = 0, end.value
+        while time.monotonic() < deadline:
+            streams.append("run-1", [line], None, 1)
+            n += 1
+        out.put(n)
+    finally:
+        store.close()
+
+
+def run_level(kind: str, schema: str, level: int, seconds: float, line: bytes, fsync: str) -> float:
+    """Records/s of `level` processes of `kind` ("floor" or "store") for `seconds`."""
+    ctx = mp.get_context("fork")
+    ready, go, out = ctx.Barrier(level + 1), ctx.Event(), ctx.Queue()
+    end = ctx.Value("d", 0.0)
+    sync = "on" if fsync == "always" else "off"
+    procs = []
+    for i in range(level):
+        if kind == "floor":
+            target: Any = _floor_worker
+            args: tuple[Any, ...] = (schema, line, sync, ready, go, end, out)
+        else:  # a session of its own per process and level
+            target, args = _store_worker, (schema, line, fsync, i + 1000 * level, ready, go, end, out)
+        p = ctx.Process(target=target, args=args, daemon=True)
+        p.start()
+        procs.append(p)
+    ready.wait(timeout=120)
+    t0 = time.monotonic()
+    end.value = t0 + seconds
+    go.set()
+    counts = [out.get(timeout=seconds + 120) for _ in procs]
+    elapsed = max(seconds, time.monotonic() - t0)
+    for p in procs:
+        p.join(timeout=30)
+        if p.exitcode != 0:
+            raise SystemExit(f"a {kind} worker failed (exit code {p.exitcode})")
+    return sum(counts) / elapsed
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Set up the schema, run interleaved rounds, print the table, drop the schema."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32], help="concurrent sessions (default 1 8 32)")
+    ap.add_argument("--seconds", type=float, default=2.0, help="seconds measured per level and side (default 2)")
+    ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds; medians are printed (default 1)")
+    ap.add_argument("--size", type=int, default=1024, help="bytes per record, framing included (default 1024)")
+    ap.add_argument(
+        "--fsync", choices=("always", "batch"), default="always", help="store policy; batch = synchronous_commit off"
+    )
+    args = ap.parse_args(argv)
+    line = record(args.size)
+    schema = f"bench_floor_{uuid.uuid4().hex[:12]}"
+    store = PostgresStore(URL, schema=schema)
+    store.setup()
+    with psycopg.connect(URL, autocommit=True) as conn:
+        server_sync = conn.execute("SHOW synchronous_commit").fetchone()
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE {}.floor (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, line bytea NOT NULL)"
+            ).format(sql.Identifier(schema))
+        )
+    sync = "on" if args.fsync == "always" else "off"
+    print(f"cores: {os.cpu_count()}; load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"server synchronous_commit: {server_sync[0] if server_sync else '?'}; "
+        f"both sides run with synchronous_commit = {sync} (store fsync {args.fsync!r}); "
+        f"records of {args.size} bytes; {args.seconds:g} s per level and side; {args.rounds} round(s); processes"
+    )
+    got: dict[tuple[str, int], list[float]] = {}
+    try:
+        for r in range(args.rounds):
+            for level in args.levels:
+                order = ("floor", "store") if r % 2 == 0 else ("store", "floor")
+                for kind in order:
+                    got.setdefault((kind, level), []).append(
+                        run_level(kind, schema, level, args.seconds, line, args.fsync)
+                    )
+    finally:
+        with psycopg.connect(URL, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+        store.close()
+    print(f"{'sessions':>8} {'floor rec/s':>12} {'store rec/s':>12} {'ratio':>7}  goal >= {GOAL}x")
+    met = True
+    for level in args.levels:
+        floor = statistics.median(got[("floor", level)])
+        ours = statistics.median(got[("store", level)])
+        ratio = ours / floor if floor else 0.0
+        met = met and ratio >= GOAL
+        print(f"{level:>8} {floor:>12.0f} {ours:>12.0f} {ratio:>6.2f}x  {'met' if ratio >= GOAL else 'NOT met'}")
+    print(f"goal (>= {GOAL}x the floor at every level): {'met' if met else 'not met'}")
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()

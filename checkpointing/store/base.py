@@ -1,0 +1,130 @@
+"""The store interface: where a session's checkpoint records live, in files or in PostgreSQL.
+
+A `Store` holds sessions, keyed (tenant, thread). A session (`SessionStreams`) has
+
+- append-only record streams, one per run: framed JSONL lines (`records.frame`, checksum
+  included) at byte positions, exactly as the lines of `runs/<run>/checkpoints.jsonl`; a stream
+  has an identity that changes when it is replaced (the file's inode, a PostgreSQL row id), so a
+  reader that indexed it knows to index it again;
+- small documents (pins) read and written whole, with compare-and-swap on their version;
+- a fencing token: an append carrying a lease token lower than the highest one seen is refused,
+  checked atomically with the append.
+
+Positions are byte offsets in both backends (a row holds its line's offset in the stream), so the
+rows of a stream concatenated are the file, byte for byte, and the saver's index works unchanged.
+Reads verify every line's checksum: a damaged line (or row) raises `CorruptCheckpointError`
+naming the stream (`path`) and line number; only the files backend can have a torn tail (an
+incomplete last line), skipped by reads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from checkpointing.indexfile import Snapshot
+from checkpointing.records import Durable, FsyncPolicy, Scan
+
+DocVersion = Any
+"""An opaque document version for compare-and-swap (None: the document does not exist)."""
+
+
+class SessionStreams(Protocol):
+    """The record streams, documents and fence of one session (tenant, thread)."""
+
+    tenant: str
+    thread: str
+    key: str
+    """Names this session uniquely within its process (a folder, a PostgreSQL key)."""
+    label: Path
+    """Where the session's streams are, for messages (a folder, or `postgresql://…/<key>`)."""
+    persists_index: bool
+    """Whether the saver's index of a stream is kept beside it (`indexfile`'s framed line: a
+    `.idx` file, an index row), so that a new process reads only the stream's tail."""
+
+    def path(self, run: str) -> Path:
+        """The name of run stream `run` in messages and errors (for files: its real path)."""
+        ...
+
+    def heads(self) -> dict[str, tuple[int, int]]:
+        """Every run stream: run -> (end, identity); identity 0 when it has none (no file)."""
+        ...
+
+    def scan(self, run: str, start: int = 0, first_line: int = 1) -> Scan:
+        """The verified lines of stream `run` from position `start` (its line `first_line`)."""
+        ...
+
+    def read_at(self, run: str, offsets: list[int]) -> list[bytes]:
+        """The raw lines at `offsets` (ascending) of stream `run`, newline included, not verified
+        (b"" where no line starts: the stream changed under the reader)."""
+        ...
+
+    def append(
+        self, run: str, frames: list[bytes], policy: FsyncPolicy | None, token: int | None
+    ) -> tuple[list[int], int, Durable | None]:
+        """Append framed lines to `run` atomically: (their positions, the stream's identity,
+        a callable that waits until they are durable or None). `policy` None uses the store's;
+        `token` (a lease's fencing token) is checked in the same step."""
+        ...
+
+    def replace(self, run: str, frames: list[bytes]) -> None:
+        """Replace stream `run` whole with `frames` atomically (no frames: remove the run)."""
+        ...
+
+    def remove(self) -> None:
+        """Delete the whole session (streams, documents, fence)."""
+        ...
+
+    def load_doc(self, name: str) -> tuple[dict[str, Any] | None, DocVersion]:
+        """Document `name` (verified) and its version; (None, None) when there is none."""
+        ...
+
+    def save_doc(self, name: str, doc: dict[str, Any], expect: DocVersion) -> bool:
+        """Write document `name` if its version is still `expect`; False when it changed."""
+        ...
+
+    def advance_fence(self, token: int) -> None:
+        """Record lease token `token` as the session's highest, or raise
+        `StaleFencingTokenError` when a higher one was granted."""
+        ...
+
+    def load_index(self, run: str) -> Snapshot | None:
+        """The persisted index of stream `run` (None: none, or it does not describe the stream)."""
+        ...
+
+    def save_index(
+        self, run: str, cover: tuple[int, int, int, str], state: dict[str, Any], probes: list[tuple[int, str]]
+    ) -> None:
+        """Persist the index `state` of stream `run` covering (end, lines, last, crc) (`indexfile.save`)."""
+        ...
+
+    def crc_at(self, run: str, offset: int) -> str:
+        """The checksum field of the line at `offset` of stream `run` (not verified)."""
+        ...
+
+    def sync(self) -> None:
+        """Make every append so far durable."""
+        ...
+
+    def close(self) -> None:
+        """Release what is held open between appends (reopened on the next one)."""
+        ...
+
+
+class Store(Protocol):
+    """Every session of one backend."""
+
+    url: str
+    """What the store was opened from (a folder, a PostgreSQL URL)."""
+
+    def session(self, tenant: str, thread: str, fsync: FsyncPolicy) -> SessionStreams:
+        """The streams of session (tenant, thread); nothing is created before the first append."""
+        ...
+
+    def threads(self, tenant: str | None = None, thread: str | None = None) -> list[tuple[str, str]]:
+        """(tenant, thread) of each session holding a stream, filtered by tenant and/or thread."""
+        ...
+
+    def close(self) -> None:
+        """Release connections (the store is not used after)."""
+        ...

@@ -1,0 +1,276 @@
+"""The `files` store: sessions as folders of JSONL files under `base_dir` (the default).
+
+    base_dir/tenants/<tenant>/sessions/<thread>/runs/<run>/checkpoints.jsonl   a run stream
+    base_dir/tenants/<tenant>/sessions/<thread>/pins.json                      a document
+    base_dir/tenants/<tenant>/sessions/<thread>/fence.json                     the fence
+
+(paths from `checkpointing.layout`). Appends are one `O_APPEND` write of framed lines
+(`records.RecordLog`, fsync per policy, commit groups shared with the session's other logs);
+a stream's identity is its file's inode; documents are rewritten whole (`records.atomic_write`)
+under an exclusive `flock` of the session folder when compared-and-swapped; the fence is
+`fencing.FencingGuard`'s. This is the tree the saver always wrote: nothing here changes a byte
+of it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from checkpointing import indexfile
+from checkpointing.errors import CorruptCheckpointError, CorruptRecordError
+from checkpointing.fencing import FencingGuard
+from checkpointing.layout import (
+    checkpoints_file,
+    is_digest_folder,
+    is_id,
+    run_dir,
+    run_ids,
+    runs_dir,
+    sessions_root,
+    tenant_ids,
+    thread_dir,
+)
+from checkpointing.records import (
+    CommitGroup,
+    Durable,
+    FsyncPolicy,
+    RecordLog,
+    Scan,
+    atomic_write,
+    crc_at,
+    decode_file,
+    encode_record,
+    group_for,
+    read_line_at,
+    read_lines_at,
+    read_records,
+    scan,
+)
+
+_SEEKS_MAX = 32
+"""Reading more lines than this from one file at once reads the span in one go."""
+_FileId = tuple[int, int, int]
+
+
+class FileSessionStreams:
+    """The files of one session folder (see the module docstring)."""
+
+    persists_index = True
+
+    def __init__(self, directory: Path, tenant: str, thread: str, fsync: FsyncPolicy, group: CommitGroup | None):
+        self.dir = directory
+        self.tenant = tenant
+        self.thread = thread
+        self.key = str(directory)
+        self.label = runs_dir(directory)
+        self.fsync = fsync
+        self.group = group
+        self._logs: dict[str, RecordLog] = {}
+        self._paths: dict[str, Path] = {}
+        self._runs_sig: tuple[int, int, int] | None = None
+        self._run_list: list[str] = []
+        self._guard: FencingGuard | None = None
+
+    def path(self, run: str) -> Path:
+        """The run's checkpoints.jsonl."""
+        path = self._paths.get(run)
+        if path is None:  # built once: every saver call asks for it, and pathlib joins are slow
+            path = self._paths[run] = checkpoints_file(self.dir, run)
+        return path
+
+    def _run_names(self) -> list[str]:
+        """The run folders, listed again only when the runs folder changed (mtime, link count)."""
+        try:
+            st = os.stat(self.label)
+        except FileNotFoundError:
+            self._runs_sig = None
+            return []
+        sig = (st.st_ino, st.st_mtime_ns, st.st_nlink)
+        if sig != self._runs_sig:
+            # A folder whose name is not a run id was not written by a saver (`layout.run_ids`).
+            self._run_list = sorted(e.name for e in os.scandir(self.label) if e.is_dir() and is_id(e.name))
+            self._runs_sig = sig
+        return self._run_list
+
+    def heads(self) -> dict[str, tuple[int, int]]:
+        """Each run folder's file: (size, inode), (0, 0) when it has no file."""
+        out: dict[str, tuple[int, int]] = {}
+        for run in self._run_names():
+            try:
+                st = os.stat(self.path(run))
+                size, ino = st.st_size, st.st_ino
+            except FileNotFoundError:
+                size, ino = 0, 0
+            log = self._logs.get(run)
+            if log is not None and log.inode() not in (0, ino):
+                log.close()  # the file was replaced or removed: the next append opens the new one
+            out[run] = (size, ino)
+        return out
+
+    def scan(self, run: str, start: int = 0, first_line: int = 1) -> Scan:
+        """`records.scan` of the run's file (the torn-tail rule applies)."""
+        return scan(self.path(run), start, first_line)
+
+    def read_at(self, run: str, offsets: list[int]) -> list[bytes]:
+        """The lines at `offsets`: a seek each, or one read for many."""
+        if len(offsets) == 1:
+            return [read_line_at(self.path(run), offsets[0])]
+        return read_lines_at(self.path(run), offsets, _SEEKS_MAX)
+
+    def append(
+        self, run: str, frames: list[bytes], policy: FsyncPolicy | None, token: int | None
+    ) -> tuple[list[int], int, Durable | None]:
+        """One write of `frames` to the run's file, fenced by `token` (shared `flock`)."""
+        log = self._logs.get(run)
+        if log is None:
+            log = self._logs[run] = RecordLog(self.path(run), fsync=self.fsync, group=self.group, keep_open=True)
+        with self._fenced(token):
+            offs, wait = log.write_frames(frames, policy)
+        return offs, log.inode(), wait
+
+    @contextmanager
+    def _fenced(self, token: int | None) -> Iterator[None]:
+        if token is None:
+            yield
+            return
+        if self._guard is None:
+            self._guard = FencingGuard(self.dir)
+        with self._guard.fenced(token):
+            yield
+
+    def advance_fence(self, token: int) -> None:
+        """`FencingGuard.check_and_raise` of the session folder."""
+        if self._guard is None:
+            self._guard = FencingGuard(self.dir)
+        self._guard.check_and_raise(token)
+
+    def replace(self, run: str, frames: list[bytes]) -> None:
+        """Atomic rewrite of the run's file (its persisted index removed first)."""
+        self.close()
+        indexfile.remove(self.path(run))
+        if not frames:
+            shutil.rmtree(run_dir(self.dir, run), ignore_errors=True)
+            return
+        atomic_write(self.path(run), b"".join(frames))
+
+    def remove(self) -> None:
+        """Delete the session folder."""
+        self.close()
+        self._logs.clear()
+        self._runs_sig = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _doc_path(self, name: str) -> Path:
+        if not is_id(name.removesuffix(".json")):
+            raise ValueError(f"document name {name!r} is not an id")
+        return self.dir / name
+
+    def load_doc(self, name: str) -> tuple[dict[str, Any] | None, Any]:
+        """The document file `name` (one framed record), verified; its version is the file's identity."""
+        path = self._doc_path(name)
+        try:
+            with open(path, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                raw = fh.read()
+        except FileNotFoundError:
+            return None, None
+        try:  # written only by `atomic_write`, fsynced: an empty or zeroed file is damage too
+            return decode_file(path, raw), (st.st_ino, st.st_mtime_ns, st.st_size)
+        except CorruptRecordError as err:
+            raise CorruptCheckpointError(err.path, err.line, err.reason) from err
+
+    def save_doc(self, name: str, doc: dict[str, Any], expect: Any) -> bool:
+        """Rewrite document `name` under the folder's lock if it is still the version read."""
+        path = self._doc_path(name)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dir, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if _file_id(path) != expect:
+                return False
+            atomic_write(path, encode_record(doc))
+            return True
+        finally:
+            os.close(fd)
+
+    def load_index(self, run: str) -> indexfile.Snapshot | None:
+        """`indexfile.load` of the run's file."""
+        return indexfile.load(self.path(run))
+
+    def save_index(
+        self, run: str, cover: tuple[int, int, int, str], state: dict[str, Any], probes: list[tuple[int, str]]
+    ) -> None:
+        """`indexfile.save` beside the run's file."""
+        end, lines, last, crc = cover
+        indexfile.save(self.path(run), end, lines, last, crc, state, probes)
+
+    def crc_at(self, run: str, offset: int) -> str:
+        """`records.crc_at` of the run's file."""
+        return crc_at(self.path(run), offset)
+
+    def sync(self) -> None:
+        """fsync every run file appended to."""
+        for log in self._logs.values():
+            log.sync()
+
+    def close(self) -> None:
+        """Close the kept append descriptors (and list the run folders again next time)."""
+        for log in self._logs.values():
+            log.close()
+        self._runs_sig = None
+
+
+def _file_id(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+class FileStore:
+    """Sessions as folders under `base_dir` (see the module docstring)."""
+
+    def __init__(self, base_dir: str | Path, group: CommitGroup | None = None) -> None:
+        self.base_dir = Path(base_dir)
+        self.url = str(self.base_dir)
+        self.group = group
+
+    def session(self, tenant: str, thread: str, fsync: FsyncPolicy) -> FileSessionStreams:
+        """The session folder of (tenant, thread); its files join the folder's process-wide commit
+        group unless a group was given (a runtime holding it defers their fsyncs to its barriers)."""
+        directory = thread_dir(self.base_dir, tenant, thread)
+        return FileSessionStreams(directory, tenant, thread, fsync, self.group or group_for(directory))
+
+    def threads(self, tenant: str | None = None, thread: str | None = None) -> list[tuple[str, str]]:
+        """Sessions with a runs folder."""
+        out: list[tuple[str, str]] = []
+        for t in [tenant] if tenant else tenant_ids(self.base_dir):
+            sessions = sessions_root(self.base_dir, t)
+            if thread is not None:
+                names = [thread]
+            else:
+                names = sorted(_thread_of(p) for p in sessions.iterdir()) if sessions.exists() else []
+            out.extend((t, n) for n in names if runs_dir(thread_dir(self.base_dir, t, n)).exists())
+        return out
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _thread_of(folder: Path) -> str:
+    """The thread id a session folder belongs to (read from a record when the name is a digest,
+    `layout.folder_name`)."""
+    if not is_digest_folder(folder.name):
+        return folder.name
+    for run in run_ids(folder):
+        for rec in read_records(checkpoints_file(folder, run)):
+            if rec.get("k") == "c":
+                return str(rec["session_id"])
+    return folder.name

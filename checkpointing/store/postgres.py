@@ -1,0 +1,417 @@
+"""The `postgres` store: the saver's records as rows of PostgreSQL tables (psycopg 3).
+
+    store = PostgresStore("postgresql://postgres@127.0.0.1:5432/test")
+    store.setup()                                   # creates the tables if missing
+    saver = JsonlCheckpointSaver(store=store)       # or JsonlCheckpointSaver.from_url(url)
+
+A record row holds the record exactly as its JSONL line (checksum and newline included) at its
+byte position in the run's stream, so a stream's rows in order are the `files` store's
+`checkpoints.jsonl`, byte for byte (tables: `pg_schema`).
+
+- An append is one statement, so one transaction and one round trip: the lease token is checked
+  and raised in the session's fence row (`jsonl_fences`, locked until commit, so a new owner's
+  first write waits for the old one's), then the stream's end is advanced, or the stream created
+  (its row locked: appenders of one stream take turns and positions follow commit order, no gaps),
+  and the lines are inserted at the positions that returns. A stale token changes nothing. A
+  connection lost midway leaves nothing of that append. With fsync "batch", and for pending writes
+  under fsync "checkpoint", the commit does not wait for the WAL flush (`synchronous_commit` off
+  for that transaction): the next synchronous commit (the superstep's checkpoint, or `sync`) makes
+  them durable together.
+- The saver's index of a stream is kept as a document row (`indexfile`'s framed line, checked
+  against the stream before use, dropped when the stream is rewritten), so a new process opening a
+  long thread reads only the rows past it.
+- Every read verifies each row's checksum; a row that fails is `CorruptCheckpointError` naming the
+  stream (`postgresql:<db>/<schema>/tenants/<t>/sessions/<thread>/runs/<run>`) and its line.
+- Every id is a bound parameter; statements are composed only with the schema's identifier.
+  Nothing session-scoped (no advisory session locks, no prepared statements:
+  `prepare_threshold=None`), so it works behind PgBouncer in transaction pooling mode.
+- Connections come from a `psycopg_pool.ConnectionPool` (thread-safe).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NoReturn
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool
+
+from checkpointing import indexfile
+from checkpointing.errors import (
+    CorruptCheckpointError,
+    CorruptRecordError,
+    InvalidIdError,
+    StaleFencingTokenError,
+    StoreUnavailableError,
+)
+from checkpointing.indexfile import Snapshot
+from checkpointing.layout import folder_name
+from checkpointing.records import Durable, FsyncPolicy, Scan, decode_file, encode_record, record_crc, scan_bytes
+from checkpointing.store.pg_schema import MIGRATIONS, MIGRATIONS_TABLE, SETUP_LOCK, schema_name
+
+log = logging.getLogger(__name__)
+_Q = {
+    "heads": "SELECT run, id, end_pos FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s ORDER BY run",
+    "stream_id": "SELECT id FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s AND run = %s",
+    "scan": "SELECT pos, line FROM {s}.jsonl_records WHERE stream = %s AND pos >= %s ORDER BY pos",
+    "read": "SELECT pos, line FROM {s}.jsonl_records WHERE stream = %s AND pos = ANY(%s)",
+    # The fence's upsert runs first (the stream's waits on its EXISTS), as a transaction of
+    # statements would take the two row locks; the insert reads the stream's new end.
+    "append": (
+        "WITH f AS (INSERT INTO {s}.jsonl_fences AS f (tenant, thread, token)"
+        " SELECT %(tenant)s, %(thread)s, %(token)s::bigint WHERE %(token)s::bigint IS NOT NULL"
+        " ON CONFLICT (tenant, thread) DO UPDATE SET token = EXCLUDED.token, updated_at = now()"
+        " WHERE f.token <= EXCLUDED.token RETURNING f.token),"
+        " a AS (INSERT INTO {s}.jsonl_streams AS st (tenant, thread, run, end_pos, lines)"
+        " SELECT %(tenant)s, %(thread)s, %(run)s, %(total)s::bigint, %(n)s::bigint"
+        " WHERE %(token)s::bigint IS NULL OR EXISTS (SELECT FROM f)"
+        " ON CONFLICT (tenant, thread, run) DO UPDATE SET end_pos = st.end_pos + EXCLUDED.end_pos,"
+        " lines = st.lines + EXCLUDED.lines RETURNING st.id, st.end_pos - %(total)s::bigint AS start),"
+        " i AS (INSERT INTO {s}.jsonl_records (stream, pos, line)"
+        " SELECT a.id, a.start + u.off, u.line FROM a, unnest(%(offs)s::bigint[], %(lines)s::bytea[]) AS u(off, line))"
+        " SELECT (SELECT id FROM a), (SELECT start FROM a),"
+        " CASE WHEN %(quick)s THEN set_config('synchronous_commit', 'off', true) END"
+    ),
+    "create": (
+        "INSERT INTO {s}.jsonl_streams (tenant, thread, run, end_pos, lines) VALUES (%s, %s, %s, %s, %s)"
+        " ON CONFLICT (tenant, thread, run) DO NOTHING RETURNING id, 0"
+    ),
+    "insert": "INSERT INTO {s}.jsonl_records (stream, pos, line) SELECT %s, unnest(%s::bigint[]), unnest(%s::bytea[])",
+    "drop_run": "DELETE FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s AND run = %s",
+    "drop_streams": "DELETE FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s",
+    "drop_docs": "DELETE FROM {s}.jsonl_documents WHERE tenant = %s AND thread = %s",
+    "drop_fence": "DELETE FROM {s}.jsonl_fences WHERE tenant = %s AND thread = %s",
+    "doc": "SELECT body, version FROM {s}.jsonl_documents WHERE tenant = %s AND thread = %s AND name = %s",
+    "doc_new": (
+        "INSERT INTO {s}.jsonl_documents (tenant, thread, name, body, version) VALUES (%s, %s, %s, %s, 1)"
+        " ON CONFLICT DO NOTHING RETURNING version"
+    ),
+    "doc_put": (
+        "INSERT INTO {s}.jsonl_documents (tenant, thread, name, body, version) VALUES (%s, %s, %s, %s, 1)"
+        " ON CONFLICT (tenant, thread, name) DO UPDATE SET body = EXCLUDED.body,"
+        " version = {s}.jsonl_documents.version + 1"
+    ),
+    "doc_drop": "DELETE FROM {s}.jsonl_documents WHERE tenant = %s AND thread = %s AND name = %s",
+    "doc_cas": (
+        "UPDATE {s}.jsonl_documents SET body = %s, version = version + 1"
+        " WHERE tenant = %s AND thread = %s AND name = %s AND version = %s RETURNING version"
+    ),
+    "fence": (
+        "INSERT INTO {s}.jsonl_fences AS f (tenant, thread, token) VALUES (%s, %s, %s)"
+        " ON CONFLICT (tenant, thread) DO UPDATE SET token = EXCLUDED.token, updated_at = now()"
+        " WHERE f.token <= EXCLUDED.token RETURNING f.token"
+    ),
+    "fence_get": "SELECT token FROM {s}.jsonl_fences WHERE tenant = %s AND thread = %s",
+    "threads": (
+        "SELECT DISTINCT tenant, thread FROM {s}.jsonl_streams"
+        " WHERE (%s::text IS NULL OR tenant = %s) AND (%s::text IS NULL OR thread = %s) ORDER BY tenant, thread"
+    ),
+}
+
+
+class PostgresStore:
+    """Sessions as rows of PostgreSQL tables in `schema` (see the module docstring).
+
+    Args:
+        url: a libpq URL or conninfo, e.g. `postgresql://postgres@127.0.0.1:5432/test`.
+        schema: the schema holding the tables (created by `setup`).
+        max_connections: the pool's size (one saver call holds one connection at a time).
+    """
+
+    def __init__(self, url: str, *, schema: str = "public", max_connections: int = 4, timeout: float = 30.0) -> None:
+        self.url = url
+        self.schema = schema_name(schema)
+        info = conninfo_to_dict(url.replace("postgresql+psycopg://", "postgresql://", 1))
+        where = f"{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
+        self.name = f"postgresql://{where}?schema={self.schema}"
+        self.label = f"postgresql:{info.get('dbname', '')}/{self.schema}"  # how its streams are named in messages
+        s = sql.Identifier(self.schema)
+        # Composed once: quoting the identifier on every execute cost as much as a round trip.
+        self.q = {k: sql.SQL(v).format(s=s).as_bytes(None) for k, v in _Q.items()}
+        self.pool = ConnectionPool(
+            url.replace("postgresql+psycopg://", "postgresql://", 1),
+            min_size=1,
+            max_size=max_connections,
+            timeout=timeout,
+            kwargs={"autocommit": True, "prepare_threshold": None},
+            open=False,
+            name=f"jsonl-store-{self.schema}",
+        )
+        try:
+            self.pool.open(wait=False)
+        except psycopg.Error as err:
+            raise StoreUnavailableError(f"{self.name}: cannot open a connection pool ({err})") from err
+
+    @contextmanager
+    def connection(self, what: str) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection; a lost or unreachable database becomes `StoreUnavailableError`."""
+        try:
+            with self.pool.connection() as conn:
+                yield conn
+        except (psycopg.OperationalError, psycopg.InterfaceError) as err:
+            raise StoreUnavailableError(
+                f"{self.name}: {what} failed, PostgreSQL is unreachable or the connection was lost ({err}). "
+                "A write in progress was committed whole or not at all: read the thread again and retry."
+            ) from err
+        except Exception as err:
+            if type(err).__module__.startswith("psycopg_pool"):  # PoolTimeout, PoolClosed
+                raise StoreUnavailableError(f"{self.name}: {what}: no connection ({err})") from err
+            raise
+
+    def setup(self) -> None:
+        """Create the schema and tables if missing (apply the migrations not run yet). Safe to call
+        twice, and from several processes at once (they take turns on a transaction lock)."""
+        s = sql.Identifier(self.schema)
+        with self.connection("setup") as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (SETUP_LOCK,))
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {s}").format(s=s))
+            conn.execute(sql.SQL(MIGRATIONS_TABLE).format(schema=s))
+            table = sql.SQL("{s}.jsonl_store_migrations").format(s=s)
+            done = {v for (v,) in conn.execute(sql.SQL("SELECT v FROM {t}").format(t=table))}
+            for v, stmt in enumerate(MIGRATIONS):
+                if v not in done:
+                    conn.execute(sql.SQL(stmt).format(schema=s))
+                    conn.execute(sql.SQL("INSERT INTO {t} (v) VALUES (%s)").format(t=table), (v,))
+
+    def session(self, tenant: str, thread: str, fsync: FsyncPolicy) -> PostgresSessionStreams:
+        """The rows of session (tenant, thread)."""
+        if "\x00" in thread:
+            raise InvalidIdError(f"invalid thread_id {thread[:40]!r}: PostgreSQL text cannot hold NUL")
+        return PostgresSessionStreams(self, tenant, thread, fsync)
+
+    def threads(self, tenant: str | None = None, thread: str | None = None) -> list[tuple[str, str]]:
+        """Sessions holding a stream."""
+        with self.connection("listing threads") as conn:
+            rows = conn.execute(self.q["threads"], (tenant, tenant, thread, thread)).fetchall()
+        return [(str(t), str(n)) for t, n in rows]
+
+    def close(self) -> None:
+        """Close the pool."""
+        self.pool.close()
+
+
+class PostgresSessionStreams:
+    """The rows of one session (see the module docstring)."""
+
+    persists_index = True
+
+    def __init__(self, store: PostgresStore, tenant: str, thread: str, fsync: FsyncPolicy) -> None:
+        self.store = store
+        self.q = store.q
+        self.tenant = tenant
+        self.thread = thread
+        self.fsync = fsync
+        self.key = f"{store.name}#{tenant}/{thread}"
+        self.label = Path(f"{store.label}/tenants/{tenant}/sessions/{folder_name(thread)}/runs")
+        self._ids: dict[str, int] = {}
+        self._async_commits = False
+
+    def path(self, run: str) -> Path:
+        """The stream's name in messages."""
+        return self.label / run
+
+    def heads(self) -> dict[str, tuple[int, int]]:
+        """Every run stream: (end position, row id)."""
+        with self.store.connection("reading the session's streams") as conn:
+            rows = conn.execute(self.q["heads"], (self.tenant, self.thread)).fetchall()
+        self._ids = {str(run): int(sid) for run, sid, _ in rows}
+        return {str(run): (int(end), int(sid)) for run, sid, end in rows}
+
+    def _id(self, run: str) -> int | None:
+        sid = self._ids.get(run)
+        if sid is None:
+            with self.store.connection("reading the session's streams") as conn:
+                row = conn.execute(self.q["stream_id"], (self.tenant, self.thread, run)).fetchone()
+            if row is not None:
+                sid = self._ids[run] = int(row[0])
+        return sid
+
+    def scan(self, run: str, start: int = 0, first_line: int = 1) -> Scan:
+        """The stream's rows from `start`, each verified: a row that fails its checksum, has no
+        newline, or leaves a gap is `CorruptRecordError` naming the stream and line."""
+        path = self.path(run)
+        out = Scan(path, size=start, good=start)
+        sid = self._id(run)
+        if sid is None:
+            return out
+        with self.store.connection("reading a stream") as conn:
+            rows = conn.execute(self.q["scan"], (sid, start)).fetchall()
+        line = first_line
+        for pos, raw in rows:
+            raw = bytes(raw)
+            if pos != out.good:
+                raise CorruptRecordError(str(path), line, f"no record at byte {out.good} (the next row is at {pos})")
+            if not raw.endswith(b"\n"):
+                raise CorruptRecordError(str(path), line, f"the row at byte {pos} has no terminating newline")
+            one = scan_bytes(path, raw, pos, line)  # raises naming the line when it does not verify
+            if len(one.records) != 1:
+                raise CorruptRecordError(str(path), line, f"the row at byte {pos} is not one record")
+            out.records.append(one.records[0])
+            out.good = out.size = pos + len(raw)
+            line += 1
+        return out
+
+    def read_at(self, run: str, offsets: list[int]) -> list[bytes]:
+        """The rows at `offsets` (b"" where none is)."""
+        sid = self._id(run)
+        if sid is None:
+            return [b""] * len(offsets)
+        with self.store.connection("reading records") as conn:
+            rows = conn.execute(self.q["read"], (sid, list(offsets))).fetchall()
+        found = {int(pos): bytes(raw) for pos, raw in rows}
+        return [found.get(off, b"") for off in offsets]
+
+    def _fence(self, conn: psycopg.Connection[Any], token: int) -> None:
+        if conn.execute(self.q["fence"], (self.tenant, self.thread, token)).fetchone() is None:
+            self._refuse(conn, token)
+
+    def _refuse(self, conn: psycopg.Connection[Any], token: int) -> NoReturn:
+        row = conn.execute(self.q["fence_get"], (self.tenant, self.thread)).fetchone()
+        raise StaleFencingTokenError(
+            f"{self.label.parent}: write with lease token {token} refused, token {row[0] if row else '?'} "
+            "was already granted to a newer owner. This process lost the session lease (paused or cut "
+            "off past its TTL); stop writing and let the new owner continue."
+        )
+
+    def append(
+        self, run: str, frames: list[bytes], policy: FsyncPolicy | None, token: int | None
+    ) -> tuple[list[int], int, Durable | None]:
+        """One statement (its own transaction): fence, advance the stream's end (or create the
+        stream), insert the lines; refused whole by a stale `token`."""
+        offs, rel = [], 0
+        for f in frames:
+            offs.append(rel)
+            rel += len(f)
+        quick = (policy or self.fsync) != "always"
+        args = {
+            "tenant": self.tenant,
+            "thread": self.thread,
+            "run": run,
+            "token": token,
+            "total": rel,
+            "n": len(frames),
+            "offs": offs,
+            "lines": frames,
+            "quick": quick,
+        }
+        with self.store.connection("appending records") as conn:
+            row = conn.execute(self.q["append"], args).fetchone()
+            if row is None or row[0] is None:  # only a stale token inserts no stream row
+                assert token is not None
+                self._refuse(conn, token)
+        if quick:
+            self._async_commits = True
+        sid, start = int(row[0]), int(row[1])
+        self._ids[run] = sid
+        return [start + off for off in offs], sid, None
+
+    def replace(self, run: str, frames: list[bytes]) -> None:
+        """One transaction: drop the stream, create it again (a new identity) with `frames`."""
+        key = (self.tenant, self.thread, run)
+        with self.store.connection("rewriting a stream") as conn, conn.transaction():
+            conn.execute(self.q["drop_run"], key)
+            conn.execute(self.q["doc_drop"], (self.tenant, self.thread, _index_doc(run)))
+            self._ids.pop(run, None)
+            if not frames:
+                return
+            row = conn.execute(self.q["create"], (*key, sum(len(f) for f in frames), len(frames))).fetchone()
+            assert row is not None
+            offs, pos = [], 0
+            for f in frames:
+                offs.append(pos)
+                pos += len(f)
+            conn.execute(self.q["insert"], (int(row[0]), offs, frames))
+
+    def remove(self) -> None:
+        """One transaction: the session's streams (their records cascade), documents and fence."""
+        key = (self.tenant, self.thread)
+        with self.store.connection("deleting a thread") as conn, conn.transaction():
+            for q in ("drop_streams", "drop_docs", "drop_fence"):
+                conn.execute(self.q[q], key)
+        self._ids.clear()
+
+    def load_doc(self, name: str) -> tuple[dict[str, Any] | None, Any]:
+        """The document row (one framed line, verified) and its version."""
+        with self.store.connection("reading a document") as conn:
+            row = conn.execute(self.q["doc"], (self.tenant, self.thread, name)).fetchone()
+        if row is None:
+            return None, None
+        path = self.label.parent / name
+        try:
+            return decode_file(path, bytes(row[0])), int(row[1])
+        except CorruptRecordError as err:
+            raise CorruptCheckpointError(err.path, err.line, err.reason) from err
+
+    def save_doc(self, name: str, doc: dict[str, Any], expect: Any) -> bool:
+        """Insert (`expect` None) or update the row if still at version `expect`."""
+        body = encode_record(doc)
+        with self.store.connection("writing a document") as conn:
+            if expect is None:
+                row = conn.execute(self.q["doc_new"], (self.tenant, self.thread, name, body)).fetchone()
+            else:
+                row = conn.execute(self.q["doc_cas"], (body, self.tenant, self.thread, name, expect)).fetchone()
+        return row is not None
+
+    def advance_fence(self, token: int) -> None:
+        """Raise the session's fence to `token`, or refuse a stale one."""
+        with self.store.connection("checking the fence") as conn, conn.transaction():
+            self._fence(conn, token)
+
+    def load_index(self, run: str) -> Snapshot | None:
+        """The index row of stream `run` (`indexfile`'s framed line) if it still describes the
+        stream: the lines it names are there, intact, with the checksums it recorded."""
+        name = _index_doc(run)
+        with self.store.connection("reading a stream's index") as conn:
+            row = conn.execute(self.q["doc"], (self.tenant, self.thread, name)).fetchone()
+        if row is None:
+            return None
+        path = self.path(run)
+        saved = indexfile.decode(self.label.parent / name, bytes(row[0]), path)
+        if saved is None:
+            return None
+        offs = [saved.last, *(off for off, _ in saved.probes)]
+        lines = self.read_at(run, sorted(set(offs)))
+        at = dict(zip(sorted(set(offs)), lines, strict=True))
+        if not indexfile.line_is(path, at[saved.last], saved.crc, saved.end - saved.last):
+            return None  # stale: the stream was rewritten since (nothing is wrong)
+        if not all(indexfile.line_is(path, at[off], crc) for off, crc in saved.probes):
+            return None
+        return Snapshot(saved.end, saved.lines, saved.state)
+
+    def save_index(
+        self, run: str, cover: tuple[int, int, int, str], state: dict[str, Any], probes: list[tuple[int, str]]
+    ) -> None:
+        """Upsert the stream's index row (a cache: no compare-and-swap, a failure only logged)."""
+        end, lines, last, crc = cover
+        body = indexfile.encode(end, lines, last, crc, state, probes)
+        try:
+            with self.store.connection("saving a stream's index") as conn:
+                conn.execute(self.q["doc_put"], (self.tenant, self.thread, _index_doc(run), body))
+        except StoreUnavailableError as err:
+            log.debug("index of %s not saved: %s", self.path(run), err)
+
+    def crc_at(self, run: str, offset: int) -> str:
+        """The checksum field of the row at `offset`."""
+        return record_crc(self.read_at(run, [offset])[0])
+
+    def sync(self) -> None:
+        """After commits that did not wait for the WAL flush: one that does (assigning a
+        transaction id makes its commit write WAL, and a synchronous commit flushes all before it)."""
+        if not self._async_commits:
+            return
+        with self.store.connection("flushing") as conn, conn.transaction():
+            conn.execute("SELECT pg_catalog.txid_current()")
+        self._async_commits = False
+
+    def close(self) -> None:
+        """Nothing is held between calls (connections go back to the pool)."""
+
+
+def _index_doc(run: str) -> str:
+    """The document holding the persisted index of run stream `run`."""
+    return f"runs/{run}/checkpoints.jsonl.idx"

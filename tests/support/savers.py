@@ -1,0 +1,147 @@
+"""The saver over each store backend, for tests parametrized over `files` and `postgres`.
+
+`SaverKit.open(kind, tmp_path)` gives a factory of savers over one store: for `files` a folder
+in `tmp_path`, for `postgres` a schema of its own in the test database (dropped by `close`). Each
+call makes a new saver (a fresh process's view of the same data: nothing of it in memory). The
+helpers read and change a run stream's raw lines, whichever backend holds them, with real file
+writes or real SQL.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from checkpointing.layout import checkpoints_file, thread_dir
+from checkpointing.records import verify_line
+from checkpointing.saver import JsonlCheckpointSaver
+from checkpointing.store import FileStore, Store
+
+DATABASE_URL = os.environ.get("AGENTRT_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
+KINDS = ("files", "postgres")
+
+
+def _connect() -> Any:
+    import psycopg
+
+    return psycopg.connect(DATABASE_URL, autocommit=True, prepare_threshold=None)
+
+
+@dataclass
+class SaverKit:
+    """Savers over one store of kind `kind`, and raw access to its run streams."""
+
+    kind: str
+    base: Path
+    schema: str = ""
+    stores: list[Any] = field(default_factory=list)
+    shared: Any = None
+
+    @classmethod
+    def open(cls, kind: str, tmp_path: Path) -> SaverKit:
+        """A kit over a fresh store of `kind` (a folder, or a new PostgreSQL schema)."""
+        kit = cls(kind, tmp_path / "state")
+        if kind == "postgres":
+            kit.schema = f"t_{uuid.uuid4().hex[:16]}"
+            kit.store().setup()  # type: ignore[attr-defined]
+        return kit
+
+    def store(self) -> Store:
+        """A new store object over this kit's data."""
+        if self.kind == "files":
+            return FileStore(self.base)
+        from checkpointing.store.postgres import PostgresStore
+
+        store = PostgresStore(DATABASE_URL, schema=self.schema, max_connections=2)
+        self.stores.append(store)
+        return store
+
+    def __call__(self, **kwargs: Any) -> JsonlCheckpointSaver:
+        """A new saver over this kit's data."""
+        if self.kind == "files":
+            return JsonlCheckpointSaver(self.base, **kwargs)
+        # One pool for the kit's savers: a new saver starts with nothing in memory, like a new process.
+        if self.shared is None:
+            self.shared = self.store()
+        return JsonlCheckpointSaver(store=self.shared, **kwargs)
+
+    def close(self) -> None:
+        """Close the stores and drop the test schema."""
+        for s in self.stores:
+            s.close()
+        if self.kind == "postgres":
+            with _connect() as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+
+    def sql(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Run `query` (with `{s}` for this kit's schema) on a connection of its own."""
+        with _connect() as conn:
+            cur = conn.execute(query.replace("{s}", f'"{self.schema}"'), params)  # type: ignore[arg-type]
+            return cur.fetchall() if cur.description else []
+
+    # -- raw lines of a run stream ----------------------------------------------------------------
+
+    def path(self, thread: str = "t1", run: str = "main", tenant: str = "default") -> Path:
+        """The run's file (files only)."""
+        return checkpoints_file(thread_dir(self.base, tenant, thread), run)
+
+    def raw(self, thread: str = "t1", run: str = "main", tenant: str = "default") -> bytes:
+        """The run stream's bytes: its file, or its rows concatenated in order (b"" when none)."""
+        if self.kind == "files":
+            path = self.path(thread, run, tenant)
+            return path.read_bytes() if path.exists() else b""
+        rows = self.sql(
+            "SELECT r.line FROM {s}.jsonl_records r JOIN {s}.jsonl_streams s ON s.id = r.stream"
+            " WHERE s.tenant = %s AND s.thread = %s AND s.run = %s ORDER BY r.pos",
+            (tenant, thread, run),
+        )
+        return b"".join(bytes(r[0]) for r in rows)
+
+    def records(self, thread: str = "t1", run: str = "main", tenant: str = "default") -> list[dict[str, Any]]:
+        """The run stream's records, verified."""
+        return [orjson.loads(verify_line(line)) for line in self.raw(thread, run, tenant).splitlines()]
+
+    def has_run(self, thread: str = "t1", run: str = "main", tenant: str = "default") -> bool:
+        """Whether the run stream exists."""
+        if self.kind == "files":
+            return self.path(thread, run, tenant).parent.exists()
+        return bool(self.sql("SELECT 1 FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s AND run = %s",
+                             (tenant, thread, run)))  # fmt: skip
+
+    def append_line(self, line: bytes, thread: str = "t1", run: str = "main", tenant: str = "default") -> None:
+        """Append a raw line to the run stream behind the saver's back (another writer, a tool)."""
+        if self.kind == "files":
+            with open(self.path(thread, run, tenant), "ab") as fh:
+                fh.write(line)
+            return
+        self.sql(
+            "WITH s AS (UPDATE {s}.jsonl_streams SET end_pos = end_pos + %s, lines = lines + 1"
+            " WHERE tenant = %s AND thread = %s AND run = %s RETURNING id, end_pos - %s AS pos)"
+            " INSERT INTO {s}.jsonl_records (stream, pos, line) SELECT id, pos, %s FROM s",
+            (len(line), tenant, thread, run, len(line), line),
+        )
+
+    def change_line(
+        self, n: int, change: Callable[[bytes], bytes], thread: str = "t1", run: str = "main", tenant: str = "default"
+    ) -> None:
+        """Replace line `n` (from 1) of the run stream by `change(line)` (same length: a damaged byte)."""
+        if self.kind == "files":
+            path = self.path(thread, run, tenant)
+            lines = path.read_bytes().splitlines(keepends=True)
+            lines[n - 1] = change(lines[n - 1])
+            path.write_bytes(b"".join(lines))
+            return
+        rows = self.sql(
+            "SELECT r.stream, r.pos, r.line FROM {s}.jsonl_records r JOIN {s}.jsonl_streams s ON s.id = r.stream"
+            " WHERE s.tenant = %s AND s.thread = %s AND s.run = %s ORDER BY r.pos OFFSET %s LIMIT 1",
+            (tenant, thread, run, n - 1),
+        )
+        stream, pos, line = rows[0]
+        self.sql("UPDATE {s}.jsonl_records SET line = %s WHERE stream = %s AND pos = %s",
+                 (change(bytes(line)), stream, pos))  # fmt: skip
