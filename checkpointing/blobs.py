@@ -1,4 +1,9 @@
-"""Content-addressed blob store: `blobs/sha256/<2 hex>/<62 hex>`.
+"""Content-addressed blobs: the `Blobs` interface, and its files backend `BlobStore`
+(`blobs/sha256/<2 hex>/<62 hex>`).
+
+Each store backend has its blob store (`checkpointing.store.Store.blobs`): `BlobStore` for files,
+`store.pg_blobs.PostgresBlobStore` for PostgreSQL. Every backend reads back only bytes whose
+SHA-256 is the reference (else `BlobCorruptError`), so a damaged copy is never returned.
 
 A blob is written via temp file + fsync + rename (+ fsync of its folder) before any record that
 references it, so a reference on disk always points at a complete blob. Reads verify the digest.
@@ -10,15 +15,68 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from checkpointing.errors import BlobCorruptError, BlobMissingError
 from checkpointing.layout import blob_path, blobs_root
 from checkpointing.records import atomic_write
 
 _REF_RE = re.compile(r"^sha256:([0-9a-f]{64})$")
+_HEX2 = re.compile(r"^[0-9a-f]{2}$")
+_HEX62 = re.compile(r"^[0-9a-f]{62}$")
 BLOB_KEY = "$blob"
+
+
+def blob_ref(data: bytes) -> str:
+    """The reference of `data`: `sha256:<hex>`."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def ref_hex(ref: str) -> str:
+    """The hex digest of reference `ref`, or `BlobMissingError` when `ref` is not `sha256:<64 hex>`."""
+    m = _REF_RE.match(ref)
+    if not m:
+        raise BlobMissingError(f"invalid blob reference {ref!r}")
+    return m.group(1)
+
+
+def verified(ref: str, data: bytes, where: str) -> bytes:
+    """`data` when it hashes to `ref`, else `BlobCorruptError` naming `where` it was read from."""
+    if blob_ref(data) != ref:
+        raise BlobCorruptError(f"blob {ref} at {where} does not match its digest")
+    return data
+
+
+class Blobs(Protocol):
+    """A content-addressed blob store (one per store backend: `Store.blobs`)."""
+
+    def put(self, data: bytes) -> str:
+        """Store `data` (idempotent, safe when several processes put the same bytes at once) and
+        return its reference `sha256:<hex>`."""
+        ...
+
+    def get(self, ref: str) -> bytes:
+        """The bytes of blob `ref`, verified against its digest (`BlobCorruptError` when they do
+        not match, `BlobMissingError` when there is no such blob)."""
+        ...
+
+    def exists(self, ref: str) -> bool:
+        """Whether blob `ref` is stored (not verified)."""
+        ...
+
+    def delete(self, ref: str) -> int:
+        """Remove blob `ref`; returns the bytes freed (0 when it was not there)."""
+        ...
+
+    def ref_obj(self, data: bytes) -> dict[str, Any]:
+        """Store `data` and return the reference object records embed."""
+        ...
+
+    def refs(self) -> Iterator[str]:
+        """Every stored blob's reference (for a reclaim: a blob put meanwhile may be missed)."""
+        ...
 
 
 class BlobStore:
@@ -31,10 +89,7 @@ class BlobStore:
 
     def path_for(self, ref: str) -> Path:
         """The file that holds blob `ref` (validated, so it cannot point outside the store)."""
-        m = _REF_RE.match(ref)
-        if not m:
-            raise BlobMissingError(f"invalid blob reference {ref!r}")
-        return blob_path(self.base_dir, m.group(1))
+        return blob_path(self.base_dir, ref_hex(ref))
 
     def put(self, data: bytes) -> str:
         """Store `data` (idempotent) and return its reference `sha256:<hex>`.
@@ -43,7 +98,7 @@ class BlobStore:
         this put (`agent.session.blob_refs`) then keeps it, even if the record that will reference
         it is written after the reclaim scanned that session.
         """
-        ref = "sha256:" + hashlib.sha256(data).hexdigest()
+        ref = blob_ref(data)
         path = self.path_for(ref)
         try:
             os.utime(path)
@@ -72,9 +127,7 @@ class BlobStore:
             raise BlobMissingError(
                 f"blob {ref} is missing ({path}); the blob volume (base_dir/blobs) must be mounted"
             ) from err
-        if "sha256:" + hashlib.sha256(data).hexdigest() != ref:
-            raise BlobCorruptError(f"blob {ref} at {path} does not match its digest")
-        return data
+        return verified(ref, data, str(path))
 
     def exists(self, ref: str) -> bool:
         """Whether blob `ref` is on disk (not verified)."""
@@ -83,6 +136,20 @@ class BlobStore:
     def ref_obj(self, data: bytes) -> dict[str, Any]:
         """Store `data` and return the reference object records embed."""
         return {BLOB_KEY: self.put(data), "size": len(data)}
+
+    def refs(self) -> Iterator[str]:
+        """Every blob file's reference (temp files of puts in progress are not blobs)."""
+        try:
+            folders = sorted(e.name for e in os.scandir(self.root) if _HEX2.match(e.name))
+        except FileNotFoundError:
+            return
+        for head in folders:
+            try:
+                names = sorted(e.name for e in os.scandir(self.root / head) if _HEX62.match(e.name))
+            except FileNotFoundError:
+                continue
+            for name in names:
+                yield f"sha256:{head}{name}"
 
 
 def is_blob_ref(obj: Any) -> bool:

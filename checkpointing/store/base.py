@@ -10,6 +10,9 @@ A `Store` holds sessions, keyed (tenant, thread). A session (`SessionStreams`) h
 - a fencing token: an append carrying a lease token lower than the highest one seen is refused,
   checked atomically with the append.
 
+The store also holds the content-addressed blobs its sessions reference (`Store.blobs`), shared by
+all sessions.
+
 Positions are byte offsets in both backends (a row holds its line's offset in the stream), so the
 rows of a stream concatenated are the file, byte for byte, and the saver's index works unchanged.
 Reads verify every line's checksum: a damaged line (or row) raises `CorruptCheckpointError`
@@ -22,6 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
+from checkpointing.blobs import Blobs
 from checkpointing.indexfile import Snapshot
 from checkpointing.records import Durable, FsyncPolicy, Scan
 
@@ -116,6 +120,12 @@ class Store(Protocol):
 
     url: str
     """What the store was opened from (a folder, a PostgreSQL URL)."""
+
+    @property
+    def blobs(self) -> Blobs:
+        """The store's content-addressed blobs (`checkpointing.blobs.Blobs`): files under
+        `base_dir/blobs`, or rows of the same database, so a session needs nothing else."""
+        ...
 
     def session(self, tenant: str, thread: str, fsync: FsyncPolicy) -> SessionStreams:
         """The streams of session (tenant, thread); nothing is created before the first append."""

@@ -9,7 +9,7 @@
 a stream's identity is its file's inode; documents are rewritten whole (`records.atomic_write`)
 under an exclusive `flock` of the session folder when compared-and-swapped; the fence is
 `fencing.FencingGuard`'s. This is the tree the saver always wrote: nothing here changes a byte
-of it.
+of it. Blobs are `base_dir/blobs/sha256/...` (`store.blobs`, a `checkpointing.blobs.BlobStore`).
 """
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from checkpointing import indexfile
+from checkpointing.blobs import BlobStore
 from checkpointing.errors import CorruptCheckpointError, CorruptRecordError
 from checkpointing.fencing import FencingGuard
 from checkpointing.layout import (
@@ -241,6 +243,11 @@ class FileStore:
         self.base_dir = Path(base_dir)
         self.url = str(self.base_dir)
         self.group = group
+
+    @cached_property
+    def blobs(self) -> BlobStore:
+        """The store's blobs: `base_dir/blobs/sha256/...` (`checkpointing.blobs.BlobStore`)."""
+        return BlobStore(self.base_dir)
 
     def session(self, tenant: str, thread: str, fsync: FsyncPolicy) -> FileSessionStreams:
         """The session folder of (tenant, thread); its files join the folder's process-wide commit

@@ -7,6 +7,7 @@
     jsonl_documents   small documents (pins.json, a stream's persisted index) as one framed
                       line, with a version for compare-and-swap
     jsonl_fences      the highest lease token granted per session (tenant, thread)
+    jsonl_blobs       content-addressed blobs (`pg_blobs`): ref `sha256:<hex>` -> body, size
     jsonl_store_migrations   which of `MIGRATIONS` ran
 
 `PostgresStore.setup()` applies what has not run yet (under a transaction-scoped advisory lock,
@@ -50,6 +51,14 @@ MIGRATIONS: tuple[str, ...] = (
         token bigint NOT NULL,
         updated_at timestamptz NOT NULL DEFAULT now(),
         PRIMARY KEY (tenant, thread)
+    );
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS {schema}.jsonl_blobs (
+        ref text PRIMARY KEY,
+        body bytea NOT NULL,
+        size bigint NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT now()
     );
     """,
 )

@@ -26,6 +26,8 @@ byte position in the run's stream, so a stream's rows in order are the `files` s
   Nothing session-scoped (no advisory session locks, no prepared statements:
   `prepare_threshold=None`), so it works behind PgBouncer in transaction pooling mode.
 - Connections come from a `psycopg_pool.ConnectionPool` (thread-safe).
+- Blobs (large payloads) are rows too: `store.blobs` (`pg_blobs.PostgresBlobStore`), so a session
+  needs nothing but the database.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cached_property
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -52,6 +55,7 @@ from checkpointing.errors import (
 from checkpointing.indexfile import Snapshot
 from checkpointing.layout import folder_name
 from checkpointing.records import Durable, FsyncPolicy, Scan, decode_file, encode_record, record_crc, scan_bytes
+from checkpointing.store.pg_blobs import PostgresBlobStore
 from checkpointing.store.pg_schema import MIGRATIONS, MIGRATIONS_TABLE, SETUP_LOCK, schema_name
 
 log = logging.getLogger(__name__)
@@ -177,6 +181,11 @@ class PostgresStore:
                 if v not in done:
                     conn.execute(sql.SQL(stmt).format(schema=s))
                     conn.execute(sql.SQL("INSERT INTO {t} (v) VALUES (%s)").format(t=table), (v,))
+
+    @cached_property
+    def blobs(self) -> PostgresBlobStore:
+        """The store's blobs: rows of `jsonl_blobs` over the same pool."""
+        return PostgresBlobStore(self)
 
     def session(self, tenant: str, thread: str, fsync: FsyncPolicy) -> PostgresSessionStreams:
         """The rows of session (tenant, thread)."""
