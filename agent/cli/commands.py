@@ -143,6 +143,13 @@ COMMANDS: tuple[Command, ...] = (
         live_warnings=True,
     ),
     Command(
+        "completion",
+        "agent.cli.completion:cmd_completion",
+        "agent.cli.completion:args_completion",
+        "print a shell completion script (bash, zsh or tcsh)",
+        "agentrt completion bash",
+    ),
+    Command(
         "serve",
         "agent.cli.manage:cmd_serve",
         None,

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent.cli.commands import COMMANDS, Command, find
+from agent.cli.global_options import add_global_options, split_leading
 
 MAX_ERROR_CHARS = 300
 """The longest `agentrt: error: ...` line a human is shown."""
@@ -49,6 +50,10 @@ def _version() -> str:
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser of `agentrt` (the options of `only`'s command, or of every command)."""
+    return _build(only)[0]
+
+
+def _build(only: str | None) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     examples = "\n".join(f"  {c.example}" for c in COMMANDS)
     parser = argparse.ArgumentParser(
         prog="agentrt",
@@ -57,9 +62,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=_version())
+    add_global_options(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    subs: dict[str, argparse.ArgumentParser] = {}
     for cmd in COMMANDS:
-        p = sub.add_parser(
+        p = subs[cmd.name] = sub.add_parser(
             cmd.name,
             help=cmd.help,
             description=cmd.help,
@@ -69,20 +76,29 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
         if cmd.arguments and (only is None or only == cmd.name):
             _load(cmd.arguments)(p)
-    return parser
-
-
-def _command_name(argv: Sequence[str]) -> str | None:
-    return next((a for a in argv if not a.startswith("-")), None)
+    return parser, subs
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    cmd = find(_command_name(argv) or "")
-    if cmd is not None and cmd.passthrough and argv[0] == cmd.name:
-        return _guarded(cmd, lambda: _load(cmd.handler)(argv[1:]))
-    args = build_parser(only=cmd.name if cmd else None).parse_args(argv)
+    try:
+        leading, rest = split_leading(argv)
+    except ValueError as err:
+        build_parser(only="").error(str(err))
+    cmd = find(rest[0]) if rest else None
+    if cmd is not None and cmd.passthrough:
+        return _guarded(cmd, lambda: _load(cmd.handler)([*leading, *rest[1:]]))
+    parser, subs = _build(only=cmd.name if cmd else None)
+    if cmd is not None:
+        # The shared options given before the command go just after its name: the command's parser
+        # reads them, and one given again after the command wins (argparse keeps the last).
+        known = subs[cmd.name]._option_string_actions
+        for option in (o for o in leading if o.startswith("--")):
+            if option not in known:
+                subs[cmd.name].error(f"{option} does not apply to this command (see agentrt {cmd.name} -h)")
+        argv = [rest[0], *leading, *rest[1:]]
+    args = parser.parse_args(argv)
     chosen = find(args.command)
     assert chosen is not None  # argparse accepted only names from the table
     return _guarded(chosen, lambda: _checked(chosen, args))

@@ -55,6 +55,7 @@ KEY_LINE = {
     "db": r"sqlite:.*schema revision",
     "erase": r"^would delete default/s-|^nothing to erase",
     "store": r"retention_days is not set|^would delete",
+    "completion": r"complete .*-F _shtab_agentrt agentrt",
     "--version": r"^agentrt \d",
 }
 
