@@ -26,18 +26,16 @@ Where the lines live is the store's (`checkpointing.store`, stream `EVENTS` of a
 from __future__ import annotations
 
 import json
-import logging
 import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from checkpointing import indexfile
-from checkpointing._events_index import EntryTree, Rec, envelope_id, envelope_of, from_state
+from checkpointing._events_index import Rec, StreamIndex
 from checkpointing._events_types import ANY_EVENTS, SCHEMA_VERSION, Entry, EventSchema, new_entry_id
 from checkpointing.blobs import BLOB_KEY, BlobStore, is_blob_ref
-from checkpointing.errors import CorruptRecordError, UnknownSchemaError
+from checkpointing.errors import CorruptRecordError
 from checkpointing.ids import validate_id
 from checkpointing.layout import session_dir
 from checkpointing.records import (
@@ -45,22 +43,14 @@ from checkpointing.records import (
     CommitGroup,
     FsyncPolicy,
     canonical_json,
-    check_line,
     dumps,
     encode_record,
     frame,
-    loads,
     read_first_record,
 )
 from checkpointing.records import scan as scan  # kept for callers that patch it: the log scans via its store
 from checkpointing.store.base import EVENTS, SessionStreams
 from checkpointing.store.files import FileSessionStreams
-
-_SAVE_EVERY = 64 * 1024
-"""The index is persisted when the log grew this much (or by half) since it last was."""
-_SEEKS_MAX = 64
-"""A read needing more bodies than this (not in memory) scans the log once instead of seeking."""
-_log = logging.getLogger(__name__)
 
 
 class EventLog:
@@ -135,127 +125,17 @@ class EventLog:
         self.blobs = blobs
         self._policy = fsync
         self._lock = threading.RLock()
-        self._loaded = False
-        self._ino = -1  # the stream's identity when indexed
-        self._size = 0
-        self._line = 0
-        self._header: dict[str, Any] | None = None
-        self._tree = EntryTree()
-        self._saved = 0  # end of the log its persisted index covers
-        self._last: tuple[int, str] = (0, "")  # offset and checksum of the last indexed record
-        self._appended = False  # only a process that appended persists the index
-
-    # -- index --------------------------------------------------------------------------------
-
-    def _index_body(self, body: bytes, line: int, off: int) -> None:
-        rec = envelope_of(body, off, line) if line > 1 else None
-        if rec is None:
-            self._index(_loads(body), line, body, off)
-            return
-        self._tree.add(rec)
-
-    def _index(self, rec: dict[str, Any], line: int, body: bytes | None, off: int) -> None:
-        if rec.get("kind") == "header":
-            if line != 1:
-                raise CorruptRecordError(str(self.path), line, "a second header inside the log")
-            self._set_header(rec)
-            return
-        if line == 1:
-            raise CorruptRecordError(str(self.path), 1, "the first record is not the session header")
-        eid = rec.get("id")
-        if not isinstance(eid, str) or not isinstance(rec.get("branch_id"), str) or "type" not in rec:
-            raise CorruptRecordError(str(self.path), line, "entry lacks id, branch_id or type")
-        self._tree.add(Rec(eid, rec.get("parent_id"), rec["branch_id"], str(rec["type"]), body, off, line))
-
-    def _set_header(self, rec: dict[str, Any]) -> None:
-        if rec.get("schema_version") != SCHEMA_VERSION:
-            raise UnknownSchemaError(
-                f"{self.path}: event log schema_version {rec.get('schema_version')!r} is not "
-                f"{SCHEMA_VERSION} (written by a newer version of this library?); the file was left "
-                "untouched: read it with the version that wrote it."
-            )
-        self._header = rec
-
-    def _read_at(self, off: int, line: int) -> dict[str, Any]:
-        """The verified record whose line starts at `off` (line `line` of the log)."""
-        raw = self.streams.read_at(EVENTS, [off])[0]
-        try:
-            rec = loads(check_line(self.path, raw, line, off))
-        except ValueError as err:  # orjson's decode error; CorruptRecordError is not one
-            raise CorruptRecordError(str(self.path), line, f"record is not JSON ({err})") from err
-        if not isinstance(rec, dict):
-            raise CorruptRecordError(str(self.path), line, "record is not a JSON object")
-        return rec
-
-    def _restore(self) -> bool:
-        """Index the log from its persisted index (then only the entries past it are scanned)."""
-        snap = self.streams.load_index(EVENTS)
-        if snap is None:
-            return False
-        try:
-            recs, last = from_state(snap.state)
-        except (KeyError, TypeError, ValueError) as err:
-            _log.warning("index of %s has an unknown shape (%s): scanning the log", self.path, err)
-            return False
-        # The header is read from the log itself (verified): it is the session's identity.
-        header = self._read_at(0, 1)
-        if header.get("kind") != "header":
-            raise CorruptRecordError(str(self.path), 1, "the first record is not the session header")
-        self._set_header(header)
-        for rec in recs:
-            self._tree.add(rec)
-        self._size, self._line, self._saved = snap.end, snap.lines, snap.end
-        self._last = last
-        return True
+        self._ix = StreamIndex(streams, self.path)
 
     def save_index(self) -> None:
         """Persist the index beside the log (when this process appended since it last did), so
         the next process to open the log scans only what was appended after."""
         with self._lock:
-            if not self._loaded or self._saved == self._size or self._header is None or not self._appended:
-                return
-            cover = (self._size, self._line, self._last[0], self._last[1])
-            self.streams.save_index(EVENTS, cover, self._tree.state(self._last), [])
-            self._saved = self._size
+            self._ix.save()
 
-    def _load(self) -> None:
-        if self._loaded:
-            end, ident = self.streams.head(EVENTS)
-            if ident and ident == self._ino and end >= self._size:
-                self._catch_up(end)
-                return
-            # The stream was removed, replaced or cut by someone else: the index is void.
-            self._reset()
-        # A read never modifies the stream: a torn tail is left for the appender (or a repair) to cut.
-        if self._restore():
-            self._ino = self.streams.head(EVENTS)[1]
-            self._loaded = True
-            self._catch_up()
-            return
-        found = self.streams.scan(EVENTS)
-        for off, body in found.records:
-            self._line += 1
-            self._index_body(body, self._line, off)
-        if found.records:
-            self._last = (found.records[-1][0], indexfile.record_crc(found.records[-1][1]))
-        ident = self.streams.head(EVENTS)[1]
-        if ident:
-            self._size, self._ino = found.good, ident
-        self._loaded = True
-
-    def _catch_up(self, size: int | None = None) -> None:
-        if size is None:
-            size = self.streams.head(EVENTS)[0]
-        if size <= self._size:
-            return
-        # An incomplete last line is another writer's record still in flight: taken next time.
-        found = self.streams.scan(EVENTS, self._size, self._line + 1)
-        for off, body in found.records:
-            self._line += 1
-            self._index_body(body, self._line, off)
-        if found.records:
-            self._last = (found.records[-1][0], indexfile.record_crc(found.records[-1][1]))
-        self._size = found.good
+    def _load(self) -> StreamIndex:
+        self._ix.load()
+        return self._ix
 
     # -- header -------------------------------------------------------------------------------
 
@@ -280,25 +160,15 @@ class EventLog:
                     f"{self.path} already exists: session {self.session_id} has an event log; "
                     "open it instead of creating it"
                 )
-            self._reset()
+            self._ix.reset()
             self._load()
             return dict(rec)
-
-    def _reset(self) -> None:
-        self._loaded = False
-        self._saved = 0
-        self._last = (0, "")
-        self._ino = -1
-        self._size = 0
-        self._line = 0
-        self._header = None
-        self._tree.clear()
 
     def header(self) -> dict[str, Any] | None:
         """The header record, or None when the log does not exist."""
         with self._lock:
-            self._load()
-            return dict(self._header) if self._header is not None else None
+            header = self._load().header
+            return dict(header) if header is not None else None
 
     # -- append -------------------------------------------------------------------------------
 
@@ -317,10 +187,10 @@ class EventLog:
         if is_blob_ref(body) or BLOB_KEY in body:
             raise ValueError(f"an event payload may not use the reserved key {BLOB_KEY!r}")
         with self._lock:
-            self._load()
-            if self._header is None:
+            ix = self._load()
+            if ix.header is None:
                 raise FileNotFoundError(f"{self.path} has no header: create the session's event log before appending")
-            if parent_id is not None and parent_id not in self._tree.records:
+            if parent_id is not None and parent_id not in ix.tree.records:
                 raise KeyError(f"parent entry {parent_id} is not in {self.path}")
             rec: dict[str, Any] = {
                 "id": new_entry_id(),
@@ -336,20 +206,7 @@ class EventLog:
             offs, _, durable = self.streams.append(EVENTS, [framed], self._policy, fencing_token)
             if durable is not None:
                 durable()
-            offset = offs[0]
-            # Records other processes appended before ours must be indexed first, in stream order.
-            if offset > self._size:
-                self._catch_up()
-            else:
-                self._line += 1
-                # No body kept: an appender rarely reads its own entries back, and a run appends
-                # thousands (orjson's output also keeps a 4 KB buffer each); read it back if asked.
-                self._index(rec, self._line, None, offset)
-                self._size = offset + len(framed)
-                self._last = (offset, indexfile.record_crc(framed))
-            self._appended = True
-            if self._size - self._saved > max(_SAVE_EVERY, self._saved // 2):
-                self.save_index()
+            ix.note_append(rec, offs[0], framed)
             return self._resolve(rec)
 
     def _store_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -360,35 +217,9 @@ class EventLog:
 
     # -- reads --------------------------------------------------------------------------------
 
-    def _full(self, rec: Rec) -> dict[str, Any]:
-        """The entry as stored (blob references unresolved), its line read and verified if needed."""
-        if rec.body is None:
-            try:
-                full = self._read_at(rec.off, rec.line)
-            except FileNotFoundError as err:
-                raise CorruptRecordError(str(self.path), rec.line, "the log was removed under us") from err
-            if full.get("id") != rec.id:
-                raise CorruptRecordError(str(self.path), rec.line, f"entry {rec.id} is not where the index says")
-            return full
-        out: dict[str, Any] = loads(rec.body)
-        return out
-
-    def _with_bodies(self, recs: list[Rec]) -> list[Rec]:
-        """`recs`, their bodies read in one verified scan of the log when many are missing (a
-        whole-history read), instead of one seek each."""
-        if sum(1 for r in recs if r.body is None) > _SEEKS_MAX:
-            at = {off: body for off, body in self.streams.scan(EVENTS, 0, 1).records}
-            for r in recs:
-                if r.body is None:
-                    body = at.get(r.off)
-                    if body is None or _entry_id(body) != r.id:
-                        raise CorruptRecordError(str(self.path), r.line, f"entry {r.id} is not where the index says")
-                    r.body = body
-        return recs
-
     def _resolve(self, rec: dict[str, Any] | Rec) -> Entry:
         if isinstance(rec, Rec):
-            rec = self._full(rec)
+            rec = self._ix.full(rec)
         payload = rec.get("payload") or {}
         if is_blob_ref(payload):
             loaded = json.loads(self.blobs.get(payload[BLOB_KEY]).decode("utf-8"))
@@ -410,9 +241,8 @@ class EventLog:
         """Every entry in append order, payloads resolved (with `types`, only entries of those
         types: the others are skipped without reading their payloads)."""
         with self._lock:
-            self._load()
-            t = self._tree
-            recs = self._with_bodies([t.records[i] for i in t.order if types is None or t.records[i].type in types])
+            t = self._load().tree
+            recs = self._ix.with_bodies([t.records[i] for i in t.order if types is None or t.records[i].type in types])
             return [self._resolve(r) for r in recs]
 
     def newest(self, types: frozenset[str] | set[str], where: Mapping[str, Any] | None = None) -> Entry | None:
@@ -422,9 +252,9 @@ class EventLog:
         Reads the log from its end and parses only the payloads of entries of those types.
         """
         with self._lock:
-            self._load()
-            for i in reversed(self._tree.order):
-                rec = self._tree.records[i]
+            t = self._load().tree
+            for i in reversed(t.order):
+                rec = t.records[i]
                 if rec.type in types:
                     entry = self._resolve(rec)
                     payload = entry.payload or {}
@@ -435,32 +265,31 @@ class EventLog:
     def raw_entries(self) -> list[dict[str, Any]]:
         """Every entry as stored (blob references unresolved), in append order."""
         with self._lock:
-            self._load()
-            t = self._tree
-            return [self._full(r) for r in self._with_bodies([t.records[i] for i in t.order])]
+            t = self._load().tree
+            return [self._ix.full(r) for r in self._ix.with_bodies([t.records[i] for i in t.order])]
 
     def envelopes(self) -> list[dict[str, Any]]:
         """Every entry's `{id, parent_id, branch_id, type}` in append order (no payload is read)."""
         with self._lock:
-            self._load()
-            return [_envelope(self._tree.records[i]) for i in self._tree.order]
+            t = self._load().tree
+            return [_envelope(t.records[i]) for i in t.order]
 
     def envelope(self, entry_id: str) -> dict[str, Any]:
         """One entry's `{id, parent_id, branch_id, type}` (KeyError when absent; no payload is read)."""
         with self._lock:
-            self._load()
-            return _envelope(self._tree.records[entry_id])
+            t = self._load().tree
+            return _envelope(t.records[entry_id])
 
     def raw(self, entry_id: str) -> dict[str, Any]:
         """The entry as stored (blob references unresolved)."""
         with self._lock:
-            return self._full(self._rec(entry_id))
+            return self._ix.full(self._rec(entry_id))
 
     def has(self, entry_id: str) -> bool:
         """Whether the entry exists."""
         with self._lock:
-            self._load()
-            return entry_id in self._tree.records
+            t = self._load().tree
+            return entry_id in t.records
 
     def entry(self, entry_id: str) -> Entry:
         """One entry by id (KeyError when absent)."""
@@ -468,16 +297,16 @@ class EventLog:
             return self._resolve(self._rec(entry_id))
 
     def _rec(self, entry_id: str) -> Rec:
-        self._load()
-        if entry_id not in self._tree.records:
+        t = self._load().tree
+        if entry_id not in t.records:
             raise KeyError(f"entry {entry_id} is not in {self.path}")
-        return self._tree.records[entry_id]
+        return t.records[entry_id]
 
     def children(self, entry_id: str | None) -> list[Entry]:
         """The entries whose parent is `entry_id` (None: the roots), in append order."""
         with self._lock:
-            self._load()
-            return [self._resolve(self._tree.records[i]) for i in self._tree.children.get(entry_id, [])]
+            t = self._load().tree
+            return [self._resolve(t.records[i]) for i in t.children.get(entry_id, [])]
 
     def path_to_root(self, leaf_id: str | None, types: frozenset[str] | None = None) -> list[Entry]:
         """The branch projection: entries from `leaf_id` up to the root, leaf first.
@@ -486,15 +315,15 @@ class EventLog:
         so a history of a few types never reads the blobs of the large payloads of others).
         """
         with self._lock:
-            self._load()
+            t = self._load().tree
             out: list[Entry] = []
             seen: set[str] = set()
             cur = leaf_id
             while cur is not None:
-                if cur in seen or cur not in self._tree.records:
+                if cur in seen or cur not in t.records:
                     raise CorruptRecordError(str(self.path), -1, f"broken parent chain at entry {cur}")
                 seen.add(cur)
-                rec = self._tree.records[cur]
+                rec = t.records[cur]
                 if types is None or rec.type in types:
                     out.append(self._resolve(rec))
                 cur = rec.parent_id
@@ -507,27 +336,26 @@ class EventLog:
     def branches(self) -> dict[str, str]:
         """Every branch id with its newest entry id."""
         with self._lock:
-            self._load()
-            return dict(self._tree.branch_leaf)
+            t = self._load().tree
+            return dict(t.branch_leaf)
 
     def branch_stats(self) -> dict[str, tuple[str, int]]:
         """Every branch id with its first entry's id and its number of entries (nothing parsed)."""
         with self._lock:
-            self._load()
-            t = self._tree
+            t = self._load().tree
             return {b: (t.branch_first[b], n) for b, n in t.branch_count.items()}
 
     def branch_leaf(self, branch_id: str) -> str | None:
         """The newest entry appended on `branch_id`, or None."""
         with self._lock:
-            self._load()
-            return self._tree.branch_leaf.get(branch_id)
+            t = self._load().tree
+            return t.branch_leaf.get(branch_id)
 
     def last(self, n: int = 10) -> list[Entry]:
         """The `n` newest entries in append order."""
         with self._lock:
-            self._load()
-            return [self._resolve(self._tree.records[i]) for i in self._tree.order[-n:]] if n > 0 else []
+            t = self._load().tree
+            return [self._resolve(t.records[i]) for i in t.order[-n:]] if n > 0 else []
 
     def sync(self) -> None:
         """Make every append so far durable (for `fsync="batch"`)."""
@@ -539,17 +367,6 @@ _ABSENT = object()
 
 def _envelope(r: Rec) -> dict[str, Any]:
     return {"id": r.id, "parent_id": r.parent_id, "branch_id": r.branch_id, "type": r.type}
-
-
-def _entry_id(body: bytes) -> Any:
-    """The id of the entry a verified body holds (from its envelope, else parsed)."""
-    eid = envelope_id(body)
-    return eid if eid is not None else _loads(body).get("id")
-
-
-def _loads(body: bytes) -> dict[str, Any]:
-    rec: dict[str, Any] = loads(body)
-    return rec
 
 
 def _now() -> str:
