@@ -6,10 +6,9 @@
 
 A record row holds the record exactly as its JSONL line (checksum and newline included) at its
 byte position in the run's stream, so a stream's rows in order are the `files` store's
-`checkpoints.jsonl`, byte for byte (tables: `pg_schema`). A session stream (`base.SESSION_STREAMS`,
-e.g. the event log) is a stream row of the same table whose `run` is its reserved name (`@events`:
-outside the id alphabet, so never a run's), its rows the lines of the file it is on the `files`
-store (`events.jsonl`); listings of runs and threads skip it.
+`checkpoints.jsonl`, byte for byte (tables: `pg_schema`). A session stream (`base.SESSION_STREAMS`:
+the event log's `@events`, never a run id) is a stream row too, its rows the lines of its file on
+the `files` store (`events.jsonl`); listings of runs and threads skip it.
 
 - An append is one statement, so one transaction and one round trip: the lease token is checked
   and raised in the session's fence row (`jsonl_fences`, locked until commit, so a new owner's
@@ -23,10 +22,9 @@ store (`events.jsonl`); listings of runs and threads skip it.
 - The saver's index of a stream is kept as a document row (`indexfile`'s framed line, checked
   against the stream before use, dropped when the stream is rewritten), so a new process opening a
   long thread reads only the rows past it.
-- Every read verifies each row's checksum; a row that fails is `CorruptRecordError` naming the
-  stream (`postgresql:<db>/<schema>/tenants/<t>/sessions/<thread>/runs/<run>`, or
-  `.../sessions/<thread>/events.jsonl` for EVENTS) and its line (the saver raises it again as
-  `CorruptCheckpointError`).
+- Every read verifies each row's checksum; a row that fails is `CorruptRecordError` (the saver's:
+  `CorruptCheckpointError`) naming the stream and its line: `postgresql:<db>/<schema>/tenants/<t>/
+  sessions/<thread>/runs/<run>`, or `.../sessions/<thread>/events.jsonl` for the event log.
 - Every id is a bound parameter; statements are composed only with the schema's identifier.
   Nothing session-scoped (no advisory session locks, no prepared statements:
   `prepare_threshold=None`), so it works behind PgBouncer in transaction pooling mode.
@@ -35,6 +33,7 @@ store (`events.jsonl`); listings of runs and threads skip it.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -165,12 +164,11 @@ class PostgresSessionStreams:
 
     def path(self, run: str) -> Path:
         """The stream's name in messages."""
-        if is_session_stream(run):
-            name = _SESSION_NAMES.get(run)
-            if name is None:
-                raise ValueError(f"unknown session stream {run!r}; use one of {sorted(_SESSION_NAMES)}")
-            return self.label.parent / name
-        return self.label / run
+        if not is_session_stream(run):
+            return self.label / run
+        if run not in _SESSION_NAMES:
+            raise ValueError(f"unknown session stream {run!r}; use one of {sorted(_SESSION_NAMES)}")
+        return self.label.parent / _SESSION_NAMES[run]
 
     def heads(self) -> dict[str, tuple[int, int]]:
         """Every run stream: (end position, row id)."""
@@ -187,20 +185,15 @@ class PostgresSessionStreams:
         if row is None:
             self._ids.pop(run, None)
             return 0, 0
-        self._ids[run] = int(row[0])
-        return int(row[1]), int(row[0])
+        sid = self._ids[run] = int(row[0])
+        return int(row[1]), sid
 
     def create(self, run: str, frames: list[bytes], policy: FsyncPolicy | None) -> bool:
-        """One transaction: the stream row (unless it exists: False) and its lines (the commit
-        waits for the WAL flush: a new stream is durable on return)."""
-        key = (self.tenant, self.thread, run)
-        offs, pos = [], 0
-        for f in frames:
-            offs.append(pos)
-            pos += len(f)
-        self.path(run)
+        """One synchronous transaction: the stream row and its lines; False when the row exists."""
+        offs, pos = _offsets(frames)
+        self.path(run)  # an unknown session stream is refused before any query
         with self.store.connection("creating a stream") as conn, conn.transaction():
-            row = conn.execute(self.q["create"], (*key, pos, len(frames))).fetchone()
+            row = conn.execute(self.q["create"], (self.tenant, self.thread, run, pos, len(frames))).fetchone()
             if row is None:
                 return False
             conn.execute(self.q["insert"], (int(row[0]), offs, frames))
@@ -268,10 +261,7 @@ class PostgresSessionStreams:
     ) -> tuple[list[int], int, Durable | None]:
         """One statement (its own transaction): fence, advance the stream's end (or create the
         stream), insert the lines; refused whole by a stale `token`."""
-        offs, rel = [], 0
-        for f in frames:
-            offs.append(rel)
-            rel += len(f)
+        offs, rel = _offsets(frames)
         quick = (policy or self.fsync) != "always"
         args = {
             "tenant": self.tenant,
@@ -304,12 +294,9 @@ class PostgresSessionStreams:
             self._ids.pop(run, None)
             if not frames:
                 return
-            row = conn.execute(self.q["create"], (*key, sum(len(f) for f in frames), len(frames))).fetchone()
+            offs, total = _offsets(frames)
+            row = conn.execute(self.q["create"], (*key, total, len(frames))).fetchone()
             assert row is not None
-            offs, pos = [], 0
-            for f in frames:
-                offs.append(pos)
-                pos += len(f)
             conn.execute(self.q["insert"], (int(row[0]), offs, frames))
 
     def remove(self) -> None:
@@ -398,9 +385,13 @@ class PostgresSessionStreams:
         """Nothing is held between calls (connections go back to the pool)."""
 
 
+def _offsets(frames: list[bytes]) -> tuple[list[int], int]:
+    """Where each of `frames` starts relative to the first; their total length."""
+    starts = [0, *itertools.accumulate(len(f) for f in frames)]
+    return starts[:-1], starts[-1]
+
+
 def _index_doc(run: str) -> str:
-    """The document holding the persisted index of stream `run` (named as the index file is on
-    the `files` store, relative to the session folder: never a document of an id's name)."""
-    if is_session_stream(run):
-        return f"{_SESSION_NAMES[run]}.idx"
-    return f"runs/{run}/checkpoints.jsonl.idx"
+    """The document holding the persisted index of stream `run` (its index file's path on the
+    `files` store, relative to the session folder: never a document of an id's name)."""
+    return f"{_SESSION_NAMES[run]}.idx" if is_session_stream(run) else f"runs/{run}/checkpoints.jsonl.idx"
