@@ -1,156 +1,60 @@
-"""An append-only entry tree per session: `tenants/<tenant>/sessions/<session>/events.jsonl`.
+"""An append-only entry tree per session: its store's EVENTS stream, on the `files` store the file
+`tenants/<tenant>/sessions/<session>/events.jsonl`.
 
 The log knows no entry types or header fields of its own: its owner passes an `EventSchema` (the
 entry types it allows, the fields of its header line, in order). Line 1 is the header
 `{kind: "header", schema_version, <the schema's header fields>}` (always with tenant_id and
-session_id, checked against the log's path). Every later line is an entry `{id, parent_id,
+session_id, checked against the log's session). Every later line is an entry `{id, parent_id,
 branch_id, type, ts, payload}` (plus `fence` when the writer holds a lease token: an append
-carrying a token lower than the session's highest seen raises `StaleFencingTokenError`, via
-`checkpointing.fencing`). Ids are UUIDv7 strings, so "newer" is "larger". A payload whose
-canonical JSON is larger than `inline_payload_max_bytes` is stored in the blob store and the entry
-keeps only `{"$blob": "sha256:...", "size": N}`; reads resolve it.
+carrying a token lower than the session's highest seen raises `StaleFencingTokenError`, checked
+by the store with the append: `checkpointing.fencing` on files). Ids are UUIDv7 strings, so
+"newer" is "larger". A payload whose canonical JSON is larger than `inline_payload_max_bytes` is
+stored in the blob store and the entry keeps only `{"$blob": "sha256:...", "size": N}`; reads
+resolve it.
 
 Entries are never rewritten. A branch is a path: `path_to_root(leaf)` walks parents up to the
 root, so forking (appending, on a new branch_id, an entry whose parent is an earlier entry)
 changes only which path later history hangs off, never the entries of the original branch.
 
-Framing, checksums and the torn-tail rule are those of `checkpointing.records`.
+Where the lines live is the store's (`checkpointing.store`, stream `EVENTS` of a
+`SessionStreams`): `EventLog(base_dir, tenant, session)` is the log on the `files` store of
+`base_dir`, byte for byte the file it always was (its persisted index `events.jsonl.idx`);
+`EventLog.over(streams, blobs)` the log of any store's session (PostgreSQL: rows of stream
+`@events`). Framing, checksums and the torn-tail rule are those of `checkpointing.records`.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import os
-import re
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import uuid6
-
-from checkpointing import indexfile
-from checkpointing.blobs import BLOB_KEY, BlobStore, is_blob_ref
-from checkpointing.errors import CorruptRecordError, UnknownSchemaError
-from checkpointing.fencing import FencingGuard
+from checkpointing._events_index import Rec, StreamIndex
+from checkpointing._events_types import ANY_EVENTS, SCHEMA_VERSION, Entry, EventSchema, new_entry_id
+from checkpointing.blobs import BLOB_KEY, Blobs, BlobStore, is_blob_ref
+from checkpointing.errors import CorruptRecordError
 from checkpointing.ids import validate_id
-from checkpointing.layout import events_file, session_dir
+from checkpointing.layout import session_dir
 from checkpointing.records import (
     TIER_EVENTS,
     CommitGroup,
     FsyncPolicy,
-    RecordLog,
     canonical_json,
     dumps,
+    encode_record,
     frame,
-    loads,
     read_first_record,
-    read_record_at,
-    scan,
 )
-
-SCHEMA_VERSION = 2
-_SAVE_EVERY = 64 * 1024
-"""The index is persisted when the log grew this much (or by half) since it last was."""
-_PREVIOUS = 1
-"""In the persisted index: this entry's parent is the entry before it (the common case)."""
-_SEEKS_MAX = 64
-"""A read needing more bodies than this (not in memory) scans the log once instead of seeking."""
-_log = logging.getLogger(__name__)
-_IDENTITY = ("tenant_id", "session_id")
-"""Header fields every log writes: the log checks them against its path."""
-
-
-@dataclass(frozen=True)
-class EventSchema:
-    """What an owner keeps in its event log: the entry types it allows and its header fields.
-
-    `types`: the entry types `append` accepts (any other raises `ValueError` naming them); None
-    accepts any non-empty type. `header_fields`: the fields of the header line after `kind` and
-    `schema_version`, in this order (`create` takes these from its argument, absent ones as
-    null, and fills `created_at`, when listed, with the current time); it must list tenant_id and
-    session_id. Reads never depend on the schema: a log written under another one opens as is.
-    """
-
-    types: frozenset[str] | None = None
-    header_fields: tuple[str, ...] = ("tenant_id", "session_id", "created_at")
-
-    def __post_init__(self) -> None:
-        if self.types is not None:
-            object.__setattr__(self, "types", frozenset(self.types))
-        object.__setattr__(self, "header_fields", tuple(self.header_fields))
-        missing = [f for f in _IDENTITY if f not in self.header_fields]
-        if missing or len(set(self.header_fields)) != len(self.header_fields):
-            raise ValueError(
-                f"header_fields {list(self.header_fields)} must name each field once and include {list(_IDENTITY)}"
-            )
-        if {"kind", "schema_version"} & set(self.header_fields):
-            raise ValueError("header_fields may not use the reserved names 'kind' and 'schema_version'")
-
-    def check_type(self, type: str) -> None:
-        """Raise `ValueError` unless entries of `type` may be appended."""
-        if self.types is None:
-            if not isinstance(type, str) or not type:
-                raise ValueError(f"an event type must be a non-empty string, got {type!r}")
-            return
-        if type not in self.types:
-            raise ValueError(f"unknown event type {type!r}; use one of {sorted(self.types)}")
-
-
-ANY_EVENTS = EventSchema()
-"""The default schema: any entry type; a header of tenant_id, session_id and created_at."""
-
-
-# The envelope of an entry as this module writes it (orjson, keys in this order, ids without escapes):
-# read without parsing the payload, so indexing a long log costs a checksum and a regex per line.
-_ENVELOPE = re.compile(
-    rb'\{"id":"([^"\\]+)","parent_id":(?:null|"([^"\\]+)"),"branch_id":"([^"\\]+)","type":"([^"\\]+)"'
-)
-
-
-class _Rec:
-    """One indexed entry: its envelope, where it is, and its verified JSON body once read (the
-    payload is parsed on demand; an entry indexed from the persisted index has no body yet)."""
-
-    __slots__ = ("body", "branch_id", "id", "line", "off", "parent_id", "type")
-
-    def __init__(
-        self, eid: str, parent_id: str | None, branch_id: str, type: str, body: bytes | None, off: int, line: int
-    ) -> None:
-        self.id = eid
-        self.parent_id = parent_id
-        self.branch_id = branch_id
-        self.type = type
-        self.body = body
-        self.off = off
-        self.line = line
-
-
-def new_entry_id() -> str:
-    """A new sortable entry id (UUIDv7)."""
-    return str(uuid6.uuid7())
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One event of the tree, payload resolved (blob references replaced by their content)."""
-
-    id: str
-    parent_id: str | None
-    branch_id: str
-    type: str
-    ts: str
-    """ISO 8601 UTC time of the append."""
-    payload: dict[str, Any]
-    fence: int | None = None
-    """Lease fencing token of the writer, when it held one."""
+from checkpointing.records import scan as scan  # kept for callers that patch it: the log scans via its store
+from checkpointing.store.base import EVENTS, SessionStreams
+from checkpointing.store.files import FileSessionStreams
 
 
 class EventLog:
-    """One session's events.jsonl with an in-memory index (appends never re-read the file).
+    """One session's event log with an in-memory index (appends never re-read the stream).
 
     Thread-safe within a process. Entries appended by another process are picked up on the next
     call (the index catches up from the last byte it knows). `schema` (an `EventSchema`, given by
@@ -158,7 +62,12 @@ class EventLog:
     log verifies every line's checksum but indexes only each entry's envelope (id, parent, branch,
     type); a payload is parsed when an entry is read, so questions about the tail (`last`,
     `newest`, `branches`, a projection filtered by type) do not decode the whole history.
-    Corruption other than a torn last line raises `CorruptRecordError` naming file and line.
+    Corruption other than a torn last line raises `CorruptRecordError` naming the stream (the
+    file) and line.
+
+    `EventLog(base_dir, tenant_id, session_id, ...)` is the log on the `files` store of
+    `base_dir` (appends durable per `fsync`, joining commit group `group` at `tier`); `over`
+    opens it on any store.
     """
 
     def __init__(
@@ -168,180 +77,71 @@ class EventLog:
         session_id: str,
         inline_payload_max_bytes: int = 8192,
         fsync: FsyncPolicy = "always",
-        blobs: BlobStore | None = None,
+        blobs: Blobs | None = None,
         group: CommitGroup | None = None,
         tier: int = TIER_EVENTS,
         schema: EventSchema = ANY_EVENTS,
     ) -> None:
-        self.base_dir = Path(base_dir)
+        directory = session_dir(base_dir, tenant_id, session_id)
+        streams = FileSessionStreams(directory, tenant_id, session_id, fsync, group, tiers={EVENTS: tier})
+        self._attach(streams, blobs or BlobStore(base_dir), inline_payload_max_bytes, fsync, schema)
+        self.base_dir: Path | None = Path(base_dir)
+
+    @classmethod
+    def over(
+        cls,
+        streams: SessionStreams,
+        blobs: Blobs,
+        *,
+        inline_payload_max_bytes: int = 8192,
+        fsync: FsyncPolicy | None = None,
+        schema: EventSchema = ANY_EVENTS,
+    ) -> EventLog:
+        """The event log of session `streams` (of any store: `Store.session(tenant, session,
+        fsync)`), large payloads in `blobs`; appends durable per `fsync` (None: the streams')."""
+        validate_id(streams.tenant, "tenant id")
+        validate_id(streams.thread, "session id")
+        log = cls.__new__(cls)
+        log._attach(streams, blobs, inline_payload_max_bytes, fsync, schema)
+        log.base_dir = None
+        return log
+
+    def _attach(
+        self,
+        streams: SessionStreams,
+        blobs: Blobs,
+        inline_payload_max_bytes: int,
+        fsync: FsyncPolicy | None,
+        schema: EventSchema,
+    ) -> None:
+        self.streams = streams
+        """Where the log's lines are (its stream `EVENTS`)."""
         self.schema = schema
-        self.tenant_id = tenant_id
-        self.session_id = session_id
-        self.path = events_file(session_dir(base_dir, tenant_id, session_id))
+        self.tenant_id = streams.tenant
+        self.session_id = streams.thread
+        self.path = streams.path(EVENTS)
+        """The log's name in messages (on the `files` store: its file)."""
         self.inline_payload_max_bytes = inline_payload_max_bytes
-        self.blobs = blobs or BlobStore(base_dir)
-        self._log = RecordLog(self.path, fsync=fsync, group=group, tier=tier)
+        self.blobs = blobs
+        self._policy = fsync
         self._lock = threading.RLock()
-        self._loaded = False
-        self._ino = -1
-        self._size = 0
-        self._line = 0
-        self._header: dict[str, Any] | None = None
-        self._records: dict[str, _Rec] = {}
-        self._order: list[str] = []
-        self._children: dict[str | None, list[str]] = {}
-        self._branch_leaf: dict[str, str] = {}
-        self._branch_first: dict[str, str] = {}
-        self._branch_count: dict[str, int] = {}
-        self._saved = 0  # end of the log its persisted index covers
-        self._last: tuple[int, str] = (0, "")  # offset and checksum of the last indexed record
-        self._appended = False  # only a process that appended persists the index
-        self._fence = FencingGuard(self.path.parent)
-
-    # -- index --------------------------------------------------------------------------------
-
-    def _index_body(self, body: bytes, line: int, off: int) -> None:
-        m = _ENVELOPE.match(body) if line > 1 else None
-        if m is None:
-            self._index(_loads(body), line, body, off)
-            return
-        eid, parent, branch, etype = (g.decode() if g is not None else None for g in m.groups())
-        assert eid is not None and branch is not None and etype is not None
-        self._add(_Rec(eid, parent, branch, etype, body, off, line))
-
-    def _add(self, rec: _Rec) -> None:
-        self._records[rec.id] = rec
-        self._order.append(rec.id)
-        self._children.setdefault(rec.parent_id, []).append(rec.id)
-        branch = rec.branch_id
-        if branch not in self._branch_leaf:
-            self._branch_first[branch] = rec.id
-        self._branch_leaf[branch] = rec.id
-        self._branch_count[branch] = self._branch_count.get(branch, 0) + 1
-
-    def _index(self, rec: dict[str, Any], line: int, body: bytes | None, off: int) -> None:
-        if rec.get("kind") == "header":
-            if line != 1:
-                raise CorruptRecordError(str(self.path), line, "a second header inside the log")
-            self._set_header(rec)
-            return
-        if line == 1:
-            raise CorruptRecordError(str(self.path), 1, "the first record is not the session header")
-        eid = rec.get("id")
-        if not isinstance(eid, str) or not isinstance(rec.get("branch_id"), str) or "type" not in rec:
-            raise CorruptRecordError(str(self.path), line, "entry lacks id, branch_id or type")
-        self._add(_Rec(eid, rec.get("parent_id"), rec["branch_id"], str(rec["type"]), body, off, line))
-
-    def _set_header(self, rec: dict[str, Any]) -> None:
-        if rec.get("schema_version") != SCHEMA_VERSION:
-            raise UnknownSchemaError(
-                f"{self.path}: event log schema_version {rec.get('schema_version')!r} is not "
-                f"{SCHEMA_VERSION} (written by a newer version of this library?); the file was left "
-                "untouched: read it with the version that wrote it."
-            )
-        self._header = rec
-
-    def _restore(self) -> bool:
-        """Index the log from its persisted index (then only the entries past it are scanned)."""
-        snap = indexfile.load(self.path)
-        if snap is None:
-            return False
-        try:
-            st = snap.state
-            ids, offs = st["ids"], st["offs"]
-            if len(ids) != len(offs):
-                raise ValueError("columns of different lengths")
-            recs: list[_Rec] = []
-            prev: str | None = None
-            for i, (eid, parent, branch, etype, off) in enumerate(
-                zip(ids, st["parents"], st["branches"], st["types"], offs, strict=True)
-            ):
-                pid = prev if parent == _PREVIOUS else None if parent is None else str(parent)
-                recs.append(_Rec(str(eid), pid, str(branch), str(etype), None, int(off), i + 2))
-                prev = str(eid)
-            last = (int(st["last"][0]), str(st["last"][1]))
-        except (KeyError, TypeError, ValueError) as err:
-            _log.warning("index of %s has an unknown shape (%s): scanning the log", self.path, err)
-            return False
-        # The header is read from the log itself (verified): it is the session's identity.
-        header = read_record_at(self.path, 0, 1)
-        if header.get("kind") != "header":
-            raise CorruptRecordError(str(self.path), 1, "the first record is not the session header")
-        self._set_header(header)
-        for rec in recs:
-            self._add(rec)
-        self._size, self._line, self._saved = snap.end, snap.lines, snap.end
-        self._last = last
-        return True
+        self._ix = StreamIndex(streams, self.path)
 
     def save_index(self) -> None:
         """Persist the index beside the log (when this process appended since it last did), so
         the next process to open the log scans only what was appended after."""
         with self._lock:
-            if not self._loaded or self._saved == self._size or self._header is None or not self._appended:
-                return
-            recs = [self._records[i] for i in self._order]
-            # Columns of plain values (few objects to parse); a parent that is the entry before is 1.
-            prevs = [None, *self._order[:-1]]
-            state = {
-                "ids": self._order,
-                "parents": [
-                    _PREVIOUS if r.parent_id == p and p else r.parent_id for r, p in zip(recs, prevs, strict=True)
-                ],
-                "branches": [r.branch_id for r in recs],
-                "types": [r.type for r in recs],
-                "offs": [r.off for r in recs],
-                "last": list(self._last),
-            }
-            indexfile.save(self.path, self._size, self._line, self._last[0], self._last[1], state)
-            self._saved = self._size
+            self._ix.save()
 
-    def _load(self) -> None:
-        if self._loaded:
-            try:
-                st = self.path.stat()
-            except FileNotFoundError:
-                st = None
-            if st is not None and st.st_ino == self._ino and st.st_size >= self._size:
-                self._catch_up(st.st_size)
-                return
-            # The file was removed, replaced or cut by someone else: the index is void.
-            self._reset()
-        # A read never modifies the file: a torn tail is left for the appender (or a repair) to cut.
-        if self._restore():
-            self._ino = self.path.stat().st_ino
-            self._loaded = True
-            self._catch_up()
-            return
-        found = scan(self.path)
-        for off, body in found.records:
-            self._line += 1
-            self._index_body(body, self._line, off)
-        if found.records:
-            self._last = (found.records[-1][0], indexfile.record_crc(found.records[-1][1]))
-        if self.path.exists():
-            self._size, self._ino = found.good, self.path.stat().st_ino
-        self._loaded = True
-
-    def _catch_up(self, size: int | None = None) -> None:
-        if size is None:
-            size = self.path.stat().st_size
-        if size <= self._size:
-            return
-        # An incomplete last line is another writer's record still in flight: taken next time.
-        found = scan(self.path, self._size, self._line + 1)
-        for off, body in found.records:
-            self._line += 1
-            self._index_body(body, self._line, off)
-        if found.records:
-            self._last = (found.records[-1][0], indexfile.record_crc(found.records[-1][1]))
-        self._size = found.good
+    def _load(self) -> StreamIndex:
+        self._ix.load()
+        return self._ix
 
     # -- header -------------------------------------------------------------------------------
 
     def exists(self) -> bool:
-        """Whether the log file exists (a session header was written)."""
-        return self.path.exists()
+        """Whether the log exists (a session header was written, or is being)."""
+        return self.streams.head(EVENTS)[1] != 0
 
     def create(self, header: dict[str, Any]) -> dict[str, Any]:
         """Write the header line of a new log (the schema's header fields, from `header`); refuses
@@ -354,41 +154,21 @@ class EventLog:
         if rec["tenant_id"] != self.tenant_id or rec["session_id"] != self.session_id:
             raise ValueError("header tenant_id/session_id must match the log's path")
         with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                # O_EXCL: of two processes creating the same session, exactly one wins.
-                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-            except FileExistsError:
-                if self.path.stat().st_size > 0:
-                    raise FileExistsError(
-                        f"{self.path} already exists: session {self.session_id} has an event log; "
-                        "open it instead of creating it"
-                    ) from None
-            self._log.append(rec)
-            self._reset()
+            # Of two processes creating the same session, exactly one wins.
+            if not self.streams.create(EVENTS, [encode_record(rec)], self._policy):
+                raise FileExistsError(
+                    f"{self.path} already exists: session {self.session_id} has an event log; "
+                    "open it instead of creating it"
+                )
+            self._ix.reset()
             self._load()
             return dict(rec)
-
-    def _reset(self) -> None:
-        self._loaded = False
-        self._saved = 0
-        self._last = (0, "")
-        self._ino = -1
-        self._size = 0
-        self._line = 0
-        self._header = None
-        self._records.clear()
-        self._order.clear()
-        self._children.clear()
-        self._branch_leaf.clear()
-        self._branch_first.clear()
-        self._branch_count.clear()
 
     def header(self) -> dict[str, Any] | None:
         """The header record, or None when the log does not exist."""
         with self._lock:
-            self._load()
-            return dict(self._header) if self._header is not None else None
+            header = self._load().header
+            return dict(header) if header is not None else None
 
     # -- append -------------------------------------------------------------------------------
 
@@ -407,10 +187,10 @@ class EventLog:
         if is_blob_ref(body) or BLOB_KEY in body:
             raise ValueError(f"an event payload may not use the reserved key {BLOB_KEY!r}")
         with self._lock:
-            self._load()
-            if self._header is None:
+            ix = self._load()
+            if ix.header is None:
                 raise FileNotFoundError(f"{self.path} has no header: create the session's event log before appending")
-            if parent_id is not None and parent_id not in self._records:
+            if parent_id is not None and parent_id not in ix.tree.records:
                 raise KeyError(f"parent entry {parent_id} is not in {self.path}")
             rec: dict[str, Any] = {
                 "id": new_entry_id(),
@@ -422,23 +202,11 @@ class EventLog:
             }
             if fencing_token is not None:
                 rec["fence"] = fencing_token
-            raw = dumps(rec)
-            framed = frame(raw)
-            with self._fence.fenced(fencing_token):
-                offset = self._log.append_frames([framed])[0]
-            # Records other processes appended before ours must be indexed first, in file order.
-            if offset > self._size:
-                self._catch_up()
-            else:
-                self._line += 1
-                # No body kept: an appender rarely reads its own entries back, and a run appends
-                # thousands (orjson's output also keeps a 4 KB buffer each); read from disk if asked.
-                self._index(rec, self._line, None, offset)
-                self._size = offset + len(framed)
-                self._last = (offset, indexfile.record_crc(framed))
-            self._appended = True
-            if self._size - self._saved > max(_SAVE_EVERY, self._saved // 2):
-                self.save_index()
+            framed = frame(dumps(rec))
+            offs, _, durable = self.streams.append(EVENTS, [framed], self._policy, fencing_token)
+            if durable is not None:
+                durable()
+            ix.note_append(rec, offs[0], framed)
             return self._resolve(rec)
 
     def _store_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -449,35 +217,9 @@ class EventLog:
 
     # -- reads --------------------------------------------------------------------------------
 
-    def _full(self, rec: _Rec) -> dict[str, Any]:
-        """The entry as stored (blob references unresolved), its line read and verified if needed."""
-        if rec.body is None:
-            try:
-                full = read_record_at(self.path, rec.off, rec.line)
-            except FileNotFoundError as err:
-                raise CorruptRecordError(str(self.path), rec.line, "the log was removed under us") from err
-            if full.get("id") != rec.id:
-                raise CorruptRecordError(str(self.path), rec.line, f"entry {rec.id} is not where the index says")
-            return full
-        out: dict[str, Any] = loads(rec.body)
-        return out
-
-    def _with_bodies(self, recs: list[_Rec]) -> list[_Rec]:
-        """`recs`, their bodies read in one verified scan of the log when many are missing (a
-        whole-history read), instead of one seek each."""
-        if sum(1 for r in recs if r.body is None) > _SEEKS_MAX:
-            at = {off: body for off, body in scan(self.path, 0, 1).records}
-            for r in recs:
-                if r.body is None:
-                    body = at.get(r.off)
-                    if body is None or _entry_id(body) != r.id:
-                        raise CorruptRecordError(str(self.path), r.line, f"entry {r.id} is not where the index says")
-                    r.body = body
-        return recs
-
-    def _resolve(self, rec: dict[str, Any] | _Rec) -> Entry:
-        if isinstance(rec, _Rec):
-            rec = self._full(rec)
+    def _resolve(self, rec: dict[str, Any] | Rec) -> Entry:
+        if isinstance(rec, Rec):
+            rec = self._ix.full(rec)
         payload = rec.get("payload") or {}
         if is_blob_ref(payload):
             loaded = json.loads(self.blobs.get(payload[BLOB_KEY]).decode("utf-8"))
@@ -499,10 +241,8 @@ class EventLog:
         """Every entry in append order, payloads resolved (with `types`, only entries of those
         types: the others are skipped without reading their payloads)."""
         with self._lock:
-            self._load()
-            recs = self._with_bodies(
-                [self._records[i] for i in self._order if types is None or self._records[i].type in types]
-            )
+            t = self._load().tree
+            recs = self._ix.with_bodies([t.records[i] for i in t.order if types is None or t.records[i].type in types])
             return [self._resolve(r) for r in recs]
 
     def newest(self, types: frozenset[str] | set[str], where: Mapping[str, Any] | None = None) -> Entry | None:
@@ -512,9 +252,9 @@ class EventLog:
         Reads the log from its end and parses only the payloads of entries of those types.
         """
         with self._lock:
-            self._load()
-            for i in reversed(self._order):
-                rec = self._records[i]
+            t = self._load().tree
+            for i in reversed(t.order):
+                rec = t.records[i]
                 if rec.type in types:
                     entry = self._resolve(rec)
                     payload = entry.payload or {}
@@ -525,50 +265,48 @@ class EventLog:
     def raw_entries(self) -> list[dict[str, Any]]:
         """Every entry as stored (blob references unresolved), in append order."""
         with self._lock:
-            self._load()
-            return [self._full(r) for r in self._with_bodies([self._records[i] for i in self._order])]
+            t = self._load().tree
+            return [self._ix.full(r) for r in self._ix.with_bodies([t.records[i] for i in t.order])]
 
     def envelopes(self) -> list[dict[str, Any]]:
         """Every entry's `{id, parent_id, branch_id, type}` in append order (no payload is read)."""
         with self._lock:
-            self._load()
-            recs = (self._records[i] for i in self._order)
-            return [{"id": r.id, "parent_id": r.parent_id, "branch_id": r.branch_id, "type": r.type} for r in recs]
+            t = self._load().tree
+            return [_envelope(t.records[i]) for i in t.order]
 
     def envelope(self, entry_id: str) -> dict[str, Any]:
         """One entry's `{id, parent_id, branch_id, type}` (KeyError when absent; no payload is read)."""
         with self._lock:
-            self._load()
-            r = self._records[entry_id]
-            return {"id": r.id, "parent_id": r.parent_id, "branch_id": r.branch_id, "type": r.type}
+            t = self._load().tree
+            return _envelope(t.records[entry_id])
 
     def raw(self, entry_id: str) -> dict[str, Any]:
         """The entry as stored (blob references unresolved)."""
         with self._lock:
-            self._load()
-            if entry_id not in self._records:
-                raise KeyError(f"entry {entry_id} is not in {self.path}")
-            return self._full(self._records[entry_id])
+            return self._ix.full(self._rec(entry_id))
 
     def has(self, entry_id: str) -> bool:
         """Whether the entry exists."""
         with self._lock:
-            self._load()
-            return entry_id in self._records
+            t = self._load().tree
+            return entry_id in t.records
 
     def entry(self, entry_id: str) -> Entry:
         """One entry by id (KeyError when absent)."""
         with self._lock:
-            self._load()
-            if entry_id not in self._records:
-                raise KeyError(f"entry {entry_id} is not in {self.path}")
-            return self._resolve(self._records[entry_id])
+            return self._resolve(self._rec(entry_id))
+
+    def _rec(self, entry_id: str) -> Rec:
+        t = self._load().tree
+        if entry_id not in t.records:
+            raise KeyError(f"entry {entry_id} is not in {self.path}")
+        return t.records[entry_id]
 
     def children(self, entry_id: str | None) -> list[Entry]:
         """The entries whose parent is `entry_id` (None: the roots), in append order."""
         with self._lock:
-            self._load()
-            return [self._resolve(self._records[i]) for i in self._children.get(entry_id, [])]
+            t = self._load().tree
+            return [self._resolve(t.records[i]) for i in t.children.get(entry_id, [])]
 
     def path_to_root(self, leaf_id: str | None, types: frozenset[str] | None = None) -> list[Entry]:
         """The branch projection: entries from `leaf_id` up to the root, leaf first.
@@ -577,15 +315,15 @@ class EventLog:
         so a history of a few types never reads the blobs of the large payloads of others).
         """
         with self._lock:
-            self._load()
+            t = self._load().tree
             out: list[Entry] = []
             seen: set[str] = set()
             cur = leaf_id
             while cur is not None:
-                if cur in seen or cur not in self._records:
+                if cur in seen or cur not in t.records:
                     raise CorruptRecordError(str(self.path), -1, f"broken parent chain at entry {cur}")
                 seen.add(cur)
-                rec = self._records[cur]
+                rec = t.records[cur]
                 if types is None or rec.type in types:
                     out.append(self._resolve(rec))
                 cur = rec.parent_id
@@ -598,44 +336,37 @@ class EventLog:
     def branches(self) -> dict[str, str]:
         """Every branch id with its newest entry id."""
         with self._lock:
-            self._load()
-            return dict(self._branch_leaf)
+            t = self._load().tree
+            return dict(t.branch_leaf)
 
     def branch_stats(self) -> dict[str, tuple[str, int]]:
         """Every branch id with its first entry's id and its number of entries (nothing parsed)."""
         with self._lock:
-            self._load()
-            return {b: (self._branch_first[b], n) for b, n in self._branch_count.items()}
+            t = self._load().tree
+            return {b: (t.branch_first[b], n) for b, n in t.branch_count.items()}
 
     def branch_leaf(self, branch_id: str) -> str | None:
         """The newest entry appended on `branch_id`, or None."""
         with self._lock:
-            self._load()
-            return self._branch_leaf.get(branch_id)
+            t = self._load().tree
+            return t.branch_leaf.get(branch_id)
 
     def last(self, n: int = 10) -> list[Entry]:
         """The `n` newest entries in append order."""
         with self._lock:
-            self._load()
-            return [self._resolve(self._records[i]) for i in self._order[-n:]] if n > 0 else []
+            t = self._load().tree
+            return [self._resolve(t.records[i]) for i in t.order[-n:]] if n > 0 else []
 
     def sync(self) -> None:
         """Make every append so far durable (for `fsync="batch"`)."""
-        self._log.sync()
+        self.streams.sync(EVENTS)
 
 
 _ABSENT = object()
 
 
-def _entry_id(body: bytes) -> Any:
-    """The id of the entry a verified body holds (from its envelope, else parsed)."""
-    m = _ENVELOPE.match(body)
-    return m.group(1).decode() if m is not None else _loads(body).get("id")
-
-
-def _loads(body: bytes) -> dict[str, Any]:
-    rec: dict[str, Any] = loads(body)
-    return rec
+def _envelope(r: Rec) -> dict[str, Any]:
+    return {"id": r.id, "parent_id": r.parent_id, "branch_id": r.branch_id, "type": r.type}
 
 
 def _now() -> str:

@@ -2,10 +2,19 @@
 
 A `Store` holds sessions, keyed (tenant, thread). A session (`SessionStreams`) has
 
-- append-only record streams, one per run: framed JSONL lines (`records.frame`, checksum
-  included) at byte positions, exactly as the lines of `runs/<run>/checkpoints.jsonl`; a stream
-  has an identity that changes when it is replaced (the file's inode, a PostgreSQL row id), so a
-  reader that indexed it knows to index it again;
+- append-only record streams: framed JSONL lines (`records.frame`, checksum included) at byte
+  positions. Each run has one (`runs/<run>/checkpoints.jsonl`, named by its run id); the session
+  has named session streams beside them (`SESSION_STREAMS`, named `@<name>`: `@` is outside the
+  id alphabet of `checkpointing.ids`, so no run id can ever name one):
+
+      EVENTS   "@events"    the session event log (`events.jsonl`, `checkpointing.events`)
+      JOURNAL  "@journal"   the tool execution journal (`journal.jsonl`), reserved
+      INBOX    "@inbox"     turns submitted to the session (`inbox.jsonl`), reserved
+      OUTBOX   "@outbox"    writes the SQL / Redis layers still owe (`outbox.jsonl`), reserved
+
+  Every stream method takes either name (its `run` argument); `heads` lists run streams only.
+  A stream has an identity that changes when it is replaced (the file's inode, a PostgreSQL row
+  id), so a reader that indexed it knows to index it again;
 - small documents (pins) read and written whole, with compare-and-swap on their version;
 - a fencing token: an append carrying a lease token lower than the highest one seen is refused,
   checked atomically with the append.
@@ -15,9 +24,9 @@ all sessions.
 
 Positions are byte offsets in both backends (a row holds its line's offset in the stream), so the
 rows of a stream concatenated are the file, byte for byte, and the saver's index works unchanged.
-Reads verify every line's checksum: a damaged line (or row) raises `CorruptCheckpointError`
-naming the stream (`path`) and line number; only the files backend can have a torn tail (an
-incomplete last line), skipped by reads.
+Reads verify every line's checksum: a damaged line (or row) raises `CorruptRecordError` (the
+saver raises it again as `CorruptCheckpointError`) naming the stream (`path`) and line number;
+only the files backend can have a torn tail (an incomplete last line), skipped by reads.
 """
 
 from __future__ import annotations
@@ -31,6 +40,24 @@ from checkpointing.records import Durable, FsyncPolicy, Scan
 
 DocVersion = Any
 """An opaque document version for compare-and-swap (None: the document does not exist)."""
+
+SESSION_STREAM_PREFIX = "@"
+"""Starts the name of every session stream (outside the id alphabet: never a run id)."""
+EVENTS = "@events"
+"""The session event log's stream."""
+JOURNAL = "@journal"
+"""The tool execution journal's stream (reserved: the journal still writes its file itself)."""
+INBOX = "@inbox"
+"""The inbox's stream (reserved: the inbox still writes its file itself)."""
+OUTBOX = "@outbox"
+"""The outbox's stream (reserved: the outbox still writes its file itself)."""
+SESSION_STREAMS = (EVENTS, JOURNAL, INBOX, OUTBOX)
+"""Every session stream a store knows (a name outside this list is a run id)."""
+
+
+def is_session_stream(name: str) -> bool:
+    """Whether stream `name` is a session stream (else it is a run's)."""
+    return name.startswith(SESSION_STREAM_PREFIX)
 
 
 class SessionStreams(Protocol):
@@ -47,11 +74,22 @@ class SessionStreams(Protocol):
     `.idx` file, an index row), so that a new process reads only the stream's tail."""
 
     def path(self, run: str) -> Path:
-        """The name of run stream `run` in messages and errors (for files: its real path)."""
+        """The name of stream `run` (a run id or a session stream) in messages and errors (for
+        files: its real path)."""
         ...
 
     def heads(self) -> dict[str, tuple[int, int]]:
-        """Every run stream: run -> (end, identity); identity 0 when it has none (no file)."""
+        """Every run stream (never a session stream): run -> (end, identity); identity 0 when it
+        has none (no file)."""
+        ...
+
+    def head(self, run: str) -> tuple[int, int]:
+        """Stream `run`'s (end, identity), read now; (0, 0) when it does not exist."""
+        ...
+
+    def create(self, run: str, frames: list[bytes], policy: FsyncPolicy | None) -> bool:
+        """Start stream `run` with `frames`, durable per `policy` (None: the store's) on return;
+        False, nothing written, when the stream already holds lines (of two creators, one wins)."""
         ...
 
     def scan(self, run: str, start: int = 0, first_line: int = 1) -> Scan:
@@ -106,8 +144,9 @@ class SessionStreams(Protocol):
         """The checksum field of the line at `offset` of stream `run` (not verified)."""
         ...
 
-    def sync(self) -> None:
-        """Make every append so far durable."""
+    def sync(self, run: str | None = None) -> None:
+        """Make every append so far durable (with `run`: at least those to stream `run`, whoever
+        in this process made them)."""
         ...
 
     def close(self) -> None:

@@ -1,15 +1,19 @@
 """The `files` store: sessions as folders of JSONL files under `base_dir` (the default).
 
     base_dir/tenants/<tenant>/sessions/<thread>/runs/<run>/checkpoints.jsonl   a run stream
+    base_dir/tenants/<tenant>/sessions/<thread>/events.jsonl                   session stream EVENTS
     base_dir/tenants/<tenant>/sessions/<thread>/pins.json                      a document
     base_dir/tenants/<tenant>/sessions/<thread>/fence.json                     the fence
 
 (paths from `checkpointing.layout`). Appends are one `O_APPEND` write of framed lines
 (`records.RecordLog`, fsync per policy, commit groups shared with the session's other logs);
-a stream's identity is its file's inode; documents are rewritten whole (`records.atomic_write`)
-under an exclusive `flock` of the session folder when compared-and-swapped; the fence is
-`fencing.FencingGuard`'s. This is the tree the saver always wrote: nothing here changes a byte
-of it. Blobs are `base_dir/blobs/sha256/...` (`store.blobs`, a `checkpointing.blobs.BlobStore`).
+a stream's identity is its file's inode; a session stream (`base.SESSION_STREAMS`) is its file
+in the session folder (`journal.jsonl`, `inbox.jsonl`, `outbox.jsonl` for the reserved ones),
+opened for each append as its owner always did (a run file's descriptor is kept open);
+documents are rewritten whole (`records.atomic_write`) under an exclusive `flock` of the session
+folder when compared-and-swapped; the fence is `fencing.FencingGuard`'s. This is the tree the
+saver and the event log always wrote: nothing here changes a byte of it. Blobs are
+`base_dir/blobs/sha256/...` (`store.blobs`, a `checkpointing.blobs.BlobStore`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
@@ -29,8 +33,12 @@ from checkpointing.errors import CorruptCheckpointError, CorruptRecordError
 from checkpointing.fencing import FencingGuard
 from checkpointing.layout import (
     checkpoints_file,
+    events_file,
+    inbox_file,
     is_digest_folder,
     is_id,
+    journal_file,
+    outbox_file,
     run_dir,
     run_ids,
     runs_dir,
@@ -39,6 +47,8 @@ from checkpointing.layout import (
     thread_dir,
 )
 from checkpointing.records import (
+    TIER_EVENTS,
+    TIER_STATE,
     CommitGroup,
     Durable,
     FsyncPolicy,
@@ -54,18 +64,40 @@ from checkpointing.records import (
     read_records,
     scan,
 )
+from checkpointing.store.base import EVENTS, INBOX, JOURNAL, OUTBOX, is_session_stream
 
 _SEEKS_MAX = 32
 """Reading more lines than this from one file at once reads the span in one go."""
 _FileId = tuple[int, int, int]
+_SESSION_FILES: dict[str, Callable[[Path], Path]] = {
+    EVENTS: events_file,
+    JOURNAL: journal_file,
+    INBOX: inbox_file,
+    OUTBOX: outbox_file,
+}
+"""The file of each session stream in the session folder (`layout`)."""
+_TIERS = {EVENTS: TIER_EVENTS}
+"""The commit group tier of a stream's appends when not TIER_STATE (`records.CommitGroup`)."""
 
 
 class FileSessionStreams:
-    """The files of one session folder (see the module docstring)."""
+    """The files of one session folder (see the module docstring).
+
+    `tiers`: the commit group tier of the appends to some streams, when not the default
+    (`TIER_EVENTS` for EVENTS, `TIER_STATE` for every other).
+    """
 
     persists_index = True
 
-    def __init__(self, directory: Path, tenant: str, thread: str, fsync: FsyncPolicy, group: CommitGroup | None):
+    def __init__(
+        self,
+        directory: Path,
+        tenant: str,
+        thread: str,
+        fsync: FsyncPolicy,
+        group: CommitGroup | None,
+        tiers: Mapping[str, int] | None = None,
+    ):
         self.dir = directory
         self.tenant = tenant
         self.thread = thread
@@ -73,6 +105,7 @@ class FileSessionStreams:
         self.label = runs_dir(directory)
         self.fsync = fsync
         self.group = group
+        self.tiers = {**_TIERS, **(tiers or {})}
         self._logs: dict[str, RecordLog] = {}
         self._paths: dict[str, Path] = {}
         self._runs_sig: tuple[int, int, int] | None = None
@@ -80,11 +113,27 @@ class FileSessionStreams:
         self._guard: FencingGuard | None = None
 
     def path(self, run: str) -> Path:
-        """The run's checkpoints.jsonl."""
+        """The run's checkpoints.jsonl, or the session stream's file."""
         path = self._paths.get(run)
         if path is None:  # built once: every saver call asks for it, and pathlib joins are slow
-            path = self._paths[run] = checkpoints_file(self.dir, run)
+            if is_session_stream(run):
+                where = _SESSION_FILES.get(run)
+                if where is None:
+                    raise ValueError(f"unknown session stream {run!r}; use one of {sorted(_SESSION_FILES)}")
+                path = where(self.dir)
+            else:
+                path = checkpoints_file(self.dir, run)
+            self._paths[run] = path
         return path
+
+    def _log(self, run: str) -> RecordLog:
+        log = self._logs.get(run)
+        if log is None:
+            path, tier = self.path(run), self.tiers.get(run, TIER_STATE)
+            # A session stream's file is opened for each append, as its owner always did.
+            keep = not is_session_stream(run)
+            log = self._logs[run] = RecordLog(path, fsync=self.fsync, group=self.group, tier=tier, keep_open=keep)
+        return log
 
     def _run_names(self) -> list[str]:
         """The run folders, listed again only when the runs folder changed (mtime, link count)."""
@@ -115,6 +164,29 @@ class FileSessionStreams:
             out[run] = (size, ino)
         return out
 
+    def head(self, run: str) -> tuple[int, int]:
+        """The stream's file: (size, inode), (0, 0) when it does not exist."""
+        try:
+            st = os.stat(self.path(run))
+        except FileNotFoundError:
+            return 0, 0
+        return st.st_size, st.st_ino
+
+    def create(self, run: str, frames: list[bytes], policy: FsyncPolicy | None) -> bool:
+        """Create the stream's file exclusively (`O_EXCL`) and append `frames`; an empty file
+        (its creator died before writing) is taken over."""
+        path = self.path(run)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            if path.stat().st_size > 0:
+                return False
+        _, _, wait = self.append(run, frames, policy, None)
+        if wait is not None:
+            wait()
+        return True
+
     def scan(self, run: str, start: int = 0, first_line: int = 1) -> Scan:
         """`records.scan` of the run's file (the torn-tail rule applies)."""
         return scan(self.path(run), start, first_line)
@@ -128,10 +200,8 @@ class FileSessionStreams:
     def append(
         self, run: str, frames: list[bytes], policy: FsyncPolicy | None, token: int | None
     ) -> tuple[list[int], int, Durable | None]:
-        """One write of `frames` to the run's file, fenced by `token` (shared `flock`)."""
-        log = self._logs.get(run)
-        if log is None:
-            log = self._logs[run] = RecordLog(self.path(run), fsync=self.fsync, group=self.group, keep_open=True)
+        """One write of `frames` to the stream's file, fenced by `token` (shared `flock`)."""
+        log = self._log(run)
         with self._fenced(token):
             offs, wait = log.write_frames(frames, policy)
         return offs, log.inode(), wait
@@ -153,11 +223,14 @@ class FileSessionStreams:
         self._guard.check_and_raise(token)
 
     def replace(self, run: str, frames: list[bytes]) -> None:
-        """Atomic rewrite of the run's file (its persisted index removed first)."""
+        """Atomic rewrite of the stream's file (its persisted index removed first)."""
         self.close()
         indexfile.remove(self.path(run))
         if not frames:
-            shutil.rmtree(run_dir(self.dir, run), ignore_errors=True)
+            if is_session_stream(run):
+                self.path(run).unlink(missing_ok=True)
+            else:
+                shutil.rmtree(run_dir(self.dir, run), ignore_errors=True)
             return
         atomic_write(self.path(run), b"".join(frames))
 
@@ -216,9 +289,9 @@ class FileSessionStreams:
         """`records.crc_at` of the run's file."""
         return crc_at(self.path(run), offset)
 
-    def sync(self) -> None:
-        """fsync every run file appended to."""
-        for log in self._logs.values():
+    def sync(self, run: str | None = None) -> None:
+        """fsync every file appended to (with `run`: that stream's file, `RecordLog.sync`)."""
+        for log in [self._log(run)] if run is not None else list(self._logs.values()):
             log.sync()
 
     def close(self) -> None:

@@ -1,10 +1,13 @@
 """The PostgreSQL store's tables, as an append-only list of migrations.
 
-    jsonl_streams     one row per run stream: (tenant, thread, run), its end position and line
-                      count; `id` is the stream's identity (a new one when the run is rewritten)
+    jsonl_streams     one row per stream: (tenant, thread, run), its end position and line
+                      count; `id` is the stream's identity (a new one when the run is rewritten);
+                      `run` is a run id, or a session stream's reserved name (`@events`, see
+                      `base.SESSION_STREAMS`: outside the id alphabet, so never a run's)
     jsonl_records     one row per record: (stream, pos) -> the framed JSONL line, newline and
                       checksum included, exactly the bytes the `files` store writes at `pos`
-    jsonl_documents   small documents (pins.json, a stream's persisted index) as one framed
+    jsonl_documents   small documents (pins.json, a stream's persisted index: `runs/<run>/
+                      checkpoints.jsonl.idx`, `events.jsonl.idx`) as one framed
                       line, with a version for compare-and-swap
     jsonl_fences      the highest lease token granted per session (tenant, thread)
     jsonl_blobs       content-addressed blobs (`pg_blobs`): ref `sha256:<hex>` -> body, size

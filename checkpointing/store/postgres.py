@@ -6,7 +6,9 @@
 
 A record row holds the record exactly as its JSONL line (checksum and newline included) at its
 byte position in the run's stream, so a stream's rows in order are the `files` store's
-`checkpoints.jsonl`, byte for byte (tables: `pg_schema`).
+`checkpoints.jsonl`, byte for byte (tables: `pg_schema`). A session stream (`base.SESSION_STREAMS`:
+the event log's `@events`, never a run id) is a stream row too, its rows the lines of its file on
+the `files` store (`events.jsonl`); listings of runs and threads skip it.
 
 - An append is one statement, so one transaction and one round trip: the lease token is checked
   and raised in the session's fence row (`jsonl_fences`, locked until commit, so a new owner's
@@ -20,8 +22,9 @@ byte position in the run's stream, so a stream's rows in order are the `files` s
 - The saver's index of a stream is kept as a document row (`indexfile`'s framed line, checked
   against the stream before use, dropped when the stream is rewritten), so a new process opening a
   long thread reads only the rows past it.
-- Every read verifies each row's checksum; a row that fails is `CorruptCheckpointError` naming the
-  stream (`postgresql:<db>/<schema>/tenants/<t>/sessions/<thread>/runs/<run>`) and its line.
+- Every read verifies each row's checksum; a row that fails is `CorruptRecordError` (the saver's:
+  `CorruptCheckpointError`) naming the stream and its line: `postgresql:<db>/<schema>/tenants/<t>/
+  sessions/<thread>/runs/<run>`, or `.../sessions/<thread>/events.jsonl` for the event log.
 - Every id is a bound parameter; statements are composed only with the schema's identifier.
   Nothing session-scoped (no advisory session locks, no prepared statements:
   `prepare_threshold=None`), so it works behind PgBouncer in transaction pooling mode.
@@ -32,6 +35,7 @@ byte position in the run's stream, so a stream's rows in order are the `files` s
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,69 +57,16 @@ from checkpointing.errors import (
     StoreUnavailableError,
 )
 from checkpointing.indexfile import Snapshot
-from checkpointing.layout import folder_name
+from checkpointing.layout import EVENTS_FILE, INBOX_FILE, JOURNAL_FILE, OUTBOX_FILE, folder_name
 from checkpointing.records import Durable, FsyncPolicy, Scan, decode_file, encode_record, record_crc, scan_bytes
+from checkpointing.store.base import EVENTS, INBOX, JOURNAL, OUTBOX, is_session_stream
 from checkpointing.store.pg_blobs import PostgresBlobStore
+from checkpointing.store.pg_queries import QUERIES
 from checkpointing.store.pg_schema import MIGRATIONS, MIGRATIONS_TABLE, SETUP_LOCK, schema_name
 
 log = logging.getLogger(__name__)
-_Q = {
-    "heads": "SELECT run, id, end_pos FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s ORDER BY run",
-    "stream_id": "SELECT id FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s AND run = %s",
-    "scan": "SELECT pos, line FROM {s}.jsonl_records WHERE stream = %s AND pos >= %s ORDER BY pos",
-    "read": "SELECT pos, line FROM {s}.jsonl_records WHERE stream = %s AND pos = ANY(%s)",
-    # The fence's upsert runs first (the stream's waits on its EXISTS), as a transaction of
-    # statements would take the two row locks; the insert reads the stream's new end.
-    "append": (
-        "WITH f AS (INSERT INTO {s}.jsonl_fences AS f (tenant, thread, token)"
-        " SELECT %(tenant)s, %(thread)s, %(token)s::bigint WHERE %(token)s::bigint IS NOT NULL"
-        " ON CONFLICT (tenant, thread) DO UPDATE SET token = EXCLUDED.token, updated_at = now()"
-        " WHERE f.token <= EXCLUDED.token RETURNING f.token),"
-        " a AS (INSERT INTO {s}.jsonl_streams AS st (tenant, thread, run, end_pos, lines)"
-        " SELECT %(tenant)s, %(thread)s, %(run)s, %(total)s::bigint, %(n)s::bigint"
-        " WHERE %(token)s::bigint IS NULL OR EXISTS (SELECT FROM f)"
-        " ON CONFLICT (tenant, thread, run) DO UPDATE SET end_pos = st.end_pos + EXCLUDED.end_pos,"
-        " lines = st.lines + EXCLUDED.lines RETURNING st.id, st.end_pos - %(total)s::bigint AS start),"
-        " i AS (INSERT INTO {s}.jsonl_records (stream, pos, line)"
-        " SELECT a.id, a.start + u.off, u.line FROM a, unnest(%(offs)s::bigint[], %(lines)s::bytea[]) AS u(off, line))"
-        " SELECT (SELECT id FROM a), (SELECT start FROM a),"
-        " CASE WHEN %(quick)s THEN set_config('synchronous_commit', 'off', true) END"
-    ),
-    "create": (
-        "INSERT INTO {s}.jsonl_streams (tenant, thread, run, end_pos, lines) VALUES (%s, %s, %s, %s, %s)"
-        " ON CONFLICT (tenant, thread, run) DO NOTHING RETURNING id, 0"
-    ),
-    "insert": "INSERT INTO {s}.jsonl_records (stream, pos, line) SELECT %s, unnest(%s::bigint[]), unnest(%s::bytea[])",
-    "drop_run": "DELETE FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s AND run = %s",
-    "drop_streams": "DELETE FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s",
-    "drop_docs": "DELETE FROM {s}.jsonl_documents WHERE tenant = %s AND thread = %s",
-    "drop_fence": "DELETE FROM {s}.jsonl_fences WHERE tenant = %s AND thread = %s",
-    "doc": "SELECT body, version FROM {s}.jsonl_documents WHERE tenant = %s AND thread = %s AND name = %s",
-    "doc_new": (
-        "INSERT INTO {s}.jsonl_documents (tenant, thread, name, body, version) VALUES (%s, %s, %s, %s, 1)"
-        " ON CONFLICT DO NOTHING RETURNING version"
-    ),
-    "doc_put": (
-        "INSERT INTO {s}.jsonl_documents (tenant, thread, name, body, version) VALUES (%s, %s, %s, %s, 1)"
-        " ON CONFLICT (tenant, thread, name) DO UPDATE SET body = EXCLUDED.body,"
-        " version = {s}.jsonl_documents.version + 1"
-    ),
-    "doc_drop": "DELETE FROM {s}.jsonl_documents WHERE tenant = %s AND thread = %s AND name = %s",
-    "doc_cas": (
-        "UPDATE {s}.jsonl_documents SET body = %s, version = version + 1"
-        " WHERE tenant = %s AND thread = %s AND name = %s AND version = %s RETURNING version"
-    ),
-    "fence": (
-        "INSERT INTO {s}.jsonl_fences AS f (tenant, thread, token) VALUES (%s, %s, %s)"
-        " ON CONFLICT (tenant, thread) DO UPDATE SET token = EXCLUDED.token, updated_at = now()"
-        " WHERE f.token <= EXCLUDED.token RETURNING f.token"
-    ),
-    "fence_get": "SELECT token FROM {s}.jsonl_fences WHERE tenant = %s AND thread = %s",
-    "threads": (
-        "SELECT DISTINCT tenant, thread FROM {s}.jsonl_streams"
-        " WHERE (%s::text IS NULL OR tenant = %s) AND (%s::text IS NULL OR thread = %s) ORDER BY tenant, thread"
-    ),
-}
+_SESSION_NAMES = {EVENTS: EVENTS_FILE, JOURNAL: JOURNAL_FILE, INBOX: INBOX_FILE, OUTBOX: OUTBOX_FILE}
+"""How each session stream is named in messages (its file's name on the `files` store)."""
 
 
 class PostgresStore:
@@ -136,7 +87,7 @@ class PostgresStore:
         self.label = f"postgresql:{info.get('dbname', '')}/{self.schema}"  # how its streams are named in messages
         s = sql.Identifier(self.schema)
         # Composed once: quoting the identifier on every execute cost as much as a round trip.
-        self.q = {k: sql.SQL(v).format(s=s).as_bytes(None) for k, v in _Q.items()}
+        self.q = {k: sql.SQL(v).format(s=s).as_bytes(None) for k, v in QUERIES.items()}
         self.pool = ConnectionPool(
             url.replace("postgresql+psycopg://", "postgresql://", 1),
             min_size=1,
@@ -194,7 +145,7 @@ class PostgresStore:
         return PostgresSessionStreams(self, tenant, thread, fsync)
 
     def threads(self, tenant: str | None = None, thread: str | None = None) -> list[tuple[str, str]]:
-        """Sessions holding a stream."""
+        """Sessions holding a run stream (as the `files` store lists sessions with a runs folder)."""
         with self.connection("listing threads") as conn:
             rows = conn.execute(self.q["threads"], (tenant, tenant, thread, thread)).fetchall()
         return [(str(t), str(n)) for t, n in rows]
@@ -222,7 +173,11 @@ class PostgresSessionStreams:
 
     def path(self, run: str) -> Path:
         """The stream's name in messages."""
-        return self.label / run
+        if not is_session_stream(run):
+            return self.label / run
+        if run not in _SESSION_NAMES:
+            raise ValueError(f"unknown session stream {run!r}; use one of {sorted(_SESSION_NAMES)}")
+        return self.label.parent / _SESSION_NAMES[run]
 
     def heads(self) -> dict[str, tuple[int, int]]:
         """Every run stream: (end position, row id)."""
@@ -230,6 +185,29 @@ class PostgresSessionStreams:
             rows = conn.execute(self.q["heads"], (self.tenant, self.thread)).fetchall()
         self._ids = {str(run): int(sid) for run, sid, _ in rows}
         return {str(run): (int(end), int(sid)) for run, sid, end in rows}
+
+    def head(self, run: str) -> tuple[int, int]:
+        """The stream's (end position, row id), (0, 0) when there is no row."""
+        self.path(run)  # an unknown session stream is refused before any query
+        with self.store.connection("reading a stream's head") as conn:
+            row = conn.execute(self.q["head"], (self.tenant, self.thread, run)).fetchone()
+        if row is None:
+            self._ids.pop(run, None)
+            return 0, 0
+        sid = self._ids[run] = int(row[0])
+        return int(row[1]), sid
+
+    def create(self, run: str, frames: list[bytes], policy: FsyncPolicy | None) -> bool:
+        """One synchronous transaction: the stream row and its lines; False when the row exists."""
+        offs, pos = _offsets(frames)
+        self.path(run)  # an unknown session stream is refused before any query
+        with self.store.connection("creating a stream") as conn, conn.transaction():
+            row = conn.execute(self.q["create"], (self.tenant, self.thread, run, pos, len(frames))).fetchone()
+            if row is None:
+                return False
+            conn.execute(self.q["insert"], (int(row[0]), offs, frames))
+        self._ids[run] = int(row[0])
+        return True
 
     def _id(self, run: str) -> int | None:
         sid = self._ids.get(run)
@@ -292,10 +270,7 @@ class PostgresSessionStreams:
     ) -> tuple[list[int], int, Durable | None]:
         """One statement (its own transaction): fence, advance the stream's end (or create the
         stream), insert the lines; refused whole by a stale `token`."""
-        offs, rel = [], 0
-        for f in frames:
-            offs.append(rel)
-            rel += len(f)
+        offs, rel = _offsets(frames)
         quick = (policy or self.fsync) != "always"
         args = {
             "tenant": self.tenant,
@@ -328,12 +303,9 @@ class PostgresSessionStreams:
             self._ids.pop(run, None)
             if not frames:
                 return
-            row = conn.execute(self.q["create"], (*key, sum(len(f) for f in frames), len(frames))).fetchone()
+            offs, total = _offsets(frames)
+            row = conn.execute(self.q["create"], (*key, total, len(frames))).fetchone()
             assert row is not None
-            offs, pos = [], 0
-            for f in frames:
-                offs.append(pos)
-                pos += len(f)
             conn.execute(self.q["insert"], (int(row[0]), offs, frames))
 
     def remove(self) -> None:
@@ -408,9 +380,10 @@ class PostgresSessionStreams:
         """The checksum field of the row at `offset`."""
         return record_crc(self.read_at(run, [offset])[0])
 
-    def sync(self) -> None:
+    def sync(self, run: str | None = None) -> None:
         """After commits that did not wait for the WAL flush: one that does (assigning a
-        transaction id makes its commit write WAL, and a synchronous commit flushes all before it)."""
+        transaction id makes its commit write WAL, and a synchronous commit flushes all before it;
+        so one flush covers every stream, `run` or not)."""
         if not self._async_commits:
             return
         with self.store.connection("flushing") as conn, conn.transaction():
@@ -421,6 +394,13 @@ class PostgresSessionStreams:
         """Nothing is held between calls (connections go back to the pool)."""
 
 
+def _offsets(frames: list[bytes]) -> tuple[list[int], int]:
+    """Where each of `frames` starts relative to the first; their total length."""
+    starts = [0, *itertools.accumulate(len(f) for f in frames)]
+    return starts[:-1], starts[-1]
+
+
 def _index_doc(run: str) -> str:
-    """The document holding the persisted index of run stream `run`."""
-    return f"runs/{run}/checkpoints.jsonl.idx"
+    """The document holding the persisted index of stream `run` (its index file's path on the
+    `files` store, relative to the session folder: never a document of an id's name)."""
+    return f"{_SESSION_NAMES[run]}.idx" if is_session_stream(run) else f"runs/{run}/checkpoints.jsonl.idx"
