@@ -16,111 +16,63 @@ between the two files' syncs) counts as a COMPLETED record lost: the call is INT
 
 `agent.tools.execute.execute_with_journal` applies the resume policy to a call (a COMPLETED call is
 replayed, never run again).
+
+Where the lines live is the store's (`checkpointing.store`, stream `JOURNAL` of a `SessionStreams`):
+`ToolExecutionJournal(base_dir, tenant, session, ...)` is the journal on the `files` store of
+`base_dir`, byte for byte the `journal.jsonl` it always was; `ToolExecutionJournal.over(streams,
+blobs, ...)` the journal of any store's session (PostgreSQL: rows of stream `@journal`, durable at
+commit). A write carries the lease token, checked by the store with the append (a stale one raises
+`StaleFencingTokenError`, nothing written). Reads verify every line: a damaged one (or row) raises
+`CorruptRecordError` naming the stream; only a file can have a torn tail, which reads skip.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
-from contextlib import nullcontext
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any
+
+import orjson
 
 from agent.errors import StorageError
 from agent.faults import crash_point
+from agent.tools._journal_types import (
+    RERUNNABLE,
+    CallRecords,
+    JournalAnomaly,
+    JournalEntryState,
+    JournalStatus,
+    ResultTexts,
+    args_digest,
+    digest_text,
+)
 from agent.tools.base import RoomEffect
-from checkpointing.blobs import BLOB_KEY, BlobStore, is_blob_ref
+from checkpointing.blobs import BLOB_KEY, Blobs, BlobStore, is_blob_ref
 from checkpointing.fencing import FencingGuard
-from checkpointing.layout import journal_file, session_dir
-from checkpointing.records import TIER_STATE, CommitGroup, FsyncPolicy, RecordLog, canonical_json
+from checkpointing.ids import validate_id
+from checkpointing.layout import session_dir
+from checkpointing.records import TIER_STATE, CommitGroup, FsyncPolicy, encode_record
+from checkpointing.store.base import JOURNAL, SessionStreams
+from checkpointing.store.files import FileSessionStreams
 
 JOURNAL_VERSION = 1
 log = logging.getLogger(__name__)
 DEFAULT_INLINE_MAX_BYTES = 16 * 1024
 
 
-class ResultTexts(Protocol):
-    """Where long results are kept: the checkpoint log of the run (see the module docstring)."""
-
-    def put(self, run_id: str, text: str) -> dict[str, Any] | None:
-        """Store `text`; its reference, or None when it is too short (kept inline)."""
-
-    def get(self, run_id: str, ref: dict[str, Any]) -> str | None:
-        """The text of `ref`, or None when it is not stored."""
-
-
-class JournalStatus(StrEnum):
-    """Where a tool call stands according to the journal."""
-
-    NONE = "none"
-    INTENT_ONLY = "intent_only"
-    COMPLETED = "completed"
-    FAILED = "failed"
-
-
-@dataclass(frozen=True)
-class JournalEntryState:
-    """The journal's view of one (run_id, tool_call_id)."""
-
-    status: JournalStatus
-    tool_name: str | None = None
-    effect: str | None = None
-    args_digest: str | None = None
-    result: str | None = None  # COMPLETED: the recorded result text (blob loaded and verified)
-    error: str | None = None  # FAILED: the recorded error text
-    room: dict[str, Any] | None = None  # the INTENT's RoomEffect fields, when the tool declared one
-
-
-@dataclass(frozen=True)
-class JournalAnomaly:
-    """Something `agentrt doctor` should show: a call run twice, or one whose outcome is unknown."""
-
-    run_id: str
-    tool_call_id: str
-    kind: Literal["completed_twice", "intent_without_end", "end_without_intent"]
-    detail: str
-
-
-def digest_text(text: str) -> str:
-    """`sha256:<hex>` of a text's UTF-8 bytes."""
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def args_digest(args: Any) -> str:
-    """`sha256:<hex>` of the canonical JSON of tool arguments."""
-    return "sha256:" + hashlib.sha256(canonical_json(args)).hexdigest()
-
-
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-@dataclass
-class _Key:
-    intents: int = 0
-    completed: int = 0
-    failed: int = 0
-    last_kind: str = ""
-    intent: dict[str, Any] | None = None
-    ends: list[dict[str, Any]] = field(default_factory=list)
-    """Every COMPLETED / FAILED record of the call, in file order (the first readable one counts)."""
-
-    @property
-    def end(self) -> dict[str, Any] | None:
-        """The first end record (what the model saw the first time)."""
-        return self.ends[0] if self.ends else None
-
-
-RERUNNABLE = frozenset({"read_only", "idempotent"})
-"""Effect classes a resume may run again when the journal has no record of the call."""
-
-
 class ToolExecutionJournal:
-    """The journal of one session. Writes carry the lease token checked by `fencing` (if given)."""
+    """The journal of one session (see the module docstring).
+
+    `ToolExecutionJournal(base_dir, tenant, session, ...)` is the journal on the `files` store of
+    `base_dir`: appends durable per `fsync`, joining commit group `group` at `tier`, fenced with
+    `token` when `fencing` (the session folder's guard) is given. `over` opens it on any store.
+    """
 
     def __init__(
         self,
@@ -130,23 +82,66 @@ class ToolExecutionJournal:
         fsync: FsyncPolicy = "always",
         fencing: FencingGuard | None = None,
         token: int | None = None,
-        blobs: BlobStore | None = None,
+        blobs: Blobs | None = None,
         inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES,
         group: CommitGroup | None = None,
         tier: int = TIER_STATE,
         texts: ResultTexts | None = None,
     ) -> None:
-        self.path = journal_file(session_dir(base_dir, tenant, session))
-        self.tenant = tenant
-        self.session = session
+        directory = session_dir(base_dir, tenant, session)
+        streams = FileSessionStreams(directory, tenant, session, fsync, group, tiers={JOURNAL: tier}, fence=fencing)
+        self._attach(streams, blobs if blobs is not None else BlobStore(base_dir), fsync, inline_max_bytes, texts)
         self.fencing = fencing
         self.token = token
-        self.blobs = blobs if blobs is not None else BlobStore(base_dir)
+        # Without the folder's guard the journal was never fenced: the token is not checked.
+        self._fenced = fencing is not None
+
+    @classmethod
+    def over(
+        cls,
+        streams: SessionStreams,
+        blobs: Blobs,
+        *,
+        token: int | None = None,
+        fsync: FsyncPolicy | None = None,
+        inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES,
+        texts: ResultTexts | None = None,
+    ) -> ToolExecutionJournal:
+        """The journal of session `streams` (of any store: `Store.session(tenant, session, fsync)`),
+        long results in `blobs` (the store's: `Store.blobs`); writes carry lease token `token`
+        (None: no lease), durable per `fsync` (None: the streams')."""
+        validate_id(streams.tenant, "tenant id")
+        validate_id(streams.thread, "session id")
+        journal = cls.__new__(cls)
+        journal._attach(streams, blobs, fsync, inline_max_bytes, texts)
+        journal.fencing = None
+        journal.token = token
+        journal._fenced = True
+        return journal
+
+    def _attach(
+        self,
+        streams: SessionStreams,
+        blobs: Blobs,
+        fsync: FsyncPolicy | None,
+        inline_max_bytes: int,
+        texts: ResultTexts | None,
+    ) -> None:
+        self.streams = streams
+        """Where the journal's lines are (its stream `JOURNAL`)."""
+        self.path = streams.path(JOURNAL)
+        """The journal's name in messages (on the `files` store: its file)."""
+        self.tenant = streams.tenant
+        self.session = streams.thread
+        self.blobs = blobs
         self.inline_max_bytes = inline_max_bytes
-        self._log = RecordLog(self.path, fsync=fsync, group=group, tier=tier)
-        self._lock = threading.RLock()
-        self._index: dict[tuple[str, str], _Key] | None = None
         self.texts = texts
+        # Both stores keep their policy (and the files store its commit group) on the streams.
+        own: FsyncPolicy = getattr(streams, "fsync", "always")
+        self._policy: FsyncPolicy = fsync or own
+        self._group: CommitGroup | None = getattr(streams, "group", None)
+        self._lock = threading.RLock()
+        self._index: dict[tuple[str, str], CallRecords] | None = None
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -167,7 +162,7 @@ class ToolExecutionJournal:
             rec["room"] = {"path": room.path, "before": room.before, "after": room.after, "result": room.result}
         self._append(rec)
 
-    def record_completed(self, run_id: str, tool_call_id: str, result: str, blobs: BlobStore | None = None) -> None:
+    def record_completed(self, run_id: str, tool_call_id: str, result: str, blobs: Blobs | None = None) -> None:
         """Record the result; one over `inline_max_bytes` goes to the blob store as a reference."""
         data = result.encode("utf-8")
         rec: dict[str, Any] = {
@@ -192,33 +187,47 @@ class ToolExecutionJournal:
     def _append(self, rec: dict[str, Any]) -> None:
         rec["v"] = JOURNAL_VERSION
         rec["ts"] = _now()
+        token = self.token if self._fenced else None
         with self._lock:
             index = self._load()
-            with self.fencing.fenced(self.token) if self.fencing is not None else nullcontext():
-                crash_point("before_journal_append")
-                self._log.append(rec)
-                group = self._log.group
-                deferred = group is not None and group.active
-                unsafe = rec["kind"] == "intent" and rec["effect"] not in RERUNNABLE
-                if unsafe and (self._log.fsync == "batch" or deferred):
-                    # An unsafe tool's INTENT must be durable before it runs, even in batch mode or a
-                    # held group; a read-only or idempotent one may simply run again if it is lost.
-                    # In a held group the checkpoint data written so far (the step that asked for
-                    # this call) is made durable first: a crash can then never lose the call's
-                    # request while keeping its INTENT, so a resume cannot ask the model again and
-                    # run the same effect under a new call id.
-                    if group is not None and deferred:
-                        group.barrier(TIER_STATE)
-                    self._log.sync()
-                crash_point("after_journal_append")
+            crash_point("before_journal_append")
+            _, _, durable = self.streams.append(JOURNAL, [encode_record(rec)], self._policy, token)
+            if durable is not None:
+                durable()
+            group = self._group
+            deferred = group is not None and group.active
+            unsafe = rec["kind"] == "intent" and rec["effect"] not in RERUNNABLE
+            if unsafe and (self._policy == "batch" or deferred):
+                # An unsafe tool's INTENT must be durable before it runs, even in batch mode or a
+                # held group; a read-only or idempotent one may simply run again if it is lost.
+                # In a held group the checkpoint data written so far (the step that asked for
+                # this call) is made durable first: a crash can then never lose the call's
+                # request while keeping its INTENT, so a resume cannot ask the model again and
+                # run the same effect under a new call id.
+                if group is not None and deferred:
+                    group.barrier(TIER_STATE)
+                self.streams.sync(JOURNAL)
+            crash_point("after_journal_append")
             self._apply(index, rec)
+
+    def sync(self) -> None:
+        """Make every append so far durable (for `fsync="batch"`)."""
+        self.streams.sync(JOURNAL)
+
+    @property
+    def _log(self) -> ToolExecutionJournal:
+        """The journal itself, for callers of its former `RecordLog` (`_log.sync()`)."""
+        return self
 
     # -- reading ---------------------------------------------------------------------------
 
     def entries(self) -> list[dict[str, Any]]:
-        """Every journal record in file order (torn tail cut off)."""
+        """Every journal record in stream order (a file's torn tail skipped)."""
         with self._lock:
-            return self._log.read()
+            return self._read()
+
+    def _read(self) -> list[dict[str, Any]]:
+        return [orjson.loads(body) for _, body in self.streams.scan(JOURNAL).records]
 
     def reload(self) -> None:
         """Forget the in-memory index (another process wrote the file)."""
@@ -298,20 +307,20 @@ class ToolExecutionJournal:
             )
         return text
 
-    def _load(self) -> dict[tuple[str, str], _Key]:
+    def _load(self) -> dict[tuple[str, str], CallRecords]:
         if self._index is None:
-            index: dict[tuple[str, str], _Key] = {}
-            for rec in self._log.read():
+            index: dict[tuple[str, str], CallRecords] = {}
+            for rec in self._read():
                 self._apply(index, rec)
             self._index = index
         return self._index
 
     @staticmethod
-    def _apply(index: dict[tuple[str, str], _Key], rec: dict[str, Any]) -> None:
+    def _apply(index: dict[tuple[str, str], CallRecords], rec: dict[str, Any]) -> None:
         kind = rec.get("kind")
         if kind not in ("intent", "completed", "failed"):
             return  # a record kind from a newer writer: kept on disk, not interpreted
-        key = index.setdefault((str(rec.get("run_id")), str(rec.get("tool_call_id"))), _Key())
+        key = index.setdefault((str(rec.get("run_id")), str(rec.get("tool_call_id"))), CallRecords())
         key.last_kind = str(kind)
         if kind == "intent":
             key.intents += 1
@@ -322,3 +331,16 @@ class ToolExecutionJournal:
         else:
             key.failed += 1
         key.ends.append(rec)
+
+
+__all__ = [
+    "DEFAULT_INLINE_MAX_BYTES",
+    "RERUNNABLE",
+    "JournalAnomaly",
+    "JournalEntryState",
+    "JournalStatus",
+    "ResultTexts",
+    "ToolExecutionJournal",
+    "args_digest",
+    "digest_text",
+]

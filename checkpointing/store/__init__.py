@@ -1,8 +1,8 @@
-"""Where a session's records live (the saver's run streams, the event log): one interface
-(`base`), two backends.
+"""Where a session's records live (the saver's run streams, the event log, the tool journal):
+one interface (`base`), two backends.
 
-- `files` (`FileStore`, the default): the folder tree under `base_dir`, as the saver and the
-  event log always wrote it.
+- `files` (`FileStore`, the default): the folder tree under `base_dir`, as the saver, the event
+  log and the tool journal always wrote it.
 - `postgres` (`PostgresStore`): the same framed JSONL lines as rows of PostgreSQL tables.
 
 `open_store(url)` picks one from a URL: `postgresql://...` (or `postgres://`) is PostgreSQL,

@@ -8,7 +8,7 @@ A `Store` holds sessions, keyed (tenant, thread). A session (`SessionStreams`) h
   id alphabet of `checkpointing.ids`, so no run id can ever name one):
 
       EVENTS   "@events"    the session event log (`events.jsonl`, `checkpointing.events`)
-      JOURNAL  "@journal"   the tool execution journal (`journal.jsonl`), reserved
+      JOURNAL  "@journal"   the tool execution journal (`journal.jsonl`, `agent.tools.journal`)
       INBOX    "@inbox"     turns submitted to the session (`inbox.jsonl`), reserved
       OUTBOX   "@outbox"    writes the SQL / Redis layers still owe (`outbox.jsonl`), reserved
 
@@ -46,7 +46,7 @@ SESSION_STREAM_PREFIX = "@"
 EVENTS = "@events"
 """The session event log's stream."""
 JOURNAL = "@journal"
-"""The tool execution journal's stream (reserved: the journal still writes its file itself)."""
+"""The tool execution journal's stream (`agent.tools.journal.ToolExecutionJournal`)."""
 INBOX = "@inbox"
 """The inbox's stream (reserved: the inbox still writes its file itself)."""
 OUTBOX = "@outbox"

@@ -8,11 +8,11 @@
 (paths from `checkpointing.layout`). Appends are one `O_APPEND` write of framed lines
 (`records.RecordLog`, fsync per policy, commit groups shared with the session's other logs);
 a stream's identity is its file's inode; a session stream (`base.SESSION_STREAMS`) is its file
-in the session folder (`journal.jsonl`, `inbox.jsonl`, `outbox.jsonl` for the reserved ones),
+in the session folder (`journal.jsonl` for JOURNAL, `inbox.jsonl`, `outbox.jsonl` for the reserved ones),
 opened for each append as its owner always did (a run file's descriptor is kept open);
 documents are rewritten whole (`records.atomic_write`) under an exclusive `flock` of the session
 folder when compared-and-swapped; the fence is `fencing.FencingGuard`'s. This is the tree the
-saver and the event log always wrote: nothing here changes a byte of it. Blobs are
+saver, the event log and the tool journal always wrote: nothing here changes a byte of it. Blobs are
 `base_dir/blobs/sha256/...` (`store.blobs`, a `checkpointing.blobs.BlobStore`).
 """
 
@@ -84,7 +84,8 @@ class FileSessionStreams:
     """The files of one session folder (see the module docstring).
 
     `tiers`: the commit group tier of the appends to some streams, when not the default
-    (`TIER_EVENTS` for EVENTS, `TIER_STATE` for every other).
+    (`TIER_EVENTS` for EVENTS, `TIER_STATE` for every other); `fence`: the folder's guard when its
+    owner already holds one (else one is made at the first fenced append).
     """
 
     persists_index = True
@@ -97,6 +98,7 @@ class FileSessionStreams:
         fsync: FsyncPolicy,
         group: CommitGroup | None,
         tiers: Mapping[str, int] | None = None,
+        fence: FencingGuard | None = None,
     ):
         self.dir = directory
         self.tenant = tenant
@@ -110,7 +112,7 @@ class FileSessionStreams:
         self._paths: dict[str, Path] = {}
         self._runs_sig: tuple[int, int, int] | None = None
         self._run_list: list[str] = []
-        self._guard: FencingGuard | None = None
+        self._guard = fence
 
     def path(self, run: str) -> Path:
         """The run's checkpoints.jsonl, or the session stream's file."""

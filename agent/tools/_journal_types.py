@@ -1,0 +1,85 @@
+"""The values of the tool execution journal (`agent.tools.journal`): a call's status and state,
+the anomalies doctor shows, the digests records carry, and the in-memory index of one call."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal, Protocol
+
+from checkpointing.records import canonical_json
+
+
+class ResultTexts(Protocol):
+    """Where long results are kept: the checkpoint log of the run (see `agent.tools.journal`)."""
+
+    def put(self, run_id: str, text: str) -> dict[str, Any] | None:
+        """Store `text`; its reference, or None when it is too short (kept inline)."""
+
+    def get(self, run_id: str, ref: dict[str, Any]) -> str | None:
+        """The text of `ref`, or None when it is not stored."""
+
+
+class JournalStatus(StrEnum):
+    """Where a tool call stands according to the journal."""
+
+    NONE = "none"
+    INTENT_ONLY = "intent_only"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class JournalEntryState:
+    """The journal's view of one (run_id, tool_call_id)."""
+
+    status: JournalStatus
+    tool_name: str | None = None
+    effect: str | None = None
+    args_digest: str | None = None
+    result: str | None = None  # COMPLETED: the recorded result text (blob loaded and verified)
+    error: str | None = None  # FAILED: the recorded error text
+    room: dict[str, Any] | None = None  # the INTENT's RoomEffect fields, when the tool declared one
+
+
+@dataclass(frozen=True)
+class JournalAnomaly:
+    """Something `agentrt doctor` should show: a call run twice, or one whose outcome is unknown."""
+
+    run_id: str
+    tool_call_id: str
+    kind: Literal["completed_twice", "intent_without_end", "end_without_intent"]
+    detail: str
+
+
+def digest_text(text: str) -> str:
+    """`sha256:<hex>` of a text's UTF-8 bytes."""
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def args_digest(args: Any) -> str:
+    """`sha256:<hex>` of the canonical JSON of tool arguments."""
+    return "sha256:" + hashlib.sha256(canonical_json(args)).hexdigest()
+
+
+@dataclass
+class CallRecords:
+    """The records of one (run_id, tool_call_id) read so far (the journal's in-memory index)."""
+
+    intents: int = 0
+    completed: int = 0
+    failed: int = 0
+    last_kind: str = ""
+    intent: dict[str, Any] | None = None
+    ends: list[dict[str, Any]] = field(default_factory=list)
+    """Every COMPLETED / FAILED record of the call, in file order (the first readable one counts)."""
+
+    @property
+    def end(self) -> dict[str, Any] | None:
+        """The first end record (what the model saw the first time)."""
+        return self.ends[0] if self.ends else None
+
+
+RERUNNABLE = frozenset({"read_only", "idempotent"})
+"""Effect classes a resume may run again when the journal has no record of the call."""
