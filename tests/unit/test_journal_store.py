@@ -46,9 +46,10 @@ def raw_stream(kit: SaverKit, tenant: str = TENANT, session: str = "s1") -> byte
     return kit.raw(thread=session, run=JOURNAL, tenant=tenant)
 
 
-def test_a_completed_call_is_read_back_by_a_new_journal(saver_kit: SaverKit) -> None:
+def test_a_completed_call_is_read_back_by_a_new_journal(saver_kit: SaverKit, tmp_path: Path) -> None:
     """INTENT then COMPLETED through one journal: a new journal over a new store says COMPLETED
-    with the result, tool and effect the first recorded."""
+    with the result, tool and effect the first recorded; the stream's bytes are a journal.jsonl
+    the files journal reads the same."""
     j = open_journal(saver_kit)
     j.record_intent(RUN, "c1", "send_mail", {"to": "bob"}, "unsafe")
     j.record_completed(RUN, "c1", "sent é")
@@ -57,6 +58,12 @@ def test_a_completed_call_is_read_back_by_a_new_journal(saver_kit: SaverKit) -> 
     assert (state.result, state.tool_name, state.effect) == ("sent é", "send_mail", "unsafe")
     assert open_journal(saver_kit).completed_count(RUN) == 1
     assert [r["kind"] for r in open_journal(saver_kit).entries()] == ["intent", "completed"]
+
+    copy = journal_file(session_dir(tmp_path / "copy", TENANT, "s1"))
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(raw_stream(saver_kit))
+    files = ToolExecutionJournal(tmp_path / "copy", TENANT, "s1")
+    assert files.entries() == open_journal(saver_kit).entries() and files.lookup(RUN, "c1") == state
 
 
 def test_a_long_result_is_a_blob_of_the_store(saver_kit: SaverKit) -> None:
