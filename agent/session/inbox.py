@@ -18,6 +18,12 @@ A turn's status is its last record's: the worker that holds the session's drain 
 first turn that is not finished, in submission order. `turns/<turn_id>.json` under the tenant
 maps a turn id to its session (one framed record, created exclusively: a turn id is used once per
 tenant).
+
+`Inbox.over(streams)` and `TurnIndex.over(store, tenant)` keep the same records in any
+`checkpointing.store` backend: the inbox is session stream `INBOX` (on `files` this very
+`inbox.jsonl`, appended under the same `inbox.lock`; on PostgreSQL its rows), each append an
+`append_if` of the end the writer read (retried when another writer appended first, so no
+advisory lock is needed); the turn index is the store's reservations (`Store.reserve`).
 """
 
 from __future__ import annotations

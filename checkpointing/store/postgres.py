@@ -19,6 +19,9 @@ the `files` store (`events.jsonl`); listings of runs and threads skip it.
   under fsync "checkpoint", the commit does not wait for the WAL flush (`synchronous_commit` off
   for that transaction): the next synchronous commit (the superstep's checkpoint, or `sync`) makes
   them durable together.
+- A conditional append (`append_if`, the inbox's) is one transaction that locks the stream row
+  (`SELECT ... FOR UPDATE`), compares its end, advances it and inserts the lines: a row lock, so it
+  works behind PgBouncer's transaction pooling where a session advisory lock would not.
 - The saver's index of a stream is kept as a document row (`indexfile`'s framed line, checked
   against the stream before use, dropped when the stream is rewritten), so a new process opening a
   long thread reads only the rows past it.
