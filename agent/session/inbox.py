@@ -18,6 +18,12 @@ A turn's status is its last record's: the worker that holds the session's drain 
 first turn that is not finished, in submission order. `turns/<turn_id>.json` under the tenant
 maps a turn id to its session (one framed record, created exclusively: a turn id is used once per
 tenant).
+
+`Inbox.over(streams)` and `TurnIndex.over(store, tenant)` keep the same records in any
+`checkpointing.store` backend: the inbox is session stream `INBOX` (on `files` this very
+`inbox.jsonl`, appended under the same `inbox.lock`; on PostgreSQL its rows), each append an
+`append_if` of the end the writer read (retried when another writer appended first, so no
+advisory lock is needed); the turn index is the store's reservations (`Store.reserve`).
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from agent.errors import ConfigError, DataCorrupt, SessionNotFound
 from checkpointing.errors import CorruptRecordError, InvalidIdError, OldFormatError
 from checkpointing.ids import validate_id
@@ -47,7 +55,8 @@ from checkpointing.layout import (
     turn_file,
     turns_dir,
 )
-from checkpointing.records import RecordLog, atomic_write, decode_file, encode_record, read_records
+from checkpointing.records import RecordLog, Scan, atomic_write, decode_file, encode_record, read_records
+from checkpointing.store.base import INBOX, SessionStreams, Store
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +118,7 @@ def new_turn_id() -> str:
 
 
 class Inbox:
-    """The inbox file of one session."""
+    """The inbox of one session: its file (`Inbox(base_dir, ...)`), or its store stream (`over`)."""
 
     def __init__(self, base_dir: Path, tenant_id: str, session_id: str) -> None:
         self.tenant_id = _valid(tenant_id, "tenant id")
@@ -118,6 +127,22 @@ class Inbox:
         self.path = inbox_file(directory)
         self.lock_path = inbox_lock_file(directory)
         self.log = RecordLog(self.path)
+        self.streams: SessionStreams | None = None
+
+    @classmethod
+    def over(cls, streams: SessionStreams) -> Inbox:
+        """The inbox as session stream `INBOX` of a store's session (files: the same
+        `inbox.jsonl`, byte for byte; PostgreSQL: its rows). Each append is `append_if` the end
+        the writer read, retried when another writer appended first, so the inbox holds each
+        submitted turn once whatever the backend."""
+        inbox = cls.__new__(cls)
+        inbox.tenant_id = _valid(streams.tenant, "tenant id")
+        inbox.session_id = _valid(streams.thread, "session id")
+        inbox.path = streams.path(INBOX)
+        inbox.lock_path = inbox.path.with_name(inbox.path.name + ".lock")
+        inbox.log = RecordLog(inbox.path)
+        inbox.streams = streams
+        return inbox
 
     @contextmanager
     def _locked(self, mode: int) -> Iterator[None]:
@@ -130,8 +155,26 @@ class Inbox:
             os.close(fd)
 
     def _append(self, kind: str, turn_id: str, **payload: Any) -> None:
+        if self.streams is not None:
+            self._append_if(kind, turn_id, payload)
+            return
         with self._locked(fcntl.LOCK_EX):  # the append cuts a crashed writer's torn tail first
             self.log.append({"kind": kind, "turn_id": turn_id, "ts": time.time(), **payload})
+
+    def _append_if(self, kind: str, turn_id: str, payload: dict[str, Any]) -> None:
+        """Append to the store's stream at the end just read (a submission of a turn the inbox
+        already holds is refused, decided on that same state); read again when another writer
+        appended first."""
+        assert self.streams is not None
+        while True:
+            seen = self.streams.scan(INBOX)
+            if kind == "submitted" and any(
+                r.get("kind") == "submitted" and r.get("turn_id") == turn_id for r in _decoded(seen)
+            ):
+                raise ConfigError(f"turn id {turn_id} was used before: give each turn a new id (or none)")
+            frame = encode_record({"kind": kind, "turn_id": turn_id, "ts": time.time(), **payload})
+            if self.streams.append_if(INBOX, [frame], seen.size) is not None:
+                return
 
     def records(self) -> list[dict[str, Any]]:
         """Every record, oldest first, read by `checkpointing.records` (its torn-tail rule).
@@ -140,6 +183,8 @@ class Inbox:
         is skipped here and cut by the next append; any other damaged line, the last one included,
         raises `CorruptRecordError` naming the file and line.
         """
+        if self.streams is not None:
+            return _decoded(self.streams.scan(INBOX))
         if not self.path.exists():
             return []
         with self._locked(fcntl.LOCK_SH):
@@ -220,6 +265,10 @@ class Inbox:
         self._append("done", turn_id, result=result, worker=worker)
 
 
+def _decoded(seen: Scan) -> list[dict[str, Any]]:
+    return [orjson.loads(body) for _, body in seen.records]
+
+
 def _fold(turn: Turn, kind: str, rec: dict[str, Any]) -> None:
     if kind == "started":
         turn.attempts += 1
@@ -252,9 +301,26 @@ class TurnIndex:
         self.tenant_id = _valid(tenant_id, "tenant id")
         self.base_dir = base_dir
         self.dir = turns_dir(base_dir, tenant_id)
+        self.store: Store | None = None
+
+    @classmethod
+    def over(cls, store: Store, tenant_id: str) -> TurnIndex:
+        """The turn index as the store's reservations (`Store.reserve`: on `files` the same
+        `turns/<turn>.json` files; on PostgreSQL rows). A damaged reservation is `DataCorrupt`
+        here: it is not rebuilt from the inboxes (only the file index does that)."""
+        index = cls(Path(store.url), tenant_id)
+        index.store = store
+        return index
 
     def reserve(self, turn_id: str, session_id: str) -> None:
         """Claim `turn_id` for the session; `ConfigError` when the id was used before."""
+        if self.store is not None:
+            held = self.store.reserve(
+                self.tenant_id, _valid(turn_id, "turn id"), {"session_id": session_id, "turn_id": turn_id}
+            )
+            if held is not None:
+                raise ConfigError(f"turn id {turn_id} was used before: give each turn a new id (or none)")
+            return
         self.dir.mkdir(parents=True, exist_ok=True)
         path = turn_file(self.base_dir, self.tenant_id, _valid(turn_id, "turn id"))
         try:
@@ -270,10 +336,12 @@ class TurnIndex:
     def session_of(self, turn_id: str) -> str:
         """The session a turn was submitted to; `SessionNotFound` for an unknown id. A damaged
         file is rewritten from the inbox that holds the turn (`DataCorrupt` only when several do)."""
-        path = turn_file(self.base_dir, self.tenant_id, _valid(turn_id, "turn id"))
         unknown = SessionNotFound(
             f"no turn {turn_id} in tenant {self.tenant_id}: check the id `agentrt submit` printed and --tenant"
         )
+        if self.store is not None:
+            return self._stored_session_of(_valid(turn_id, "turn id"), unknown)
+        path = turn_file(self.base_dir, self.tenant_id, _valid(turn_id, "turn id"))
         try:
             data = path.read_bytes()
         except OSError:
@@ -290,6 +358,19 @@ class TurnIndex:
         session_id = doc.get("session_id")
         if not isinstance(session_id, str) or doc.get("turn_id") != turn_id:
             return self._rebuild(path, turn_id, "it does not name this turn's session", unknown)
+        return session_id
+
+    def _stored_session_of(self, turn_id: str, unknown: SessionNotFound) -> str:
+        assert self.store is not None
+        try:
+            doc = self.store.reserved(self.tenant_id, turn_id)
+        except CorruptRecordError as err:
+            raise _damaged(Path(err.path), turn_id, err.reason) from err
+        if doc is None:
+            raise unknown
+        session_id = doc.get("session_id")
+        if not isinstance(session_id, str) or doc.get("turn_id") != turn_id:
+            raise _damaged(Path(f"turn {turn_id}"), turn_id, "it does not name this turn's session")
         return session_id
 
     def _rebuild(self, path: Path, turn_id: str, reason: str, unknown: SessionNotFound) -> str:

@@ -9,13 +9,14 @@ A `Store` holds sessions, keyed (tenant, thread). A session (`SessionStreams`) h
 
       EVENTS   "@events"    the session event log (`events.jsonl`, `checkpointing.events`)
       JOURNAL  "@journal"   the tool execution journal (`journal.jsonl`, `agent.tools.journal`)
-      INBOX    "@inbox"     turns submitted to the session (`inbox.jsonl`), reserved
+      INBOX    "@inbox"     turns submitted to the session (`inbox.jsonl`, `agent.session.inbox`)
       OUTBOX   "@outbox"    writes the SQL / Redis layers still owe (`outbox.jsonl`), reserved
 
   Every stream method takes either name (its `run` argument); `heads` lists run streams only.
   A stream has an identity that changes when it is replaced (the file's inode, a PostgreSQL row
   id), so a reader that indexed it knows to index it again;
-- small documents (pins) read and written whole, with compare-and-swap on their version;
+- small documents (pins, the session document `session.json`) read and written whole, with
+  compare-and-swap on their version;
 - a fencing token: an append carrying a lease token lower than the highest one seen is refused,
   checked atomically with the append.
 
@@ -48,7 +49,7 @@ EVENTS = "@events"
 JOURNAL = "@journal"
 """The tool execution journal's stream (`agent.tools.journal.ToolExecutionJournal`)."""
 INBOX = "@inbox"
-"""The inbox's stream (reserved: the inbox still writes its file itself)."""
+"""The inbox's stream (`agent.session.inbox.Inbox.over`, appended with `append_if`)."""
 OUTBOX = "@outbox"
 """The outbox's stream (reserved: the outbox still writes its file itself)."""
 SESSION_STREAMS = (EVENTS, JOURNAL, INBOX, OUTBOX)
@@ -109,6 +110,14 @@ class SessionStreams(Protocol):
         `token` (a lease's fencing token) is checked in the same step."""
         ...
 
+    def append_if(self, run: str, frames: list[bytes], expect_end: int) -> list[int] | None:
+        """Append framed lines to `run` only if its end is still `expect_end` (the `head` or
+        `Scan.size` the caller read; 0: the stream does not exist yet), checked atomically with
+        the append and durable on return: their positions, or None, nothing written, when the
+        stream's end moved (read it again and retry). A writer that decides from what it read
+        appends this way (the inbox)."""
+        ...
+
     def replace(self, run: str, frames: list[bytes]) -> None:
         """Replace stream `run` whole with `frames` atomically (no frames: remove the run)."""
         ...
@@ -123,6 +132,10 @@ class SessionStreams(Protocol):
 
     def save_doc(self, name: str, doc: dict[str, Any], expect: DocVersion) -> bool:
         """Write document `name` if its version is still `expect`; False when it changed."""
+        ...
+
+    def delete_doc(self, name: str) -> None:
+        """Remove document `name` (nothing when there is none)."""
         ...
 
     def advance_fence(self, token: int) -> None:
@@ -172,6 +185,17 @@ class Store(Protocol):
 
     def threads(self, tenant: str | None = None, thread: str | None = None) -> list[tuple[str, str]]:
         """(tenant, thread) of each session holding a stream, filtered by tenant and/or thread."""
+        ...
+
+    def reserve(self, tenant: str, key: str, value: dict[str, Any]) -> dict[str, Any] | None:
+        """Claim id `key` in the tenant's reservations (a turn id -> its session) with `value`,
+        once, durable on return: None when this call claimed it, else what holds it ({} when that
+        does not read back: a damaged or half-written reservation still holds its id)."""
+        ...
+
+    def reserved(self, tenant: str, key: str) -> dict[str, Any] | None:
+        """The value reserving `key` (verified), None when there is none; a damaged one raises
+        `CorruptRecordError` naming it."""
         ...
 
     def close(self) -> None:

@@ -4,6 +4,7 @@
     base_dir/tenants/<tenant>/sessions/<thread>/events.jsonl                   session stream EVENTS
     base_dir/tenants/<tenant>/sessions/<thread>/pins.json                      a document
     base_dir/tenants/<tenant>/sessions/<thread>/fence.json                     the fence
+    base_dir/tenants/<tenant>/turns/<turn>.json                                a reservation
 
 (paths from `checkpointing.layout`). Appends are one `O_APPEND` write of framed lines
 (`records.RecordLog`, fsync per policy, commit groups shared with the session's other logs);
@@ -35,6 +36,7 @@ from checkpointing.layout import (
     checkpoints_file,
     events_file,
     inbox_file,
+    inbox_lock_file,
     is_digest_folder,
     is_id,
     journal_file,
@@ -45,6 +47,7 @@ from checkpointing.layout import (
     sessions_root,
     tenant_ids,
     thread_dir,
+    turn_file,
 )
 from checkpointing.records import (
     TIER_EVENTS,
@@ -208,6 +211,23 @@ class FileSessionStreams:
             offs, wait = log.write_frames(frames, policy)
         return offs, log.inode(), wait
 
+    def append_if(self, run: str, frames: list[bytes], expect_end: int) -> list[int] | None:
+        """Under an exclusive `flock` of the stream's lock file (`inbox.lock` for INBOX, the lock
+        the inbox always took): append if the file's size is still `expect_end`, fsynced."""
+        lock = inbox_lock_file(self.dir) if run == INBOX else self.path(run).with_name(self.path(run).name + ".lock")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if self.head(run)[0] != expect_end:
+                return None
+            offs, wait = self._log(run).write_frames(frames, "always")
+            if wait is not None:
+                wait()
+            return offs
+        finally:
+            os.close(fd)
+
     @contextmanager
     def _fenced(self, token: int | None) -> Iterator[None]:
         if token is None:
@@ -276,6 +296,10 @@ class FileSessionStreams:
         finally:
             os.close(fd)
 
+    def delete_doc(self, name: str) -> None:
+        """Unlink document file `name`."""
+        self._doc_path(name).unlink(missing_ok=True)
+
     def load_index(self, run: str) -> indexfile.Snapshot | None:
         """`indexfile.load` of the run's file."""
         return indexfile.load(self.path(run))
@@ -341,6 +365,34 @@ class FileStore:
                 names = sorted(_thread_of(p) for p in sessions.iterdir()) if sessions.exists() else []
             out.extend((t, n) for n in names if runs_dir(thread_dir(self.base_dir, t, n)).exists())
         return out
+
+    def reserve(self, tenant: str, key: str, value: dict[str, Any]) -> dict[str, Any] | None:
+        """Create `tenants/<tenant>/turns/<key>.json` exclusively (`O_EXCL`), one framed record,
+        fsynced: the file `agent.session.inbox.TurnIndex` always wrote."""
+        path = turn_file(self.base_dir, tenant, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            try:
+                return self.reserved(tenant, key) or {}
+            except CorruptRecordError:
+                return {}
+        try:
+            os.write(fd, encode_record(value))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return None
+
+    def reserved(self, tenant: str, key: str) -> dict[str, Any] | None:
+        """The reservation file's record; None when missing or empty (a crash cut it short)."""
+        path = turn_file(self.base_dir, tenant, key)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        return decode_file(path, data) if data.strip(b"\x00") else None
 
     def close(self) -> None:
         """Nothing to release."""

@@ -37,6 +37,10 @@ QUERIES: dict[str, str] = {
         " SELECT (SELECT id FROM a), (SELECT start FROM a),"
         " CASE WHEN %(quick)s THEN set_config('synchronous_commit', 'off', true) END"
     ),
+    # append_if: the stream row locked until commit (a row lock, not a session advisory lock:
+    # PgBouncer's transaction pooling keeps it), so the end compared is the end appended at.
+    "head_lock": "SELECT id, end_pos FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s AND run = %s FOR UPDATE",
+    "advance": "UPDATE {s}.jsonl_streams SET end_pos = end_pos + %s, lines = lines + %s WHERE id = %s",
     "create": (
         "INSERT INTO {s}.jsonl_streams (tenant, thread, run, end_pos, lines) VALUES (%s, %s, %s, %s, %s)"
         " ON CONFLICT (tenant, thread, run) DO NOTHING RETURNING id, 0"
@@ -67,6 +71,11 @@ QUERIES: dict[str, str] = {
         " WHERE f.token <= EXCLUDED.token RETURNING f.token"
     ),
     "fence_get": "SELECT token FROM {s}.jsonl_fences WHERE tenant = %s AND thread = %s",
+    "reserve": (
+        "INSERT INTO {s}.jsonl_reservations (tenant, key, body) VALUES (%s, %s, %s)"
+        " ON CONFLICT (tenant, key) DO NOTHING RETURNING 1"
+    ),
+    "reserved": "SELECT body FROM {s}.jsonl_reservations WHERE tenant = %s AND key = %s",
     "threads": (
         "SELECT DISTINCT tenant, thread FROM {s}.jsonl_streams"
         " WHERE (%s::text IS NULL OR tenant = %s) AND (%s::text IS NULL OR thread = %s) AND "

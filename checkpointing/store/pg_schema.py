@@ -11,6 +11,8 @@
                       line, with a version for compare-and-swap
     jsonl_fences      the highest lease token granted per session (tenant, thread)
     jsonl_blobs       content-addressed blobs (`pg_blobs`): ref `sha256:<hex>` -> body, size
+    jsonl_reservations  ids claimed once per tenant (a turn id -> its session: `Store.reserve`),
+                      the value one framed line
     jsonl_store_migrations   which of `MIGRATIONS` ran
 
 `PostgresStore.setup()` applies what has not run yet (under a transaction-scoped advisory lock,
@@ -62,6 +64,15 @@ MIGRATIONS: tuple[str, ...] = (
         body bytea NOT NULL,
         size bigint NOT NULL,
         created_at timestamptz NOT NULL DEFAULT now()
+    );
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS {schema}.jsonl_reservations (
+        tenant text NOT NULL,
+        key text NOT NULL,
+        body bytea NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (tenant, key)
     );
     """,
 )

@@ -19,6 +19,9 @@ the `files` store (`events.jsonl`); listings of runs and threads skip it.
   under fsync "checkpoint", the commit does not wait for the WAL flush (`synchronous_commit` off
   for that transaction): the next synchronous commit (the superstep's checkpoint, or `sync`) makes
   them durable together.
+- A conditional append (`append_if`, the inbox's) is one transaction that locks the stream row
+  (`SELECT ... FOR UPDATE`), compares its end, advances it and inserts the lines: a row lock, so it
+  works behind PgBouncer's transaction pooling where a session advisory lock would not.
 - The saver's index of a stream is kept as a document row (`indexfile`'s framed line, checked
   against the stream before use, dropped when the stream is rewritten), so a new process opening a
   long thread reads only the rows past it.
@@ -149,6 +152,24 @@ class PostgresStore:
         with self.connection("listing threads") as conn:
             rows = conn.execute(self.q["threads"], (tenant, tenant, thread, thread)).fetchall()
         return [(str(t), str(n)) for t, n in rows]
+
+    def reserve(self, tenant: str, key: str, value: dict[str, Any]) -> dict[str, Any] | None:
+        """Insert the reservation row unless one exists (one synchronous statement)."""
+        with self.connection("reserving an id") as conn:
+            if conn.execute(self.q["reserve"], (tenant, key, encode_record(value))).fetchone() is not None:
+                return None
+        try:
+            return self.reserved(tenant, key) or {}
+        except CorruptRecordError:
+            return {}
+
+    def reserved(self, tenant: str, key: str) -> dict[str, Any] | None:
+        """The reservation row's record, verified (named `.../tenants/<tenant>/turns/<key>.json`)."""
+        with self.connection("reading a reservation") as conn:
+            row = conn.execute(self.q["reserved"], (tenant, key)).fetchone()
+        if row is None:
+            return None
+        return decode_file(Path(f"{self.label}/tenants/{tenant}/turns/{key}.json"), bytes(row[0]))
 
     def close(self) -> None:
         """Close the pool."""
@@ -294,6 +315,27 @@ class PostgresSessionStreams:
         self._ids[run] = sid
         return [start + off for off in offs], sid, None
 
+    def append_if(self, run: str, frames: list[bytes], expect_end: int) -> list[int] | None:
+        """One synchronous transaction: lock the stream row (`FOR UPDATE`), compare its end with
+        `expect_end`, advance it and insert the lines; None, nothing written, when it moved."""
+        offs, total = _offsets(frames)
+        self.path(run)  # an unknown session stream is refused before any query
+        key = (self.tenant, self.thread, run)
+        with self.store.connection("appending records") as conn, conn.transaction():
+            row = conn.execute(self.q["head_lock"], key).fetchone()
+            if row is None:
+                row = None if expect_end else conn.execute(self.q["create"], (*key, total, len(frames))).fetchone()
+                if row is None:  # it exists now (another writer created it): its end moved
+                    return None
+            elif int(row[1]) != expect_end:
+                return None
+            else:
+                conn.execute(self.q["advance"], (total, len(frames), int(row[0])))
+            sid, start = int(row[0]), int(row[1])
+            conn.execute(self.q["insert"], (sid, [start + off for off in offs], frames))
+        self._ids[run] = sid
+        return [start + off for off in offs]
+
     def replace(self, run: str, frames: list[bytes]) -> None:
         """One transaction: drop the stream, create it again (a new identity) with `frames`."""
         key = (self.tenant, self.thread, run)
@@ -337,6 +379,11 @@ class PostgresSessionStreams:
             else:
                 row = conn.execute(self.q["doc_cas"], (body, self.tenant, self.thread, name, expect)).fetchone()
         return row is not None
+
+    def delete_doc(self, name: str) -> None:
+        """Delete the document row."""
+        with self.store.connection("deleting a document") as conn:
+            conn.execute(self.q["doc_drop"], (self.tenant, self.thread, name))
 
     def advance_fence(self, token: int) -> None:
         """Raise the session's fence to `token`, or refuse a stale one."""

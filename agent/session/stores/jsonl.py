@@ -34,6 +34,7 @@ from agent.errors import LifecycleError, StorageError
 from agent.events import SESSION_EVENTS
 from agent.session.lifecycle import RunStatus, SessionAction, transition
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt
+from agent.session.stores.document import delete_session, load_session, save_session
 from checkpointing.blobs import BlobStore
 from checkpointing.errors import CheckpointingError
 from checkpointing.events import EventLog
@@ -41,13 +42,12 @@ from checkpointing.layout import is_id, session_dir, session_file, session_index
 from checkpointing.records import (
     TIER_EVENTS,
     FsyncPolicy,
-    atomic_write,
     decode_file,
-    encode_record,
     fsync_dir,
     group_for,
 )
 from checkpointing.session_index import SessionIndex, SessionRow
+from checkpointing.store.files import FileSessionStreams
 
 logger = logging.getLogger("agentrt.sessions")
 PAGE_TYPES = {"user_turn": "user", "assistant_message": "assistant"}
@@ -245,11 +245,17 @@ class JsonlSessionStore:
         """The session.json of one session."""
         return session_file(session_dir(self.base_dir, tenant_id, session_id))
 
+    def streams(self, tenant_id: str, session_id: str) -> FileSessionStreams:
+        """The session folder as a store session (its documents: `session.json`, `document`)."""
+        return FileSessionStreams(
+            session_dir(self.base_dir, tenant_id, session_id), tenant_id, session_id, self.fsync, None
+        )
+
     def get(self, tenant_id: str, session_id: str) -> ChatSession | None:
         """The session from session.json (leaf moved forward to the log's), or None."""
         path = self.path(tenant_id, session_id)
         with self._errors(session_id, path):
-            session = read_session_file(path)
+            session = load_session(self.streams(tenant_id, session_id))
             if session is None:
                 return None
             log = self.event_log(tenant_id, session_id)
@@ -318,7 +324,7 @@ class JsonlSessionStore:
             # A session refilled from SQL must be able to take new events (the folder is fsynced below).
             self.create_log(session, sync_dir=False)
         try:
-            atomic_write(path, encode_record(session.to_dict()), durable=self.fsync != "never")
+            save_session(self.streams(session.tenant_id, session.session_id), session)
         except OSError as err:
             raise StorageError(f"cannot write {path} ({err}); check that base_dir is writable") from err
         self.index_session(session)
@@ -327,7 +333,7 @@ class JsonlSessionStore:
         """Remove session.json. The event log stays (history is append-only), so `get` still rebuilds
         the session from it; to remove a session for good, remove its folder."""
         try:
-            self.path(tenant_id, session_id).unlink(missing_ok=True)
+            delete_session(self.streams(tenant_id, session_id))
         except OSError as err:
             raise StorageError(f"cannot delete session {session_id} ({err})") from err
 
