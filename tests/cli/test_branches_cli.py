@@ -108,6 +108,8 @@ def test_list_switch_rename_delete(tmp_path: Path) -> None:
     assert set(_json(tmp_path, "show", sid)["branches"]) == {"main", one}
     shown = _ok(tmp_path, "show", sid).out
     assert two not in shown.split("\nbranches\n")[1]
+    assert re.search(rf"\* {one} .*\(named east-only\)$", shown, flags=re.M)
+    assert f"conversation (branch {one})" in _ok(tmp_path, "show", sid, "--branch", "east-only").out
     listed = _ok(tmp_path, "sessions").out.splitlines()
     assert re.match(rf"{sid}\s+ACTIVE\s+2\s+2\s", listed[1]), listed
     _refused(agentrt("switch", sid, two, cwd=tmp_path), 3, f"has no branch {two}", f"agentrt branches {sid}")
