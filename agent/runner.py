@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from agent.config import load_settings
 from agent.loop.tool_results import ToolResultSlice
 from agent.results import RunEvent, RunResult
-from agent.run import lifecycle, reading
+from agent.run import branch_ops, lifecycle, reading
 from agent.run.core import RunnerCore
 from agent.run.resume import stream_resume
 from agent.run.start import stream_turn
@@ -145,6 +145,30 @@ class AgentRunner(RunnerCore):
     ) -> dict[str, Any]:
         """Start a branch at an earlier entry; the next turn continues from that entry's checkpoint."""
         return lifecycle.fork(self, session_id, from_entry_id, tenant_id, user_id)
+
+    def branches(
+        self, session_id: str, tenant_id: str | None = None, user_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The session's live branches, main first: id, name, fork point, head entry, turns, current."""
+        return branch_ops.branches(self, session_id, tenant_id, user_id)
+
+    def switch(
+        self, session_id: str, branch: str, tenant_id: str | None = None, user_id: str | None = None
+    ) -> dict[str, Any]:
+        """Make `branch` (id or name) current: the next turn continues its leaf, room and checkpoints."""
+        return branch_ops.switch(self, session_id, branch, tenant_id, user_id)
+
+    def rename_branch(
+        self, session_id: str, branch: str, name: str, tenant_id: str | None = None, user_id: str | None = None
+    ) -> dict[str, Any]:
+        """Name `branch` (id or name); the name is accepted wherever a branch id is."""
+        return branch_ops.rename(self, session_id, branch, name, tenant_id, user_id)
+
+    def delete_branch(
+        self, session_id: str, branch: str, tenant_id: str | None = None, user_id: str | None = None
+    ) -> dict[str, Any]:
+        """Take `branch` (not main, not the current one) out of every listing; its entries stay."""
+        return branch_ops.delete(self, session_id, branch, tenant_id, user_id)
 
     # --- workers -------------------------------------------------------------------------------------------
     def submit(

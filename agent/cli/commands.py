@@ -65,6 +65,27 @@ COMMANDS: tuple[Command, ...] = (
         "agentrt fork ID --from ENTRY",
     ),
     Command(
+        "branches",
+        "agent.cli.branches:cmd_branches",
+        "agent.cli.branches:args_branches",
+        "a session's branches: fork point, head entry, turns; the current one marked",
+        "agentrt branches s-1a2b3c4d5e6f7a8b --json",
+    ),
+    Command(
+        "switch",
+        "agent.cli.branches:cmd_switch",
+        "agent.cli.branches:args_switch",
+        "continue another branch: the next turn runs on its leaf, room and checkpoints",
+        "agentrt switch s-1a2b3c4d5e6f7a8b east-only",
+    ),
+    Command(
+        "branch",
+        "agent.cli.branches:cmd_branch",
+        "agent.cli.branches:args_branch",
+        "`branch rename ID BRANCH NAME` names a branch; `branch delete ID BRANCH` drops it from listings",
+        "agentrt branch rename s-1a2b3c4d5e6f7a8b 01a23b16-8769-7913-83ef-5bf40ee4a0c4 east-only",
+    ),
+    Command(
         "end",
         "agent.cli.manage:cmd_end",
         "agent.cli.manage:args_end",

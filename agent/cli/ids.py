@@ -39,6 +39,7 @@ CHECKS: dict[str, tuple[str, Callable[[str, str], str], str]] = {
     "erase_user": ("user id", validate_id, "`agentrt sessions --tenant T --user U` lists a user's sessions"),
     "from_entry": ("entry id", validate_id, "`agentrt show ID` lists them"),
     "branch": ("branch id", validate_id, "`agentrt show ID` lists them"),
+    "branch_name": ("branch name", validate_id, "e.g. east-only"),
     "interrupt": ("approval id", validate_id, "`agentrt show ID` prints the pending one"),
     "turn_id": ("turn id", validate_id, "`agentrt submit` prints it"),
     "call_id": ("call id", validate_call_id, "`agentrt show ID` lists them"),

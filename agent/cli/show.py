@@ -46,7 +46,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         return print_json(info)
     s = info["session"]
     log = r.manager.jsonl.event_log(s["tenant_id"], s["session_id"])
-    branch = args.branch or s["current_branch_id"]
+    names = {name: b for b, name in info.get("branch_names", {}).items()}
+    branch = names.get(args.branch, args.branch) if args.branch else s["current_branch_id"]
     pending = r.pending_approvals(s["session_id"], s["tenant_id"], branch) if branch in info["branches"] else []
     for line in render(info, log, branch, pending):
         say(line)
@@ -72,7 +73,8 @@ def render(info: dict[str, Any], log: Any, branch: str, pending: list[dict[str, 
         raise NotFound(f"session {sid} has no branch {shown(branch)}; branches: {known}")
     out.append(styled(f"conversation (branch {branch})", "bold"))
     out.extend(conversation(log.projection(leaf, SHOWN)) or ["  (nothing yet)"])
-    out += ["", styled("branches", "bold"), *branch_tree(log, info["branches"], s["current_branch_id"])]
+    tree = branch_tree(log, info["branches"], s["current_branch_id"], info.get("branch_names"))
+    out += ["", styled("branches", "bold"), *tree]
     if pending:
         out += ["", styled("pending approval", "yellow")]
         for req in pending:
@@ -135,8 +137,9 @@ def conversation(entries: list[Any]) -> list[str]:
     return lines[1:] if lines and lines[0] == "" else lines
 
 
-def branch_tree(log: Any, branches: dict[str, str], current: str) -> list[str]:
-    """Each branch with the entry it forked from, its entry count and leaf; the current one marked."""
+def branch_tree(log: Any, branches: dict[str, str], current: str, names: dict[str, str] | None = None) -> list[str]:
+    """Each branch with the entry it forked from, its entry count and leaf (and its name, if it has
+    one); the current one marked."""
     stats = log.branch_stats()  # first entry and count per branch: no entry is parsed
     lines = []
     width = max((len(b) for b in branches), default=4)
@@ -146,5 +149,6 @@ def branch_tree(log: Any, branches: dict[str, str], current: str) -> list[str]:
         origin = log.envelope(start)["branch_id"] if start else None
         fork = f"forked from {origin} at entry {start}" if origin and origin != b else "root"
         mark = "*" if b == current else " "
-        lines.append(printable(f"  {mark} {b:<{width}} {count:>4} entries  {fork}"))
+        named = f"  (named {names[b]})" if names and b in names else ""
+        lines.append(printable(f"  {mark} {b:<{width}} {count:>4} entries  {fork}{named}"))
     return lines

@@ -15,6 +15,7 @@ from agent.errors import SessionNotFound
 from agent.loop.tool_results import ToolResultSlice, ToolResultStore
 from agent.results import RunResult, pending_approvals, result_from_snapshot
 from agent.run.branches import branch_pages, fork_point_of, head, room_id
+from agent.session.branch_book import live_branches, read_book
 from agent.session.session import ChatSession
 from checkpointing.events import EventLog
 from checkpointing.session_index import RowFilter
@@ -37,10 +38,12 @@ def show(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | 
     events = rt.manager.jsonl.event_log(tenant, sid)
     at = head(rt, session)  # the current branch's checkpoint, not the thread's newest
     snap = light_snapshot(rt, at.config(tenant, sid))
+    book = read_book(events)
     return {
         "session": session.to_dict(),
         "header": events.header(),
-        "branches": events.branches(),
+        "branches": book.live,
+        "branch_names": book.names,
         "branch_info": branch_info(rt, session, events),
         "checkpoint": {
             "checkpoint_id": (snap.config.get("configurable") or {}).get("checkpoint_id") if snap.config else None,
@@ -150,7 +153,7 @@ def branch_info(rt: RunnerCore, session: ChatSession, events: EventLog) -> list[
     pages = branch_pages(events)
     stats = events.branch_stats()  # first entry and count per branch: no entry is parsed
     out = []
-    for branch, leaf in events.branches().items():
+    for branch, leaf in live_branches(events).items():
         created = _branch_created(events, stats[branch][0])
         at = head(rt, session, branch, (created or {}).get("checkpoint_id"))
         out.append(

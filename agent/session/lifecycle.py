@@ -6,12 +6,12 @@ with one line that says what to do instead.
 
 Session (action on a session in a status -> its new status; a blank cell is refused):
 
-| from \\ action | turn   | pause  | resume | end   | expire  | fork   |
-|---------------|--------|--------|--------|-------|---------|--------|
-| ACTIVE        | ACTIVE | PAUSED | ACTIVE | ENDED | EXPIRED | ACTIVE |
-| PAUSED        |        | PAUSED | ACTIVE | ENDED | EXPIRED |        |
-| ENDED         |        |        |        | ENDED |         | ACTIVE |
-| EXPIRED       |        |        |        | ENDED | EXPIRED | ACTIVE |
+| from \\ action | turn   | pause  | resume | end   | expire  | fork   | switch |
+|---------------|--------|--------|--------|-------|---------|--------|--------|
+| ACTIVE        | ACTIVE | PAUSED | ACTIVE | ENDED | EXPIRED | ACTIVE | ACTIVE |
+| PAUSED        |        | PAUSED | ACTIVE | ENDED | EXPIRED |        |        |
+| ENDED         |        |        |        | ENDED |         | ACTIVE |        |
+| EXPIRED       |        |        |        | ENDED | EXPIRED | ACTIVE |        |
 
 ENDED and EXPIRED take no new input and no resume: the only way on is `fork`, a new branch of
 the same session that starts ACTIVE. A run that pauses for an approval is the `pause` action.
@@ -69,6 +69,8 @@ class SessionAction(StrEnum):
     """Idle longer than `expire_minutes` (or expired by an operator)."""
     FORK = "fork"
     """A new branch at an earlier entry."""
+    SWITCH = "switch"
+    """`agentrt switch`: the next turn continues another branch."""
 
 
 class RunStatus(StrEnum):
@@ -105,6 +107,7 @@ SESSION_TRANSITIONS: Mapping[tuple[SessionStatus, SessionAction], SessionStatus]
     (S.ACTIVE, A.END): S.ENDED,
     (S.ACTIVE, A.EXPIRE): S.EXPIRED,
     (S.ACTIVE, A.FORK): S.ACTIVE,
+    (S.ACTIVE, A.SWITCH): S.ACTIVE,
     (S.PAUSED, A.PAUSE): S.PAUSED,
     (S.PAUSED, A.RESUME): S.ACTIVE,
     (S.PAUSED, A.END): S.ENDED,
@@ -206,6 +209,7 @@ def refusal(session_id: str, status: SessionStatus, action: SessionAction, expir
         SessionAction.RESUME: "cannot be resumed",
         SessionAction.PAUSE: "cannot be paused",
         SessionAction.EXPIRE: "cannot expire",
+        SessionAction.SWITCH: "cannot switch branches",
     }.get(action, f"cannot {action.value}")
     if status is SessionStatus.ENDED:
         return f"session {sid} is ENDED and {what}; fork a branch with {fork}, or start a new session"

@@ -3,9 +3,9 @@
 Commands run in README order with the installed `agentrt`, sharing one working directory (so the
 session the first `run` creates is the `ID` of the next ones). Placeholders: `ID` is the newest
 session a plain `run` created, `ENTRY` its last answer's entry, `CALL_ID` its first large tool
-result, `IID` its pending approval's id. Each command must exit 0 and print its key line. A
-command that can not run offline here is listed in SKIPPED with the reason; any other unknown
-command fails the suite.
+result, `IID` its pending approval's id, `BRANCH` its newest branch but the current one. Each
+command must exit 0 and print its key line. A command that can not run offline here is listed in
+SKIPPED with the reason; any other unknown command fails the suite.
 """
 
 from __future__ import annotations
@@ -48,6 +48,9 @@ KEY_LINE = {
     "sessions": r"SESSION +STATUS +BRANCHES +TURNS",
     "show": r"conversation \(branch main\)",
     "fork": r"branch \S+ starts at entry",
+    "branches": r"BRANCH +NAME +FROM ENTRY +HEAD ENTRY",
+    "switch": r"is on branch \S+",
+    "branch": r"is named NAME$|deleted; its entries stay",
     "tool-result": r"chars 0-500 of \d+",
     "doctor": r"agentrt doctor: (session s-|the session store)",
     "pause": r"is PAUSED",
@@ -111,6 +114,10 @@ class _Ids:
                 assert self.session
                 shown = agentrt("show", self.session, "--json", cwd=self.work)
                 w = str(json.loads(shown.out)["pending_approvals"][0]["interrupt_id"])
+            elif w == "BRANCH":  # the newest branch that is not the current one
+                assert self.session
+                listed = json.loads(agentrt("branches", self.session, "--json", cwd=self.work).out)
+                w = str([b["branch_id"] for b in listed if not b["current"]][-1])
             elif w == "CALL_ID":
                 summaries = [str(e["summary"]) for e in self.entries() if e["type"] == "tool_call"]
                 w = next(m.group(1) for s in summaries if (m := re.search(r'"tool_call_id": "([^"]+)"', s)))

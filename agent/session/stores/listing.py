@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import InputError, StorageError
+from agent.session.branch_book import live_branches
 from agent.session.lifecycle import SessionStatus
 from agent.session.session import THREAD_METADATA, ChatSession
 from checkpointing.errors import CheckpointingError
@@ -86,7 +87,7 @@ def index_meta(session: ChatSession, events: EventLog | None) -> dict[str, Any]:
     """The searchable values of one session's row."""
     branches = 1
     if events is not None and events.exists():
-        branches = max(1, len(events.branches()))
+        branches = max(1, len(live_branches(events)))
     metadata = session.context.get(THREAD_METADATA)
     return {
         "agent_id": session.agent_id,
