@@ -16,6 +16,10 @@ in submission order, each to its end or its approval pause:
 - a continuation (`resume` turn, queued by `agentrt serve` for a run without input or an answer to
   an approval the session's own run asked for) resumes the session's unfinished run.
 
+A drainer given its `graph_version` (a worker) first checks, under the lease, that the session's
+latest run is of that version (or that it has none): a session of another version is left alone
+(`OtherGraphVersion`), and the worker sends the task to that version's queue (agent/routing.py).
+
 Stopping (SIGTERM) is checked after every node: the run is closed at that step boundary and left
 resumable, the lease released, and `Stopping` raised so the task is requeued.
 
@@ -36,6 +40,7 @@ from agent.errors import AgentRuntimeError, ApprovalNotPending, LeaseHeld, Sessi
 from agent.events import of_run
 from agent.live import END, LiveChannel, encode_event
 from agent.results import RunEvent
+from agent.routing import session_graph_version
 from agent.runner import AgentRunner
 from agent.services import postgres_lease
 from agent.session.inbox import Inbox, Turn, TurnStatus
@@ -50,6 +55,14 @@ _MEMORY_DRAINS: dict[Any, Any] = {}
 
 class Stopping(Exception):
     """The worker is shutting down: the current turn was left resumable at a step boundary."""
+
+
+class OtherGraphVersion(Exception):
+    """The session runs on another graph version than this worker's: its turns belong on that version's queue."""
+
+    def __init__(self, session_id: str, version: str) -> None:
+        super().__init__(f"session {session_id} runs on graph version {version}")
+        self.version = version
 
 
 class Cancelled(Exception):
@@ -113,10 +126,13 @@ def drain(
     worker: str,
     should_stop: Callable[[], bool] = lambda: False,
     live: LiveChannel | None = None,
+    graph_version: str | None = None,
 ) -> dict[str, Any]:
     """Run the session's open turns in order until `turn_id` is settled; returns that turn's summary.
 
-    `live`: where the events of live turns go (and their cancel flags are read)."""
+    `live`: where the events of live turns go (and their cancel flags are read). `graph_version`:
+    this drainer's; a session whose latest run is of another version is not touched
+    (`OtherGraphVersion`), since its checkpoint could not be resumed here."""
     inbox = Inbox(runner.settings.base_dir, tenant_id, session_id)
     own = inbox.turn(turn_id)
     first = inbox.next_open()
@@ -133,6 +149,10 @@ def drain(
         return should_stop() or beat.lost is not None
 
     try:
+        # Read under the drain lease: no other drainer can start a run of the session meanwhile.
+        found = session_graph_version(runner.settings, tenant_id, session_id) if graph_version else None
+        if found is not None and found != graph_version:
+            raise OtherGraphVersion(session_id, found)
         while not stop():
             turn = inbox.next_open()
             if turn is None or turn.status is TurnStatus.PAUSED:

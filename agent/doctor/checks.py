@@ -18,6 +18,7 @@ from agent.doctor.behind import lag_lines
 from agent.doctor.facts import Check, SessionFacts
 from agent.doctor.files import finding
 from agent.doctor.index import index_check
+from agent.doctor.queue import worker_queue
 from agent.errors import RecoveryBlocked
 from agent.loop.compression import ARCHIVED_KEY, assert_tool_pairs
 from agent.recovery import (
@@ -654,6 +655,7 @@ CHECKS: list[tuple[str, CheckFn]] = [
     ("sandbox", doctor_files.sandbox),
     ("lease", doctor_files.lease),
     ("session_index", lambda f: index_check(f.runner, f.tenant_id, f.session_id)),
+    ("worker_queue", worker_queue),
 ]
 NOT_FOUND_CHECKS = ("session_found", "tenant_user", "header")
 

@@ -70,10 +70,15 @@ class Cluster:
     vhost: str | None
     workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
-    def start_worker(self, name: str, concurrency: int = 2, hooks: bool = True) -> subprocess.Popen[bytes]:
-        """`celery -A agent.worker worker` as a user starts it, in its own process group."""
+    def start_worker(
+        self, name: str, concurrency: int = 2, hooks: bool = True, other_graph: bool = False
+    ) -> subprocess.Popen[bytes]:
+        """`celery -A agent.worker worker` as a user starts it, in its own process group; with
+        `other_graph`, a worker whose graph has one more node (another graph version:
+        tests/support/hooked_celery.py)."""
+        celery = "tests.support.hooked_celery" if other_graph else "celery"
         cmd = [
-            sys.executable, "-m", "celery", "-A", "agent.worker", "worker",
+            sys.executable, "-m", celery, "-A", "agent.worker", "worker",
             "-Q", self.settings.workers.queue, "--concurrency", str(concurrency),
             "--hostname", f"{name}-{self.tenant}@%h", "--loglevel", "INFO",
             "--without-gossip", "--without-mingle",
