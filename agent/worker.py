@@ -8,7 +8,8 @@ Each worker also consumes the queue of its own graph version, `agentrt.<GRAPH_VE
 start, whatever `-Q` says): a turn of a session that has run goes there, so during a rolling upgrade
 a session's turns run only on workers of the graph version its checkpoints were written under
 (agent/routing.py). A task of a session of another version that still reaches this worker is sent
-on to that version's queue, untouched.
+on to that version's queue, untouched. `workers.adopt_graph_versions` makes a worker take over the
+sessions of older versions too (it consumes their queues; a resume accepts the graph change).
 
 `agentrt submit` / `runner.submit()` append a turn to the session's inbox and send
 `agentrt.drain_session(tenant, session, turn_id)`; the task runs `agent.drain.drain`. A busy
@@ -65,10 +66,11 @@ def _consume_own_version(instance: Any = None, **_: Any) -> None:
     # Read here, not at import: a process may build a different graph before starting its worker.
     import graph.build
 
-    queue = version_queue(settings, graph.build.GRAPH_VERSION)
+    queues = [version_queue(settings, v) for v in (graph.build.GRAPH_VERSION, *settings.workers.adopt_graph_versions)]
     if instance is not None:
-        instance.app.amqp.queues.select_add(queue)
-    log.info("agentrt worker: graph version %s, also consuming queue %s", graph.build.GRAPH_VERSION, queue)
+        for queue in queues:
+            instance.app.amqp.queues.select_add(queue)
+    log.info("agentrt worker: graph version %s, also consuming %s", graph.build.GRAPH_VERSION, ", ".join(queues))
 
 
 @signals.worker_init.connect
@@ -148,12 +150,23 @@ def drain_session(self: Task, tenant_id: str, session_id: str, turn_id: str) -> 
         raise
     try:
         version = agent.pins.graph_version
-        return drain(agent, tenant_id, session_id, turn_id, worker, stopping, live_channel(), graph_version=version)
+        adopted = frozenset(settings.workers.adopt_graph_versions)
+        return drain(
+            agent,
+            tenant_id,
+            session_id,
+            turn_id,
+            worker,
+            stopping,
+            live_channel(),
+            graph_version=version,
+            adopted=adopted,
+        )
     except OtherGraphVersion as err:
         # Nothing of the session was touched: its turns run on a worker of its own version.
         queue = version_queue(settings, err.version)
         log.info("turn %s: %s; sent on to queue %s", turn_id, err, queue)
-        raise self.retry(queue=queue, countdown=0, exc=err) from None
+        raise self.retry(queue=queue, countdown=0) from None
     except LeaseHeld as err:
         raise self.retry(countdown=_backoff(self.request.retries), exc=err) from None
     except StorageError as err:

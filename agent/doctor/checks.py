@@ -672,7 +672,9 @@ def run_all(f: SessionFacts) -> list[Check]:
             )
         ]
     found = f.session is not None or f.header is not None
-    return list(_each(f, [c for c in CHECKS if found or c[0] in NOT_FOUND_CHECKS]))
+    workers = f.runner.settings.workers.enabled  # without a broker no turn waits in a queue
+    wanted = [c for c in CHECKS if (found or c[0] in NOT_FOUND_CHECKS) and (workers or c[0] != "worker_queue")]
+    return list(_each(f, wanted))
 
 
 def _each(f: SessionFacts, checks: list[tuple[str, CheckFn]]) -> Iterator[Check]:

@@ -1,5 +1,6 @@
-"""The doctor's `worker_queue` check: the graph version a session runs on, and its turns that wait
-for a worker of that version (a rolling upgrade left them on a version no worker runs any more).
+"""The doctor's `worker_queue` check (run when a task broker is configured): the graph version a
+session runs on, and its turns that wait for a worker of that version (a rolling upgrade left them
+on a version no worker runs any more).
 
 Read-only: the session's event log (its newest `run_start`, agent/routing.py) and its inbox.
 """
@@ -18,8 +19,6 @@ UPGRADE = "see 'Rolling upgrade' in docs/production.md"
 def worker_queue(f: SessionFacts) -> Check:
     """OK unless turns of a session of another graph version than this agentrt's wait for a worker (WARN)."""
     settings = f.runner.settings
-    if not settings.workers.enabled:
-        return finding(NAME, "OK", "no task broker configured: turns run in place", "nothing to do")
     found = session_graph_version(settings, f.tenant_id, f.session_id)
     own = f.runner.pins.graph_version
     if found is None:
@@ -39,6 +38,7 @@ def worker_queue(f: SessionFacts) -> Check:
         "WARN",
         f"{len(waiting)} unfinished turn(s) run only on a worker of graph version {found}, from queue {queue} "
         f"(this agentrt: {own})",
-        f"keep (or start) a worker of the agentrt release that runs graph version {found} until they ran; {UPGRADE}",
+        f"keep (or start) a worker of graph version {found} until they ran, or let the new workers take the "
+        f"session over (workers.adopt_graph_versions: [{found}]); {UPGRADE}",
         **where,
     )

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 import graph.build
 from agent.doctor import Check, run_doctor
@@ -127,14 +128,34 @@ def test_each_session_runs_only_on_workers_of_its_graph_version(
         assert sum(1 for e in events if e.type == "run_resume") == len(turns), sid  # every approval resumed
         assert int(c.redis.get(f"{c.keys}:bump:{sid}") or 0) == len(turns), sid
     for name, version in version_of.items():
-        assert f"graph version {version}, also consuming queue {c.settings.workers.queue}.{version}" in c.log_tail(
-            100_000
-        ), name
+        queue = f"{c.settings.workers.queue}.{version}"
+        assert f"graph version {version}, also consuming {queue}" in c.log_tail(100_000), name
 
-    # The new version's workers stop: b1's next turn waits, and the doctor says for which version.
-    _stop(c, "wb")
+    # b1's last turn pauses on the new version's worker, which then stops: the approval waits for
+    # a worker of that version, and the doctor says which.
     left = c.submit("b1", "Turn 4 of b1.")
+    assert left.wait(timeout=BOUND_S).status is TurnStatus.PAUSED
+    _stop(c, "wb")
+    submit_decision(c.settings, "b1", APPROVE, c.tenant)
     told = _doctor(c, "b1")
     assert told.status == "WARN", told
     assert told.summary.startswith(f"1 unfinished turn(s) run only on a worker of graph version {new}"), told
+    assert f"workers.adopt_graph_versions: [{new}]" in told.next_step
     assert left.status() is TurnStatus.PENDING
+
+    # The operator lets a worker of the other version adopt it: the run resumes there, the graph change accepted.
+    adopting = yaml.safe_load(c.config.read_text())
+    adopting["workers"]["adopt_graph_versions"] = [new]
+    (c.tmp / "adopt.yaml").write_text(yaml.safe_dump(adopting))
+    c.start_worker("wc", concurrency=1, config=c.tmp / "adopt.yaml")
+    done = left.wait(timeout=BOUND_S)
+    assert done.status is TurnStatus.COMPLETED, (done.to_json(), c.log_tail())
+    assert str(done.result["worker"]).startswith("wc-"), done.to_json()
+    events = runner.manager.jsonl.event_log(c.tenant, "b1").entries()
+    assert not [e for e in events if e.type == "recovery_blocked"]
+    (override,) = [e.payload for e in events if e.type == "recovery_override"]
+    assert override["operator"] == "workers.adopt_graph_versions"
+    # the surface digest covers the graph version too: accepted only because nothing else in it changed
+    assert override["accepted"]["graph_version"] == {"was": new, "now": old}
+    assert sorted(override["accepted"]) == ["graph_version", "surface_digest"]
+    assert session_graph_version(c.settings, c.tenant, "b1") == old  # its next turns go to the old version's queue

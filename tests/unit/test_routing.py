@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from agent.config import load_settings
+from agent.errors import ConfigError
 from agent.routing import session_graph_version, turn_queue, version_queue
 from graph.build import GRAPH_VERSION
 from tests.support.runners import make_runner
@@ -34,3 +36,11 @@ def test_only_a_graph_version_becomes_part_of_a_queue_name(tmp_path: Path, bad: 
     assert version_queue(settings, "g1-0123456789abcdef") == "agentrt.g1-0123456789abcdef"
     with pytest.raises(ValueError, match="not a graph version"):
         version_queue(settings, bad)
+
+
+def test_an_adopted_graph_version_must_be_one() -> None:
+    """`workers.adopt_graph_versions` takes graph versions only, and says what one looks like."""
+    ok = load_settings(None, overrides={"workers.adopt_graph_versions": ["g1-0123456789abcdef"]})
+    assert ok.workers.adopt_graph_versions == ["g1-0123456789abcdef"]
+    with pytest.raises(ConfigError, match=r"workers.adopt_graph_versions: 'agentrt' is not a graph version \(like g1-"):
+        load_settings(None, overrides={"workers.adopt_graph_versions": ["agentrt"]})
