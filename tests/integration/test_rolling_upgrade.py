@@ -17,6 +17,7 @@ import yaml
 
 import graph.build
 from agent.doctor import Check, run_doctor
+from agent.doctor.index import store_report
 from agent.routing import session_graph_version
 from agent.runner import AgentRunner
 from agent.session.inbox import Turn, TurnStatus
@@ -101,6 +102,9 @@ def test_each_session_runs_only_on_workers_of_its_graph_version(
     assert f"runs on graph version {old}; sent on to queue {c.settings.workers.queue}.{old}" in c.log_tail(100_000)
     told = _doctor(c, "a0")  # the doctor of this (old) agentrt: the session's own version
     assert told.status == "OK" and f"queue {c.settings.workers.queue}.{old}" in told.summary
+    queued = store_report(AgentRunner.from_config(c.config), c.tenant).check("worker_queues")
+    assert queued.status == "OK" and isinstance(queued.evidence, dict), queued
+    assert queued.evidence["queues"] == {c.settings.workers.queue: 0, f"{c.settings.workers.queue}.{old}": 2}
 
     c.start_worker("wa", concurrency=1)  # both versions side by side: the waiting turns run now
     for handle in waiting:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.config import load_settings
+from agent.doctor.index import store_report
 from agent.errors import ConfigError
 from agent.routing import session_graph_version, turn_queue, version_queue
 from graph.build import GRAPH_VERSION
@@ -44,3 +45,11 @@ def test_an_adopted_graph_version_must_be_one() -> None:
     assert ok.workers.adopt_graph_versions == ["g1-0123456789abcdef"]
     with pytest.raises(ConfigError, match=r"workers.adopt_graph_versions: 'agentrt' is not a graph version \(like g1-"):
         load_settings(None, overrides={"workers.adopt_graph_versions": ["agentrt"]})
+
+
+def test_the_doctor_says_when_the_broker_does_not_answer(tmp_path: Path) -> None:
+    """`agentrt doctor` without a session, with a broker nobody listens at: a WARN naming the setting."""
+    workers = {"broker_url": "redis://127.0.0.1:1/0", "result_backend": "redis://127.0.0.1:1/0"}
+    check = store_report(make_runner(tmp_path, workers=workers), "default").check("worker_queues")
+    assert check.status == "WARN" and check.summary.startswith("the broker did not answer"), check
+    assert check.next_step == "check workers.broker_url"
