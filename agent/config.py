@@ -225,11 +225,26 @@ class WorkerSettings(_Strict):
     result_expires_s: int = 7 * 24 * 3600
     live_events_ttl_s: int = 3600
     """How long a turn's live events stay in Redis for `agentrt serve` to stream (agent/live.py)."""
+    adopt_graph_versions: list[str] = Field(default_factory=list)
+    """Graph versions whose sessions these workers take over (docs/production.md "Rolling upgrade"):
+    they also consume those versions' queues, and resume a run of one with the graph change accepted."""
 
     @property
     def enabled(self) -> bool:
         """Whether turns go to workers (`agentrt submit`, approvals enqueued)."""
         return bool(self.broker_url)
+
+    @field_validator("adopt_graph_versions")
+    @classmethod
+    def _graph_versions(cls, v: list[str]) -> list[str]:
+        from agent.routing import valid_version  # agent.routing reads settings: imported when used
+
+        for version in v:
+            if not valid_version(version):
+                raise ValueError(
+                    f"{version!r} is not a graph version (like g1-0123456789abcdef: see `agentrt doctor ID`)"
+                )
+        return v
 
 
 class CompressionConfig(_Strict):

@@ -16,6 +16,12 @@ in submission order, each to its end or its approval pause:
 - a continuation (`resume` turn, queued by `agentrt serve` for a run without input or an answer to
   an approval the session's own run asked for) resumes the session's unfinished run.
 
+A drainer given its `graph_version` (a worker) first checks, under the lease, that the session's
+latest run is of that version (or that it has none): a session of another version is left alone
+(`OtherGraphVersion`), and the worker sends the task to that version's queue (agent/routing.py),
+unless the operator made the worker adopt that version (`workers.adopt_graph_versions`): then its
+turns run here, a resume accepting the graph change (recorded in a `recovery_override` event).
+
 Stopping (SIGTERM) is checked after every node: the run is closed at that step boundary and left
 resumable, the lease released, and `Stopping` raised so the task is requeued.
 
@@ -35,7 +41,9 @@ from agent.config import AgentSettings
 from agent.errors import AgentRuntimeError, ApprovalNotPending, LeaseHeld, SessionError, SessionNotFound, StorageError
 from agent.events import of_run
 from agent.live import END, LiveChannel, encode_event
+from agent.loop.surface import compute_pins, skills_digest
 from agent.results import RunEvent
+from agent.routing import session_graph_version
 from agent.runner import AgentRunner
 from agent.services import postgres_lease
 from agent.session.inbox import Inbox, Turn, TurnStatus
@@ -44,12 +52,22 @@ from checkpointing import layout
 
 log = logging.getLogger("agentrt.drain")
 DRAIN_KEY_PREFIX = "drain:"
+ADOPTER = "workers.adopt_graph_versions"
+"""The operator recorded in the `recovery_override` of a run resumed under an adopted graph version."""
 CANCELLED = "cancelled by a client of agentrt serve; a run without input (or `agentrt resume`) continues it"
 _MEMORY_DRAINS: dict[Any, Any] = {}
 
 
 class Stopping(Exception):
     """The worker is shutting down: the current turn was left resumable at a step boundary."""
+
+
+class OtherGraphVersion(Exception):
+    """The session runs on another graph version than this worker's: its turns belong on that version's queue."""
+
+    def __init__(self, session_id: str, version: str) -> None:
+        super().__init__(f"session {session_id} runs on graph version {version}")
+        self.version = version
 
 
 class Cancelled(Exception):
@@ -113,10 +131,15 @@ def drain(
     worker: str,
     should_stop: Callable[[], bool] = lambda: False,
     live: LiveChannel | None = None,
+    graph_version: str | None = None,
+    adopted: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """Run the session's open turns in order until `turn_id` is settled; returns that turn's summary.
 
-    `live`: where the events of live turns go (and their cancel flags are read)."""
+    `live`: where the events of live turns go (and their cancel flags are read). `graph_version`:
+    this drainer's; a session whose latest run is of another version is not touched
+    (`OtherGraphVersion`), since its checkpoint could not be resumed here, unless that version is
+    one of the `adopted` (`workers.adopt_graph_versions`): then a resume accepts the graph change."""
     inbox = Inbox(runner.settings.base_dir, tenant_id, session_id)
     own = inbox.turn(turn_id)
     first = inbox.next_open()
@@ -133,11 +156,16 @@ def drain(
         return should_stop() or beat.lost is not None
 
     try:
+        # Read under the drain lease: no other drainer can start a run of the session meanwhile.
+        found = session_graph_version(runner.settings, tenant_id, session_id) if graph_version else None
+        adopting = found if found is not None and found != graph_version else None
+        if adopting is not None and adopting not in adopted:
+            raise OtherGraphVersion(session_id, adopting)
         while not stop():
             turn = inbox.next_open()
             if turn is None or turn.status is TurnStatus.PAUSED:
                 break  # nothing left, or the session waits for a human before its next turn
-            _process(runner, inbox, turn, worker, stop, _Live(live, turn, worker))
+            _process(runner, inbox, turn, worker, stop, _Live(live, turn, worker), adopting)
         left = inbox.next_open()
         if stop() and left is not None and left.status is not TurnStatus.PAUSED:
             raise Stopping(f"worker {worker} is stopping; session {session_id} is left resumable")
@@ -147,7 +175,15 @@ def drain(
     return inbox.turn(turn_id).to_json()
 
 
-def _process(runner: AgentRunner, inbox: Inbox, turn: Turn, worker: str, stop: Callable[[], bool], live: _Live) -> None:
+def _process(
+    runner: AgentRunner,
+    inbox: Inbox,
+    turn: Turn,
+    worker: str,
+    stop: Callable[[], bool],
+    live: _Live,
+    adopting: str | None = None,
+) -> None:
     tenant, sid = inbox.tenant_id, inbox.session_id
     if live.cancelled():
         cancelled = {"status": "FAILED", "run_status": "INTERRUPTED", "session_id": sid, "error": CANCELLED}
@@ -164,14 +200,14 @@ def _process(runner: AgentRunner, inbox: Inbox, turn: Turn, worker: str, stop: C
     inbox.mark_started(turn.turn_id, last if first else turn.baseline_run_id, worker)
     try:
         if turn.decision is not None:
-            result = _resume_with(runner, turn, turn.decision, stop, live)
+            result = _resume_with(runner, turn, turn.decision, stop, live, adopting)
         elif turn.resume:
-            result = _resume_with(runner, turn, None, stop, live)
+            result = _resume_with(runner, turn, None, stop, live, adopting)
         elif first or last == turn.baseline_run_id or not _run_began(runner, tenant, sid, last):
             # its run was never created, or died before recording the user's text: nothing of it ran
             result = _final(_new_turn(runner, turn, last), stop, live)
         else:
-            result = _resume_with(runner, turn, None, stop, live)
+            result = _resume_with(runner, turn, None, stop, live, adopting)
     except (Stopping, LeaseHeld, StorageError):
         raise  # left RUNNING: the requeued or retried task continues it
     except Cancelled:
@@ -203,12 +239,30 @@ def _run_began(runner: AgentRunner, tenant: str, sid: str, run_id: str) -> bool:
 
 
 def _resume_with(
-    runner: AgentRunner, turn: Turn, decision: dict[str, Any] | None, stop: Callable[[], bool], live: _Live
+    runner: AgentRunner,
+    turn: Turn,
+    decision: dict[str, Any] | None,
+    stop: Callable[[], bool],
+    live: _Live,
+    adopting: str | None = None,
 ) -> dict[str, Any]:
+    # A run of an adopted graph version goes on under this one: the operator accepted the change in config.
+    accept = _adopted_changes(runner, turn, adopting) if adopting else ()
+    reason = f"graph version {adopting} adopted by a worker of {runner.pins.graph_version}" if adopting else None
+
     def events(d: dict[str, Any] | None) -> Iterator[RunEvent]:
         answer = {k: v for k, v in d.items() if k != "interrupt_id"} if d is not None else None
         iid = d.get("interrupt_id") if d is not None else None
-        return runner.stream_resume(turn.session_id, turn.tenant_id, turn.user_id, decision=answer, interrupt_id=iid)
+        return runner.stream_resume(
+            turn.session_id,
+            turn.tenant_id,
+            turn.user_id,
+            decision=answer,
+            accept_changes=accept,
+            operator=ADOPTER if adopting else None,
+            reason=reason,
+            interrupt_id=iid,
+        )
 
     if decision is None:
         return _final(events(None), stop, live)
@@ -222,6 +276,18 @@ def _resume_with(
     except SessionError:
         # The decision was acted on before a crash (the approved call is in the journal): go on without it.
         return _final(events(None), stop, live)
+
+
+def _adopted_changes(runner: AgentRunner, turn: Turn, version: str) -> tuple[str, ...]:
+    """The pins a resume of a run of the adopted `version` accepts: the graph version, and the
+    surface digest too when the graph is all that changed in it (it digests the graph version with
+    the model and skills, which stay checked)."""
+    start = runner.manager.jsonl.event_log(turn.tenant_id, turn.session_id).newest(frozenset({"run_start"}))
+    stored = ((start.payload if start else {}).get("pins") or {}).get("surface_digest")
+    skill = skills_digest(runner.builder.skills)
+    if stored == compute_pins(runner.settings, runner.toolset, version, skill=skill).surface_digest:
+        return ("graph_version", "surface_digest")
+    return ("graph_version",)
 
 
 def _final(events: Iterator[RunEvent], stop: Callable[[], bool], live: _Live) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from celery import Celery
 from agent.celery_app import TASK_NAME, celery_config
 from agent.config import AgentSettings, load_settings
 from agent.errors import ConfigError, SessionExists, SessionNotFound, StorageError, quote_id
+from agent.routing import turn_queue
 from agent.run.approvals import check_decision, checked_interrupt_id
 from agent.session.inbox import Inbox, Turn, TurnIndex, TurnStatus, new_turn_id
 from agent.session.stores.jsonl import JsonlSessionStore
@@ -86,10 +87,10 @@ def _ids(settings: AgentSettings, session_id: str, tenant_id: str | None) -> tup
 
 
 def _send(settings: AgentSettings, tenant: str, sid: str, turn_id: str, task_id: str) -> None:
+    # The queue of the graph version the session runs on (the shared one for a session with no run yet).
+    queue = turn_queue(settings, tenant, sid)
     try:
-        producer_app(settings).send_task(
-            TASK_NAME, args=[tenant, sid, turn_id], task_id=task_id, queue=settings.workers.queue
-        )
+        producer_app(settings).send_task(TASK_NAME, args=[tenant, sid, turn_id], task_id=task_id, queue=queue)
     except Exception as err:  # kombu/redis/amqp errors: the turn is recorded, its task is not
         raise StorageError(
             f"turn {turn_id} is recorded in session {sid} but the broker did not take its task "

@@ -4,6 +4,13 @@ Start workers (on every machine, as many as you like; README "Running on more th
 
     AGENTRT_CONFIG=configs/production.yaml celery -A agent.worker worker -Q agentrt --concurrency 2
 
+Each worker also consumes the queue of its own graph version, `agentrt.<GRAPH_VERSION>` (added at
+start, whatever `-Q` says): a turn of a session that has run goes there, so during a rolling upgrade
+a session's turns run only on workers of the graph version its checkpoints were written under
+(agent/routing.py). A task of a session of another version that still reaches this worker is sent
+on to that version's queue, untouched. `workers.adopt_graph_versions` makes a worker take over the
+sessions of older versions too (it consumes their queues; a resume accepts the graph change).
+
 `agentrt submit` / `runner.submit()` append a turn to the session's inbox and send
 `agentrt.drain_session(tenant, session, turn_id)`; the task runs `agent.drain.drain`. A busy
 session (another worker holds its drain lease, or a run holds its session lease) retries the task
@@ -36,9 +43,10 @@ from celery.exceptions import Reject
 
 from agent.celery_app import TASK_NAME, make_app
 from agent.config import load_settings
-from agent.drain import Stopping, drain
+from agent.drain import OtherGraphVersion, Stopping, drain
 from agent.errors import ConfigError, LeaseHeld, StorageError
 from agent.live import LiveChannel
+from agent.routing import version_queue
 from agent.runner import AgentRunner
 from agent.serve.runner import ChunkRunner
 from agent.session.inbox import Inbox
@@ -51,6 +59,18 @@ app = make_app(settings)
 _runner: AgentRunner | None = None
 _live: LiveChannel | None = None
 _stop: Event | None = None
+
+
+@signals.celeryd_after_setup.connect
+def _consume_own_version(instance: Any = None, **_: Any) -> None:
+    # Read here, not at import: a process may build a different graph before starting its worker.
+    import graph.build
+
+    queues = [version_queue(settings, v) for v in (graph.build.GRAPH_VERSION, *settings.workers.adopt_graph_versions)]
+    if instance is not None:
+        for queue in queues:
+            instance.app.amqp.queues.select_add(queue)
+    log.info("agentrt worker: graph version %s, also consuming %s", graph.build.GRAPH_VERSION, ", ".join(queues))
 
 
 @signals.worker_init.connect
@@ -129,7 +149,24 @@ def drain_session(self: Task, tenant_id: str, session_id: str, turn_id: str) -> 
         inbox.mark_done(turn_id, {"status": "FAILED", "error": f"worker {worker}: {err}"}, worker)
         raise
     try:
-        return drain(agent, tenant_id, session_id, turn_id, worker, should_stop=stopping, live=live_channel())
+        version = agent.pins.graph_version
+        adopted = frozenset(settings.workers.adopt_graph_versions)
+        return drain(
+            agent,
+            tenant_id,
+            session_id,
+            turn_id,
+            worker,
+            stopping,
+            live_channel(),
+            graph_version=version,
+            adopted=adopted,
+        )
+    except OtherGraphVersion as err:
+        # Nothing of the session was touched: its turns run on a worker of its own version.
+        queue = version_queue(settings, err.version)
+        log.info("turn %s: %s; sent on to queue %s", turn_id, err, queue)
+        raise self.retry(queue=queue, countdown=0) from None
     except LeaseHeld as err:
         raise self.retry(countdown=_backoff(self.request.retries), exc=err) from None
     except StorageError as err:

@@ -18,6 +18,7 @@ from agent.doctor.behind import lag_lines
 from agent.doctor.facts import Check, SessionFacts
 from agent.doctor.files import finding
 from agent.doctor.index import index_check
+from agent.doctor.queue import worker_queue
 from agent.errors import RecoveryBlocked
 from agent.loop.compression import ARCHIVED_KEY, assert_tool_pairs
 from agent.recovery import (
@@ -654,6 +655,7 @@ CHECKS: list[tuple[str, CheckFn]] = [
     ("sandbox", doctor_files.sandbox),
     ("lease", doctor_files.lease),
     ("session_index", lambda f: index_check(f.runner, f.tenant_id, f.session_id)),
+    ("worker_queue", worker_queue),
 ]
 NOT_FOUND_CHECKS = ("session_found", "tenant_user", "header")
 
@@ -670,7 +672,9 @@ def run_all(f: SessionFacts) -> list[Check]:
             )
         ]
     found = f.session is not None or f.header is not None
-    return list(_each(f, [c for c in CHECKS if found or c[0] in NOT_FOUND_CHECKS]))
+    workers = f.runner.settings.workers.enabled  # without a broker no turn waits in a queue
+    wanted = [c for c in CHECKS if (found or c[0] in NOT_FOUND_CHECKS) and (workers or c[0] != "worker_queue")]
+    return list(_each(f, wanted))
 
 
 def _each(f: SessionFacts, checks: list[tuple[str, CheckFn]]) -> Iterator[Check]:

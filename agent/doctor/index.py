@@ -3,8 +3,9 @@
 - `index_check` (the `session_index` check): FAIL when the index file is missing, damaged or
   incomplete while sessions exist; WARN when one session's row is missing or older than its
   `session.json` (a crash between the two writes); each names `agentrt doctor --repair`.
-- `store_report`: `agentrt doctor` without a session id: the store-wide checks (the index, and
-  the sessions whose outbox owes the SQL or Redis layer writes: `agent.doctor.behind`).
+- `store_report`: `agentrt doctor` without a session id: the store-wide checks (the index, the
+  sessions whose outbox owes the SQL or Redis layer writes: `agent.doctor.behind`, and with a
+  broker the turns waiting in the workers' queues: `agent.doctor.queue`).
 - `repair_index`: `agentrt doctor --repair`: rebuild the index by one walk of the session folders
   (the documents are the truth; the old file, if damaged, is kept as `<file>.broken`).
 
@@ -83,6 +84,10 @@ def store_report(runner: AgentRunner, tenant_id: str) -> DoctorReport:
     report = DoctorReport(STORE, tenant_id)
     report.checks.append(index_check(runner, tenant_id))
     report.checks.append(outbox_check(runner, tenant_id))
+    if runner.settings.workers.enabled:
+        from agent.doctor.queue import queues_check
+
+        report.checks.append(queues_check(runner))
     return report
 
 

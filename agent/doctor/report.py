@@ -9,6 +9,7 @@
 | file results vanished                 | blobs, sandbox                          |
 | the same session recovered concurrently | lease                                 |
 | a session missing from `agentrt sessions` | session_index (also without a session id) |
+| a submitted turn never starts           | worker_queue                            |
 
 plus `files` (every JSONL file of the session verified record by record).
 

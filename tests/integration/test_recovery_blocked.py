@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from agent.config import load_settings
+from agent.routing import session_graph_version
 from tests.support.crash import (
     DRILL_TEXT,
     DRILL_TOOLS,
@@ -28,6 +30,7 @@ from tests.support.crash import (
     run_python,
     session_path,
 )
+from tests.support.hooked_celery import hooked_version
 from tests.support.zygote import Zygote
 
 pytestmark = pytest.mark.integration
@@ -189,6 +192,9 @@ def test_changed_runtime_blocks_then_accept_changes_continues(
     payload = overrides[0]["payload"]
     # the CLI has no --operator: the operator is --user, i.e. the session's own user ("local")
     assert payload["operator"] == "local" and payload["reason"] == "drill" and payload["accepted"]
+    if case == "graph":  # the run went on under the new graph: the session's next turns go to its workers
+        settings = load_settings(cfg)
+        assert session_graph_version(settings, settings.session.tenant_id, SID) == hooked_version()
 
 
 def test_corrupt_checkpoint_blocks_and_accepting_changes_does_not_help(tmp_path: Path, zygote: Zygote) -> None:

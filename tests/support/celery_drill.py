@@ -70,10 +70,20 @@ class Cluster:
     vhost: str | None
     workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
-    def start_worker(self, name: str, concurrency: int = 2, hooks: bool = True) -> subprocess.Popen[bytes]:
-        """`celery -A agent.worker worker` as a user starts it, in its own process group."""
+    def start_worker(
+        self,
+        name: str,
+        concurrency: int = 2,
+        hooks: bool = True,
+        other_graph: bool = False,
+        config: Path | None = None,
+    ) -> subprocess.Popen[bytes]:
+        """`celery -A agent.worker worker` as a user starts it, in its own process group; with
+        `other_graph`, a worker whose graph has one more node (another graph version:
+        tests/support/hooked_celery.py); with `config`, under that config file instead."""
+        celery = "tests.support.hooked_celery" if other_graph else "celery"
         cmd = [
-            sys.executable, "-m", "celery", "-A", "agent.worker", "worker",
+            sys.executable, "-m", celery, "-A", "agent.worker", "worker",
             "-Q", self.settings.workers.queue, "--concurrency", str(concurrency),
             "--hostname", f"{name}-{self.tenant}@%h", "--loglevel", "INFO",
             "--without-gossip", "--without-mingle",
@@ -81,7 +91,8 @@ class Cluster:
         if hooks:
             cmd += ["--include", "tests.support.celery_hooks"]
         log = (self.tmp / f"{name}.log").open("ab")
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=log, stderr=log, start_new_session=True)
+        env = self.env if config is None else {**self.env, "AGENTRT_CONFIG": str(config)}
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True)
         self.workers[name] = proc
         return proc
 

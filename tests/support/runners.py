@@ -17,7 +17,7 @@ def make_config(
     responses: list[dict[str, Any]] | None = None,
     *,
     base: str = "default.yaml",
-    **sections: dict[str, Any],
+    **sections: Any,
 ) -> Path:
     """A config file in `tmp_path`: configs/<base> (its `builtin:` paths work anywhere) with a custom
     script and section overrides."""
