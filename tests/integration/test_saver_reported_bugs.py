@@ -23,6 +23,7 @@ import itertools
 import multiprocessing
 import operator
 import threading
+import traceback
 from concurrent.futures import ProcessPoolExecutor
 from typing import Annotated, Any, TypedDict
 
@@ -256,11 +257,13 @@ def _racer(kind: str, where: str, tag: str, token: int, steps: int) -> dict[str,
         while done < steps:
             graph.invoke({"items": []}, _config(token, writer=tag))
             done += 1
-    except StaleFencingTokenError:
-        return {"done": done, "refused": True}
+    except StaleFencingTokenError as err:
+        calls = {"put", "put_writes", "advance_fence"}
+        refused = [f.name for f in traceback.extract_tb(err.__traceback__) if f.name in calls][-1:]
+        return {"done": done, "refused": refused}
     finally:
         saver.close()
-    return {"done": done, "refused": False}
+    return {"done": done, "refused": []}
 
 
 def _wait_for_a_checkpoint(kit: SaverKit, racer: Any) -> None:
@@ -286,11 +289,14 @@ def test_two_processes_on_one_thread_leave_one_chain(saver_kit: SaverKit) -> Non
         second = pool.submit(_racer, saver_kit.kind, where, "b", 2, SECOND_STEPS)
         one, two = first.result(timeout=300), second.result(timeout=300)
     assert one["refused"] and 0 < one["done"] < FIRST_CAP  # it ran, then was fenced out
-    assert two == {"done": SECOND_STEPS, "refused": False}
+    assert two == {"done": SECOND_STEPS, "refused": []}
 
-    k = one["done"]
     chain = _chain(saver_kit())
     latest = chain[0].checkpoint["channel_values"]
+    k = sum(1 for item in latest["items"] if item.startswith("a"))
+    # LangGraph stores a task's writes apart from the checkpoints that follow (durability "async"):
+    # 1's last step may have landed whole and only its task's late writes been refused.
+    assert k == one["done"] or (k == one["done"] + 1 and one["refused"] == ["put_writes"]), (k, one)
     assert latest["n"] == k + SECOND_STEPS
     assert latest["items"] == [f"a{i}" for i in range(1, k + 1)] + [f"b{i}" for i in range(k + 1, k + 1 + SECOND_STEPS)]
     writers = [t.metadata.get("writer") for t in reversed(chain)]
