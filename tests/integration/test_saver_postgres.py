@@ -13,16 +13,13 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import psycopg
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langgraph.channels.delta import DeltaChannel
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
 
 from checkpointing.errors import (
     CheckpointingError,
@@ -35,7 +32,7 @@ from checkpointing.saver import JsonlCheckpointSaver
 from checkpointing.store.pg_schema import MIGRATIONS, ddl
 from checkpointing.store.postgres import PostgresStore
 from tests.integration.test_stores_support import free_port
-from tests.support.savers import DATABASE_URL, SaverKit
+from tests.support.savers import DATABASE_URL, SaverKit, delta_graph
 
 CFG: Any = {"configurable": {"thread_id": "s1", "tenant_id": "acme"}}
 FLIPS = 80
@@ -49,37 +46,8 @@ def pg(tmp_path: Path) -> Iterator[SaverKit]:
     kit.close()
 
 
-def add_batches(state: list, writes: Any) -> list:
-    out = list(state or [])
-    for w in writes:
-        out = add_messages(out, w)
-    return out
-
-
-class State(TypedDict):
-    messages: Annotated[list, DeltaChannel(add_batches, snapshot_frequency=3)]
-    n: int
-
-
-def _graph(saver: JsonlCheckpointSaver) -> Any:
-    def agent(s: Any) -> dict[str, Any]:
-        call = {"id": f"c{s['n']}", "name": "t", "args": {"n": s["n"]}}
-        return {"messages": [AIMessage("", tool_calls=[call])], "n": s["n"] + 1}
-
-    def tools(s: Any) -> dict[str, Any]:
-        return {"messages": [ToolMessage("r" * 300 + str(s["n"]), tool_call_id=f"c{s['n'] - 1}")]}
-
-    b: Any = StateGraph(State)
-    b.add_node("agent", agent)
-    b.add_node("tools", tools)
-    b.add_edge(START, "agent")
-    b.add_conditional_edges("agent", lambda s: "tools" if s["n"] < 4 else END, ["tools", END])
-    b.add_edge("tools", "agent")
-    return b.compile(checkpointer=saver)
-
-
 def _state(saver: JsonlCheckpointSaver) -> Any:
-    history = [(h.values, h.next, h.metadata) for h in _graph(saver).get_state_history(CFG)]
+    history = [(h.values, h.next, h.metadata) for h in delta_graph(saver).get_state_history(CFG)]
     return history, [(t.checkpoint, t.pending_writes) for t in saver.list(CFG)]
 
 
@@ -103,7 +71,7 @@ def test_rows_are_the_lines_of_the_files_store(pg: SaverKit, tmp_path: Path) -> 
     """Each row is one framed JSONL line; the rows in order, written as checkpoints.jsonl, read
     back through the files store as the same state."""
     saver = pg()
-    _graph(saver).invoke({"messages": [HumanMessage("go")], "n": 0}, CFG)
+    delta_graph(saver).invoke({"messages": [HumanMessage("go")], "n": 0}, CFG)
     rows = pg.sql("SELECT line FROM {s}.jsonl_records ORDER BY stream, pos")
     assert rows and all(bytes(r[0]).count(b"\n") == 1 and bytes(r[0]).endswith(b"\n") for r in rows)
     files = tmp_path / "files"
@@ -117,7 +85,7 @@ def test_single_bit_flips_in_rows_are_refused_naming_stream_and_line(pg: SaverKi
     """A one-bit flip in any record row makes a read raise an error naming the stream and line,
     or read back exactly the original state; the row is never changed by the read."""
     saver = pg()
-    _graph(saver).invoke({"messages": [HumanMessage("go")], "n": 0}, CFG)
+    delta_graph(saver).invoke({"messages": [HumanMessage("go")], "n": 0}, CFG)
     original = _state(pg())
     rows = pg.sql("SELECT stream, pos, line FROM {s}.jsonl_records ORDER BY stream, pos")
     total = sum(len(bytes(r[2])) for r in rows)
@@ -312,7 +280,7 @@ def test_the_saver_works_behind_pgbouncer_in_transaction_mode(pgbouncer: str, pg
         def run(s: JsonlCheckpointSaver, thread: str) -> None:
             try:
                 cfg = {"configurable": {"thread_id": thread, "fencing_token": 1}}
-                _graph(s).invoke({"messages": [HumanMessage("go")], "n": 0}, cfg)
+                delta_graph(s).invoke({"messages": [HumanMessage("go")], "n": 0}, cfg)
             except BaseException as err:  # handed to the test thread
                 errors.append(err)
 
@@ -323,7 +291,7 @@ def test_the_saver_works_behind_pgbouncer_in_transaction_mode(pgbouncer: str, pg
             w.join(120)
         assert errors == []
         for thread in ("a", "b"):
-            state = _graph(pg()).get_state({"configurable": {"thread_id": thread}})
+            state = delta_graph(pg()).get_state({"configurable": {"thread_id": thread}})
             assert state.values["n"] == 4 and len(state.values["messages"]) == 8
         store.session("default", "a", "always").advance_fence(5)
         stale = {"configurable": {"thread_id": "a", "checkpoint_ns": "", "fencing_token": 1}}

@@ -14,9 +14,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import orjson
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.channels.delta import DeltaChannel
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
 
 from checkpointing.layout import checkpoints_file, thread_dir
 from checkpointing.records import verify_line
@@ -145,3 +149,33 @@ class SaverKit:
         stream, pos, line = rows[0]
         self.sql("UPDATE {s}.jsonl_records SET line = %s WHERE stream = %s AND pos = %s",
                  (change(bytes(line)), stream, pos))  # fmt: skip
+
+
+# A small two-node graph with a DeltaChannel history (the saver tests drive it over each backend).
+def add_batches(state: list, writes: Any) -> list:
+    out = list(state or [])
+    for w in writes:
+        out = add_messages(out, w)
+    return out
+
+
+class State(TypedDict):
+    messages: Annotated[list, DeltaChannel(add_batches, snapshot_frequency=3)]
+    n: int
+
+
+def delta_graph(saver: JsonlCheckpointSaver) -> Any:
+    def agent(s: Any) -> dict[str, Any]:
+        call = {"id": f"c{s['n']}", "name": "t", "args": {"n": s["n"]}}
+        return {"messages": [AIMessage("", tool_calls=[call])], "n": s["n"] + 1}
+
+    def tools(s: Any) -> dict[str, Any]:
+        return {"messages": [ToolMessage("r" * 300 + str(s["n"]), tool_call_id=f"c{s['n'] - 1}")]}
+
+    b: Any = StateGraph(State)
+    b.add_node("agent", agent)
+    b.add_node("tools", tools)
+    b.add_edge(START, "agent")
+    b.add_conditional_edges("agent", lambda s: "tools" if s["n"] < 4 else END, ["tools", END])
+    b.add_edge("tools", "agent")
+    return b.compile(checkpointer=saver)

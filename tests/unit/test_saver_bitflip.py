@@ -20,13 +20,10 @@ import random
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langgraph.channels.delta import DeltaChannel
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
+from langchain_core.messages import HumanMessage
 
 from agent.errors import AgentRuntimeError
 from agent.events import session_event_log
@@ -40,38 +37,10 @@ from checkpointing.blobs import BlobStore
 from checkpointing.errors import CheckpointingError
 from checkpointing.fencing import FencingGuard
 from checkpointing.saver import JsonlCheckpointSaver
+from tests.support.savers import delta_graph
 
 FLIPS = 120
 SESSION = Path("tenants/acme/sessions/s1")
-
-
-def add_batches(state: list, writes: Any) -> list:
-    out = list(state or [])
-    for w in writes:
-        out = add_messages(out, w)
-    return out
-
-
-class State(TypedDict):
-    messages: Annotated[list, DeltaChannel(add_batches, snapshot_frequency=3)]
-    n: int
-
-
-def _graph(saver: JsonlCheckpointSaver) -> Any:
-    def agent(s: Any) -> dict[str, Any]:
-        call = {"id": f"c{s['n']}", "name": "t", "args": {"n": s["n"]}}
-        return {"messages": [AIMessage("", tool_calls=[call])], "n": s["n"] + 1}
-
-    def tools(s: Any) -> dict[str, Any]:
-        return {"messages": [ToolMessage("r" * 300 + str(s["n"]), tool_call_id=f"c{s['n'] - 1}")]}
-
-    b: Any = StateGraph(State)
-    b.add_node("agent", agent)
-    b.add_node("tools", tools)
-    b.add_edge(START, "agent")
-    b.add_conditional_edges("agent", lambda s: "tools" if s["n"] < 4 else END, ["tools", END])
-    b.add_edge("tools", "agent")
-    return b.compile(checkpointer=saver)
 
 
 CFG: Any = {"configurable": {"thread_id": "s1", "tenant_id": "acme"}}
@@ -79,7 +48,7 @@ CFG: Any = {"configurable": {"thread_id": "s1", "tenant_id": "acme"}}
 
 def _write_everything(base: Path) -> dict[str, Any]:
     saver = JsonlCheckpointSaver(base)
-    _graph(saver).invoke({"messages": [HumanMessage("go")], "n": 0}, CFG)
+    delta_graph(saver).invoke({"messages": [HumanMessage("go")], "n": 0}, CFG)
     latest = saver.get_tuple(CFG)
     assert latest is not None
     saver.pin(latest.config)
@@ -117,7 +86,7 @@ def _write_everything(base: Path) -> dict[str, Any]:
 def _readers(ctx: dict[str, Any]) -> dict[str, tuple[str, Callable[[Path], Any]]]:
     def saver_state(base: Path) -> Any:
         saver = JsonlCheckpointSaver(base)
-        history = [(h.values, h.next, h.metadata) for h in _graph(saver).get_state_history(CFG)]
+        history = [(h.values, h.next, h.metadata) for h in delta_graph(saver).get_state_history(CFG)]
         tuples = [(t.checkpoint, t.pending_writes) for t in saver.list(CFG)]
         return history, tuples
 
