@@ -194,8 +194,37 @@ class PersistenceSettings(_Strict):
     redis_url: str | None = None
     database_url: str | None = "sqlite:///{base_dir}/agentrt.db"  # agent.session.stores.sql.SQLITE_FILE
     lease: Literal["memory", "file", "redis", "postgres"] = "file"
-    """`postgres`: a table in the PostgreSQL database of `database_url` (`agentrt db upgrade` makes it)."""
+    """`postgres`: a table in the PostgreSQL database of `database_url` (`agentrt db upgrade` makes it).
+    Default `file`, or `postgres` with `store: postgres`."""
     lease_ttl_s: float = 60.0
+    store: Literal["files", "postgres"] = "files"
+    """Where session records live (event log, checkpoints, tool journal, inbox, blobs): `files` under
+    `base_dir`, or `postgres`: rows of the database `store_url` names, `base_dir` then only a local
+    cache any machine may lose. Valid pairs: `files` with every mode; `postgres` with MIRROR or
+    PRIMARY and a PostgreSQL `database_url` (its session table is the index of sessions)."""
+    store_url: str | None = None
+    """The PostgreSQL database of `store: postgres`; default: `database_url`."""
+
+    @model_validator(mode="after")
+    def _store_pairs(self) -> PersistenceSettings:
+        if self.store != "postgres":
+            return self
+        url = self.store_url or self.database_url or ""
+        if not url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
+            raise ValueError("store: postgres needs a PostgreSQL store_url (or database_url): postgresql://USER@HOST/DB")
+        if self.mode == "JSONL_ONLY":
+            raise ValueError("store: postgres lists sessions from the SQL session table: use mode PRIMARY or MIRROR")
+        if not (self.database_url or "").startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
+            raise ValueError("store: postgres needs database_url on PostgreSQL too (the session table is the index)")
+        if "lease" not in self.model_fields_set:
+            self.lease = "postgres"
+        elif self.lease in ("memory", "file"):
+            raise ValueError(
+                f"lease: {self.lease} holds only on this machine; with store: postgres use lease: postgres or redis"
+            )
+        if self.saver != "jsonl":
+            raise ValueError("store: postgres keeps checkpoints with saver: jsonl; remove saver or set it to jsonl")
+        return self
 
     @field_validator("inline_payload_max_bytes", "keyframe_every")
     @classmethod
@@ -339,11 +368,18 @@ class AgentSettings(_Strict):
         url = self.persistence.database_url
         return url.format(base_dir=self.base_dir) if url else None
 
+    def store_url(self) -> str | None:
+        """The PostgreSQL URL of the record store (`store: postgres`), None for `files`."""
+        p = self.persistence
+        return (p.store_url or self.database_url()) if p.store == "postgres" else None
+
 
 _ENV = {
     "AGENTRT_BASE_DIR": ("persistence", "base_dir"),
     "AGENTRT_REDIS_URL": ("persistence", "redis_url"),
     "AGENTRT_DATABASE_URL": ("persistence", "database_url"),
+    "AGENTRT_STORE": ("persistence", "store"),
+    "AGENTRT_STORE_URL": ("persistence", "store_url"),
     "AGENTRT_MODEL_BASE_URL": ("model", "base_url"),
     "AGENTRT_MODEL_NAME": ("model", "name"),
     "AGENTRT_PERSISTENCE_MODE": ("persistence", "mode"),

@@ -48,6 +48,7 @@ from agent.runner import AgentRunner
 from agent.services import postgres_lease
 from agent.session.inbox import Inbox, Turn, TurnStatus
 from agent.session.lease import FileLease, InProcessLease, LeaseHeartbeat, RedisLease, SessionLease, make_holder
+from agent.session.record_store import inbox as record_inbox
 from checkpointing import layout
 
 log = logging.getLogger("agentrt.drain")
@@ -140,7 +141,7 @@ def drain(
     this drainer's; a session whose latest run is of another version is not touched
     (`OtherGraphVersion`), since its checkpoint could not be resumed here, unless that version is
     one of the `adopted` (`workers.adopt_graph_versions`): then a resume accepts the graph change."""
-    inbox = Inbox(runner.settings.base_dir, tenant_id, session_id)
+    inbox = record_inbox(runner.settings, tenant_id, session_id)
     own = inbox.turn(turn_id)
     first = inbox.next_open()
     if first is None or first.status is TurnStatus.PAUSED:

@@ -43,6 +43,7 @@ from checkpointing.errors import (
     InvalidIdError,
     OldFormatError,
     StaleFencingTokenError,
+    StoreUnavailableError,
     UnknownSchemaError,
     UnsupportedValueError,
 )
@@ -262,6 +263,8 @@ def _map_checkpointing(err: CheckpointingError) -> AgentrtError:
         )
     if isinstance(err, BlobError):
         return DataCorrupt(str(err))
+    if isinstance(err, StoreUnavailableError):
+        return BackendUnavailable(f"{err}; check that PostgreSQL is running, then retry (`agentrt resume ID`)")
     if isinstance(err, InvalidIdError):
         return InputError(str(err))
     if isinstance(err, StaleFencingTokenError):

@@ -46,16 +46,19 @@ def build_saver(settings: AgentSettings) -> BaseCheckpointSaver:
 
 
 def jsonl_saver(settings: AgentSettings) -> JsonlCheckpointSaver:
-    """Our JSONL saver on the settings' `base_dir`.
+    """Our JSONL saver on the settings' record store (`base_dir`, or PostgreSQL with `store: postgres`).
 
     Recovery pins (graph version, digests) are checked by `agent.recovery`, not by the saver's
     `expect_metadata`: `--accept-changes` must be able to re-pin a mismatch the saver would refuse.
     """
+    from agent.session.record_store import pg_store
     from checkpointing.saver import JsonlCheckpointSaver
 
     p = settings.persistence
+    store = pg_store(settings)
     return JsonlCheckpointSaver(
-        settings.base_dir,
+        None if store is not None else settings.base_dir,
+        store=store,
         item_min_bytes=p.item_min_bytes,
         fsync=p.checkpoint_fsync or p.fsync,
         keep_last=p.keep_last,
@@ -92,10 +95,13 @@ def _wrap_put(saver: BaseCheckpointSaver) -> None:
 
 def build_manager(settings: AgentSettings) -> ChatSessionManager:
     """The ChatSessionManager of the configured persistence mode."""
+    from agent.session.record_store import pg_store
+
     p = settings.persistence
     return open_manager(
         p.mode,
         settings.base_dir,
+        record_store=pg_store(settings),
         redis_url=p.redis_url,
         database_url=settings.database_url(),
         config_hint=config_hint(settings),

@@ -14,7 +14,6 @@ import json
 import time
 import uuid
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from celery import Celery
@@ -24,18 +23,20 @@ from agent.config import AgentSettings, load_settings
 from agent.errors import ConfigError, SessionExists, SessionNotFound, StorageError, quote_id
 from agent.routing import turn_queue
 from agent.run.approvals import check_decision, checked_interrupt_id
-from agent.session.inbox import Inbox, Turn, TurnIndex, TurnStatus, new_turn_id
+from agent.session.inbox import Inbox, Turn, TurnStatus, new_turn_id
+from agent.session.record_store import inbox as record_inbox
+from agent.session.record_store import turn_index
 from agent.session.stores.jsonl import JsonlSessionStore
 
 
 class TurnHandle:
     """A submitted turn: `status()`, `turn()`, `wait()`."""
 
-    def __init__(self, base_dir: Path, tenant_id: str, session_id: str, turn_id: str) -> None:
+    def __init__(self, settings: AgentSettings, tenant_id: str, session_id: str, turn_id: str) -> None:
         self.tenant_id = tenant_id
         self.session_id = session_id
         self.turn_id = turn_id
-        self._inbox = Inbox(base_dir, tenant_id, session_id)
+        self._inbox = record_inbox(settings, tenant_id, session_id)
 
     def __repr__(self) -> str:
         return f"TurnHandle({self.turn_id!r}, session={self.session_id!r}, tenant={self.tenant_id!r})"
@@ -82,7 +83,7 @@ def producer_app(settings: AgentSettings) -> Celery:
 
 def _ids(settings: AgentSettings, session_id: str, tenant_id: str | None) -> tuple[str, str]:
     tenant = tenant_id or settings.session.tenant_id
-    Inbox(settings.base_dir, tenant, session_id)  # validates both ids
+    record_inbox(settings, tenant, session_id)  # validates both ids
     return tenant, session_id
 
 
@@ -118,14 +119,14 @@ def submit_turn(
     celery_config(settings)  # no broker configured: say so before recording anything
     tenant, sid = _ids(settings, session_id, tenant_id)
     tid = turn_id or new_turn_id()
-    inbox = Inbox(settings.base_dir, tenant, sid)
+    inbox = record_inbox(settings, tenant, sid)
     if not text or not text.strip():
         inbox.submit(text, tid, user_id)  # raises the one-line error
     _check_session(settings, inbox, user_id, new_session)
-    TurnIndex(settings.base_dir, tenant).reserve(tid, sid)
+    turn_index(settings, tenant).reserve(tid, sid)
     inbox.submit(text, tid, user_id, live, new_session=new_session)
     _send(settings, tenant, sid, tid, tid)
-    return TurnHandle(settings.base_dir, tenant, sid, tid)
+    return TurnHandle(settings, tenant, sid, tid)
 
 
 def submit_resume(
@@ -141,16 +142,16 @@ def submit_resume(
     celery_config(settings)
     tenant, sid = _ids(settings, session_id, tenant_id)
     tid = new_turn_id()
-    TurnIndex(settings.base_dir, tenant).reserve(tid, sid)
-    Inbox(settings.base_dir, tenant, sid).submit_resume(tid, user_id, decision, live)
+    turn_index(settings, tenant).reserve(tid, sid)
+    record_inbox(settings, tenant, sid).submit_resume(tid, user_id, decision, live)
     _send(settings, tenant, sid, tid, tid)
-    return TurnHandle(settings.base_dir, tenant, sid, tid)
+    return TurnHandle(settings, tenant, sid, tid)
 
 
 def paused_turn(settings: AgentSettings, session_id: str, tenant_id: str | None = None) -> Turn | None:
     """The session's submitted turn that waits for a human's decision, if any."""
     tenant, sid = _ids(settings, session_id, tenant_id)
-    return next((t for t in Inbox(settings.base_dir, tenant, sid).turns() if t.status is TurnStatus.PAUSED), None)
+    return next((t for t in record_inbox(settings, tenant, sid).turns() if t.status is TurnStatus.PAUSED), None)
 
 
 def _check_session(settings: AgentSettings, inbox: Inbox, user_id: str | None, new_session: bool) -> None:
@@ -182,7 +183,7 @@ def _check_session(settings: AgentSettings, inbox: Inbox, user_id: str | None, n
 def has_paused_turn(settings: AgentSettings, session_id: str, tenant_id: str | None = None) -> bool:
     """Whether a submitted (worker-run) turn of the session waits for a human's decision."""
     tenant, sid = _ids(settings, session_id, tenant_id)
-    return any(t.status is TurnStatus.PAUSED for t in Inbox(settings.base_dir, tenant, sid).turns())
+    return any(t.status is TurnStatus.PAUSED for t in record_inbox(settings, tenant, sid).turns())
 
 
 def submit_decision(
@@ -201,7 +202,7 @@ def submit_decision(
     celery_config(settings)
     tenant, sid = _ids(settings, session_id, tenant_id)
     interrupt_id = checked_interrupt_id(interrupt_id)
-    inbox = Inbox(settings.base_dir, tenant, sid)
+    inbox = record_inbox(settings, tenant, sid)
     paused = [t for t in inbox.turns() if t.status is TurnStatus.PAUSED]
     if interrupt_id is not None:
         waiting = [p for t in paused for p in (t.result or {}).get("pending_approval") or []]
@@ -215,7 +216,7 @@ def submit_decision(
     turn = paused[0]
     inbox.add_decision(turn.turn_id, decision, live)
     _send(settings, tenant, sid, turn.turn_id, f"{turn.turn_id}.{uuid.uuid4().hex[:8]}")
-    return TurnHandle(settings.base_dir, tenant, sid, turn.turn_id)
+    return TurnHandle(settings, tenant, sid, turn.turn_id)
 
 
 def handle_for(
@@ -224,8 +225,8 @@ def handle_for(
     """The handle of a turn submitted earlier (found through the tenant's turn index); with
     `user_id`, only a turn that user submitted."""
     tenant = tenant_id or settings.session.tenant_id
-    index = TurnIndex(settings.base_dir, tenant)
-    handle = TurnHandle(settings.base_dir, tenant, index.session_of(turn_id), turn_id)
+    index = turn_index(settings, tenant)
+    handle = TurnHandle(settings, tenant, index.session_of(turn_id), turn_id)
     owner = handle.turn().user_id
     if user_id and owner and owner != user_id:
         raise SessionNotFound(f"no turn {turn_id} of user {user_id} in tenant {tenant}: check --user")

@@ -11,16 +11,20 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agent.config import AgentSettings
 from agent.logs import log_event
 from agent.session.lease import LeaseGrant, LeaseHeartbeat, SessionLease, make_holder
 from agent.session.manager import ChatSessionManager
+from agent.session.record_store import session_streams
 from agent.session.session import ChatSession
 from checkpointing.fencing import FencingGuard
 from checkpointing.layout import session_dir
 from checkpointing.records import TIER_EVENTS, group_for
+
+if TYPE_CHECKING:
+    from checkpointing.store.postgres import PostgresSessionStreams
 
 log = logging.getLogger("agentrt.turns")
 
@@ -49,6 +53,22 @@ ROOM_EVENTS = {"created": "sandbox_created", "destroyed": "sandbox_destroyed"}
 COMMIT_AFTER = frozenset({"init", "acting"})
 
 
+class StoreFence:
+    """The session's fence on the PostgreSQL record store (the `FencingGuard` of the files store)."""
+
+    def __init__(self, streams: PostgresSessionStreams) -> None:
+        self.streams = streams
+
+    def highest(self) -> int | None:
+        """The highest lease token the store recorded for the session."""
+        return self.streams.highest_fence()
+
+    def check_and_raise(self, token: int | None) -> None:
+        """Record `token` as the highest, or raise `StaleFencingTokenError` when a higher one was granted."""
+        if token is not None:
+            self.streams.advance_fence(token)
+
+
 class SessionHold:
     """Context manager: hold the session lease for one run (fenced, kept alive by a heartbeat)."""
 
@@ -57,7 +77,12 @@ class SessionHold:
         self.lease = lease
         self.tenant_id = tenant_id
         self.session_id = session_id
-        self.guard = FencingGuard.for_session(settings.base_dir, tenant_id, session_id)
+        streams = session_streams(settings, tenant_id, session_id)
+        self.guard: FencingGuard | StoreFence = (
+            FencingGuard.for_session(settings.base_dir, tenant_id, session_id)
+            if streams is None
+            else StoreFence(cast("PostgresSessionStreams", streams))
+        )
         self.grant: LeaseGrant | None = None
         self.heartbeat: LeaseHeartbeat | None = None
 

@@ -49,7 +49,7 @@ from agent.live import LiveChannel
 from agent.routing import version_queue
 from agent.runner import AgentRunner
 from agent.serve.runner import ChunkRunner
-from agent.session.inbox import Inbox
+from agent.session.record_store import inbox as record_inbox
 
 log = logging.getLogger("agentrt.worker")
 MAX_BACKOFF_S = 5.0
@@ -145,7 +145,7 @@ def drain_session(self: Task, tenant_id: str, session_id: str, turn_id: str) -> 
         agent = runner()
     except ConfigError as err:
         # A worker that cannot build its runtime fails the turn loudly instead of leaving callers waiting.
-        inbox = Inbox(settings.base_dir, tenant_id, session_id)
+        inbox = record_inbox(settings, tenant_id, session_id)
         inbox.mark_done(turn_id, {"status": "FAILED", "error": f"worker {worker}: {err}"}, worker)
         raise
     try:

@@ -20,7 +20,7 @@ from agent.doctor.facts import Check, SessionFacts, Status
 from agent.errors import AgentrtError, DataCorrupt
 from agent.session.lease import FileLease, InProcessLease, RedisLease, read_lease_state
 from agent.session.lease_postgres import PostgresLease
-from checkpointing.blobs import BLOB_KEY, is_blob_ref
+from checkpointing.blobs import BLOB_KEY, BlobStore, is_blob_ref
 from checkpointing.errors import BlobCorruptError, BlobMissingError
 from checkpointing.layout import EVENTS_FILE, JOURNAL_FILE, MAIN_BRANCH, lease_files, room_dir
 
@@ -104,7 +104,8 @@ def blobs(f: SessionFacts) -> Check:
             if inner not in refs:
                 refs[inner] = [f"inside blob {ref}"]
                 queue.append(inner)
-    ev: dict[str, Any] = {"blob_dir": str(store.root), "referenced": len(refs), "missing": missing, "corrupt": corrupt}
+    where = str(getattr(store, "root", store))
+    ev: dict[str, Any] = {"blob_dir": where, "referenced": len(refs), "missing": missing, "corrupt": corrupt}
     if missing or corrupt:
         parts = [f"blob {r} is missing ({_path(f, r)}), referenced by {', '.join(w)}" for r, w in missing.items()]
         parts += [f"blob {r} does not match its digest, referenced by {', '.join(w)}" for r, w in corrupt.items()]
@@ -120,8 +121,11 @@ def blobs(f: SessionFacts) -> Check:
 
 
 def _path(f: SessionFacts, ref: str) -> str:
+    blobs = f.runner.blobs
+    if not isinstance(blobs, BlobStore):
+        return f"row {ref} of the record store"
     try:
-        return str(f.runner.blobs.path_for(ref))
+        return str(blobs.path_for(ref))
     except BlobMissingError:
         return "not a valid blob reference"
 

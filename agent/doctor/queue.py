@@ -17,7 +17,8 @@ from agent.config import AgentSettings
 from agent.doctor.facts import Check, SessionFacts
 from agent.doctor.files import finding
 from agent.routing import session_graph_version, version_queue
-from agent.session.inbox import Inbox, TurnStatus
+from agent.session.inbox import TurnStatus
+from agent.session.record_store import inbox as record_inbox
 
 if TYPE_CHECKING:
     from agent.runner import AgentRunner
@@ -36,7 +37,7 @@ def worker_queue(f: SessionFacts) -> Check:
             NAME, "OK", f"no run yet: its turns go to queue {settings.workers.queue}, for any worker", "nothing to do"
         )
     queue = version_queue(settings, found)
-    turns = Inbox(settings.base_dir, f.tenant_id, f.session_id).turns()
+    turns = record_inbox(settings, f.tenant_id, f.session_id).turns()
     waiting = [t.turn_id for t in turns if t.status in (TurnStatus.PENDING, TurnStatus.RUNNING)]
     where = {"graph_version": found, "this_agentrt": own, "queue": queue, "waiting": waiting}
     if found == own or not waiting:

@@ -23,11 +23,12 @@ from agent.loop.models import build_chat_model
 from agent.loop.runtime import EventSink, LoopRuntime
 from agent.loop.skills import check_skill_tools, load_skills
 from agent.loop.tool_results import ToolResultStore, make_entry
+from agent.session.record_store import session_streams
 from agent.tools.base import ToolContext, ToolSpec
 from agent.tools.execute import execute_with_journal
 from agent.tools.journal import JournalStatus, ToolExecutionJournal
 from agent.tools.sandbox.room import Sandbox
-from checkpointing.blobs import BlobStore
+from checkpointing.blobs import Blobs
 from checkpointing.fencing import FencingGuard
 from checkpointing.layout import room_dir, session_dir
 from checkpointing.records import TIER_LAZY, CommitGroup, group_for
@@ -39,7 +40,7 @@ class RuntimeBuilder:
     """Builds LoopRuntimes for one runner's settings and toolset."""
 
     def __init__(
-        self, settings: AgentSettings, tools: dict[str, ToolSpec], blobs: BlobStore, saver: Any = None
+        self, settings: AgentSettings, tools: dict[str, ToolSpec], blobs: Blobs, saver: Any = None
     ) -> None:
         self.settings = settings
         self.saver = saver
@@ -86,6 +87,8 @@ class RuntimeBuilder:
         p = self.settings.persistence
         if p.fsync != "always" or (p.checkpoint_fsync or p.fsync) == "batch" or p.saver != "jsonl":
             return None
+        if p.store != "files":  # each PostgreSQL commit is durable: there is no group to hold
+            return None
         session = getattr(sink, "session", None)
         tenant = getattr(session, "tenant_id", None)
         if not isinstance(tenant, str):
@@ -94,6 +97,17 @@ class RuntimeBuilder:
 
     def journal(self, tenant: str, session_id: str, token: int | None) -> ToolExecutionJournal:
         """The session's tool journal, fenced with the run's lease token."""
+        streams = session_streams(self.settings, tenant, session_id, "batch")
+        texts = _SaverTexts(self.saver, tenant, session_id, token) if hasattr(self.saver, "put_text") else None
+        if streams is not None:  # the PostgreSQL store: the fence is the store's, checked with each append
+            return ToolExecutionJournal.over(
+                streams,
+                self.blobs,
+                token=token,
+                fsync="batch",
+                inline_max_bytes=self.settings.persistence.inline_payload_max_bytes,
+                texts=texts,
+            )
         return ToolExecutionJournal(
             self.settings.base_dir,
             tenant,
@@ -111,7 +125,7 @@ class RuntimeBuilder:
             # journal durable before an unsafe tool runs and when the run ends.
             group=group_for(session_dir(self.settings.base_dir, tenant, session_id)),
             tier=TIER_LAZY,
-            texts=_SaverTexts(self.saver, tenant, session_id, token) if hasattr(self.saver, "put_text") else None,
+            texts=texts,
         )
 
     def __call__(self, session_id: str, state: Mapping[str, Any], config: RunnableConfig) -> LoopRuntime:

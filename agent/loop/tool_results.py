@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 from agent.errors import DataCorrupt, StorageError, ToolError, UnknownToolResult
-from checkpointing.blobs import BlobStore, is_blob_ref
+from checkpointing.blobs import Blobs, is_blob_ref
 from checkpointing.errors import BlobCorruptError, BlobMissingError
 from checkpointing.ids import shown
 
@@ -45,7 +45,7 @@ def make_entry(
     tool_call_id: str,
     tool_name: str,
     content: str,
-    blobs: BlobStore | None,
+    blobs: Blobs | None,
     inline_max: int,
     preview_chars: int = DEFAULT_PREVIEW_CHARS,
 ) -> ToolResultEntry:
@@ -109,7 +109,7 @@ def _check_entry(raw: Any) -> ToolResultEntry:
 class ToolResultStore:
     """Full tool results by tool_call_id, read back by character range."""
 
-    def __init__(self, blobs: BlobStore | None = None, max_read_limit: int = DEFAULT_MAX_READ_LIMIT) -> None:
+    def __init__(self, blobs: Blobs | None = None, max_read_limit: int = DEFAULT_MAX_READ_LIMIT) -> None:
         self.blobs = blobs
         self.max_read_limit = max_read_limit
         self._entries: dict[str, ToolResultEntry] = {}
@@ -119,7 +119,7 @@ class ToolResultStore:
     def from_entries(
         cls,
         entries: Iterable[Any],
-        blobs: BlobStore | None = None,
+        blobs: Blobs | None = None,
         max_read_limit: int = DEFAULT_MAX_READ_LIMIT,
     ) -> ToolResultStore:
         """The store for a `tool_result_store` channel value (later entries for an id win)."""

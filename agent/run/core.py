@@ -21,11 +21,11 @@ from agent.results import RunEvent
 from agent.run.drive import translate
 from agent.services import build_lease, build_manager, build_saver
 from agent.session.manager import ChatSessionManager
+from agent.session.record_store import blobs as record_blobs
 from agent.session.session import ChatSession
 from agent.tools.registry import build_toolset, toolset_descriptor
 from agent.turns import EventRecorder
 from checkpointing import layout
-from checkpointing.blobs import BlobStore
 from checkpointing.errors import InvalidIdError
 from checkpointing.ids import validate_id
 from graph.build import GRAPH_VERSION, build_graph
@@ -44,7 +44,7 @@ class RunnerCore:
         self.tools = build_toolset(settings.tools)
         self.toolset = toolset_descriptor(self.tools)
         build_chat_model(settings.model)  # fail early on a bad model config / missing script
-        self.blobs = BlobStore(settings.base_dir)
+        self.blobs = record_blobs(settings)
         self.saver = saver if saver is not None else build_saver(settings)
         self.graph: CompiledStateGraph[Any, Any, Any, Any] = build_graph(self.saver)
         self.lease = build_lease(settings)

@@ -66,6 +66,7 @@ from checkpointing.events import Entry
 from checkpointing.ids import validate_id
 from checkpointing.records import FsyncPolicy
 from checkpointing.session_index import EVERY_ROW, RowFilter, SessionRow
+from checkpointing.store.base import Store
 
 _T = TypeVar("_T")
 log = logging.getLogger("agentrt.sessions")
@@ -361,8 +362,10 @@ class ChatSessionManager(LayerKeeper):
         if sql is not None:
             try:
                 return self._use(sql, partial(on_sql, sql))
-            except _Down:
-                pass
+            except _Down as err:
+                if self.jsonl is not None and self.jsonl.store is not None:
+                    # On the PostgreSQL store the session table is the only index: no local one stands in.
+                    raise StorageError(f"cannot list sessions: the session table does not answer ({err})") from err
         return on_files()
 
     def sql_index(self) -> SqlSessionStore | None:
@@ -553,6 +556,7 @@ def open_manager(
     fsync: FsyncPolicy = "always",
     l1_max_entries: int = 1024,
     l1_ttl_seconds: float = 300.0,
+    record_store: Store | None = None,
     **manager_options: Any,
 ) -> ChatSessionManager:
     """Build the layers from URLs (what the runner does from its config) and return the manager.
@@ -563,6 +567,8 @@ def open_manager(
     schema (`agentrt db upgrade`): a missing or older one raises `SchemaOutdated` naming the command
     (with `config_hint` appended, e.g. " --config prod.yaml") before anything else happens. A server
     that does not answer is not refused here: that is an outage, which the manager rides out.
+    `record_store`: the PostgreSQL record store the JSONL layer's records live in (None: the files
+    under `base_dir`).
     """
     sql = None
     if mode != "JSONL_ONLY":
@@ -579,6 +585,8 @@ def open_manager(
         MemorySessionStore(max_entries=l1_max_entries, ttl_seconds=l1_ttl_seconds),
         RedisSessionStore(redis_url, key_prefix=redis_key_prefix) if redis_url else None,
         sql,
-        JsonlSessionStore(base_dir, inline_payload_max_bytes=inline_payload_max_bytes, fsync=fsync),
+        JsonlSessionStore(
+            base_dir, inline_payload_max_bytes=inline_payload_max_bytes, fsync=fsync, store=record_store
+        ),
         **manager_options,
     )

@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 from agent.errors import DataCorrupt, LeaseHeld
 from agent.session import blob_refs
-from agent.session.inbox import Inbox
 from agent.session.lease import RedisLease
+from agent.session.record_store import inbox as record_inbox
 from checkpointing import layout
+from checkpointing.blobs import BlobStore
 from checkpointing.errors import CheckpointingError
 from checkpointing.saver import JsonlCheckpointSaver
 
@@ -174,7 +175,7 @@ def _turn_ids(runner: RunnerCore, tenant: str, sid: str) -> set[str]:
     try:
         return {
             str(r["turn_id"])
-            for r in Inbox(runner.settings.base_dir, tenant, sid).records()
+            for r in record_inbox(runner.settings, tenant, sid).records()
             if layout.is_id(str(r.get("turn_id")))
         }
     except (OSError, DataCorrupt, CheckpointingError, KeyError) as err:
@@ -235,6 +236,9 @@ def finish(runner: RunnerCore, out: Removal) -> None:
     if not out.candidates:
         return
     store = runner.blobs
+    if not isinstance(store, BlobStore):
+        out.notes.append("blobs kept: blobs on the PostgreSQL store are not reclaimed by this version")
+        return
     removed = set(out.sessions) if out.dry_run else set()
     candidates = blob_refs.closure(store, out.candidates)
     got = blob_refs.reclaim(store, candidates, _remaining(runner, removed), out.started, out.dry_run)

@@ -173,7 +173,7 @@ class FileSessionStreams:
         """The stream's file: (size, inode), (0, 0) when it does not exist."""
         try:
             st = os.stat(self.path(run))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # a file where the folder should be: not there
             return 0, 0
         return st.st_size, st.st_ino
 

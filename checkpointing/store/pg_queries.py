@@ -82,4 +82,7 @@ QUERIES: dict[str, str] = {
         + RUNS_ONLY
         + " ORDER BY tenant, thread"
     ),
+    "logged": (
+        "SELECT thread FROM {s}.jsonl_streams WHERE tenant = %s AND run = '@events' ORDER BY thread"
+    ),
 }

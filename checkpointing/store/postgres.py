@@ -136,6 +136,15 @@ class PostgresStore:
                     conn.execute(sql.SQL(stmt).format(schema=s))
                     conn.execute(sql.SQL("INSERT INTO {t} (v) VALUES (%s)").format(t=table), (v,))
 
+    def migrations_run(self) -> set[int]:
+        """Which of `MIGRATIONS` this database has (empty when the store's tables are missing)."""
+        with self.connection("reading the schema version") as conn:
+            found = conn.execute("SELECT to_regclass(%s)", (f'"{self.schema}".jsonl_store_migrations',)).fetchone()
+            if found is None or found[0] is None:
+                return set()
+            table = sql.SQL("{s}.jsonl_store_migrations").format(s=sql.Identifier(self.schema))
+            return {int(v) for (v,) in conn.execute(sql.SQL("SELECT v FROM {t}").format(t=table))}
+
     @cached_property
     def blobs(self) -> PostgresBlobStore:
         """The store's blobs: rows of `jsonl_blobs` over the same pool."""
@@ -152,6 +161,11 @@ class PostgresStore:
         with self.connection("listing threads") as conn:
             rows = conn.execute(self.q["threads"], (tenant, tenant, thread, thread)).fetchall()
         return [(str(t), str(n)) for t, n in rows]
+
+    def logged(self, tenant: str) -> list[str]:
+        """The tenant's sessions that have an event log (stream `@events`), by id."""
+        with self.connection("listing sessions") as conn:
+            return [str(t) for (t,) in conn.execute(self.q["logged"], (tenant,))]
 
     def reserve(self, tenant: str, key: str, value: dict[str, Any]) -> dict[str, Any] | None:
         """Insert the reservation row unless one exists (one synchronous statement)."""
@@ -389,6 +403,12 @@ class PostgresSessionStreams:
         """Raise the session's fence to `token`, or refuse a stale one."""
         with self.store.connection("checking the fence") as conn, conn.transaction():
             self._fence(conn, token)
+
+    def highest_fence(self) -> int | None:
+        """The highest lease token the session's fence recorded (None: none yet)."""
+        with self.store.connection("reading the fence") as conn:
+            row = conn.execute(self.q["fence_get"], (self.tenant, self.thread)).fetchone()
+        return int(row[0]) if row else None
 
     def load_index(self, run: str) -> Snapshot | None:
         """The index row of stream `run` (`indexfile`'s framed line) if it still describes the

@@ -37,7 +37,7 @@ BIG_RESULT = "SELECT zeroblob(900000) FROM sales"
 CROSS_JOIN = "SELECT count(*) FROM sales a, sales b, sales c, sales d"
 
 _PROBE = r"""
-import json, resource, sys, time
+import json, sys, time
 from agent.errors import ToolError
 from agent.tools.base import ToolContext
 from agent.tools.dataset_tools import builtin_dataset_tools
@@ -54,8 +54,9 @@ except ToolError as err:
     error = str(err)
 seconds = time.monotonic() - t0
 after = json.loads(tool.invoke(ctx, {"sql": "SELECT count(*) FROM sales"}))
-print(json.dumps({"error": error, "seconds": seconds, "after": after["rows"],
-                  "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))
+# VmHWM is this process's own peak: ru_maxrss carries the parent's peak across exec on Linux.
+hwm_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({"error": error, "seconds": seconds, "after": after["rows"], "max_rss_mb": hwm_kb // 1024}))
 """
 
 

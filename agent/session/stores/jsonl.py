@@ -35,7 +35,7 @@ from agent.events import SESSION_EVENTS
 from agent.session.lifecycle import RunStatus, SessionAction, transition
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt
 from agent.session.stores.document import delete_session, load_session, save_session
-from checkpointing.blobs import BlobStore
+from checkpointing.blobs import Blobs, BlobStore
 from checkpointing.errors import CheckpointingError
 from checkpointing.events import EventLog
 from checkpointing.layout import is_id, session_dir, session_file, session_index_file, sessions_root, tenant_ids
@@ -47,6 +47,7 @@ from checkpointing.records import (
     group_for,
 )
 from checkpointing.session_index import SessionIndex, SessionRow
+from checkpointing.store.base import SessionStreams, Store
 from checkpointing.store.files import FileSessionStreams
 
 logger = logging.getLogger("agentrt.sessions")
@@ -120,11 +121,14 @@ class JsonlSessionStore:
         inline_payload_max_bytes: int = 8192,
         fsync: FsyncPolicy = "always",
         max_open_logs: int = 256,
+        store: Store | None = None,
     ) -> None:
         self.base_dir = Path(base_dir)
         self.inline_payload_max_bytes = inline_payload_max_bytes
         self.fsync: FsyncPolicy = fsync
-        self.blobs = BlobStore(self.base_dir)
+        self.store = store
+        """The PostgreSQL record store (`persistence.store: postgres`); None: the files under base_dir."""
+        self.blobs: Blobs = store.blobs if store is not None else BlobStore(self.base_dir)
         self.max_open_logs = max_open_logs
         self._logs: OrderedDict[tuple[str, str], EventLog] = OrderedDict()
         self._lock = threading.Lock()
@@ -145,7 +149,10 @@ class JsonlSessionStore:
         return True
 
     def index_put(self, row: SessionRow) -> None:
-        """Write one session's index row; a failure is logged (the row is a cache), never raised."""
+        """Write one session's index row; a failure is logged (the row is a cache), never raised.
+        On the PostgreSQL store the session table is the index: nothing is written here."""
+        if self.store is not None:
+            return
         try:
             self.index.upsert(row)
         except Exception as err:  # sqlite3 / OSError: a listing or `agentrt doctor --repair` mends it
@@ -170,6 +177,8 @@ class JsonlSessionStore:
 
     def forget(self, tenant_id: str, session_id: str) -> None:
         """Drop a session's index row (its folder was removed for good)."""
+        if self.store is not None:
+            return
         try:
             self.index.remove(tenant_id, session_id)
         except Exception as err:  # sqlite3 / OSError: the next rebuild drops the row
@@ -182,6 +191,15 @@ class JsonlSessionStore:
         key = (tenant_id, session_id)
         with self._lock:
             log = self._logs.get(key)
+            if log is None and self.store is not None:
+                log = EventLog.over(
+                    self.store.session(tenant_id, session_id, "batch"),
+                    self.blobs,
+                    inline_payload_max_bytes=self.inline_payload_max_bytes,
+                    fsync="batch",
+                    schema=SESSION_EVENTS,
+                )
+                self._logs[key] = log
             if log is None:
                 # Appends are written at once and made durable by `commit` (ChatMemory.record calls
                 # it after each append), or, while a run holds the session's commit group, at the
@@ -232,7 +250,7 @@ class JsonlSessionStore:
             )
             if self.fsync == "always":
                 log.sync()
-                if sync_dir:
+                if sync_dir and self.store is None:
                     fsync_dir(log.path.parent)
         except OSError as err:
             raise StorageError(f"cannot write {log.path} ({err}); check that base_dir is writable") from err
@@ -242,11 +260,16 @@ class JsonlSessionStore:
     # -- the store protocol -------------------------------------------------------------------
 
     def path(self, tenant_id: str, session_id: str) -> Path:
-        """The session.json of one session."""
+        """The session.json of one session (in messages: the store's name for it)."""
+        if self.store is not None:
+            return self.streams(tenant_id, session_id).path("session.json")
         return session_file(session_dir(self.base_dir, tenant_id, session_id))
 
-    def streams(self, tenant_id: str, session_id: str) -> FileSessionStreams:
-        """The session folder as a store session (its documents: `session.json`, `document`)."""
+    def streams(self, tenant_id: str, session_id: str) -> SessionStreams:
+        """The session as a store session (its documents: `session.json`, `document`): its folder,
+        or its rows on the PostgreSQL store."""
+        if self.store is not None:
+            return self.store.session(tenant_id, session_id, self.fsync)
         return FileSessionStreams(
             session_dir(self.base_dir, tenant_id, session_id), tenant_id, session_id, self.fsync, None
         )
@@ -342,7 +365,10 @@ class JsonlSessionStore:
         root = sessions_root(self.base_dir, tenant_id)
         out: builtins.list[ChatSession] = []
         try:
-            names = sorted(p.name for p in root.iterdir() if p.is_dir())
+            if self.store is not None and hasattr(self.store, "logged"):
+                names = self.store.logged(tenant_id)
+            else:
+                names = sorted(p.name for p in root.iterdir() if p.is_dir())
         except FileNotFoundError:
             return out
         except OSError as err:

@@ -66,7 +66,7 @@ from agent.tools.sandbox.paths import (
     scan,
     sweep_temp,
 )
-from checkpointing.blobs import BlobStore
+from checkpointing.blobs import Blobs
 from checkpointing.errors import BlobError
 
 EventCallback = Callable[[str, dict[str, Any]], None]
@@ -105,7 +105,7 @@ class Sandbox:
         max_write_bytes: int = 1_000_000,
         max_file_bytes: int = 10_000_000,
         *,
-        blobs: BlobStore | None = None,
+        blobs: Blobs | None = None,
         on_event: EventCallback | None = None,
     ) -> None:
         room = Path(room_dir)
@@ -321,7 +321,7 @@ class Sandbox:
             raise ToolError(f"sandbox room {self.room_id} was destroyed; start a new session")
         return scan(self._root)
 
-    def _file_ref(self, rel: str, st: os.stat_result, store: BlobStore | None) -> str:
+    def _file_ref(self, rel: str, st: os.stat_result, store: Blobs | None) -> str:
         key = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
         hit = self._cache.get(rel)
         if hit is not None and hit[0] == key and (store is None or store.exists(hit[1])):
@@ -333,13 +333,13 @@ class Sandbox:
             self._cache[rel] = (key, ref)
         return ref
 
-    def _store(self, blobs: BlobStore | None) -> BlobStore:
+    def _store(self, blobs: Blobs | None) -> Blobs:
         store = blobs or self.blobs
         if store is None:
             raise ConfigError("the sandbox has no blob store; pass blobs= to Sandbox or to this call")
         return store
 
-    def manifest(self, blobs: BlobStore | None = None) -> Manifest:
+    def manifest(self, blobs: Blobs | None = None) -> Manifest:
         """Snapshot: {room-relative path: 'sha256:<hex>'} of every regular file, contents put in blobs."""
         store = self._store(blobs)
         out: Manifest = {}
@@ -353,7 +353,7 @@ class Sandbox:
         self._emit("snapshot", {"files": len(out), "bytes": size})
         return out
 
-    def restore(self, manifest: Manifest, blobs: BlobStore | None = None) -> None:
+    def restore(self, manifest: Manifest, blobs: Blobs | None = None) -> None:
         """Make the room exactly the manifest: extra entries removed, missing/changed files written."""
         store = self._store(blobs)
         wanted = check_manifest(manifest)
@@ -391,7 +391,7 @@ class Sandbox:
                 pass
         self._emit("restored", {"files": len(wanted), "written": len(to_write), "removed": removed})
 
-    def fork_room(self, manifest: Manifest, blobs: BlobStore | None, new_room_dir: Path | str) -> Sandbox:
+    def fork_room(self, manifest: Manifest, blobs: Blobs | None, new_room_dir: Path | str) -> Sandbox:
         """A new room holding exactly `manifest` (a branch's own copy); this room is not touched."""
         store = self._store(blobs)
         new = Path(os.path.realpath(new_room_dir))

@@ -1,0 +1,51 @@
+"""The record store's tables (`persistence.store: postgres`), on PostgreSQL only.
+
+Revision ID: 0004
+Revises: 0003
+Create Date: 2026-12-05
+
+The tables of `checkpointing.store.pg_schema` (record streams, documents, fences, blobs,
+reservations), made by the same statements `PostgresStore.setup()` runs, and their migrations
+marked as run, so a library user's `setup()` on this database finds nothing left to do. Every
+statement is `CREATE ... IF NOT EXISTS`: tables a `setup()` made before are adopted as they are.
+SQLite (the embedded default) keeps its records in files: nothing is made there.
+"""
+
+from __future__ import annotations
+
+from alembic import context, op
+
+from checkpointing.store.pg_schema import MIGRATIONS, MIGRATIONS_TABLE, ddl
+
+revision = "0004"
+down_revision = "0003"
+branch_labels = None
+depends_on = None
+
+_TABLES = ("jsonl_records", "jsonl_streams", "jsonl_documents", "jsonl_fences", "jsonl_blobs", "jsonl_reservations")
+
+
+def _schema() -> str:
+    schema = context.config.attributes.get("schema")
+    return str(schema) if schema else "public"
+
+
+def upgrade() -> None:
+    if op.get_bind().dialect.name != "postgresql":
+        return
+    schema = _schema()
+    quoted = f'"{schema}"'
+    op.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted}")
+    op.execute(MIGRATIONS_TABLE.format(schema=quoted))
+    for statement in ddl(schema):
+        op.execute(statement)
+    for v in range(len(MIGRATIONS)):
+        op.execute(f"INSERT INTO {quoted}.jsonl_store_migrations (v) VALUES ({v}) ON CONFLICT DO NOTHING")
+
+
+def downgrade() -> None:
+    if op.get_bind().dialect.name != "postgresql":
+        return
+    quoted = f'"{_schema()}"'
+    for table in (*_TABLES, "jsonl_store_migrations"):
+        op.execute(f"DROP TABLE IF EXISTS {quoted}.{table}")

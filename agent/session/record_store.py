@@ -1,0 +1,121 @@
+"""Where this agentrt's session records live: `persistence.store`, `files` or `postgres`.
+
+With `files` (the embedded default) every caller keeps its folder under `base_dir` and nothing here
+is opened. With `postgres` the event log, the checkpoints, the tool journal, the inbox, the turn
+reservations, the session document and the blobs are rows of the database `store_url` names
+(`checkpointing.store.PostgresStore`, its tables made by `agentrt db upgrade`), so `base_dir` holds
+only what a machine may lose (caches, the sandbox rooms' working copies).
+
+One `PostgresStore` (one connection pool) is opened per URL per process and shared by every
+caller; `close_stores` releases them (tests, a worker's shutdown).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from checkpointing.blobs import Blobs, BlobStore
+from checkpointing.records import FsyncPolicy
+from checkpointing.store.base import SessionStreams
+
+if TYPE_CHECKING:
+    from agent.config import AgentSettings
+    from agent.session.inbox import Inbox, TurnIndex
+    from checkpointing.store.postgres import PostgresStore
+
+_STORES: dict[str, PostgresStore] = {}
+_LOCK = threading.Lock()
+
+
+def pg_store(settings: AgentSettings) -> PostgresStore | None:
+    """The PostgreSQL record store of `settings` (shared in this process), None with `store: files`.
+
+    Its schema is checked, never created here: a database without the store's tables raises
+    `SchemaOutdated` naming `agentrt db upgrade`; an unreachable one `BackendUnavailable`
+    naming the host (never the password).
+    """
+    url = settings.store_url()
+    if url is None:
+        return None
+    with _LOCK:
+        store = _STORES.get(url)
+        if store is None:
+            store = _STORES[url] = _open(url)
+    return store
+
+
+def _open(url: str) -> PostgresStore:
+    import psycopg
+
+    from agent.errors import BackendUnavailable, SchemaOutdated
+    from checkpointing.store.pg_schema import MIGRATIONS
+    from checkpointing.store.postgres import PostgresStore
+
+    where = _where(url)
+    try:  # one plain connection first: a pool would retry (and log) for as long as it is open
+        with psycopg.connect(url, connect_timeout=5, autocommit=True) as conn:
+            found = conn.execute("SELECT to_regclass('jsonl_store_migrations')").fetchone()
+            ran = conn.execute("SELECT count(*) FROM jsonl_store_migrations").fetchone() if found and found[0] else (0,)
+    except psycopg.OperationalError as err:
+        if "does not exist" in str(err):
+            raise SchemaOutdated(
+                f"the record store's database {where} does not exist: run `agentrt db init` (it creates it)"
+            ) from None
+        raise BackendUnavailable(
+            f"the record store {where} does not answer; start PostgreSQL or fix persistence.store_url"
+        ) from None
+    if ran is None or int(ran[0]) < len(MIGRATIONS):
+        raise SchemaOutdated(f"the record store {where} has no or an older schema: run `agentrt db upgrade`")
+    return PostgresStore(url)
+
+
+def _where(url: str) -> str:
+    """host:port/db of `url`, never its password."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    info = conninfo_to_dict(url.replace("postgresql+psycopg://", "postgresql://", 1))
+    return f"postgresql://{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
+
+
+def close_stores() -> None:
+    """Close every record store this process opened (the next use opens them again)."""
+    with _LOCK:
+        stores = list(_STORES.values())
+        _STORES.clear()
+    for store in stores:
+        store.close()
+
+
+def blobs(settings: AgentSettings) -> Blobs:
+    """The blobs of the record store: the store's table, or `base_dir/blobs`."""
+    store = pg_store(settings)
+    return store.blobs if store is not None else BlobStore(settings.base_dir)
+
+
+def session_streams(
+    settings: AgentSettings, tenant_id: str, session_id: str, fsync: FsyncPolicy = "always"
+) -> SessionStreams | None:
+    """The store session of (tenant, session) on PostgreSQL; None with `store: files` (callers
+    keep their files under `base_dir`)."""
+    store = pg_store(settings)
+    return None if store is None else store.session(tenant_id, session_id, fsync)
+
+
+def inbox(settings: AgentSettings, tenant_id: str, session_id: str) -> Inbox:
+    """The session's inbox on the record store."""
+    from agent.session.inbox import Inbox
+
+    streams = session_streams(settings, tenant_id, session_id)
+    if streams is None:
+        return Inbox(settings.base_dir, tenant_id, session_id)
+    Inbox(settings.base_dir, tenant_id, session_id)  # validates both ids the same way on either store
+    return Inbox.over(streams)
+
+
+def turn_index(settings: AgentSettings, tenant_id: str) -> TurnIndex:
+    """The tenant's turn reservations on the record store."""
+    from agent.session.inbox import TurnIndex
+
+    store = pg_store(settings)
+    return TurnIndex(settings.base_dir, tenant_id) if store is None else TurnIndex.over(store, tenant_id)
