@@ -468,7 +468,7 @@ def tool_journal(f: SessionFacts) -> Check:
         )
     if not scan.exists:
         return finding("tool_journal", "OK", "no tool has run yet (no journal.jsonl)", NOTHING)
-    journal = ToolExecutionJournal(f.runner.settings.base_dir, f.tenant_id, f.session_id, blobs=f.runner.blobs)
+    journal = ToolExecutionJournal(f.base_dir, f.tenant_id, f.session_id, blobs=f.runner.blobs)
     anomalies = journal.duplicates()
     recs = list(scan.recs())
     ev: dict[str, Any] = {

@@ -209,6 +209,14 @@ class SessionFacts:
     """Every record log, document and index of the folder, per `checkpointing.verify.verify_session`."""
     checkpoint_id: str | None = None
     """The current branch's checkpoint (None: the thread's newest; see `agent.run.branches`)."""
+    base: Path | None = None
+    """Where the session's records were read (None: `persistence.base_dir`; on the PostgreSQL
+    store, the temporary copy of `agent.doctor.store_copy`)."""
+
+    @property
+    def base_dir(self) -> Path:
+        """The base_dir the session's records are read from."""
+        return self.base if self.base is not None else self.runner.settings.base_dir
 
     def owner(self) -> str | None:
         """The session's user, from the session document or else the event-log header."""
@@ -319,7 +327,7 @@ def _read_session_json(path: Path, tenant_id: str, session_id: str) -> ChatSessi
 
 
 def _find_other_tenants(facts: SessionFacts) -> None:
-    base = facts.runner.settings.base_dir
+    base = facts.base_dir
     facts.other_tenants = [
         t for t in tenant_ids(base) if t != facts.tenant_id and session_dir(base, t, facts.session_id).is_dir()
     ]
@@ -350,7 +358,7 @@ def _fresh_reader(facts: SessionFacts) -> tuple[Any, Any]:
 
     if not isinstance(facts.runner.saver, JsonlCheckpointSaver):
         return facts.runner.saver, None
-    saver = JsonlCheckpointSaver(facts.runner.settings.base_dir, fsync="batch", default_tenant=facts.tenant_id)
+    saver = JsonlCheckpointSaver(facts.base_dir, fsync="batch", default_tenant=facts.tenant_id)
     for name, scan in facts.files.items():
         # The run files were just read and verified by the scan: the saver indexes them from it.
         # A damaged one is left to the saver's own read, whose error is the evidence.
@@ -423,10 +431,15 @@ def _latest_doc_from_files(facts: SessionFacts) -> dict[str, Any] | None:
     return out
 
 
-def gather(runner: AgentRunner, session_id: str, tenant_id: str, user_id: str | None) -> SessionFacts:
-    """Collect the facts of one session (read-only)."""
-    directory = runner.session_dir(tenant_id, session_id)
-    facts = SessionFacts(runner, tenant_id, session_id, user_id, directory)
+def gather(
+    runner: AgentRunner, session_id: str, tenant_id: str, user_id: str | None, base: Path | None = None
+) -> SessionFacts:
+    """Collect the facts of one session (read-only), its records read under `base` (default:
+    `persistence.base_dir`)."""
+    directory = (
+        session_dir(base, tenant_id, session_id) if base is not None else runner.session_dir(tenant_id, session_id)
+    )
+    facts = SessionFacts(runner, tenant_id, session_id, user_id, directory, base=base)
     _scan_session_files(facts)
     _read_layers(facts)
     if user_id is not None:

@@ -208,6 +208,15 @@ def sandbox(f: SessionFacts) -> Check:
             "restore base_dir/blobs from a backup; the room cannot be restored without them",
             **ev,
         )
+    if absent and not files and f.base is not None:  # the PostgreSQL store: rooms are per machine
+        return finding(
+            "sandbox",
+            "OK",
+            f"the room is not on this machine; its {len(manifest)} files are restored from the store's blobs "
+            "when the session runs here",
+            "nothing to do",
+            **ev,
+        )
     if absent and not files:
         return finding(
             "sandbox",

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.errors import AgentrtError, DataCorrupt
+from agent.errors import AgentrtError, ConfigError, DataCorrupt
 from agent.session.outbox import Outbox
 from checkpointing import records
 from checkpointing.errors import CorruptRecordError, OldFormatError
@@ -48,6 +48,11 @@ __all__ = ["fork_points", "repair_session", "repair_torn_tails", "repin_fork_poi
 def repair_session(runner: AgentRunner, session_id: str, tenant_id: str | None = None) -> list[tuple[Path, str]]:
     """Every repair `--repair` makes on the session: (file, what was done), one per file changed."""
     tenant = tenant_id or runner.settings.session.tenant_id
+    if runner.settings.persistence.store != "files":
+        raise ConfigError(
+            "--repair mends files of the files store; the PostgreSQL store has no torn tail to cut: "
+            "restore a damaged row from a database backup (`agentrt doctor ID` names it)"
+        )
     directory = runner.session_dir(tenant, session_id)
     if not directory.is_dir():
         return []  # nothing to repair, and taking the lease would create the folder

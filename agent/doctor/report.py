@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.doctor import checks as doctor_checks
 from agent.doctor.facts import STATUSES, Check, DoctorReport, gather
+from agent.session.record_store import pg_store
 from checkpointing.errors import InvalidIdError
 from checkpointing.ids import printable, validate_id
 
@@ -51,8 +52,23 @@ def run_doctor(
     except InvalidIdError as err:
         report.checks.append(Check("session_found", "FAIL", str(err), "check the session id with `agentrt sessions`"))
         return report
-    facts = gather(runner, session_id, tenant, user_id)
-    report.checks = doctor_checks.run_all(facts)
+    store = pg_store(runner.settings)
+    if store is None:
+        report.checks = doctor_checks.run_all(gather(runner, session_id, tenant, user_id))
+        return report
+    from agent.doctor.store_copy import copied_session, relabel
+
+    with copied_session(store, tenant, session_id) as root:
+        checks = doctor_checks.run_all(gather(runner, session_id, tenant, user_id, base=root))
+        report.checks = [
+            Check(
+                c.name,
+                c.status,
+                json.loads(relabel(json.dumps(c.evidence), root, store)),
+                relabel(c.next_step, root, store),
+            )
+            for c in checks
+        ]
     return report
 
 

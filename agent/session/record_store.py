@@ -41,11 +41,17 @@ def pg_store(settings: AgentSettings) -> PostgresStore | None:
     with _LOCK:
         store = _STORES.get(url)
         if store is None:
-            store = _STORES[url] = _open(url)
+            store = _STORES[url] = _open(url, _hint(settings))
     return store
 
 
-def _open(url: str) -> PostgresStore:
+def _hint(settings: AgentSettings) -> str:
+    from agent.services import config_hint
+
+    return config_hint(settings)
+
+
+def _open(url: str, hint: str) -> PostgresStore:
     import psycopg
 
     from agent.errors import BackendUnavailable, SchemaOutdated
@@ -60,13 +66,13 @@ def _open(url: str) -> PostgresStore:
     except psycopg.OperationalError as err:
         if "does not exist" in str(err):
             raise SchemaOutdated(
-                f"the record store's database {where} does not exist: run `agentrt db init` (it creates it)"
+                f"the record store's database {where} does not exist: run `agentrt db init{hint}` (it creates it)"
             ) from None
         raise BackendUnavailable(
             f"the record store {where} does not answer; start PostgreSQL or fix persistence.store_url"
         ) from None
     if ran is None or int(ran[0]) < len(MIGRATIONS):
-        raise SchemaOutdated(f"the record store {where} has no or an older schema: run `agentrt db upgrade`")
+        raise SchemaOutdated(f"the record store {where} has no or an older schema: run `agentrt db upgrade{hint}`")
     return PostgresStore(url)
 
 

@@ -82,6 +82,8 @@ QUERIES: dict[str, str] = {
         + RUNS_ONLY
         + " ORDER BY tenant, thread"
     ),
+    "streams_all": "SELECT run, id FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s ORDER BY run",
+    "docs_all": "SELECT name, body FROM {s}.jsonl_documents WHERE tenant = %s AND thread = %s ORDER BY name",
     "logged": (
         "SELECT thread FROM {s}.jsonl_streams WHERE tenant = %s AND run = '@events' ORDER BY thread"
     ),

@@ -404,6 +404,18 @@ class PostgresSessionStreams:
         with self.store.connection("checking the fence") as conn, conn.transaction():
             self._fence(conn, token)
 
+    def dump(self) -> tuple[dict[str, bytes], dict[str, bytes]]:
+        """Every stream's rows concatenated, as stored (not verified: the bytes its file would
+        hold), and every document's body: ({stream: bytes}, {document: bytes})."""
+        with self.store.connection("copying a session") as conn:
+            streams = conn.execute(self.q["streams_all"], (self.tenant, self.thread)).fetchall()
+            out: dict[str, bytes] = {}
+            for run, sid in streams:
+                rows = conn.execute(self.q["scan"], (sid, 0)).fetchall()
+                out[str(run)] = b"".join(bytes(line) for _, line in rows)
+            docs = {str(n): bytes(b) for n, b in conn.execute(self.q["docs_all"], (self.tenant, self.thread))}
+        return out, docs
+
     def highest_fence(self) -> int | None:
         """The highest lease token the session's fence recorded (None: none yet)."""
         with self.store.connection("reading the fence") as conn:
