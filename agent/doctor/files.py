@@ -158,6 +158,8 @@ def sandbox_manifest(f: SessionFacts) -> tuple[dict[str, str] | None, str]:
 
 def sandbox(f: SessionFacts) -> Check:
     """Sandbox manifest vs the workspace files vs their blobs."""
+    if f.base is not None:
+        return _store_sandbox(f)
     branch = f.session.current_branch_id if f.session is not None else MAIN_BRANCH
     builder_room = getattr(f.runner.builder, "room_dir", None)
     room = builder_room(f.tenant_id, f.session_id, branch) if builder_room else room_dir(f.dir, branch)
@@ -208,15 +210,6 @@ def sandbox(f: SessionFacts) -> Check:
             "restore base_dir/blobs from a backup; the room cannot be restored without them",
             **ev,
         )
-    if absent and not files and f.base is not None:  # the PostgreSQL store: rooms are per machine
-        return finding(
-            "sandbox",
-            "OK",
-            f"the room is not on this machine; its {len(manifest)} files are restored from the store's blobs "
-            "when the session runs here",
-            "nothing to do",
-            **ev,
-        )
     if absent and not files:
         return finding(
             "sandbox",
@@ -237,6 +230,31 @@ def sandbox(f: SessionFacts) -> Check:
         )
     return finding(
         "sandbox", "OK", f"the room matches the sandbox checkpoint ({len(manifest)} files)", "nothing to do", **ev
+    )
+
+
+def _store_sandbox(f: SessionFacts) -> Check:
+    """On the PostgreSQL store a room is a machine's working copy: the manifest's blobs are the room."""
+    manifest, where = sandbox_manifest(f)
+    if manifest is None:
+        return finding("sandbox", "OK", "no sandbox checkpoint yet; nothing to check", "nothing to do")
+    lost = [path for path, ref in sorted(manifest.items()) if not f.runner.blobs.exists(ref)]
+    ev: dict[str, Any] = {"manifest_at": where, "manifest_files": len(manifest), "lost": lost}
+    if lost:
+        return finding(
+            "sandbox",
+            "FAIL",
+            f"files of the sandbox checkpoint whose blobs are gone: {', '.join(lost)}",
+            "restore the jsonl_blobs rows from a database backup; the room cannot be restored without them",
+            **ev,
+        )
+    return finding(
+        "sandbox",
+        "OK",
+        f"the sandbox checkpoint's {len(manifest)} files are in the store's blobs "
+        "(a machine without the room restores it from them)",
+        "nothing to do",
+        **ev,
     )
 
 

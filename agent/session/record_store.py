@@ -61,6 +61,8 @@ def _open(url: str, hint: str) -> PostgresStore:
     where = _where(url)
     try:  # one plain connection first: a pool would retry (and log) for as long as it is open
         with psycopg.connect(url, connect_timeout=5, autocommit=True) as conn:
+            # The store's tables are in the connection's schema (a URL's search_path, else public).
+            schema = str((conn.execute("SELECT current_schema()").fetchone() or ("public",))[0])
             found = conn.execute("SELECT to_regclass('jsonl_store_migrations')").fetchone()
             ran = conn.execute("SELECT count(*) FROM jsonl_store_migrations").fetchone() if found and found[0] else (0,)
     except psycopg.OperationalError as err:
@@ -73,7 +75,7 @@ def _open(url: str, hint: str) -> PostgresStore:
         ) from None
     if ran is None or int(ran[0]) < len(MIGRATIONS):
         raise SchemaOutdated(f"the record store {where} has no or an older schema: run `agentrt db upgrade{hint}`")
-    return PostgresStore(url)
+    return PostgresStore(url, schema=schema)
 
 
 def _where(url: str) -> str:

@@ -8,11 +8,14 @@ The tables of `checkpointing.store.pg_schema` (record streams, documents, fences
 reservations), made by the same statements `PostgresStore.setup()` runs, and their migrations
 marked as run, so a library user's `setup()` on this database finds nothing left to do. Every
 statement is `CREATE ... IF NOT EXISTS`: tables a `setup()` made before are adopted as they are.
-SQLite (the embedded default) keeps its records in files: nothing is made there.
+SQLite (the embedded default) keeps its records in files: nothing is made there. The tables go to
+the configured schema, else the connection's current schema (a URL's `search_path`), where the
+runtime looks for them (`agent.session.record_store`).
 """
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from alembic import context, op
 
 from checkpointing.store.pg_schema import MIGRATIONS, MIGRATIONS_TABLE, ddl
@@ -26,8 +29,11 @@ _TABLES = ("jsonl_records", "jsonl_streams", "jsonl_documents", "jsonl_fences", 
 
 
 def _schema() -> str:
+    """The configured schema, else the connection's own (a URL's `search_path`, else public)."""
     schema = context.config.attributes.get("schema")
-    return str(schema) if schema else "public"
+    if schema:
+        return str(schema)
+    return str(op.get_bind().execute(sa.text("SELECT current_schema()")).scalar() or "public")
 
 
 def upgrade() -> None:
