@@ -1,0 +1,109 @@
+"""Sandbox rooms on `persistence.store: postgres`, where each machine's base_dir is only a local
+copy: a session whose turns run on two machines in turn reads back every file its earlier turns
+wrote, whether the local room is missing, stale (another machine ran the session since), or a
+crash cut a run short after a file write was journaled and before its checkpoint."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.config import load_settings
+from agent.errors import LeaseHeld
+from agent.runner import AgentRunner
+from agent.session.db_cli import db_init
+from tests.support.celery_drill import database_url, drop_database, turn_script
+from tests.support.crash import SIGKILL_CODE, run_cli
+from tests.support.runners import ROOT, make_config
+
+pytestmark = pytest.mark.integration
+
+ONE = ("notes/one.txt", "one: written in turn 1")
+TWO = ("notes/two.txt", "two: written in turn 2")
+CALLS = {
+    1: [("write_file", {"path": ONE[0], "content": ONE[1]})],
+    2: [("read_file", {"path": ONE[0]}), ("write_file", {"path": TWO[0], "content": TWO[1]})],
+    3: [("read_file", {"path": ONE[0]}), ("read_file", {"path": TWO[0]})],
+}
+SID = "s-rooms"
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Iterator[Path]:
+    """A config on a fresh PostgreSQL database (`agentrt db init`), store: postgres; dropped after."""
+    name = f"agentrt_rooms_{uuid.uuid4().hex[:10]}"
+    cfg = make_config(
+        tmp_path,
+        turn_script(3, (), CALLS),
+        persistence={
+            "mode": "PRIMARY",
+            "database_url": database_url(name),
+            "store": "postgres",
+            "lease": "postgres",
+            "lease_ttl_s": 1.0,
+        },
+        tools={"builtins": ["read_file", "write_file"], "custom": []},
+        datasets=[],
+        skills_dir=None,
+    )
+    db_init(load_settings(cfg))
+    try:
+        yield cfg
+    finally:
+        drop_database(name)
+
+
+def _machine(config: Path, base_dir: Path) -> AgentRunner:
+    """A runner on its own base_dir: one machine of the fleet."""
+    return AgentRunner.from_config(config, **{"persistence.base_dir": str(base_dir)})
+
+
+def _reads(runner: AgentRunner) -> list[str]:
+    """What the session's read_file calls returned, in order."""
+    runner.manager.l1.delete("default", SID)
+    messages: list[Any] = runner.state(SID)["messages"]
+    return [str(m.content) for m in messages if getattr(m, "type", "") == "tool" and m.name == "read_file"]
+
+
+def _turn(runner: AgentRunner, n: int) -> None:
+    """Turn n on this machine, as a worker runs it (its session cache dropped first)."""
+    runner.manager.l1.delete("default", SID)
+    result = runner.run(f"Turn {n}.", session_id=SID) if n > 1 else runner.run("Turn 1.", new_session_id=SID)
+    assert result.answer == f"Answer {n}.", result
+
+
+def test_a_machine_whose_room_is_stale_reads_the_files_another_machine_wrote(config: Path, tmp_path: Path) -> None:
+    """Turn 1 on A, turn 2 on B, turn 3 on A again: A's room still lacks B's file from turn 2."""
+    a, b = _machine(config, tmp_path / "a"), _machine(config, tmp_path / "b")
+    _turn(a, 1)
+    _turn(b, 2)
+    _turn(a, 3)
+    assert _reads(a) == [ONE[1], ONE[1], TWO[1]]
+
+
+def test_a_file_write_journaled_before_a_crash_is_in_the_room_another_machine_resumes(
+    config: Path, tmp_path: Path
+) -> None:
+    """A dies after write_file's result is journaled, before the checkpoint that lists the file; B
+    (an empty base_dir) resumes: the replayed write is applied to B's room, so turn 2 reads it."""
+    env = {"AGENTRT_BASE_DIR": str(tmp_path / "a"), "AGENTRT_CRASH_AT": "after_journal_append:2"}
+    env.update(PYTHONPATH=str(ROOT))
+    crashed = run_cli(["run", "--config", str(config), "--new-session", SID, "Turn 1."], env)
+    assert crashed.code == SIGKILL_CODE, crashed.stdout + crashed.stderr
+    b = _machine(config, tmp_path / "b")
+    deadline = time.monotonic() + 30
+    while True:  # A's lease runs out after lease_ttl_s
+        try:
+            resumed = b.resume(SID)
+            break
+        except LeaseHeld:
+            assert time.monotonic() < deadline, "A's lease never expired"
+            time.sleep(0.2)
+    assert resumed.answer == "Answer 1.", resumed
+    _turn(b, 2)
+    assert _reads(b) == [ONE[1]]
