@@ -1,7 +1,12 @@
-"""Sandbox rooms on `persistence.store: postgres`, where each machine's base_dir is only a local
-copy: a session whose turns run on two machines in turn reads back every file its earlier turns
-wrote, whether the local room is missing, stale (another machine ran the session since), or a
-crash cut a run short after a file write was journaled and before its checkpoint."""
+"""Two machines on `persistence.store: postgres`, each base_dir only a local copy (no shared files):
+what one machine recorded, the other sees.
+
+- Sandbox rooms: a session whose turns run on the two machines in turn reads back every file its
+  earlier turns wrote, whether the local room is missing, stale (the other machine ran the session
+  since), or a crash cut a run short after a file write was journaled and before its checkpoint.
+- Submitting: a turn for a session another machine ran goes to the queue of its graph version, and
+  the session's owner and existence are those the store recorded.
+"""
 
 from __future__ import annotations
 
@@ -14,10 +19,14 @@ from typing import Any
 import pytest
 
 from agent.config import load_settings
-from agent.errors import LeaseHeld
+from agent.errors import LeaseHeld, SessionExists, SessionNotFound
+from agent.routing import session_graph_version, turn_queue, version_queue
 from agent.runner import AgentRunner
 from agent.session.db_cli import db_init
-from tests.support.celery_drill import database_url, drop_database, turn_script
+from agent.session.record_store import inbox as record_inbox
+from agent.submit import submit_turn
+from graph.build import GRAPH_VERSION
+from tests.support.celery_drill import REDIS_URL, database_url, drop_database, turn_script
 from tests.support.crash import SIGKILL_CODE, run_cli
 from tests.support.runners import ROOT, make_config
 
@@ -48,6 +57,7 @@ def config(tmp_path: Path) -> Iterator[Path]:
             "lease_ttl_s": 1.0,
         },
         tools={"builtins": ["read_file", "write_file"], "custom": []},
+        workers={"broker_url": f"{REDIS_URL}/0", "result_backend": f"{REDIS_URL}/0", "queue": f"agentrt-test-{name}"},
         datasets=[],
         skills_dir=None,
     )
@@ -70,10 +80,13 @@ def _reads(runner: AgentRunner) -> list[str]:
     return [str(m.content) for m in messages if getattr(m, "type", "") == "tool" and m.name == "read_file"]
 
 
-def _turn(runner: AgentRunner, n: int) -> None:
+def _turn(runner: AgentRunner, n: int, user: str | None = None) -> None:
     """Turn n on this machine, as a worker runs it (its session cache dropped first)."""
     runner.manager.l1.delete("default", SID)
-    result = runner.run(f"Turn {n}.", session_id=SID) if n > 1 else runner.run("Turn 1.", new_session_id=SID)
+    if n == 1:
+        result = runner.run("Turn 1.", new_session_id=SID, user_id=user)
+    else:
+        result = runner.run(f"Turn {n}.", session_id=SID, user_id=user)
     assert result.answer == f"Answer {n}.", result
 
 
@@ -107,3 +120,19 @@ def test_a_file_write_journaled_before_a_crash_is_in_the_room_another_machine_re
     assert resumed.answer == "Answer 1.", resumed
     _turn(b, 2)
     assert _reads(b) == [ONE[1]]
+
+
+def test_a_turn_submitted_on_another_machine_sees_the_session_and_its_graph_version(
+    config: Path, tmp_path: Path
+) -> None:
+    """A ran the session (user alice); B, with an empty base_dir, routes its next turn to the graph
+    version's queue, refuses to create it again, and refuses it to another user."""
+    _turn(_machine(config, tmp_path / "a"), 1, user="alice")
+    b = load_settings(config, overrides={"persistence.base_dir": str(tmp_path / "b")})
+    assert session_graph_version(b, "default", SID) == GRAPH_VERSION
+    assert turn_queue(b, "default", SID) == version_queue(b, GRAPH_VERSION)
+    with pytest.raises(SessionExists, match="already exists"):
+        submit_turn(b, "Again, as new.", SID, "default", "alice", new_session=True)
+    with pytest.raises(SessionNotFound, match="another user"):
+        submit_turn(b, "Mine now.", SID, "default", "bob")
+    assert record_inbox(b, "default", SID).turns() == []  # nothing was recorded for either
