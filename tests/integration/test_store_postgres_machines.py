@@ -6,6 +6,7 @@ what one machine recorded, the other sees.
   since), or a crash cut a run short after a file write was journaled and before its checkpoint.
 - Submitting: a turn for a session another machine ran goes to the queue of its graph version, and
   the session's owner and existence are those the store recorded.
+- Retention: a machine reclaims the old sessions every machine ran, from the session table.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from agent.routing import session_graph_version, turn_queue, version_queue
 from agent.runner import AgentRunner
 from agent.session.db_cli import db_init
 from agent.session.record_store import inbox as record_inbox
+from agent.session.retention import collect
 from agent.submit import submit_turn
 from graph.build import GRAPH_VERSION
 from tests.support.celery_drill import REDIS_URL, database_url, drop_database, turn_script
@@ -136,3 +139,20 @@ def test_a_turn_submitted_on_another_machine_sees_the_session_and_its_graph_vers
     with pytest.raises(SessionNotFound, match="another user"):
         submit_turn(b, "Mine now.", SID, "default", "bob")
     assert record_inbox(b, "default", SID).turns() == []  # nothing was recorded for either
+
+
+def test_retention_reclaims_an_old_session_that_another_machine_ran(config: Path, tmp_path: Path) -> None:
+    """`session.retention_days`: B (an empty base_dir) finds A's old session on the session table
+    and deletes it from the store: its event log, document and session row are gone."""
+    _turn(_machine(config, tmp_path / "a"), 1)
+    b = AgentRunner.from_config(config, **{"persistence.base_dir": str(tmp_path / "b"), "session.retention_days": 1})
+    later = datetime.now(UTC) + timedelta(days=400)  # past the session's expiry and a day of retention
+    listed = collect(b, dry_run=True, now=later)
+    assert listed.sessions == [("default", SID)], listed.summary()
+    gone = collect(b, now=later)
+    assert gone.sessions == [("default", SID)], gone.summary()
+    b.manager.l1.delete("default", SID)
+    assert [s.session_id for s in b.sessions()] == []
+    assert b.manager.jsonl.event_log("default", SID).entries() == []
+    with pytest.raises(SessionNotFound):
+        b.run("Turn 2.", session_id=SID)
