@@ -25,7 +25,7 @@ from agent.routing import turn_queue
 from agent.run.approvals import check_decision, checked_interrupt_id
 from agent.session.inbox import Inbox, Turn, TurnStatus, new_turn_id
 from agent.session.record_store import inbox as record_inbox
-from agent.session.record_store import turn_index
+from agent.session.record_store import pg_store, turn_index
 from agent.session.stores.jsonl import JsonlSessionStore
 
 
@@ -157,7 +157,7 @@ def paused_turn(settings: AgentSettings, session_id: str, tenant_id: str | None 
 def _check_session(settings: AgentSettings, inbox: Inbox, user_id: str | None, new_session: bool) -> None:
     """A turn goes to an existing session (or one a queued `--new-session` turn creates); a new one must be new."""
     tenant, sid = inbox.tenant_id, inbox.session_id
-    header = JsonlSessionStore(settings.base_dir).event_log(tenant, sid).header()
+    header = JsonlSessionStore(settings.base_dir, store=pg_store(settings)).event_log(tenant, sid).header()
     owner = (header or {}).get("user_id") if header and header.get("tenant_id") == tenant else None
     queued = [t for t in inbox.turns() if t.new_session]
     exists = header is not None or bool(queued)

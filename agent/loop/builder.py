@@ -39,9 +39,7 @@ LAST_KEPT = 16  # runtimes `last_runtime` can still show (the runs own them; thi
 class RuntimeBuilder:
     """Builds LoopRuntimes for one runner's settings and toolset."""
 
-    def __init__(
-        self, settings: AgentSettings, tools: dict[str, ToolSpec], blobs: Blobs, saver: Any = None
-    ) -> None:
+    def __init__(self, settings: AgentSettings, tools: dict[str, ToolSpec], blobs: Blobs, saver: Any = None) -> None:
         self.settings = settings
         self.saver = saver
         """The checkpoint saver: with `put_text` (ours), long tool results are kept once, in its run logs."""
@@ -186,10 +184,14 @@ class RuntimeBuilder:
     def sandbox(self, tenant: str, session_id: str, branch_id: str, state: Mapping[str, Any]) -> Sandbox:
         """The branch's room; refilled from the checkpoint's manifest when it is empty but should not be.
 
-        A room that has files is left as it is: it holds the effects of tool calls the journal
-        recorded as completed, which a resume replays instead of re-running (and finishes the
-        interrupted one as the journal says, `agent.tools.execute`). Only the temp files of writes a
-        crash cut short are removed: no tool of this run writes yet, and the lease keeps others out.
+        On the `files` store a room that has files is left as it is: it holds the effects of tool
+        calls the journal recorded as completed, which a resume replays instead of re-running (and
+        finishes the interrupted one as the journal says, `agent.tools.execute`). Only the temp files
+        of writes a crash cut short are removed: no tool of this run writes yet, and the lease keeps
+        others out. On the `postgres` store the room under base_dir is only this machine's copy:
+        another machine may have run the session since (the copy is stale), so the room is made the
+        checkpoint's manifest whatever it holds. A room found empty or refilled either way is marked
+        `refilled`: a resume then applies the room effects of the calls it replays again.
         """
         room = self.room_dir(tenant, session_id, branch_id)
         manifest = state.get("sandbox_manifest") or {}
@@ -197,10 +199,12 @@ class RuntimeBuilder:
         room.parent.mkdir(parents=True, exist_ok=True)
         # The Sandbox makes a missing room itself and reports it (a `sandbox_created` entry).
         sandbox = Sandbox(room, blobs=self.blobs, on_event=self._sandbox_event(session_id))
-        if empty and manifest:
-            sandbox.restore(manifest)
-        elif not empty:
+        if not empty:
             sandbox.sweep_temp()
+        if (empty and manifest) or (not empty and self.settings.persistence.store == "postgres"):
+            sandbox.refilled = sandbox.restore(manifest) > 0
+        # An empty room holds only what the checkpoint had too: no effect of a call after it.
+        sandbox.refilled = sandbox.refilled or empty
         return sandbox
 
     def _sandbox_event(self, session_id: str) -> Callable[[str, dict[str, Any]], None]:

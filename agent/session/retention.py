@@ -2,9 +2,10 @@
 
 A session is reclaimed when its expiry (last activity + `expire_minutes`) passed more than the
 retention ago, or when it is ENDED and had no activity for the retention. Candidates come from
-the session index (one query across tenants, `SessionIndex.reclaimable`), never from a walk of the
-folders; each candidate's document is read again before it goes (the index is a cache and may be
-behind), and a leased session (a run holds it) is skipped. Deletion is `removal.remove_session`,
+the session index (one query across tenants, `SessionIndex.reclaimable`; on the PostgreSQL record
+store the SQL session table, `SqlSessionStore.reclaimable`), never from a walk of the folders;
+each candidate's document is read again before it goes (the index is a cache and may be behind),
+and a leased session (a run holds it) is skipped. Deletion is `removal.remove_session`,
 the same as `agentrt erase`.
 
 This is not the saver's `persistence.keep_last`, which trims old checkpoints inside a session that
@@ -30,7 +31,7 @@ from agent.session import removal
 from agent.session.lifecycle import SessionStatus
 from agent.session.removal import Removal
 from agent.session.session import ChatSession
-from checkpointing.session_index import IndexUnusable, SessionRow
+from checkpointing.session_index import IndexUnusable
 
 if TYPE_CHECKING:
     from agent.run.core import RunnerCore
@@ -48,13 +49,13 @@ def _due(doc: ChatSession, cutoff: datetime) -> bool:
     return doc.status is SessionStatus.ENDED and doc.last_active_time < cutoff
 
 
-def _document(runner: RunnerCore, row: SessionRow) -> ChatSession | None:
+def _document(runner: RunnerCore, tenant: str, sid: str) -> ChatSession | None:
     manager = runner.manager
     if manager.mode == "MIRROR" and manager.sql is not None:
-        got = manager.sql.get(row.tenant_id, row.session_id)
+        got = manager.sql.get(tenant, sid)
         if got is not None:
             return got
-    return manager.jsonl.get(row.tenant_id, row.session_id) or manager.jsonl.rebuild(row.tenant_id, row.session_id)
+    return manager.jsonl.get(tenant, sid) or manager.jsonl.rebuild(tenant, sid)
 
 
 def collect(runner: RunnerCore, dry_run: bool = False, now: datetime | None = None) -> Removal:
@@ -65,31 +66,43 @@ def collect(runner: RunnerCore, dry_run: bool = False, now: datetime | None = No
         out.notes.append("session.retention_days is not set: sessions are kept forever")
         return out
     cutoff = (now or datetime.now(UTC)) - timedelta(days=days)
-    index = runner.manager.jsonl.index
+    keys = _candidates(runner, cutoff)
     try:
-        rows = index.reclaimable(cutoff, [SessionStatus.ENDED.value])
-    except IndexUnusable as err:
-        raise DataCorrupt(f"{err}; rebuild it with `agentrt doctor --repair`, then run gc again") from err
-    try:
-        for row in rows:
-            _one(runner, row, cutoff, out)
+        for tenant, sid in keys:
+            _one(runner, tenant, sid, cutoff, out)
     finally:
         removal.finish(runner, out)  # also after a failure: the blobs of the sessions already gone
     return out
 
 
-def _one(runner: RunnerCore, row: SessionRow, cutoff: datetime, out: Removal) -> None:
+def _candidates(runner: RunnerCore, cutoff: datetime) -> list[tuple[str, str]]:
+    """(tenant, session) of the index rows past the retention. On the PostgreSQL record store the
+    session table is the index (the files store's index under base_dir is never written there)."""
+    manager = runner.manager
+    done = [SessionStatus.ENDED.value]
+    if manager.jsonl.store is not None:
+        if manager.sql is None:
+            raise StorageError("store: postgres lists sessions from the SQL session table, and there is none")
+        return manager.sql.reclaimable(cutoff, done)
     try:
-        doc = _document(runner, row)
+        rows = manager.jsonl.index.reclaimable(cutoff, done)
+    except IndexUnusable as err:
+        raise DataCorrupt(f"{err}; rebuild it with `agentrt doctor --repair`, then run gc again") from err
+    return [(row.tenant_id, row.session_id) for row in rows]
+
+
+def _one(runner: RunnerCore, tenant: str, sid: str, cutoff: datetime, out: Removal) -> None:
+    try:
+        doc = _document(runner, tenant, sid)
     except (StorageError, ValueError) as err:
-        out.skipped.append(removal.Skipped(row.tenant_id, row.session_id, f"not read ({err})"))
+        out.skipped.append(removal.Skipped(tenant, sid, f"not read ({err})"))
         return
     if doc is None:
         if not out.dry_run:
-            runner.manager.jsonl.forget(row.tenant_id, row.session_id)  # a row without a session
+            runner.manager.jsonl.forget(tenant, sid)  # a row without a session
         return
     if _due(doc, cutoff):  # else the row was behind: the session was used since
-        removal.remove_session(runner, row.tenant_id, row.session_id, out)
+        removal.remove_session(runner, tenant, sid, out)
 
 
 def maybe_collect(runner: RunnerCore) -> Removal | None:

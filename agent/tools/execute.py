@@ -12,6 +12,7 @@ else stays "outcome unknown". Either way the room a resumed run leaves is the un
 
 from __future__ import annotations
 
+import logging
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -21,6 +22,8 @@ from agent.errors import ModelError, ToolError
 from agent.faults import crash_point
 from agent.tools.base import ToolContext, ToolSpec
 from agent.tools.journal import RERUNNABLE, JournalEntryState, JournalStatus, ToolExecutionJournal
+
+log = logging.getLogger("agentrt.tools")
 
 ExecStatus = Literal["success", "error", "outcome_unknown", "needs_human"]
 
@@ -76,6 +79,8 @@ def execute_with_journal(
         return _run_unjournaled(spec, ctx, args)
     state = journal.lookup(run_id, call_id)
     if state.status is JournalStatus.COMPLETED:
+        if ctx.sandbox is not None and ctx.sandbox.refilled:
+            _reapply(state, spec, ctx, args)
         return state.result or "", "success", True
     if state.status is JournalStatus.FAILED:
         return state.error or "", "error", True
@@ -126,6 +131,20 @@ def _settle(state: JournalEntryState, ctx: ToolContext) -> RoomOutcome:
     if now == room.get("before"):
         return RoomOutcome.NOT_DONE
     return RoomOutcome.UNKNOWN
+
+
+def _reapply(state: JournalEntryState, spec: ToolSpec, ctx: ToolContext, args: Any) -> None:
+    """A COMPLETED call replayed into a room refilled from an older checkpoint (another machine's,
+    or a lost room folder): its effect on the room is not there, so it is applied again. An
+    `idempotent` tool runs again (its result text stays the recorded one); an unsafe tool with a
+    room effect runs again only when the room shows its file as it was `before` the call; any other
+    tool is only replayed (its effects, if any, are outside the room)."""
+    if spec.effect != "idempotent" and not (state.room is not None and _settle(state, ctx) is RoomOutcome.NOT_DONE):
+        return
+    try:
+        spec.invoke(ctx, args)
+    except Exception as err:  # the replayed result stands; the room differs from what the model was told
+        log.warning("replaying %s into a refilled room: its effect could not be applied again: %s", spec.name, err)
 
 
 def _run_unjournaled(spec: ToolSpec, ctx: ToolContext, args: Any) -> tuple[str, ExecStatus, bool]:

@@ -3,11 +3,9 @@ order per session, through worker crashes (SIGKILL), graceful stops (SIGTERM) an
 
 from __future__ import annotations
 
-import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +18,16 @@ from agent.errors import SessionNotFound, StorageError
 from agent.runner import AgentRunner
 from agent.session.inbox import Inbox, TurnStatus
 from agent.submit import TurnHandle, handle_for, producer_app, submit_turn
-from tests.support.celery_drill import BROKERS, REDIS_URL, Cluster, open_cluster, turn_script, wait_all
+from tests.support.celery_drill import (
+    BROKERS,
+    REDIS_URL,
+    Cluster,
+    check_once_in_order,
+    open_cluster,
+    sigkill_mid_run,
+    submit_sessions,
+    turn_script,
+)
 from tests.support.runners import ROOT
 
 pytestmark = pytest.mark.integration
@@ -75,52 +82,11 @@ def _texts(sid: str, i: int) -> list[str]:
 def _submit_all(c: Cluster) -> tuple[dict[str, list[str]], dict[str, list[TurnHandle]]]:
     """20 sessions x 3 turns from 4 submitting threads at once (each session's turns in order)."""
     texts = {f"s{i:02d}": _texts(f"s{i:02d}", i) for i in range(N_SESSIONS)}
-    handles: dict[str, list[TurnHandle]] = {sid: [] for sid in texts}
-    sids = sorted(texts)
-    errors: list[BaseException] = []
-
-    def submitter(mine: list[str]) -> None:
-        try:
-            for n in range(3):
-                for sid in mine:
-                    handles[sid].append(c.submit(sid, texts[sid][n]))
-        except BaseException as err:  # reported by the main thread
-            errors.append(err)
-
-    threads = [threading.Thread(target=submitter, args=(sids[k::4],)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
-    return texts, handles
+    return texts, submit_sessions(c, texts)
 
 
 def _check_once_in_order(c: Cluster, texts: dict[str, list[str]], handles: dict[str, list[TurnHandle]]) -> int:
-    """Every turn COMPLETED exactly once, in submission order; no unsafe effect twice. Returns resumed turns."""
-    for hs in handles.values():
-        for turn in wait_all(hs, BOUND_S):
-            assert turn.status is TurnStatus.COMPLETED, (turn.to_json(), c.log_tail())
-    runner = AgentRunner.from_config(c.config)
-    resumed = 0
-    for sid, expected in texts.items():
-        turns = c.turns(sid)
-        assert [t.text for t in turns] == expected
-        assert [t.turn_id for t in turns] == [h.turn_id for h in handles[sid]]
-        assert [t.result.get("answer") for t in turns] == ["Answer 1.", "Answer 2.", "Answer 3."], sid
-        done = [r["turn_id"] for r in c.inbox(sid).records() if r["kind"] == "done"]
-        assert sorted(done) == sorted(t.turn_id for t in turns), f"{sid}: a turn finished twice or never"
-        run_ids = [t.result["run_id"] for t in turns]
-        assert len(set(run_ids)) == 3
-        events = runner.manager.jsonl.event_log(c.tenant, sid).entries()
-        asked = [(e.payload["run_id"], e.payload["content"]) for e in events if e.type == "user_turn"]
-        assert asked == list(zip(run_ids, expected, strict=True)), f"{sid}: turns out of order"
-        ended = [e.payload["run_id"] for e in events if e.type == "run_end"]
-        assert ended == run_ids, f"{sid}: run_end entries {ended}"
-        for run_id in run_ids:
-            assert int(c.redis.get(f"{c.keys}:bump-run:{run_id}") or 0) <= 1, f"{sid}: unsafe tool ran twice"
-        resumed += sum(1 for t in turns if t.attempts > 1)
-    return resumed
+    return check_once_in_order(c, texts, handles, BOUND_S)
 
 
 def _start_pair(c: Cluster) -> None:
@@ -144,34 +110,13 @@ def test_sixty_turns_on_two_workers_run_once_each_in_order(cluster: Cluster) -> 
     assert out.returncode == 0 and out.stdout.count("pong") == 2, out.stdout + out.stderr
 
 
-def _running_on(c: Cluster, name: str, sids: list[str], since: float) -> bool:
-    for sid in sids:
-        for rec in c.inbox(sid).records():
-            if rec["kind"] == "started" and str(rec.get("worker", "")).startswith(f"{name}-") and rec["ts"] > since:
-                turn = next(t for t in c.turns(sid) if t.turn_id == rec["turn_id"])
-                if turn.status is TurnStatus.RUNNING:
-                    return True
-    return False
-
-
 def test_a_worker_sigkilled_three_times_loses_no_turn_and_repeats_no_effect(slow_cluster: Cluster) -> None:
     """SIGKILL of a whole worker mid-run, three times, each time restarted: same exactly-once, in-order result."""
     c = slow_cluster
     _start_pair(c)
     texts, handles = _submit_all(c)
     sids = sorted(texts)
-    rng = random.Random()
-    since = time.time()
-    for kill in range(3):
-        deadline = time.monotonic() + BOUND_S
-        while not _running_on(c, "w1", sids, since):
-            assert time.monotonic() < deadline, f"w1 never ran a turn before kill {kill + 1}\n{c.log_tail()}"
-            time.sleep(0.05)
-        time.sleep(rng.uniform(0.0, 0.6))
-        c.signal_worker("w1", signal.SIGKILL, group=True)
-        c.workers["w1"].wait(timeout=30)
-        since = time.time()
-        c.start_worker("w1")
+    sigkill_mid_run(c, "w1", sids, kills=3, bound_s=BOUND_S)
     assert _check_once_in_order(c, texts, handles) >= 1, "no turn was caught mid-run by a kill"
     for sid in sids:
         assert int(c.redis.get(f"{c.keys}:bump:{sid}") or 0) <= 3, sid

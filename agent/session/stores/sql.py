@@ -20,7 +20,7 @@ from __future__ import annotations
 import builtins
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -316,6 +316,19 @@ class SqlSessionStore:
             q = q.where(t.c.user_id == user_id)
         with self._tx("list session ids") as conn:
             return {sid: user for sid, user in conn.execute(q).all()}
+
+    def reclaimable(self, before: datetime, done: Sequence[str]) -> builtins.list[tuple[str, str]]:
+        """(tenant, session) of the rows of every tenant past a retention: expired before `before`,
+        or of a `done` status (e.g. ENDED) with no activity since `before` (`SessionIndex.reclaimable`
+        of the files store)."""
+        if not self._there():
+            return []
+        t = self.sessions
+        expired = sa.and_(t.c.expires_at.is_not(None), t.c.expires_at < before)
+        idle = sa.and_(t.c.status.in_(builtins.list(done)), t.c.last_active_time < before)
+        q = sa.select(t.c.tenant_id, t.c.session_id).where(sa.or_(expired, idle))
+        with self._tx("list sessions past the retention") as conn:
+            return [(str(tenant), str(sid)) for tenant, sid in conn.execute(q.order_by(t.c.tenant_id, t.c.session_id))]
 
     def list(self, tenant_id: str, user_id: str | None = None) -> builtins.list[ChatSession]:
         """The tenant's sessions (only `user_id`'s when given), oldest first."""

@@ -124,6 +124,10 @@ class Sandbox:
         self._on_event = on_event
         self._cache: dict[str, tuple[_CacheKey, str]] = {}
         self._destroyed = False
+        self.refilled = False
+        """Set by whoever rewrote the room from a checkpoint's manifest (`restore` changed it): the
+        effects of tool calls after that checkpoint are not in it, so a resume applies them again
+        (`agent.tools.execute`)."""
         self._workspace: tuple[str, ...] = ()
         self.change_dir(workspace or ".")
         if not existed:
@@ -353,8 +357,9 @@ class Sandbox:
         self._emit("snapshot", {"files": len(out), "bytes": size})
         return out
 
-    def restore(self, manifest: Manifest, blobs: Blobs | None = None) -> None:
-        """Make the room exactly the manifest: extra entries removed, missing/changed files written."""
+    def restore(self, manifest: Manifest, blobs: Blobs | None = None) -> int:
+        """Make the room exactly the manifest: extra entries removed, missing/changed files written.
+        Returns how many entries it wrote or removed (0: the room was the manifest already)."""
         store = self._store(blobs)
         wanted = check_manifest(manifest)
         with os_errors("(room)"):
@@ -390,6 +395,7 @@ class Sandbox:
             with open_dir(self._root, self._workspace, create=True):
                 pass
         self._emit("restored", {"files": len(wanted), "written": len(to_write), "removed": removed})
+        return len(to_write) + removed
 
     def fork_room(self, manifest: Manifest, blobs: Blobs | None, new_room_dir: Path | str) -> Sandbox:
         """A new room holding exactly `manifest` (a branch's own copy); this room is not touched."""

@@ -1,0 +1,158 @@
+"""Two machines on `persistence.store: postgres`, each base_dir only a local copy (no shared files):
+what one machine recorded, the other sees.
+
+- Sandbox rooms: a session whose turns run on the two machines in turn reads back every file its
+  earlier turns wrote, whether the local room is missing, stale (the other machine ran the session
+  since), or a crash cut a run short after a file write was journaled and before its checkpoint.
+- Submitting: a turn for a session another machine ran goes to the queue of its graph version, and
+  the session's owner and existence are those the store recorded.
+- Retention: a machine reclaims the old sessions every machine ran, from the session table.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.config import load_settings
+from agent.errors import LeaseHeld, SessionExists, SessionNotFound
+from agent.routing import session_graph_version, turn_queue, version_queue
+from agent.runner import AgentRunner
+from agent.session.db_cli import db_init
+from agent.session.record_store import inbox as record_inbox
+from agent.session.retention import collect
+from agent.submit import submit_turn
+from graph.build import GRAPH_VERSION
+from tests.support.celery_drill import REDIS_URL, database_url, drop_database, turn_script
+from tests.support.crash import SIGKILL_CODE, run_cli
+from tests.support.runners import ROOT, make_config
+
+pytestmark = pytest.mark.integration
+
+ONE = ("notes/one.txt", "one: written in turn 1")
+TWO = ("notes/two.txt", "two: written in turn 2")
+CALLS = {
+    1: [("write_file", {"path": ONE[0], "content": ONE[1]})],
+    2: [("read_file", {"path": ONE[0]}), ("write_file", {"path": TWO[0], "content": TWO[1]})],
+    3: [("read_file", {"path": ONE[0]}), ("read_file", {"path": TWO[0]})],
+}
+SID = "s-rooms"
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Iterator[Path]:
+    """A config on a fresh PostgreSQL database (`agentrt db init`), store: postgres; dropped after."""
+    name = f"agentrt_rooms_{uuid.uuid4().hex[:10]}"
+    cfg = make_config(
+        tmp_path,
+        turn_script(3, (), CALLS),
+        persistence={
+            "mode": "PRIMARY",
+            "database_url": database_url(name),
+            "store": "postgres",
+            "lease": "postgres",
+            "lease_ttl_s": 1.0,
+        },
+        tools={"builtins": ["read_file", "write_file"], "custom": []},
+        workers={"broker_url": f"{REDIS_URL}/0", "result_backend": f"{REDIS_URL}/0", "queue": f"agentrt-test-{name}"},
+        datasets=[],
+        skills_dir=None,
+    )
+    db_init(load_settings(cfg))
+    try:
+        yield cfg
+    finally:
+        drop_database(name)
+
+
+def _machine(config: Path, base_dir: Path) -> AgentRunner:
+    """A runner on its own base_dir: one machine of the fleet."""
+    return AgentRunner.from_config(config, **{"persistence.base_dir": str(base_dir)})
+
+
+def _reads(runner: AgentRunner) -> list[str]:
+    """What the session's read_file calls returned, in order."""
+    runner.manager.l1.delete("default", SID)
+    messages: list[Any] = runner.state(SID)["messages"]
+    return [str(m.content) for m in messages if getattr(m, "type", "") == "tool" and m.name == "read_file"]
+
+
+def _turn(runner: AgentRunner, n: int, user: str | None = None) -> None:
+    """Turn n on this machine, as a worker runs it (its session cache dropped first)."""
+    runner.manager.l1.delete("default", SID)
+    if n == 1:
+        result = runner.run("Turn 1.", new_session_id=SID, user_id=user)
+    else:
+        result = runner.run(f"Turn {n}.", session_id=SID, user_id=user)
+    assert result.answer == f"Answer {n}.", result
+
+
+def test_a_machine_whose_room_is_stale_reads_the_files_another_machine_wrote(config: Path, tmp_path: Path) -> None:
+    """Turn 1 on A, turn 2 on B, turn 3 on A again: A's room still lacks B's file from turn 2."""
+    a, b = _machine(config, tmp_path / "a"), _machine(config, tmp_path / "b")
+    _turn(a, 1)
+    _turn(b, 2)
+    _turn(a, 3)
+    assert _reads(a) == [ONE[1], ONE[1], TWO[1]]
+
+
+def test_a_file_write_journaled_before_a_crash_is_in_the_room_another_machine_resumes(
+    config: Path, tmp_path: Path
+) -> None:
+    """A dies after write_file's result is journaled, before the checkpoint that lists the file; B
+    (an empty base_dir) resumes: the replayed write is applied to B's room, so turn 2 reads it."""
+    env = {"AGENTRT_BASE_DIR": str(tmp_path / "a"), "AGENTRT_CRASH_AT": "after_journal_append:2"}
+    env.update(PYTHONPATH=str(ROOT))
+    crashed = run_cli(["run", "--config", str(config), "--new-session", SID, "Turn 1."], env)
+    assert crashed.code == SIGKILL_CODE, crashed.stdout + crashed.stderr
+    b = _machine(config, tmp_path / "b")
+    deadline = time.monotonic() + 30
+    while True:  # A's lease runs out after lease_ttl_s
+        try:
+            resumed = b.resume(SID)
+            break
+        except LeaseHeld:
+            assert time.monotonic() < deadline, "A's lease never expired"
+            time.sleep(0.2)
+    assert resumed.answer == "Answer 1.", resumed
+    _turn(b, 2)
+    assert _reads(b) == [ONE[1]]
+
+
+def test_a_turn_submitted_on_another_machine_sees_the_session_and_its_graph_version(
+    config: Path, tmp_path: Path
+) -> None:
+    """A ran the session (user alice); B, with an empty base_dir, routes its next turn to the graph
+    version's queue, refuses to create it again, and refuses it to another user."""
+    _turn(_machine(config, tmp_path / "a"), 1, user="alice")
+    b = load_settings(config, overrides={"persistence.base_dir": str(tmp_path / "b")})
+    assert session_graph_version(b, "default", SID) == GRAPH_VERSION
+    assert turn_queue(b, "default", SID) == version_queue(b, GRAPH_VERSION)
+    with pytest.raises(SessionExists, match="already exists"):
+        submit_turn(b, "Again, as new.", SID, "default", "alice", new_session=True)
+    with pytest.raises(SessionNotFound, match="another user"):
+        submit_turn(b, "Mine now.", SID, "default", "bob")
+    assert record_inbox(b, "default", SID).turns() == []  # nothing was recorded for either
+
+
+def test_retention_reclaims_an_old_session_that_another_machine_ran(config: Path, tmp_path: Path) -> None:
+    """`session.retention_days`: B (an empty base_dir) finds A's old session on the session table
+    and deletes it from the store: its event log, document and session row are gone."""
+    _turn(_machine(config, tmp_path / "a"), 1)
+    b = AgentRunner.from_config(config, **{"persistence.base_dir": str(tmp_path / "b"), "session.retention_days": 1})
+    later = datetime.now(UTC) + timedelta(days=400)  # past the session's expiry and a day of retention
+    listed = collect(b, dry_run=True, now=later)
+    assert listed.sessions == [("default", SID)], listed.summary()
+    gone = collect(b, now=later)
+    assert gone.sessions == [("default", SID)], gone.summary()
+    b.manager.l1.delete("default", SID)
+    assert [s.session_id for s in b.sessions()] == []
+    assert b.manager.jsonl.event_log("default", SID).entries() == []
+    with pytest.raises(SessionNotFound):
+        b.run("Turn 2.", session_id=SID)
