@@ -12,8 +12,9 @@ Points: `after_tool_execute`, `before_checkpoint_put`, `after_checkpoint_put`,
 `before_journal_append`, `after_journal_append`, `turn_recorded` (a new turn's run and user text
 are recorded, its graph has not started), `result_printed` (the CLI printed a run's result),
 `mid_room_write` (a write in a sandbox room: its temp file is written and synced, not yet renamed
-over the target), `mid_import` (`agentrt import`: before each session is renamed into place),
-`mid_event_write` (crash only). The last one is not called by
+over the target), `mid_import` (`agentrt import`: before each session is renamed into place; on
+the PostgreSQL store, `import` and `store migrate`: after each session's streams are uploaded,
+before its documents), `mid_event_write` (crash only). The last one is not called by
 code: `install()` hooks `checkpointing.records.write_hook`, so the n-th framed-record append of the
 process (event log, checkpoints, writes or journal: whatever comes n-th) writes only the first half
 of its bytes, fsyncs them and exits; the file is left with a torn last line.

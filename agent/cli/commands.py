@@ -145,7 +145,8 @@ COMMANDS: tuple[Command, ...] = (
         "store",
         "agent.cli.erase:cmd_store",
         "agent.cli.erase:args_store",
-        "storage upkeep: `store gc` deletes the sessions past session.retention_days",
+        "storage upkeep: `store gc` deletes the sessions past session.retention_days; "
+        "`store migrate --from files --to postgres` moves sessions into the PostgreSQL store",
         "agentrt store gc --dry-run",
     ),
     Command(

@@ -1,4 +1,5 @@
-"""`agentrt erase` (a tenant's or one user's sessions, for good) and `agentrt store gc` (retention).
+"""`agentrt erase` (a tenant's or one user's sessions, for good), `agentrt store gc` (retention) and
+`agentrt store migrate` (files -> postgres, `agent.cli.transfer.cmd_migrate`).
 
 Erase is careful: without `--yes` it only lists what it would delete and exits 2, so a typo in a
 tenant id costs nothing; `--dry-run` lists and exits 0. A tenant with nothing stored answers
@@ -26,8 +27,20 @@ def args_erase(p: argparse.ArgumentParser) -> None:
 def args_store(p: argparse.ArgumentParser) -> None:
     """Options of `agentrt store`."""
     common_options(p, identity=False)
-    p.add_argument("action", choices=["gc"], help="gc: delete the sessions past session.retention_days")
-    p.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
+    p.add_argument(
+        "action",
+        choices=["gc", "migrate"],
+        help="gc: delete the sessions past session.retention_days; migrate: move every session of a files "
+        "base_dir into the configured PostgreSQL store (--from files --to postgres)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="list what would be deleted (or moved), change nothing")
+    p.add_argument("--from", dest="from_store", choices=["files"], help="migrate: the store the sessions are in")
+    p.add_argument(
+        "--to", dest="to_store", choices=["postgres"], help="migrate: the store they go to (the config's store_url)"
+    )
+    p.add_argument(
+        "--from-dir", metavar="DIR", help="migrate: the files base_dir to read (default persistence.base_dir)"
+    )
 
 
 def _report(out: object, as_json: bool) -> None:
@@ -74,8 +87,16 @@ def cmd_erase(args: argparse.Namespace) -> int:
 
 
 def cmd_store(args: argparse.Namespace) -> int:
-    """agentrt store gc [--dry-run]."""
+    """agentrt store gc [--dry-run] | agentrt store migrate --from files --to postgres."""
+    from agent.errors import InputError
     from agent.session.retention import collect
+
+    if args.action == "migrate":
+        from agent.cli.transfer import cmd_migrate
+
+        return cmd_migrate(args)
+    if args.from_store or args.to_store or args.from_dir:
+        raise InputError("--from, --to and --from-dir are options of `agentrt store migrate`, not of `store gc`")
 
     out = collect(runner(args), dry_run=args.dry_run)
     _report(out, args.json)

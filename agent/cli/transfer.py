@@ -5,6 +5,10 @@ Export writes the sessions (of `--tenant`, default the config's) as one JSON Lin
 (exit 4). Import checks the whole file before it writes anything (a cut, changed or hostile file:
 exit 2), refuses an id that already exists here (exit 4), then places every session atomically and
 registers it (index of sessions, SQL row). Each session keeps the tenant and user it had.
+
+With `persistence.store: postgres` both read and write the store's rows instead of base_dir's
+folders (`agent.transfer.store`), the file being the same either way; `agentrt store migrate` moves
+a files base_dir's sessions into the store.
 """
 
 from __future__ import annotations
@@ -12,9 +16,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.cli.common import common_options, print_json, say, settings, tenant_of
 from agent.text import printable
+
+if TYPE_CHECKING:
+    from agent.session.session import ChatSession
+    from agent.transfer.fileformat import ExportFile
 
 
 def args_export(p: argparse.ArgumentParser) -> None:
@@ -36,9 +45,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     import os
 
     from agent.errors import InputError
+    from agent.session.record_store import pg_store
     from agent.transfer.exporter import read_image
     from agent.transfer.fileformat import ExportWriter
     from agent.transfer.guard import session_guard
+    from agent.transfer.store import export_session
     from checkpointing.errors import InvalidIdError
     from checkpointing.ids import validate_id
     from checkpointing.layout import session_dir
@@ -52,9 +63,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     if len(set(ids)) != len(ids):
         raise InputError("a session id is given twice; name each session once")
     base = Path(conf.base_dir)
+    store = pg_store(conf)
     buf = io.BytesIO()  # nothing reaches stdout or FILE unless every session was read
     writer = ExportWriter(buf, len(ids))
     for sid in ids:
+        if store is not None:  # its rows (and this machine's rooms), read as a session folder
+            writer.session(*export_session(conf, store, tenant, sid, args.user))
+            continue
         folder = session_dir(base, tenant, sid)
         if not folder.is_dir():
             from agent.errors import SessionNotFound
@@ -85,8 +100,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     """agentrt import FILE."""
     from agent.errors import InputError
     from agent.services import build_manager
+    from agent.session.record_store import pg_store
     from agent.transfer.fileformat import read_export
     from agent.transfer.importer import check_targets, place, register
+    from agent.transfer.store import import_sessions
 
     conf = settings(args)
     if args.file == "-":
@@ -99,6 +116,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         except IsADirectoryError:
             raise InputError(f"{printable(args.file)} is a folder; give the file `agentrt export` wrote") from None
     export = read_export(data, name)
+    store = pg_store(conf)
+    if store is not None:  # uploaded as rows; registered in the session table
+        placed, warnings = import_sessions(conf, store, build_manager(conf), export)
+        return _imported(args, export, placed, warnings)
     base = Path(conf.base_dir)
     # Before anything is written, so a database that refuses (an old schema) stops the import. An
     # embedded database in a base_dir not made yet holds nothing: it is made only on success.
@@ -108,6 +129,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     check_targets(conf, manager, export)
     placed = place(base, export, fsync=conf.persistence.fsync == "always")
     warnings = register(manager or build_manager(conf), placed)
+    return _imported(args, export, placed, warnings)
+
+
+def _imported(args: argparse.Namespace, export: ExportFile, placed: list[ChatSession], warnings: list[str]) -> int:
     for w in warnings:
         say(f"agentrt: warning: {w}", err=True)
     if args.json:
@@ -120,5 +145,47 @@ def cmd_import(args: argparse.Namespace) -> int:
         say(
             f"imported session {s.session_id}  tenant {s.tenant_id}  user {s.user_id}  "
             f"({len(image.streams[('events', None)])} events, {runs} runs, {files} room files)"
+        )
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """agentrt store migrate --from files --to postgres [--from-dir DIR] [--dry-run]."""
+    from agent.errors import Conflict, InputError
+    from agent.services import build_manager
+    from agent.session.record_store import pg_store
+    from agent.transfer.store import Moved, migrate
+
+    if args.from_store != "files" or args.to_store != "postgres":
+        raise InputError("say what moves where: `agentrt store migrate --from files --to postgres --config FILE`")
+    conf = settings(args)
+    store = pg_store(conf)
+    if store is None:
+        raise InputError(
+            "the config's persistence.store is files: `store migrate --to postgres` needs a config with "
+            "store: postgres (and store_url or database_url); give it with --config"
+        )
+    from_dir = Path(args.from_dir) if args.from_dir else Path(conf.base_dir)
+    if not from_dir.is_dir():
+        raise InputError(f"no folder {printable(str(from_dir))}; give the files base_dir with --from-dir")
+
+    def report(m: Moved) -> None:
+        if not args.json:
+            say(printable(f"{m.outcome} {m.tenant_id}/{m.session_id}: {m.detail}"))
+
+    done = migrate(conf, store, build_manager(conf), from_dir, dry_run=args.dry_run, report=report)
+    count = {k: sum(1 for m in done if m.outcome == k) for k in ("moved", "would move", "skipped", "not moved")}
+    where = f"from {printable(str(from_dir))} to {store.name}"
+    if args.json:
+        print_json({"from": str(from_dir), "to": store.name, "sessions": [m.to_json() for m in done], **count})
+    elif args.dry_run:
+        n = count["would move"]
+        say(f"would move {n} sessions, skip {count['skipped']}, {count['not moved']} not movable {where}")
+    else:
+        say(f"moved {count['moved']} sessions, skipped {count['skipped']}, {count['not moved']} not moved {where}")
+    if count["not moved"] and not args.dry_run:
+        raise Conflict(
+            f"{count['not moved']} sessions were not moved (listed above, each saying why); "
+            "`agentrt store migrate` run again skips the sessions already moved"
         )
     return 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -41,8 +42,24 @@ TEMP_PREFIX = ".agentrt-tmp-"
 """A sandbox write's temp file a crash left behind (`agent.tools.sandbox.paths.TMP_PREFIX`)."""
 
 
-def read_image(base_dir: Path, tenant: str, session_id: str, user: str | None) -> tuple[SessionImage, dict[str, bytes]]:
-    """The image of one session and the blobs it needs (hex -> bytes). The caller holds its lease."""
+BlobSource = Callable[[str], bytes | None]
+"""Reads one blob by its hex digest: its bytes (not verified yet), None when there is no such blob."""
+
+
+def read_image(
+    base_dir: Path,
+    tenant: str,
+    session_id: str,
+    user: str | None,
+    *,
+    blobs: BlobSource | None = None,
+    rooms_of: Path | None = None,
+) -> tuple[SessionImage, dict[str, bytes]]:
+    """The image of one session and the blobs it needs (hex -> bytes). The caller holds its lease.
+
+    `blobs`: where the blobs are read (default: `base_dir`'s blob store); `rooms_of`: the session
+    folder whose sandbox rooms are carried (default: the session's own folder). The PostgreSQL
+    store passes both (`agent.transfer.store`): it reads a copy of the session's rows."""
     folder = session_dir(base_dir, tenant, session_id)
     sid = quote_id(session_id)
     documents = {name: _document(folder / file, session_id) for name, file in DOCUMENTS.items()}
@@ -74,11 +91,11 @@ def read_image(base_dir: Path, tenant: str, session_id: str, user: str | None) -
         index=_index(base_dir, session),
         documents=found,
         streams=streams,
-        rooms=_rooms(folder),
+        rooms=_rooms(folder if rooms_of is None else rooms_of),
     )
-    blobs = _blobs(base_dir, image)
-    image.blob_refs = set(blobs)
-    return image, blobs
+    found_blobs = _blobs(blobs or _blob_files(base_dir), image)
+    image.blob_refs = set(found_blobs)
+    return image, found_blobs
 
 
 def _document(path: Path, session_id: str) -> bytes | None:
@@ -165,16 +182,17 @@ def _index(base_dir: Path, session: ChatSession) -> dict[str, Any]:
 def _rooms(folder: Path) -> dict[str, list[RoomEntry]]:
     rooms: dict[str, list[RoomEntry]] = {}
     if (folder / WORKSPACE).is_dir():
-        rooms[MAIN_BRANCH] = _room(folder / WORKSPACE)
+        rooms[MAIN_BRANCH] = room_entries(folder / WORKSPACE)
     forks = folder / ROOMS
     if forks.is_dir():
         for p in sorted(forks.iterdir()):
             if is_id(p.name) and p.name != MAIN_BRANCH and p.is_dir() and not p.is_symlink():
-                rooms[p.name] = _room(p)
+                rooms[p.name] = room_entries(p)
     return rooms
 
 
-def _room(room: Path) -> list[RoomEntry]:
+def room_entries(room: Path) -> list[RoomEntry]:
+    """The directories and regular files of one sandbox room, sorted by path."""
     out: list[RoomEntry] = []
     for dirpath, dirnames, filenames in os.walk(room):
         here = Path(dirpath)
@@ -190,7 +208,19 @@ def _room(room: Path) -> list[RoomEntry]:
     return sorted(out, key=lambda e: e.path)
 
 
-def _blobs(base_dir: Path, image: SessionImage) -> dict[str, bytes]:
+def _blob_files(base_dir: Path) -> BlobSource:
+    """Blobs read from `base_dir/blobs` (the files store)."""
+
+    def read(hexdigest: str) -> bytes | None:
+        try:
+            return blob_path(base_dir, hexdigest).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    return read
+
+
+def _blobs(read: BlobSource, image: SessionImage) -> dict[str, bytes]:
     hard: set[str] = set()
     soft: set[str] = set()
     for lines in [list(image.documents.values()), *image.streams.values()]:
@@ -204,14 +234,13 @@ def _blobs(base_dir: Path, image: SessionImage) -> dict[str, bytes]:
     seen = set(queue)
     while queue:
         hexdigest = queue.pop()
-        try:
-            data = blob_path(base_dir, hexdigest).read_bytes()
-        except FileNotFoundError:
+        data = read(hexdigest)
+        if data is None:
             if hexdigest in hard:
                 raise DataCorrupt(
                     f"session {sid} references blob sha256:{hexdigest}, which is missing; nothing was exported. "
                     f"See `agentrt doctor {sid}`"
-                ) from None
+                )
             continue  # a digest of something else (arguments, a text), not a blob
         if hashlib.sha256(data).hexdigest() != hexdigest:
             raise DataCorrupt(

@@ -2,7 +2,8 @@
 
 With the file lease (one host) the lease's `flock` is held for the whole read, so no run starts
 meanwhile and no fencing token is granted (the export of an idle session stays byte-identical).
-With the Redis lease a grant is taken and released (its token is above the fence anyway). A
+With the Redis or PostgreSQL lease (several hosts) a grant is taken and released (its token is
+above the fence anyway, and nothing is written with it). A
 session a run holds is refused (exit 4) with what to do.
 """
 
@@ -23,12 +24,15 @@ if TYPE_CHECKING:
     from agent.config import AgentSettings
 
 
+_AGAIN = {"exported": "export", "migrated": "migrate"}
+
+
 def busy(session_id: str, holder: str, expires_at: float | None, what: str) -> LeaseHeld:
     """The refusal of a session that a run holds (exit 4), saying what to do."""
     err = LeaseHeld(session_id, holder, expires_at)
     err.args = (
         f"session {quote_id(session_id)} is in use (a run holds its lease: {holder}); nothing was {what}. "
-        f"Wait for the run to finish or stop it, then {'export' if what == 'exported' else 'import'} again",
+        f"Wait for the run to finish or stop it, then {_AGAIN.get(what, 'import')} again",
     )
     return err
 
@@ -61,17 +65,22 @@ def session_guard(settings: AgentSettings, tenant: str, session_id: str, what: s
         with file_lease_lock(session_dir(settings.base_dir, tenant, session_id), session_id, what):
             yield
         return
-    if kind != "redis":
+    if kind not in ("redis", "postgres"):
         yield  # an in-process lease: no other process can hold it
         return
     from agent.services import build_lease
 
     lease = build_lease(settings)
     try:
-        grant = lease.acquire(tenant, session_id, ttl_s=settings.persistence.lease_ttl_s)
-    except LeaseHeld as err:
-        raise busy(session_id, err.holder, err.expires_at, what) from None
-    try:
-        yield
+        try:
+            grant = lease.acquire(tenant, session_id, ttl_s=settings.persistence.lease_ttl_s)
+        except LeaseHeld as err:
+            raise busy(session_id, err.holder, err.expires_at, what) from None
+        try:
+            yield
+        finally:
+            lease.release(grant)
     finally:
-        lease.release(grant)
+        close = getattr(lease, "close", None)
+        if close is not None:
+            close()

@@ -27,7 +27,7 @@ from agent.faults import crash_point
 from agent.session.session import ChatSession
 from agent.transfer.fileformat import ExportFile
 from agent.transfer.guard import session_guard
-from agent.transfer.image import CHECKPOINTS, DOCUMENTS, STREAMS, SessionImage
+from agent.transfer.image import CHECKPOINTS, DOCUMENTS, STREAMS, RoomEntry, SessionImage
 from checkpointing.layout import (
     blob_path,
     checkpoints_file,
@@ -170,20 +170,24 @@ def _stage(base_dir: Path, image: SessionImage, undo: list[Any], fsync: bool) ->
         doc = {"highest_token": image.fence, "updated_at": datetime.now(UTC).isoformat()}
         _write(fence_file(temp), encode_record(doc), fsync=fsync)
     for branch, entries in image.rooms.items():
-        room = room_dir(temp, branch)
-        room.mkdir(parents=True, exist_ok=True)
-        for e in entries:  # sorted by path: a folder comes before what is in it
-            target = room.joinpath(*e.path.split("/"))
-            if e.data is None:
-                target.mkdir(mode=0o700, exist_ok=True)
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                _write(target, e.data, 0o600, fsync=fsync)
-            os.chmod(target, e.mode | 0o700 if e.data is None else e.mode, follow_symlinks=False)
+        write_room(room_dir(temp, branch), entries, fsync)
     if fsync:
         for dirpath, _, _ in os.walk(temp):
             fsync_dir(Path(dirpath))
     return temp
+
+
+def write_room(room: Path, entries: list[RoomEntry], fsync: bool) -> None:
+    """Write a sandbox room's directories and files into `room` (made if missing)."""
+    room.mkdir(parents=True, exist_ok=True)
+    for e in entries:  # sorted by path: a folder comes before what is in it
+        target = room.joinpath(*e.path.split("/"))
+        if e.data is None:
+            target.mkdir(mode=0o700, exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _write(target, e.data, 0o600, fsync=fsync)
+        os.chmod(target, e.mode | 0o700 if e.data is None else e.mode, follow_symlinks=False)
 
 
 def register(manager: ChatSessionManager, sessions: list[ChatSession]) -> list[str]:

@@ -83,8 +83,10 @@ QUERIES: dict[str, str] = {
         + " ORDER BY tenant, thread"
     ),
     "streams_all": "SELECT run, id FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s ORDER BY run",
-    "docs_all": "SELECT name, body FROM {s}.jsonl_documents WHERE tenant = %s AND thread = %s ORDER BY name",
-    "logged": (
-        "SELECT thread FROM {s}.jsonl_streams WHERE tenant = %s AND run = '@events' ORDER BY thread"
+    "any_rows": (
+        "SELECT EXISTS (SELECT FROM {s}.jsonl_streams WHERE tenant = %(t)s AND thread = %(th)s)"
+        " OR EXISTS (SELECT FROM {s}.jsonl_documents WHERE tenant = %(t)s AND thread = %(th)s)"
     ),
+    "docs_all": "SELECT name, body FROM {s}.jsonl_documents WHERE tenant = %s AND thread = %s ORDER BY name",
+    "logged": ("SELECT thread FROM {s}.jsonl_streams WHERE tenant = %s AND run = '@events' ORDER BY thread"),
 }

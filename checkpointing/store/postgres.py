@@ -394,6 +394,14 @@ class PostgresSessionStreams:
                 row = conn.execute(self.q["doc_cas"], (body, self.tenant, self.thread, name, expect)).fetchone()
         return row is not None
 
+    def create_doc(self, name: str, body: bytes) -> bool:
+        """Insert the document row with exactly `body` (one framed line, newline included: the
+        bytes its file holds on the `files` store); False, nothing written, when the row exists."""
+        decode_file(self.label.parent / name, body)  # a body that does not verify is refused
+        with self.store.connection("writing a document") as conn:
+            row = conn.execute(self.q["doc_new"], (self.tenant, self.thread, name, body)).fetchone()
+        return row is not None
+
     def delete_doc(self, name: str) -> None:
         """Delete the document row."""
         with self.store.connection("deleting a document") as conn:
@@ -415,6 +423,12 @@ class PostgresSessionStreams:
                 out[str(run)] = b"".join(bytes(line) for _, line in rows)
             docs = {str(n): bytes(b) for n, b in conn.execute(self.q["docs_all"], (self.tenant, self.thread))}
         return out, docs
+
+    def has_rows(self) -> bool:
+        """Whether the session has any stream or document row (the fence row aside)."""
+        with self.store.connection("reading the session's streams") as conn:
+            row = conn.execute(self.q["any_rows"], {"t": self.tenant, "th": self.thread}).fetchone()
+        return bool(row and row[0])
 
     def highest_fence(self) -> int | None:
         """The highest lease token the session's fence recorded (None: none yet)."""

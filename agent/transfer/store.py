@@ -1,0 +1,427 @@
+"""Export, import and migrate on the PostgreSQL record store (`persistence.store: postgres`).
+
+A session's rows hold exactly the lines its files hold on the `files` store, so both directions go
+through a session folder and reuse the files code:
+
+- export: the session's rows are copied into a temporary folder laid out as the files store's
+  session folder (`PostgresSessionStreams.dump()`, as `agentrt doctor` does) and the files
+  exporter (`exporter.read_image`) reads that copy, the blobs it names read through `Store.blobs`.
+  The same checks and the same image, so an export file does not depend on the store it was read
+  from: files -> postgres -> files gives the identical file, byte for byte. The fence carried is the
+  highest token the store's fence row or any record holds.
+- import: the file is checked whole (`fileformat.read_export`), then each session's lines are
+  uploaded as they are: its streams (`SessionStreams.create`), its documents (`create_doc`, the
+  exact bytes), its fence (`advance_fence`: the first lease granted here is above every token the
+  session ever had), its blobs (`Store.blobs.put`), then it is registered (the SQL session table,
+  the index of sessions on this store).
+
+Rooms and outbox: on PostgreSQL the sandbox rooms and the outbox are this machine's (base_dir is a
+cache): a run finding its room empty restores it from the checkpoint's manifest (blobs). So an
+export carries the rooms (and the outbox) found in this machine's base_dir, none on a machine that
+never ran the session (a resume there refills the room from the manifest); an import puts every
+room file's bytes into the store's blobs too, and writes the rooms (and the outbox) into this
+machine's base_dir. A room already there with other content is refused before anything is written.
+
+All or nothing: the first row of an imported session is a marker document (`IMPORTING`), written
+before its streams and deleted after it is registered; the session document (`session.json`, what
+makes it a session) is its last row. If anything fails, what this import wrote is removed again
+(`SessionStreams.remove()`, the blobs it added, the room folders it made). A session whose marker is
+still there is what an import killed midway left: the next import or `agentrt store migrate` of it
+removes it and starts over (under the session lease, so never while another import writes it).
+
+`agentrt store migrate --from files --to postgres` moves every session of a files base_dir this way,
+one session at a time, each under both leases (the files one of the source folder, the store's):
+one already in the store and identical is skipped, so a migrate killed midway is finished by
+running it again.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from agent.errors import DataCorrupt, InputError, LeaseHeld, SessionExists, SessionNotFound, StorageError, quote_id
+from agent.faults import crash_point
+from agent.session.session import ChatSession
+from agent.transfer.exporter import read_image, room_entries
+from agent.transfer.fileformat import ExportFile, ExportWriter
+from agent.transfer.guard import file_lease_lock, session_guard
+from agent.transfer.image import CHECKPOINTS, DOCUMENTS, SessionImage
+from agent.transfer.importer import _mkdirs, _undo, _write, register, write_room
+from checkpointing.blobs import blob_ref
+from checkpointing.errors import BlobCorruptError, BlobMissingError, CheckpointingError
+from checkpointing.layout import (
+    is_id,
+    outbox_file,
+    room_dir,
+    session_dir,
+    session_file,
+    sessions_root,
+    tenant_ids,
+)
+from checkpointing.records import decode_record, encode_record, fsync_dir
+from checkpointing.store.base import EVENTS, INBOX, JOURNAL
+
+if TYPE_CHECKING:
+    from agent.config import AgentSettings
+    from agent.session.manager import ChatSessionManager
+    from checkpointing.store.postgres import PostgresSessionStreams, PostgresStore
+
+IMPORTING = "import.pending"
+"""The marker document of a session being imported (deleted once it is registered)."""
+_STREAMS = {"events": EVENTS, "journal": JOURNAL, "inbox": INBOX}
+"""The image's session streams that are rows on the store (the outbox is this machine's file)."""
+OUTBOX = "outbox"
+
+State = Literal["absent", "partial", "present"]
+
+
+def state(store: PostgresStore, tenant: str, session_id: str) -> State:
+    """Whether the store holds the session: `partial` is what an import cut short left."""
+    streams = store.session(tenant, session_id, "batch")
+    if streams.load_doc(IMPORTING)[0] is not None:
+        return "partial"
+    return "present" if streams.has_rows() else "absent"
+
+
+# -- export ------------------------------------------------------------------------------------
+
+
+def export_session(
+    settings: AgentSettings, store: PostgresStore, tenant: str, session_id: str, user: str | None
+) -> tuple[SessionImage, dict[str, bytes]]:
+    """The image of one session of the store (and its blobs), read under its lease."""
+    sid, t = quote_id(session_id), quote_id(tenant)
+    if state(store, tenant, session_id) != "present":
+        raise SessionNotFound(
+            f"session {sid} not found for tenant {t}; check the id and --tenant (`agentrt sessions` lists them)"
+        )
+    with session_guard(settings, tenant, session_id, "exported"):
+        return read_store_image(settings, store, tenant, session_id, user)
+
+
+def read_store_image(
+    settings: AgentSettings, store: PostgresStore, tenant: str, session_id: str, user: str | None
+) -> tuple[SessionImage, dict[str, bytes]]:
+    """The image of one session of the store: its rows copied into a session folder and read by
+    the files exporter, rooms and outbox from this machine's base_dir. The caller holds its lease."""
+    from agent.doctor.store_copy import copied_session
+
+    local = session_dir(settings.base_dir, tenant, session_id)
+    streams = store.session(tenant, session_id, "batch")
+    with copied_session(store, tenant, session_id) as root:
+        folder = session_dir(root, tenant, session_id)
+        if outbox_file(local).is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(outbox_file(local), outbox_file(folder))
+        image, blobs = read_image(root, tenant, session_id, user, blobs=_blob_reader(store, session_id), rooms_of=local)
+    image.fence = max(image.fence, streams.highest_fence() or 0)
+    return image, blobs
+
+
+def _blob_reader(store: PostgresStore, session_id: str) -> Callable[[str], bytes | None]:
+    def read(hexdigest: str) -> bytes | None:
+        try:
+            return store.blobs.get(f"sha256:{hexdigest}")
+        except BlobMissingError:
+            return None
+        except BlobCorruptError:
+            sid = quote_id(session_id)
+            raise DataCorrupt(
+                f"session {sid}: blob sha256:{hexdigest} does not match its digest; nothing was exported. "
+                f"See `agentrt doctor {sid}`"
+            ) from None
+
+    return read
+
+
+def session_bytes(image: SessionImage, blobs: dict[str, bytes]) -> bytes:
+    """One session as an export file carries it, its rooms left out (they are this machine's)."""
+    buf = io.BytesIO()
+    writer = ExportWriter(buf, 1)
+    writer.session(replace(image, rooms={}), blobs)
+    writer.close()
+    return buf.getvalue()
+
+
+# -- import ------------------------------------------------------------------------------------
+
+
+def import_sessions(
+    settings: AgentSettings, store: PostgresStore, manager: ChatSessionManager, export: ExportFile
+) -> tuple[list[ChatSession], list[str]]:
+    """Upload every session of `export` to the store (all or none) and register them; returns
+    their documents and warnings. A session that exists here (rows, or a SQL row) is refused, and
+    one a run holds is refused saying so, before anything is written."""
+    seen: set[tuple[str, str]] = set()
+    with ExitStack() as guards:
+        partial: dict[tuple[str, str], bool] = {}
+        for image in export.images:
+            key = (image.tenant_id, image.session_id)
+            sid, tenant = quote_id(image.session_id), quote_id(image.tenant_id)
+            if key in seen:
+                raise InputError(f"session {sid} appears twice in the file; nothing was imported: export it once")
+            seen.add(key)
+            guards.enter_context(session_guard(settings, *key, "imported"))  # a running session: say so
+            found = state(store, *key)
+            taken = found == "present"
+            if found == "absent" and manager.sql is not None:
+                try:
+                    taken = manager.sql.get(*key) is not None
+                except StorageError:
+                    pass  # SQL down: the rows are the check; the row is owed on registration
+            if taken:
+                raise SessionExists(
+                    f"session {sid} already exists for tenant {tenant} in the store {store.name}; nothing was "
+                    "imported. Import into another store (or keep the session that is here)"
+                )
+            check_rooms(settings.base_dir, image)
+            partial[key] = found == "partial"
+        placed = upload(settings, store, export, partial)
+        warnings = register(manager, placed)
+        for s in placed:
+            store.session(s.tenant_id, s.session_id, "batch").delete_doc(IMPORTING)
+    return placed, warnings
+
+
+def check_rooms(base_dir: Path, image: SessionImage) -> None:
+    """Refuse (nothing written) a room of the image that this machine holds with other content."""
+    local = session_dir(base_dir, image.tenant_id, image.session_id)
+    for branch, entries in image.rooms.items():
+        room = room_dir(local, branch)
+        if room.exists() and room_entries(room) != entries:
+            raise SessionExists(
+                f"this machine's base_dir holds another sandbox room of session {quote_id(image.session_id)} "
+                f"({room}); nothing was imported. Move that folder away, then import again"
+            )
+
+
+@dataclass
+class _Undo:
+    """What an upload wrote, removed again (newest first) when it fails."""
+
+    sessions: list[PostgresSessionStreams]
+    blobs: list[str]
+    local: list[Any]
+
+    def run(self, store: PostgresStore) -> None:
+        _undo(self.local)
+        for streams in reversed(self.sessions):
+            try:
+                streams.remove()
+            except (CheckpointingError, OSError):
+                pass  # the store is down: the marker says what is left
+        for ref in reversed(self.blobs):
+            try:
+                store.blobs.delete(ref)
+            except (CheckpointingError, OSError):
+                pass
+
+
+def upload(
+    settings: AgentSettings, store: PostgresStore, export: ExportFile, partial: dict[tuple[str, str], bool]
+) -> list[ChatSession]:
+    """Write every session of `export` to the store (all or none; `partial`: the sessions an import
+    cut short left, removed first); returns their documents. The caller holds their leases."""
+    undo = _Undo([], [], [])
+    fsync = settings.persistence.fsync == "always"
+    try:
+        placed = []
+        for image in export.images:
+            streams = store.session(image.tenant_id, image.session_id, "always")
+            if partial.get((image.tenant_id, image.session_id)):
+                streams.remove()
+            _upload_one(settings, store, streams, image, export.blobs, undo, fsync)
+            placed.append(ChatSession.from_json(decode_record(image.documents["session"])))
+        return placed
+    except BaseException:
+        undo.run(store)
+        raise
+
+
+def _meanwhile(image: SessionImage) -> SessionExists:
+    return SessionExists(f"session {quote_id(image.session_id)} was created here meanwhile; nothing was imported")
+
+
+def _upload_one(
+    settings: AgentSettings,
+    store: PostgresStore,
+    streams: PostgresSessionStreams,
+    image: SessionImage,
+    blobs: dict[str, bytes],
+    undo: _Undo,
+    fsync: bool,
+) -> None:
+    marker = encode_record({"kind": "import", "at": datetime.now(UTC).isoformat(), "pid": os.getpid()})
+    if not streams.create_doc(IMPORTING, marker):
+        raise _meanwhile(image)
+    undo.sessions.append(streams)
+    wanted = {f"sha256:{h}": blobs[h] for h in image.blob_refs}
+    for entries in image.rooms.values():  # room files are blobs too: a room restores from them
+        wanted.update((blob_ref(e.data), e.data) for e in entries if e.data is not None)
+    for ref, data in sorted(wanted.items()):
+        if not store.blobs.exists(ref):
+            store.blobs.put(data)
+            undo.blobs.append(ref)
+    # The event log last of the streams: a store lists the sessions that have one.
+    order = sorted(image.streams.items(), key=lambda kv: (kv[0][0] == "events", kv[0][0], kv[0][1] or ""))
+    for (name, run), lines in order:
+        if name == OUTBOX:
+            continue
+        stream = run if name == CHECKPOINTS else _STREAMS[name]
+        assert stream is not None
+        if not streams.create(stream, [line + b"\n" for line in lines], "always"):
+            raise _meanwhile(image)
+    if image.fence > (streams.highest_fence() or 0):
+        streams.advance_fence(image.fence)
+    crash_point("mid_import")
+    _place_local(settings.base_dir, image, undo.local, fsync)
+    for name in sorted(image.documents, key=lambda n: n == "session"):  # session.json last
+        if not streams.create_doc(DOCUMENTS[name], image.documents[name] + b"\n"):
+            raise _meanwhile(image)
+
+
+def _place_local(base_dir: Path, image: SessionImage, undo: list[Any], fsync: bool) -> None:
+    """This machine's part of the session: its rooms and outbox, each renamed into place whole
+    (one already here is kept: `check_rooms` made sure it is the same)."""
+    folder = session_dir(base_dir, image.tenant_id, image.session_id)
+    for branch, entries in sorted(image.rooms.items()):
+        room = room_dir(folder, branch)
+        if room.exists():
+            continue
+        _mkdirs(room.parent, undo)
+        temp = room.parent / f".import-{uuid.uuid4().hex[:12]}"
+        undo.append(("tree", temp))
+        write_room(temp, entries, fsync)
+        os.rename(temp, room)
+        undo.append(("tree", room))
+        if fsync:
+            fsync_dir(room.parent)
+    lines = image.streams.get((OUTBOX, None))
+    if lines is not None and not outbox_file(folder).exists():
+        _mkdirs(folder, undo)
+        temp = folder / f".import-{uuid.uuid4().hex[:12]}"
+        undo.append(("file", temp))
+        _write(temp, b"".join(line + b"\n" for line in lines), fsync=fsync)
+        os.rename(temp, outbox_file(folder))
+        undo.append(("file", outbox_file(folder)))
+
+
+# -- migrate -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Moved:
+    """What `migrate` did with one session of the files base_dir."""
+
+    tenant_id: str
+    session_id: str
+    outcome: Literal["moved", "skipped", "not moved", "would move"]
+    detail: str
+
+    def to_json(self) -> dict[str, str]:
+        """The JSON object of `agentrt store migrate --json`."""
+        return {
+            "tenant_id": self.tenant_id,
+            "session_id": self.session_id,
+            "outcome": self.outcome,
+            "detail": self.detail,
+        }
+
+
+def continued(moved: SessionImage, there: SessionImage) -> bool:
+    """Whether `there` (the store's) is `moved` run on since: every stream of `moved` is the start
+    of the store's, its fence not above the store's (its documents may have changed since)."""
+    return there.fence >= moved.fence and all(
+        there.streams.get(key, [])[: len(lines)] == lines for key, lines in moved.streams.items() if key[0] != OUTBOX
+    )
+
+
+def source_sessions(from_dir: Path) -> Iterator[tuple[str, str]]:
+    """(tenant, session) of every session folder under the files base_dir `from_dir`, sorted."""
+    for tenant in tenant_ids(from_dir):
+        root = sessions_root(from_dir, tenant)
+        try:
+            names = sorted(p.name for p in root.iterdir() if is_id(p.name) and p.is_dir() and not p.is_symlink())
+        except FileNotFoundError:
+            continue
+        for name in names:
+            yield tenant, name
+
+
+def migrate(
+    settings: AgentSettings,
+    store: PostgresStore,
+    manager: ChatSessionManager,
+    from_dir: Path,
+    dry_run: bool = False,
+    report: Callable[[Moved], None] | None = None,
+) -> list[Moved]:
+    """Move every session of the files base_dir `from_dir` into the store, one at a time."""
+    out = []
+    for tenant, sid in source_sessions(from_dir):
+        try:
+            done = migrate_one(settings, store, manager, from_dir, tenant, sid, dry_run)
+        except (LeaseHeld, DataCorrupt, SessionExists, SessionNotFound) as err:
+            done = Moved(tenant, sid, "not moved", str(err))
+        out.append(done)
+        if report is not None:
+            report(done)
+    return out
+
+
+def migrate_one(
+    settings: AgentSettings,
+    store: PostgresStore,
+    manager: ChatSessionManager,
+    from_dir: Path,
+    tenant: str,
+    sid: str,
+    dry_run: bool,
+) -> Moved:
+    """Move one session (see `migrate`): under the source folder's file lease and the store's."""
+    src = session_dir(from_dir, tenant, sid)
+    if not session_file(src).exists():
+        return Moved(tenant, sid, "skipped", "no session.json here (not a session of the files store)")
+    with file_lease_lock(src, sid, "migrated"):
+        image, blobs = read_image(from_dir, tenant, sid, None)
+        with session_guard(settings, tenant, sid, "migrated"):
+            found = state(store, tenant, sid)
+            if found == "present":
+                there, there_blobs = read_store_image(settings, store, tenant, sid, None)
+                same = session_bytes(there, there_blobs) == session_bytes(image, blobs)
+                if not same and continued(image, there):
+                    return Moved(tenant, sid, "skipped", "already in the store, continued there since")
+                if not same:
+                    return Moved(
+                        tenant,
+                        sid,
+                        "not moved",
+                        f"the store holds another session {sid} (it changed there since, or is another "
+                        f"session of that id); it is kept. Compare `agentrt export {sid}` of both",
+                    )
+                if not dry_run:  # this machine's rooms, if a run here has not made them yet
+                    _place_local(settings.base_dir, image, [], settings.persistence.fsync == "always")
+                return Moved(tenant, sid, "skipped", "already in the store, identical")
+            check_rooms(settings.base_dir, image)
+            files = sum(1 for entries in image.rooms.values() for e in entries if e.data is not None)
+            what = (
+                f"{len(image.streams[('events', None)])} events, "
+                f"{sum(1 for name, _ in image.streams if name == CHECKPOINTS)} runs, {files} room files, "
+                f"{len(image.blob_refs)} blobs"
+            )
+            if dry_run:
+                return Moved(tenant, sid, "would move", what)
+            export = ExportFile([image], blobs)
+            placed = upload(settings, store, export, {(tenant, sid): found == "partial"})
+            warnings = register(manager, placed)
+            store.session(tenant, sid, "batch").delete_doc(IMPORTING)
+            return Moved(tenant, sid, "moved", "; ".join([what, *warnings]))
