@@ -120,6 +120,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from agent.cli.common import tenant_of
     from agent.doctor import render, run_doctor
     from agent.errors import InputError, NotFound
+    from agent.session.record_store import session_streams
     from checkpointing.errors import InvalidIdError
     from checkpointing.ids import validate_id
 
@@ -134,6 +135,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     tenant = tenant_of(args, r.settings)
     if args.session_id is None:
         return _doctor_store(args, r, tenant)
+    streams = session_streams(r.settings, tenant, args.session_id)
+    nothing_on_disk = (
+        not r.session_dir(tenant, args.session_id).exists() if streams is None else not streams.has_rows()  # type: ignore[attr-defined]
+    )
+    if args.repair and streams is not None and nothing_on_disk:
+        raise NotFound(f"no session {args.session_id} in tenant {tenant}; list the sessions with `agentrt sessions`")
     if args.repair:
         from agent.doctor.repair import repair_session
 
@@ -141,7 +148,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             say(printable(done), err=args.json)
     report = run_doctor(r, args.session_id, tenant_id=tenant, user_id=args.user)
     found = next((c for c in report.checks if c.name == "session_found"), None)
-    nothing_on_disk = not r.session_dir(tenant, args.session_id).exists()
     if found is not None and found.status == "FAIL" and (nothing_on_disk or len(report.checks) == 1):
         raise NotFound(f"{found.summary}; {found.next_step}" if found.next_step else found.summary)
     if args.json:

@@ -104,7 +104,8 @@ def blobs(f: SessionFacts) -> Check:
             if inner not in refs:
                 refs[inner] = [f"inside blob {ref}"]
                 queue.append(inner)
-    where = str(getattr(store, "root", store))
+    owner: Any = getattr(store, "store", None)  # the PostgreSQL store of a PostgresBlobStore
+    where = str(store.root) if isinstance(store, BlobStore) else f"{getattr(owner, 'name', 'the store')} (jsonl_blobs)"
     ev: dict[str, Any] = {"blob_dir": where, "referenced": len(refs), "missing": missing, "corrupt": corrupt}
     if missing or corrupt:
         parts = [f"blob {r} is missing ({_path(f, r)}), referenced by {', '.join(w)}" for r, w in missing.items()]

@@ -197,8 +197,11 @@ class RuntimeBuilder:
         manifest = state.get("sandbox_manifest") or {}
         empty = not room.exists() or not any(room.iterdir())
         room.parent.mkdir(parents=True, exist_ok=True)
-        # The Sandbox makes a missing room itself and reports it (a `sandbox_created` entry).
-        sandbox = Sandbox(room, blobs=self.blobs, on_event=self._sandbox_event(session_id))
+        # The Sandbox makes a missing room itself and reports it (a `sandbox_created` entry). On the
+        # postgres store a room the session already has (a manifest) made again on this machine is
+        # a local copy, not an event of the session: every machine then writes the same log.
+        copy = self.settings.persistence.store == "postgres" and bool(manifest)
+        sandbox = Sandbox(room, blobs=self.blobs, on_event=self._sandbox_event(session_id, skip_created=copy))
         if not empty:
             sandbox.sweep_temp()
         if (empty and manifest) or (not empty and self.settings.persistence.store == "postgres"):
@@ -207,8 +210,10 @@ class RuntimeBuilder:
         sandbox.refilled = sandbox.refilled or empty
         return sandbox
 
-    def _sandbox_event(self, session_id: str) -> Callable[[str, dict[str, Any]], None]:
+    def _sandbox_event(self, session_id: str, skip_created: bool = False) -> Callable[[str, dict[str, Any]], None]:
         def on_event(kind: str, payload: dict[str, Any]) -> None:
+            if skip_created and kind == "created":
+                return
             with self._lock:
                 sink = self._sinks.get(session_id)
             if sink is not None:

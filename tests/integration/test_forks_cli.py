@@ -92,6 +92,7 @@ def alice(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[User]:
             "base_dir": str(cwd / ".agentrt"),
             "database_url": _url(DATABASE_URL, schema),
             "redis_url": REDIS_URL,
+            "store": "files",
             "lease": "file",
         },
         workers={"broker_url": None, "result_backend": None},

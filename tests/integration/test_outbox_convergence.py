@@ -82,6 +82,7 @@ def _config(tmp_path: Path, relay: Relay, schema: str, mode: str = "PRIMARY") ->
             persistence={
                 "database_url": _url(relay.url_for(DATABASE_URL), schema),
                 "redis_url": REDIS_URL,
+                "store": "files",  # PostgreSQL cut under the files store: the outbox catches the SQL layer up
                 "lease": "file",  # a killed holder's lease is free at once (Redis would wait out its TTL)
                 "mode": mode,
             },

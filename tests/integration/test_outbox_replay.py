@@ -75,7 +75,13 @@ class Cli:
             SCRIPT,
             base="production.yaml",
             tools=TOOLS,
-            persistence={"database_url": url, "redis_url": REDIS_URL, "lease": "file", "mode": "PRIMARY"},
+            persistence={
+                "database_url": url,
+                "redis_url": REDIS_URL,
+                "store": "files",  # PostgreSQL cut under the files store: the outbox catches the SQL layer up
+                "lease": "file",
+                "mode": "PRIMARY",
+            },
         )
         data = yaml.safe_load(config.read_text())
         data.update(datasets=[], skills_dir=None)  # the demo skill allows tools this config has not

@@ -63,7 +63,12 @@ def _config(tmp_path: Path, dbname: str) -> str:
         make_config(
             tmp_path,
             base="production.yaml",
-            persistence={"database_url": f"{SERVER}/{dbname}", "redis_url": REDIS_URL},
+            persistence={
+                "database_url": f"{SERVER}/{dbname}",
+                "redis_url": REDIS_URL,
+                "store": "files",
+                "lease": "redis",
+            },
         )
     )
 

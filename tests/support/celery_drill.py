@@ -237,6 +237,7 @@ def open_cluster(
             conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
         engine.dispose()
         db_url = f"{DATABASE_URL}?options=-csearch_path%3D{schema}"
+        persistence.update(store="files", lease="redis")  # one shared base_dir: the files store
         SqlSessionStore(db_url, create=True).dispose()  # what `agentrt db init` does
         persistence["database_url"] = db_url
     vhost = None
