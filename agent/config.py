@@ -211,7 +211,9 @@ class PersistenceSettings(_Strict):
             return self
         url = self.store_url or self.database_url or ""
         if not url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
-            raise ValueError("store: postgres needs a PostgreSQL store_url (or database_url): postgresql://USER@HOST/DB")
+            raise ValueError(
+                "store: postgres needs a PostgreSQL store_url (or database_url): postgresql://USER@HOST/DB"
+            )
         if self.mode == "JSONL_ONLY":
             raise ValueError("store: postgres lists sessions from the SQL session table: use mode PRIMARY or MIRROR")
         if not (self.database_url or "").startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):

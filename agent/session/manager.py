@@ -585,8 +585,6 @@ def open_manager(
         MemorySessionStore(max_entries=l1_max_entries, ttl_seconds=l1_ttl_seconds),
         RedisSessionStore(redis_url, key_prefix=redis_key_prefix) if redis_url else None,
         sql,
-        JsonlSessionStore(
-            base_dir, inline_payload_max_bytes=inline_payload_max_bytes, fsync=fsync, store=record_store
-        ),
+        JsonlSessionStore(base_dir, inline_payload_max_bytes=inline_payload_max_bytes, fsync=fsync, store=record_store),
         **manager_options,
     )
