@@ -41,6 +41,7 @@ class JournalEntryState:
     result: str | None = None  # COMPLETED: the recorded result text (blob loaded and verified)
     error: str | None = None  # FAILED: the recorded error text
     room: dict[str, Any] | None = None  # the INTENT's RoomEffect fields, when the tool declared one
+    room_manifest: dict[str, str] | None = None  # COMPLETED: the sandbox room right after the call
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,14 @@ Then the room says what happened: the file still `before` means the crash came b
 so the call runs now (for the first time); the file already `after` means the write happened, so
 its COMPLETED record is written with the recorded `result` and the call is not run again; anything
 else stays "outcome unknown". Either way the room a resumed run leaves is the uncrashed run's.
+
+A call that may change the room (any effect but `read_only`) has the room's manifest written with
+its COMPLETED record (the files go to the blob store first). A resume whose room is older than the
+journal (`Sandbox.refilled`: made from the checkpoint on another machine, or after the room folder
+was lost) restores each replayed call's manifest in turn, so the files a tool wrote before the crash
+are there and no tool runs again for them. A COMPLETED record without a manifest (a journal written
+before manifests were recorded) falls back to applying the call's room effect again when that is
+safe (`_reapply`).
 """
 
 from __future__ import annotations
@@ -80,7 +88,10 @@ def execute_with_journal(
     state = journal.lookup(run_id, call_id)
     if state.status is JournalStatus.COMPLETED:
         if ctx.sandbox is not None and ctx.sandbox.refilled:
-            _reapply(state, spec, ctx, args)
+            if state.room_manifest is not None:
+                ctx.sandbox.restore(state.room_manifest)
+            else:
+                _reapply(state, spec, ctx, args)
         return state.result or "", "success", True
     if state.status is JournalStatus.FAILED:
         return state.error or "", "error", True
@@ -88,7 +99,7 @@ def execute_with_journal(
         settled = _settle(state, ctx)
         if settled is RoomOutcome.DONE:
             result = str((state.room or {}).get("result", ""))
-            journal.record_completed(run_id, call_id, result)
+            journal.record_completed(run_id, call_id, result, room_manifest=_room_snapshot(spec, ctx))
             return result, "success", True
         if settled is RoomOutcome.UNKNOWN:
             status: ExecStatus = "needs_human" if hitl_enabled else "outcome_unknown"
@@ -106,8 +117,17 @@ def execute_with_journal(
         journal.record_failed(run_id, call_id, text)
         return text, "error", False
     crash_point("after_tool_execute")
-    journal.record_completed(run_id, call_id, result)
+    journal.record_completed(run_id, call_id, result, room_manifest=_room_snapshot(spec, ctx))
     return result, "success", False
+
+
+def _room_snapshot(spec: ToolSpec, ctx: ToolContext) -> dict[str, str] | None:
+    """The room as a call that may have changed it left it (its files put in the blob store), for
+    the call's COMPLETED record; None for a read-only call or a session without a room."""
+    sandbox = ctx.sandbox
+    if sandbox is None or sandbox.blobs is None or spec.effect == "read_only":
+        return None
+    return sandbox.manifest()
 
 
 class RoomOutcome(StrEnum):

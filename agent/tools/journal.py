@@ -6,12 +6,17 @@ torn tail cut). Entries are keyed by (run_id, tool_call_id):
     INTENT     {kind: "intent", run_id, tool_call_id, tool_name, args_digest, effect, ts,
                 room?: {path, before, after, result}}
                durable before the tool is called; `room` is the call's `RoomEffect`, when declared
-    COMPLETED  {kind: "completed", run_id, tool_call_id, result | result_item | result_ref, result_digest, ts}
+    COMPLETED  {kind: "completed", run_id, tool_call_id, result | result_item | result_ref, result_digest, ts,
+                room_manifest? | room_manifest_ref?}
     FAILED     {kind: "failed", run_id, tool_call_id, error, ts}
 
 A result long enough to be an item of the checkpoint log is stored there (`result_item`, through the
 `ResultTexts` the runtime gives: the saver's `put_text`), where the tool's writes reference the same
-copy: a tool result is on disk once. One whose item never reached the disk (a machine crash
+copy: a tool result is on disk once. `room_manifest` is the sandbox room as the call left it (room
+path -> blob digest, the files in the blob store; a manifest over `inline_max_bytes` is itself a
+blob, `room_manifest_ref`): written in the same record as the result, so a resume that finds the
+room older than the journal (another machine, a lost room folder) makes it what the call left
+instead of running the call again. One whose item never reached the disk (a machine crash
 between the two files' syncs) counts as a COMPLETED record lost: the call is INTENT_ONLY again.
 
 `agent.tools.execute.execute_with_journal` applies the resume policy to a call (a COMPLETED call is
@@ -162,8 +167,16 @@ class ToolExecutionJournal:
             rec["room"] = {"path": room.path, "before": room.before, "after": room.after, "result": room.result}
         self._append(rec)
 
-    def record_completed(self, run_id: str, tool_call_id: str, result: str, blobs: Blobs | None = None) -> None:
-        """Record the result; one over `inline_max_bytes` goes to the blob store as a reference."""
+    def record_completed(
+        self,
+        run_id: str,
+        tool_call_id: str,
+        result: str,
+        blobs: Blobs | None = None,
+        room_manifest: dict[str, str] | None = None,
+    ) -> None:
+        """Record the result (one over `inline_max_bytes` goes to the blob store as a reference) and,
+        for a call that may have changed the sandbox room, the room as it left it."""
         data = result.encode("utf-8")
         rec: dict[str, Any] = {
             "kind": "completed",
@@ -178,6 +191,12 @@ class ToolExecutionJournal:
             rec["result_ref"] = (blobs or self.blobs).ref_obj(data)
         else:
             rec["result"] = result
+        if room_manifest is not None:
+            encoded = orjson.dumps(room_manifest, option=orjson.OPT_SORT_KEYS)
+            if len(encoded) > self.inline_max_bytes:
+                rec["room_manifest_ref"] = (blobs or self.blobs).ref_obj(encoded)
+            else:
+                rec["room_manifest"] = room_manifest
         self._append(rec)
 
     def record_failed(self, run_id: str, tool_call_id: str, error: str) -> None:
@@ -254,7 +273,8 @@ class ToolExecutionJournal:
                 return JournalEntryState(JournalStatus.FAILED, error=str(end.get("error", "")), **base)
             result = self._result_of(end)
             if result is not None:
-                return JournalEntryState(JournalStatus.COMPLETED, result=result, **base)
+                manifest = self._manifest_of(end)
+                return JournalEntryState(JournalStatus.COMPLETED, result=result, room_manifest=manifest, **base)
         if key.ends:
             log.warning(
                 "journal %s: the result of %s is not stored; the call counts as unfinished", self.path, tool_call_id
@@ -282,6 +302,22 @@ class ToolExecutionJournal:
             if k.intents == 0:
                 out.append(JournalAnomaly(run_id, call_id, "end_without_intent", "no INTENT record"))
         return out
+
+    def _manifest_of(self, end: dict[str, Any]) -> dict[str, str] | None:
+        """The room manifest a COMPLETED record carries (inline or as a blob), or None."""
+        ref = end.get("room_manifest_ref")
+        if isinstance(ref, dict) and is_blob_ref(ref):
+            manifest = orjson.loads(self.blobs.get(ref[BLOB_KEY]))
+        else:
+            manifest = end.get("room_manifest")
+        if manifest is None:
+            return None
+        if not isinstance(manifest, dict):
+            raise StorageError(
+                f"{self.path}: the room manifest of tool call {end.get('tool_call_id')} is not a mapping; "
+                "the journal is damaged: run agentrt doctor on the session"
+            )
+        return manifest
 
     def _result_of(self, end: dict[str, Any]) -> str | None:
         ref = end.get("result_ref")

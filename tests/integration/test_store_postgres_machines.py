@@ -25,9 +25,12 @@ from agent.errors import LeaseHeld, SessionExists, SessionNotFound
 from agent.routing import session_graph_version, turn_queue, version_queue
 from agent.runner import AgentRunner
 from agent.session.db_cli import db_init
+from agent.session.record_store import blobs as record_blobs
 from agent.session.record_store import inbox as record_inbox
+from agent.session.record_store import session_streams
 from agent.session.retention import collect
 from agent.submit import submit_turn
+from agent.tools.journal import ToolExecutionJournal
 from graph.build import GRAPH_VERSION
 from tests.support.celery_drill import REDIS_URL, database_url, drop_database, turn_script
 from tests.support.crash import SIGKILL_CODE, run_cli
@@ -105,8 +108,8 @@ def test_a_machine_whose_room_is_stale_reads_the_files_another_machine_wrote(con
 def test_a_file_write_journaled_before_a_crash_is_in_the_room_another_machine_resumes(
     config: Path, tmp_path: Path
 ) -> None:
-    """A dies after write_file's result is journaled, before the checkpoint that lists the file; B
-    (an empty base_dir) resumes: the replayed write is applied to B's room, so turn 2 reads it."""
+    """A is killed right after write_file's COMPLETED record, before the checkpoint that lists the
+    file; B (an empty base_dir) resumes: the room the record carries is B's room, so turn 2 reads it."""
     env = {"AGENTRT_BASE_DIR": str(tmp_path / "a"), "AGENTRT_CRASH_AT": "after_journal_append:2"}
     env.update(PYTHONPATH=str(ROOT))
     crashed = run_cli(["run", "--config", str(config), "--new-session", SID, "Turn 1."], env)
@@ -121,6 +124,14 @@ def test_a_file_write_journaled_before_a_crash_is_in_the_room_another_machine_re
             assert time.monotonic() < deadline, "A's lease never expired"
             time.sleep(0.2)
     assert resumed.answer == "Answer 1.", resumed
+    # The room as write_file left it went to the store with the call's COMPLETED record: B's room
+    # was made from it, and the journal holds that one call once.
+    journal = ToolExecutionJournal.over(
+        session_streams(b.settings, "default", SID), record_blobs(b.settings)  # type: ignore[arg-type]
+    )
+    ends = [r for r in journal.entries() if r["kind"] == "completed"]
+    assert len(ends) == 1 and set(ends[0]["room_manifest"]) == {ONE[0]}, ends
+    assert journal.duplicates() == []
     _turn(b, 2)
     assert _reads(b) == [ONE[1]]
 

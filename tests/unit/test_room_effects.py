@@ -126,3 +126,75 @@ def test_call_that_fails_records_no_room_effect(tmp_path: Path) -> None:
     assert journal.lookup(RUN, "c9").status is JournalStatus.FAILED
     assert journal.entries()[0].get("room") is None
     assert set(room_files(box.room_dir)) == {"notes.txt"}
+
+
+@pytest.mark.parametrize("tool", list(CASES))
+def test_completed_call_records_the_room_it_left(tmp_path: Path, tool: str) -> None:
+    """The COMPLETED record of a call that may change the room carries the room's manifest, whose
+    files are in the blob store: a room rebuilt from it alone is the room the call left."""
+    box, ctx, spec, args = _prepared(tmp_path, tool, "room")
+    journal = ToolExecutionJournal(tmp_path, "default", "s1", blobs=box.blobs)
+
+    execute_with_journal(journal, RUN, {"name": tool, "args": args, "id": "call_1"}, spec, ctx)
+
+    manifest = journal.lookup(RUN, "call_1").room_manifest
+    assert manifest is not None
+    rebuilt = Sandbox(tmp_path / "elsewhere", blobs=BlobStore(tmp_path / "blobs"))
+    rebuilt.restore(manifest)
+    assert room_files(rebuilt.room_dir) == room_files(box.room_dir) == _uncrashed(tmp_path, tool)
+
+
+def test_read_only_call_records_no_room(tmp_path: Path) -> None:
+    """A read-only call cannot change the room: its record stays small (no manifest)."""
+    box, ctx, _, _ = _prepared(tmp_path, "edit_file", "room")
+    journal = ToolExecutionJournal(tmp_path, "default", "s1", blobs=box.blobs)
+    spec = builtin_tools()["read_file"]
+
+    execute_with_journal(journal, RUN, {"name": "read_file", "args": {"path": "notes.txt"}, "id": "r1"}, spec, ctx)
+
+    assert journal.lookup(RUN, "r1").room_manifest is None
+    assert "room_manifest" not in journal.entries()[-1]
+
+
+@pytest.mark.parametrize("tool", list(CASES))
+def test_completed_call_replayed_into_an_older_room_restores_it_without_running(tmp_path: Path, tool: str) -> None:
+    """A machine that never saw the call (its room made from an older checkpoint): the replay makes
+    the room what the call left, from the COMPLETED record, and never runs the tool again."""
+    box, ctx, spec, args = _prepared(tmp_path, tool, "room")
+    before = box.manifest()
+    journal = ToolExecutionJournal(tmp_path, "default", "s1", blobs=box.blobs)
+    text, _, _ = execute_with_journal(journal, RUN, {"name": tool, "args": args, "id": "call_1"}, spec, ctx)
+    other = Sandbox(tmp_path / "other-machine", blobs=BlobStore(tmp_path / "blobs"))
+    other.restore(before)
+    other.refilled = True
+    calls: list[Any] = []
+    never = ToolSpec(
+        name=spec.name,
+        description=spec.description,
+        args_schema=spec.args_schema,
+        func=lambda *a, **k: calls.append(a) or "ran again",
+        effect=spec.effect,
+        room_effect=spec.room_effect,
+    )
+    ctx2 = ToolContext(session_id="s1", tenant_id="default", run_id=RUN, sandbox=other)
+
+    out = execute_with_journal(journal, RUN, {"name": tool, "args": args, "id": "call_1"}, never, ctx2)
+
+    assert out == (text, "success", True)
+    assert calls == []
+    assert room_files(other.room_dir) == _uncrashed(tmp_path, tool)
+
+
+def test_a_large_room_manifest_is_kept_as_a_blob_and_read_back(tmp_path: Path) -> None:
+    """A room of many files: the record holds a reference, the lookup the whole manifest."""
+    box, ctx, spec, args = _prepared(tmp_path, "edit_file", "room")
+    for i in range(40):
+        box.write_text(f"many/file-{i:02d}.txt", f"file {i}")
+    journal = ToolExecutionJournal(tmp_path, "default", "s1", blobs=box.blobs, inline_max_bytes=256)
+
+    execute_with_journal(journal, RUN, {"name": "edit_file", "args": args, "id": "call_1"}, spec, ctx)
+
+    record = journal.entries()[-1]
+    assert "room_manifest" not in record and "room_manifest_ref" in record
+    manifest = journal.lookup(RUN, "call_1").room_manifest
+    assert manifest is not None and len(manifest) == 41 and manifest == box.manifest()
