@@ -127,7 +127,8 @@ def test_a_file_write_journaled_before_a_crash_is_in_the_room_another_machine_re
     # The room as write_file left it went to the store with the call's COMPLETED record: B's room
     # was made from it, and the journal holds that one call once.
     journal = ToolExecutionJournal.over(
-        session_streams(b.settings, "default", SID), record_blobs(b.settings)  # type: ignore[arg-type]
+        session_streams(b.settings, "default", SID),
+        record_blobs(b.settings),  # type: ignore[arg-type]
     )
     ends = [r for r in journal.entries() if r["kind"] == "completed"]
     assert len(ends) == 1 and set(ends[0]["room_manifest"]) == {ONE[0]}, ends
