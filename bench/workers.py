@@ -1,6 +1,7 @@
 """Celery workers: turns per minute with 1, 2 and 4 worker processes, and submit-to-first-node latency.
 
-    python bench/workers.py [--broker redis|rabbitmq|both] [--sessions 20] [--turns 2] [--samples 40]
+    python bench/workers.py [--broker redis|rabbitmq|both] [--store files|postgres|both]
+                            [--sessions 20] [--turns 2] [--samples 40]
 
 Each turn is the scripted model (plan, one tool call, answer) with a tool that sleeps 200 ms, so
 the figure measures scheduling and persistence (fsync'd event log, checkpoints, journal, the
@@ -9,11 +10,17 @@ instances with `--concurrency 1`. Throughput: all turns submitted at once (sessi
 turns of a session in order), timed from the first submit to the last turn settled. Latency: with
 idle workers, one turn at a time on a fresh session, from the inbox's `submitted` record to the
 run's `run_start` entry (written just before the graph's first node starts).
+
+Stores: `files` is one machine's fleet (every worker on one shared base_dir, the lease in Redis);
+`postgres` a fleet with no shared files (each worker on its own base_dir, every record, the lease
+and the fence in PostgreSQL). Both on this machine: the core count is printed first, since on a
+machine with fewer cores than workers the figures show each store's overhead, not scaling.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -37,9 +44,9 @@ def _wait_ready(c: Cluster, names: list[str], timeout: float = 180.0) -> None:
             time.sleep(0.2)
 
 
-def throughput(broker: str, procs: int, sessions: int, turns: int, tmp: Path) -> float:
+def throughput(broker: str, procs: int, sessions: int, turns: int, tmp: Path, store: str = "files") -> float:
     """Turns per minute with `procs` single-process workers."""
-    c = open_cluster(tmp, broker, turn_script(turns, ("nap",)), visibility_timeout_s=3600)
+    c = open_cluster(tmp, broker, turn_script(turns, ("nap",)), visibility_timeout_s=3600, store=store)
     try:
         names = [f"b{i}" for i in range(procs)]
         for name in names:
@@ -57,9 +64,9 @@ def throughput(broker: str, procs: int, sessions: int, turns: int, tmp: Path) ->
         c.close()
 
 
-def latency(broker: str, samples: int, tmp: Path) -> tuple[float, float]:
+def latency(broker: str, samples: int, tmp: Path, store: str = "files") -> tuple[float, float]:
     """p50 and p99 milliseconds from submit to the first node starting, idle workers (2 processes)."""
-    c = open_cluster(tmp, broker, turn_script(1, ("nap",)), visibility_timeout_s=3600)
+    c = open_cluster(tmp, broker, turn_script(1, ("nap",)), visibility_timeout_s=3600, store=store)
     try:
         names = ["l0", "l1"]
         for name in names:
@@ -88,19 +95,24 @@ def main() -> None:
     p.add_argument("--turns", type=int, default=2, help="turns per session")
     p.add_argument("--procs", default="1,2,4", help='worker process counts ("" for the latency only)')
     p.add_argument("--samples", type=int, default=40, help="latency samples")
+    p.add_argument("--store", choices=["files", "postgres", "both"], default="both")
     args = p.parse_args()
     brokers = ["redis", "rabbitmq"] if args.broker == "both" else [args.broker]
+    stores = ["files", "postgres"] if args.store == "both" else [args.store]
+    print(f"cores: {os.cpu_count()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="agentrt-bench-workers-") as root:
         for broker in brokers:
-            for n in (int(x) for x in args.procs.split(",") if x):
-                tmp = Path(root) / f"{broker}-{n}"
+            for store in stores:
+                label = f"{broker:8s} {store:8s}"
+                for n in (int(x) for x in args.procs.split(",") if x):
+                    tmp = Path(root) / f"{broker}-{store}-{n}"
+                    tmp.mkdir()
+                    tpm = throughput(broker, n, args.sessions, args.turns, tmp, store)
+                    print(f"{label} {n} worker process(es): {tpm:6.1f} turns/min", flush=True)
+                tmp = Path(root) / f"{broker}-{store}-latency"
                 tmp.mkdir()
-                tpm = throughput(broker, n, args.sessions, args.turns, tmp)
-                print(f"{broker:8s} {n} worker process(es): {tpm:6.1f} turns/min", flush=True)
-            tmp = Path(root) / f"{broker}-latency"
-            tmp.mkdir()
-            p50, p99 = latency(broker, args.samples, tmp)
-            print(f"{broker:8s} submit -> first node: p50 {p50:6.1f} ms, p99 {p99:6.1f} ms", flush=True)
+                p50, p99 = latency(broker, args.samples, tmp, store)
+                print(f"{label} submit -> first node: p50 {p50:6.1f} ms, p99 {p99:6.1f} ms", flush=True)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@ graph versions side by side.
 
 Worker "wa" runs the current graph, worker "wb" a graph with one more node (another GRAPH_VERSION,
 tests/support/hooked_celery.py). Every turn pauses for approval, so its approval resumes the run
-from its checkpoint: a worker of the other version would refuse it (RECOVERY_BLOCKED).
+from its checkpoint: a worker of the other version would refuse it (RECOVERY_BLOCKED). On the
+files store (one shared base_dir) with each broker, and on the postgres store, where each worker has
+its own base_dir and routing reads the session's graph version from PostgreSQL.
 """
 
 from __future__ import annotations
@@ -31,10 +33,12 @@ BOUND_S = 90.0
 APPROVE = {"approved": True, "reason": "drill"}
 
 
-@pytest.fixture(params=BROKERS)
+@pytest.fixture(params=[*((b, "files") for b in BROKERS), ("redis", "postgres")], ids=lambda p: "-".join(p))
 def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]:
-    """A cluster on each broker (its own names) whose turns each ask to approve one tool call."""
-    c = open_cluster(tmp_path, str(request.param), turn_script(4, ("bump_approved",)))
+    """A cluster (its own names) whose turns each ask to approve one tool call: each broker on the
+    files store, and the postgres store (a fleet with no shared files)."""
+    broker, store = request.param
+    c = open_cluster(tmp_path, broker, turn_script(4, ("bump_approved",)), store=store)
     yield c
     c.close()
 
