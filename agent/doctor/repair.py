@@ -31,7 +31,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent.errors import AgentrtError, ConfigError, DataCorrupt
-from agent.session.outbox import Outbox
 from checkpointing import records
 from checkpointing.errors import CorruptRecordError, OldFormatError
 from checkpointing.layout import EVENTS_FILE, OUTBOX_FILE, broken_file, lease_files, pins_file
@@ -71,7 +70,7 @@ def repair_session(runner: AgentRunner, session_id: str, tenant_id: str | None =
             points = repin_fork_points(runner, tenant, session_id)
             if points or any(path == pins for path, _ in done):
                 done.append((pins, f"pinned the fork point of {points} branch(es) again"))
-        outbox = Outbox(runner.settings.base_dir)
+        outbox = runner.manager.outbox
         steps = [x for x in (outbox.repair(tenant, session_id), _replay_outbox(runner, tenant, session_id)) if x]
         if steps:
             done.append((outbox.path(tenant, session_id), "; ".join(steps)))

@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from agent.errors import DataCorrupt, StorageError
 from agent.session.chat_memory import ChatMemory
-from agent.session.outbox import Debt, Lag, Outbox, Owed
+from agent.session.outbox import Debt, Lag, Owed, SessionOutbox
 from agent.session.retrier import Retrier
 from agent.session.session import ChatSession, SessionDocumentCorrupt, SessionStore
 from agent.session.stores.jsonl import JsonlSessionStore
@@ -54,7 +54,7 @@ class LayerKeeper:
     sql: SqlSessionStore | None
     jsonl: JsonlSessionStore
     memory: ChatMemory
-    outbox: Outbox
+    outbox: SessionOutbox
     read_order: list[SessionStore]
     retry_interval_s: float
     _clock: Callable[[], float]

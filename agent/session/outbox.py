@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from agent.errors import DataCorrupt
 from checkpointing.errors import CorruptRecordError, OldFormatError
@@ -48,7 +48,7 @@ from checkpointing.records import RecordLog, Scan, cut_torn_tail, encode_record,
 
 log = logging.getLogger("agentrt.sessions")
 
-__all__ = ["LAYERS", "OUTBOX_FILE", "Debt", "Lag", "Outbox", "Owed"]
+__all__ = ["LAYERS", "OUTBOX_FILE", "Debt", "Lag", "Outbox", "Owed", "SessionOutbox"]
 
 LAYERS = ("SQL", "L2")
 """The layers an outbox can owe writes to."""
@@ -83,13 +83,71 @@ class Lag:
     """When the oldest of them was missed (ISO 8601 UTC; None when no record says)."""
 
 
-def _every_debt() -> list[dict[str, Any]]:
+def every_debt() -> list[dict[str, Any]]:
     """One `owe` of every kind to every layer: what an unreadable debt may have been."""
     return [{"kind": "owe", "layer": layer, "what": what.value} for layer in LAYERS for what in Owed]
 
 
+def owe_record(layer: str, what: Owed) -> dict[str, Any]:
+    """The `owe` record of a write `layer` missed now."""
+    return {"kind": "owe", "layer": layer, "what": what.value, "at": datetime.now(UTC).isoformat(timespec="seconds")}
+
+
+def unpaid_debts(found: Scan, torn_at: int | None = None) -> list[tuple[int, dict[str, Any]]]:
+    """Every unpaid `owe` record (offset, record) of a scanned outbox, in order; a torn tail at
+    `torn_at` counts as every debt (where the next append writes them in its place)."""
+    records = [(off, loads(body)) for off, body in found.records]
+    paid: dict[str, int] = {}
+    for _, rec in records:
+        if rec.get("kind") == "paid":
+            paid[str(rec["layer"])] = max(paid.get(str(rec["layer"]), -1), int(rec["upto"]))
+    if torn_at is not None:
+        records += [(torn_at, rec) for rec in every_debt()]
+    return [
+        (offset, rec)
+        for offset, rec in records
+        if rec.get("kind") == "owe" and offset > paid.get(str(rec["layer"]), -1)
+    ]
+
+
+def newest_debts(unpaid: list[tuple[int, dict[str, Any]]]) -> list[Debt]:
+    """One debt per layer and kind (the newest), in the order of those newest records."""
+    newest: dict[tuple[str, Owed], Debt] = {}
+    for offset, rec in unpaid:
+        key = (str(rec["layer"]), Owed(rec["what"]))
+        newest.pop(key, None)  # keep the order of the newest record of each kind
+        newest[key] = Debt(key[0], key[1], offset)
+    return list(newest.values())
+
+
+def lags_of(unpaid: list[tuple[int, dict[str, Any]]]) -> dict[str, Lag]:
+    """How far behind each layer is, from its unpaid records."""
+    lags: dict[str, Lag] = {}
+    for _, rec in unpaid:
+        layer, at = str(rec["layer"]), rec.get("at")
+        old = lags.get(layer, Lag(0, None))
+        since = old.since if old.since is not None or not isinstance(at, str) else at
+        lags[layer] = Lag(old.changes + 1, since)
+    return lags
+
+
+class SessionOutbox(Protocol):
+    """What the manager and the doctor use of an outbox, on either store (`Outbox`, `StoreOutbox`)."""
+
+    def path(self, tenant_id: str, session_id: str) -> Path: ...
+    def owe(self, tenant_id: str, session_id: str, layer: str, what: Owed) -> None: ...
+    def owes(self, tenant_id: str, session_id: str) -> bool: ...
+    def debts(self, tenant_id: str, session_id: str) -> list[Debt]: ...
+    def behind(self, tenant_id: str, session_id: str) -> dict[str, Lag]: ...
+    def due(self, tenant_id: str) -> list[str]: ...
+    def repair(self, tenant_id: str, session_id: str) -> str | None: ...
+    def settle(self, tenant_id: str, session_id: str, layer: str, upto: int) -> None: ...
+    def pending_layers(self, tenant_id: str, session_id: str) -> set[str]: ...
+
+
 class Outbox:
-    """The outbox files of the sessions under one `base_dir`."""
+    """The outbox files of the sessions under one `base_dir` (the `files` store; `StoreOutbox` in
+    `outbox_store.py` is the same outbox on the PostgreSQL record store)."""
 
     def __init__(self, base_dir: Path | str, fsync: bool = True) -> None:
         self.base_dir = Path(base_dir)
@@ -134,7 +192,7 @@ class Outbox:
         found = self._scan(path)
         if found.torn:
             cut_torn_tail(path, found.good)
-            frames = [encode_record(r) for r in _every_debt()] + frames
+            frames = [encode_record(r) for r in every_debt()] + frames
         if not frames:
             return
         if found.size == 0 and any(r.get("kind") == "owe" for r in records):
@@ -149,8 +207,7 @@ class Outbox:
         path.parent.mkdir(parents=True, exist_ok=True)
         new = not path.exists()
         with self._locked(path, create=True):
-            at = datetime.now(UTC).isoformat(timespec="seconds")
-            self._append(path, [{"kind": "owe", "layer": layer, "what": what.value, "at": at}])
+            self._append(path, [owe_record(layer, what)])
         if new and self.fsync:
             fsync_dir(path.parent)
 
@@ -176,26 +233,10 @@ class Outbox:
     def _unpaid_in(self, path: Path) -> list[tuple[int, dict[str, Any]]]:
         """Every unpaid `owe` record (offset, record) in file order (a torn tail: every debt)."""
         found = self._scan(path)
-        records = [(off, loads(body)) for off, body in found.records]
-        paid: dict[str, int] = {}
-        for _, rec in records:
-            if rec.get("kind") == "paid":
-                paid[str(rec["layer"])] = max(paid.get(str(rec["layer"]), -1), int(rec["upto"]))
-        if found.torn:  # where the next append writes every debt in the torn record's place
-            records += [(found.good, rec) for rec in _every_debt()]
-        return [
-            (offset, rec)
-            for offset, rec in records
-            if rec.get("kind") == "owe" and offset > paid.get(str(rec["layer"]), -1)
-        ]
+        return unpaid_debts(found, found.good if found.torn else None)
 
     def _debts_in(self, path: Path) -> list[Debt]:
-        newest: dict[tuple[str, Owed], Debt] = {}
-        for offset, rec in self._unpaid_in(path):
-            key = (str(rec["layer"]), Owed(rec["what"]))
-            newest.pop(key, None)  # keep the order of the newest record of each kind
-            newest[key] = Debt(key[0], key[1], offset)
-        return list(newest.values())
+        return newest_debts(self._unpaid_in(path))
 
     def behind(self, tenant_id: str, session_id: str) -> dict[str, Lag]:
         """How far behind each owed layer is: its unpaid writes and since when (read-only)."""
@@ -204,13 +245,7 @@ class Outbox:
         path = self.path(tenant_id, session_id)
         with self._locked(path, shared=True) as fd:
             unpaid = [] if fd is None else self._unpaid_in(path)
-        lags: dict[str, Lag] = {}
-        for _, rec in unpaid:
-            layer, at = str(rec["layer"]), rec.get("at")
-            old = lags.get(layer, Lag(0, None))
-            since = old.since if old.since is not None or not isinstance(at, str) else at
-            lags[layer] = Lag(old.changes + 1, since)
-        return lags
+        return lags_of(unpaid)
 
     def due(self, tenant_id: str) -> list[str]:
         """The tenant's sessions whose outbox owes anything (one folder read, no walk), sorted."""
@@ -251,7 +286,7 @@ class Outbox:
             out.flush()
             fsync_fd(out.fileno())
         os.ftruncate(fd, 0)
-        self._append(path, _every_debt())
+        self._append(path, every_debt())
         log.warning(
             "outbox %s is damaged at line %d (%s): %d bytes moved to %s; every layer is owed a full replay",
             path,

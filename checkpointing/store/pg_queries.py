@@ -88,5 +88,5 @@ QUERIES: dict[str, str] = {
         " OR EXISTS (SELECT FROM {s}.jsonl_documents WHERE tenant = %(t)s AND thread = %(th)s)"
     ),
     "docs_all": "SELECT name, body FROM {s}.jsonl_documents WHERE tenant = %s AND thread = %s ORDER BY name",
-    "logged": ("SELECT thread FROM {s}.jsonl_streams WHERE tenant = %s AND run = '@events' ORDER BY thread"),
+    "holding": "SELECT thread FROM {s}.jsonl_streams WHERE tenant = %s AND run = %s ORDER BY thread",
 }

@@ -164,8 +164,12 @@ class PostgresStore:
 
     def logged(self, tenant: str) -> list[str]:
         """The tenant's sessions that have an event log (stream `@events`), by id."""
+        return self.holding(tenant, EVENTS)
+
+    def holding(self, tenant: str, run: str) -> list[str]:
+        """The tenant's sessions that hold stream `run` (a session stream such as `@outbox`), by id."""
         with self.connection("listing sessions") as conn:
-            return [str(t) for (t,) in conn.execute(self.q["logged"], (tenant,))]
+            return [str(t) for (t,) in conn.execute(self.q["holding"], (tenant, run))]
 
     def reserve(self, tenant: str, key: str, value: dict[str, Any]) -> dict[str, Any] | None:
         """Insert the reservation row unless one exists (one synchronous statement)."""
@@ -363,6 +367,23 @@ class PostgresSessionStreams:
             row = conn.execute(self.q["create"], (*key, total, len(frames))).fetchone()
             assert row is not None
             conn.execute(self.q["insert"], (int(row[0]), offs, frames))
+
+    def replace_if(self, run: str, frames: list[bytes], expect_end: int) -> bool:
+        """`replace`, in one transaction, only while the stream ends at `expect_end` (its row locked
+        `FOR UPDATE`, so no append slips in between); False, nothing changed, when it moved."""
+        key = (self.tenant, self.thread, run)
+        with self.store.connection("rewriting a stream") as conn, conn.transaction():
+            row = conn.execute(self.q["head_lock"], key).fetchone()
+            if (int(row[1]) if row is not None else 0) != expect_end:
+                return False
+            conn.execute(self.q["drop_run"], key)
+            self._ids.pop(run, None)
+            if frames:
+                offs, total = _offsets(frames)
+                made = conn.execute(self.q["create"], (*key, total, len(frames))).fetchone()
+                assert made is not None
+                conn.execute(self.q["insert"], (int(made[0]), offs, frames))
+        return True
 
     def remove(self) -> None:
         """One transaction: the session's streams (their records cascade), documents and fence."""

@@ -11,6 +11,7 @@ what one machine recorded, the other sees.
 
 from __future__ import annotations
 
+import shutil
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis as redis_lib
 
 from agent.config import load_settings
 from agent.errors import LeaseHeld, SessionExists, SessionNotFound
@@ -32,6 +34,7 @@ from agent.session.retention import collect
 from agent.submit import submit_turn
 from agent.tools.journal import ToolExecutionJournal
 from graph.build import GRAPH_VERSION
+from tests.integration.test_stores_support import Relay
 from tests.support.celery_drill import REDIS_URL, database_url, drop_database, turn_script
 from tests.support.crash import SIGKILL_CODE, run_cli
 from tests.support.runners import ROOT, make_config
@@ -168,3 +171,36 @@ def test_retention_reclaims_an_old_session_that_another_machine_ran(config: Path
     assert b.manager.jsonl.event_log("default", SID).entries() == []
     with pytest.raises(SessionNotFound):
         b.run("Turn 2.", session_id=SID)
+
+
+def test_a_redis_write_missed_on_one_machine_is_replayed_by_another(config: Path, tmp_path: Path) -> None:
+    """Redis (L2) is cut while A runs turn 2, then A's base_dir is deleted: the debt is in the store's
+    outbox, not lost with A. Redis back, B (an empty base_dir) never reads the stale turn-1 copy
+    Redis still holds: its read replays the debt, and Redis holds the turn-2 session again."""
+    sid = f"s-owed-{uuid.uuid4().hex[:8]}"
+    host, port = REDIS_URL.removeprefix("redis://").split(":")
+    relay = Relay(host, int(port))
+    relay.restore()
+    try:
+        over = {"persistence.redis_url": f"redis://127.0.0.1:{relay.port}/0"}
+        a = AgentRunner.from_config(config, **{"persistence.base_dir": str(tmp_path / "a"), **over})
+        a.run("Turn 1.", new_session_id=sid)
+        assert a.manager.l2 is not None and a.manager.l2.get("default", sid) is not None
+        relay.cut()
+        a.manager.l1.delete("default", sid)
+        assert a.run("Turn 2.", session_id=sid).answer == "Answer 2."
+        version = a.manager.jsonl.get("default", sid).version  # type: ignore[union-attr]
+        assert a.manager.outbox.pending_layers("default", sid) == {"L2"}
+        shutil.rmtree(tmp_path / "a")
+        relay.restore()
+        raw = redis_lib.Redis.from_url(REDIS_URL).get(f"agentrt:default:session:{sid}")
+        assert raw is not None and f'"version":{version}'.encode() not in raw  # the copy A could not delete
+
+        b = AgentRunner.from_config(config, **{"persistence.base_dir": str(tmp_path / "b"), **over})
+        assert b.manager.outbox.due("default") == [sid]
+        assert b.manager.get("default", sid).version == version, b.manager.last_read_trace
+        assert b.manager.outbox.due("default") == []
+        cached = b.manager.l2.get("default", sid)  # type: ignore[union-attr]
+        assert cached is None or cached.version == version
+    finally:
+        relay.cut()

@@ -1,5 +1,7 @@
-"""The outbox file: debts in order, settling, emptying, read-only reads, and a damaged file that
-forgets nothing (repaired only by the explicit step)."""
+"""The outbox: debts in order, settling, emptying, read-only reads, and a damaged record that
+forgets nothing (repaired only by the explicit step). On both stores: the file under base_dir
+(`Outbox`) and the `@outbox` stream of the PostgreSQL record store (`StoreOutbox`), through the
+`saver_kit` fixture's fresh store of each kind."""
 
 from __future__ import annotations
 
@@ -10,12 +12,19 @@ from pathlib import Path
 import pytest
 
 from agent.errors import DataCorrupt
-from agent.session.outbox import Outbox, Owed
+from agent.session.outbox import Outbox, Owed, SessionOutbox
+from agent.session.outbox_store import StoreOutbox
+from tests.support.savers import SaverKit
 
 
-def test_debts_keep_order_and_collapse_repeats(tmp_path: Path) -> None:
+def _box(kit: SaverKit, fsync: bool = True) -> SessionOutbox:
+    """The outbox of the kit's store: files under its base, or the PostgreSQL store's stream."""
+    return Outbox(kit.base, fsync=fsync) if kit.kind == "files" else StoreOutbox(kit.store())  # type: ignore[arg-type]
+
+
+def test_debts_keep_order_and_collapse_repeats(saver_kit: SaverKit) -> None:
     """One debt per (layer, kind), the newest record's position deciding the order."""
-    box = Outbox(tmp_path)
+    box = _box(saver_kit)
     assert not box.owes("t1", "s1") and box.debts("t1", "s1") == []
     box.owe("t1", "s1", "SQL", Owed.MESSAGES)
     box.owe("t1", "s1", "L2", Owed.SESSION)
@@ -25,9 +34,10 @@ def test_debts_keep_order_and_collapse_repeats(tmp_path: Path) -> None:
     assert got == [("L2", Owed.SESSION), ("SQL", Owed.SESSION), ("SQL", Owed.MESSAGES)]
 
 
-def test_settle_pays_one_layer_and_empties_the_file_when_nothing_is_left(tmp_path: Path) -> None:
-    """Paying SQL leaves L2 owed; paying L2 too truncates the file (a read is then one stat)."""
-    box = Outbox(tmp_path)
+def test_settle_pays_one_layer_and_empties_the_outbox_when_nothing_is_left(saver_kit: SaverKit) -> None:
+    """Paying SQL leaves L2 owed; paying L2 too empties the outbox (a read is then one stat, or one
+    lookup of the stream's head)."""
+    box = _box(saver_kit)
     box.owe("t1", "s1", "SQL", Owed.MESSAGES)
     box.owe("t1", "s1", "L2", Owed.SESSION)
     sql = [d for d in box.debts("t1", "s1") if d.layer == "SQL"]
@@ -35,12 +45,16 @@ def test_settle_pays_one_layer_and_empties_the_file_when_nothing_is_left(tmp_pat
     assert box.pending_layers("t1", "s1") == {"L2"}
     l2 = box.debts("t1", "s1")
     box.settle("t1", "s1", "L2", max(d.offset for d in l2))
-    assert box.path("t1", "s1").stat().st_size == 0 and not box.owes("t1", "s1")
+    assert not box.owes("t1", "s1") and box.debts("t1", "s1") == []
+    if saver_kit.kind == "files":
+        assert box.path("t1", "s1").stat().st_size == 0
+    else:
+        assert saver_kit.sql("SELECT count(*) FROM {s}.jsonl_streams WHERE run = '@outbox'") == [(0,)]
 
 
-def test_a_debt_recorded_after_the_settled_offset_stays_owed(tmp_path: Path) -> None:
+def test_a_debt_recorded_after_the_settled_offset_stays_owed(saver_kit: SaverKit) -> None:
     """Settling up to an offset never pays a debt written after it (a write missed during the replay)."""
-    box = Outbox(tmp_path)
+    box = _box(saver_kit)
     box.owe("t1", "s1", "SQL", Owed.MESSAGES)
     upto = box.debts("t1", "s1")[0].offset
     box.owe("t1", "s1", "SQL", Owed.SESSION)
@@ -107,28 +121,33 @@ def test_a_damaged_debt_stops_the_read_until_an_explicit_repair(
     assert box.repair("t1", "s1") is None  # a file that verifies is left alone
 
 
-def _owe_many(base: str, n: int, layer: str) -> None:
-    box = Outbox(base, fsync=False)
+def _owe_many(kind: str, base: str, schema: str, n: int, layer: str) -> None:
+    box = SaverKit(kind, Path(base), schema)
+    outbox = _box(box, fsync=False)
     for _ in range(n):
-        box.owe("t1", "s1", layer, Owed.MESSAGES)
+        outbox.owe("t1", "s1", layer, Owed.MESSAGES)
+    box.close() if kind == "files" else [s.close() for s in box.stores]
 
 
-def test_concurrent_appenders_never_interleave(tmp_path: Path) -> None:
+def test_concurrent_appenders_never_interleave(saver_kit: SaverKit) -> None:
     """Two processes appending at once leave only whole, verifiable records."""
-    procs = [multiprocessing.Process(target=_owe_many, args=(str(tmp_path), 200, layer)) for layer in ("SQL", "L2")]
+    args = (saver_kit.kind, str(saver_kit.base), saver_kit.schema, 200)
+    procs = [multiprocessing.Process(target=_owe_many, args=(*args, layer)) for layer in ("SQL", "L2")]
     for p in procs:
         p.start()
     for p in procs:
         p.join(60)
-    box = Outbox(tmp_path)
+    box = _box(saver_kit)
     assert {d.layer for d in box.debts("t1", "s1")} == {"SQL", "L2"}
-    assert box.path("t1", "s1").read_bytes().count(b"\n") == 400
-    assert not box.path("t1", "s1").with_name("outbox.jsonl.broken").exists()
+    assert {k: v.changes for k, v in box.behind("t1", "s1").items()} == {"SQL": 200, "L2": 200}
+    if saver_kit.kind == "files":
+        assert box.path("t1", "s1").read_bytes().count(b"\n") == 400
+        assert not box.path("t1", "s1").with_name("outbox.jsonl.broken").exists()
 
 
-def test_behind_counts_every_unpaid_write_per_layer_since_the_oldest(tmp_path: Path) -> None:
+def test_behind_counts_every_unpaid_write_per_layer_since_the_oldest(saver_kit: SaverKit) -> None:
     """Each missed write is one unpaid change; a settle pays them, a later miss counts anew."""
-    box = Outbox(tmp_path)
+    box = _box(saver_kit)
     assert box.behind("t1", "s1") == {}
     box.owe("t1", "s1", "SQL", Owed.SESSION)
     box.owe("t1", "s1", "SQL", Owed.MESSAGES)
@@ -142,9 +161,10 @@ def test_behind_counts_every_unpaid_write_per_layer_since_the_oldest(tmp_path: P
     assert {k: v.changes for k, v in box.behind("t1", "s1").items()} == {"L2": 1, "SQL": 1}
 
 
-def test_due_lists_the_sessions_that_owe_and_forgets_them_once_paid(tmp_path: Path) -> None:
-    """The tenant's owing sessions come from its marker folder; paying everything removes the marker."""
-    box = Outbox(tmp_path)
+def test_due_lists_the_sessions_that_owe_and_forgets_them_once_paid(saver_kit: SaverKit) -> None:
+    """The tenant's owing sessions come from its marker folder (or the store's streams); paying
+    everything removes the marker (the stream)."""
+    box = _box(saver_kit)
     assert box.due("t1") == []
     box.owe("t1", "s2", "SQL", Owed.SESSION)
     box.owe("t1", "s1", "L2", Owed.SESSION)
@@ -152,4 +172,42 @@ def test_due_lists_the_sessions_that_owe_and_forgets_them_once_paid(tmp_path: Pa
     assert box.due("t1") == ["s1", "s2"] and box.due("t2") == ["s9"]
     box.settle("t1", "s1", "L2", box.debts("t1", "s1")[-1].offset)
     assert box.due("t1") == ["s2"]
-    assert not (tmp_path / "tenants" / "t1" / "outbox-due" / "s1").exists()
+    if saver_kit.kind == "files":
+        assert not (saver_kit.base / "tenants" / "t1" / "outbox-due" / "s1").exists()
+
+
+def test_a_damaged_row_stops_the_read_until_an_explicit_repair(tmp_path: Path) -> None:
+    """PostgreSQL: a row whose checksum fails is refused as a damaged line is (naming the stream,
+    the line and `agentrt doctor ID --repair`); the repair owes every layer a full replay."""
+    kit = SaverKit.open("postgres", tmp_path)
+    try:
+        box = StoreOutbox(kit.store())  # type: ignore[arg-type]
+        box.owe("t1", "s1", "SQL", Owed.MESSAGES)
+        box.owe("t1", "s1", "L2", Owed.SESSION)
+        kit.sql(
+            "UPDATE {s}.jsonl_records SET line = convert_to(replace(convert_from(line, 'UTF8'), 'SQL', 'SQM'), 'UTF8')"
+            " WHERE stream = (SELECT id FROM {s}.jsonl_streams WHERE run = '@outbox') AND pos = 0"
+        )
+        with pytest.raises(DataCorrupt, match=r"outbox\.jsonl:1: .*agentrt doctor s1 --repair"):
+            box.debts("t1", "s1")
+        assert box.owes("t1", "s1")  # never read as "nothing owed"
+        done = box.repair("t1", "s1")
+        assert done is not None and "line 1" in done
+        assert {(d.layer, d.what) for d in box.debts("t1", "s1")} == EVERY
+        assert box.repair("t1", "s1") is None
+    finally:
+        kit.close()
+
+
+def test_a_debt_recorded_on_one_machine_is_owed_on_another(tmp_path: Path) -> None:
+    """The PostgreSQL outbox is the store's: a second machine (its own base_dir, its own pool)
+    sees the first one's debt and pays it (the files outbox lives under one base_dir)."""
+    kit = SaverKit.open("postgres", tmp_path)
+    try:
+        first, second = _box(kit), StoreOutbox(kit.store())  # type: ignore[arg-type]
+        first.owe("t1", "s1", "L2", Owed.SESSION)
+        assert second.due("t1") == ["s1"] and second.pending_layers("t1", "s1") == {"L2"}
+        second.settle("t1", "s1", "L2", second.debts("t1", "s1")[-1].offset)
+        assert not first.owes("t1", "s1") and first.due("t1") == []
+    finally:
+        kit.close()
