@@ -18,6 +18,11 @@ session references. How that is decided, correctly and without reading the whole
    finds already stored, so a run writing the same bytes meanwhile keeps it even if its record
    lands after the scan passed its session.
 
+On the PostgreSQL record store the same three steps run over rows: the candidates are the
+references in the removed sessions' rows (read before they are deleted), the keepers are searched
+in every remaining record line and document body (keyset pages, `PostgresBlobStore.bodies`), and
+"touched" is the row's time, which a put of bytes already stored sets (`delete_if_older`).
+
 Cost: step 1 is O(bytes removed); step 2 is O(bytes of the remaining sessions' records) when a
 candidate is in fact unreferenced (the common case: a tenant's own blobs), less when every
 candidate is found early. It runs once per `erase` or `store gc`, never on a turn's path.
@@ -31,9 +36,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from checkpointing.blobs import BlobStore
-from checkpointing.errors import BlobMissingError
+from checkpointing.blobs import Blobs, BlobStore
+from checkpointing.errors import BlobCorruptError, BlobMissingError
 from checkpointing.layout import MAKING_PREFIX, ROOMS, WORKSPACE
+from checkpointing.store.pg_blobs import PostgresBlobStore
+from checkpointing.store.postgres import PostgresSessionStreams
 
 _REF = re.compile(rb"sha256:([0-9a-f]{64})")
 _CHUNK = 1 << 20
@@ -72,8 +79,28 @@ def folder_refs(folder: Path) -> set[str]:
     return refs
 
 
-def _inner(store: BlobStore, ref: str) -> set[str]:
+def refs_in(data: bytes) -> set[str]:
+    """Every blob reference written in `data`."""
+    return {"sha256:" + m.group(1).decode() for m in _REF.finditer(data)}
+
+
+def rows_refs(streams: PostgresSessionStreams) -> set[str]:
+    """Every blob reference in a session's rows on the PostgreSQL store (streams and documents)."""
+    lines, docs = streams.dump()
+    refs: set[str] = set()
+    for data in (*lines.values(), *docs.values()):
+        refs |= refs_in(data)
+    return refs
+
+
+def _inner(store: Blobs, ref: str) -> set[str]:
     """The references inside blob `ref` when it holds JSON (else none)."""
+    if not isinstance(store, BlobStore):
+        try:
+            data = store.get(ref)
+        except (BlobMissingError, BlobCorruptError):
+            return set()
+        return refs_in(data) if data[:1] in (b"{", b"[") else set()
     try:
         path = store.path_for(ref)
         with path.open("rb") as fh:
@@ -84,7 +111,7 @@ def _inner(store: BlobStore, ref: str) -> set[str]:
     return _scan(path)
 
 
-def closure(store: BlobStore, refs: Iterable[str]) -> set[str]:
+def closure(store: Blobs, refs: Iterable[str]) -> set[str]:
     """`refs` and, transitively, the references inside those of them that hold JSON."""
     out = set(refs)
     todo = list(out)
@@ -134,5 +161,36 @@ def reclaim(
             continue
         out.deleted.append(ref)
         out.bytes += st.st_size if dry_run else store.delete(ref)
+    out.kept = out.candidates - len(out.deleted)
+    return out
+
+
+def reclaim_rows(
+    store: PostgresBlobStore,
+    candidates: set[str],
+    removed: set[tuple[str, str]],
+    started: float,
+    dry_run: bool,
+) -> Reclaim:
+    """`reclaim` on the PostgreSQL store: delete the `candidates` no remaining session's record
+    line or document references (the sessions in `removed` are not searched: in a dry run their
+    rows are still there), unless put again since unix time `started`."""
+    out = Reclaim(candidates=len(candidates))
+    open_ = {c for c in candidates if store.exists(c)}
+    seen: set[str] = set()
+    if open_:
+        for tenant, thread, data in store.bodies():
+            if (tenant, thread) in removed:
+                continue
+            for ref in refs_in(data) - seen:
+                seen.add(ref)
+                open_ -= closure(store, [ref])
+            if not open_:
+                break
+    for ref in sorted(open_):
+        size = store.delete_if_older(ref, started, dry_run)
+        if size is not None:
+            out.deleted.append(ref)
+            out.bytes += size
     out.kept = out.candidates - len(out.deleted)
     return out

@@ -28,10 +28,13 @@ from agent.errors import DataCorrupt, LeaseHeld
 from agent.session import blob_refs
 from agent.session.lease import RedisLease
 from agent.session.record_store import inbox as record_inbox
+from agent.session.record_store import session_streams
 from checkpointing import layout
 from checkpointing.blobs import BlobStore
 from checkpointing.errors import CheckpointingError
 from checkpointing.saver import JsonlCheckpointSaver
+from checkpointing.store.pg_blobs import PostgresBlobStore
+from checkpointing.store.postgres import PostgresSessionStreams
 
 if TYPE_CHECKING:
     from agent.run.core import RunnerCore
@@ -75,6 +78,9 @@ class Removal:
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.time)
+    store_started: float | None = None
+    """The PostgreSQL store's clock when the first session's rows were read (blob times are the
+    server's: a machine's clock may differ)."""
     candidates: set[str] = field(default_factory=set)
     """Blob references of the removed sessions (reclaimed by `finish`)."""
 
@@ -136,7 +142,7 @@ def remove_session(runner: RunnerCore, tenant: str, sid: str, out: Removal, *, h
     if out.dry_run:
         files, size = count(folder)
         out.files, out.bytes = out.files + files, out.bytes + size
-        out.candidates |= blob_refs.folder_refs(folder)
+        out.candidates |= _refs(runner, tenant, sid, folder, out)
         out.sessions.append((tenant, sid))
         return True
     try:
@@ -150,7 +156,7 @@ def remove_session(runner: RunnerCore, tenant: str, sid: str, out: Removal, *, h
     aside = folder.with_name(ERASING_PREFIX + sid)
     try:
         files, size = count(folder)
-        out.candidates |= blob_refs.folder_refs(folder)
+        out.candidates |= _refs(runner, tenant, sid, folder, out)
         turns = _turn_ids(runner, tenant, sid)
         _external(runner, tenant, sid, out)
         _saver(runner, tenant, sid, out)
@@ -169,6 +175,18 @@ def remove_session(runner: RunnerCore, tenant: str, sid: str, out: Removal, *, h
     out.files, out.bytes = out.files + files, out.bytes + size
     out.sessions.append((tenant, sid))
     return True
+
+
+def _refs(runner: RunnerCore, tenant: str, sid: str, folder: Path, out: Removal) -> set[str]:
+    """The blob references of the session's records: its folder's files, and on the PostgreSQL
+    store its rows."""
+    refs = blob_refs.folder_refs(folder)
+    streams = session_streams(runner.settings, tenant, sid)
+    if isinstance(streams, PostgresSessionStreams):
+        if out.store_started is None:
+            out.store_started = streams.store.clock()
+        refs |= blob_refs.rows_refs(streams)
+    return refs
 
 
 def _turn_ids(runner: RunnerCore, tenant: str, sid: str) -> set[str]:
@@ -236,10 +254,19 @@ def finish(runner: RunnerCore, out: Removal) -> None:
     if not out.candidates:
         return
     store = runner.blobs
-    if not isinstance(store, BlobStore):
-        out.notes.append("blobs kept: blobs on the PostgreSQL store are not reclaimed by this version")
-        return
     removed = set(out.sessions) if out.dry_run else set()
+    if isinstance(store, PostgresBlobStore):
+        candidates = blob_refs.closure(store, out.candidates)
+        started = out.store_started if out.store_started is not None else out.started
+        got = blob_refs.reclaim_rows(store, candidates, removed, started, out.dry_run)
+        out.blobs += len(got.deleted)
+        out.blob_bytes += got.bytes
+        existing = [c for c in candidates if store.exists(c)]
+        out.blobs_kept += len(existing) - (len(got.deleted) if out.dry_run else 0)
+        return
+    if not isinstance(store, BlobStore):
+        out.notes.append("blobs kept: this store's blobs are not reclaimed")
+        return
     candidates = blob_refs.closure(store, out.candidates)
     got = blob_refs.reclaim(store, candidates, _remaining(runner, removed), out.started, out.dry_run)
     out.blobs += len(got.deleted)

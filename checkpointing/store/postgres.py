@@ -162,6 +162,13 @@ class PostgresStore:
             rows = conn.execute(self.q["threads"], (tenant, tenant, thread, thread)).fetchall()
         return [(str(t), str(n)) for t, n in rows]
 
+    def clock(self) -> float:
+        """The server's time (unix seconds): what its rows' times are in."""
+        with self.connection("reading the clock") as conn:
+            row = conn.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()
+        assert row is not None
+        return float(row[0])
+
     def logged(self, tenant: str) -> list[str]:
         """The tenant's sessions that have an event log (stream `@events`), by id."""
         return self.holding(tenant, EVENTS)

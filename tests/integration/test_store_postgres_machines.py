@@ -27,6 +27,7 @@ from agent.errors import LeaseHeld, SessionExists, SessionNotFound
 from agent.routing import session_graph_version, turn_queue, version_queue
 from agent.runner import AgentRunner
 from agent.session.db_cli import db_init
+from agent.session.erase import erase
 from agent.session.record_store import blobs as record_blobs
 from agent.session.record_store import inbox as record_inbox
 from agent.session.record_store import session_streams
@@ -84,8 +85,13 @@ def _machine(config: Path, base_dir: Path) -> AgentRunner:
 
 def _reads(runner: AgentRunner) -> list[str]:
     """What the session's read_file calls returned, in order."""
-    runner.manager.l1.delete("default", SID)
-    messages: list[Any] = runner.state(SID)["messages"]
+    return _reads_of(runner, SID)
+
+
+def _reads_of(runner: AgentRunner, sid: str) -> list[str]:
+    """What session `sid`'s read_file calls returned, in order."""
+    runner.manager.l1.delete("default", sid)
+    messages: list[Any] = runner.state(sid)["messages"]
     return [str(m.content) for m in messages if getattr(m, "type", "") == "tool" and m.name == "read_file"]
 
 
@@ -204,3 +210,29 @@ def test_a_redis_write_missed_on_one_machine_is_replayed_by_another(config: Path
         assert cached is None or cached.version == version
     finally:
         relay.cut()
+
+
+def test_erase_on_another_machine_reclaims_the_blobs_only_the_erased_user_used(config: Path, tmp_path: Path) -> None:
+    """alice's session wrote notes one and two, bob's note one (the same bytes: one shared blob).
+    Erasing alice from B (an empty base_dir) deletes her rows and the blob of note two; note one's
+    blob stays for bob, whose session still reads it back."""
+    a = _machine(config, tmp_path / "a")
+    _turn(a, 1, user="alice")
+    _turn(a, 2, user="alice")
+    a.manager.l1.delete("default", "s-bob")
+    assert a.run("Turn 1.", new_session_id="s-bob", user_id="bob").answer == "Answer 1."
+    blobs = record_blobs(a.settings)
+    one, two = (blobs.put(text.encode()) for _, text in (ONE, TWO))  # already there: their refs
+
+    b = _machine(config, tmp_path / "b")
+    listed = erase(b, "default", "alice", dry_run=True)
+    assert listed.sessions == [("default", SID)] and listed.blobs >= 1 and blobs.exists(two)
+    done = erase(b, "default", "alice", dry_run=False)
+    assert done.sessions == [("default", SID)], done.summary()
+    assert not blobs.exists(two) and blobs.exists(one)
+    assert done.blobs >= 1 and done.blobs_kept >= 1, done.summary()
+    assert not b.manager.jsonl.event_log("default", SID).entries()
+    b.manager.l1.delete("default", "s-bob")
+    bob = b.run("Turn 2.", session_id="s-bob", user_id="bob")
+    assert bob.answer == "Answer 2."
+    assert _reads_of(b, "s-bob")[0] == ONE[1]
