@@ -67,8 +67,9 @@ def rewrite(text: str) -> str:
         mod = old.split(".", 1)[1]
         text = re.sub(rf"(?<![\w.]){re.escape(old)}\b", new, text)
         new_pkg, new_mod = new.rsplit(".", 1)
-        text = re.sub(rf"^(\s*)from agent import {mod}\b(?! as)", rf"\1from {new_pkg} import {new_mod} as {mod}", text,
-                      flags=re.M)
+        text = re.sub(
+            rf"^(\s*)from agent import {mod}\b(?! as)", rf"\1from {new_pkg} import {new_mod} as {mod}", text, flags=re.M
+        )
         text = re.sub(rf"^(\s*)import {re.escape(new)} as (\w+)", rf"\1import {new} as \2", text, flags=re.M)
         text = text.replace(f"{old.replace('.', '/')}.py", f"{new.replace('.', '/')}.py")
     text = re.sub(rf"(?<![\w.])agent\.session\b(?!\.({SESSION_CHILDREN})\b)", "agent.session.session", text)
