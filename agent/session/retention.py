@@ -13,7 +13,10 @@ is kept; retention removes whole sessions.
 
 Workers (`maybe_collect`, after a task): at most every `session.gc_every_minutes`, by one worker at
 a time: a non-blocking `flock` on `base_dir/gc.lock` picks it, and the lock file's time records
-the last run (an empty file: none yet), so the others skip at the cost of one `stat`.
+the last run (an empty file: none yet), so the others skip at the cost of one `stat`. On the
+PostgreSQL record store, where each machine has its own base_dir, the whole fleet shares one
+claim instead: a document of the store (`gc`, outside every tenant) holding when the last run
+started, taken by compare-and-swap, so one worker of the fleet runs it per period.
 """
 
 from __future__ import annotations
@@ -29,12 +32,14 @@ from typing import TYPE_CHECKING
 from agent.errors import DataCorrupt, StorageError
 from agent.session import removal
 from agent.session.lifecycle import SessionStatus
+from agent.session.record_store import pg_store
 from agent.session.removal import Removal
 from agent.session.session import ChatSession
 from checkpointing.session_index import IndexUnusable
 
 if TYPE_CHECKING:
     from agent.run.core import RunnerCore
+    from checkpointing.store.postgres import PostgresStore
 
 log = logging.getLogger("agentrt.sessions")
 GC_LOCK_FILE = "gc.lock"
@@ -110,8 +115,11 @@ def maybe_collect(runner: RunnerCore) -> Removal | None:
     conf = runner.settings.session
     if conf.retention_days is None:
         return None
-    lock = Path(runner.settings.base_dir) / GC_LOCK_FILE
     every = conf.gc_every_minutes * 60
+    store = pg_store(runner.settings)
+    if store is not None:
+        return _collect_claimed(runner, store, every)
+    lock = Path(runner.settings.base_dir) / GC_LOCK_FILE
     try:
         st = lock.stat()
         if st.st_size and time.time() - st.st_mtime < every:
@@ -136,3 +144,24 @@ def maybe_collect(runner: RunnerCore) -> Removal | None:
         return out
     finally:
         os.close(fd)
+
+
+STORE_CLAIM = ("@store", "@retention", "gc")
+"""(tenant, thread, document) of the fleet's retention claim on the PostgreSQL store: outside the
+id alphabet, so never a session's."""
+
+
+def _collect_claimed(runner: RunnerCore, store: PostgresStore, every: float) -> Removal | None:
+    """`collect` by the one worker of the fleet that claims this period (see the module doc)."""
+    tenant, thread, name = STORE_CLAIM
+    streams = store.session(tenant, thread, "always")
+    doc, version = streams.load_doc(name)
+    now = store.clock()
+    if doc is not None and now - float(doc.get("started", 0)) < every:
+        return None
+    if not streams.save_doc(name, {"started": now}, version):
+        return None  # another worker claimed it meanwhile
+    out = collect(runner)
+    if out.sessions or out.skipped:
+        log.info("session retention: %s", out.summary())
+    return out

@@ -31,7 +31,7 @@ from agent.session.erase import erase
 from agent.session.record_store import blobs as record_blobs
 from agent.session.record_store import inbox as record_inbox
 from agent.session.record_store import session_streams
-from agent.session.retention import collect
+from agent.session.retention import GC_LOCK_FILE, collect, maybe_collect
 from agent.submit import submit_turn
 from agent.tools.journal import ToolExecutionJournal
 from graph.build import GRAPH_VERSION
@@ -236,3 +236,16 @@ def test_erase_on_another_machine_reclaims_the_blobs_only_the_erased_user_used(c
     bob = b.run("Turn 2.", session_id="s-bob", user_id="bob")
     assert bob.answer == "Answer 2."
     assert _reads_of(b, "s-bob")[0] == ONE[1]
+
+
+def test_one_worker_of_the_fleet_runs_retention_per_period(config: Path, tmp_path: Path) -> None:
+    """Workers run retention after a task at most every `session.gc_every_minutes`, one at a time:
+    on the postgres store the claim is the store's, so a machine with a fresh base_dir skips a
+    period another machine already took."""
+    over = {"session.retention_days": 1, "session.gc_every_minutes": 60}
+    a = AgentRunner.from_config(config, **{"persistence.base_dir": str(tmp_path / "a"), **over})
+    b = AgentRunner.from_config(config, **{"persistence.base_dir": str(tmp_path / "b"), **over})
+    assert maybe_collect(a) is not None
+    assert maybe_collect(b) is None
+    assert maybe_collect(a) is None
+    assert not (tmp_path / "b" / GC_LOCK_FILE).exists()
