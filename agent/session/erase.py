@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from agent.errors import StorageError
 from agent.session import blob_refs, removal
+from agent.session.record_store import pg_store
 from agent.session.removal import Removal, Skipped
 from checkpointing import layout
 from checkpointing.session_index import IndexUnusable
@@ -83,6 +84,9 @@ def _leftovers(runner: RunnerCore, tenant: str, user: str | None, out: Removal) 
     sql = runner.manager.sql
     if sql is not None:
         out.sql_rows += sql.erase_tenant_rest(tenant)
+    store = pg_store(runner.settings)
+    if store is not None:
+        store.unreserve(tenant)  # turn ids of sessions gone before (their rows named no turn)
     folder = layout.tenant_dir(base, tenant)
     if folder.is_dir():
         files, size = removal.count(folder)

@@ -28,7 +28,7 @@ from agent.errors import DataCorrupt, LeaseHeld
 from agent.session import blob_refs
 from agent.session.lease import RedisLease
 from agent.session.record_store import inbox as record_inbox
-from agent.session.record_store import session_streams
+from agent.session.record_store import pg_store, session_streams
 from checkpointing import layout
 from checkpointing.blobs import BlobStore
 from checkpointing.errors import CheckpointingError
@@ -166,8 +166,12 @@ def remove_session(runner: RunnerCore, tenant: str, sid: str, out: Removal, *, h
         if folder.exists():
             os.replace(folder, aside)
         jsonl.forget(tenant, sid)
+        store = pg_store(runner.settings)
         for turn in turns:
-            layout.turn_file(runner.settings.base_dir, tenant, turn).unlink(missing_ok=True)
+            if store is not None:
+                store.unreserve(tenant, turn)
+            else:
+                layout.turn_file(runner.settings.base_dir, tenant, turn).unlink(missing_ok=True)
     finally:
         hold.__exit__(None, None, None)
     shutil.rmtree(aside, ignore_errors=True)

@@ -198,6 +198,10 @@ class Store(Protocol):
         `CorruptRecordError` naming it."""
         ...
 
+    def unreserve(self, tenant: str, key: str | None = None) -> int:
+        """Delete the reservation of `key` (None: every one of the tenant); how many went."""
+        ...
+
     def close(self) -> None:
         """Release connections (the store is not used after)."""
         ...

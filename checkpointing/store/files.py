@@ -48,6 +48,7 @@ from checkpointing.layout import (
     tenant_ids,
     thread_dir,
     turn_file,
+    turns_dir,
 )
 from checkpointing.records import (
     TIER_EVENTS,
@@ -393,6 +394,22 @@ class FileStore:
         except FileNotFoundError:
             return None
         return decode_file(path, data) if data.strip(b"\x00") else None
+
+    def unreserve(self, tenant: str, key: str | None = None) -> int:
+        """Delete the reservation file of `key` (None: every one of the tenant); how many went."""
+        paths = (
+            [turn_file(self.base_dir, tenant, key)]
+            if key is not None
+            else list(turns_dir(self.base_dir, tenant).glob("*.json"))
+        )
+        gone = 0
+        for path in paths:
+            try:
+                path.unlink()
+                gone += 1
+            except FileNotFoundError:
+                pass
+        return gone
 
     def close(self) -> None:
         """Nothing to release."""

@@ -76,6 +76,7 @@ QUERIES: dict[str, str] = {
         " ON CONFLICT (tenant, key) DO NOTHING RETURNING 1"
     ),
     "reserved": "SELECT body FROM {s}.jsonl_reservations WHERE tenant = %s AND key = %s",
+    "unreserve": "DELETE FROM {s}.jsonl_reservations WHERE tenant = %s AND (%s::text IS NULL OR key = %s)",
     "threads": (
         "SELECT DISTINCT tenant, thread FROM {s}.jsonl_streams"
         " WHERE (%s::text IS NULL OR tenant = %s) AND (%s::text IS NULL OR thread = %s) AND "

@@ -196,6 +196,11 @@ class PostgresStore:
             return None
         return decode_file(Path(f"{self.label}/tenants/{tenant}/turns/{key}.json"), bytes(row[0]))
 
+    def unreserve(self, tenant: str, key: str | None = None) -> int:
+        """Delete the reservation row of `key` (None: every one of the tenant); how many went."""
+        with self.connection("deleting reservations") as conn:
+            return conn.execute(self.q["unreserve"], (tenant, key, key)).rowcount
+
     def close(self) -> None:
         """Close the pool."""
         self.pool.close()

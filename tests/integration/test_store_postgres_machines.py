@@ -26,11 +26,13 @@ from agent.config import load_settings
 from agent.errors import LeaseHeld, SessionExists, SessionNotFound
 from agent.routing import session_graph_version, turn_queue, version_queue
 from agent.runner import AgentRunner
+from agent.session import record_store
 from agent.session.db_cli import db_init
 from agent.session.erase import erase
 from agent.session.record_store import blobs as record_blobs
 from agent.session.record_store import inbox as record_inbox
 from agent.session.record_store import session_streams
+from agent.session.record_store import turn_index as record_turns
 from agent.session.retention import GC_LOCK_FILE, collect, maybe_collect
 from agent.submit import submit_turn
 from agent.tools.journal import ToolExecutionJournal
@@ -236,6 +238,14 @@ def test_erase_on_another_machine_reclaims_the_blobs_only_the_erased_user_used(c
     bob = b.run("Turn 2.", session_id="s-bob", user_id="bob")
     assert bob.answer == "Answer 2."
     assert _reads_of(b, "s-bob")[0] == ONE[1]
+
+    # The whole tenant: bob's session, the blob only he used now, and every turn id it reserved.
+    record_turns(b.settings, "default").reserve("turn-of-bob", "s-bob")
+    everything = erase(b, "default", None, dry_run=False)
+    assert everything.sessions == [("default", "s-bob")], everything.summary()
+    assert not blobs.exists(one)
+    assert record_store.pg_store(b.settings).reserved("default", "turn-of-bob") is None  # type: ignore[union-attr]
+    assert [s.session_id for s in b.sessions()] == []
 
 
 def test_one_worker_of_the_fleet_runs_retention_per_period(config: Path, tmp_path: Path) -> None:
