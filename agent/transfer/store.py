@@ -15,12 +15,12 @@ through a session folder and reuse the files code:
   session ever had), its blobs (`Store.blobs.put`), then it is registered (the SQL session table,
   the index of sessions on this store).
 
-Rooms and outbox: on PostgreSQL the sandbox rooms and the outbox are this machine's (base_dir is a
-cache): a run finding its room empty restores it from the checkpoint's manifest (blobs). So an
-export carries the rooms (and the outbox) found in this machine's base_dir, none on a machine that
-never ran the session (a resume there refills the room from the manifest); an import puts every
-room file's bytes into the store's blobs too, and writes the rooms (and the outbox) into this
-machine's base_dir. A room already there with other content is refused before anything is written.
+Rooms: on PostgreSQL the sandbox rooms are this machine's (base_dir is a cache): a run finding its
+room empty restores it from the checkpoint's manifest (blobs). So an export carries the rooms
+found in this machine's base_dir, none on a machine that never ran the session (a resume there
+refills the room from the manifest); an import puts every room file's bytes into the store's blobs
+too, and writes the rooms into this machine's base_dir. A room already there with other content is
+refused before anything is written. The outbox is a stream of the store like the event log.
 
 All or nothing: the first row of an imported session is a marker document (`IMPORTING`), written
 before its streams and deleted after it is registered; the session document (`session.json`, what
@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -55,12 +54,11 @@ from agent.transfer.exporter import read_image, room_entries
 from agent.transfer.fileformat import ExportFile, ExportWriter
 from agent.transfer.guard import file_lease_lock, session_guard
 from agent.transfer.image import CHECKPOINTS, DOCUMENTS, SessionImage
-from agent.transfer.importer import _mkdirs, _undo, _write, register, write_room
+from agent.transfer.importer import _mkdirs, _undo, register, write_room
 from checkpointing.blobs import blob_ref
 from checkpointing.errors import BlobCorruptError, BlobMissingError, CheckpointingError
 from checkpointing.layout import (
     is_id,
-    outbox_file,
     room_dir,
     session_dir,
     session_file,
@@ -69,6 +67,7 @@ from checkpointing.layout import (
 )
 from checkpointing.records import decode_record, encode_record, fsync_dir
 from checkpointing.store.base import EVENTS, INBOX, JOURNAL
+from checkpointing.store.base import OUTBOX as OUTBOX_STREAM
 
 if TYPE_CHECKING:
     from agent.config import AgentSettings
@@ -77,8 +76,8 @@ if TYPE_CHECKING:
 
 IMPORTING = "import.pending"
 """The marker document of a session being imported (deleted once it is registered)."""
-_STREAMS = {"events": EVENTS, "journal": JOURNAL, "inbox": INBOX}
-"""The image's session streams that are rows on the store (the outbox is this machine's file)."""
+_STREAMS = {"events": EVENTS, "journal": JOURNAL, "inbox": INBOX, "outbox": OUTBOX_STREAM}
+"""The image's session streams, as rows of the store."""
 OUTBOX = "outbox"
 
 State = Literal["absent", "partial", "present"]
@@ -112,16 +111,12 @@ def read_store_image(
     settings: AgentSettings, store: PostgresStore, tenant: str, session_id: str, user: str | None
 ) -> tuple[SessionImage, dict[str, bytes]]:
     """The image of one session of the store: its rows copied into a session folder and read by
-    the files exporter, rooms and outbox from this machine's base_dir. The caller holds its lease."""
+    the files exporter, rooms from this machine's base_dir. The caller holds its lease."""
     from agent.doctor.store_copy import copied_session
 
     local = session_dir(settings.base_dir, tenant, session_id)
     streams = store.session(tenant, session_id, "batch")
     with copied_session(store, tenant, session_id) as root:
-        folder = session_dir(root, tenant, session_id)
-        if outbox_file(local).is_file():
-            folder.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(outbox_file(local), outbox_file(folder))
         image, blobs = read_image(root, tenant, session_id, user, blobs=_blob_reader(store, session_id), rooms_of=local)
     image.fence = max(image.fence, streams.highest_fence() or 0)
     return image, blobs
@@ -274,8 +269,6 @@ def _upload_one(
     # The event log last of the streams: a store lists the sessions that have one.
     order = sorted(image.streams.items(), key=lambda kv: (kv[0][0] == "events", kv[0][0], kv[0][1] or ""))
     for (name, run), lines in order:
-        if name == OUTBOX:
-            continue
         stream = run if name == CHECKPOINTS else _STREAMS[name]
         assert stream is not None
         if not streams.create(stream, [line + b"\n" for line in lines], "always"):
@@ -290,8 +283,8 @@ def _upload_one(
 
 
 def _place_local(base_dir: Path, image: SessionImage, undo: list[Any], fsync: bool) -> None:
-    """This machine's part of the session: its rooms and outbox, each renamed into place whole
-    (one already here is kept: `check_rooms` made sure it is the same)."""
+    """This machine's part of the session: its rooms, each renamed into place whole (one already
+    here is kept: `check_rooms` made sure it is the same)."""
     folder = session_dir(base_dir, image.tenant_id, image.session_id)
     for branch, entries in sorted(image.rooms.items()):
         room = room_dir(folder, branch)
@@ -305,14 +298,6 @@ def _place_local(base_dir: Path, image: SessionImage, undo: list[Any], fsync: bo
         undo.append(("tree", room))
         if fsync:
             fsync_dir(room.parent)
-    lines = image.streams.get((OUTBOX, None))
-    if lines is not None and not outbox_file(folder).exists():
-        _mkdirs(folder, undo)
-        temp = folder / f".import-{uuid.uuid4().hex[:12]}"
-        undo.append(("file", temp))
-        _write(temp, b"".join(line + b"\n" for line in lines), fsync=fsync)
-        os.rename(temp, outbox_file(folder))
-        undo.append(("file", outbox_file(folder)))
 
 
 # -- migrate -----------------------------------------------------------------------------------
