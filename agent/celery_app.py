@@ -1,6 +1,6 @@
 """The Celery app of agentrt, built from `AgentSettings.workers` (producers and workers alike).
 
-Settings that make long agent runs safe (each explained in README "Running on more than one machine"):
+Settings that make long agent runs safe (each explained in docs/how-to/workers.md):
 `task_acks_late` (a task is acknowledged when it returns, so a lost worker's task is delivered
 again), `task_reject_on_worker_lost` (a pool process killed mid-task requeues the task instead of
 failing it), `worker_prefetch_multiplier=1` (a worker holds no more tasks than it runs, so a queued

@@ -171,7 +171,7 @@ class SessionSettings(_Strict):
 
 
 class PersistenceSettings(_Strict):
-    """Where and how state is kept (seed §4: `base_dir` is the volume that must be mounted).
+    """Where and how state is kept (`base_dir` is the volume that must be mounted in containers).
 
     Saver settings (`saver: jsonl`): `checkpoint_fsync` ("always": every record durable when the
     call returns; "checkpoint": pending writes reach disk with the next checkpoint, one fsync per
@@ -244,7 +244,7 @@ class PersistenceSettings(_Strict):
 
 
 class WorkerSettings(_Strict):
-    """Celery workers (README "Running on more than one machine"); off while `broker_url` is unset."""
+    """Celery workers (docs: "Workers and several machines"); off while `broker_url` is unset."""
 
     broker_url: str | None = None  # redis://host:6379/0 or amqp://user:pass@host:5672/vhost
     result_backend: str | None = None  # redis://...; default: persistence.redis_url
@@ -279,7 +279,7 @@ class WorkerSettings(_Strict):
 
 
 class CompressionConfig(_Strict):
-    """Context compression tiers (seed §6), as fractions of the model's context window."""
+    """Context compression tiers, as fractions of the model's context window."""
 
     enabled: bool = True
     tier_pointer: float = 0.5

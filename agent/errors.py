@@ -232,7 +232,7 @@ def quote_id(value: object) -> str:
 
 
 def exit_code(err: BaseException) -> int:
-    """The documented exit status for an error (see the README's table)."""
+    """The documented exit status for an error (the table of docs/reference/exit-codes.md)."""
     mapped = as_agentrt_error(err)
     return mapped.exit_code if mapped is not None else EXIT_BUG
 

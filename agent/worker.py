@@ -1,6 +1,6 @@
 """The Celery worker of agentrt: the app and its one task, "this session has input to process".
 
-Start workers (on every machine, as many as you like; README "Running on more than one machine"):
+Start workers (on every machine, as many as you like; docs/how-to/workers.md):
 
     AGENTRT_CONFIG=configs/production.yaml celery -A agent.worker worker -Q agentrt --concurrency 2
 

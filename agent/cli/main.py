@@ -1,7 +1,7 @@
 """Parsing, dispatch and the one error boundary of `agentrt`.
 
 Every error ends here: one line on stderr (`agentrt: error: ...`) and the exit status of its class
-in `agent.errors` (the README's table); the traceback only with AGENTRT_DEBUG=1. The line stays
+in `agent.errors` (docs/reference/exit-codes.md); the traceback only with AGENTRT_DEBUG=1. The line stays
 under `MAX_ERROR_CHARS`: a longer message keeps its start (what happened) and its next step
 (`brief`), and says that AGENTRT_DEBUG=1 shows it whole.
 """

@@ -6,7 +6,7 @@ process group and stops that group again; the tests and `bench/real_model.py` us
 
     python -m agent.loop.local_llm [--port 8080]
 
-prints the command that starts the server by hand (README: "A real local model").
+prints the command that starts the server by hand (docs/how-to/models.md).
 """
 
 from __future__ import annotations

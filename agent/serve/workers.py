@@ -1,4 +1,4 @@
-"""Runs of the API on the Celery workers (`serve.runs_on`; README, "agentrt serve", "On the workers").
+"""Runs of the API on the Celery workers (`serve.runs_on`; docs/reference/http-api.md, "On the workers").
 
 A run is a turn submitted as `agentrt submit` does (marked `live`), an answer to an approval as
 `agentrt resume --approve` queues it, or a continuation of the thread's unfinished run. The job
