@@ -70,7 +70,7 @@ def servers(tmp_path: Path) -> Iterator[tuple[dict[str, str], str]]:
 
 
 def test_every_config_is_covered() -> None:
-    """The shipped configs are the three the README names (a new one is picked up by the glob)."""
+    """The shipped configs are the three the docs name (a new one is picked up by the glob)."""
     assert {c.name for c in CONFIGS} >= {"default.yaml", "long-task.yaml", "production.yaml"}
 
 

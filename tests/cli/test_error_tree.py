@@ -24,7 +24,7 @@ from checkpointing import errors as ce
     ],
 )
 def test_each_class_has_its_exit_status(cls: type[e.AgentrtError], code: int) -> None:
-    """Every class descends from AgentrtError and carries the README's status."""
+    """Every class descends from AgentrtError and carries its documented status (docs/reference/exit-codes.md)."""
     assert issubclass(cls, e.AgentrtError) and e.exit_code(cls("x")) == code
 
 

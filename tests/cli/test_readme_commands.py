@@ -143,4 +143,4 @@ def test_readme_commands_run(tmp_path: Path) -> None:
             assert found
             ids.session = found.group(1)
         ran_any += 1
-    assert ran_any >= 12
+    assert ran_any >= 5  # the set-up's run and the tour; the docs' examples: tests/docs/test_docs_blocks.py

@@ -1,4 +1,5 @@
-"""The README's session statuses are the `SessionStatus` enum, and no figure is glued into a word."""
+"""The session statuses of the README and of the lifecycle page are the `SessionStatus` enum, and no figure
+is glued into a word."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from tests.cli.console import ROOT
 from tests.cli.test_references import _texts
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+LIFECYCLE = (ROOT / "docs" / "concepts" / "lifecycle.md").read_text(encoding="utf-8")
 STATUSES = [s.value for s in SessionStatus]
 # a figure replacing letters of a word: "1.07IRED" (EXPIRED), "2.5ECT"; not "12.8 tokens/s" or "x2.3"
 GLUED = re.compile(r"(?<![\w.])\d+\.\d+[A-Z]{2,}\w*|\b[A-Z]{2,}\d+\.\d+[A-Z]+\w*")
@@ -23,8 +25,8 @@ def test_first_paragraph_lists_every_session_status() -> None:
 
 
 def test_lifecycle_table_has_one_row_per_status() -> None:
-    """The lifecycle table's rows are the enum's statuses, and every cell is one of them or blank."""
-    table = README.split("| from \\ action |", 1)[1].split("\n\n", 1)[0]
+    """The lifecycle page's table: its rows are the enum's statuses, and every cell is one of them or blank."""
+    table = LIFECYCLE.split("| from \\ action |", 1)[1].split("\n\n", 1)[0]
     rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in table.splitlines()[2:]]
     assert [r[0] for r in rows] == STATUSES
     assert {c for r in rows for c in r if c} <= set(STATUSES)

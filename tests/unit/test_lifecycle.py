@@ -23,7 +23,7 @@ from nodes import refining
 
 S, A, R = SessionStatus, SessionAction, RunStatus
 
-# The README's table, written out once more by hand: (from, action) -> to.
+# The table of docs/concepts/lifecycle.md, written out once more by hand: (from, action) -> to.
 EXPECTED_SESSION = {
     (S.ACTIVE, A.TURN): S.ACTIVE,
     (S.ACTIVE, A.PAUSE): S.PAUSED,
@@ -66,7 +66,7 @@ def session(status: SessionStatus = S.ACTIVE, run: RunStatus | None = None, sid:
 
 
 def test_the_table_is_the_documented_one() -> None:
-    """The module's tables are exactly the ones written out here (and in the README)."""
+    """The module's tables are exactly the ones written out here (and in docs/concepts/lifecycle.md)."""
     assert dict(SESSION_TRANSITIONS) == EXPECTED_SESSION
     assert {k: set(v) for k, v in RUN_TRANSITIONS.items()} == EXPECTED_RUN
 
