@@ -109,7 +109,9 @@ def config_reference() -> str:
         notes = _field_notes(cls)
         title = f"`{section}:`" if section else "Top-level keys"
         doc = " ".join((cls.__doc__ or "").split())
-        out.extend([f"## {title}", "", doc, "", "| key | type | default | environment | meaning |", "|---|---|---|---|---|"])
+        out.extend(
+            [f"## {title}", "", doc, "", "| key | type | default | environment | meaning |", "|---|---|---|---|---|"]
+        )
         nested: list[tuple[type[BaseModel], str]] = []
         for name, field in cls.model_fields.items():
             if field.exclude:
