@@ -1,4 +1,4 @@
-"""`agentrt doctor`: the seed's troubleshooting table (§8) as read-only checks.
+"""`agentrt doctor`: the troubleshooting table of docs/reference/doctor.md as read-only checks.
 
 facts.py gathers what the checks read; checks.py and files.py judge it; report.py runs and renders.
 The checks import the facts, never the reverse.

@@ -1,4 +1,4 @@
-"""The doctor's checks of records and state, one function per row of seed §8 (see `agent.doctor`).
+"""The doctor's checks of records and state, one function per row of the troubleshooting table (see `agent.doctor`).
 
 Every check takes the gathered `SessionFacts` and returns a `Check` whose evidence is a dict with
 the one-line finding under `summary`. `run_all` runs them in order and turns a check that itself
@@ -661,7 +661,7 @@ NOT_FOUND_CHECKS = ("session_found", "tenant_user", "header")
 
 
 def run_all(f: SessionFacts) -> list[Check]:
-    """Every check in seed §8 order; only the identity checks when the session does not exist at all."""
+    """Every check in the troubleshooting table's order; only the identity checks when the session is not there."""
     if f.hidden:
         return [
             Check(

@@ -61,7 +61,7 @@ class Check:
 
 @dataclass
 class DoctorReport:
-    """Every check run on one session, in the order of seed §8."""
+    """Every check run on one session, in the order of the troubleshooting table."""
 
     session_id: str
     tenant_id: str

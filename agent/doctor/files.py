@@ -1,6 +1,6 @@
 """The doctor's checks of what lives beside the records: blobs, the sandbox room, the lease.
 
-"File results vanished" (seed §8: sandbox checkpoint, workspace binding, blob volume) and "the
+"File results vanished" (the troubleshooting table: sandbox checkpoint, workspace binding, blob volume) and "the
 same session recovered concurrently" (the lease), all read-only: blobs are read and hashed, the
 room is listed and hashed, the lease is read (lease.json plus the kernel's lock table, or the
 Redis key), never taken.

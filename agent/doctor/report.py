@@ -1,6 +1,6 @@
-"""`agentrt doctor`: the seed's recovery troubleshooting table (§8) as checks that run.
+"""`agentrt doctor`: the recovery troubleshooting table as checks that run.
 
-| symptom (seed §8)                     | checks                                  |
+| symptom                               | checks                                  |
 |---------------------------------------|-----------------------------------------|
 | session not found                     | session_found, tenant_user, header      |
 | the model sees incomplete context     | model_context, tool_pairing             |

@@ -2,7 +2,8 @@
 
 `<!-- generated: cli -->` in a page becomes every command's `--help` (from `agent.cli.main.build_parser`
 and `agent.serve.cli.build_parser`); `<!-- generated: config -->` becomes a table per section of
-`agent.config.AgentSettings` (type, default, environment override, the field's docstring or comment).
+`agent.config.AgentSettings` (type, default, environment override, the field's docstring or comment);
+`<!-- generated: doctor -->` becomes the doctor's checks in the order they run (`agent.doctor`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pydantic import BaseModel
 
 CLI_MARK = "<!-- generated: cli -->"
 CONFIG_MARK = "<!-- generated: config -->"
+DOCTOR_MARK = "<!-- generated: doctor -->"
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
@@ -30,6 +32,8 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
         markdown = markdown.replace(CLI_MARK, cli_reference())
     if CONFIG_MARK in markdown:
         markdown = markdown.replace(CONFIG_MARK, config_reference())
+    if DOCTOR_MARK in markdown:
+        markdown = markdown.replace(DOCTOR_MARK, doctor_reference())
     return markdown
 
 
@@ -132,3 +136,25 @@ def config_reference() -> str:
 
     table(AgentSettings, None)
     return "\n".join(out)
+
+
+def _first_line(fn: Any) -> str:
+    return " ".join((inspect.getdoc(fn) or "").split("\n\n")[0].split())
+
+
+def doctor_reference() -> str:
+    """Markdown: the checks of `agentrt doctor ID`, then those of `agentrt doctor` without an id."""
+    from agent.doctor.behind import outbox_check
+    from agent.doctor.checks import CHECKS
+    from agent.doctor.index import NAME as INDEX
+    from agent.doctor.index import index_check
+    from agent.doctor.queue import NAME as QUEUE
+    from agent.doctor.queue import queues_check
+
+    out = ["### `agentrt doctor ID`", "", "| check | what it looks at |", "|---|---|"]
+    for name, fn in CHECKS:
+        out.append(f"| `{name}` | {_cell(_first_line(index_check if name == INDEX else fn))} |")
+    out += ["", "### `agentrt doctor` (no session id)", "", "| check | what it looks at |", "|---|---|"]
+    for name, fn in ((INDEX, index_check), ("outbox", outbox_check), (QUEUE, queues_check)):
+        out.append(f"| `{name}` | {_cell(_first_line(fn))} |")
+    return "\n".join(out) + "\n"

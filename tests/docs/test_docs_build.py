@@ -72,3 +72,13 @@ def test_the_python_api_comes_from_the_docstrings(site: Path) -> None:
     for method in ("run", "resume", "stream", "fork"):
         assert f"AgentRunner.{method}" in page or f'id="agent.runner.AgentRunner.{method}"' in page, method
     assert " ".join((AgentRunner.resume.__doc__ or "").split()[:4]) in " ".join(page.split())
+
+
+def test_the_doctor_page_lists_every_check(site: Path) -> None:
+    """The doctor's page names each check `agentrt doctor ID` runs, generated from agent.doctor."""
+    from agent.doctor.checks import CHECKS
+
+    page = _page(site, "reference/doctor")
+    assert "generated: doctor" not in page
+    for name, _ in CHECKS:
+        assert f"<code>{name}</code>" in page, name
