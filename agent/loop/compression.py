@@ -184,6 +184,11 @@ def _tool_names(messages: Sequence[BaseMessage]) -> dict[str, str]:
     }
 
 
+READ_BACK_TOOL = "read_tool_result"
+"""The tool whose results show part of an archived result (agent/tools/read_tool_result.py): never archived,
+since only the results it reads are kept in the ToolResultStore."""
+
+
 def _archive(
     messages: Sequence[BaseMessage], keep_full: int, style: str, settings: CompressionSettings
 ) -> tuple[list[BaseMessage], list[str]]:
@@ -197,6 +202,8 @@ def _archive(
         msg = messages[i]
         assert isinstance(msg, ToolMessage)
         marker = msg.additional_kwargs.get(ARCHIVED_KEY)
+        if marker is None and (msg.name or names.get(msg.tool_call_id)) == READ_BACK_TOOL:
+            continue  # a read-back is not stored itself: a pointer to it would name nothing the model can read
         if isinstance(marker, dict) and (marker.get("style") == "placeholder" or style == "pointer"):
             continue  # never re-expand, never re-archive at the same level
         if isinstance(marker, dict):

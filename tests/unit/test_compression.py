@@ -300,3 +300,23 @@ def test_compression_with_the_ledger_recounts_only_rewritten_messages() -> None:
     res = compress_pointer(msgs, counter=ledger)
     assert sorted(calls) == sorted(f"tm_{i}" for i in range(7))
     assert res.tokens_before == ledger.counter.count_messages(msgs)
+
+
+def test_a_read_back_is_never_archived() -> None:
+    """A `read_tool_result` output stays whole at every tier: it is not in the ToolResultStore, so a
+    pointer to it would name a result the model cannot read; the result it read from is archived."""
+    msgs = history(4)
+    page = (
+        "[read_tool_result tool_call_id=call_0 tool=tool0 offset=0 end=2000 total=2000 next_offset=none]\n" + "x" * 2000
+    )
+    msgs[-1:-1] = [
+        AIMessage("", id="ai_read", tool_calls=[{"id": "call_read", "name": "read_tool_result", "args": {}}]),
+        ToolMessage(page, tool_call_id="call_read", id="tm_read"),
+        AIMessage("", id="ai_last", tool_calls=[{"id": "call_last", "name": "tool0", "args": {}}]),
+        ToolMessage(result_text(9), tool_call_id="call_last", id="tm_last"),
+    ]
+    for res in (compress_pointer(msgs), compress_placeholder(msgs)):
+        read = next(t for t in tools(res.messages) if t.tool_call_id == "call_read")
+        assert read.content == page and not is_archived(read)
+        assert "call_read" not in res.archived_tool_call_ids and "call_0" in res.archived_tool_call_ids
+        assert_tool_pairs(res.messages)
