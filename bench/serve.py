@@ -5,7 +5,7 @@ Figures, at 1 and 50 concurrent clients:
   - runs.create -> first streamed event: latency from `POST /threads/{id}/runs/stream` (a new thread
     per run) to the first event after `metadata` (p50 / p95 / max, milliseconds).
 Both servers run the agentrt graph on a short scripted task (plan, answer) with the JSONL saver; for
-`langgraph dev` the graph comes from langgraph.json (graph/studio.py), as in the README's Studio section.
+`langgraph dev` the graph comes from langgraph.json (graph/studio.py), as in docs/tutorials/studio.md.
 `agentrt-workers` is `agentrt serve` on the production-like config (Redis L2 and lease, PostgreSQL,
 fsync always) with its runs on two Celery worker processes (Redis broker), streamed back through Redis.
 The client runs in this process, on the same cores: the figures compare the servers, they are not
