@@ -11,7 +11,7 @@ from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, DeltaChannelHistory
 from langgraph.types import StateSnapshot
 
-from agent.errors import SessionNotFound
+from agent.errors import InputError, SessionNotFound, ToolError, UnknownToolResult
 from agent.loop.tool_results import ToolResultSlice, ToolResultStore
 from agent.results import RunResult, pending_approvals, result_from_snapshot
 from agent.run.branches import branch_pages, fork_point_of, head, room_id
@@ -194,7 +194,14 @@ def tool_result(
     # Only the archive's own channel is replayed: the messages are not decoded to read one result.
     snap = None if thread is None else light_snapshot(rt, thread, frozenset({"tool_result_store"}))
     entries = list(((snap.values or {}) if snap is not None else {}).get("tool_result_store") or [])
-    return ToolResultStore.from_entries(entries, rt.blobs).read(tool_call_id, offset, limit)
+    try:
+        return ToolResultStore.from_entries(entries, rt.blobs).read(tool_call_id, offset, limit)
+    except UnknownToolResult:
+        raise
+    except ToolError as err:  # the bounds of --offset / --limit: the caller's input, not a failed run
+        raise InputError(
+            str(err).replace("offset must", "--offset must").replace("limit must", "--limit must")
+        ) from None
 
 
 def _summary(payload: Mapping[str, Any] | None) -> str:

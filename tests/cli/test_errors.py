@@ -60,6 +60,13 @@ def test_not_found_exits_3(tmp_path: Path) -> None:
     _fails(agentrt("tool-result", sid, "call_nope", cwd=tmp_path), 3, "call_nope")
 
 
+def test_tool_result_out_of_bounds_is_bad_input_exit_2(tmp_path: Path) -> None:
+    """A page past the tool-result limits is the caller's input, not a failed run: 2, naming the option."""
+    sid = _paused_session(tmp_path)
+    _fails(agentrt("tool-result", sid, "call_3_1", "--limit", "100000", cwd=tmp_path), 2, "--limit must")
+    _fails(agentrt("tool-result", sid, "call_3_1", "--offset", "99999999", cwd=tmp_path), 2, "past the end")
+
+
 def test_conflict_exits_4(tmp_path: Path) -> None:
     """A new turn on a session that waits for an approval, or after `pause`: 4, one line."""
     sid = _paused_session(tmp_path)
