@@ -168,15 +168,13 @@ def _check_session(settings: AgentSettings, inbox: Inbox, user_id: str | None, n
                 f"`agentrt submit --session {quote_id(sid)} ...`, or pick another id"
             )
         return
-    if not exists:
+    creator = (owner if header is not None else queued[0].user_id) if exists else None
+    # Another user's session reads exactly as a missing one: whether it exists is not theirs to learn.
+    if not exists or (user_id and creator and creator != user_id):
+        whose = f"tenant {quote_id(tenant)}" + (f" and user {quote_id(user_id)}" if user_id else "")
         raise SessionNotFound(
-            f"no session {quote_id(sid)} for tenant {quote_id(tenant)}; `agentrt sessions` lists yours "
+            f"no session {quote_id(sid)} for {whose}; `agentrt sessions` lists yours "
             "(a new session: `agentrt submit --new-session ID ...`)"
-        )
-    creator = owner if header is not None else queued[0].user_id
-    if user_id and creator and creator != user_id:
-        raise SessionNotFound(
-            f"session {quote_id(sid)} belongs to another user of tenant {quote_id(tenant)}; check --user"
         )
 
 
@@ -226,10 +224,20 @@ def handle_for(
     `user_id`, only a turn that user submitted."""
     tenant = tenant_id or settings.session.tenant_id
     index = turn_index(settings, tenant)
-    handle = TurnHandle(settings, tenant, index.session_of(turn_id), turn_id)
+    if not user_id:
+        return TurnHandle(settings, tenant, index.session_of(turn_id), turn_id)
+    # Another user's turn reads exactly as a missing one: whether it exists is not theirs to learn.
+    theirs = SessionNotFound(
+        f"no turn {turn_id} of user {user_id} in tenant {tenant}: check the id `agentrt submit` printed, "
+        "--tenant and --user"
+    )
+    try:
+        handle = TurnHandle(settings, tenant, index.session_of(turn_id), turn_id)
+    except SessionNotFound:
+        raise theirs from None
     owner = handle.turn().user_id
-    if user_id and owner and owner != user_id:
-        raise SessionNotFound(f"no turn {turn_id} of user {user_id} in tenant {tenant}: check --user")
+    if owner and owner != user_id:
+        raise theirs
     return handle
 
 

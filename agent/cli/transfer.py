@@ -72,12 +72,9 @@ def cmd_export(args: argparse.Namespace) -> int:
             continue
         folder = session_dir(base, tenant, sid)
         if not folder.is_dir():
-            from agent.errors import SessionNotFound
+            from agent.transfer.exporter import not_found
 
-            raise SessionNotFound(
-                f"session {sid} not found for tenant {tenant}; check the id and --tenant "
-                "(`agentrt sessions` lists them)"
-            )
+            raise not_found(sid, tenant, args.user)
         with session_guard(conf, tenant, sid, "exported"):
             image, blobs = read_image(base, tenant, sid, args.user)
         writer.session(image, blobs)

@@ -67,19 +67,13 @@ def session_found(f: SessionFacts) -> Check:
             **ev,
         )
     if f.session is None:
-        hint = f"; it exists under tenant(s) {', '.join(f.other_tenants)}" if f.other_tenants else ""
-        step = (
-            f"pass --tenant {f.other_tenants[0]}"
-            if f.other_tenants
-            else "check the id with `agentrt "
-            "sessions`, the tenant (--tenant), and that base_dir is the volume the session was written to"
-        )
+        # Which other tenants hold this id is never said: that is theirs to know.
         return finding(
             "session_found",
             "FAIL",
-            f"session {f.session_id} not found for tenant {f.tenant_id} in any layer{hint}",
-            step,
-            other_tenants=f.other_tenants,
+            f"session {f.session_id} not found for tenant {f.tenant_id} in any layer",
+            "check the id with `agentrt sessions`, the tenant (--tenant), and that base_dir is the volume "
+            "the session was written to",
             **ev,
         )
     hit = _first_hit(f, manager.mode)
@@ -164,12 +158,11 @@ def tenant_user(f: SessionFacts) -> Check:
         "header_user": h.get("user_id"),
     }
     if s is None and not h:
-        where = f"it is under tenant(s) {', '.join(f.other_tenants)}" if f.other_tenants else "no tenant has it"
         return finding(
             "tenant_user",
             "FAIL",
-            f"not visible to tenant {f.tenant_id}; {where}",
-            "use the owning tenant (--tenant) or check the id",
+            f"not visible to tenant {f.tenant_id}",
+            "check the id and the tenant (--tenant)",
             **ev,
         )
     owner = s.user_id if s else h.get("user_id")

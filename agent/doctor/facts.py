@@ -16,7 +16,7 @@ from agent.session.stores.jsonl import read_session_file
 from checkpointing import indexfile, records
 from checkpointing.blobs import BLOB_KEY
 from checkpointing.errors import CheckpointingError, CorruptRecordError, OldFormatError
-from checkpointing.layout import CHECKPOINTS_FILE, EVENTS_FILE, session_dir, session_file, tenant_ids
+from checkpointing.layout import CHECKPOINTS_FILE, EVENTS_FILE, session_dir, session_file
 from checkpointing.verify import FileReport, record_logs, verify_session
 
 if TYPE_CHECKING:
@@ -189,7 +189,6 @@ class SessionFacts:
     """Layer name -> "present" / "absent" / "down" / "corrupt" / "error: ...", in read order."""
     copies: dict[str, ChatSession] = field(default_factory=dict)
     session: ChatSession | None = None
-    other_tenants: list[str] = field(default_factory=list)
     doc: dict[str, Any] | None = None
     doc_error: str | None = None
     state: dict[str, Any] | None = None
@@ -326,13 +325,6 @@ def _read_session_json(path: Path, tenant_id: str, session_id: str) -> ChatSessi
     return session if (session.tenant_id, session.session_id) == (tenant_id, session_id) else None
 
 
-def _find_other_tenants(facts: SessionFacts) -> None:
-    base = facts.base_dir
-    facts.other_tenants = [
-        t for t in tenant_ids(base) if t != facts.tenant_id and session_dir(base, t, facts.session_id).is_dir()
-    ]
-
-
 def _load_checkpoint(facts: SessionFacts) -> None:
     # Reads never modify files (format 2), so the real files are read in place, damaged or not. A
     # fresh saver, not the runner's: its in-memory index must not hide damage done after it was built.
@@ -444,12 +436,12 @@ def gather(
     _read_layers(facts)
     if user_id is not None:
         # A user-scoped caller sees only their own sessions, as `show` and `tool-result` do: another
-        # user's session (or another tenant's) reads as not found, and no fact of it is gathered.
-        if facts.owner() not in (None, user_id):
+        # user's session (or another tenant's) reads as not found, in the very words of a session
+        # that does not exist at all, and no fact of it is gathered.
+        nothing = facts.session is None and facts.header is None
+        if nothing or facts.owner() not in (None, user_id):
             facts.hidden = True
             return facts
-    else:
-        _find_other_tenants(facts)
     if facts.session is not None or facts.header is not None:
         _load_checkpoint(facts)
     return facts

@@ -103,14 +103,16 @@ def _existing(rt: RunnerCore, tenant: str, sid: str, user: str | None) -> ChatSe
     try:
         return rt.manager.get(tenant, sid, user)
     except SessionNotFound:
-        if rt.manager.exists(tenant, sid):
-            raise SessionNotFound(
-                f"session {quote_id(sid)} belongs to another user of tenant {quote_id(tenant)}; check --user"
-            ) from None
+        # Another user's session reads exactly as a missing one: whether it exists is not theirs to learn.
         raise SessionNotFound(
-            f"no session {quote_id(sid)} for tenant {quote_id(tenant)}; `agentrt sessions` lists yours "
+            f"no session {quote_id(sid)} for {_whose(tenant, user)}; `agentrt sessions` lists yours "
             "(a new session: leave out --session, or name it with --new-session ID)"
         ) from None
+
+
+def _whose(tenant: str, user: str | None) -> str:
+    """'tenant T' or 'tenant T and user U', ids quoted for an error line."""
+    return f"tenant {quote_id(tenant)}" + (f" and user {quote_id(user)}" if user else "")
 
 
 def _refuse_taken(rt: RunnerCore, tenant: str, sid: str) -> None:

@@ -4,8 +4,9 @@
 `remove_session` deletes one session: its SQL rows (`sessions`, `chat_messages`), its Redis keys
 (the cached document, the Redis lease's token counter, the live-event streams of its turns), the
 saver's records (the JSONL saver's live in the folder; another saver's are deleted by thread id),
-its folder under `base_dir/tenants/<t>/sessions/` (records, checkpoints, rooms), its turn ids,
-and its row in the session index. It holds the session lease while it does so: a session a run
+on the PostgreSQL store every row of the session (its streams, documents and fence, whether or not
+it ever ran), its folder under `base_dir/tenants/<t>/sessions/` (records, checkpoints, rooms), its
+turn ids, and its row in the session index. It holds the session lease while it does so: a session a run
 holds (or a live lease of a crashed run, until it lapses) is not touched and comes back as
 skipped. The external layers go first and the folder last, so a removal cut short (a crash, a
 database down) leaves the session findable and the same command finishes it when run again.
@@ -160,6 +161,11 @@ def remove_session(runner: RunnerCore, tenant: str, sid: str, out: Removal, *, h
         turns = _turn_ids(runner, tenant, sid)
         _external(runner, tenant, sid, out)
         _saver(runner, tenant, sid, out)
+        streams = session_streams(runner.settings, tenant, sid)
+        if streams is not None:
+            # The saver deletes only a thread that has run streams: a session that never ran (an API
+            # thread made and not run) keeps its document and event log rows without this.
+            streams.remove()
         jsonl = runner.manager.jsonl
         with jsonl._lock:
             jsonl._logs.pop((tenant, sid), None)

@@ -46,6 +46,20 @@ BlobSource = Callable[[str], bytes | None]
 """Reads one blob by its hex digest: its bytes (not verified yet), None when there is no such blob."""
 
 
+def not_found(session_id: str, tenant: str, user: str | None) -> SessionNotFound:
+    """The error for a session the caller cannot export: the same words whether it is missing or
+    another user's (or tenant's), so its existence is never told to someone it does not belong to."""
+    sid, t = quote_id(session_id), quote_id(tenant)
+    if user is None:
+        return SessionNotFound(
+            f"session {sid} not found for tenant {t}; check the id and --tenant (`agentrt sessions` lists them)"
+        )
+    return SessionNotFound(
+        f"session {sid} not found for tenant {t} and user {quote_id(user)}; check the id, --tenant and --user "
+        f"(`agentrt sessions --user {quote_id(user)}` lists yours)"
+    )
+
+
 def read_image(
     base_dir: Path,
     tenant: str,
@@ -61,19 +75,13 @@ def read_image(
     folder whose sandbox rooms are carried (default: the session's own folder). The PostgreSQL
     store passes both (`agent.transfer.store`): it reads a copy of the session's rows."""
     folder = session_dir(base_dir, tenant, session_id)
-    sid = quote_id(session_id)
     documents = {name: _document(folder / file, session_id) for name, file in DOCUMENTS.items()}
     found = {k: v for k, v in documents.items() if v is not None}
     if "session" not in found:
-        raise SessionNotFound(
-            f"session {sid} not found for tenant {quote_id(tenant)}; check the id and --tenant "
-            "(`agentrt sessions` lists them)"
-        )
+        raise not_found(session_id, tenant, user)
     session = ChatSession.from_json(decode_record(found["session"]))
     if user is not None and session.user_id != user:
-        raise SessionNotFound(
-            f"session {sid} not found for tenant {quote_id(tenant)} and user {quote_id(user)}; check the id and --user"
-        )
+        raise not_found(session_id, tenant, user)
     streams: dict[tuple[str, str | None], list[bytes]] = {}
     for name, file in STREAMS.items():
         lines = _log(folder / file, session_id)
@@ -82,6 +90,7 @@ def read_image(
     for run in run_ids(folder):
         streams[(CHECKPOINTS, run)] = _log(checkpoints_file(folder, run), session_id) or []
     if ("events", None) not in streams:
+        sid = quote_id(session_id)
         raise DataCorrupt(f"session {sid} has no event log; check it with `agentrt doctor {sid}`")
     image = SessionImage(
         tenant_id=tenant,

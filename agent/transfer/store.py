@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from agent.errors import DataCorrupt, InputError, LeaseHeld, SessionExists, SessionNotFound, StorageError, quote_id
 from agent.faults import crash_point
 from agent.session.session import ChatSession
-from agent.transfer.exporter import read_image, room_entries
+from agent.transfer.exporter import not_found, read_image, room_entries
 from agent.transfer.fileformat import ExportFile, ExportWriter
 from agent.transfer.guard import file_lease_lock, session_guard
 from agent.transfer.image import CHECKPOINTS, DOCUMENTS, SessionImage
@@ -98,11 +98,8 @@ def export_session(
     settings: AgentSettings, store: PostgresStore, tenant: str, session_id: str, user: str | None
 ) -> tuple[SessionImage, dict[str, bytes]]:
     """The image of one session of the store (and its blobs), read under its lease."""
-    sid, t = quote_id(session_id), quote_id(tenant)
     if state(store, tenant, session_id) != "present":
-        raise SessionNotFound(
-            f"session {sid} not found for tenant {t}; check the id and --tenant (`agentrt sessions` lists them)"
-        )
+        raise not_found(session_id, tenant, user)
     with session_guard(settings, tenant, session_id, "exported"):
         return read_store_image(settings, store, tenant, session_id, user)
 

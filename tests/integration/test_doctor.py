@@ -98,11 +98,13 @@ def test_unknown_session_fails_clearly(runner: AgentRunner) -> None:
     assert not runner.session_dir("default", "s-never-ran").exists()
 
 
-def test_session_under_another_tenant_is_named(runner: AgentRunner) -> None:
-    """Asking with the wrong tenant fails and names the tenant that holds the session."""
-    report = _doctor(runner, tenant="other")
-    assert report.check("session_found").status == "FAIL"
-    assert "--tenant default" in report.check("session_found").next_step
+def test_session_under_another_tenant_reads_as_one_no_tenant_has(runner: AgentRunner) -> None:
+    """Asking with another tenant fails in the words of an id nobody has: the tenant that holds the
+    session is never named (that is its own business, not the asking tenant's)."""
+    theirs, nobodys = _doctor(runner, tenant="other"), _doctor(runner, tenant="other", sid="s-nobody")
+    assert theirs.check("session_found").status == "FAIL"
+    assert json.dumps(theirs.to_json()).replace(SID, "ID") == json.dumps(nobodys.to_json()).replace("s-nobody", "ID")
+    assert "default" not in json.dumps(theirs.to_json()) and "default" not in render(theirs)
 
 
 def test_wrong_user_reads_not_found(runner: AgentRunner) -> None:

@@ -1,10 +1,12 @@
-"""Tenant isolation across every layer: 1,000 random (tenant, user, session) triples with colliding ids."""
+"""Tenant isolation across every layer: random (tenant, user, session) triples with colliding ids,
+the JSONL layer on the files store (1,000 triples) and on the PostgreSQL record store (200)."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,10 +15,13 @@ from agent.session.manager import ChatSessionManager
 from agent.session.stores.redis import RedisSessionStore
 from agent.session.stores.sql import SqlSessionStore
 from tests.integration.test_stores_support import build_manager, drop_redis_prefix, redis_store, sql_store
+from tests.support.savers import KINDS, SaverKit
 
 pytestmark = pytest.mark.integration
 
-N = 1000
+TRIPLES = {"files": 1000, "postgres": 200}
+"""How many (tenant, session) pairs: on PostgreSQL every write is a round trip, so fewer (they still
+collide: 25 tenants share 60 session ids)."""
 
 
 @pytest.fixture
@@ -29,13 +34,25 @@ def layers() -> Iterator[tuple[RedisSessionStore, SqlSessionStore]]:
     l3.dispose()
 
 
-def triples(seed: int) -> list[tuple[str, str, str]]:
-    """N distinct (tenant, session) pairs drawn from small pools, so session ids collide across tenants."""
+@pytest.fixture(params=KINDS)
+def records(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Any]]:
+    """(kind, record store of the JSONL layer): None for the files under base_dir, or a
+    `PostgresStore` over a schema of its own (dropped afterwards)."""
+    if request.param == "files":
+        yield "files", None
+        return
+    kit = SaverKit.open("postgres", tmp_path)
+    yield "postgres", kit.store()
+    kit.close()
+
+
+def triples(seed: int, n: int) -> list[tuple[str, str, str]]:
+    """`n` distinct (tenant, session) pairs drawn from small pools, so session ids collide across tenants."""
     rng = random.Random(seed)
     tenants = [f"tenant{i}" for i in range(25)]
     sessions = [f"sess{i}" for i in range(60)]
     out: dict[tuple[str, str], str] = {}
-    while len(out) < N:
+    while len(out) < n:
         t, s = rng.choice(tenants), rng.choice(sessions)
         out.setdefault((t, s), f"user{rng.randrange(8)}")
     return [(t, u, s) for (t, s), u in out.items()]
@@ -71,12 +88,15 @@ def check_all(m: ChatSessionManager, data: list[tuple[str, str, str]], rng: rand
     return hit_layers.pop(), cross
 
 
-def test_no_cross_tenant_or_cross_user_reads_in_any_layer(tmp_path: Path, layers: tuple) -> None:
+def test_no_cross_tenant_or_cross_user_reads_in_any_layer(
+    tmp_path: Path, layers: tuple, records: tuple[str, Any]
+) -> None:
     """Reads served by L1, then L2, then JSONL, then SQL never return another tenant's or user's session."""
+    kind, store = records
     rng = random.Random(4)
-    data = triples(4)
+    data = triples(4, TRIPLES[kind])
     assert len({s for _, _, s in data}) < len(data)  # ids really collide across tenants
-    m = build_manager("PRIMARY", tmp_path, layers[0], layers[1], fsync="never")
+    m = build_manager("PRIMARY", tmp_path, layers[0], layers[1], fsync="never", store=store)
     for t, u, s in data:
         m.create(t, "agent", u, s, context={"owner": f"{t}/{u}/{s}"})
 
@@ -88,8 +108,11 @@ def test_no_cross_tenant_or_cross_user_reads_in_any_layer(tmp_path: Path, layers
     assert check_all(m, data, rng) == ("JSONL", 0)
 
     for t, _, s in data:
-        m.jsonl.delete(t, s)
-        m.jsonl.event_log(t, s).path.unlink()
+        if store is None:
+            m.jsonl.delete(t, s)
+            m.jsonl.event_log(t, s).path.unlink()
+        else:  # every row of the session: its document and its event log
+            store.session(t, s, "never").remove()
     drop_redis_prefix(layers[0].client, layers[0].key_prefix)
     m.l1.clear()
     assert check_all(m, data, rng) == ("SQL", 0)

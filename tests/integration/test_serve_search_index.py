@@ -1,5 +1,6 @@
 """`threads.search` / `threads.count` of `agentrt serve` answer from the index of sessions: metadata,
-status, ids, sort and limit/offset as the SDK sends them, and only the caller's own threads."""
+status, ids, sort and limit/offset as the SDK sends them, and only the caller's own threads; on the
+files store (its index of sessions) and on the PostgreSQL store (the session table)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from pathlib import Path
 import pytest
 from langgraph_sdk import get_sync_client
 
-from agent.session.stores.jsonl import JsonlSessionStore
-from tests.support.runners import make_config
+from agent.runner import AgentRunner
 from tests.support.serve import serving
+from tests.support.store_configs import StoreSetup
 
 pytestmark = pytest.mark.integration
 
@@ -18,22 +19,20 @@ ALICE, GLOBEX = "alice-key-0123456789", "globex-key-0123456789"
 KEYS = [{"key": ALICE, "tenant_id": "acme", "user_id": "alice"}, {"key": GLOBEX, "tenant_id": "globex"}]
 
 
-def test_search_and_count_by_the_index(tmp_path: Path) -> None:
+def test_search_and_count_by_the_index(tmp_path: Path, store: StoreSetup) -> None:
     """Filters, paging and sort on seven threads; a thread whose last run failed is `error`; another
     tenant sees none of them."""
-    config = make_config(tmp_path, serve={"api_keys": KEYS})
+    config = store.config(tmp_path, serve={"api_keys": KEYS})
     with serving(config, tmp_path) as server:
         alice = get_sync_client(url=server.url, api_key=ALICE)
         made = [alice.threads.create(metadata={"project": "q3" if i < 3 else "q4", "n": i}) for i in range(7)]
         tids = [t["thread_id"] for t in made]
 
         failed = tids[1]
-        store = JsonlSessionStore(tmp_path / "agentrt")
-        session = store.get("acme", failed)
-        assert session is not None
+        manager = AgentRunner.from_config(config).manager  # every layer, the index included
+        session = manager.get("acme", failed)
         session.last_run_status = "FAILED"
-        session.version += 1
-        store.put(session)
+        manager.save(session)
 
         q3 = alice.threads.search(metadata={"project": "q3"}, limit=100)
         assert sorted(t["thread_id"] for t in q3) == sorted(tids[:3])

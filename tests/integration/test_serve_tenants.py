@@ -1,4 +1,5 @@
-"""Two tenants (and two users of one tenant) with their keys: no endpoint gives away another's data."""
+"""Two tenants (and two users of one tenant) with their keys: no endpoint gives away another's data,
+on the files store and on the PostgreSQL store."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from langgraph_sdk import get_sync_client
 
 from tests.support.runners import make_config
 from tests.support.serve import serving
+from tests.support.store_configs import StoreSetup
 
 pytestmark = pytest.mark.integration
 
@@ -57,8 +59,8 @@ def _probe(url: str, key: str | None, tid: str, run_id: str, cp: str, call: str)
     return out
 
 
-def test_no_endpoint_returns_another_tenants_or_users_data(tmp_path: Path):
-    config = make_config(tmp_path, serve={"api_keys": KEYS})
+def test_no_endpoint_returns_another_tenants_or_users_data(tmp_path: Path, store: StoreSetup):
+    config = store.config(tmp_path, serve={"api_keys": KEYS})
     with serving(config, tmp_path) as server:
         alice = get_sync_client(url=server.url, api_key=ALICE)
         tid = alice.threads.create(metadata={"secret": "acme-plan"})["thread_id"]

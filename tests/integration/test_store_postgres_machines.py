@@ -159,7 +159,7 @@ def test_a_turn_submitted_on_another_machine_sees_the_session_and_its_graph_vers
     assert turn_queue(b, "default", SID) == version_queue(b, GRAPH_VERSION)
     with pytest.raises(SessionExists, match="already exists"):
         submit_turn(b, "Again, as new.", SID, "default", "alice", new_session=True)
-    with pytest.raises(SessionNotFound, match="another user"):
+    with pytest.raises(SessionNotFound, match=r"no session \S+ for tenant default and user bob"):
         submit_turn(b, "Mine now.", SID, "default", "bob")
     assert record_inbox(b, "default", SID).turns() == []  # nothing was recorded for either
 

@@ -23,6 +23,7 @@ from agent.session.stores.jsonl import JsonlSessionStore
 from agent.session.stores.memory import MemorySessionStore
 from agent.session.stores.redis import RedisSessionStore
 from agent.session.stores.sql import SqlSessionStore
+from checkpointing.store import Store
 
 REDIS_URL = os.environ.get("AGENTRT_REDIS_URL", "redis://127.0.0.1:6379")
 DATABASE_URL = os.environ.get("AGENTRT_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -58,14 +59,16 @@ def build_manager(
     l2: SessionStore | None,
     sql: SqlSessionStore | None,
     fsync: str = "always",
+    store: Store | None = None,
 ) -> ChatSessionManager:
-    """A manager over the given layers with retries on every call (no waiting in tests)."""
+    """A manager over the given layers with retries on every call (no waiting in tests); `store`:
+    the record store of its JSONL layer (None: the files under `base_dir`)."""
     return ChatSessionManager(
         mode,
         MemorySessionStore(max_entries=100_000),
         l2,
         sql,
-        JsonlSessionStore(base_dir, fsync=fsync),  # type: ignore[arg-type]
+        JsonlSessionStore(base_dir, fsync=fsync, store=store),  # type: ignore[arg-type]
         retry_interval_s=0,
     )
 
