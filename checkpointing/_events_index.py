@@ -16,7 +16,7 @@ from typing import Any
 
 from checkpointing import indexfile
 from checkpointing._events_types import SCHEMA_VERSION
-from checkpointing.errors import CorruptRecordError, UnknownSchemaError
+from checkpointing.errors import CorruptRecordError, StoreUnavailableError, UnknownSchemaError
 from checkpointing.records import check_line, loads
 from checkpointing.store.base import EVENTS, SessionStreams
 
@@ -236,8 +236,15 @@ class StreamIndex:
             if ident and ident == self.ino and end >= self.size:
                 self.catch_up(end)
                 return
+            lost = self.appended and ident == self.ino and end < self.size
             # The stream was removed, replaced or cut by someone else: the index is void.
             self.reset()
+            if lost:  # the same stream, shorter than what this process wrote and read back
+                raise StoreUnavailableError(
+                    f"{self.path}: entries this process wrote are gone (the log ends at byte {end}, it had "
+                    f"{self.size}): the database lost commits it had not flushed yet (it crashed or failed "
+                    "over); nothing was half-written"
+                )
         # A read never modifies the stream: a torn tail is left for the appender (or a repair) to cut.
         if self._restore():
             self.ino = self.streams.head(EVENTS)[1]

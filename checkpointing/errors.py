@@ -11,7 +11,8 @@ CheckpointingError
  ├── UnknownSchemaError      a document written by a newer/unknown schema version
  │    └── OldFormatError     a file in an older on-disk format (refused, never rewritten)
  ├── StaleFencingTokenError  a write carrying a lower lease token than one already seen
- ├── StoreUnavailableError   the store's database cannot be reached, or the connection was lost
+ ├── StoreUnavailableError   the store's database cannot be reached, the connection was lost, or
+ │                           it lost commits it had not flushed (a crash)
  └── DocumentMismatch        a loaded document does not match what the caller expects
 """
 
@@ -84,7 +85,9 @@ class StaleFencingTokenError(CheckpointingError):
 
 
 class StoreUnavailableError(CheckpointingError):
-    """The store's database (PostgreSQL) could not be reached, or a connection broke mid-call."""
+    """The store's database (PostgreSQL) could not be reached, a connection broke mid-call, or it
+    lost commits it had acknowledged but not flushed yet (a crash restart: the event log finds
+    itself shorter than what this process wrote)."""
 
 
 class DocumentMismatch(CheckpointingError):

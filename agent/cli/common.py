@@ -77,6 +77,9 @@ def configure_output(live_warnings: bool) -> _Warnings | None:
         return None
     handler = _Warnings(live_warnings)
     logging.getLogger("agentrt").addHandler(handler)  # Python's last-resort stderr printer then stays quiet
+    # The record store's pool logs each lost connection and reconnection attempt (Python's
+    # last-resort printer shows them raw); a command that cannot go on says so in its error line.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     return handler
 
 

@@ -49,9 +49,7 @@ def drive(
         raise interrupted(rt, session, recorder) from err
     except BaseException as err:
         if not isinstance(err, GeneratorExit):
-            recorder.record("run_fail", {"run_id": conf["run_id"], "error": f"{type(err).__name__}: {err}"})
-            session.context = without(session.context, "fork_checkpoint_id")
-            rt.manager.mark_run(session, conf["run_id"], RunStatus.FAILED)
+            closed_as_failed(rt, session, recorder, conf["run_id"], err)
         raise
     finally:
         rt.builder.detach(session.session_id)
@@ -79,6 +77,25 @@ def _result(rt: RunnerCore, session: ChatSession, recorder: EventRecorder) -> Ru
         if not snap.next and not snap.tasks:
             return result_from_snapshot(session.session_id, snap._replace(values=recorder.last_values))
     return result(rt, session.session_id, session.tenant_id)
+
+
+def closed_as_failed(
+    rt: RunnerCore, session: ChatSession, recorder: EventRecorder, run_id: str, err: BaseException
+) -> None:
+    """Record that the run failed with `err` (its `run_fail` entry, the run FAILED), unless that
+    fails too: then the run stays open for `agentrt resume` and `err` still reaches the caller.
+
+    A store that failed may also have lost the entries this process wrote since its last commit (a
+    PostgreSQL crash drops the commits it had not flushed), so this process's idea of the session
+    (its leaf, its runs) may be ahead of the store: nothing more is written from it then.
+    """
+    try:
+        recorder.record("run_fail", {"run_id": run_id, "error": f"{type(err).__name__}: {err}"})
+        session.context = without(session.context, "fork_checkpoint_id")
+        rt.manager.mark_run(session, run_id, RunStatus.FAILED)
+    except Exception as exc:
+        sid = session.session_id
+        log.warning("run %s of %s stopped unrecorded (%s); `agentrt resume %s` picks it up", run_id, sid, exc, sid)
 
 
 def interrupted(rt: RunnerCore, session: ChatSession, recorder: EventRecorder) -> RunInterrupted:

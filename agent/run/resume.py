@@ -281,6 +281,11 @@ def _close_finished_run(
     if not done & {"run_end", "run_fail"}:
         kind = "run_end" if res.status == RunStatus.COMPLETED else "run_fail"
         recorder.record(kind, {"run_id": res.run_id, "finish_reason": res.finish_reason, "error": res.error})
+    if session.last_run_id and session.last_run_id != res.run_id:
+        # A later run is the session's last: it stopped before its turn was recorded (a recorded
+        # one is run again, `turn_without_checkpoint`), so nothing of it is left to resume, and
+        # the finished run is not the session's to mark again.
+        return
     session.context = without(session.context, "fork_checkpoint_id")
     cp_id = at.checkpoint_id
     if cp_id:

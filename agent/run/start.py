@@ -11,7 +11,7 @@ from agent.config import max_input_chars
 from agent.errors import ConfigError, InputError, SessionExists, SessionNotFound, quote_id
 from agent.results import RunEvent
 from agent.run.branches import head, set_room
-from agent.run.drive import drive, interrupted
+from agent.run.drive import closed_as_failed, drive, interrupted
 from agent.run.unfinished import refuse_unfinished
 from agent.session.session import ChatSession
 from agent.turns import EventRecorder, SessionHold
@@ -76,6 +76,9 @@ def stream_turn(
             config = rt._config(session, run_id, hold.token, **extra)
         except KeyboardInterrupt as err:
             raise interrupted(rt, session, recorder) from err
+        except Exception as err:  # e.g. the store went down: the run is FAILED, not left RUNNING
+            closed_as_failed(rt, session, recorder, run_id, err)
+            raise
         graph_input: dict[str, Any] = {"user_input": text}
         if skill is not None:
             graph_input["active_skill"] = skill

@@ -71,14 +71,16 @@ def turn_without_checkpoint(
     rt: RunnerCore, session: ChatSession, events: Any, run_id: str, *, interrupted: bool = False
 ) -> tuple[str, str] | None:
     """(run id, user text) of a turn recorded as started whose graph never wrote a checkpoint: one
-    killed (still RUNNING) or, with `interrupted`, one stopped by Ctrl-C (INTERRUPTED)."""
+    killed (still RUNNING) or, with `interrupted` (what `resume` reruns), one stopped by Ctrl-C
+    (INTERRUPTED) or by an error before its graph started (FAILED: e.g. the database went down
+    right after the turn was recorded; nothing of it ran, so it is run again, not lost)."""
     last = session.last_run_id
     if not last or last == run_id:
         return None
     if session.last_run_status == RunStatus.RUNNING:
         if run_closed(rt, session):
             return None
-    elif not (interrupted and session.last_run_status == RunStatus.INTERRUPTED):
+    elif not (interrupted and session.last_run_status in (RunStatus.INTERRUPTED, RunStatus.FAILED)):
         return None
     entry = events.newest(USER_TURN, of_run(last))
     return None if entry is None else (last, str(entry.payload.get("content") or ""))

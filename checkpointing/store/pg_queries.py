@@ -18,6 +18,8 @@ QUERIES: dict[str, str] = {
     ),
     "head": "SELECT id, end_pos FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s AND run = %s",
     "stream_id": "SELECT id FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s AND run = %s",
+    # A write that changes nothing, so that its synchronous commit flushes the WAL (`sync`).
+    "touch": "UPDATE {s}.jsonl_streams SET end_pos = end_pos WHERE id = %s RETURNING end_pos",
     "scan": "SELECT pos, line FROM {s}.jsonl_records WHERE stream = %s AND pos >= %s ORDER BY pos",
     "read": "SELECT pos, line FROM {s}.jsonl_records WHERE stream = %s AND pos = ANY(%s)",
     # The fence's upsert runs first (the stream's waits on its EXISTS), as a transaction of

@@ -17,8 +17,9 @@ the `files` store (`events.jsonl`); listings of runs and threads skip it.
   and the lines are inserted at the positions that returns. A stale token changes nothing. A
   connection lost midway leaves nothing of that append. With fsync "batch", and for pending writes
   under fsync "checkpoint", the commit does not wait for the WAL flush (`synchronous_commit` off
-  for that transaction): the next synchronous commit (the superstep's checkpoint, or `sync`) makes
-  them durable together.
+  for that transaction): the next synchronous commit that writes (the superstep's checkpoint, or
+  `sync`, which rewrites those streams' rows and checks their ends) makes them durable together.
+  A server crash before that loses them: `sync` then raises rather than report them durable.
 - A conditional append (`append_if`, the inbox's) is one transaction that locks the stream row
   (`SELECT ... FOR UPDATE`), compares its end, advances it and inserts the lines: a row lock, so it
   works behind PgBouncer's transaction pooling where a session advisory lock would not.
@@ -220,7 +221,9 @@ class PostgresSessionStreams:
         self.key = f"{store.name}#{tenant}/{thread}"
         self.label = Path(f"{store.label}/tenants/{tenant}/sessions/{folder_name(thread)}/runs")
         self._ids: dict[str, int] = {}
-        self._async_commits = False
+        self._unflushed: dict[str, tuple[int, int]] = {}
+        """Streams appended to by commits that did not wait for the WAL flush: run -> (stream
+        row id, the stream's end after the last such append)."""
 
     def path(self, run: str) -> Path:
         """The stream's name in messages."""
@@ -339,9 +342,9 @@ class PostgresSessionStreams:
             if row is None or row[0] is None:  # only a stale token inserts no stream row
                 assert token is not None
                 self._refuse(conn, token)
-        if quick:
-            self._async_commits = True
         sid, start = int(row[0]), int(row[1])
+        if quick:
+            self._unflushed[run] = (sid, start + rel)
         self._ids[run] = sid
         return [start + off for off in offs], sid, None
 
@@ -369,6 +372,7 @@ class PostgresSessionStreams:
     def replace(self, run: str, frames: list[bytes]) -> None:
         """One transaction: drop the stream, create it again (a new identity) with `frames`."""
         key = (self.tenant, self.thread, run)
+        self._unflushed.pop(run, None)
         with self.store.connection("rewriting a stream") as conn, conn.transaction():
             conn.execute(self.q["drop_run"], key)
             conn.execute(self.q["doc_drop"], (self.tenant, self.thread, _index_doc(run)))
@@ -400,6 +404,7 @@ class PostgresSessionStreams:
     def remove(self) -> None:
         """One transaction: the session's streams (their records cascade), documents and fence."""
         key = (self.tenant, self.thread)
+        self._unflushed.clear()
         with self.store.connection("deleting a thread") as conn, conn.transaction():
             for q in ("drop_streams", "drop_docs", "drop_fence"):
                 conn.execute(self.q[q], key)
@@ -507,14 +512,24 @@ class PostgresSessionStreams:
         return record_crc(self.read_at(run, [offset])[0])
 
     def sync(self, run: str | None = None) -> None:
-        """After commits that did not wait for the WAL flush: one that does (assigning a
-        transaction id makes its commit write WAL, and a synchronous commit flushes all before it;
-        so one flush covers every stream, `run` or not)."""
-        if not self._async_commits:
+        """After commits that did not wait for the WAL flush: one that does, and that checks they
+        are still there. A commit flushes the WAL (all of it before its own record, so every
+        stream's, `run` or not) only when its transaction wrote some: so it rewrites each such
+        stream's row as it is, and reads back the stream's end. A server that crashed since lost
+        the commits it had not flushed: a stream that no longer ends where this process's appends
+        left it is `StoreUnavailableError`, never a silent success."""
+        if not self._unflushed:
             return
         with self.store.connection("flushing") as conn, conn.transaction():
-            conn.execute("SELECT pg_catalog.txid_current()")
-        self._async_commits = False
+            for name, (sid, end) in self._unflushed.items():
+                row = conn.execute(self.q["touch"], (sid,)).fetchone()
+                if row is None or int(row[0]) < end:
+                    raise StoreUnavailableError(
+                        f"{self.path(name)}: records this process wrote are gone (the stream ends at byte "
+                        f"{row[0] if row else 0}, it had {end}): the database lost commits it had not flushed "
+                        "yet (it crashed or failed over); nothing was half-written"
+                    )
+        self._unflushed.clear()
 
     def close(self) -> None:
         """Nothing is held between calls (connections go back to the pool)."""

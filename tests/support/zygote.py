@@ -126,6 +126,11 @@ class Zygote:
         pid: int = self._read()["pid"]
         return pid
 
+    @property
+    def last_files(self) -> tuple[Path, Path]:
+        """(stdout, stderr) files of the last spawned process: they grow while it runs."""
+        return self._last
+
     def wait(self) -> Outcome:
         """Wait for the last spawned process and collect its output."""
         code = int(self._read()["code"])

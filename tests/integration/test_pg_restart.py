@@ -1,0 +1,442 @@
+"""PostgreSQL restarts mid-turn: the turn fails or continues; no record lost, none duplicated.
+
+A session on `persistence.store: postgres` (every record a row) with the PostgreSQL lease, on a
+private PostgreSQL server this module owns (`tests.support.pg_server`; never the shared one).
+Each command is a real `agentrt` process (forked from `tests.support.zygote`, which pays the
+import once; `agentrt db init` made the schema). A turn: plan, an unsafe `bump` (a counter file
+outside the store shows how often it really ran), a read-only `nap`, another `bump`, the answer.
+While a turn runs, the server is restarted at one of its progress lines (sampled across the turn):
+a crash restart (`immediate`: no shutdown checkpoint, the WAL replayed, commits not yet flushed
+lost), a clean one (`fast`), or an outage of a few seconds (stop, wait, start).
+
+For every turn, as a user sees it: `agentrt run` either finished it (exit 0) or failed with exit 6
+and one line saying what failed (no traceback); the user then does what that line says (`agentrt
+resume ID`; a turn that never got recorded is asked again) and the turn's answer comes. Then for the
+session: `agentrt show` lists each question and each answer once, in order; the event log's entries
+form one intact chain with no run opened or closed twice; the tool journal has no call completed
+twice and no end without its intent; every `bump` ran at most once, and exactly once when its call
+completed; `agentrt doctor` finds no FAIL.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import yaml
+
+from agent.config import load_settings
+from agent.runner import AgentRunner
+from agent.session.record_store import blobs, close_stores, session_streams
+from agent.tools.journal import ToolExecutionJournal
+from tests.support.celery_drill import turn_script
+from tests.support.crash import child_env, counter_lines, run_cli
+from tests.support.pg_server import PgServer, env_of, private_postgres
+from tests.support.runners import make_config
+from tests.support.zygote import Outcome, Zygote
+
+pytestmark = pytest.mark.integration
+
+TURNS = 1 + 6  # the first, undisturbed, and one per PLAN entry
+NAP_S = 0.15
+CALLS: dict[int, list[tuple[str, dict[str, Any]]]] = {
+    n: [("bump", {"label": f"t{n}-a"}), ("nap", {"seconds": NAP_S}), ("bump", {"label": f"t{n}-b"})]
+    for n in range(1, TURNS + 1)
+}
+TOOLS: dict[str, list[Any]] = {
+    "builtins": ["read_file"],
+    "custom": [
+        {"path": "tests.support.drill_tools:bump", "effect": "unsafe"},
+        {"path": "tests.support.serve_tools:nap", "effect": "read_only"},
+    ],
+}
+BACKEND_DOWN = 6  # README, "Errors and exit status": BackendUnavailable
+BUSY = 4  # the lease of the failed run is still held until it lapses (lease_ttl_s)
+OUTAGE_S = 2.0
+PAGE_LINES = ("user>", "answer>")
+"""How `agentrt show` starts a question's and an answer's line."""
+
+
+@dataclass
+class Site:
+    """The private server, a config on it (schema made by `agentrt db init`), the test's tmp, and
+    the fork server every `agentrt` command of the module runs from (the import paid once)."""
+
+    pg: PgServer
+    config: Path
+    tmp: Path
+    zygote: Zygote
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    """One private server for the module, its database made as a user makes it."""
+    tmp = tmp_path_factory.mktemp("pg-restart")
+    (tmp / "zygote").mkdir()
+    # Commits that do not wait for the WAL flush (the event log's, between steps) stay unflushed for
+    # up to 10 s instead of 0.2 s: a crash restart loses them all, as a crash at the worst instant would.
+    with private_postgres({"wal_writer_delay": "10s"}) as pg:
+        config = make_config(
+            tmp,
+            turn_script(TURNS, (), CALLS),
+            persistence={
+                "mode": "PRIMARY",
+                "store": "postgres",
+                "lease": "postgres",
+                "lease_ttl_s": 2.0,
+                "database_url": pg.url("agentrt"),
+                "redis_url": None,
+            },
+            tools=TOOLS,
+            datasets=[],
+            skills_dir=None,
+        )
+        init = run_cli(["db", "init", "--config", str(config)], child_env(tmp / "unused"))
+        assert init.code == 0, init.stdout + init.stderr
+        try:
+            with Zygote(tmp / "zygote") as zygote:
+                yield Site(pg, config, tmp, zygote)
+        finally:
+            close_stores()  # this process's pool on the server, before it goes
+
+
+@dataclass
+class Turn:
+    """What happened to one turn: the run the server went down under, then what the user did."""
+
+    n: int
+    when: str
+    """When the server went down (for messages)."""
+    run: Outcome
+    steps: list[str] = field(default_factory=list)
+
+    def story(self) -> str:
+        """For assertion messages."""
+        return f"turn {self.n} (server down {self.when}): exit {self.run.code}; " + " -> ".join(self.steps)
+
+
+@dataclass
+class Session:
+    """One session of a drill: its id, its counter file, and its turns."""
+
+    site: Site
+    sid: str
+    turns: list[Turn] = field(default_factory=list)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment of every command of this session."""
+        return child_env(self.site.tmp / f"{self.sid}.counter", **env_of(self.site.pg))
+
+    def cli(self, *args: str) -> Outcome:
+        """`agentrt ARGS --config F`, to its end."""
+        return self.site.zygote.run([*args, "--config", str(self.site.config)], self.env)
+
+    def first_turn(self) -> str:
+        """Turn 1, undisturbed; its run id."""
+        done = self.cli("run", "--new-session", self.sid, "--json", "Question 1?")
+        assert done.code == 0 and done.json()["answer"] == "Answer 1.", done.stdout + done.stderr
+        return str(done.json()["run_id"])
+
+    def turn_under(
+        self,
+        n: int,
+        when: str,
+        ready: Callable[[list[str]], bool],
+        disrupt: Callable[[PgServer], None],
+        recover: bool = True,
+    ) -> Turn:
+        """Turn n as `agentrt run`; `disrupt(pg)` once `ready(stderr lines so far)` (or once the
+        command ended); then (`recover`) the user's recovery until the turn's answer is there."""
+        zygote = self.site.zygote
+        argv = ["run", "--session", self.sid, "--config", str(self.site.config), f"Question {n}?"]
+        pid = zygote.spawn(argv, self.env)
+        err = zygote.last_files[1]
+        while not ready(_lines(err)) and _alive(pid):
+            time.sleep(0.005)
+        disrupt(self.site.pg)
+        turn = Turn(n, when, zygote.wait())
+        self.turns.append(turn)
+        if recover:
+            self.recover(turn)
+        return turn
+
+    def recover(self, turn: Turn) -> None:
+        """What a user does after the command: nothing (it answered), else what its error says."""
+        run, want = turn.run, f"Answer {turn.n}."
+        said = turn.story() + "\n" + run.stderr
+        assert "Traceback" not in run.stderr and not any(words in run.stderr for words in POOL_CHATTER), said
+        if run.code == 0:
+            assert run.stdout.splitlines()[:1] == [want], turn.story() + "\n" + run.stdout
+            return
+        assert run.code == BACKEND_DOWN, said
+        errors = [line for line in run.stderr.splitlines() if line.startswith("agentrt: error: ")]
+        assert len(errors) == 1 and run.stderr.rstrip("\n").endswith(errors[0]), said
+        assert "postgresql:" in errors[0], said  # names the database (or the stream) that failed
+        if "agentrt resume" in errors[0]:
+            resumed = self._until_free("resume", self.sid, "--json")
+            turn.steps.append(f"resume: exit {resumed.code}")
+            assert resumed.code == 0, turn.story() + "\n" + resumed.stdout + resumed.stderr
+            if resumed.json()["answer"] == want:
+                return
+        # Never recorded (the resume finished nothing of it, or the error said to retry): ask again.
+        again = self._until_free("run", "--session", self.sid, "--json", f"Question {turn.n}?")
+        turn.steps.append(f"run again: exit {again.code}")
+        assert again.code == 0 and again.json()["answer"] == want, turn.story() + "\n" + again.stdout + again.stderr
+
+    def _until_free(self, *args: str) -> Outcome:
+        """The command; while the failed run's lease has not lapsed yet (LeaseHeld: exit 4 naming
+        its expiry), again once it has, as its message says (bounded)."""
+        for _ in range(10):
+            done = self.cli(*args)
+            held = LEASE_HELD.search(done.stderr)
+            if done.code != BUSY or held is None:
+                return done
+            time.sleep(max(0.0, datetime.fromisoformat(held.group(1)).timestamp() - time.time()) + 0.1)
+        raise AssertionError(f"session {self.sid} still held: {done.stderr}")
+
+
+LEASE_HELD = re.compile(r" is held by .* \(lease expires at (\S+)\)")
+"""`LeaseHeld`'s message, with the lease's expiry."""
+
+
+POOL_CHATTER = ("discarding closed connection", "error connecting in")
+"""The connection pool's own log lines: a command that fails says so in its one error line instead."""
+
+
+def _lines(path: Path) -> list[str]:
+    """The whole lines a running command wrote to `path` so far."""
+    text = path.read_text(errors="replace") if path.exists() else ""
+    return text.splitlines()[: text.count("\n")]
+
+
+def _alive(pid: int) -> bool:
+    """Whether the forked command still runs (until the fork server reaps it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def at_line(k: int) -> Callable[[list[str]], bool]:
+    """Ready once the command printed `k` progress lines."""
+    return lambda lines: len(lines) >= k
+
+
+def crash_restart(pg: PgServer) -> None:
+    """The server dies (every process killed, nothing flushed) and starts again (WAL recovery)."""
+    pg.restart("immediate")
+
+
+def clean_restart(pg: PgServer) -> None:
+    """The server disconnects everyone, shuts down cleanly, starts again."""
+    pg.restart("fast")
+
+
+def outage(pg: PgServer) -> None:
+    """The server is down for a few seconds."""
+    pg.stop("fast")
+    time.sleep(OUTAGE_S)
+    pg.start()
+
+
+# -- what the session must look like afterwards ---------------------------------------------------
+
+
+def check_session(session: Session) -> None:
+    """Every turn answered once, in order; nothing lost or doubled in the log, the journal, the
+    side effects; `show` and `doctor` agree."""
+    n_turns = 1 + len(session.turns)
+    story = "\n".join(t.story() for t in session.turns)
+    said = [x for n in range(1, n_turns + 1) for x in (f"Question {n}?", f"Answer {n}.")]
+
+    close_stores()  # this process's pool: its connections may predate a restart
+    shown = session.cli("show", session.sid)
+    assert shown.code == 0, shown.stderr
+    listed = [line.split("> ", 1)[1] for line in shown.stdout.splitlines() if line.lstrip().startswith(PAGE_LINES)]
+    assert listed == said, story + "\n" + shown.stdout
+
+    settings = load_settings(session.site.config)
+    tenant = settings.session.tenant_id
+    runner = AgentRunner.from_config(session.site.config)
+    entries = runner.manager.jsonl.event_log(tenant, session.sid).entries()
+    seen: set[str] = set()
+    for before, e in zip([None, *entries], entries, strict=False):  # one chain, in id (time) order
+        assert e.parent_id is None or e.parent_id in seen, f"{story}\nentry {e.id} ({e.type}) has no parent"
+        assert before is None or e.id > before.id, f"{story}\nentry {e.id} out of order"
+        seen.add(e.id)
+    for kind in ("run_start", "run_end"):
+        runs = Counter(str(e.payload.get("run_id")) for e in entries if e.type == kind)
+        assert set(runs.values()) == {1}, f"{story}\n{kind} twice: {runs}"
+    texts = [e.payload.get("content") for e in entries if e.type in ("user_turn", "assistant_message")]
+    assert texts == said, f"{story}\n{texts}"
+
+    streams = session_streams(settings, tenant, session.sid)
+    assert streams is not None  # store: postgres
+    journal = ToolExecutionJournal.over(streams, blobs(settings))
+    wrong = [a for a in journal.duplicates() if a.kind != "intent_without_end"]  # unknown: reported as such
+    assert wrong == [], f"{story}\n{wrong}"
+
+    bumped = Counter(counter_lines(session.site.tmp / f"{session.sid}.counter"))
+    assert set(bumped.values()) == {1}, f"{story}\nan unsafe call ran twice: {bumped}"
+    outcomes = bump_outcomes(runner.state(session.sid)["messages"])
+    assert set(outcomes) == {f"t{n}-{x}" for n in range(1, n_turns + 1) for x in "ab"}, f"{story}\n{outcomes}"
+    for label, outcome in outcomes.items():
+        if outcome.startswith("bumped"):  # the model was told it ran: it did, once
+            assert bumped[label] == 1, f"{story}\n{label}: {outcome}, counter {bumped}"
+        else:  # the model was told the outcome is unknown: it ran at most once (checked above)
+            assert outcome.startswith("Outcome unknown") and "NOT run again" in outcome, f"{story}\n{outcome}"
+    assert set(bumped) <= set(outcomes), f"{story}\n{bumped} vs {outcomes}"
+
+    close_stores()
+    doctor = session.cli("doctor", session.sid)
+    assert doctor.code == 0 and "[FAIL]" not in doctor.stdout, story + "\n" + doctor.stdout + doctor.stderr
+
+
+def bump_outcomes(messages: list[Any]) -> dict[str, str]:
+    """{bump label: what the model was told} from the session's messages."""
+    labels = {
+        call["id"]: call["args"]["label"]
+        for m in messages
+        for call in getattr(m, "tool_calls", None) or []
+        if call["name"] == "bump"
+    }
+    return {labels[m.tool_call_id]: str(m.content) for m in messages if getattr(m, "tool_call_id", None) in labels}
+
+
+# -- the drill --------------------------------------------------------------------------------------
+
+# A turn prints about 31 progress lines (its start, node starts, model calls, tool calls and their
+# results, its end). Each turn after the first is hit at another one, from the run's start to its
+# last step: crash restarts, clean restarts, and one outage.
+PLAN: list[tuple[Any, int]] = [
+    (crash_restart, 1),
+    (crash_restart, 10),
+    (crash_restart, 20),
+    (crash_restart, 29),
+    (clean_restart, 6),
+    (outage, 15),
+]
+
+
+def test_restarts_and_an_outage_mid_turn_lose_and_double_nothing(site: Site) -> None:
+    """Each turn after the first meets the server going down at another instant; each ends
+    answered once, and the session holds every record once."""
+    session = Session(site, "s-restarts")
+    session.first_turn()
+    for n, (disrupt, line) in enumerate(PLAN, start=2):
+        session.turn_under(n, f"at progress line {line}", at_line(line), disrupt)
+    check_session(session)
+
+
+# -- the two instants a restart found stuck (fixed): a turn cut off before its graph started ----------
+
+HOLD = 4242
+"""The advisory lock the held inserts wait for."""
+
+
+@contextmanager
+def held_inserts(pg: PgServer, when: str) -> Iterator[psycopg.Connection[Any]]:
+    """Inserts into the record store's stream table whose row meets `when` (a trigger's WHEN on
+    `NEW.run`) wait while the yielded connection holds an advisory lock: a write the server is
+    busy with when it goes down. The trigger is dropped afterwards."""
+    url = pg.url("agentrt")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE OR REPLACE FUNCTION held_insert() RETURNS trigger LANGUAGE plpgsql AS "
+            f"$$ BEGIN PERFORM pg_advisory_xact_lock_shared({HOLD}); RETURN NEW; END $$"
+        )
+        conn.execute("DROP TRIGGER IF EXISTS held_insert ON jsonl_streams")
+        conn.execute(
+            f"CREATE TRIGGER held_insert BEFORE INSERT ON jsonl_streams FOR EACH ROW WHEN ({when}) "
+            "EXECUTE FUNCTION held_insert()"
+        )
+    holder = psycopg.connect(url, autocommit=True)
+    try:
+        holder.execute("SELECT pg_advisory_lock(%s)", (HOLD,))
+        yield holder
+    finally:
+        holder.close()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DROP TRIGGER IF EXISTS held_insert ON jsonl_streams")
+            conn.execute("DROP FUNCTION IF EXISTS held_insert()")
+
+
+def waiting(holder: psycopg.Connection[Any]) -> Callable[[list[str]], bool]:
+    """Ready once a statement waits for the held lock."""
+    query = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory'"
+    return lambda _lines: bool((holder.execute(query).fetchone() or (0,))[0])
+
+
+def last_run(session: Session) -> tuple[str, str]:
+    """(run id, status) of the session's last run, as `agentrt show` prints them."""
+    shown = session.cli("show", session.sid)
+    found = re.search(r"last run (r-[0-9a-f]+) (\w+)", shown.stdout)
+    assert found, shown.stdout + shown.stderr
+    return found.group(1), found.group(2)
+
+
+def test_a_turn_the_crash_cut_off_at_its_first_checkpoint_is_run_again_by_resume(site: Site) -> None:
+    """The server dies while the turn's first checkpoint is written: the turn is recorded, its run
+    FAILED before its graph started. `resume` runs the turn (it used to refuse it for ever, exit 4:
+    "run ... is not started and cannot become COMPLETED")."""
+    session = Session(site, "s-first-checkpoint")
+    first = session.first_turn()
+    with held_inserts(site.pg, "NEW.run NOT LIKE '@%'") as holder:
+        turn = session.turn_under(2, "at the first checkpoint", waiting(holder), crash_restart, recover=False)
+    run_id, status = last_run(session)
+    assert run_id != first and status == "FAILED", turn.story()
+    session.recover(turn)
+    assert turn.steps == ["resume: exit 0"], turn.story()  # the resume answered it
+    check_session(session)
+
+
+def test_a_turn_the_crash_cut_off_before_it_was_recorded_is_asked_again(site: Site) -> None:
+    """The server dies at the run's first event-log entry: the run started (the session names it),
+    its question was never recorded. `resume` reports the last finished run instead of refusing
+    (it used to exit 4 for ever), and asking again answers the turn once."""
+    session = Session(site, "s-unrecorded")
+    first = session.first_turn()
+    with held_inserts(site.pg, "NEW.run = '@events'") as holder:
+        turn = session.turn_under(2, "at the run's first entry", waiting(holder), crash_restart, recover=False)
+    run_id, status = last_run(session)
+    assert run_id != first and status == "FAILED", turn.story()
+    session.recover(turn)
+    assert turn.steps == ["resume: exit 0", "run again: exit 0"], turn.story()
+    check_session(session)
+
+
+def test_a_crash_while_a_tool_runs_fails_the_turn_cleanly_and_resume_finishes_it(site: Site) -> None:
+    """The server crashes while a tool runs (`tests.support.pg_tools.crash_database`): the entries
+    written since the step's last flush are gone when the run next writes. The run fails with exit 6
+    and one error line (recording the failure on an event log that lost its newest entries used to
+    end in exit 70, "KeyError: parent entry ... is not in ... events.jsonl"); `resume` finishes it."""
+    calls = {**CALLS, 2: [CALLS[2][0], ("crash_database", {"note": "turn-2"}), CALLS[2][2]]}
+    crasher = {"path": "tests.support.pg_tools:crash_database", "effect": "read_only"}
+    tools = {**TOOLS, "custom": [*TOOLS["custom"], crasher]}
+    (site.tmp / "crash-tool").mkdir()
+    config = make_config(
+        site.tmp / "crash-tool",
+        turn_script(2, (), calls),
+        **{k: v for k, v in yaml.safe_load(site.config.read_text()).items() if k in ("persistence", "datasets")},
+        tools=tools,
+        skills_dir=None,
+    )
+    session = Session(replace(site, config=config), "s-crash-tool")
+    session.first_turn()
+    turn = session.turn_under(2, "while a tool runs", lambda _lines: False, lambda _pg: None, recover=False)
+    assert turn.run.code == BACKEND_DOWN, turn.story() + "\n" + turn.run.stderr
+    session.recover(turn)
+    assert turn.steps == ["resume: exit 0"], turn.story()
+    check_session(session)
