@@ -96,24 +96,39 @@ def _entry_html(sid: str, e: Entry, forkable: bool) -> str:
     return f'<div class="entry {esc(e.type)}" data-entry="{esc(e.id)}">{head}{inner}</div>'
 
 
-def _branch_tree(branches: dict[str, str], created: list[Entry], current: str) -> str:
-    parent: dict[str, str] = {}
-    origin: dict[str, str] = {}
-    for e in created:
-        parent[e.branch_id] = str((e.payload or {}).get("from_branch_id") or "main")
-        origin[e.branch_id] = str((e.payload or {}).get("from_entry_id") or "")
-    kids: dict[str, list[str]] = {}
-    for b in branches:
-        if b != "main":
-            kids.setdefault(parent.get(b, "main"), []).append(b)
-
-    def node(b: str) -> str:
-        cls = ' class="current"' if b == current else ""
-        label = f"{esc(b)}" + (f' <span class="meta">from {esc(origin[b])}</span>' if b in origin else "")
-        sub = "".join(node(k) for k in kids.get(b, []))
-        return f"<li{cls}>{label}" + (f'<ul class="tree">{sub}</ul>' if sub else "") + "</li>"
-
-    return f'<ul class="tree" id="branches">{node("main")}</ul>'
+def _branch_table(sid: str, rows: list[dict[str, Any]]) -> str:
+    """The rows of `agentrt branches` (current marked `*`), each with switch, rename and delete."""
+    head = (
+        '<table id="branches"><thead><tr><th></th><th>branch</th><th>name</th><th>from entry</th>'
+        "<th>head entry</th><th>turns</th><th></th></tr></thead><tbody>"
+    )
+    body = []
+    for r in rows:
+        b = str(r["branch_id"])
+        origin = (
+            f"<code>{esc(r['from_entry_id'])}</code> (on {esc(r['from_branch_id'])})" if r["from_entry_id"] else "-"
+        )
+        actions = (
+            ""
+            if r["current"]
+            else _button(f"/ui/sessions/{sid}/switch-branch", "switch", "small", {"branch": b})
+            + " "
+            + _button(f"/ui/sessions/{sid}/delete-branch", "delete", "small danger", {"branch": b})
+        )
+        rename = (
+            f'<form class="inline" method="post" action="/ui/sessions/{esc(sid)}/rename-branch">'
+            f'<input type="hidden" name="branch" value="{esc(b)}">'
+            '<input type="text" name="name" size="10" placeholder="new name" required>'
+            '<button type="submit" class="small">rename</button></form>'
+        )
+        body.append(
+            f'<tr class="branch-row{" current" if r["current"] else ""}" data-branch="{esc(b)}">'
+            f'<td class="marker">{"*" if r["current"] else ""}</td><td><code>{esc(b)}</code></td>'
+            f'<td class="name">{esc(r["name"] or "-")}</td><td>{origin}</td>'
+            f"<td><code>{esc(r['head_entry_id'])}</code></td><td>{esc(r['turns'])}</td>"
+            f"<td>{actions} {rename}</td></tr>"
+        )
+    return head + "".join(body) + "</tbody></table>"
 
 
 def session_page(view: dict[str, Any], tenant: str, error: str | None = None) -> str:
@@ -158,9 +173,7 @@ def session_page(view: dict[str, Any], tenant: str, error: str | None = None) ->
         '<textarea name="text" required></textarea><button type="submit" class="primary">Send</button></form></section>'
     )
     parts.append("</div><div>")
-    parts.append(
-        f"<section><h2>Branches</h2>{_branch_tree(view['branches'], view['created'], s.current_branch_id)}</section>"
-    )
+    parts.append(f"<section><h2>Branches</h2>{_branch_table(sid, view['branches'])}</section>")
     todos = "".join(
         f'<li class="todo {esc(t.get("status"))}">[{esc(t.get("status"))}] {esc(t.get("title"))}</li>'
         for t in view["todos"]

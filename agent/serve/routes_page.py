@@ -1,4 +1,5 @@
-"""The page at `/` and its actions (approve/reject, next turn, fork, pause, end, continue), for browsers.
+"""The page at `/` and its actions (approve/reject, next turn, fork, pause, end, continue; switch,
+rename and delete a branch), for browsers.
 
 Forms post here; each action goes through the same AgentRunner calls as the API and the CLI. A
 browser authenticates with the cookie `/ui/login` sets; posts from another origin are refused
@@ -124,8 +125,7 @@ def _view(ctx: ServeContext, principal: Principal, sid: str) -> dict[str, Any]:
         "run_status": ctx.thread_status(s),
         "entries": entries,
         "forkable": forkable_entries(entries) if allowed(s.status, SessionAction.FORK) else set(),
-        "created": events.entries(frozenset({"branch_created"})),
-        "branches": events.branches(),
+        "branches": ctx.runner.branches(sid, principal.tenant_id, principal.user_id),
         "compressions": [e for e in entries if e.type == "compression"],
         "todos": list((snap.values or {}).get("task_todo_list") or []),
         "approvals": approvals,
@@ -148,7 +148,7 @@ def session_page(
 
 @router.post("/ui/sessions/{sid}/{action}")
 async def act(sid: str, action: str, request: Request, ctx: ServeContext = Depends(get_ctx)) -> Response:
-    """turn / decision / resume / fork / pause / end."""
+    """turn / decision / resume / fork / pause / end, and switch-, rename- and delete-branch."""
     principal = _principal(request, ctx)
     form = await _form(request)
     await run_in_threadpool(ctx.session, principal, sid)  # 404 unless the caller may see it
@@ -166,6 +166,14 @@ async def act(sid: str, action: str, request: Request, ctx: ServeContext = Depen
             await run_in_threadpool(runner.pause, sid, principal.tenant_id, principal.user_id)
         elif action == "end":
             await run_in_threadpool(runner.end, sid, principal.tenant_id, principal.user_id)
+        elif action == "switch-branch":
+            await run_in_threadpool(runner.switch, sid, form.get("branch", ""), principal.tenant_id, principal.user_id)
+        elif action == "rename-branch":
+            branch, name = form.get("branch", ""), form.get("name", "").strip()
+            await run_in_threadpool(runner.rename_branch, sid, branch, name, principal.tenant_id, principal.user_id)
+        elif action == "delete-branch":
+            branch = form.get("branch", "")
+            await run_in_threadpool(runner.delete_branch, sid, branch, principal.tenant_id, principal.user_id)
         else:
             raise ConfigError(f"unknown action {quote_id(action)}")
     except (AgentRuntimeError, CheckpointingError) as err:
