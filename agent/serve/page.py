@@ -14,7 +14,7 @@ from string import Template
 from typing import Any
 
 from agent.doctor.facts import DoctorReport
-from agent.session.session import ChatSession
+from agent.session.session import MAIN_BRANCH, ChatSession
 from agent.text import printable
 from checkpointing.events import Entry
 
@@ -108,13 +108,9 @@ def _branch_table(sid: str, rows: list[dict[str, Any]]) -> str:
         origin = (
             f"<code>{esc(r['from_entry_id'])}</code> (on {esc(r['from_branch_id'])})" if r["from_entry_id"] else "-"
         )
-        actions = (
-            ""
-            if r["current"]
-            else _button(f"/ui/sessions/{sid}/switch-branch", "switch", "small", {"branch": b})
-            + " "
-            + _button(f"/ui/sessions/{sid}/delete-branch", "delete", "small danger", {"branch": b})
-        )
+        actions = "" if r["current"] else _button(f"/ui/sessions/{sid}/switch-branch", "switch", "small", {"branch": b})
+        if not r["current"] and b != MAIN_BRANCH:  # only where `agentrt branch delete` would accept it
+            actions += " " + _button(f"/ui/sessions/{sid}/delete-branch", "delete", "small danger", {"branch": b})
         rename = (
             f'<form class="inline" method="post" action="/ui/sessions/{esc(sid)}/rename-branch">'
             f'<input type="hidden" name="branch" value="{esc(b)}">'

@@ -6,10 +6,12 @@ A screenshot is saved under the test's tmp_path (and copied to $ARTIFACTS_DIR wh
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langgraph_sdk import get_sync_client
@@ -116,3 +118,47 @@ def test_page_lists_sessions_approves_and_shows_the_run_finish(tmp_path: Path, b
             target = Path(os.environ["ARTIFACTS_DIR"])
             target.mkdir(parents=True, exist_ok=True)
             shutil.copy(shot, target / shot.name)
+
+
+def test_page_switches_renames_and_deletes_a_branch(tmp_path: Path, browser):
+    """Two forks made by the CLI; in the browser: switch to main, rename one fork, delete the other."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from tests.support.serve import cli
+
+    driver = browser
+    config = make_config(tmp_path)
+    sid = json.loads(cli(config, tmp_path, "run", "--json", "--approve-all", "Summarise the sales").stdout)[
+        "session_id"
+    ]
+    shown = json.loads(cli(config, tmp_path, "show", sid, "--json", "--last", "5000").stdout)
+    answer = [e["id"] for e in shown["entries"] if e["type"] == "assistant_message"][-1]
+    one, two = (
+        json.loads(cli(config, tmp_path, "fork", sid, "--from", answer, "--json").stdout)["branch_id"] for _ in "12"
+    )
+
+    def row(branch: str) -> Any:
+        return driver.find_element(By.CSS_SELECTOR, f'tr.branch-row[data-branch="{branch}"]')
+
+    def rows() -> list[tuple[str, bool]]:
+        found = driver.find_elements(By.CSS_SELECTOR, "tr.branch-row")
+        return [(r.get_attribute("data-branch"), "current" in (r.get_attribute("class") or "")) for r in found]
+
+    wait = WebDriverWait(driver, WAIT_S, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException))
+    with serving(config, tmp_path) as server:
+        driver.get(f"{server.url}/ui/sessions/{sid}")
+        wait.until(lambda d: rows() == [("main", False), (one, False), (two, True)])
+        row("main").find_element(By.XPATH, ".//button[text()='switch']").click()
+        wait.until(lambda d: rows() == [("main", True), (one, False), (two, False)])
+        row(one).find_element(By.NAME, "name").send_keys("east-only")
+        row(one).find_element(By.XPATH, ".//button[text()='rename']").click()
+        wait.until(lambda d: "east-only" in row(one).find_element(By.CLASS_NAME, "name").text)
+        row(two).find_element(By.XPATH, ".//button[text()='delete']").click()
+        wait.until(lambda d: rows() == [("main", True), (one, False)])
+    listed = json.loads(cli(config, tmp_path, "branches", sid, "--json").stdout)
+    assert [(r["branch_id"], r["name"], r["current"]) for r in listed] == [
+        ("main", None, True),
+        (one, "east-only", False),
+    ]

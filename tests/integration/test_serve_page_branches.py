@@ -83,6 +83,10 @@ def test_branches_listed_switched_renamed_and_deleted_from_the_page(tmp_path: Pa
             row = next(m.group(3) for m in ROW.finditer(html) if m.group(2) == r["branch_id"])
             assert r["head_entry_id"] in row and f"<td>{r['turns']}</td>" in row
             assert (answer in row) == (r["branch_id"] != "main")
+            # buttons only where the CLI would accept them: no switch to or delete of the current one,
+            # no delete of main
+            assert ("switch-branch" in row) == (not r["current"])
+            assert ("delete-branch" in row) == (not r["current"] and r["branch_id"] != "main")
 
         # rename: the page and the CLI show the new name
         assert _error(_post(server, sid, "rename-branch", branch=one, name="east-only")) is None
