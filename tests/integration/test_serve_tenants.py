@@ -50,6 +50,9 @@ def _probe(url: str, key: str | None, tid: str, run_id: str, cp: str, call: str)
         ("GET", f"/ui/sessions/{tid}/live", None),
         ("POST", f"/ui/sessions/{tid}/end", None),
         ("POST", f"/ui/sessions/{tid}/turn", None),
+        ("POST", f"/ui/sessions/{tid}/switch-branch", None),
+        ("POST", f"/ui/sessions/{tid}/rename-branch", None),
+        ("POST", f"/ui/sessions/{tid}/delete-branch", None),
     ]
     out = []
     with httpx.Client(base_url=url, headers=headers, timeout=30) as http:
