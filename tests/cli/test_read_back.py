@@ -34,3 +34,20 @@ def test_the_model_reads_the_archived_result_back(tmp_path: Path) -> None:
         assert read in shown.out, shown.out
     doctor = agentrt("doctor", sid, "--config", CONFIG, cwd=tmp_path)
     assert doctor.code == 0 and "1 archived results, all in tool_result_store" in doctor.out, doctor.both
+
+
+@pytest.mark.integration
+def test_each_page_the_model_read_is_the_archived_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What each read_tool_result call handed the model is exactly its slice of the tool's original output."""
+    ran = agentrt("run", "--config", CONFIG, "--approve-all", "--json", "check the audit log", cwd=tmp_path)
+    assert ran.code == 0, ran.both
+    sid = json.loads(ran.out)["session_id"]
+    log = next(tmp_path.glob(f".agentrt/tenants/default/sessions/{sid}/workspace/data/audit.log")).read_text()
+    monkeypatch.chdir(tmp_path)
+    from agent.runner import AgentRunner
+
+    messages = AgentRunner.from_config(CONFIG).state(sid)["messages"]
+    pages = [str(m.content) for m in messages if getattr(m, "type", "") == "tool" and m.name == "read_tool_result"]
+    assert len(pages) == 3, pages
+    for page, offset in zip(pages, (0, 2500, 5000), strict=True):
+        assert log[offset : offset + 2500] in page, (offset, page[:200])
