@@ -13,14 +13,9 @@ from typing import Any
 
 import pytest
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        (shutil.which("chromium") is None or not Path("/usr/bin/chromedriver").exists())
-        and os.environ.get("CI") != "true",
-        reason="needs Debian's chromium and chromium-driver (apt-get install -y chromium chromium-driver)",
-    ),
-]
+from tests.support.browser import headless_chromium, needs_chromium
+
+pytestmark = [pytest.mark.integration, needs_chromium]
 
 PAGES = {  # page -> a text its content must show
     "": "Where to go",
@@ -32,26 +27,8 @@ PAGES = {  # page -> a text its content must show
 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[object]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--no-first-run",
-        "--window-size=1280,1400",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ):
-        opts.add_argument(flag)
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
-    try:
+    with headless_chromium(tmp_path / "profile", "1280,1400") as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def test_pages_render_with_navigation(site: Path, browser: Any, tmp_path: Path) -> None:

@@ -16,45 +16,19 @@ from typing import Any
 import pytest
 from langgraph_sdk import get_sync_client
 
+from tests.support.browser import headless_chromium, needs_chromium
 from tests.support.runners import make_config
 from tests.support.serve import serving
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        (shutil.which("chromium") is None or not Path("/usr/bin/chromedriver").exists())
-        and os.environ.get("CI") != "true",
-        reason="needs Debian's chromium and chromium-driver (apt-get install -y chromium chromium-driver)",
-    ),
-]
+pytestmark = [pytest.mark.integration, needs_chromium]
 
 WAIT_S = 60
 
 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[object]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--window-size=1280,1600",
-        f"--user-data-dir={tmp_path / 'chromium-profile'}",
-    ):
-        opts.add_argument(flag)
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
-    try:
+    with headless_chromium(tmp_path / "chromium-profile", "1280,1600") as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def test_page_lists_sessions_approves_and_shows_the_run_finish(tmp_path: Path, browser):

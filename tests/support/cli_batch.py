@@ -16,27 +16,13 @@ import io
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
+from tests.cli.console import Ran as Said  # what one command did (code, out, err)
 from tests.cli.console import env
 
 COLLECT_EVERY = 8
 """Commands between two collections: each may leave a few database connections until then."""
-
-
-@dataclass
-class Said:
-    """What one command did."""
-
-    code: int
-    out: str
-    err: str
-
-    @property
-    def both(self) -> str:
-        """stdout and stderr together."""
-        return self.out + self.err
 
 
 def run_batch(commands: list[list[str]], cwd: Path, timeout: float = 300) -> list[Said]:
