@@ -168,6 +168,12 @@ class SessionSettings(_Strict):
     whose expiry passed more than this ago, or one ENDED with no activity for this long. None: kept forever."""
     gc_every_minutes: float = Field(default=60.0, gt=0)
     """How often (at most) a Celery worker runs that reclaim by itself; one worker at a time does it."""
+    converge_every_s: float | None = Field(default=60.0, gt=0)
+    """How often the Celery workers and `agentrt serve` replay, by themselves, what the SQL and Redis
+    layers missed in an outage for sessions no process uses any more (a killed worker's, a CLI run
+    that exited while a layer was down): what `agentrt store converge` does once. One process of
+    the fleet at a time does it; a session a run holds is left to that run. None: never (only the
+    next use of the session, or `agentrt store converge`, replays it)."""
 
 
 class PersistenceSettings(_Strict):

@@ -23,6 +23,11 @@ to Redis for the server to stream, and stops it at a step boundary when its clie
 With `session.retention_days` set, a worker reclaims old sessions after a task, at most every
 `session.gc_every_minutes` and one worker at a time (agent/session/retention.py).
 
+Every `session.converge_every_s` (60 s), idle or not, one process of the fleet replays what the
+SQL and Redis layers missed in an outage for the sessions whose own process died before it could
+(agent/session/sweep.py): each pool process runs a `Sweeper` thread, and a claim picks one of them
+per period.
+
 SIGTERM to the worker's main process (what `docker stop` and systemd send) is Celery's warm
 shutdown: no new tasks are taken, and the running ones are told to stop at their next step boundary
 (after the node that is running); their turn is left resumable and their task requeued
@@ -50,6 +55,7 @@ from agent.routing import version_queue
 from agent.runner import AgentRunner
 from agent.serve.runner import ChunkRunner
 from agent.session.record_store import inbox as record_inbox
+from agent.session.sweep import Sweeper
 
 log = logging.getLogger("agentrt.worker")
 MAX_BACKOFF_S = 5.0
@@ -59,6 +65,7 @@ app = make_app(settings)
 _runner: AgentRunner | None = None
 _live: LiveChannel | None = None
 _stop: Event | None = None
+_sweeper: Sweeper | None = None
 
 
 @signals.celeryd_after_setup.connect
@@ -93,6 +100,11 @@ def _warm_up(**_: Any) -> None:
         runner()
     except Exception as err:  # reported again (and the turn failed) when a task needs it
         log.error("agentrt worker: cannot build the runtime: %s", err)
+    # Debts of dead processes are paid even while no task comes (one pool process per period: a claim).
+    global _sweeper
+    every = settings.session.converge_every_s
+    if every is not None and _sweeper is None:
+        _sweeper = Sweeper(runner, every, stopping).start()
 
 
 @signals.task_postrun.connect

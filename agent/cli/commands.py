@@ -146,6 +146,7 @@ COMMANDS: tuple[Command, ...] = (
         "agent.cli.erase:cmd_store",
         "agent.cli.erase:args_store",
         "storage upkeep: `store gc` deletes the sessions past session.retention_days; "
+        "`store converge` replays what SQL / Redis missed in an outage; "
         "`store migrate --from files --to postgres` moves sessions into the PostgreSQL store",
         "agentrt store gc --dry-run",
     ),

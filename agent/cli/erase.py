@@ -1,4 +1,5 @@
-"""`agentrt erase` (a tenant's or one user's sessions, for good), `agentrt store gc` (retention) and
+"""`agentrt erase` (a tenant's or one user's sessions, for good), `agentrt store gc` (retention),
+`agentrt store converge` (replay what SQL / Redis missed, agent/session/sweep.py) and
 `agentrt store migrate` (files -> postgres, `agent.cli.transfer.cmd_migrate`).
 
 Erase is careful: without `--yes` it only lists what it would delete and exits 2, so a typo in a
@@ -29,9 +30,19 @@ def args_store(p: argparse.ArgumentParser) -> None:
     common_options(p, identity=False)
     p.add_argument(
         "action",
-        choices=["gc", "migrate"],
-        help="gc: delete the sessions past session.retention_days; migrate: move every session of a files "
-        "base_dir into the configured PostgreSQL store (--from files --to postgres)",
+        choices=["gc", "converge", "migrate"],
+        help="gc: delete the sessions past session.retention_days; converge: replay now what the SQL and "
+        "Redis layers missed in an outage, for every session that owes them; migrate: move every session "
+        "of a files base_dir into the configured PostgreSQL store (--from files --to postgres)",
+    )
+    p.add_argument(
+        "--tenant",
+        dest="store_tenant",
+        metavar="T",
+        help="converge: only this tenant's sessions (default: every tenant)",
+    )
+    p.add_argument(
+        "--limit", type=int, metavar="N", help="converge: at most N sessions (the rest are counted, left for later)"
     )
     p.add_argument("--dry-run", action="store_true", help="list what would be deleted (or moved), change nothing")
     p.add_argument("--from", dest="from_store", choices=["files"], help="migrate: the store the sessions are in")
@@ -87,17 +98,64 @@ def cmd_erase(args: argparse.Namespace) -> int:
 
 
 def cmd_store(args: argparse.Namespace) -> int:
-    """agentrt store gc [--dry-run] | agentrt store migrate --from files --to postgres."""
+    """agentrt store gc [--dry-run] | agentrt store converge [--tenant T] [--limit N] |
+    agentrt store migrate --from files --to postgres."""
     from agent.errors import InputError
     from agent.session.retention import collect
 
+    if args.action != "converge" and (args.store_tenant is not None or args.limit is not None):
+        raise InputError(f"--tenant and --limit are options of `agentrt store converge`, not of `store {args.action}`")
     if args.action == "migrate":
         from agent.cli.transfer import cmd_migrate
 
         return cmd_migrate(args)
     if args.from_store or args.to_store or args.from_dir:
-        raise InputError("--from, --to and --from-dir are options of `agentrt store migrate`, not of `store gc`")
+        raise InputError(
+            f"--from, --to and --from-dir are options of `agentrt store migrate`, not of `store {args.action}`"
+        )
+    if args.action == "converge":
+        return _converge(args)
 
     out = collect(runner(args), dry_run=args.dry_run)
     _report(out, args.json)
     return 4 if out.skipped and not args.dry_run else 0
+
+
+def _converge(args: argparse.Namespace) -> int:
+    """`agentrt store converge`: exit 0 when nothing is owed any more, 4 when a run holds a debtor,
+    6 when a layer still does not answer."""
+    from agent.errors import BackendUnavailable, InputError
+    from agent.session.sweep import sweep
+    from checkpointing.errors import InvalidIdError
+    from checkpointing.ids import validate_id
+
+    if args.dry_run:
+        raise InputError("--dry-run is an option of `store gc` and `store migrate`; `agentrt doctor` lists the debts")
+    if args.limit is not None and args.limit < 1:
+        raise InputError(f"--limit {args.limit}: give a number of sessions, 1 or more")
+    tenants = None
+    if args.store_tenant is not None:
+        try:
+            tenants = [validate_id(args.store_tenant, "tenant id")]
+        except InvalidIdError as err:
+            raise InputError(str(err)) from err
+    out = sweep(runner(args), tenants, args.limit)
+    if args.json:
+        print_json(out.to_json())
+    else:
+        for d in out.sessions:
+            who = f"{d.tenant_id}/{d.session_id}"
+            if d.replayed:
+                said = ", ".join(f"{layer} ({n} change(s))" for layer, n in d.replayed.items())
+                say(printable(f"replayed {who}: {said}"))
+            if d.skipped:
+                say(printable(f"skipped {who}: {d.skipped}"))
+            elif d.owed:
+                said = ", ".join(f"{layer} ({n} change(s))" for layer, n in d.owed.items())
+                say(printable(f"still owed {who}: {said}; the layer did not answer, run this again when it does"))
+        say(printable(out.summary()))
+    if any(d.owed and not d.skipped for d in out.sessions):
+        if args.json:
+            return 6
+        raise BackendUnavailable("a layer did not answer: the sessions listed above still owe it; run this again")
+    return 4 if any(d.skipped for d in out.sessions) else 0

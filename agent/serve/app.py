@@ -1,4 +1,8 @@
-"""The FastAPI app of `agentrt serve`: the LangGraph Agent Server API over sessions, and the page at `/`."""
+"""The FastAPI app of `agentrt serve`: the LangGraph Agent Server API over sessions, and the page at `/`.
+
+While the app runs, a `Sweeper` thread replays, every `session.converge_every_s`, what the SQL and
+Redis layers missed for sessions whose own process died (agent/session/sweep.py).
+"""
 
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ from agent.errors import (
 from agent.serve import page, routes_assistants, routes_page, routes_runs, routes_threads
 from agent.serve.auth import Unauthorized
 from agent.serve.context import ServeContext
+from agent.session.sweep import Sweeper
 from checkpointing.errors import CheckpointingError
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -64,7 +69,12 @@ def create_app(settings: AgentSettings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # While it serves, it also replays what SQL / Redis missed for sessions whose process died.
+        every = settings.session.converge_every_s
+        sweeper = Sweeper(lambda: ctx.runner, every).start() if every is not None else None
         yield
+        if sweeper is not None:
+            sweeper.stop()
         ctx.engine.shutdown()
 
     # Swagger UI served from the package (fastapi-offline), not from a CDN: /docs works offline.

@@ -33,7 +33,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -43,7 +43,15 @@ from typing import Any, Protocol
 
 from agent.errors import DataCorrupt
 from checkpointing.errors import CorruptRecordError, OldFormatError
-from checkpointing.layout import OUTBOX_FILE, broken_file, is_id, outbox_due_dir, outbox_file, session_dir
+from checkpointing.layout import (
+    OUTBOX_FILE,
+    broken_file,
+    is_id,
+    outbox_due_dir,
+    outbox_file,
+    session_dir,
+    tenants_root,
+)
 from checkpointing.records import RecordLog, Scan, cut_torn_tail, encode_record, fsync_dir, fsync_fd, loads, scan
 
 log = logging.getLogger("agentrt.sessions")
@@ -140,6 +148,7 @@ class SessionOutbox(Protocol):
     def debts(self, tenant_id: str, session_id: str) -> list[Debt]: ...
     def behind(self, tenant_id: str, session_id: str) -> dict[str, Lag]: ...
     def due(self, tenant_id: str) -> list[str]: ...
+    def debtors(self, tenants: Sequence[str] | None = None) -> list[tuple[str, str]]: ...
     def repair(self, tenant_id: str, session_id: str) -> str | None: ...
     def settle(self, tenant_id: str, session_id: str, layer: str, upto: int) -> None: ...
     def pending_layers(self, tenant_id: str, session_id: str) -> set[str]: ...
@@ -254,6 +263,16 @@ class Outbox:
         except (FileNotFoundError, NotADirectoryError):
             return []
         return [n for n in names if is_id(n) and self.owes(tenant_id, n)]
+
+    def debtors(self, tenants: Sequence[str] | None = None) -> list[tuple[str, str]]:
+        """(tenant, session) of every session that owes anything, in `tenants` (None: every tenant
+        of base_dir), sorted: one folder read for the tenants, one per tenant for its markers."""
+        if tenants is None:
+            try:
+                tenants = sorted(p.name for p in tenants_root(self.base_dir).iterdir() if is_id(p.name))
+            except (FileNotFoundError, NotADirectoryError):
+                return []
+        return [(tenant, sid) for tenant in tenants for sid in self.due(tenant)]
 
     def repair(self, tenant_id: str, session_id: str) -> str | None:
         """The explicit repair of a damaged outbox (`agentrt doctor ID --repair`, under the lease).

@@ -92,4 +92,5 @@ QUERIES: dict[str, str] = {
     ),
     "docs_all": "SELECT name, body FROM {s}.jsonl_documents WHERE tenant = %s AND thread = %s ORDER BY name",
     "holding": "SELECT thread FROM {s}.jsonl_streams WHERE tenant = %s AND run = %s ORDER BY thread",
+    "holders": "SELECT tenant, thread FROM {s}.jsonl_streams WHERE run = %s ORDER BY tenant, thread",
 }

@@ -179,6 +179,12 @@ class PostgresStore:
         with self.connection("listing sessions") as conn:
             return [str(t) for (t,) in conn.execute(self.q["holding"], (tenant, run))]
 
+    def holders(self, run: str) -> list[tuple[str, str]]:
+        """(tenant, session) of every session, in every tenant, that holds stream `run`, sorted
+        (one query over the stream rows; no session's records are read)."""
+        with self.connection("listing sessions") as conn:
+            return [(str(t), str(th)) for (t, th) in conn.execute(self.q["holders"], (run,))]
+
     def reserve(self, tenant: str, key: str, value: dict[str, Any]) -> dict[str, Any] | None:
         """Insert the reservation row unless one exists (one synchronous statement)."""
         with self.connection("reserving an id") as conn:
