@@ -73,7 +73,8 @@ def outbox_check(runner: AgentRunner, tenant_id: str) -> Check:
         NAME,
         "WARN",
         f"{len(due)} session(s) owe {', '.join(layers) or 'a layer'} writes missed in an outage{more}",
-        f"they replay when {servers} answers (the next use of the session, or a running process's retry); "
-        "`agentrt doctor ID` tells how far behind one is, `agentrt doctor ID --repair` replays it now",
+        f"they replay when {servers} answers (the next use of the session, a running worker or `agentrt serve` "
+        "within session.converge_every_s); `agentrt store converge` replays them all now, "
+        "`agentrt doctor ID` tells how far behind one is",
         sessions=sessions,
     )

@@ -29,6 +29,9 @@ import redis
 import sqlalchemy as sa
 import yaml
 
+from agent.config import load_settings
+from agent.services import build_lease
+from agent.turns import SessionHold
 from tests.integration.test_stores_support import DATABASE_URL, REDIS_URL, Relay, pg_host_port
 from tests.support.runners import ROOT, make_config
 from tests.support.serve import serving
@@ -307,3 +310,36 @@ def test_store_converge_replays_what_redis_missed(
         assert _outbox_check(cfg)["status"] == "OK"
     finally:
         client.close()
+
+
+def test_store_converge_leaves_a_held_session_and_a_layer_still_down(
+    tmp_path: Path, pg_relay: Relay, schema: str, tenant: str
+) -> None:
+    """While PostgreSQL is still cut, `store converge` replays nothing and exits 6; while a run holds
+    the session, it skips it (exit 4, SQL untouched); once free, it replays it (exit 0)."""
+    cfg = _config(tmp_path, "files", tenant, schema, pg_relay.url_for(DATABASE_URL), REDIS_URL)
+    up = agentrt(cfg, "db", "upgrade")
+    assert up.returncode == 0, up.stderr
+    sid = _run(cfg, "one")
+    before = _sql_version(schema, tenant, sid)
+    pg_relay.cut()
+    _run(cfg, "--session", sid, "two")
+
+    down = agentrt(cfg, "store", "converge")
+    assert down.returncode == 6, down.stderr
+    assert f"still owed {tenant}/{sid}: SQL" in down.stdout, down.stdout
+    assert "run this again" in down.stderr
+    pg_relay.restore()
+
+    settings = load_settings(str(cfg))
+    with SessionHold(settings, build_lease(settings), tenant, sid):
+        held = agentrt(cfg, "store", "converge", "--json")
+        assert held.returncode == 4, held.stderr
+        (found,) = json.loads(held.stdout)["sessions"]
+        assert found["session_id"] == sid and "a run holds it" in found["skipped"], found
+        assert _sql_version(schema, tenant, sid) == before
+
+    done = agentrt(cfg, "store", "converge")
+    assert done.returncode == 0, done.stderr
+    assert f"replayed {tenant}/{sid}: SQL" in done.stdout, done.stdout
+    assert _sql_version(schema, tenant, sid) == _version(cfg, sid) > (before or 0)
