@@ -80,14 +80,14 @@ class StoreOutbox:
     def due(self, tenant_id: str) -> list[str]:
         """The tenant's sessions whose outbox owes anything, sorted."""
         validate_id(tenant_id, "tenant_id")
-        return self.store.holding(tenant_id, OUTBOX)
+        return [sid for _, sid in self.store.outbox_holders(tenant_id)]
 
     def debtors(self, tenants: Sequence[str] | None = None) -> list[tuple[str, str]]:
         """(tenant, session) of every session that owes anything, in `tenants` (None: every
-        tenant of the store), sorted: one query, no session's records read."""
+        tenant of the store), sorted: one read of an index, no session's records."""
         if tenants is not None:
             return [(tenant, sid) for tenant in tenants for sid in self.due(tenant)]
-        return [(t, s) for t, s in self.store.holders(OUTBOX) if is_id(t) and is_id(s)]
+        return [(t, s) for t, s in self.store.outbox_holders() if is_id(t) and is_id(s)]
 
     def repair(self, tenant_id: str, session_id: str) -> str | None:
         """Replace a damaged outbox by one debt of every kind to every layer (logged); None when it

@@ -92,5 +92,7 @@ QUERIES: dict[str, str] = {
     ),
     "docs_all": "SELECT name, body FROM {s}.jsonl_documents WHERE tenant = %s AND thread = %s ORDER BY name",
     "holding": "SELECT thread FROM {s}.jsonl_streams WHERE tenant = %s AND run = %s ORDER BY thread",
-    "holders": "SELECT tenant, thread FROM {s}.jsonl_streams WHERE run = %s ORDER BY tenant, thread",
+    # The literal, not a parameter: it is the predicate of the partial index jsonl_streams_outbox.
+    "outbox_holders": "SELECT tenant, thread FROM {s}.jsonl_streams WHERE run = '@outbox' ORDER BY tenant, thread",
+    "outbox_holding": "SELECT thread FROM {s}.jsonl_streams WHERE tenant = %s AND run = '@outbox' ORDER BY thread",
 }

@@ -15,6 +15,9 @@
                       the value one framed line
     jsonl_store_migrations   which of `MIGRATIONS` ran
 
+`jsonl_streams_outbox` indexes the sessions that hold an `@outbox` stream (what a layer still
+owes), so finding every debtor of the store (`PostgresStore.outbox_holders`) reads that index only.
+
 `PostgresStore.setup()` applies what has not run yet (under a transaction-scoped advisory lock,
 so concurrent setups take turns; nothing session-scoped, so it works through PgBouncer). For a
 deployment that runs its schema changes with Alembic instead, `ddl(schema)` gives the same
@@ -74,6 +77,10 @@ MIGRATIONS: tuple[str, ...] = (
         created_at timestamptz NOT NULL DEFAULT now(),
         PRIMARY KEY (tenant, key)
     );
+    """,
+    """
+    CREATE INDEX IF NOT EXISTS jsonl_streams_outbox ON {schema}.jsonl_streams (tenant, thread)
+        WHERE run = '@outbox';
     """,
 )
 """Schema changes, oldest first; never edit one that shipped, append a new one."""

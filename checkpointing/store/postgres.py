@@ -179,11 +179,13 @@ class PostgresStore:
         with self.connection("listing sessions") as conn:
             return [str(t) for (t,) in conn.execute(self.q["holding"], (tenant, run))]
 
-    def holders(self, run: str) -> list[tuple[str, str]]:
-        """(tenant, session) of every session, in every tenant, that holds stream `run`, sorted
-        (one query over the stream rows; no session's records are read)."""
+    def outbox_holders(self, tenant: str | None = None) -> list[tuple[str, str]]:
+        """(tenant, session) of every session of `tenant` (None: of every tenant) that holds an
+        `@outbox` stream, sorted (one read of the partial index `jsonl_streams_outbox`)."""
         with self.connection("listing sessions") as conn:
-            return [(str(t), str(th)) for (t, th) in conn.execute(self.q["holders"], (run,))]
+            if tenant is not None:
+                return [(tenant, str(th)) for (th,) in conn.execute(self.q["outbox_holding"], (tenant,))]
+            return [(str(t), str(th)) for (t, th) in conn.execute(self.q["outbox_holders"])]
 
     def reserve(self, tenant: str, key: str, value: dict[str, Any]) -> dict[str, Any] | None:
         """Insert the reservation row unless one exists (one synchronous statement)."""

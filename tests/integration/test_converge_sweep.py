@@ -343,3 +343,23 @@ def test_store_converge_leaves_a_held_session_and_a_layer_still_down(
     assert done.returncode == 0, done.stderr
     assert f"replayed {tenant}/{sid}: SQL" in done.stdout, done.stdout
     assert _sql_version(schema, tenant, sid) == _version(cfg, sid) > (before or 0)
+
+
+def test_the_debtors_of_the_store_come_from_an_index(tmp_path: Path, schema: str, tenant: str) -> None:
+    """`agentrt db upgrade` makes the partial index of the sessions holding an outbox, and both
+    listings of debtors (every tenant, one tenant) are answered from it, not from every stream row."""
+    from checkpointing.store.pg_queries import QUERIES
+
+    cfg = _config(tmp_path, "postgres", tenant, schema, DATABASE_URL, REDIS_URL)
+    up = agentrt(cfg, "db", "upgrade")
+    assert up.returncode == 0, up.stderr
+    engine = _engine(_url(DATABASE_URL, schema))
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text("SET enable_seqscan = off"))  # tiny tables: only a usable index avoids a scan
+            for name, args in (("outbox_holders", {}), ("outbox_holding", {"t": tenant})):
+                query = QUERIES[name].replace("{s}.", "").replace("%s", ":t")
+                plan = "\n".join(str(r[0]) for r in conn.execute(sa.text(f"EXPLAIN {query}"), args))
+                assert "jsonl_streams_outbox" in plan, plan
+    finally:
+        engine.dispose()
