@@ -8,48 +8,47 @@ from __future__ import annotations
 
 from checkpointing.store.base import SESSION_STREAM_PREFIX
 
+END = (
+    "coalesce((SELECT r.pos + octet_length(r.line) FROM {s}.jsonl_records r"
+    " WHERE r.stream = s.id ORDER BY r.pos DESC LIMIT 1), 0)"
+)
+"""A stream's end (stream row `s`): where its last record row ends, 0 when it has none."""
+
 RUNS_ONLY = f"left(run, 1) <> '{SESSION_STREAM_PREFIX}'"
 """Session streams are not runs: listings of runs and threads skip them."""
 QUERIES: dict[str, str] = {
     "heads": (
-        "SELECT run, id, end_pos FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s AND "
+        "SELECT s.run, s.id, "
+        + END
+        + " FROM {s}.jsonl_streams s WHERE s.tenant = %s AND s.thread = %s AND "
         + RUNS_ONLY
         + " ORDER BY run"
     ),
-    "head": "SELECT id, end_pos FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s AND run = %s",
+    "head": "SELECT s.id, " + END + " FROM {s}.jsonl_streams s WHERE s.tenant = %s AND s.thread = %s AND s.run = %s",
+    # A stream's end: where its last row ends (read after the stream row is locked, in a statement
+    # of its own, so that its snapshot sees every append that held the row before).
+    "end": "SELECT " + END.replace("s.id", "%s"),
     "stream_id": "SELECT id FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s AND run = %s",
-    # A write that changes nothing, so that its synchronous commit flushes the WAL (`sync`).
-    "touch": "UPDATE {s}.jsonl_streams SET end_pos = end_pos WHERE id = %s RETURNING end_pos",
+    # A write (a row lock is WAL-logged) so that its synchronous commit flushes the WAL (`sync`).
+    "touch": "SELECT s.id, " + END + " FROM {s}.jsonl_streams s WHERE s.id = %s FOR KEY SHARE",
     "scan": "SELECT pos, line FROM {s}.jsonl_records WHERE stream = %s AND pos >= %s ORDER BY pos",
     "read": "SELECT pos, line FROM {s}.jsonl_records WHERE stream = %s AND pos = ANY(%s)",
-    # The fence's upsert runs first (the stream's waits on its EXISTS), as a transaction of
-    # statements would take the two row locks; the insert reads the stream's new end.
-    "append": (
-        "WITH f AS (INSERT INTO {s}.jsonl_fences AS f (tenant, thread, token)"
-        " SELECT %(tenant)s, %(thread)s, %(token)s::bigint WHERE %(token)s::bigint IS NOT NULL"
-        " ON CONFLICT (tenant, thread) DO UPDATE SET token = EXCLUDED.token, updated_at = now()"
-        " WHERE f.token <= EXCLUDED.token RETURNING f.token),"
-        " a AS (INSERT INTO {s}.jsonl_streams AS st (tenant, thread, run, end_pos, lines)"
-        " SELECT %(tenant)s, %(thread)s, %(run)s, %(total)s::bigint, %(n)s::bigint"
-        " WHERE %(token)s::bigint IS NULL OR EXISTS (SELECT FROM f)"
-        " ON CONFLICT (tenant, thread, run) DO UPDATE SET end_pos = st.end_pos + EXCLUDED.end_pos,"
-        " lines = st.lines + EXCLUDED.lines RETURNING st.id, st.end_pos - %(total)s::bigint AS start),"
-        " i AS (INSERT INTO {s}.jsonl_records (stream, pos, line)"
-        " SELECT a.id, a.start + u.off, u.line FROM a, unnest(%(offs)s::bigint[], %(lines)s::bytea[]) AS u(off, line))"
-        " SELECT (SELECT id FROM a), (SELECT start FROM a),"
-        " CASE WHEN %(quick)s THEN set_config('synchronous_commit', 'off', true) END"
-    ),
+    # The whole append (`pg_schema`'s `jsonl_append`): (stream id, start), (NULL, NULL) when the
+    # token is stale.
+    "append": "SELECT o_stream, o_start FROM {s}.jsonl_append(%s, %s, %s, %s, %s, %s, %s)",
     # append_if: the stream row locked until commit (a row lock, not a session advisory lock:
     # PgBouncer's transaction pooling keeps it), so the end compared is the end appended at.
-    "head_lock": "SELECT id, end_pos FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s AND run = %s FOR UPDATE",
-    "advance": "UPDATE {s}.jsonl_streams SET end_pos = end_pos + %s, lines = lines + %s WHERE id = %s",
+    "head_lock": "SELECT id FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s AND run = %s FOR UPDATE",
     "create": (
-        "INSERT INTO {s}.jsonl_streams (tenant, thread, run, end_pos, lines) VALUES (%s, %s, %s, %s, %s)"
-        " ON CONFLICT (tenant, thread, run) DO NOTHING RETURNING id, 0"
+        "INSERT INTO {s}.jsonl_streams (tenant, thread, run) VALUES (%s, %s, %s)"
+        " ON CONFLICT (tenant, thread, run) DO NOTHING RETURNING id"
     ),
     "insert": "INSERT INTO {s}.jsonl_records (stream, pos, line) SELECT %s, unnest(%s::bigint[]), unnest(%s::bytea[])",
-    "drop_run": "DELETE FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s AND run = %s",
-    "drop_streams": "DELETE FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s",
+    # Streams first (waiting for the appends that hold their rows), then, in a statement of its
+    # own that sees those appends' rows, their records.
+    "drop_run": "DELETE FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s AND run = %s RETURNING id",
+    "drop_streams": "DELETE FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s RETURNING id",
+    "drop_records": "DELETE FROM {s}.jsonl_records WHERE stream = ANY(%s)",
     "drop_docs": "DELETE FROM {s}.jsonl_documents WHERE tenant = %s AND thread = %s",
     "drop_fence": "DELETE FROM {s}.jsonl_fences WHERE tenant = %s AND thread = %s",
     "doc": "SELECT body, version FROM {s}.jsonl_documents WHERE tenant = %s AND thread = %s AND name = %s",

@@ -1,7 +1,8 @@
 """The PostgreSQL store's tables, as an append-only list of migrations.
 
-    jsonl_streams     one row per stream: (tenant, thread, run), its end position and line
-                      count; `id` is the stream's identity (a new one when the run is rewritten);
+    jsonl_streams     one row per stream: (tenant, thread, run); `id` is the stream's identity
+                      (a new one when the run is rewritten); the stream ends where its last
+                      record row ends (no column to rewrite on every append);
                       `run` is a run id, or a session stream's reserved name (`@events`, see
                       `base.SESSION_STREAMS`: outside the id alphabet, so never a run's)
     jsonl_records     one row per record: (stream, pos) -> the framed JSONL line, newline and
@@ -14,6 +15,7 @@
     jsonl_reservations  ids claimed once per tenant (a turn id -> its session: `Store.reserve`),
                       the value one framed line
     jsonl_store_migrations   which of `MIGRATIONS` ran
+    jsonl_append()    the append (`PostgresSessionStreams.append`): fence, stream, lines
 
 `jsonl_streams_outbox` indexes the sessions that hold an `@outbox` stream (what a layer still
 owes), so finding every debtor of the store (`PostgresStore.outbox_holders`) reads that index only.
@@ -81,6 +83,68 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX IF NOT EXISTS jsonl_streams_outbox ON {schema}.jsonl_streams (tenant, thread)
         WHERE run = '@outbox';
+    """,
+    # An append writes one row per line and nothing else: a stream's end is where its last line
+    # ends (so no end position or line count to rewrite on the stream row), the session's fence is
+    # locked (`FOR SHARE`) rather than rewritten unless the token advances, and the stream row is
+    # locked (`FOR KEY SHARE`) instead of checked by a foreign key per line (its records go with it
+    # because every statement deleting streams deletes their records after it). `jsonl_append` is
+    # that append as one function, so its statements' plans are cached by each server process
+    # (nothing a client prepares: it works behind PgBouncer's transaction pooling).
+    """
+    ALTER TABLE {schema}.jsonl_records DROP CONSTRAINT IF EXISTS jsonl_records_stream_fkey;
+    ALTER TABLE {schema}.jsonl_streams DROP COLUMN IF EXISTS end_pos, DROP COLUMN IF EXISTS lines;
+    CREATE OR REPLACE FUNCTION {schema}.jsonl_append(
+        p_tenant text, p_thread text, p_run text, p_token bigint, p_line bytea, p_more bytea[], p_quick boolean,
+        OUT o_stream bigint, OUT o_start bigint
+    ) LANGUAGE plpgsql AS $fn$
+    DECLARE
+        held bigint;
+        made boolean = false;
+    BEGIN
+        IF p_quick THEN
+            PERFORM set_config('synchronous_commit', 'off', true);
+        END IF;
+        IF p_token IS NOT NULL THEN
+            SELECT f.token INTO held FROM {schema}.jsonl_fences f
+                WHERE f.tenant = p_tenant AND f.thread = p_thread FOR SHARE;
+            IF held IS NULL OR held < p_token THEN
+                INSERT INTO {schema}.jsonl_fences AS f (tenant, thread, token) VALUES (p_tenant, p_thread, p_token)
+                    ON CONFLICT (tenant, thread) DO UPDATE SET token = EXCLUDED.token, updated_at = now()
+                    WHERE f.token <= EXCLUDED.token RETURNING f.token INTO held;
+            END IF;
+            IF held IS DISTINCT FROM p_token THEN
+                RETURN;
+            END IF;
+        END IF;
+        SELECT s.id INTO o_stream FROM {schema}.jsonl_streams s
+            WHERE s.tenant = p_tenant AND s.thread = p_thread AND s.run = p_run FOR KEY SHARE;
+        IF o_stream IS NULL THEN
+            INSERT INTO {schema}.jsonl_streams (tenant, thread, run) VALUES (p_tenant, p_thread, p_run)
+                ON CONFLICT (tenant, thread, run) DO NOTHING RETURNING id INTO o_stream;
+            made = o_stream IS NOT NULL;
+            IF NOT made THEN
+                SELECT s.id INTO o_stream FROM {schema}.jsonl_streams s
+                    WHERE s.tenant = p_tenant AND s.thread = p_thread AND s.run = p_run FOR KEY SHARE;
+            END IF;
+        END IF;
+        o_start = 0;
+        IF NOT made THEN
+            SELECT r.pos + octet_length(r.line) INTO o_start FROM {schema}.jsonl_records r
+                WHERE r.stream = o_stream ORDER BY r.pos DESC LIMIT 1;
+            o_start = coalesce(o_start, 0);
+        END IF;
+        INSERT INTO {schema}.jsonl_records (stream, pos, line) VALUES (o_stream, o_start, p_line);
+        IF p_more IS NOT NULL THEN
+            INSERT INTO {schema}.jsonl_records (stream, pos, line)
+                SELECT o_stream, o_start + octet_length(p_line)
+                    + coalesce(sum(octet_length(m.line))
+                        OVER (ORDER BY m.n ROWS UNBOUNDED PRECEDING EXCLUDE CURRENT ROW), 0),
+                    m.line
+                FROM unnest(p_more) WITH ORDINALITY AS m(line, n);
+        END IF;
+    END
+    $fn$;
     """,
 )
 """Schema changes, oldest first; never edit one that shipped, append a new one."""

@@ -10,19 +10,24 @@ byte position in the run's stream, so a stream's rows in order are the `files` s
 the event log's `@events`, never a run id) is a stream row too, its rows the lines of its file on
 the `files` store (`events.jsonl`); listings of runs and threads skip it.
 
-- An append is one statement, so one transaction and one round trip: the lease token is checked
-  and raised in the session's fence row (`jsonl_fences`, locked until commit, so a new owner's
-  first write waits for the old one's), then the stream's end is advanced, or the stream created
-  (its row locked: appenders of one stream take turns and positions follow commit order, no gaps),
-  and the lines are inserted at the positions that returns. A stale token changes nothing. A
-  connection lost midway leaves nothing of that append. With fsync "batch", and for pending writes
-  under fsync "checkpoint", the commit does not wait for the WAL flush (`synchronous_commit` off
-  for that transaction): the next synchronous commit that writes (the superstep's checkpoint, or
-  `sync`, which rewrites those streams' rows and checks their ends) makes them durable together.
-  A server crash before that loses them: `sync` then raises rather than report them durable.
+- An append is one statement, so one transaction and one round trip (`jsonl_append`, a function
+  of the schema: its plans are cached by the server process, nothing is prepared by the client),
+  and it writes nothing but its lines. The lease token is checked against the session's fence row,
+  which it locks (`FOR SHARE`, until commit: a new owner raising the fence waits for it) and
+  rewrites only when the token advances; the stream row is locked too (`FOR KEY SHARE`: a rewrite
+  of the stream waits for it), or created. The stream ends where its last row ends: the lines go
+  there, and two appends racing for that end collide on the rows' key (one fails whole, and is run
+  again from the new end), so positions follow commit order with no gaps. A stale token changes
+  nothing. A connection lost midway leaves nothing of that append. With fsync "batch", and for
+  pending writes under fsync "checkpoint", the commit does not wait for the WAL flush
+  (`synchronous_commit` off for that transaction): the next synchronous commit that writes (the
+  superstep's checkpoint, or `sync`, which locks those streams' rows and checks their ends) makes
+  them durable together. A server crash before that loses them: `sync` then raises rather than
+  report them durable.
 - A conditional append (`append_if`, the inbox's) is one transaction that locks the stream row
-  (`SELECT ... FOR UPDATE`), compares its end, advances it and inserts the lines: a row lock, so it
-  works behind PgBouncer's transaction pooling where a session advisory lock would not.
+  (`SELECT ... FOR UPDATE`, so no append is in flight), reads its end, compares it and inserts the
+  lines: a row lock, so it works behind PgBouncer's transaction pooling where a session advisory
+  lock would not.
 - The saver's index of a stream is kept as a document row (`indexfile`'s framed line, checked
   against the stream before use, dropped when the stream is rewritten), so a new process opening a
   long thread reads only the rows past it.
@@ -261,10 +266,10 @@ class PostgresSessionStreams:
 
     def create(self, run: str, frames: list[bytes], policy: FsyncPolicy | None) -> bool:
         """One synchronous transaction: the stream row and its lines; False when the row exists."""
-        offs, pos = _offsets(frames)
+        offs, _ = _offsets(frames)
         self.path(run)  # an unknown session stream is refused before any query
         with self.store.connection("creating a stream") as conn, conn.transaction():
-            row = conn.execute(self.q["create"], (self.tenant, self.thread, run, pos, len(frames))).fetchone()
+            row = conn.execute(self.q["create"], (self.tenant, self.thread, run)).fetchone()
             if row is None:
                 return False
             conn.execute(self.q["insert"], (int(row[0]), offs, frames))
@@ -330,24 +335,21 @@ class PostgresSessionStreams:
     def append(
         self, run: str, frames: list[bytes], policy: FsyncPolicy | None, token: int | None
     ) -> tuple[list[int], int, Durable | None]:
-        """One statement (its own transaction): fence, advance the stream's end (or create the
-        stream), insert the lines; refused whole by a stale `token`."""
+        """One statement (its own transaction): check the fence, lock (or create) the stream, insert
+        the lines at its end; refused whole by a stale `token`."""
         offs, rel = _offsets(frames)
         quick = (policy or self.fsync) != "always"
-        args = {
-            "tenant": self.tenant,
-            "thread": self.thread,
-            "run": run,
-            "token": token,
-            "total": rel,
-            "n": len(frames),
-            "offs": offs,
-            "lines": frames,
-            "quick": quick,
-        }
+        args = (self.tenant, self.thread, run, token, frames[0], frames[1:] or None, quick)
         with self.store.connection("appending records") as conn:
-            row = conn.execute(self.q["append"], args).fetchone()
-            if row is None or row[0] is None:  # only a stale token inserts no stream row
+            for attempt in itertools.count(1):
+                try:
+                    row = conn.execute(self.q["append"], args).fetchone()
+                    break
+                except psycopg.errors.UniqueViolation:
+                    # Another append to this stream committed at the end this one read: read it again.
+                    if attempt >= _RETRIES:
+                        raise
+            if row is None or row[0] is None:  # only a stale token appends nothing
                 assert token is not None
                 self._refuse(conn, token)
         sid, start = int(row[0]), int(row[1])
@@ -358,21 +360,22 @@ class PostgresSessionStreams:
 
     def append_if(self, run: str, frames: list[bytes], expect_end: int) -> list[int] | None:
         """One synchronous transaction: lock the stream row (`FOR UPDATE`), compare its end with
-        `expect_end`, advance it and insert the lines; None, nothing written, when it moved."""
-        offs, total = _offsets(frames)
+        `expect_end` and insert the lines there; None, nothing written, when it moved."""
+        offs, _ = _offsets(frames)
         self.path(run)  # an unknown session stream is refused before any query
         key = (self.tenant, self.thread, run)
         with self.store.connection("appending records") as conn, conn.transaction():
             row = conn.execute(self.q["head_lock"], key).fetchone()
             if row is None:
-                row = None if expect_end else conn.execute(self.q["create"], (*key, total, len(frames))).fetchone()
+                row = None if expect_end else conn.execute(self.q["create"], key).fetchone()
                 if row is None:  # it exists now (another writer created it): its end moved
                     return None
-            elif int(row[1]) != expect_end:
-                return None
-            else:
-                conn.execute(self.q["advance"], (total, len(frames), int(row[0])))
-            sid, start = int(row[0]), int(row[1])
+                start = 0
+            else:  # the row is locked: no append holds it any more, this statement sees them all
+                start = _one(conn.execute(self.q["end"], (int(row[0]),)).fetchone())
+                if start != expect_end:
+                    return None
+            sid = int(row[0])
             conn.execute(self.q["insert"], (sid, [start + off for off in offs], frames))
         self._ids[run] = sid
         return [start + off for off in offs]
@@ -382,13 +385,13 @@ class PostgresSessionStreams:
         key = (self.tenant, self.thread, run)
         self._unflushed.pop(run, None)
         with self.store.connection("rewriting a stream") as conn, conn.transaction():
-            conn.execute(self.q["drop_run"], key)
+            _drop(conn, self.q, "drop_run", key)
             conn.execute(self.q["doc_drop"], (self.tenant, self.thread, _index_doc(run)))
             self._ids.pop(run, None)
             if not frames:
                 return
-            offs, total = _offsets(frames)
-            row = conn.execute(self.q["create"], (*key, total, len(frames))).fetchone()
+            offs, _ = _offsets(frames)
+            row = conn.execute(self.q["create"], key).fetchone()
             assert row is not None
             conn.execute(self.q["insert"], (int(row[0]), offs, frames))
 
@@ -398,13 +401,13 @@ class PostgresSessionStreams:
         key = (self.tenant, self.thread, run)
         with self.store.connection("rewriting a stream") as conn, conn.transaction():
             row = conn.execute(self.q["head_lock"], key).fetchone()
-            if (int(row[1]) if row is not None else 0) != expect_end:
+            if (_one(conn.execute(self.q["end"], (int(row[0]),)).fetchone()) if row is not None else 0) != expect_end:
                 return False
-            conn.execute(self.q["drop_run"], key)
+            _drop(conn, self.q, "drop_run", key)
             self._ids.pop(run, None)
             if frames:
-                offs, total = _offsets(frames)
-                made = conn.execute(self.q["create"], (*key, total, len(frames))).fetchone()
+                offs, _ = _offsets(frames)
+                made = conn.execute(self.q["create"], key).fetchone()
                 assert made is not None
                 conn.execute(self.q["insert"], (int(made[0]), offs, frames))
         return True
@@ -414,7 +417,8 @@ class PostgresSessionStreams:
         key = (self.tenant, self.thread)
         self._unflushed.clear()
         with self.store.connection("deleting a thread") as conn, conn.transaction():
-            for q in ("drop_streams", "drop_docs", "drop_fence"):
+            _drop(conn, self.q, "drop_streams", key)
+            for q in ("drop_docs", "drop_fence"):
                 conn.execute(self.q[q], key)
         self._ids.clear()
 
@@ -522,8 +526,8 @@ class PostgresSessionStreams:
     def sync(self, run: str | None = None) -> None:
         """After commits that did not wait for the WAL flush: one that does, and that checks they
         are still there. A commit flushes the WAL (all of it before its own record, so every
-        stream's, `run` or not) only when its transaction wrote some: so it rewrites each such
-        stream's row as it is, and reads back the stream's end. A server that crashed since lost
+        stream's, `run` or not) only when its transaction wrote some: so it locks each such stream's
+        row (a row lock is written to the WAL), and reads back the stream's end. A server that crashed since lost
         the commits it had not flushed: a stream that no longer ends where this process's appends
         left it is `StoreUnavailableError`, never a silent success."""
         if not self._unflushed:
@@ -531,16 +535,34 @@ class PostgresSessionStreams:
         with self.store.connection("flushing") as conn, conn.transaction():
             for name, (sid, end) in self._unflushed.items():
                 row = conn.execute(self.q["touch"], (sid,)).fetchone()
-                if row is None or int(row[0]) < end:
+                if row is None or int(row[1]) < end:
                     raise StoreUnavailableError(
                         f"{self.path(name)}: records this process wrote are gone (the stream ends at byte "
-                        f"{row[0] if row else 0}, it had {end}): the database lost commits it had not flushed "
+                        f"{row[1] if row else 0}, it had {end}): the database lost commits it had not flushed "
                         "yet (it crashed or failed over); nothing was half-written"
                     )
         self._unflushed.clear()
 
     def close(self) -> None:
         """Nothing is held between calls (connections go back to the pool)."""
+
+
+_RETRIES = 100
+"""Appends to one stream that may collide on its end before one gives up (each collision means
+another append committed meanwhile: progress)."""
+
+
+def _one(row: Any) -> int:
+    assert row is not None
+    return int(row[0])
+
+
+def _drop(conn: psycopg.Connection[Any], q: dict[str, bytes], which: str, key: tuple[str, ...]) -> None:
+    """Delete streams (`drop_run`, `drop_streams`), then their records: two statements, so that the
+    second sees the rows of every append that held a stream row while the first waited for it."""
+    ids = [int(sid) for (sid,) in conn.execute(q[which], key)]
+    if ids:
+        conn.execute(q["drop_records"], (ids,))
 
 
 def _offsets(frames: list[bytes]) -> tuple[list[int], int]:

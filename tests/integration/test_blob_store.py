@@ -22,7 +22,7 @@ from langgraph.checkpoint.base.id import uuid6
 from checkpointing.blobs import BLOB_KEY, Blobs, BlobStore
 from checkpointing.errors import BlobCorruptError, BlobMissingError, StoreUnavailableError
 from checkpointing.layout import blobs_root
-from checkpointing.saver import JsonlCheckpointSaver
+from checkpointing.records import frame
 from checkpointing.store import FileStore, Store
 from tests.support.savers import DATABASE_URL, KINDS, SaverKit
 
@@ -201,7 +201,8 @@ def test_an_event_log_spills_large_payloads_into_postgres_blobs(tmp_path: Path) 
 
 def test_setup_adds_the_blob_table_to_a_schema_made_before_it(tmp_path: Path) -> None:
     """A schema set up by a release without blobs (only the first migration ran) gets the blob
-    table from setup(), its records kept; a store used without setup says what to run."""
+    table and every later change from setup(), its records kept and appended to; a store used
+    without setup says what to run."""
     from checkpointing.store.pg_schema import MIGRATIONS, MIGRATIONS_TABLE
     from checkpointing.store.postgres import PostgresStore
 
@@ -212,16 +213,23 @@ def test_setup_adds_the_blob_table_to_a_schema_made_before_it(tmp_path: Path) ->
         kit.sql(MIGRATIONS[0].replace("{schema}", "{s}"))
         kit.sql("INSERT INTO {s}.jsonl_store_migrations (v) VALUES (0)")
         old = kit.store()
-        cfg: Any = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
-        cp = empty_checkpoint()
-        saved = JsonlCheckpointSaver(store=old).put(cfg, cp, {"source": "loop", "step": 0}, {})
+        line = frame(b'{"v":1}')
+        kit.sql(  # a record as that release appended it
+            "WITH a AS (INSERT INTO {s}.jsonl_streams (tenant, thread, run, end_pos, lines)"
+            " VALUES ('default', 't1', 'run-1', %s, 1) RETURNING id)"
+            " INSERT INTO {s}.jsonl_records (stream, pos, line) SELECT id, 0, %s FROM a",
+            (len(line), line),
+        )
         with pytest.raises(StoreUnavailableError, match=r"jsonl_blobs is missing; run PostgresStore.setup\(\)"):
             old.blobs.put(b"x")
         store = PostgresStore(DATABASE_URL, schema=kit.schema, max_connections=1)
         kit.stores.append(store)
         store.setup()
         assert old.blobs.get(old.blobs.put(b"x" * 5000)) == b"x" * 5000
-        assert JsonlCheckpointSaver(store=store).get_tuple(saved) is not None
+        streams = store.session("default", "t1", "always")
+        assert [off for off, _ in streams.scan("run-1").records] == [0]
+        assert streams.append("run-1", [line], None, None)[0] == [len(line)]
+        assert streams.dump()[0] == {"run-1": line + line}
         assert kit.sql("SELECT v FROM {s}.jsonl_store_migrations ORDER BY v") == [(v,) for v in range(len(MIGRATIONS))]
     finally:
         kit.close()

@@ -195,7 +195,7 @@ def test_a_connection_killed_mid_put_leaves_no_half_written_record(pg: SaverKit)
     assert len(errors) == 1 and isinstance(errors[0], StoreUnavailableError), errors
     assert "committed whole or not at all" in str(errors[0])
     assert pg.raw("s1") == before
-    assert pg.sql("SELECT end_pos FROM {s}.jsonl_streams")[0][0] == len(before)
+    assert pg.sql("SELECT coalesce(sum(length(line)), 0) FROM {s}.jsonl_records")[0][0] == len(before)
     fresh = pg()
     got = fresh.get_tuple(_cfg("s1"))
     assert got is not None and got.checkpoint["id"] == first
@@ -388,4 +388,36 @@ def test_two_writers_appending_to_one_thread_at_once_lose_nothing(pg: SaverKit) 
         assert [t.checkpoint["id"] for t in reader.list(_cfg("shared"))] == everything
     rows = pg.sql("SELECT pos, length(line) FROM {s}.jsonl_records ORDER BY pos")
     assert all(pos == prev + size for (pos, _), (prev, size) in zip(rows[1:], rows, strict=False))
-    assert pg.sql("SELECT end_pos FROM {s}.jsonl_streams") == [(rows[-1][0] + rows[-1][1],)]
+    assert rows[0][0] == 0 and sum(size for _, size in rows) == rows[-1][0] + rows[-1][1]
+
+
+def test_a_new_owner_raising_the_fence_waits_for_an_append_in_flight(pg: SaverKit) -> None:
+    """An append holds the fence it checked until it commits: a new owner's token raised meanwhile
+    waits for it, and the old owner's next append is then refused, nothing of it written."""
+    from checkpointing.records import frame
+
+    store: Any = pg.store()
+    old, new = store.session("default", "f1", "always"), store.session("default", "f1", "always")
+    line = frame(b'{"n":0}')
+    old.append("run-1", [line], None, 1)
+    done: list[str] = []
+    with psycopg.connect(DATABASE_URL, autocommit=False) as locker:
+        locker.execute(f'LOCK TABLE "{pg.schema}".jsonl_records IN EXCLUSIVE MODE')
+        appending = threading.Thread(target=lambda: done.append(str(old.append("run-1", [line], None, 1)[0])))
+        appending.start()
+        for _ in range(200):  # the append waits at its insert, the fence checked and held
+            if pg.sql("SELECT 1 FROM pg_locks WHERE NOT granted AND relation = %s::regclass",
+                      (f'"{pg.schema}".jsonl_records',)):  # fmt: skip
+                break
+            time.sleep(0.05)
+        raising = threading.Thread(target=lambda: (new.advance_fence(2), done.append("raised")))
+        raising.start()
+        time.sleep(1.0)
+        assert raising.is_alive() and done == []
+        locker.rollback()
+    appending.join(30)
+    raising.join(30)
+    assert done == [str([len(line)]), "raised"]
+    with pytest.raises(StaleFencingTokenError):
+        old.append("run-1", [line], None, 1)
+    assert new.dump()[0] == {"run-1": line + line}

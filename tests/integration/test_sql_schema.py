@@ -178,3 +178,64 @@ def test_embedded_sqlite_creates_its_schema_on_first_use(tmp_path: Path) -> None
 def test_head_constant_matches_the_migration_scripts() -> None:
     """schema.HEAD (what a running process compares with) is the scripts' head revision."""
     assert schema.script_head() == schema.HEAD == schema.REVISIONS[-1]
+
+
+OLD_APPEND = (
+    "WITH a AS (INSERT INTO jsonl_streams AS st (tenant, thread, run, end_pos, lines) VALUES (%s, %s, %s, %s, 1)"
+    " ON CONFLICT (tenant, thread, run) DO UPDATE SET end_pos = st.end_pos + EXCLUDED.end_pos, lines = st.lines + 1"
+    " RETURNING st.id, st.end_pos - %s AS start)"
+    " INSERT INTO jsonl_records (stream, pos, line) SELECT a.id, a.start, %s FROM a"
+)
+"""How the release at revision 0004 appended a line: the stream row kept its end and line count."""
+
+
+def test_db_upgrade_moves_a_record_store_of_revision_0004_and_keeps_its_rows(tmp_path: Path, dbname: str) -> None:
+    """A database at 0004 whose record store holds streams written by that release: `db upgrade`
+    moves it to the head; every stream reads back byte for byte and appends go on at its end."""
+    from checkpointing.records import frame
+    from checkpointing.store.pg_schema import MIGRATIONS, MIGRATIONS_TABLE
+    from checkpointing.store.postgres import PostgresStore
+
+    _create(dbname)
+    url = f"{SERVER}/{dbname}"
+    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        schema.upgrade(engine, target="0003")
+        lines = [frame(json.dumps({"n": n, "pad": "x" * n}).encode()) for n in range(5)]
+        with engine.begin() as conn:  # the store's tables as the release at 0004 made them
+            raw = conn.connection.driver_connection
+            raw.execute(MIGRATIONS_TABLE.format(schema='"public"'))
+            for v, statement in enumerate(MIGRATIONS[:3]):
+                raw.execute(statement.format(schema='"public"'))
+                raw.execute("INSERT INTO jsonl_store_migrations (v) VALUES (%s)", (v,))
+            for line in lines:
+                raw.execute(OLD_APPEND, ("default", "t1", "run-1", len(line), len(line), line))
+            raw.execute(OLD_APPEND, ("default", "t1", "@events", len(lines[0]), len(lines[0]), lines[0]))
+            conn.execute(sa.text("UPDATE alembic_version SET version_num = '0004'"))
+    finally:
+        engine.dispose()
+    cfg = str(
+        make_config(
+            tmp_path,
+            base="production.yaml",
+            persistence={"database_url": url, "redis_url": REDIS_URL, "store": "postgres", "lease": "redis"},
+        )
+    )
+    up = agentrt("db", "upgrade", "--config", cfg, "--json", cwd=tmp_path)
+    assert up.returncode == 0, up.stderr
+    assert json.loads(up.stdout)["revision"] == schema.HEAD
+
+    store = PostgresStore(url, max_connections=1)
+    try:
+        assert store.migrations_run() == set(range(len(MIGRATIONS)))
+        streams = store.session("default", "t1", "always")
+        assert streams.dump()[0] == {"run-1": b"".join(lines), "@events": lines[0]}
+        end = sum(len(line) for line in lines)
+        assert streams.head("run-1")[0] == end
+        assert [off for off, _ in streams.scan("run-1").records] == [sum(len(x) for x in lines[:n]) for n in range(5)]
+        more = frame(b'{"n":5}')
+        offsets, _, _ = streams.append("run-1", [more, more], None, 1)
+        assert offsets == [end, end + len(more)]
+        assert streams.dump()[0]["run-1"] == b"".join(lines) + more + more
+    finally:
+        store.close()

@@ -125,10 +125,10 @@ class SaverKit:
                 fh.write(line)
             return
         self.sql(
-            "WITH s AS (UPDATE {s}.jsonl_streams SET end_pos = end_pos + %s, lines = lines + 1"
-            " WHERE tenant = %s AND thread = %s AND run = %s RETURNING id, end_pos - %s AS pos)"
-            " INSERT INTO {s}.jsonl_records (stream, pos, line) SELECT id, pos, %s FROM s",
-            (len(line), tenant, thread, run, len(line), line),
+            "INSERT INTO {s}.jsonl_records (stream, pos, line) SELECT s.id, coalesce((SELECT r.pos +"
+            " octet_length(r.line) FROM {s}.jsonl_records r WHERE r.stream = s.id ORDER BY r.pos DESC LIMIT 1), 0),"
+            " %s FROM {s}.jsonl_streams s WHERE s.tenant = %s AND s.thread = %s AND s.run = %s",
+            (line, tenant, thread, run),
         )
 
     def change_line(

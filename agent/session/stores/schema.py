@@ -26,9 +26,9 @@ from sqlalchemy.exc import OperationalError, ProgrammingError, SQLAlchemyError
 
 from agent.errors import SchemaOutdated, StorageError
 
-HEAD = "0005"
+HEAD = "0006"
 """The newest migration this agentrt ships (a test checks it equals the scripts' head)."""
-REVISIONS = ("0001", "0002", "0003", "0004", "0005")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006")
 """Every revision this agentrt knows, oldest first."""
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
