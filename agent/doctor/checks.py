@@ -253,8 +253,8 @@ def files(f: SessionFacts) -> Check:
         summary = f"corrupt records (not a torn tail) at {where}: recovery is blocked"
         return finding("files", "FAIL", summary, step, corrupt=corrupt, **ev)
     if tails:
-        ev["bad_tails"] = {r.name: r.describe() for r in tails}
-        where = "; ".join(f"{r.path} from line {r.line} ({r.reason})" for r in tails)
+        ev["bad_tails"] = {str(r.path): r.describe() for r in tails}
+        where = "; ".join(f"{r.name} from line {r.line} ({r.reason})" for r in tails)
         return finding(
             "files",
             "FAIL",
