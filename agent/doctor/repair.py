@@ -1,7 +1,10 @@
 """`agentrt doctor ID --repair`: what the doctor may change, under the session lease.
 
-Built on the storage layer's verify/repair API (`checkpointing.verify`), which keeps every record
-that verifies:
+Built on the record store's operations `SessionStreams.verify()` / `SessionStreams.repair(report)`,
+which both stores answer and which keep every record that verifies (files: `checkpointing.verify`;
+PostgreSQL: `checkpointing.store.verify_ops`, where a damaged last row with no intact row after it
+is cut, its bytes kept in the document `<file>.broken`, and a session whose last entry was cut is
+saved again with its branch's last intact entry as its leaf). On files:
 - a torn tail (a log's last line without its newline: a crash mid-append) is skipped by every
   read and cut by the next append anyway; `--repair` cuts it now (the bytes move to
   `<file>.broken`, logged);
@@ -23,7 +26,8 @@ that verifies:
 
 The lease is taken first, so a live writer's half-written append is never mistaken for a crash:
 while someone holds the session, nothing is touched (`LeaseHeld`). A complete record that does
-not verify inside a log is left as it is (the doctor's `files` check names it: restore a backup).
+not verify inside a log (or a damaged row followed by intact ones) is left as it is (the doctor's
+`files` check names it: restore a backup).
 """
 
 from __future__ import annotations

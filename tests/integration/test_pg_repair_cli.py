@@ -122,7 +122,9 @@ def _stream_id(pg: Pg, sid: str, stream: str) -> int:
             sid,
         )
     else:
-        found = pg.sql("SELECT id FROM jsonl_streams WHERE tenant = %s AND thread = %s AND run = %s", TENANT, sid, stream)
+        found = pg.sql(
+            "SELECT id FROM jsonl_streams WHERE tenant = %s AND thread = %s AND run = %s", TENANT, sid, stream
+        )
     return int(found[-1][0])
 
 
@@ -184,7 +186,9 @@ def _case(pg: Pg, status: str, stream: str, other: tuple[str, dict[str, bytes]])
         assert "a bug" not in last and f"agentrt doctor {sid}" in last.replace(" ID", f" {sid}"), f"{case}: {last}"
     doctor = pg.cli("doctor", sid)
     files = [ln for ln in _fails(doctor) if ln.startswith("[FAIL] files:")]
-    assert doctor.code == 1 and files and name in files[0] and repair in doctor.out, f"{case}: doctor said\n{doctor.out}"
+    assert doctor.code == 1 and files and name in files[0] and repair in doctor.out, (
+        f"{case}: doctor said\n{doctor.out}"
+    )
 
     fixed = pg.cli("doctor", sid, "--repair")
     said = re.search(rf"^cut the damaged tail of (runs/[^/]+/)?{re.escape(name)} at byte {pos} ", fixed.out, re.M)
