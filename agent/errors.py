@@ -285,6 +285,9 @@ def _corrupt_next_step(path: str) -> str:
     owner, name = session_of(path), PurePath(path).name
     if owner is not None and name in DOCUMENTS:
         return f"the file was left untouched. Repair it with `agentrt doctor {owner[1]} --repair`."
+    if owner is not None and path.startswith("postgresql:"):  # a row of the PostgreSQL store
+        # Short and without "; ": the CLI keeps what follows the last "; " when it cuts a long line.
+        return f"nothing was changed: `agentrt doctor {owner[1]} --repair` cuts a damaged last row, or names the backup"
     tail = f"`agentrt doctor {owner[1]}`" if owner is not None else "`agentrt doctor`"
     return f"the file was left untouched. Restore it from a backup, or run {tail} to see what depends on it."
 

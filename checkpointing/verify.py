@@ -93,6 +93,10 @@ class Health(StrEnum):
     puts the newline back."""
     STALE = "stale"
     """An index that does not verify: readers ignore it; `repair_file` removes it."""
+    BAD_TAIL = "bad_tail"
+    """A stream of the PostgreSQL store whose rows, from one that does not verify to its end, all
+    fail (its counterpart of a torn tail: an append there is one transaction, never torn). Reads
+    refuse it; the store's `repair` cuts those rows, keeping them (`checkpointing.store.verify_ops`)."""
     CORRUPT = "corrupt"
     """A complete record that does not verify (or a damaged document)."""
     OLD_FORMAT = "old_format"
@@ -101,7 +105,7 @@ class Health(StrEnum):
     @property
     def blocks(self) -> bool:
         """Whether readers refuse the file as it is (the session cannot go on until it is repaired)."""
-        return self in (Health.CORRUPT, Health.OLD_FORMAT)
+        return self in (Health.CORRUPT, Health.OLD_FORMAT, Health.BAD_TAIL)
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,7 @@ class FileReport:
     @property
     def repairable(self) -> bool:
         """Whether `repair_file` changes this file (a torn tail, a stale index, a damaged document)."""
-        if self.health in (Health.TORN, Health.TERMINATOR, Health.STALE):
+        if self.health in (Health.TORN, Health.TERMINATOR, Health.STALE, Health.BAD_TAIL):
             return True
         return self.health is Health.CORRUPT and self.kind is FileKind.DOCUMENT
 
@@ -140,6 +144,11 @@ class FileReport:
             )
         if self.health is Health.TERMINATOR:
             return f"the newline of the last record (line {self.line}) is damaged; the record verifies and is read"
+        if self.health is Health.BAD_TAIL:
+            return (
+                f"damaged last row(s) from line {self.line} (byte {self.good}: {self.reason}); no row after it "
+                f"verifies; {self.records} rows before it verify"
+            )
         if self.health is Health.STALE:
             return f"damaged index, ignored by readers ({self.reason})"
         if self.health is Health.MISSING:
@@ -242,7 +251,7 @@ def repair_file(report: FileReport, fence_floor: int = 0) -> Repair | None:
     if report.health is Health.STALE:
         path.unlink(missing_ok=True)
         return Repair(path, f"removed the damaged index {report.name} (rebuilt by the next append)")
-    if not report.repairable:
+    if not report.repairable or report.health is Health.BAD_TAIL:  # BAD_TAIL: rows, not a file
         return None
     kept = _move_aside(path)
     if report.name == FENCE_FILE:

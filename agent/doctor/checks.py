@@ -240,8 +240,10 @@ def files(f: SessionFacts) -> Check:
             corrupt=corrupt,
             **ev,
         )
+    tails = [r for r in f.reports if r.health is Health.BAD_TAIL]
+    corrupt = {n: e for n, e in corrupt.items() if n not in {r.name for r in tails}}
     if corrupt:
-        where = ", ".join(f"{s.path} line {s.line}" for s in present.values() if s.corrupt)
+        where = ", ".join(f"{s.path} line {s.line}" for n, s in present.items() if n in corrupt)
         step = "restore the named files from a backup; the runtime never rewrites them"
         if OUTBOX_FILE in corrupt:
             step += (
@@ -250,6 +252,18 @@ def files(f: SessionFacts) -> Check:
             )
         summary = f"corrupt records (not a torn tail) at {where}: recovery is blocked"
         return finding("files", "FAIL", summary, step, corrupt=corrupt, **ev)
+    if tails:
+        ev["bad_tails"] = {str(r.path): r.describe() for r in tails}
+        where = "; ".join(f"{r.name} from line {r.line} ({r.reason})" for r in tails)
+        return finding(
+            "files",
+            "FAIL",
+            f"damaged last records, no intact record after them, at {where}: every read of the session refuses it",
+            f"`agentrt doctor {f.session_id} --repair` cuts them (kept in <file>.broken, a document of the store); "
+            "every record before them is intact",
+            bad_tails=ev.pop("bad_tails"),
+            **ev,
+        )
     damaged_docs = [r for r in f.reports if r.kind is FileKind.DOCUMENT and r.health.blocks]
     if damaged_docs:
         ev["documents"] = {r.name: r.describe() for r in damaged_docs}

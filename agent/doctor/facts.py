@@ -275,9 +275,12 @@ def session_files(directory: Path) -> list[str]:
     return record_logs(directory)
 
 
-def _scan_session_files(facts: SessionFacts) -> None:
+def _scan_session_files(facts: SessionFacts, verified: list[FileReport] | None) -> None:
     facts.files = {n: scan_file(facts.dir / n) for n in session_files(facts.dir)}
-    facts.reports = verify_session(facts.dir) if facts.dir.is_dir() else []
+    if verified is not None:
+        facts.reports = verified
+    else:
+        facts.reports = verify_session(facts.dir) if facts.dir.is_dir() else []
 
 
 def _read_layers(facts: SessionFacts) -> None:
@@ -424,15 +427,21 @@ def _latest_doc_from_files(facts: SessionFacts) -> dict[str, Any] | None:
 
 
 def gather(
-    runner: AgentRunner, session_id: str, tenant_id: str, user_id: str | None, base: Path | None = None
+    runner: AgentRunner,
+    session_id: str,
+    tenant_id: str,
+    user_id: str | None,
+    base: Path | None = None,
+    verified: list[FileReport] | None = None,
 ) -> SessionFacts:
     """Collect the facts of one session (read-only), its records read under `base` (default:
-    `persistence.base_dir`)."""
+    `persistence.base_dir`); `verified`: the record store's verdicts (`SessionStreams.verify`),
+    when they are not those of the folder read."""
     directory = (
         session_dir(base, tenant_id, session_id) if base is not None else runner.session_dir(tenant_id, session_id)
     )
     facts = SessionFacts(runner, tenant_id, session_id, user_id, directory, base=base)
-    _scan_session_files(facts)
+    _scan_session_files(facts, verified)
     _read_layers(facts)
     if user_id is not None:
         # A user-scoped caller sees only their own sessions, as `show` and `tool-result` do: another

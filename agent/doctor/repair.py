@@ -1,7 +1,10 @@
 """`agentrt doctor ID --repair`: what the doctor may change, under the session lease.
 
-Built on the storage layer's verify/repair API (`checkpointing.verify`), which keeps every record
-that verifies:
+Built on the record store's operations `SessionStreams.verify()` / `SessionStreams.repair(report)`,
+which both stores answer and which keep every record that verifies (files: `checkpointing.verify`;
+PostgreSQL: `checkpointing.store.verify_ops`, where a damaged last row with no intact row after it
+is cut, its bytes kept in the document `<file>.broken`, and a session whose last entry was cut is
+saved again with its branch's last intact entry as its leaf). On files:
 - a torn tail (a log's last line without its newline: a crash mid-append) is skipped by every
   read and cut by the next append anyway; `--repair` cuts it now (the bytes move to
   `<file>.broken`, logged);
@@ -23,53 +26,75 @@ that verifies:
 
 The lease is taken first, so a live writer's half-written append is never mistaken for a crash:
 while someone holds the session, nothing is touched (`LeaseHeld`). A complete record that does
-not verify inside a log is left as it is (the doctor's `files` check names it: restore a backup).
+not verify inside a log (or a damaged row followed by intact ones) is left as it is (the doctor's
+`files` check names it: restore a backup).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.errors import AgentrtError, ConfigError, DataCorrupt
+from agent.errors import AgentrtError, DataCorrupt
+from agent.session.record_store import session_streams
 from checkpointing import records
 from checkpointing.errors import CorruptRecordError, OldFormatError
-from checkpointing.layout import EVENTS_FILE, OUTBOX_FILE, broken_file, lease_files, pins_file
-from checkpointing.verify import repair_file, verify_session
+from checkpointing.layout import (
+    BROKEN_SUFFIX,
+    EVENTS_FILE,
+    OUTBOX_FILE,
+    PINS_FILE,
+    broken_file,
+    lease_files,
+    pins_file,
+)
+from checkpointing.store.base import EVENTS, SessionStreams
+from checkpointing.store.files import FileSessionStreams
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from agent.runner import AgentRunner
 
-__all__ = ["fork_points", "repair_session", "repair_torn_tails", "repin_fork_points"]
+__all__ = ["fork_points", "repair_session", "repair_torn_tails", "repin_fork_points", "session_streams_of"]
+
+
+def session_streams_of(runner: AgentRunner, tenant: str, session_id: str) -> SessionStreams:
+    """The session on the runner's record store: its rows on PostgreSQL, else its folder."""
+    streams = session_streams(runner.settings, tenant, session_id, "batch")
+    if streams is not None:
+        return streams
+    return FileSessionStreams(runner.session_dir(tenant, session_id), tenant, session_id, "batch", None)
 
 
 def repair_session(runner: AgentRunner, session_id: str, tenant_id: str | None = None) -> list[tuple[Path, str]]:
-    """Every repair `--repair` makes on the session: (file, what was done), one per file changed."""
+    """Every repair `--repair` makes on the session: (file or stream, what was done), one per change."""
     tenant = tenant_id or runner.settings.session.tenant_id
-    if runner.settings.persistence.store != "files":
-        raise ConfigError(
-            "--repair mends files of the files store; the PostgreSQL store has no torn tail to cut: "
-            "restore a damaged row from a database backup (`agentrt doctor ID` names it)"
-        )
-    directory = runner.session_dir(tenant, session_id)
-    if not directory.is_dir():
+    streams = session_streams_of(runner, tenant, session_id)
+    on_files = isinstance(streams, FileSessionStreams)
+    if not (streams.dir.is_dir() if isinstance(streams, FileSessionStreams) else streams.has_rows()):  # type: ignore[attr-defined]
         return []  # nothing to repair, and taking the lease would create the folder
     done: list[tuple[Path, str]] = []
     grant = runner.lease.acquire(tenant, session_id, ttl_s=runner.settings.persistence.lease_ttl_s)
-    floor = max(grant.token, _counter(directory))  # a rebuilt fence is above every token granted
+    # A rebuilt fence is above every token granted (the PostgreSQL fence is a row: never damaged).
+    floor = max(grant.token, _counter(streams.dir)) if isinstance(streams, FileSessionStreams) else grant.token
     try:
-        for report in verify_session(directory):
+        pins_fixed = False
+        for report in streams.verify():
             if report.name == OUTBOX_FILE or not report.repairable:
                 continue  # the outbox's torn tail stands for debts: `Outbox.repair` below
-            fixed = repair_file(report, floor)
+            fixed = streams.repair(report, floor)
             if fixed is not None:
                 done.append((fixed.path, _said(fixed.action, fixed.kept)))
-        pins = pins_file(directory)
-        if not pins.exists() and broken_file(pins).exists():  # moved aside now, or by a repair cut short
+                pins_fixed = pins_fixed or report.name == PINS_FILE
+                if report.name == EVENTS_FILE:
+                    said = _realign_leaf(runner, tenant, session_id)
+                    if said is not None:
+                        done.append((fixed.path, said))
+        if pins_fixed or _pins_moved_aside(streams):  # now, or by a repair cut short
             points = repin_fork_points(runner, tenant, session_id)
-            if points or any(path == pins for path, _ in done):
-                done.append((pins, f"pinned the fork point of {points} branch(es) again"))
+            if points or pins_fixed:
+                where = pins_file(streams.dir) if on_files else streams.label.parent / PINS_FILE  # type: ignore[attr-defined]
+                done.append((where, f"pinned the fork point of {points} branch(es) again"))
         outbox = runner.manager.outbox
         steps = [x for x in (outbox.repair(tenant, session_id), _replay_outbox(runner, tenant, session_id)) if x]
         if steps:
@@ -80,6 +105,38 @@ def repair_session(runner: AgentRunner, session_id: str, tenant_id: str | None =
         return done
     finally:
         runner.lease.release(grant)
+
+
+def _realign_leaf(runner: AgentRunner, tenant: str, session_id: str) -> str | None:
+    """After entries were cut from the event log: a session whose leaf named one of them is saved
+    again (every layer) with its branch's last intact entry as the leaf, as a read of the log would
+    take it, so the next turn's entry has a parent in the log. What was done, or None."""
+    from agent.session.stores.jsonl import page_messages
+
+    manager = runner.manager
+    try:
+        session = manager.get(tenant, session_id)
+    except AgentrtError:  # no readable session document: the next read rebuilds it from the log
+        return None
+    events = manager.jsonl.event_log(tenant, session_id)
+    leaf = session.current_leaf_entry_id
+    if leaf is None or events.has(leaf):
+        return None
+    new = events.branch_leaf(session.current_branch_id)
+    session.current_leaf_entry_id = new
+    session.messages = page_messages(events, new)
+    manager.save(session)
+    return f"the session's last entry {leaf} was cut: it goes on from {new} (saved to every layer)"
+
+
+def _pins_moved_aside(streams: SessionStreams) -> bool:
+    """Whether the pins document is gone and its damaged copy kept (`pins.json.broken`)."""
+    if isinstance(streams, FileSessionStreams):
+        pins = pins_file(streams.dir)
+        return not pins.exists() and broken_file(pins).exists()
+    from checkpointing.store.verify_ops import has_doc
+
+    return not has_doc(streams, PINS_FILE) and has_doc(streams, PINS_FILE + BROKEN_SUFFIX)  # type: ignore[arg-type]
 
 
 def _replay_outbox(runner: AgentRunner, tenant: str, session_id: str) -> str | None:
@@ -120,12 +177,14 @@ def _repair_index_row(runner: AgentRunner, tenant: str, session_id: str) -> str 
 def fork_points(runner: AgentRunner, tenant: str, session_id: str) -> set[str]:
     """The checkpoint ids every branch of the session was forked from: the `checkpoint_id` of each
     intact `branch_created` entry of the event log, and the session's own `fork_points`."""
-    directory = runner.session_dir(tenant, session_id)
-    path = directory / EVENTS_FILE
+    streams = session_streams_of(runner, tenant, session_id)
     try:
-        found = records.scan(path)
+        found = streams.scan(EVENTS)
     except (CorruptRecordError, OldFormatError) as err:
-        found = records.scan_before(path, err.line)  # the intact entries before the damage
+        if not isinstance(streams, FileSessionStreams):
+            found = records.Scan(streams.path(EVENTS))  # the session's own fork_points below
+        else:
+            found = records.scan_before(streams.path(EVENTS), err.line)  # the intact entries before the damage
     points: set[str] = set()
     for _, body in found.records:
         rec = records.loads(body)

@@ -18,7 +18,9 @@ logs) is verified with `checkpointing.records.scan`, and reads never modify file
 skipped, not cut); no lease is taken, no layer is refilled (each layer is asked directly, not
 through the manager's read path), and the state is read in place by a fresh checkpoint saver.
 Damaged data becomes a FAIL with its evidence, never a crash. Only `agentrt doctor ID --repair`
-changes files: it cuts torn tails and replaces a damaged outbox, under the session lease (see `repair`).
+changes anything: it cuts torn tails (files) and bad tails (PostgreSQL rows), moves damaged
+documents aside and replaces a damaged outbox, under the session lease (see `repair`). On the
+PostgreSQL store the verdict on each stream and document is the store's (`SessionStreams.verify`).
 """
 
 from __future__ import annotations
@@ -58,8 +60,11 @@ def run_doctor(
         return report
     from agent.doctor.store_copy import copied_session, relabel
 
+    # The store's own verdicts name the damaged rows (a bad tail that `--repair` cuts); the copy
+    # holds the same bytes, read by every other check as a session folder.
+    verified = store.session(tenant, session_id, "batch").verify()
     with copied_session(store, tenant, session_id) as root:
-        checks = doctor_checks.run_all(gather(runner, session_id, tenant, user_id, base=root))
+        checks = doctor_checks.run_all(gather(runner, session_id, tenant, user_id, base=root, verified=verified))
         report.checks = [
             Check(
                 c.name,

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 from checkpointing.blobs import Blobs
 from checkpointing.indexfile import Snapshot
 from checkpointing.records import Durable, FsyncPolicy, Scan
+from checkpointing.verify import FileReport, Repair
 
 DocVersion = Any
 """An opaque document version for compare-and-swap (None: the document does not exist)."""
@@ -164,6 +165,26 @@ class SessionStreams(Protocol):
 
     def close(self) -> None:
         """Release what is held open between appends (reopened on the next one)."""
+        ...
+
+    def verify(self) -> list[FileReport]:
+        """Every stream, document and persisted index of the session, verified, read-only: one
+        `checkpointing.verify.FileReport` each, named as its file in a session folder
+        (`runs/<run>/checkpoints.jsonl`, `events.jsonl`, `session.json`, `<log>.idx`), with the
+        damaged line, where the intact part ends, and why. Files: `checkpointing.verify.
+        verify_session` (a torn tail is `TORN`: reads skip it). PostgreSQL: `checkpointing.store.
+        verify_ops.verify_rows` (no append is ever torn; damaged rows up to the stream's end are
+        `BAD_TAIL`, which reads refuse). On both, a damaged line followed by intact ones is `CORRUPT`."""
+        ...
+
+    def repair(self, report: FileReport, fence_floor: int = 0) -> Repair | None:
+        """Mend what `report` (of `verify`) found when it is repairable, keeping every line that
+        verifies: a torn tail (files) or a bad tail (PostgreSQL) is cut and its bytes kept in
+        `<file>.broken` (a file, or a document of that name); a damaged `session.json` or
+        `pins.json` is moved aside to `<name>.broken`; a damaged persisted index is removed; a
+        damaged `fence.json` (files) is rewritten above `fence_floor` and every token the event
+        log carries. What was done, or None (nothing to do, or the stream changed since `verify`).
+        The caller holds the session's lease, so no writer runs meanwhile."""
         ...
 
 

@@ -69,6 +69,7 @@ from checkpointing.records import (
     scan,
 )
 from checkpointing.store.base import EVENTS, INBOX, JOURNAL, OUTBOX, is_session_stream
+from checkpointing.verify import FileReport, Repair, repair_file, verify_session
 
 _SEEKS_MAX = 32
 """Reading more lines than this from one file at once reads the span in one go."""
@@ -326,6 +327,16 @@ class FileSessionStreams:
         for log in self._logs.values():
             log.close()
         self._runs_sig = None
+
+    def verify(self) -> list[FileReport]:
+        """`checkpointing.verify.verify_session` of the session folder (none when it does not exist)."""
+        return verify_session(self.dir) if self.dir.is_dir() else []
+
+    def repair(self, report: FileReport, fence_floor: int = 0) -> Repair | None:
+        """`checkpointing.verify.repair_file`; the kept append descriptors are closed first, so the
+        next append reopens the file as the repair left it."""
+        self.close()
+        return repair_file(report, fence_floor)
 
 
 def _file_id(path: Path) -> tuple[int, int, int] | None:

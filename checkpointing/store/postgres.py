@@ -72,6 +72,7 @@ from checkpointing.store.base import EVENTS, INBOX, JOURNAL, OUTBOX, is_session_
 from checkpointing.store.pg_blobs import PostgresBlobStore
 from checkpointing.store.pg_queries import QUERIES
 from checkpointing.store.pg_schema import MIGRATIONS, MIGRATIONS_TABLE, SETUP_LOCK, schema_name
+from checkpointing.verify import FileReport, Repair
 
 log = logging.getLogger(__name__)
 _SESSION_NAMES = {EVENTS: EVENTS_FILE, JOURNAL: JOURNAL_FILE, INBOX: INBOX_FILE, OUTBOX: OUTBOX_FILE}
@@ -545,6 +546,24 @@ class PostgresSessionStreams:
 
     def close(self) -> None:
         """Nothing is held between calls (connections go back to the pool)."""
+
+    def forget(self, run: str) -> None:
+        """Drop what this object remembers of stream `run` (its row id), after it was cut."""
+        self._ids.pop(run, None)
+        self._unflushed.pop(run, None)
+
+    def verify(self) -> list[FileReport]:
+        """`checkpointing.store.verify_ops.verify_rows`: every stream and document, verified."""
+        from checkpointing.store.verify_ops import verify_rows
+
+        return verify_rows(self)
+
+    def repair(self, report: FileReport, fence_floor: int = 0) -> Repair | None:
+        """`checkpointing.store.verify_ops.repair_rows` (the fence is a row without a checksum:
+        `fence_floor` is never needed here)."""
+        from checkpointing.store.verify_ops import repair_rows
+
+        return repair_rows(self, report)
 
 
 _RETRIES = 100
