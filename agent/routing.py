@@ -20,8 +20,7 @@ from __future__ import annotations
 import re
 
 from agent.config import AgentSettings
-from agent.session.record_store import pg_store
-from agent.session.stores.jsonl import JsonlSessionStore
+from agent.session.record_store import event_log as record_event_log
 
 # What compute_graph_version makes ("g1-" + 16 hex digits), with room for a later scheme; nothing
 # else read from a session's log becomes part of a queue name.
@@ -45,7 +44,7 @@ def version_queue(settings: AgentSettings, version: str) -> str:
 def session_graph_version(settings: AgentSettings, tenant_id: str, session_id: str) -> str | None:
     """The graph version the session's latest run was checkpointed under (None: no run yet, or a
     run recorded without a readable version)."""
-    log = JsonlSessionStore(settings.base_dir, store=pg_store(settings)).event_log(tenant_id, session_id)
+    log = record_event_log(settings, tenant_id, session_id)
     start = log.newest(_START)
     if start is None:
         return None

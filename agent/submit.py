@@ -24,9 +24,9 @@ from agent.errors import ConfigError, SessionExists, SessionNotFound, StorageErr
 from agent.routing import turn_queue
 from agent.run.approvals import check_decision, checked_interrupt_id
 from agent.session.inbox import Inbox, Turn, TurnStatus, new_turn_id
+from agent.session.record_store import event_log as record_event_log
 from agent.session.record_store import inbox as record_inbox
-from agent.session.record_store import pg_store, turn_index
-from agent.session.stores.jsonl import JsonlSessionStore
+from agent.session.record_store import turn_index
 
 
 class TurnHandle:
@@ -157,7 +157,7 @@ def paused_turn(settings: AgentSettings, session_id: str, tenant_id: str | None 
 def _check_session(settings: AgentSettings, inbox: Inbox, user_id: str | None, new_session: bool) -> None:
     """A turn goes to an existing session (or one a queued `--new-session` turn creates); a new one must be new."""
     tenant, sid = inbox.tenant_id, inbox.session_id
-    header = JsonlSessionStore(settings.base_dir, store=pg_store(settings)).event_log(tenant, sid).header()
+    header = record_event_log(settings, tenant, sid).header()
     owner = (header or {}).get("user_id") if header and header.get("tenant_id") == tenant else None
     queued = [t for t in inbox.turns() if t.new_session]
     exists = header is not None or bool(queued)

@@ -11,7 +11,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from agent.config import AgentSettings
 from agent.logs import log_event
@@ -19,12 +19,7 @@ from agent.session.lease import LeaseGrant, LeaseHeartbeat, SessionLease, make_h
 from agent.session.manager import ChatSessionManager
 from agent.session.record_store import session_streams
 from agent.session.session import ChatSession
-from checkpointing.fencing import FencingGuard
-from checkpointing.layout import session_dir
-from checkpointing.records import TIER_EVENTS, group_for
-
-if TYPE_CHECKING:
-    from checkpointing.store.postgres import PostgresSessionStreams
+from checkpointing.records import TIER_EVENTS
 
 log = logging.getLogger("agentrt.turns")
 
@@ -53,22 +48,6 @@ ROOM_EVENTS = {"created": "sandbox_created", "destroyed": "sandbox_destroyed"}
 COMMIT_AFTER = frozenset({"init", "acting"})
 
 
-class StoreFence:
-    """The session's fence on the PostgreSQL record store (the `FencingGuard` of the files store)."""
-
-    def __init__(self, streams: PostgresSessionStreams) -> None:
-        self.streams = streams
-
-    def highest(self) -> int | None:
-        """The highest lease token the store recorded for the session."""
-        return self.streams.highest_fence()
-
-    def check_and_raise(self, token: int | None) -> None:
-        """Record `token` as the highest, or raise `StaleFencingTokenError` when a higher one was granted."""
-        if token is not None:
-            self.streams.advance_fence(token)
-
-
 class SessionHold:
     """Context manager: hold the session lease for one run (fenced, kept alive by a heartbeat)."""
 
@@ -77,12 +56,8 @@ class SessionHold:
         self.lease = lease
         self.tenant_id = tenant_id
         self.session_id = session_id
-        streams = session_streams(settings, tenant_id, session_id)
-        self.guard: FencingGuard | StoreFence = (
-            FencingGuard.for_session(settings.base_dir, tenant_id, session_id)
-            if streams is None
-            else StoreFence(cast("PostgresSessionStreams", streams))
-        )
+        self.streams = session_streams(settings, tenant_id, session_id)
+        """The session in the record store: its fence refuses the writes of any older holder."""
         self.grant: LeaseGrant | None = None
         self.heartbeat: LeaseHeartbeat | None = None
 
@@ -94,11 +69,11 @@ class SessionHold:
     def __enter__(self) -> SessionHold:
         ttl = self.settings.persistence.lease_ttl_s
         self.grant = self.lease.acquire(
-            self.tenant_id, self.session_id, make_holder(), ttl, token_floor=self.guard.highest()
+            self.tenant_id, self.session_id, make_holder(), ttl, token_floor=self.streams.highest_fence()
         )
         try:
             # From here on, any older holder's writes are refused.
-            self.guard.check_and_raise(self.grant.token)
+            self.streams.advance_fence(self.grant.token)
         except Exception:
             self.lease.release(self.grant)
             raise
@@ -149,7 +124,7 @@ class EventRecorder:
         tool step (see `checkpoint`); any other entry commits itself and everything before it.
         """
         with self.lock:
-            entry = self.manager.record(
+            entry = self.manager.memory.record(
                 self.session, event_type, payload, fencing_token=self.token, defer_commit=defer_commit
             )
         log_event(event_type, self.session.session_id, self.session.tenant_id, payload)
@@ -183,7 +158,8 @@ class EventRecorder:
         per file. The tool journal's lazy records wait for the next unsafe tool or the run's end.
         """
         with self.lock:
-            group = group_for(session_dir(self.manager.jsonl.base_dir, self.session.tenant_id, self.session.session_id))
-            if group.active:
+            memory = self.manager.memory
+            group = memory.jsonl.event_log(self.session.tenant_id, self.session.session_id).streams.group
+            if group is not None and group.active:
                 group.barrier(TIER_EVENTS)
-            self.manager.memory.commit(self.session)
+            memory.commit(self.session)

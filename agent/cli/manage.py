@@ -123,6 +123,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from agent.session.record_store import session_streams
     from checkpointing.errors import InvalidIdError
     from checkpointing.ids import validate_id
+    from checkpointing.store.postgres import PostgresSessionStreams
 
     try:
         if args.session_id is not None:
@@ -137,9 +138,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         return _doctor_store(args, r, tenant)
     streams = session_streams(r.settings, tenant, args.session_id)
     nothing_on_disk = (
-        not r.session_dir(tenant, args.session_id).exists() if streams is None else not streams.has_rows()  # type: ignore[attr-defined]
+        not streams.has_rows()
+        if isinstance(streams, PostgresSessionStreams)
+        else not r.session_dir(tenant, args.session_id).exists()
     )
-    if args.repair and streams is not None and nothing_on_disk:
+    if args.repair and isinstance(streams, PostgresSessionStreams) and nothing_on_disk:
         raise NotFound(f"no session {args.session_id} in tenant {tenant}; list the sessions with `agentrt sessions`")
     if args.repair:
         from agent.doctor.repair import repair_session

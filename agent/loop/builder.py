@@ -29,9 +29,8 @@ from agent.tools.execute import execute_with_journal
 from agent.tools.journal import JournalStatus, ToolExecutionJournal
 from agent.tools.sandbox.room import Sandbox
 from checkpointing.blobs import Blobs
-from checkpointing.fencing import FencingGuard
 from checkpointing.layout import room_dir, session_dir
-from checkpointing.records import TIER_LAZY, CommitGroup, group_for
+from checkpointing.records import CommitGroup
 
 LAST_KEPT = 16  # runtimes `last_runtime` can still show (the runs own them; this is only a view)
 
@@ -85,44 +84,29 @@ class RuntimeBuilder:
         p = self.settings.persistence
         if p.fsync != "always" or (p.checkpoint_fsync or p.fsync) == "batch" or p.saver != "jsonl":
             return None
-        if p.store != "files":  # each PostgreSQL commit is durable: there is no group to hold
-            return None
         session = getattr(sink, "session", None)
         tenant = getattr(session, "tenant_id", None)
         if not isinstance(tenant, str):
             return None
-        return group_for(session_dir(self.settings.base_dir, tenant, session_id))
+        # The store owns the group (None on PostgreSQL: each commit is durable on its own).
+        return session_streams(self.settings, tenant, session_id, "batch").group
 
     def journal(self, tenant: str, session_id: str, token: int | None) -> ToolExecutionJournal:
-        """The session's tool journal, fenced with the run's lease token."""
-        streams = session_streams(self.settings, tenant, session_id, "batch")
+        """The session's tool journal on the record store, fenced with the run's lease token.
+
+        Only an unsafe tool's INTENT is made durable before the tool runs. The rest is written at
+        once, so a killed process loses nothing; a machine crash may lose a finished call's record,
+        and the call is then "outcome unknown" (unsafe) or runs again (read-only), unless the
+        step's checkpoint, which holds its result, reached the disk. On the files store the
+        journal joins the session's commit group at its lazy tier: a held group makes it durable
+        before an unsafe tool runs and when the run ends."""
         texts = _SaverTexts(self.saver, tenant, session_id, token) if hasattr(self.saver, "put_text") else None
-        if streams is not None:  # the PostgreSQL store: the fence is the store's, checked with each append
-            return ToolExecutionJournal.over(
-                streams,
-                self.blobs,
-                token=token,
-                fsync="batch",
-                inline_max_bytes=self.settings.persistence.inline_payload_max_bytes,
-                texts=texts,
-            )
-        return ToolExecutionJournal(
-            self.settings.base_dir,
-            tenant,
-            session_id,
-            # Only an unsafe tool's INTENT is fsynced (before the tool runs). The rest is written at
-            # once, so a killed process loses nothing; a machine crash may lose a finished call's
-            # record, and the call is then "outcome unknown" (unsafe) or runs again (read-only),
-            # unless the step's checkpoint, which holds its result, reached the disk.
-            fsync="batch",
-            fencing=FencingGuard.for_session(self.settings.base_dir, tenant, session_id),
+        return ToolExecutionJournal.over(
+            session_streams(self.settings, tenant, session_id, "batch"),
+            self.blobs,
             token=token,
-            blobs=self.blobs,
+            fsync="batch",
             inline_max_bytes=self.settings.persistence.inline_payload_max_bytes,
-            # Joined to the session's commit group as its lazy tier: a held group makes the
-            # journal durable before an unsafe tool runs and when the run ends.
-            group=group_for(session_dir(self.settings.base_dir, tenant, session_id)),
-            tier=TIER_LAZY,
             texts=texts,
         )
 

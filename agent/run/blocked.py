@@ -35,11 +35,11 @@ def _record_entry(rt: RunnerCore, session: ChatSession, payload: dict[str, Any],
     events = rt.manager.jsonl.event_log(session.tenant_id, session.session_id)
     leaf = session.current_leaf_entry_id
     if leaf is None or events.has(leaf):
-        rt.manager.record(session, "recovery_blocked", payload, fencing_token=token)
+        rt.manager.memory.record(session, "recovery_blocked", payload, fencing_token=token)
         return
     # The session points at an entry the log no longer has (an event log restored from an
     # older backup): log the block at the end of the main branch, keep the session's pointers.
     anchor = session.model_copy()
     anchor.current_branch_id = "main"
     anchor.current_leaf_entry_id = events.branch_leaf("main")
-    rt.manager.record(anchor, "recovery_blocked", payload, fencing_token=token)
+    rt.manager.memory.record(anchor, "recovery_blocked", payload, fencing_token=token)

@@ -82,7 +82,7 @@ def switch(rt: RunnerCore, session_id: str, branch: str, tenant_id: str | None, 
             session.current_branch_id = target
             session.current_leaf_entry_id = book.live[target]
             # On the branch switched to, so a session rebuilt from the log alone lands there too.
-            rt.manager.record(
+            rt.manager.memory.record(
                 session, "branch_switched", {"branch_id": target, "from_branch_id": came_from}, hold.token
             )
             session.messages = page_messages(events, session.current_leaf_entry_id)
@@ -120,7 +120,7 @@ def rename(
             )
         if book.name_of(target) != name:
             payload = {"branch_id": target, "name": name, "old_name": book.name_of(target)}
-            rt.manager.record(session, RENAMED, payload, hold.token)
+            rt.manager.memory.record(session, RENAMED, payload, hold.token)
             rt.manager.save(session)
         return _said(session, target, name)
 
@@ -143,12 +143,12 @@ def delete(rt: RunnerCore, session_id: str, branch: str, tenant_id: str | None, 
             )
         name = book.name_of(target)
         payload = {"branch_id": target, "name": name, "leaf_entry_id": book.live[target]}
-        rt.manager.record(session, DELETED, payload, hold.token)
+        rt.manager.memory.record(session, DELETED, payload, hold.token)
         room = rt.builder.room_dir(tenant, sid, target)
         if room.exists():  # only a run of the current branch works in a room, and none runs (the lease)
             shutil.rmtree(room)
             gone = {"room_id": room_id(target), "branch_id": target, "reason": "branch deleted"}
-            rt.manager.record(session, "sandbox_destroyed", gone, hold.token)
+            rt.manager.memory.record(session, "sandbox_destroyed", gone, hold.token)
         _unpin(rt, session, events, target, set(book.live) - {target})
         rt.manager.save(session)
         return _said(session, target, name)

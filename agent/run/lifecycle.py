@@ -29,7 +29,7 @@ def pause(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str |
     rt.manager.get(tenant, sid, user)  # SessionNotFound before the lease: a failed pause leaves nothing
     with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:  # LeaseHeld while a run is going
         session = rt.manager.pause(tenant, sid, user)
-        rt.manager.record(session, "run_pause", {"reason": "paused by the user"}, fencing_token=hold.token)
+        rt.manager.memory.record(session, "run_pause", {"reason": "paused by the user"}, fencing_token=hold.token)
         return rt.manager.save(session)
 
 
@@ -39,7 +39,7 @@ def end(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | N
     rt.manager.get(tenant, sid, user)  # SessionNotFound before the lease: a failed end leaves nothing
     with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:
         session = rt.manager.end(tenant, sid, user)
-        rt.manager.record(session, "run_end", {"session_ended": True}, fencing_token=hold.token)
+        rt.manager.memory.record(session, "run_end", {"session_ended": True}, fencing_token=hold.token)
         if rt.settings.session.room_on_end == "delete":
             remove_rooms(rt, session, hold.token, "session ended (session.room_on_end: delete)")
         return rt.manager.save(session)
@@ -140,7 +140,7 @@ def make_room(
         sandbox.restore(manifest)
     os.replace(tmp, room)
     payload = {"room_id": room_id(branch), "branch_id": branch, "files": len(manifest), "checkpoint_id": checkpoint_id}
-    rt.manager.record(session, "sandbox_created", payload, fencing_token=token)
+    rt.manager.memory.record(session, "sandbox_created", payload, fencing_token=token)
 
 
 def remove_rooms(rt: RunnerCore, session: ChatSession, token: int | None, reason: str) -> None:
@@ -152,4 +152,4 @@ def remove_rooms(rt: RunnerCore, session: ChatSession, token: int | None, reason
             continue
         shutil.rmtree(room)
         payload = {"room_id": room_id(branch), "branch_id": branch, "reason": reason}
-        rt.manager.record(session, "sandbox_destroyed", payload, fencing_token=token)
+        rt.manager.memory.record(session, "sandbox_destroyed", payload, fencing_token=token)

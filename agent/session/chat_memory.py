@@ -23,7 +23,7 @@ from agent.session.session import ChatSession, PageMessage
 from agent.session.stores.jsonl import PAGE_TYPES, JsonlSessionStore, page_messages
 from agent.session.stores.sql import SqlSessionStore
 from checkpointing.digest import redact
-from checkpointing.events import Entry, new_entry_id
+from checkpointing.events import Entry, EventLog, new_entry_id
 
 log = logging.getLogger("agentrt.sessions")
 
@@ -130,7 +130,7 @@ class ChatMemory:
         except OSError as err:
             raise StorageError(f"event not written to {events.path} ({err}); check that base_dir is writable") from err
         if not defer_commit:
-            self.jsonl.commit(events)
+            self._sync(events)
         session.current_leaf_entry_id = entry.id
         if not defer_commit:
             self._flush_rows(session)
@@ -140,10 +140,16 @@ class ChatMemory:
         """Make the entries recorded with `defer_commit` durable (one fsync for all of them)."""
         events = self.jsonl.event_log(session.tenant_id, session.session_id)
         try:
-            self.jsonl.commit(events)
+            self._sync(events)
         except OSError as err:
             raise StorageError(f"events not synced to {events.path} ({err}); check that base_dir is writable") from err
         self._flush_rows(session)
+
+    def _sync(self, events: EventLog) -> None:
+        """Make every append to `events` so far durable (when the store's policy is `fsync: always`;
+        while a run holds the session's commit group, the group's barrier does it)."""
+        if self.jsonl.fsync == "always":
+            events.sync()
 
     def fork(
         self,

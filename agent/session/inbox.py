@@ -1,8 +1,10 @@
 """A session's inbox: the turns submitted to it, in submission order, and what became of each.
 
-`base_dir/tenants/<tenant>/sessions/<session>/inbox.jsonl` holds framed records (checkpointing's
-record framing: canonical JSON + checksum, torn-tail rule), appended under an exclusive `flock`
-so submitters and workers on several machines never interleave:
+The inbox is session stream `INBOX` of the session in the record store (on `files` the session
+folder's `inbox.jsonl`; on PostgreSQL its rows). It holds framed records (checkpointing's record
+framing: canonical JSON + checksum, torn-tail rule), each appended with `append_if` the end its
+writer read (retried when another writer appended first), so submitters and workers on several
+machines never interleave:
 
     submitted  {turn_id, text, user_id}        the turn exists (durable before it is enqueued);
                + live: true                    its worker publishes live events (agent/live.py)
@@ -19,23 +21,17 @@ first turn that is not finished, in submission order. `turns/<turn_id>.json` und
 maps a turn id to its session (one framed record, created exclusively: a turn id is used once per
 tenant).
 
-`Inbox.over(streams)` and `TurnIndex.over(store, tenant)` keep the same records in any
-`checkpointing.store` backend: the inbox is session stream `INBOX` (on `files` this very
-`inbox.jsonl`, appended under the same `inbox.lock`; on PostgreSQL its rows), each append an
-`append_if` of the end the writer read (retried when another writer appended first, so no
-advisory lock is needed); the turn index is the store's reservations (`Store.reserve`).
+The turn index is the store's reservations (`Store.reserve`: on `files` the same
+`turns/<turn>.json` files; on PostgreSQL rows).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -49,14 +45,14 @@ from checkpointing.ids import validate_id
 from checkpointing.layout import (
     broken_file,
     inbox_file,
-    inbox_lock_file,
     session_dir,
     sessions_root,
     turn_file,
     turns_dir,
 )
-from checkpointing.records import RecordLog, Scan, atomic_write, decode_file, encode_record, read_records
+from checkpointing.records import Scan, atomic_write, decode_file, encode_record, read_records
 from checkpointing.store.base import INBOX, SessionStreams, Store
+from checkpointing.store.files import FileStore
 
 log = logging.getLogger(__name__)
 
@@ -118,54 +114,37 @@ def new_turn_id() -> str:
 
 
 class Inbox:
-    """The inbox of one session: its file (`Inbox(base_dir, ...)`), or its store stream (`over`)."""
+    """The inbox of one session: session stream `INBOX` of its store session (`over`);
+    `Inbox(base_dir, ...)` is the inbox on the `files` store of `base_dir`."""
 
     def __init__(self, base_dir: Path, tenant_id: str, session_id: str) -> None:
-        self.tenant_id = _valid(tenant_id, "tenant id")
-        self.session_id = _valid(session_id, "session id")
-        directory = session_dir(base_dir, tenant_id, session_id)
-        self.path = inbox_file(directory)
-        self.lock_path = inbox_lock_file(directory)
-        self.log = RecordLog(self.path)
-        self.streams: SessionStreams | None = None
+        tenant, session = _valid(tenant_id, "tenant id"), _valid(session_id, "session id")
+        self._attach(FileStore(base_dir).session(tenant, session, "always"))
 
     @classmethod
     def over(cls, streams: SessionStreams) -> Inbox:
-        """The inbox as session stream `INBOX` of a store's session (files: the same
-        `inbox.jsonl`, byte for byte; PostgreSQL: its rows). Each append is `append_if` the end
-        the writer read, retried when another writer appended first, so the inbox holds each
-        submitted turn once whatever the backend."""
+        """The inbox as session stream `INBOX` of a store's session (files: `inbox.jsonl`;
+        PostgreSQL: its rows). Each append is `append_if` the end the writer read, retried when
+        another writer appended first, so the inbox holds each submitted turn once whatever the
+        backend."""
         inbox = cls.__new__(cls)
-        inbox.tenant_id = _valid(streams.tenant, "tenant id")
-        inbox.session_id = _valid(streams.thread, "session id")
-        inbox.path = streams.path(INBOX)
-        inbox.lock_path = inbox.path.with_name(inbox.path.name + ".lock")
-        inbox.log = RecordLog(inbox.path)
-        inbox.streams = streams
+        inbox._attach(streams)
         return inbox
 
-    @contextmanager
-    def _locked(self, mode: int) -> Iterator[None]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, mode)
-            yield
-        finally:
-            os.close(fd)
+    def _attach(self, streams: SessionStreams) -> None:
+        self.tenant_id = _valid(streams.tenant, "tenant id")
+        self.session_id = _valid(streams.thread, "session id")
+        self.path = streams.path(INBOX)
+        """The inbox's name in messages (on the `files` store: its file)."""
+        self.streams = streams
 
     def _append(self, kind: str, turn_id: str, **payload: Any) -> None:
-        if self.streams is not None:
-            self._append_if(kind, turn_id, payload)
-            return
-        with self._locked(fcntl.LOCK_EX):  # the append cuts a crashed writer's torn tail first
-            self.log.append({"kind": kind, "turn_id": turn_id, "ts": time.time(), **payload})
+        self._append_if(kind, turn_id, payload)
 
     def _append_if(self, kind: str, turn_id: str, payload: dict[str, Any]) -> None:
         """Append to the store's stream at the end just read (a submission of a turn the inbox
         already holds is refused, decided on that same state); read again when another writer
         appended first."""
-        assert self.streams is not None
         while True:
             seen = self.streams.scan(INBOX)
             if kind == "submitted" and any(
@@ -179,16 +158,11 @@ class Inbox:
     def records(self) -> list[dict[str, Any]]:
         """Every record, oldest first, read by `checkpointing.records` (its torn-tail rule).
 
-        A reader never changes the file: an incomplete last line (a writer that crashed mid-append)
-        is skipped here and cut by the next append; any other damaged line, the last one included,
-        raises `CorruptRecordError` naming the file and line.
+        A reader never changes the stream: an incomplete last line (a writer that crashed
+        mid-append) is skipped here and cut by the next append; any other damaged line, the last
+        one included, raises `CorruptRecordError` naming the file and line.
         """
-        if self.streams is not None:
-            return _decoded(self.streams.scan(INBOX))
-        if not self.path.exists():
-            return []
-        with self._locked(fcntl.LOCK_SH):
-            return read_records(self.path)
+        return _decoded(self.streams.scan(INBOX))
 
     def turns(self) -> list[Turn]:
         """Every turn in submission order, each with the state its records give."""
@@ -301,37 +275,24 @@ class TurnIndex:
         self.tenant_id = _valid(tenant_id, "tenant id")
         self.base_dir = base_dir
         self.dir = turns_dir(base_dir, tenant_id)
-        self.store: Store | None = None
+        self.store: Store = FileStore(base_dir)
 
     @classmethod
     def over(cls, store: Store, tenant_id: str) -> TurnIndex:
         """The turn index as the store's reservations (`Store.reserve`: on `files` the same
-        `turns/<turn>.json` files; on PostgreSQL rows). A damaged reservation is `DataCorrupt`
-        here: it is not rebuilt from the inboxes (only the file index does that)."""
+        `turns/<turn>.json` files; on PostgreSQL rows). On PostgreSQL a damaged reservation is
+        `DataCorrupt`: it is not rebuilt from the inboxes (only the file index does that)."""
         index = cls(Path(store.url), tenant_id)
         index.store = store
         return index
 
     def reserve(self, turn_id: str, session_id: str) -> None:
         """Claim `turn_id` for the session; `ConfigError` when the id was used before."""
-        if self.store is not None:
-            held = self.store.reserve(
-                self.tenant_id, _valid(turn_id, "turn id"), {"session_id": session_id, "turn_id": turn_id}
-            )
-            if held is not None:
-                raise ConfigError(f"turn id {turn_id} was used before: give each turn a new id (or none)")
-            return
-        self.dir.mkdir(parents=True, exist_ok=True)
-        path = turn_file(self.base_dir, self.tenant_id, _valid(turn_id, "turn id"))
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            raise ConfigError(f"turn id {turn_id} was used before: give each turn a new id (or none)") from None
-        try:
-            os.write(fd, encode_record({"session_id": session_id, "turn_id": turn_id}))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        held = self.store.reserve(
+            self.tenant_id, _valid(turn_id, "turn id"), {"session_id": session_id, "turn_id": turn_id}
+        )
+        if held is not None:
+            raise ConfigError(f"turn id {turn_id} was used before: give each turn a new id (or none)")
 
     def session_of(self, turn_id: str) -> str:
         """The session a turn was submitted to; `SessionNotFound` for an unknown id. A damaged
@@ -339,8 +300,10 @@ class TurnIndex:
         unknown = SessionNotFound(
             f"no turn {turn_id} in tenant {self.tenant_id}: check the id `agentrt submit` printed and --tenant"
         )
-        if self.store is not None:
+        if not isinstance(self.store, FileStore):
             return self._stored_session_of(_valid(turn_id, "turn id"), unknown)
+        # The files store's reservation is a file: one of the format before framing is read as
+        # it is, and a damaged one is rebuilt from the inbox that holds the turn.
         path = turn_file(self.base_dir, self.tenant_id, _valid(turn_id, "turn id"))
         try:
             data = path.read_bytes()
@@ -361,7 +324,6 @@ class TurnIndex:
         return session_id
 
     def _stored_session_of(self, turn_id: str, unknown: SessionNotFound) -> str:
-        assert self.store is not None
         try:
             doc = self.store.reserved(self.tenant_id, turn_id)
         except CorruptRecordError as err:

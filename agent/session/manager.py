@@ -64,7 +64,6 @@ from agent.session.stores.memory import MemorySessionStore
 from agent.session.stores.redis import RedisSessionStore
 from agent.session.stores.sql import SqlSessionStore, sqlite_url
 from checkpointing.errors import CorruptRecordError, InvalidIdError
-from checkpointing.events import Entry
 from checkpointing.ids import validate_id
 from checkpointing.records import FsyncPolicy
 from checkpointing.session_index import EVERY_ROW, RowFilter, SessionRow
@@ -508,18 +507,6 @@ class ChatSessionManager(LayerKeeper):
         return saved
 
     # -- events and branches ------------------------------------------------------------------
-
-    def record(
-        self,
-        session: ChatSession,
-        type: str,
-        payload: dict[str, Any] | None = None,
-        fencing_token: int | None = None,
-        *,
-        defer_commit: bool = False,
-    ) -> Entry:
-        """Append an event on the current branch and move the leaf (see `ChatMemory.record`); no save."""
-        return self.memory.record(session, type, payload, fencing_token, defer_commit=defer_commit)
 
     def fork(
         self,

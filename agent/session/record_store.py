@@ -15,13 +15,15 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from checkpointing.blobs import Blobs, BlobStore
+from checkpointing.blobs import Blobs
 from checkpointing.records import FsyncPolicy
-from checkpointing.store.base import SessionStreams
+from checkpointing.store.base import SessionStreams, Store
+from checkpointing.store.files import FileStore
 
 if TYPE_CHECKING:
     from agent.config import AgentSettings
     from agent.session.inbox import Inbox, TurnIndex
+    from checkpointing.events import EventLog
     from checkpointing.store.postgres import PostgresStore
 
 _STORES: dict[str, PostgresStore] = {}
@@ -95,35 +97,48 @@ def close_stores() -> None:
         store.close()
 
 
+def store(settings: AgentSettings) -> Store:
+    """The record store of `settings`: every client of a session (the saver, the event log, the
+    tool journal, the inbox, the outbox, the fence) reads and writes through it, whichever the
+    backend: the folders under `base_dir` (`FileStore`), or the PostgreSQL store (`pg_store`)."""
+    pg = pg_store(settings)
+    return pg if pg is not None else FileStore(settings.base_dir)
+
+
 def blobs(settings: AgentSettings) -> Blobs:
     """The blobs of the record store: the store's table, or `base_dir/blobs`."""
-    store = pg_store(settings)
-    return store.blobs if store is not None else BlobStore(settings.base_dir)
+    return store(settings).blobs
 
 
 def session_streams(
     settings: AgentSettings, tenant_id: str, session_id: str, fsync: FsyncPolicy = "always"
-) -> SessionStreams | None:
-    """The store session of (tenant, session) on PostgreSQL; None with `store: files` (callers
-    keep their files under `base_dir`)."""
-    store = pg_store(settings)
-    return None if store is None else store.session(tenant_id, session_id, fsync)
+) -> SessionStreams:
+    """The store session of (tenant, session): its folder under `base_dir`, or its rows."""
+    return store(settings).session(tenant_id, session_id, fsync)
+
+
+def event_log(settings: AgentSettings, tenant_id: str, session_id: str) -> EventLog:
+    """The session's event log on the record store, to read (the manager keeps the logs it writes)."""
+    from agent.events import SESSION_EVENTS
+    from checkpointing.events import EventLog
+
+    return EventLog.over(
+        session_streams(settings, tenant_id, session_id, "batch"),
+        blobs(settings),
+        inline_payload_max_bytes=settings.persistence.inline_payload_max_bytes,
+        schema=SESSION_EVENTS,
+    )
 
 
 def inbox(settings: AgentSettings, tenant_id: str, session_id: str) -> Inbox:
     """The session's inbox on the record store."""
     from agent.session.inbox import Inbox
 
-    streams = session_streams(settings, tenant_id, session_id)
-    if streams is None:
-        return Inbox(settings.base_dir, tenant_id, session_id)
-    Inbox(settings.base_dir, tenant_id, session_id)  # validates both ids the same way on either store
-    return Inbox.over(streams)
+    return Inbox.over(session_streams(settings, tenant_id, session_id))
 
 
 def turn_index(settings: AgentSettings, tenant_id: str) -> TurnIndex:
     """The tenant's turn reservations on the record store."""
     from agent.session.inbox import TurnIndex
 
-    store = pg_store(settings)
-    return TurnIndex(settings.base_dir, tenant_id) if store is None else TurnIndex.over(store, tenant_id)
+    return TurnIndex.over(store(settings), tenant_id)

@@ -29,7 +29,8 @@ from agent.errors import DataCorrupt, LeaseHeld
 from agent.session import blob_refs
 from agent.session.lease import RedisLease
 from agent.session.record_store import inbox as record_inbox
-from agent.session.record_store import pg_store, session_streams
+from agent.session.record_store import session_streams
+from agent.session.record_store import store as record_store
 from checkpointing import layout
 from checkpointing.blobs import BlobStore
 from checkpointing.errors import CheckpointingError
@@ -162,7 +163,7 @@ def remove_session(runner: RunnerCore, tenant: str, sid: str, out: Removal, *, h
         _external(runner, tenant, sid, out)
         _saver(runner, tenant, sid, out)
         streams = session_streams(runner.settings, tenant, sid)
-        if streams is not None:
+        if isinstance(streams, PostgresSessionStreams):
             # The saver deletes only a thread that has run streams: a session that never ran (an API
             # thread made and not run) keeps its document and event log rows without this.
             streams.remove()
@@ -172,12 +173,9 @@ def remove_session(runner: RunnerCore, tenant: str, sid: str, out: Removal, *, h
         if folder.exists():
             os.replace(folder, aside)
         jsonl.forget(tenant, sid)
-        store = pg_store(runner.settings)
+        store = record_store(runner.settings)
         for turn in turns:
-            if store is not None:
-                store.unreserve(tenant, turn)
-            else:
-                layout.turn_file(runner.settings.base_dir, tenant, turn).unlink(missing_ok=True)
+            store.unreserve(tenant, turn)
     finally:
         hold.__exit__(None, None, None)
     shutil.rmtree(aside, ignore_errors=True)

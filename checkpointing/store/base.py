@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 from checkpointing.blobs import Blobs
 from checkpointing.indexfile import Snapshot
-from checkpointing.records import Durable, FsyncPolicy, Scan
+from checkpointing.records import CommitGroup, Durable, FsyncPolicy, Scan
 from checkpointing.verify import FileReport, Repair
 
 DocVersion = Any
@@ -74,6 +74,11 @@ class SessionStreams(Protocol):
     persists_index: bool
     """Whether the saver's index of a stream is kept beside it (`indexfile`'s framed line: a
     `.idx` file, an index row), so that a new process reads only the stream's tail."""
+    group: CommitGroup | None
+    """The session's commit group, owned by the store: every client of the session (saver,
+    event log, journal) joins it, and a run that holds it (`CommitGroup.hold`) has their
+    appends made durable together at its barriers, one fsync per file and step. None when each
+    append is durable on its own (a PostgreSQL commit)."""
 
     def path(self, run: str) -> Path:
         """The name of stream `run` (a run id or a session stream) in messages and errors (for
@@ -137,6 +142,10 @@ class SessionStreams(Protocol):
 
     def delete_doc(self, name: str) -> None:
         """Remove document `name` (nothing when there is none)."""
+        ...
+
+    def highest_fence(self) -> int | None:
+        """The highest lease token the session's fence recorded (None: none yet)."""
         ...
 
     def advance_fence(self, token: int) -> None:

@@ -52,6 +52,7 @@ from checkpointing.layout import (
 )
 from checkpointing.records import (
     TIER_EVENTS,
+    TIER_LAZY,
     TIER_STATE,
     CommitGroup,
     Durable,
@@ -81,8 +82,10 @@ _SESSION_FILES: dict[str, Callable[[Path], Path]] = {
     OUTBOX: outbox_file,
 }
 """The file of each session stream in the session folder (`layout`)."""
-_TIERS = {EVENTS: TIER_EVENTS}
-"""The commit group tier of a stream's appends when not TIER_STATE (`records.CommitGroup`)."""
+_TIERS = {EVENTS: TIER_EVENTS, JOURNAL: TIER_LAZY}
+"""The commit group tier of a stream's appends when not TIER_STATE (`records.CommitGroup`): the
+event log is durable at every step barrier; the tool journal's records only at a full barrier
+(before an unsafe tool runs, the journal makes its intent durable itself, and at the run's end)."""
 
 
 class FileSessionStreams:
@@ -223,9 +226,12 @@ class FileSessionStreams:
             fcntl.flock(fd, fcntl.LOCK_EX)
             if self.head(run)[0] != expect_end:
                 return None
-            offs, wait = self._log(run).write_frames(frames, "always")
+            log = self._log(run)
+            offs, wait = log.write_frames(frames, "always")
             if wait is not None:
                 wait()
+            else:  # a run holding the session's commit group deferred it: durable on return all the same
+                log.sync()
             return offs
         finally:
             os.close(fd)
@@ -239,6 +245,12 @@ class FileSessionStreams:
             self._guard = FencingGuard(self.dir)
         with self._guard.fenced(token):
             yield
+
+    def highest_fence(self) -> int | None:
+        """`FencingGuard.highest` of the session folder."""
+        if self._guard is None:
+            self._guard = FencingGuard(self.dir)
+        return self._guard.highest()
 
     def advance_fence(self, token: int) -> None:
         """`FencingGuard.check_and_raise` of the session folder."""

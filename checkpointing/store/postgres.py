@@ -67,7 +67,16 @@ from checkpointing.errors import (
 )
 from checkpointing.indexfile import Snapshot
 from checkpointing.layout import EVENTS_FILE, INBOX_FILE, JOURNAL_FILE, OUTBOX_FILE, folder_name
-from checkpointing.records import Durable, FsyncPolicy, Scan, decode_file, encode_record, record_crc, scan_bytes
+from checkpointing.records import (
+    CommitGroup,
+    Durable,
+    FsyncPolicy,
+    Scan,
+    decode_file,
+    encode_record,
+    record_crc,
+    scan_bytes,
+)
 from checkpointing.store.base import EVENTS, INBOX, JOURNAL, OUTBOX, is_session_stream
 from checkpointing.store.pg_blobs import PostgresBlobStore
 from checkpointing.store.pg_queries import QUERIES
@@ -225,6 +234,8 @@ class PostgresSessionStreams:
     """The rows of one session (see the module docstring)."""
 
     persists_index = True
+    group: CommitGroup | None = None
+    """Each commit is durable on its own: there is no group to hold."""
 
     def __init__(self, store: PostgresStore, tenant: str, thread: str, fsync: FsyncPolicy) -> None:
         self.store = store

@@ -475,6 +475,6 @@ def test_compressed_long_task_has_complete_context(tmp_path: Path) -> None:
 def test_archived_result_missing_from_store_fails(runner: AgentRunner) -> None:
     """A compression event archiving a result the store lacks: the model's context is incomplete (FAIL)."""
     session = runner.manager.get("default", SID)
-    runner.manager.record(session, "compression", {"tier": "pointer", "archived_tool_call_ids": ["call_ghost"]})
+    runner.manager.memory.record(session, "compression", {"tier": "pointer", "archived_tool_call_ids": ["call_ghost"]})
     check = _doctor(runner).check("model_context")
     assert check.status == "FAIL" and "call_ghost" in check.summary

@@ -30,11 +30,11 @@ def run_turn(m: ChatSessionManager, s: ChatSession, text: str, result: str) -> N
     """What a run writes: the user turn, a tool call and its (large) result, the answer; then a save."""
     m.start_turn(s)
     m.memory.add_user_turn(s, text)
-    m.record(s, "run_start", {"run_id": f"run-{text}"})
-    m.record(s, "tool_call", {"tool_call_id": f"call-{text}", "name": "read_file", "args": {"p": "a"}})
-    m.record(s, "tool_result", {"tool_call_id": f"call-{text}", "content": result})
+    m.memory.record(s, "run_start", {"run_id": f"run-{text}"})
+    m.memory.record(s, "tool_call", {"tool_call_id": f"call-{text}", "name": "read_file", "args": {"p": "a"}})
+    m.memory.record(s, "tool_result", {"tool_call_id": f"call-{text}", "content": result})
     m.memory.add_assistant_message(s, f"answer to {text}")
-    m.record(s, "run_end", {"run_id": f"run-{text}"})
+    m.memory.record(s, "run_end", {"run_id": f"run-{text}"})
     m.save(s)
 
 

@@ -88,7 +88,10 @@ def test_a_damaged_reservation_is_refused(saver_kit: SaverKit) -> None:
         )
     with pytest.raises(CorruptRecordError):
         saver_kit.store().reserved(TENANT, "t-1")
-    with pytest.raises(DataCorrupt, match="t-1"):
+    # On PostgreSQL the damage is refused; on files the reservation is rebuilt from the inbox
+    # holding the turn, and none does here: the turn was never submitted.
+    refused = DataCorrupt if saver_kit.kind == "postgres" else SessionNotFound
+    with pytest.raises(refused, match="t-1"):
         TurnIndex.over(saver_kit.store(), TENANT).session_of("t-1")
     with pytest.raises(ConfigError, match="used before"):  # a damaged reservation still holds its id
         TurnIndex.over(saver_kit.store(), TENANT).reserve("t-1", "s2")

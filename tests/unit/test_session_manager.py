@@ -71,8 +71,8 @@ def test_session_is_rebuilt_from_the_log_when_session_json_is_lost(tmp_path: Pat
     m.memory.add_user_turn(s, "hello")
     m.memory.add_assistant_message(s, "hi there")
     m.save(s)
-    m.record(s, "run_start", {"run_id": "r1"})
-    m.record(s, "run_pause", {"run_id": "r1"})
+    m.memory.record(s, "run_start", {"run_id": "r1"})
+    m.memory.record(s, "run_pause", {"run_id": "r1"})
     m.jsonl.delete("t1", "s1")
     m.l1.clear()
     got = m.get("t1", "s1", "u1")
@@ -89,7 +89,7 @@ def test_unsaved_leaf_is_taken_from_the_log(tmp_path: Path) -> None:
     """Events appended after the last save move the leaf when the session is read back from JSONL."""
     m = manager(tmp_path, "JSONL_ONLY", sql=False)
     s = m.create("t1", "agent", "u1", "s1")
-    e = m.record(s, "run_start", {"run_id": "r1"})
+    e = m.memory.record(s, "run_start", {"run_id": "r1"})
     m.l1.clear()
     assert m.get("t1", "s1").current_leaf_entry_id == e.id
 
@@ -164,8 +164,8 @@ def test_fork_keeps_the_original_branch_byte_identical(tmp_path: Path) -> None:
     m = manager(tmp_path)
     s = m.create("t1", "agent", "u1", "s1")
     first = m.memory.add_user_turn(s, "turn one")
-    m.record(s, "tool_call", {"tool_call_id": "c1", "name": "read"})
-    m.record(s, "tool_result", {"tool_call_id": "c1", "content": "x" * 20000})
+    m.memory.record(s, "tool_call", {"tool_call_id": "c1", "name": "read"})
+    m.memory.record(s, "tool_result", {"tool_call_id": "c1", "content": "x" * 20000})
     m.memory.add_assistant_message(s, "answer one")
     m.memory.add_user_turn(s, "turn two")
     m.save(s)
@@ -177,7 +177,7 @@ def test_fork_keeps_the_original_branch_byte_identical(tmp_path: Path) -> None:
 
     branch = m.fork(s, first.entry_id or "", reason="try again")
     m.memory.add_assistant_message(s, "another answer")
-    m.record(s, "tool_result", {"tool_call_id": "c2", "content": "new"})
+    m.memory.record(s, "tool_result", {"tool_call_id": "c2", "content": "new"})
     m.save(s)
 
     assert log_path.read_bytes().startswith(before)

@@ -35,20 +35,18 @@ from agent.events import SESSION_EVENTS
 from agent.session.lifecycle import RunStatus, SessionAction, transition
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt
 from agent.session.stores.document import delete_session, load_session, save_session
-from checkpointing.blobs import Blobs, BlobStore
+from checkpointing.blobs import Blobs
 from checkpointing.errors import CheckpointingError
 from checkpointing.events import EventLog
 from checkpointing.layout import is_id, session_dir, session_file, session_index_file, sessions_root, tenant_ids
 from checkpointing.records import (
-    TIER_EVENTS,
     FsyncPolicy,
     decode_file,
     fsync_dir,
-    group_for,
 )
 from checkpointing.session_index import SessionIndex, SessionRow
 from checkpointing.store.base import SessionStreams, Store
-from checkpointing.store.files import FileSessionStreams
+from checkpointing.store.files import FileStore
 
 logger = logging.getLogger("agentrt.sessions")
 PAGE_TYPES = {"user_turn": "user", "assistant_message": "assistant"}
@@ -128,7 +126,9 @@ class JsonlSessionStore:
         self.fsync: FsyncPolicy = fsync
         self.store = store
         """The PostgreSQL record store (`persistence.store: postgres`); None: the files under base_dir."""
-        self.blobs: Blobs = store.blobs if store is not None else BlobStore(self.base_dir)
+        self.records: Store = store if store is not None else FileStore(self.base_dir)
+        """Where the sessions' records and documents are, whichever the backend."""
+        self.blobs: Blobs = self.records.blobs
         self.max_open_logs = max_open_logs
         self._logs: OrderedDict[tuple[str, str], EventLog] = OrderedDict()
         self._lock = threading.Lock()
@@ -191,28 +191,15 @@ class JsonlSessionStore:
         key = (tenant_id, session_id)
         with self._lock:
             log = self._logs.get(key)
-            if log is None and self.store is not None:
+            if log is None:
+                # Appends are written at once and made durable by `ChatMemory` (after each
+                # append), or, while a run holds the session's commit group (the store's), at the
+                # group's step barrier with the checkpoint of the step (see agent.turns).
                 log = EventLog.over(
-                    self.store.session(tenant_id, session_id, "batch"),
+                    self.records.session(tenant_id, session_id, "batch"),
                     self.blobs,
                     inline_payload_max_bytes=self.inline_payload_max_bytes,
                     fsync="batch",
-                    schema=SESSION_EVENTS,
-                )
-                self._logs[key] = log
-            if log is None:
-                # Appends are written at once and made durable by `commit` (ChatMemory.record calls
-                # it after each append), or, while a run holds the session's commit group, at the
-                # group's step barrier with the checkpoint of the step (see agent.turns).
-                log = EventLog(
-                    self.base_dir,
-                    tenant_id,
-                    session_id,
-                    inline_payload_max_bytes=self.inline_payload_max_bytes,
-                    fsync="batch",
-                    blobs=self.blobs,
-                    group=group_for(session_dir(self.base_dir, tenant_id, session_id)),
-                    tier=TIER_EVENTS,
                     schema=SESSION_EVENTS,
                 )
                 self._logs[key] = log
@@ -220,11 +207,6 @@ class JsonlSessionStore:
                     self._logs.popitem(last=False)
             self._logs.move_to_end(key)
             return log
-
-    def commit(self, log: EventLog) -> None:
-        """Make every append to `log` so far durable (when the store's policy is `fsync: always`)."""
-        if self.fsync == "always":
-            log.sync()
 
     def create_log(
         self, session: ChatSession, config_digest: str | None = None, sync_dir: bool = True
@@ -268,11 +250,7 @@ class JsonlSessionStore:
     def streams(self, tenant_id: str, session_id: str) -> SessionStreams:
         """The session as a store session (its documents: `session.json`, `document`): its folder,
         or its rows on the PostgreSQL store."""
-        if self.store is not None:
-            return self.store.session(tenant_id, session_id, self.fsync)
-        return FileSessionStreams(
-            session_dir(self.base_dir, tenant_id, session_id), tenant_id, session_id, self.fsync, None
-        )
+        return self.records.session(tenant_id, session_id, self.fsync)
 
     def get(self, tenant_id: str, session_id: str) -> ChatSession | None:
         """The session from session.json (leaf moved forward to the log's), or None."""
