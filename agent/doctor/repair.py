@@ -60,10 +60,7 @@ __all__ = ["fork_points", "repair_session", "repair_torn_tails", "repin_fork_poi
 
 def session_streams_of(runner: AgentRunner, tenant: str, session_id: str) -> SessionStreams:
     """The session on the runner's record store: its rows on PostgreSQL, else its folder."""
-    streams = session_streams(runner.settings, tenant, session_id, "batch")
-    if streams is not None:
-        return streams
-    return FileSessionStreams(runner.session_dir(tenant, session_id), tenant, session_id, "batch", None)
+    return session_streams(runner.settings, tenant, session_id, "batch")
 
 
 def repair_session(runner: AgentRunner, session_id: str, tenant_id: str | None = None) -> list[tuple[Path, str]]:
