@@ -38,6 +38,7 @@ from checkpointing import indexfile
 from checkpointing.layout import BROKEN_SUFFIX, CHECKPOINTS_FILE, EVENTS_FILE, INBOX_FILE, JOURNAL_FILE, OUTBOX_FILE
 from checkpointing.records import scan_bytes
 from checkpointing.store.base import EVENTS, INBOX, JOURNAL, OUTBOX, is_session_stream
+from checkpointing.store.pg_queries import END
 from checkpointing.verify import FileKind, FileReport, Health, Repair, verify_bytes
 
 if TYPE_CHECKING:
@@ -52,12 +53,14 @@ DOCUMENTS = ("session.json", "pins.json")
 _FILES = {EVENTS: EVENTS_FILE, JOURNAL: JOURNAL_FILE, INBOX: INBOX_FILE, OUTBOX: OUTBOX_FILE}
 
 _Q = {
-    "streams": "SELECT run, id, end_pos FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s ORDER BY run",
+    # A stream's end is where its last row ends (`pg_queries.END`): there is no end recorded apart.
+    "streams": "SELECT s.run, s.id, "
+    + END
+    + " FROM {s}.jsonl_streams s WHERE s.tenant = %s AND s.thread = %s ORDER BY s.run",
     "rows": "SELECT pos, line FROM {s}.jsonl_records WHERE stream = %s ORDER BY pos",
     "docs": "SELECT name, body FROM {s}.jsonl_documents WHERE tenant = %s AND thread = %s ORDER BY name",
-    "lock": "SELECT id, end_pos FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s AND run = %s FOR UPDATE",
+    "lock": "SELECT id FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s AND run = %s FOR UPDATE",
     "cut": "DELETE FROM {s}.jsonl_records WHERE stream = %s AND pos >= %s",
-    "end": "UPDATE {s}.jsonl_streams SET end_pos = %s, lines = %s WHERE id = %s",
     "drop_stream": "DELETE FROM {s}.jsonl_streams WHERE id = %s",
     "keep": (
         "INSERT INTO {s}.jsonl_documents (tenant, thread, name, body, version) VALUES (%s, %s, %s, %s, 1)"
@@ -180,8 +183,9 @@ def _cut_tail(streams: PostgresSessionStreams, report: FileReport, kept: Path) -
         row = conn.execute(_q(streams, "lock"), (*key, run)).fetchone()
         if row is None:
             return None
-        sid, end = int(row[0]), int(row[1])
+        sid = int(row[0])
         rows = [(int(p), bytes(b)) for p, b in conn.execute(_q(streams, "rows"), (sid,))]
+        end = rows[-1][0] + len(rows[-1][1]) if rows else 0
         now = verify_stream(report.name, report.path, rows, end)
         if now.health is not Health.BAD_TAIL or now.good != report.good:
             return None  # changed since it was verified
@@ -189,11 +193,11 @@ def _cut_tail(streams: PostgresSessionStreams, report: FileReport, kept: Path) -
         removed = b"".join(cut)
         if removed:
             conn.execute(_q(streams, "keep"), (*key, report.name + BROKEN_SUFFIX, removed))
-        if now.records:
+        if now.records:  # the stream now ends where its last kept row does
             conn.execute(_q(streams, "cut"), (sid, now.good))
-            conn.execute(_q(streams, "end"), (now.good, now.records, sid))
-        else:  # nothing verified: the stream goes, as `replace` with no lines removes it
+        else:  # nothing verified: the stream goes (its rows after it), as `replace` with no lines
             conn.execute(_q(streams, "drop_stream"), (sid,))
+            conn.execute(_q(streams, "cut"), (sid, 0))
         conn.execute(_q(streams, "doc_drop"), (*key, report.name + indexfile.SUFFIX))
     streams.forget(run)
     log.warning(
