@@ -348,19 +348,19 @@ HOLD = 4242
 
 @contextmanager
 def held_inserts(pg: PgServer, when: str) -> Iterator[psycopg.Connection[Any]]:
-    """Inserts into the record store's stream table whose row meets `when` (a trigger's WHEN on
-    `NEW.run`) wait while the yielded connection holds an advisory lock: a write the server is
-    busy with when it goes down. The trigger is dropped afterwards."""
+    """Inserts of record rows into the streams whose name meets `when` (a condition on `run`)
+    wait while the yielded connection holds an advisory lock: a write the server is busy with when
+    it goes down. The trigger is dropped afterwards."""
     url = pg.url("agentrt")
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
-            "CREATE OR REPLACE FUNCTION held_insert() RETURNS trigger LANGUAGE plpgsql AS "
-            f"$$ BEGIN PERFORM pg_advisory_xact_lock_shared({HOLD}); RETURN NEW; END $$"
+            "CREATE OR REPLACE FUNCTION held_insert() RETURNS trigger LANGUAGE plpgsql AS $$ "
+            "DECLARE run text; BEGIN SELECT s.run INTO run FROM jsonl_streams s WHERE s.id = NEW.stream; "
+            f"IF {when} THEN PERFORM pg_advisory_xact_lock_shared({HOLD}); END IF; RETURN NEW; END $$"
         )
-        conn.execute("DROP TRIGGER IF EXISTS held_insert ON jsonl_streams")
+        conn.execute("DROP TRIGGER IF EXISTS held_insert ON jsonl_records")
         conn.execute(
-            f"CREATE TRIGGER held_insert BEFORE INSERT ON jsonl_streams FOR EACH ROW WHEN ({when}) "
-            "EXECUTE FUNCTION held_insert()"
+            "CREATE TRIGGER held_insert BEFORE INSERT ON jsonl_records FOR EACH ROW EXECUTE FUNCTION held_insert()"
         )
     holder = psycopg.connect(url, autocommit=True)
     try:
@@ -369,7 +369,7 @@ def held_inserts(pg: PgServer, when: str) -> Iterator[psycopg.Connection[Any]]:
     finally:
         holder.close()
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("DROP TRIGGER IF EXISTS held_insert ON jsonl_streams")
+            conn.execute("DROP TRIGGER IF EXISTS held_insert ON jsonl_records")
             conn.execute("DROP FUNCTION IF EXISTS held_insert()")
 
 
@@ -393,7 +393,7 @@ def test_a_turn_the_crash_cut_off_at_its_first_checkpoint_is_run_again_by_resume
     "run ... is not started and cannot become COMPLETED")."""
     session = Session(site, "s-first-checkpoint")
     first = session.first_turn()
-    with held_inserts(site.pg, "NEW.run NOT LIKE '@%'") as holder:
+    with held_inserts(site.pg, "run NOT LIKE '@%'") as holder:
         turn = session.turn_under(2, "at the first checkpoint", waiting(holder), crash_restart, recover=False)
     run_id, status = last_run(session)
     assert run_id != first and status == "FAILED", turn.story()
@@ -408,7 +408,7 @@ def test_a_turn_the_crash_cut_off_before_it_was_recorded_is_asked_again(site: Si
     (it used to exit 4 for ever), and asking again answers the turn once."""
     session = Session(site, "s-unrecorded")
     first = session.first_turn()
-    with held_inserts(site.pg, "NEW.run = '@events'") as holder:
+    with held_inserts(site.pg, "run = '@events'") as holder:
         turn = session.turn_under(2, "at the run's first entry", waiting(holder), crash_restart, recover=False)
     run_id, status = last_run(session)
     assert run_id != first and status == "FAILED", turn.story()
