@@ -24,8 +24,8 @@ JSONL_ONLY, or MIRROR while SQL is down) raises `SessionDocumentCorrupt` naming 
 the answer and logs a warning naming the file (the doctor's `session_found` check reports it too).
 
 Convergence after outages and crashes: every write a SQL or Redis layer misses is also recorded
-in the session's durable outbox (`outbox.py`; on the PostgreSQL record store `outbox_store.py`,
-so no debt is lost with a machine's base_dir) before the caller goes on, and replayed, in order
+in the session's durable outbox (`outbox.py`: stream `@outbox` of the record store; on the
+PostgreSQL store no debt is lost with a machine's base_dir) before the caller goes on, and replayed, in order
 and idempotently, from the source of truth when the layer answers again: by this process when it
 next uses the layer (after `retry_interval_s`), by its background retrier (every
 `retry_interval_s` while it owes anything, `retrier.py`), once more when a run ends (`mark_run`),
@@ -54,8 +54,7 @@ from agent.session.layers import Down as _Down
 from agent.session.layers import Health as _Health
 from agent.session.layers import Key, LayerKeeper
 from agent.session.lifecycle import RunStatus, SessionAction, transition
-from agent.session.outbox import Outbox, Owed, SessionOutbox
-from agent.session.outbox_store import StoreOutbox
+from agent.session.outbox import Owed, SessionOutbox, StoreOutbox
 from agent.session.retrier import Retrier
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt, SessionStatus, SessionStore
 from agent.session.stores.jsonl import JsonlSessionStore
@@ -68,7 +67,6 @@ from checkpointing.ids import validate_id
 from checkpointing.records import FsyncPolicy
 from checkpointing.session_index import EVERY_ROW, RowFilter, SessionRow
 from checkpointing.store.base import Store
-from checkpointing.store.postgres import PostgresStore
 
 _T = TypeVar("_T")
 log = logging.getLogger("agentrt.sessions")
@@ -102,11 +100,7 @@ class ChatSessionManager(LayerKeeper):
         self.l2 = l2
         self.sql = sql if mode != "JSONL_ONLY" else None
         self.jsonl = jsonl
-        self.outbox: SessionOutbox = (
-            StoreOutbox(jsonl.store)
-            if isinstance(jsonl.store, PostgresStore)
-            else Outbox(jsonl.base_dir, fsync=jsonl.fsync == "always")
-        )
+        self.outbox: SessionOutbox = StoreOutbox(jsonl.records, "never" if jsonl.fsync == "never" else "always")
         self._owed: set[tuple[Key, str, Owed, int | None]] = set()
         """Session versions whose missed write this process already recorded (one record per save)."""
         self._debtors: set[Key] = set()

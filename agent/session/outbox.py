@@ -1,40 +1,30 @@
-"""The durable outbox: what a session layer missed while it was down, kept until it is written there.
+"""The outbox on the record store: what a session layer missed, kept until it is written there.
 
-One file per session, `outbox.jsonl` beside its `events.jsonl`, a record log of
-`checkpointing.records` (framing, checksum, torn-tail rule). Two record kinds:
+The records of `outbox.py` (`owe`, `paid`; framed and checksummed like every store record) in the
+session's stream `@outbox`, on either backend: on `files` the session folder's `outbox.jsonl`, on
+PostgreSQL its rows, so with base_dir only a local cache any machine that next reads the session,
+or whose retrier, sweep or doctor runs, sees and replays a debt.
 
-- `{"kind": "owe", "layer": L, "what": W, "at": T}`: layer L (`SQL`, `L2`) missed a write of W:
-  `session` (the session row / cached document) or `messages` (chat_messages rows), at time T
-  (ISO 8601 UTC; what `behind` reports as "since");
-- `{"kind": "paid", "layer": L, "upto": OFFSET}`: every `owe` of L at a byte offset <= OFFSET
-  has been replayed.
+Every write is a compare-and-swap on the end the writer read (`append_if`, `replace_if`), so
+concurrent writers never interleave and a settle never drops a debt appended after its read. The
+stream holds something only while something is owed: the settle that pays the last debt empties
+it, so "is anything owed?" is one lookup of the stream's head, and the store lists the sessions
+holding one from an index (`Store.holding`, `Store.outbox_holders`: due markers on files, a partial
+index on PostgreSQL).
 
-A debt names what is stale, not the stale data: replaying it writes the newest copy from the
-source of truth (the session document from JSONL, the page rows from the event log), so a replay
-is idempotent, runs in the order the debts were recorded, and survives the process being killed
-at any point (an unpaid debt is simply replayed again by the next process that reads the session).
-When nothing is owed any more the file is truncated to empty, so the common case ("is anything
-owed?") is one `stat`. Appends and the truncation hold an exclusive `flock` on the file, reads a
-shared one. While a session owes anything, an empty marker `tenants/<tenant>/outbox-due/<session>`
-exists (made before the first debt is written, removed after the file is emptied), so finding the
-sessions that owe (`due`, what `agentrt doctor` lists) reads one folder, never every session's.
-
-Reads never change the file. A torn last line (a crash mid-append) is a debt nobody can read: a
-read counts it as one debt of every kind to every layer (replaying too much is harmless,
-forgetting a debt is not), and the next append (`owe`, `settle`) cuts it to `outbox.jsonl.broken`
-(logged by `records.cut_torn_tail`) and writes those debts in its place. A complete line that
-does not verify stops every read with `DataCorrupt` naming the file and line; `repair` (the
-explicit step of `agentrt doctor ID --repair`, logged) moves the file aside to
-`outbox.jsonl.broken` and replaces it with one debt of every kind to every layer.
+A torn last line (a crash mid-append; only files have one) is a debt nobody can read: a read
+counts it as one debt of every kind to every layer (replaying too much is harmless, forgetting a
+debt is not), and the next append cuts it to `outbox.jsonl.broken` and writes those debts in its
+place. A complete line (or row) that does not verify stops every read with `DataCorrupt` naming
+it and the line; `repair` (the explicit step of `agentrt doctor ID --repair`, logged) keeps the
+damaged bytes (`outbox.jsonl.broken` on files) and replaces the stream with one debt of every
+kind to every layer.
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -43,20 +33,15 @@ from typing import Any, Protocol
 
 from agent.errors import DataCorrupt
 from checkpointing.errors import CorruptRecordError, OldFormatError
-from checkpointing.layout import (
-    OUTBOX_FILE,
-    broken_file,
-    is_id,
-    outbox_due_dir,
-    outbox_file,
-    session_dir,
-    tenants_root,
-)
-from checkpointing.records import RecordLog, Scan, cut_torn_tail, encode_record, fsync_dir, fsync_fd, loads, scan
+from checkpointing.ids import validate_id
+from checkpointing.layout import OUTBOX_FILE, broken_file, is_id
+from checkpointing.records import FsyncPolicy, Scan, encode_record, fsync_fd, loads
+from checkpointing.store.base import OUTBOX, SessionStreams, Store
+from checkpointing.store.files import FileSessionStreams, FileStore
 
 log = logging.getLogger("agentrt.sessions")
 
-__all__ = ["LAYERS", "OUTBOX_FILE", "Debt", "Lag", "Outbox", "Owed", "SessionOutbox"]
+__all__ = ["LAYERS", "OUTBOX_FILE", "Debt", "Lag", "Outbox", "Owed", "SessionOutbox", "StoreOutbox"]
 
 LAYERS = ("SQL", "L2")
 """The layers an outbox can owe writes to."""
@@ -154,184 +139,156 @@ class SessionOutbox(Protocol):
     def pending_layers(self, tenant_id: str, session_id: str) -> set[str]: ...
 
 
-class Outbox:
-    """The outbox files of the sessions under one `base_dir` (the `files` store; `StoreOutbox` in
-    `outbox_store.py` is the same outbox on the PostgreSQL record store)."""
+_SETTLE_TRIES = 20
 
-    def __init__(self, base_dir: Path | str, fsync: bool = True) -> None:
-        self.base_dir = Path(base_dir)
-        self.fsync = fsync
+
+_WRITE_TRIES = 50
+
+
+class StoreOutbox:
+    """The outboxes of the sessions of one record store (`SessionOutbox`)."""
+
+    def __init__(self, store: Store, fsync: FsyncPolicy = "always") -> None:
+        self.store = store
+        self.fsync: FsyncPolicy = fsync
+        """The policy of the sessions' streams (a replace that empties the outbox syncs unless "never")."""
+
+    def _streams(self, tenant_id: str, session_id: str) -> SessionStreams:
+        validate_id(tenant_id, "tenant_id")
+        validate_id(session_id, "session_id")
+        return self.store.session(tenant_id, session_id, self.fsync)
 
     def path(self, tenant_id: str, session_id: str) -> Path:
-        """`base_dir/tenants/<tenant>/sessions/<session>/outbox.jsonl`."""
-        return outbox_file(session_dir(self.base_dir, tenant_id, session_id))
+        """The outbox's name in messages (the store's label of the stream)."""
+        return self._streams(tenant_id, session_id).path(OUTBOX)
 
-    @contextmanager
-    def _locked(self, path: Path, create: bool = False, shared: bool = False) -> Iterator[int | None]:
-        flags = (os.O_RDONLY if shared else os.O_RDWR) | (os.O_CREAT if create else 0)
+    def _scan(self, streams: SessionStreams) -> Scan:
         try:
-            fd = os.open(path, flags, 0o644)
-        except FileNotFoundError:
-            yield None
-            return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
-            yield fd
-        finally:
-            os.close(fd)
-
-    def _scan(self, path: Path) -> Scan:
-        try:
-            return scan(path)
+            return streams.scan(OUTBOX)
         except (CorruptRecordError, OldFormatError) as err:
             raise DataCorrupt(
-                f"{path}:{err.line}: damaged outbox record ({err.reason}); nothing was changed. Run "
-                f"`agentrt doctor {path.parent.name} --repair`: it moves the file aside to {broken_file(path).name} "
-                "and replays every layer from the source of truth"
+                f"{streams.path(OUTBOX)}:{err.line}: damaged outbox record ({err.reason}); nothing was changed. "
+                f"Run `agentrt doctor {streams.thread} --repair`: it replaces the outbox and replays every "
+                "layer from the source of truth"
             ) from err
 
-    def _due_marker(self, path: Path) -> Path:
-        """`tenants/<tenant>/outbox-due/<session>` of the outbox at `path`."""
-        session = path.parent
-        return outbox_due_dir(self.base_dir, session.parent.parent.name) / session.name
-
-    def _append(self, path: Path, records: list[dict[str, Any]]) -> None:
-        """Append under the exclusive lock; a crash's torn tail is first replaced by every debt."""
-        frames = [encode_record(r) for r in records]
-        found = self._scan(path)
+    def _append_if(self, streams: SessionStreams, found: Scan, frames: list[bytes]) -> bool:
+        """Append `frames` at the end `found` read (a torn tail is cut and replaced by every debt)."""
         if found.torn:
-            cut_torn_tail(path, found.good)
             frames = [encode_record(r) for r in every_debt()] + frames
-        if not frames:
-            return
-        if found.size == 0 and any(r.get("kind") == "owe" for r in records):
-            marker = self._due_marker(path)  # before the debt: a crash leaves a marker, never a debt unlisted
-            marker.parent.mkdir(parents=True, exist_ok=True)
-            marker.touch()
-        RecordLog(path, fsync="always" if self.fsync else "never").append_frames(frames)
+        return streams.append_if(OUTBOX, frames, found.size) is not None
 
     def owe(self, tenant_id: str, session_id: str, layer: str, what: Owed) -> None:
         """Record durably that `layer` missed a write of `what` for this session."""
-        path = self.path(tenant_id, session_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        new = not path.exists()
-        with self._locked(path, create=True):
-            self._append(path, [owe_record(layer, what)])
-        if new and self.fsync:
-            fsync_dir(path.parent)
+        streams = self._streams(tenant_id, session_id)
+        frame = encode_record(owe_record(layer, what))
+        for _ in range(_WRITE_TRIES):
+            if self._append_if(streams, self._scan(streams), [frame]):
+                return
+        streams.append(OUTBOX, [frame], "always", None)  # never lose a debt to a busy stream
 
     def owes(self, tenant_id: str, session_id: str) -> bool:
-        """Whether anything may be owed (one stat; the file is empty once everything is paid)."""
-        try:
-            return self.path(tenant_id, session_id).stat().st_size > 0
-        except FileNotFoundError:
-            return False
+        """Whether anything may be owed (one lookup: the stream exists only while something is)."""
+        return self._streams(tenant_id, session_id).head(OUTBOX)[0] > 0
 
-    def debts(self, tenant_id: str, session_id: str) -> list[Debt]:
-        """The unpaid debts in the order they were recorded (one per layer and kind: the newest).
-
-        Read-only. A torn last record counts as every debt (see the module doc); a damaged one
-        raises `DataCorrupt` naming the file and line (`repair` is the explicit fix).
-        """
-        if not self.owes(tenant_id, session_id):
-            return []
-        path = self.path(tenant_id, session_id)
-        with self._locked(path, shared=True) as fd:
-            return [] if fd is None else self._debts_in(path)
-
-    def _unpaid_in(self, path: Path) -> list[tuple[int, dict[str, Any]]]:
-        """Every unpaid `owe` record (offset, record) in file order (a torn tail: every debt)."""
-        found = self._scan(path)
+    def _unpaid(self, tenant_id: str, session_id: str) -> list[tuple[int, dict[str, Any]]]:
+        found = self._scan(self._streams(tenant_id, session_id))
         return unpaid_debts(found, found.good if found.torn else None)
 
-    def _debts_in(self, path: Path) -> list[Debt]:
-        return newest_debts(self._unpaid_in(path))
+    def debts(self, tenant_id: str, session_id: str) -> list[Debt]:
+        """The unpaid debts in the order they were recorded (one per layer and kind: the newest)."""
+        return newest_debts(self._unpaid(tenant_id, session_id))
 
     def behind(self, tenant_id: str, session_id: str) -> dict[str, Lag]:
         """How far behind each owed layer is: its unpaid writes and since when (read-only)."""
-        if not self.owes(tenant_id, session_id):
-            return {}
-        path = self.path(tenant_id, session_id)
-        with self._locked(path, shared=True) as fd:
-            unpaid = [] if fd is None else self._unpaid_in(path)
-        return lags_of(unpaid)
+        return lags_of(self._unpaid(tenant_id, session_id))
 
     def due(self, tenant_id: str) -> list[str]:
-        """The tenant's sessions whose outbox owes anything (one folder read, no walk), sorted."""
-        try:
-            names = sorted(p.name for p in outbox_due_dir(self.base_dir, tenant_id).iterdir())
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        return [n for n in names if is_id(n) and self.owes(tenant_id, n)]
+        """The tenant's sessions whose outbox owes anything, sorted (read from the store's index)."""
+        validate_id(tenant_id, "tenant_id")
+        return self.store.holding(tenant_id, OUTBOX)
 
     def debtors(self, tenants: Sequence[str] | None = None) -> list[tuple[str, str]]:
-        """(tenant, session) of every session that owes anything, in `tenants` (None: every tenant
-        of base_dir), sorted: one folder read for the tenants, one per tenant for its markers."""
-        if tenants is None:
-            try:
-                tenants = sorted(p.name for p in tenants_root(self.base_dir).iterdir() if is_id(p.name))
-            except (FileNotFoundError, NotADirectoryError):
-                return []
-        return [(tenant, sid) for tenant in tenants for sid in self.due(tenant)]
+        """(tenant, session) of every session that owes anything, in `tenants` (None: every
+        tenant of the store), sorted: read from the store's index, no session's records."""
+        if tenants is not None:
+            return [(tenant, sid) for tenant in tenants for sid in self.due(tenant)]
+        return [(t, s) for t, s in self.store.outbox_holders() if is_id(t) and is_id(s)]
 
     def repair(self, tenant_id: str, session_id: str) -> str | None:
         """The explicit repair of a damaged outbox (`agentrt doctor ID --repair`, under the lease).
 
-        A torn last record is cut to `outbox.jsonl.broken` and replaced by every debt; a file
-        damaged elsewhere is moved there whole and replaced by every debt. Logged at WARNING;
-        returns what was done (None: the file verifies, nothing to do).
+        A torn last record is cut to `outbox.jsonl.broken` and replaced by every debt; a stream
+        damaged elsewhere is replaced whole by every debt (on files its bytes are kept in
+        `outbox.jsonl.broken`). Logged at WARNING; returns what was done (None: it verifies).
         """
-        path = self.path(tenant_id, session_id)
-        with self._locked(path) as fd:
-            if fd is None:
-                return None
-            try:
-                found = scan(path)
-            except (CorruptRecordError, OldFormatError) as err:
-                return self._replace(path, fd, err)
-            if not found.torn:
-                return None
-            self._append(path, [])
+        streams = self._streams(tenant_id, session_id)
+        path = streams.path(OUTBOX)
+        try:
+            found = streams.scan(OUTBOX)
+        except (CorruptRecordError, OldFormatError) as err:
+            kept = self._keep_damaged(streams)
+            streams.replace(OUTBOX, [encode_record(r) for r in every_debt()])
+            log.warning(
+                "outbox %s is damaged at line %d (%s): replaced; every layer is owed a full replay",
+                path,
+                err.line,
+                err.reason,
+            )
+            aside = f"moved the damaged {path} aside to {kept.name}" if kept else f"replaced the damaged {path}"
+            return f"{aside} (line {err.line}: {err.reason}); every layer is owed a full replay"
+        if not found.torn:
+            return None
+        for _ in range(_WRITE_TRIES):
+            if self._append_if(streams, found, []):
+                break
+            found = self._scan(streams)
         log.warning("outbox %s: a torn last record was cut; every layer is owed a full replay", path)
         return f"cut the torn tail of {path} (kept in {broken_file(path).name}); every layer is owed a full replay"
 
-    def _replace(self, path: Path, fd: int, err: CorruptRecordError | OldFormatError) -> str:
-        broken = broken_file(path)
-        size = os.fstat(fd).st_size
-        os.lseek(fd, 0, os.SEEK_SET)
-        data = os.read(fd, size)
-        with open(broken, "ab") as out:
-            out.write(data)
+    @staticmethod
+    def _keep_damaged(streams: SessionStreams) -> Path | None:
+        """On files, append the damaged file's bytes to `outbox.jsonl.broken` (fsynced)."""
+        if not isinstance(streams, FileSessionStreams):
+            return None
+        path = streams.path(OUTBOX)
+        kept = broken_file(path)
+        with open(kept, "ab") as out:
+            out.write(path.read_bytes())
             out.flush()
             fsync_fd(out.fileno())
-        os.ftruncate(fd, 0)
-        self._append(path, every_debt())
-        log.warning(
-            "outbox %s is damaged at line %d (%s): %d bytes moved to %s; every layer is owed a full replay",
-            path,
-            err.line,
-            err.reason,
-            size,
-            broken,
-        )
-        return (
-            f"moved the damaged {path} aside to {broken.name} (line {err.line}: {err.reason}); "
-            "every layer is owed a full replay"
-        )
+        return kept
 
     def settle(self, tenant_id: str, session_id: str, layer: str, upto: int) -> None:
-        """Mark `layer`'s debts up to byte `upto` paid; empty the file when nothing is owed any more."""
-        path = self.path(tenant_id, session_id)
-        with self._locked(path) as fd:
-            if fd is None:
+        """Mark `layer`'s debts up to position `upto` paid; drop the stream when nothing is owed any
+        more. Both only while no debt was appended since the read (else read again)."""
+        streams = self._streams(tenant_id, session_id)
+        paid = encode_record({"kind": "paid", "layer": layer, "upto": upto})
+        for _ in range(_SETTLE_TRIES):
+            found = self._scan(streams)
+            if not found.records and not found.torn:
                 return
-            self._append(path, [{"kind": "paid", "layer": layer, "upto": upto}])
-            if not self._debts_in(path):
-                os.ftruncate(fd, 0)  # under the lock: no append can slip in between
-                if self.fsync:
-                    os.fsync(fd)
-                self._due_marker(path).unlink(missing_ok=True)
+            rest = [d for d in newest_debts(unpaid_debts(found)) if not (d.layer == layer and d.offset <= upto)]
+            if not rest and not found.torn:
+                if streams.replace_if(OUTBOX, [], found.size):
+                    return
+                continue
+            if self._append_if(streams, found, [paid]):
+                return
+        log.warning(
+            "outbox %s: could not settle %s (debts kept being added); it stays owed",
+            self.path(tenant_id, session_id),
+            layer,
+        )
 
     def pending_layers(self, tenant_id: str, session_id: str) -> set[str]:
         """The layers this session still owes something to."""
         return {d.layer for d in self.debts(tenant_id, session_id)}
+
+
+class Outbox(StoreOutbox):
+    """The outboxes of the sessions under `base_dir` (the `files` store)."""
+
+    def __init__(self, base_dir: Path | str, fsync: bool = True) -> None:
+        super().__init__(FileStore(base_dir), "always" if fsync else "never")
+        self.base_dir = Path(base_dir)

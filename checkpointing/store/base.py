@@ -52,7 +52,7 @@ JOURNAL = "@journal"
 INBOX = "@inbox"
 """The inbox's stream (`agent.session.inbox.Inbox.over`, appended with `append_if`)."""
 OUTBOX = "@outbox"
-"""The outbox's stream (reserved: the outbox still writes its file itself)."""
+"""The outbox's stream (`agent.session.outbox.StoreOutbox`)."""
 SESSION_STREAMS = (EVENTS, JOURNAL, INBOX, OUTBOX)
 """Every session stream a store knows (a name outside this list is a run id)."""
 
@@ -122,6 +122,11 @@ class SessionStreams(Protocol):
         the append and durable on return: their positions, or None, nothing written, when the
         stream's end moved (read it again and retry). A writer that decides from what it read
         appends this way (the inbox)."""
+        ...
+
+    def replace_if(self, run: str, frames: list[bytes], expect_end: int) -> bool:
+        """`replace`, atomically with a check that the stream still ends at `expect_end`; False,
+        nothing changed, when it moved (an append slipped in: read it again)."""
         ...
 
     def replace(self, run: str, frames: list[bytes]) -> None:
@@ -215,6 +220,15 @@ class Store(Protocol):
 
     def threads(self, tenant: str | None = None, thread: str | None = None) -> list[tuple[str, str]]:
         """(tenant, thread) of each session holding a stream, filtered by tenant and/or thread."""
+        ...
+
+    def holding(self, tenant: str, run: str) -> list[str]:
+        """The tenant's sessions whose session stream `run` holds anything, by id, sorted."""
+        ...
+
+    def outbox_holders(self, tenant: str | None = None) -> list[tuple[str, str]]:
+        """(tenant, session) of every session of `tenant` (None: every tenant) whose OUTBOX holds
+        anything, sorted, read from an index of them (never every session's records)."""
         ...
 
     def reserve(self, tenant: str, key: str, value: dict[str, Any]) -> dict[str, Any] | None:

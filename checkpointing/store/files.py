@@ -19,6 +19,7 @@ saver, the event log and the tool journal always wrote: nothing here changes a b
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -33,6 +34,7 @@ from checkpointing.blobs import BlobStore
 from checkpointing.errors import CorruptCheckpointError, CorruptRecordError
 from checkpointing.fencing import FencingGuard
 from checkpointing.layout import (
+    OUTBOX_DUE,
     checkpoints_file,
     events_file,
     inbox_file,
@@ -216,16 +218,37 @@ class FileSessionStreams:
             offs, wait = log.write_frames(frames, policy)
         return offs, log.inode(), wait
 
-    def append_if(self, run: str, frames: list[bytes], expect_end: int) -> list[int] | None:
-        """Under an exclusive `flock` of the stream's lock file (`inbox.lock` for INBOX, the lock
-        the inbox always took): append if the file's size is still `expect_end`, fsynced."""
-        lock = inbox_lock_file(self.dir) if run == INBOX else self.path(run).with_name(self.path(run).name + ".lock")
+    def _stream_lock(self, run: str) -> Path:
+        """The lock file `append_if` and `replace_if` take on stream `run` (`inbox.lock` for INBOX,
+        the lock the inbox always took)."""
+        return inbox_lock_file(self.dir) if run == INBOX else self.path(run).with_name(self.path(run).name + ".lock")
+
+    @contextmanager
+    def _exclusive(self, run: str) -> Iterator[None]:
         self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self._stream_lock(run), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _due_marker(self) -> Path:
+        """`tenants/<tenant>/outbox-due/<session>`: exists while the session's OUTBOX holds
+        anything, so the sessions holding one are listed by one folder read (`FileStore.holding`)."""
+        return self.dir.parent.parent / OUTBOX_DUE / self.dir.name
+
+    def append_if(self, run: str, frames: list[bytes], expect_end: int) -> list[int] | None:
+        """Under an exclusive `flock` of the stream's lock file: append if the file's size is still
+        `expect_end`, fsynced (even while a run holds the session's commit group). The first
+        append to OUTBOX makes its due marker first: a crash leaves a marker, never a debt unlisted."""
+        with self._exclusive(run):
             if self.head(run)[0] != expect_end:
                 return None
+            if run == OUTBOX and expect_end == 0:
+                marker = self._due_marker()
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                marker.touch()
             log = self._log(run)
             offs, wait = log.write_frames(frames, "always")
             if wait is not None:
@@ -233,8 +256,29 @@ class FileSessionStreams:
             else:  # a run holding the session's commit group deferred it: durable on return all the same
                 log.sync()
             return offs
-        finally:
-            os.close(fd)
+
+    def replace_if(self, run: str, frames: list[bytes], expect_end: int) -> bool:
+        """`replace` under the stream's exclusive `flock`, only while its file's size is still
+        `expect_end`; False, nothing changed, when it moved. OUTBOX replaced by nothing is
+        truncated to empty (fsynced) and its due marker removed after."""
+        with self._exclusive(run):
+            if self.head(run)[0] != expect_end:
+                return False
+            if run == OUTBOX and not frames:
+                path = self.path(run)
+                with contextlib.suppress(FileNotFoundError):
+                    fd = os.open(path, os.O_WRONLY)
+                    try:
+                        os.ftruncate(fd, 0)
+                        if self.fsync != "never":
+                            os.fsync(fd)
+                    finally:
+                        os.close(fd)
+                self.close()
+                self._due_marker().unlink(missing_ok=True)
+                return True
+            self.replace(run, frames)
+            return True
 
     @contextmanager
     def _fenced(self, token: int | None) -> Iterator[None]:
@@ -271,8 +315,9 @@ class FileSessionStreams:
         atomic_write(self.path(run), b"".join(frames))
 
     def remove(self) -> None:
-        """Delete the session folder."""
+        """Delete the session folder (and its outbox's due marker)."""
         self.close()
+        self._due_marker().unlink(missing_ok=True)
         self._logs.clear()
         self._runs_sig = None
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -377,6 +422,27 @@ class FileStore:
         group unless a group was given (a runtime holding it defers their fsyncs to its barriers)."""
         directory = thread_dir(self.base_dir, tenant, thread)
         return FileSessionStreams(directory, tenant, thread, fsync, self.group or group_for(directory))
+
+    def holding(self, tenant: str, run: str) -> list[str]:
+        """The tenant's sessions whose stream `run` holds anything, by id: for OUTBOX one read of
+        the due markers (`FileSessionStreams._due_marker`), for another stream a folder walk."""
+        if run == OUTBOX:
+            try:
+                names = sorted(p.name for p in (sessions_root(self.base_dir, tenant).parent / OUTBOX_DUE).iterdir())
+            except (FileNotFoundError, NotADirectoryError):
+                return []
+        else:
+            try:
+                names = sorted(p.name for p in sessions_root(self.base_dir, tenant).iterdir())
+            except (FileNotFoundError, NotADirectoryError):
+                return []
+        return [n for n in names if is_id(n) and self.session(tenant, n, "batch").head(run)[0] > 0]
+
+    def outbox_holders(self, tenant: str | None = None) -> list[tuple[str, str]]:
+        """(tenant, session) of every session of `tenant` (None: of every tenant) whose OUTBOX
+        holds anything, sorted: one folder read for the tenants, one per tenant for its markers."""
+        tenants = [tenant] if tenant is not None else tenant_ids(self.base_dir)
+        return [(t, sid) for t in sorted(tenants) for sid in self.holding(t, OUTBOX)]
 
     def threads(self, tenant: str | None = None, thread: str | None = None) -> list[tuple[str, str]]:
         """Sessions with a runs folder."""

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent.errors import DataCorrupt
-from agent.session.outbox import Outbox, Owed, SessionOutbox
-from agent.session.outbox_store import StoreOutbox
+from agent.session.outbox import Outbox, Owed, SessionOutbox, StoreOutbox
 from tests.support.savers import SaverKit
 
 
