@@ -8,9 +8,9 @@ body as `model_dump(exclude_unset=True)`, so a field the client left out stays a
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
 SortOrder = Literal["asc", "desc"]
@@ -33,6 +33,37 @@ StreamMode = Literal[
 """Every mode the SDK knows; the ones agentrt does not stream (`debug`, `tasks`, ...) are accepted and send nothing."""
 MAX_LIMIT = 1000
 """The largest page a search or a history answers at once (LangGraph's server caps its own at 1000)."""
+
+
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def _storable(value: Any) -> Any:
+    """JSON the stores can keep: an integer beyond 64 bits is refused here, not by the encoder
+    halfway through a write."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, int) and not isinstance(item, bool) and not INT64[0] <= item <= INT64[1]:
+            raise ValueError(f"integer {item} does not fit in 64 bits")
+    return value
+
+
+def _searchable(value: dict[str, Any]) -> dict[str, Any]:
+    for key in value:
+        if not key or '"' in key or "\\" in key:
+            raise ValueError(f"metadata key {key!r} cannot be searched (empty, or holds a quote or backslash)")
+    return value
+
+
+JsonObject = Annotated[dict[str, Any], AfterValidator(_storable)]
+"""A JSON object the server stores (thread metadata, run metadata, config)."""
+SearchMetadata = Annotated[dict[str, Any], AfterValidator(_storable), AfterValidator(_searchable)]
+"""Metadata to filter by: storable, and every key one the index can look up."""
 
 
 class Body(BaseModel):
@@ -58,7 +89,7 @@ class ThreadCreate(Body):
     """`POST /threads`."""
 
     thread_id: str | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: JsonObject | None = None
     if_exists: Literal["raise", "do_nothing"] | None = None
     supersteps: list[dict[str, Any]] | None = None
     ttl: int | float | dict[str, Any] | None = None
@@ -67,7 +98,7 @@ class ThreadCreate(Body):
 class ThreadSearch(Body):
     """`POST /threads/search`."""
 
-    metadata: dict[str, Any] | None = None
+    metadata: SearchMetadata | None = None
     values: dict[str, Any] | None = None
     ids: list[str] | None = None
     status: ThreadStatus | None = None
@@ -82,7 +113,7 @@ class ThreadSearch(Body):
 class ThreadCount(Body):
     """`POST /threads/count`."""
 
-    metadata: dict[str, Any] | None = None
+    metadata: SearchMetadata | None = None
     values: dict[str, Any] | None = None
     ids: list[str] | None = None
     status: ThreadStatus | None = None
@@ -91,7 +122,7 @@ class ThreadCount(Body):
 class ThreadPatch(Body):
     """`PATCH /threads/{id}`."""
 
-    metadata: dict[str, Any] | None = None
+    metadata: JsonObject | None = None
     ttl: int | float | dict[str, Any] | None = None
 
 
@@ -117,7 +148,7 @@ class History(Body):
 
     limit: int = Field(default=10, ge=1, le=MAX_LIMIT)
     before: str | Checkpoint | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: JsonObject | None = None
     checkpoint: Checkpoint | None = None
     select: list[str] | None = None
 
@@ -125,7 +156,7 @@ class History(Body):
 class RunCommand(Body):
     """A run's `command`: `resume` answers the pending interrupt (`update` / `goto` are refused later)."""
 
-    resume: Any = None
+    resume: Annotated[Any, AfterValidator(_storable)] = None
     update: Any = None
     goto: Any = None
 
@@ -134,11 +165,11 @@ class RunCreate(Body):
     """`POST /threads/{id}/runs[/stream|/wait]` and `POST /runs[/stream|/wait]`."""
 
     assistant_id: str
-    input: dict[str, Any] | list[Any] | str | None = None
+    input: Annotated[dict[str, Any] | list[Any] | str | None, AfterValidator(_storable)] = None
     command: RunCommand | None = None
-    config: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
+    config: JsonObject | None = None
+    context: JsonObject | None = None
+    metadata: JsonObject | None = None
     stream_mode: StreamMode | list[StreamMode] | None = None
     stream_subgraphs: bool | None = None
     stream_resumable: bool | None = None
