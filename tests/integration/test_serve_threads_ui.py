@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import httpx
@@ -69,7 +70,7 @@ def test_thread_list_status_values_interrupts_and_history_pages(tmp_path: Path) 
         assert [s["checkpoint"]["checkpoint_id"] for s in pages] == ids
         by_id = alice.threads.get_history(asked, limit=2, before=ids[1])  # `before` as a bare id
         assert [s["checkpoint"]["checkpoint_id"] for s in by_id] == ids[2:4]
-        for newer, older in zip(everything, everything[1:], strict=False):
+        for newer, older in itertools.pairwise(everything):
             assert newer["parent_checkpoint"]["checkpoint_id"] == older["checkpoint"]["checkpoint_id"]
 
         # another tenant: nothing listed, nothing readable
