@@ -102,7 +102,7 @@ class ThreadSearch(Body):
     values: dict[str, Any] | None = None
     ids: list[str] | None = None
     status: ThreadStatus | None = None
-    limit: int = Field(default=10, ge=0, le=MAX_LIMIT)
+    limit: int = Field(default=10, ge=1, le=MAX_LIMIT)
     offset: int = Field(default=0, ge=0)
     sort_by: ThreadSortBy | None = None
     sort_order: SortOrder | None = None
@@ -211,7 +211,7 @@ class AssistantSearch(Body):
     metadata: dict[str, Any] | None = None
     graph_id: str | None = None
     name: str | None = None
-    limit: int = Field(default=10, ge=0, le=MAX_LIMIT)
+    limit: int = Field(default=10, ge=1, le=MAX_LIMIT)
     offset: int = Field(default=0, ge=0)
     sort_by: AssistantSortBy | None = None
     sort_order: SortOrder | None = None

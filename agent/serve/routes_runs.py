@@ -190,7 +190,7 @@ async def wait_run(
 @router.get("/threads/{thread_id}/runs")
 def list_runs(
     thread_id: str,
-    limit: int = Query(default=10, ge=0, le=MAX_LIMIT),
+    limit: int = Query(default=10, ge=1, le=MAX_LIMIT),
     offset: int = Query(default=0, ge=0),
     status: RunStatusName | None = None,
     ctx: ServeContext = Depends(get_ctx),
