@@ -61,6 +61,8 @@ def search_threads(
     body = request.given() if request else {}
     if body.get("values"):
         raise ConfigError("threads.search by state values is not supported by agentrt serve; filter by metadata")
+    if body.get("extract"):
+        raise ConfigError("threads.search extract is not supported by agentrt serve; read the values instead")
     rows = _search(body, ctx, principal)
     select = body.get("select")
     with_values = not select or bool({"values", "interrupts"} & set(select))

@@ -61,6 +61,7 @@ def bad_requests(tid: str) -> list[tuple[str, str, Any, str]]:
         ("POST", "/threads/search", [1, 2], "body"),
         ("POST", "/threads/search", "not json", "body"),
         ("POST", "/threads/search", {"values": {"x": 1}}, "values"),
+        ("POST", "/threads/search", {"extract": {"last": "values.messages[-1]"}}, "extract"),
         ("POST", "/threads/count", {"status": 3}, "status"),
         ("POST", "/threads", {"metadata": [1]}, "metadata"),
         ("POST", "/threads", {"if_exists": "maybe"}, "if_exists"),
