@@ -108,6 +108,7 @@ def create_app(settings: AgentSettings) -> FastAPI:
             "version": _version(),
             "langgraph_py_version": _version("langgraph"),
             "flags": {"assistants": True, "crons": False, "langsmith": False, "thread_ttl": False},
+            "host": {"kind": "agentrt", "project_id": None, "revision_id": None, "tenant_id": None},
             "metadata": {"server": "agentrt serve", "auth": "open (loopback)" if ctx.auth.open else "api keys"},
         }
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends
+from fastapi import APIRouter, Depends
 
 from agent.serve.auth import Principal
+from agent.serve.bodies import AssistantCount, AssistantSearch
 from agent.serve.context import GRAPH_ID, ServeContext
 from agent.serve.deps import get_ctx, get_principal
 
@@ -15,14 +16,17 @@ router = APIRouter(prefix="/assistants", tags=["assistants"])
 
 @router.post("/search")
 def search_assistants(
-    body: dict[str, Any] | None = Body(default=None),
+    request: AssistantSearch | None = None,
     ctx: ServeContext = Depends(get_ctx),
     _: Principal = Depends(get_principal),
 ) -> list[dict[str, Any]]:
-    """The assistants matching `graph_id` / `metadata` (there is one)."""
-    body = body or {}
+    """The assistants matching `graph_id` / `name` / `metadata` (there is one)."""
+    return _matching(request.given() if request else {}, ctx)
+
+
+def _matching(body: dict[str, Any], ctx: ServeContext) -> list[dict[str, Any]]:
     assistant = ctx.assistant()
-    if body.get("graph_id") not in (None, GRAPH_ID):
+    if body.get("graph_id") not in (None, GRAPH_ID) or body.get("name") not in (None, assistant["name"]):
         return []
     meta = body.get("metadata") or {}
     if any(assistant["metadata"].get(k) != v for k, v in meta.items()):
@@ -32,12 +36,12 @@ def search_assistants(
 
 @router.post("/count")
 def count_assistants(
-    body: dict[str, Any] | None = Body(default=None),
+    request: AssistantCount | None = None,
     ctx: ServeContext = Depends(get_ctx),
-    principal: Principal = Depends(get_principal),
+    _: Principal = Depends(get_principal),
 ) -> int:
     """How many assistants match."""
-    return len(search_assistants({**(body or {}), "limit": 100}, ctx, principal))
+    return len(_matching({**(request.given() if request else {}), "limit": 100}, ctx))
 
 
 @router.get("/{assistant_id}")
@@ -52,16 +56,13 @@ def get_assistant(
 @router.get("/{assistant_id}/graph")
 def get_graph(
     assistant_id: str,
-    xray: str | None = None,
+    xray: bool | int = False,
     ctx: ServeContext = Depends(get_ctx),
     _: Principal = Depends(get_principal),
 ) -> dict[str, Any]:
     """The graph's nodes and edges (LangGraph's drawable JSON)."""
     ctx.check_assistant(assistant_id)
-    depth: int | bool = False
-    if xray is not None:
-        depth = int(xray) if xray.isdigit() else xray.lower() == "true"
-    graph: dict[str, Any] = ctx.runner.graph.get_graph(xray=depth).to_json()
+    graph: dict[str, Any] = ctx.runner.graph.get_graph(xray=xray).to_json()
     return graph
 
 

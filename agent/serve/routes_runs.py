@@ -8,23 +8,26 @@ exactly as `agentrt resume` does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Coroutine
-from typing import Any
+from typing import Any, Literal
 
-from fastapi import APIRouter, Body, Depends, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from agent.errors import ConfigError, SessionNotFound, quote_id
+from agent.errors import AgentRuntimeError, ConfigError, SessionNotFound, quote_id
 from agent.serve.auth import Principal
+from agent.serve.bodies import MAX_LIMIT, RunCreate, RunsCancel, RunStatusName, StreamMode
 from agent.serve.context import ServeContext
 from agent.serve.deps import get_ctx, get_principal
 from agent.serve.encode import INTERRUPT_KEY
 from agent.serve.engine import RunRecord, RunStatus
 from agent.serve.run_log import logged_runs
-from agent.serve.run_requests import make_job, make_record
+from agent.serve.run_requests import check_request, make_job, make_record
 from agent.serve.streams import StreamTranslator, normalize_modes, sse
 from agent.serve.thread_ops import delete_thread
+from agent.session.session import ChatSession
 
 router = APIRouter(tags=["runs"])
 HEARTBEAT_S = 15.0
@@ -40,18 +43,32 @@ def _background(coro: Coroutine[Any, Any, None]) -> None:
 # --- starting ------------------------------------------------------------------------------------------
 async def _start(ctx: ServeContext, principal: Principal, thread_id: str | None, body: dict[str, Any]) -> RunRecord:
     ctx.check_assistant(str(body.get("assistant_id") or ""))
+    check_request(body)  # before any session is made: a refused run leaves no thread behind
+    created = None
     if thread_id is None:
-        session = await run_in_threadpool(ctx.create_session, principal, None, None)
-        thread_id = session.session_id
+        created = await run_in_threadpool(ctx.create_session, principal, None, body.get("metadata"))
+        thread_id = created.session_id
     else:
         try:
             await run_in_threadpool(ctx.session, principal, thread_id)
         except SessionNotFound:
             if body.get("if_not_exists") != "create":
                 raise
-            await run_in_threadpool(ctx.create_session, principal, thread_id, body.get("metadata"))
+            created = await run_in_threadpool(ctx.create_session, principal, thread_id, body.get("metadata"))
     rec = make_record(body, thread_id, principal)
-    return await ctx.engine.start(principal, rec, make_job(ctx, principal, thread_id, body, rec))
+    try:
+        return await ctx.engine.start(principal, rec, make_job(ctx, principal, thread_id, body, rec))
+    except BaseException:
+        if created is not None:
+            await run_in_threadpool(_drop, ctx, created)
+        raise
+
+
+def _drop(ctx: ServeContext, session: ChatSession) -> None:
+    """Remove a session made for a run that did not start (kept if this saver cannot delete: the
+    run's own error is the one to report)."""
+    with contextlib.suppress(AgentRuntimeError):
+        delete_thread(ctx, session)
 
 
 def _location(rec: RunRecord, stateless: bool) -> dict[str, str]:
@@ -140,42 +157,42 @@ async def _wait(ctx: ServeContext, principal: Principal, thread_id: str | None, 
 @router.post("/threads/{thread_id}/runs")
 async def create_run(
     thread_id: str,
-    body: dict[str, Any] = Body(...),
+    request: RunCreate,
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
 ) -> JSONResponse:
     """Start a run in the background; returns the Run."""
-    return await _create(ctx, principal, thread_id, body)
+    return await _create(ctx, principal, thread_id, request.given())
 
 
 @router.post("/threads/{thread_id}/runs/stream")
 async def stream_run(
     thread_id: str,
-    body: dict[str, Any] = Body(...),
+    request: RunCreate,
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
 ) -> StreamingResponse:
     """Start a run and stream its events (server-sent events in the requested `stream_mode`s)."""
-    return await _stream(ctx, principal, thread_id, body)
+    return await _stream(ctx, principal, thread_id, request.given())
 
 
 @router.post("/threads/{thread_id}/runs/wait")
 async def wait_run(
     thread_id: str,
-    body: dict[str, Any] = Body(...),
+    request: RunCreate,
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
 ) -> JSONResponse:
     """Run to the end (or to the pending approval) and return the thread's values."""
-    return await _wait(ctx, principal, thread_id, body)
+    return await _wait(ctx, principal, thread_id, request.given())
 
 
 @router.get("/threads/{thread_id}/runs")
 def list_runs(
     thread_id: str,
-    limit: int = 10,
-    offset: int = 0,
-    status: str | None = None,
+    limit: int = Query(default=10, ge=1, le=MAX_LIMIT),
+    offset: int = Query(default=0, ge=0),
+    status: RunStatusName | None = None,
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
 ) -> list[dict[str, Any]]:
@@ -224,8 +241,8 @@ def get_run(
 async def cancel_run(
     thread_id: str,
     run_id: str,
-    wait: int = 0,
-    action: str = "interrupt",
+    wait: bool = False,
+    action: Literal["interrupt", "rollback"] = "interrupt",
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
 ) -> Response:
@@ -265,7 +282,7 @@ async def join_run(
 async def join_stream(
     thread_id: str,
     run_id: str,
-    stream_mode: list[str] | None = None,
+    stream_mode: list[StreamMode] | None = Query(default=None),
     cancel_on_disconnect: bool = False,
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
@@ -287,42 +304,43 @@ def delete_run(thread_id: str, run_id: str, _: Principal = Depends(get_principal
 # --- stateless ------------------------------------------------------------------------------------------
 @router.post("/runs")
 async def create_stateless(
-    body: dict[str, Any] = Body(...),
+    request: RunCreate,
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
 ) -> JSONResponse:
     """A run on a new thread (kept unless `on_completion: delete`)."""
-    return await _create(ctx, principal, None, body)
+    return await _create(ctx, principal, None, request.given())
 
 
 @router.post("/runs/stream")
 async def stream_stateless(
-    body: dict[str, Any] = Body(...),
+    request: RunCreate,
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
 ) -> StreamingResponse:
     """`/threads/{id}/runs/stream` on a new thread."""
-    return await _stream(ctx, principal, None, body)
+    return await _stream(ctx, principal, None, request.given())
 
 
 @router.post("/runs/wait")
 async def wait_stateless(
-    body: dict[str, Any] = Body(...),
+    request: RunCreate,
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
 ) -> JSONResponse:
     """`/threads/{id}/runs/wait` on a new thread."""
-    return await _wait(ctx, principal, None, body)
+    return await _wait(ctx, principal, None, request.given())
 
 
 @router.post("/runs/cancel", status_code=204)
 def cancel_many(
-    body: dict[str, Any] | None = Body(default=None),
+    request: RunsCancel | None = None,
+    action: Literal["interrupt", "rollback"] = "interrupt",
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
 ) -> Response:
     """Cancel the caller's live runs by `thread_id` and/or `run_ids` (or `status`: running / all)."""
-    body = body or {}
+    body = request.given() if request else {}
     ids = set(body.get("run_ids") or [])
     thread = body.get("thread_id")
     for rec in ctx.engine.live(principal.tenant_id):

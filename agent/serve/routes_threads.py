@@ -4,27 +4,38 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends, Response
+from fastapi import APIRouter, Depends, Query, Response
 
 from agent.errors import ConfigError, SessionNotFound
 from agent.serve.auth import Principal
+from agent.serve.bodies import (
+    MAX_LIMIT,
+    History,
+    StateCheckpoint,
+    StateUpdate,
+    ThreadCount,
+    ThreadCreate,
+    ThreadPatch,
+    ThreadSearch,
+)
 from agent.serve.context import METADATA_KEY, ServeContext
 from agent.serve.deps import get_ctx, get_principal
 from agent.serve.encode import json_response
 from agent.serve.search import SORT_KEYS, search_filters
 from agent.serve.thread_ops import copy_thread, delete_thread
+from checkpointing.session_index import SessionRow
 
 router = APIRouter(prefix="/threads", tags=["threads"])
 
 
 @router.post("")
 def create_thread(
-    body: dict[str, Any] | None = Body(default=None),
+    request: ThreadCreate | None = None,
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
 ) -> dict[str, Any]:
     """A new session (`thread_id` optional; `if_exists`: raise | do_nothing)."""
-    body = body or {}
+    body = request.given() if request else {}
     tid = body.get("thread_id")
     if tid:
         try:
@@ -41,16 +52,36 @@ def create_thread(
 
 @router.post("/search")
 def search_threads(
-    body: dict[str, Any] | None = Body(default=None),
+    request: ThreadSearch | None = None,
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
 ) -> Response:
-    """The caller's sessions, newest first, filtered by `metadata`, `status` and `ids`."""
-    return json_response(_search(body or {}, ctx, principal))
+    """The caller's threads, newest first, filtered by `metadata`, `status` and `ids`, each with its
+    values and interrupts (unless `select` leaves them out), as agent-chat-ui lists them."""
+    body = request.given() if request else {}
+    if body.get("values"):
+        raise ConfigError("threads.search by state values is not supported by agentrt serve; filter by metadata")
+    if body.get("extract"):
+        raise ConfigError("threads.search extract is not supported by agentrt serve; read the values instead")
+    rows = _search(body, ctx, principal)
+    select = body.get("select")
+    with_values = not select or bool({"values", "interrupts"} & set(select))
+    threads = [_full(ctx, principal, row) if with_values else ctx.thread_of_row(row) for row in rows]
+    if select:
+        threads = [{k: t[k] for k in select if k in t} for t in threads]
+    return json_response(threads)
+
+
+def _full(ctx: ServeContext, principal: Principal, row: SessionRow) -> dict[str, Any]:
+    """The thread with its values (read from its checkpoint); the index row alone if it went meanwhile."""
+    try:
+        return ctx.thread(ctx.runner.manager.get(principal.tenant_id, row.session_id, principal.user_id))
+    except SessionNotFound:
+        return ctx.thread_of_row(row)
 
 
 def _search(body: dict[str, Any], ctx: ServeContext, principal: Principal, count_only: bool = False) -> Any:
-    """One indexed query (filters, order, offset/limit): no session document is read."""
+    """One indexed query (filters, order, offset/limit): the matching index rows, or their count."""
     where = search_filters(body, ctx, principal)
     if where is None:
         return 0 if count_only else []
@@ -68,17 +99,17 @@ def _search(body: dict[str, Any], ctx: ServeContext, principal: Principal, count
         offset=max(0, int(body.get("offset") or 0)),
     )
     assert isinstance(rows, list)
-    return [ctx.thread_of_row(r) for r in rows]
+    return rows
 
 
 @router.post("/count")
 def count_threads(
-    body: dict[str, Any] | None = Body(default=None),
+    request: ThreadCount | None = None,
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
 ) -> int:
     """How many of the caller's threads match."""
-    return int(_search(body or {}, ctx, principal, count_only=True))
+    return int(_search(request.given() if request else {}, ctx, principal, count_only=True))
 
 
 @router.get("/{thread_id}")
@@ -110,7 +141,7 @@ def copy(
 @router.patch("/{thread_id}")
 def update_thread(
     thread_id: str,
-    body: dict[str, Any] | None = Body(default=None),
+    request: ThreadPatch | None = None,
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
 ) -> dict[str, Any]:
@@ -118,7 +149,7 @@ def update_thread(
     session = ctx.session(principal, thread_id)
     if ctx.engine.active(session.tenant_id, session.session_id) is not None:
         raise ConfigError(f"thread {thread_id} has a run going; update its metadata when the run is over")
-    meta = {**(session.context.get(METADATA_KEY) or {}), **((body or {}).get("metadata") or {})}
+    meta = {**(session.context.get(METADATA_KEY) or {}), **((request.metadata if request else None) or {})}
     session.context = {**session.context, METADATA_KEY: meta}
     ctx.runner.manager.save(session)
     return ctx.thread(session)
@@ -149,17 +180,19 @@ def get_state_at(
 @router.post("/{thread_id}/state/checkpoint")
 def post_state_at(
     thread_id: str,
-    body: dict[str, Any] | None = Body(default=None),
+    request: StateCheckpoint,
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
 ) -> Response:
     """`{"checkpoint": {"checkpoint_id": ...}}`: the state at that checkpoint."""
-    cp = ((body or {}).get("checkpoint") or {}).get("checkpoint_id")
+    cp = request.checkpoint.checkpoint_id
     return json_response(ctx.state(ctx.session(principal, thread_id), cp))
 
 
 @router.post("/{thread_id}/state")
-def update_state(thread_id: str, _: Principal = Depends(get_principal)) -> dict[str, Any]:
+def update_state(
+    thread_id: str, request: StateUpdate | None = None, _: Principal = Depends(get_principal)
+) -> dict[str, Any]:
     """Editing state from outside a run is not offered: it would bypass the lease and the event log."""
     raise ConfigError(
         "updating a thread's state directly is not supported by agentrt serve; "
@@ -170,24 +203,24 @@ def update_state(thread_id: str, _: Principal = Depends(get_principal)) -> dict[
 @router.post("/{thread_id}/history")
 def post_history(
     thread_id: str,
-    body: dict[str, Any] | None = Body(default=None),
+    request: History | None = None,
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
 ) -> Response:
     """States of the current branch, newest first (`limit`, `before`, `checkpoint`, `metadata`)."""
-    body = body or {}
-    before = body.get("before")
-    if isinstance(before, dict):
-        before = before.get("checkpoint_id") or (before.get("configurable") or {}).get("checkpoint_id")
-    cp = (body.get("checkpoint") or {}).get("checkpoint_id")
+    request = request or History()
+    before = request.before
+    if not isinstance(before, str):
+        before = before.checkpoint_id if before is not None else None
+    cp = request.checkpoint.checkpoint_id if request.checkpoint else None
     session = ctx.session(principal, thread_id)
-    return json_response(ctx.history(session, int(body.get("limit") or 10), before, cp, body.get("metadata")))
+    return json_response(ctx.history(session, request.limit, before, cp, request.metadata))
 
 
 @router.get("/{thread_id}/history")
 def get_history(
     thread_id: str,
-    limit: int = 10,
+    limit: int = Query(default=10, ge=1, le=MAX_LIMIT),
     before: str | None = None,
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),

@@ -69,11 +69,19 @@ def resume_interrupt_id(command: dict[str, Any] | None) -> str | None:
     return None
 
 
-def make_record(body: dict[str, Any], thread_id: str, principal: Principal) -> RunRecord:
-    """The run's record (not started yet) from the request body."""
+def check_request(body: dict[str, Any]) -> None:
+    """Refuse (ConfigError, a 422) what agentrt cannot run: an unsupported option, an input or a
+    command it cannot read. Called before anything is created."""
     for key in UNSUPPORTED:
         if body.get(key):
             raise ConfigError(f"{key} is not supported by agentrt serve; leave it out")
+    if resume_decision(body.get("command")) is None:
+        input_text(body.get("input"))
+
+
+def make_record(body: dict[str, Any], thread_id: str, principal: Principal) -> RunRecord:
+    """The run's record (not started yet) from the request body."""
+    check_request(body)
     modes = sorted(normalize_modes(body.get("stream_mode")))
     return RunRecord(
         thread_id=thread_id,
