@@ -9,6 +9,14 @@ N processes, each appending one framed record at a time to a session of its own 
 runtime passes it). Both on the same database, in a schema of their own (dropped at the end), with
 the same `synchronous_commit`, measured in the same run at 1, 8 and 32 concurrent sessions.
 
+A third side, the fenced floor, shows where the gap comes from: the least SQL any fenced append
+at a stream position can send, from a bare connection, in one round trip: one statement that reads
+the session's fence token, finds the stream's end and inserts the record there (a plain table per
+side, no function, no row lock, no client library of ours). It is a lower bound for a store that
+refuses a stale writer and keeps records in order (ours also locks the fence and stream rows so a
+lease taken over mid-append cannot interleave): when the store is close to the fenced floor and
+the fenced floor is below the goal, the goal is below what a fenced append costs on this server.
+
 Processes, not threads: one Python process cannot drive 32 connections without the GIL becoming
 the bottleneck, and the server runs one backend process per connection either way. Each process
 connects and makes its first append (creating its stream and fence rows) before the clock starts.
@@ -20,7 +28,9 @@ much as commits; they are noisy on a busy machine: compare ratios within one run
     python bench/store_floor.py --fsync batch           # synchronous_commit = off on both sides
 
 Printed: the core count, the load average, the server's synchronous_commit, then records/s for the
-floor and for the store and their ratio at each level, and whether the goal (>= 0.7x the floor at
+floor, the fenced floor and the store, the store's ratio to the floor at each level, and the two
+steps of that ratio (fenced floor / floor: what fencing and ordering cost in SQL; store / fenced
+floor: what the store adds to them), and whether the goal (>= 0.7x the floor at
 every level) is met. Nothing is asserted. AGENTRT_DATABASE_URL picks the server (default
 postgresql://postgres@127.0.0.1:5432/test).
 """
@@ -73,6 +83,33 @@ def _floor_worker(schema: str, line: bytes, sync: str, ready: Barrier, go: Event
         out.put(n)
 
 
+FENCED = (
+    "WITH f AS (SELECT token FROM {s}.fenced_fence WHERE id = %(i)s AND token = %(t)s),"
+    " e AS (SELECT coalesce((SELECT pos + octet_length(line) FROM {s}.fenced_rec WHERE stream = %(i)s"
+    " ORDER BY pos DESC LIMIT 1), 0) AS p)"
+    " INSERT INTO {s}.fenced_rec (stream, pos, line) SELECT %(i)s, e.p, %(l)s FROM e, f"
+)
+"""The fenced floor's statement: fence token checked, stream end found, record inserted there."""
+
+
+def _fenced_worker(schema: str, line: bytes, sync: str, i: int, ready: Barrier, go: Event, end: Any, out: Any) -> None:
+    with psycopg.connect(URL, autocommit=True, prepare_threshold=None) as conn:
+        conn.execute("SELECT set_config('synchronous_commit', %s, false)", (sync,))
+        fence = sql.SQL("INSERT INTO {}.fenced_fence (id, token) VALUES (%s, 1)").format(sql.Identifier(schema))
+        conn.execute(fence, (i,))
+        append = sql.SQL(FENCED.replace("{s}", "{}")).format(*[sql.Identifier(schema)] * 3)
+        args = {"i": i, "t": 1, "l": line}
+        conn.execute(append, args)
+        ready.wait()
+        go.wait()
+        n, deadline = 0, end.value
+        while time.monotonic() < deadline:
+            if conn.execute(append, args).rowcount != 1:
+                raise SystemExit("the fenced floor's append inserted nothing")
+            n += 1
+        out.put(n)
+
+
 def _store_worker(schema: str, line: bytes, fsync: str, i: int, ready: Barrier, go: Event, end: Any, out: Any) -> None:
     store = PostgresStore(URL, schema=schema, max_connections=1)
     try:
@@ -90,7 +127,7 @@ def _store_worker(schema: str, line: bytes, fsync: str, i: int, ready: Barrier, 
 
 
 def run_level(kind: str, schema: str, level: int, seconds: float, line: bytes, fsync: str) -> float:
-    """Records/s of `level` processes of `kind` ("floor" or "store") for `seconds`."""
+    """Records/s of `level` processes of `kind` ("floor", "fenced" or "store") for `seconds`."""
     ctx = mp.get_context("fork")
     ready, go, out = ctx.Barrier(level + 1), ctx.Event(), ctx.Queue()
     end = ctx.Value("d", 0.0)
@@ -100,6 +137,8 @@ def run_level(kind: str, schema: str, level: int, seconds: float, line: bytes, f
         if kind == "floor":
             target: Any = _floor_worker
             args: tuple[Any, ...] = (schema, line, sync, ready, go, end, out)
+        elif kind == "fenced":
+            target, args = _fenced_worker, (schema, line, sync, i + 1000 * level, ready, go, end, out)
         else:  # a session of its own per process and level
             target, args = _store_worker, (schema, line, fsync, i + 1000 * level, ready, go, end, out)
         p = ctx.Process(target=target, args=args, daemon=True)
@@ -140,6 +179,13 @@ def main(argv: list[str] | None = None) -> None:
                 "CREATE TABLE {}.floor (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, line bytea NOT NULL)"
             ).format(sql.Identifier(schema))
         )
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE {0}.fenced_fence (id bigint PRIMARY KEY, token bigint NOT NULL);"
+                " CREATE TABLE {0}.fenced_rec (stream bigint NOT NULL, pos bigint NOT NULL, line bytea NOT NULL,"
+                " PRIMARY KEY (stream, pos))"
+            ).format(sql.Identifier(schema))
+        )
     sync = "on" if args.fsync == "always" else "off"
     print(f"cores: {os.cpu_count()}; load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(
@@ -151,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         for r in range(args.rounds):
             for level in args.levels:
-                order = ("floor", "store") if r % 2 == 0 else ("store", "floor")
+                order = ("floor", "fenced", "store") if r % 2 == 0 else ("store", "fenced", "floor")
                 for kind in order:
                     got.setdefault((kind, level), []).append(
                         run_level(kind, schema, level, args.seconds, line, args.fsync)
@@ -160,14 +206,22 @@ def main(argv: list[str] | None = None) -> None:
         with psycopg.connect(URL, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
         store.close()
-    print(f"{'sessions':>8} {'floor rec/s':>12} {'store rec/s':>12} {'ratio':>7}  goal >= {GOAL}x")
+    print(
+        f"{'sessions':>8} {'floor rec/s':>12} {'fenced rec/s':>13} {'store rec/s':>12} {'ratio':>7}"
+        f"  goal >= {GOAL}x  {'fenced/floor':>12} {'store/fenced':>12}"
+    )
     met = True
     for level in args.levels:
         floor = statistics.median(got[("floor", level)])
+        fenced = statistics.median(got[("fenced", level)])
         ours = statistics.median(got[("store", level)])
         ratio = ours / floor if floor else 0.0
         met = met and ratio >= GOAL
-        print(f"{level:>8} {floor:>12.0f} {ours:>12.0f} {ratio:>6.2f}x  {'met' if ratio >= GOAL else 'NOT met'}")
+        print(
+            f"{level:>8} {floor:>12.0f} {fenced:>13.0f} {ours:>12.0f} {ratio:>6.2f}x  "
+            f"{'met    ' if ratio >= GOAL else 'NOT met'}   {fenced / floor if floor else 0:>11.2f}x "
+            f"{ours / fenced if fenced else 0:>11.2f}x"
+        )
     print(f"goal (>= {GOAL}x the floor at every level): {'met' if met else 'not met'}")
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
