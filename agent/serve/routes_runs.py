@@ -290,7 +290,7 @@ async def join_run(
 async def join_stream(
     thread_id: str,
     run_id: str,
-    stream_mode: list[StreamMode] | None = Query(default=None),
+    stream_mode: list[StreamMode | Literal[""]] | None = Query(default=None),
     cancel_on_disconnect: bool = False,
     last_event_id: str | None = Header(default=None),
     ctx: ServeContext = Depends(get_ctx),
@@ -300,15 +300,16 @@ async def join_stream(
     here is followed; a finished one (also from before a restart) is replayed from the record store
     while its events are kept (`serve.stream_ttl_s`)."""
     after = parse_event_id(last_event_id)
+    asked = [m for m in stream_mode or () if m]  # the SDK sends `stream_mode=` when it names none
     rec = await run_in_threadpool(_run_or_404, ctx, principal, thread_id, run_id)
     if rec is not None and not rec.trimmed:
-        modes = normalize_modes(stream_mode) if stream_mode else rec.modes
+        modes = normalize_modes(asked) if asked else rec.modes
         return _stream_response(rec, modes, False, cancel_on_disconnect, after)
     kept = StreamLog(ctx.settings, principal.tenant_id, thread_id, run_id)
     replay = await run_in_threadpool(kept.read, after)
     if replay is None:
         raise SessionNotFound(f"run {quote_id(run_id)} has no stream kept in thread {quote_id(thread_id)}")
-    modes = normalize_modes(stream_mode) if stream_mode else SUPPORTED_MODES
+    modes = normalize_modes(asked) if asked else SUPPORTED_MODES
     location = {"Content-Location": f"/threads/{thread_id}/runs/{run_id}"}
     return StreamingResponse(_replayed(replay, modes), media_type="text/event-stream", headers=_headers(location))
 

@@ -116,6 +116,8 @@ class StreamTranslator:
                 yield "events", self._event("on_chain_end", task["name"], {"output": task.get("result")}, task["id"])
         elif mode == "messages":
             msg, meta = jsonable(chunk[0]), jsonable(chunk[1]) or {}
+            if not meta.get("ls_model_type"):  # a message a node wrote to the state, not a model's
+                return
             mid = str(msg.get("id") or "") if isinstance(msg, dict) else ""
             name = str(meta.get("ls_model_name") or meta.get("ls_provider") or "chat_model")
             call = self._models.get(mid)
