@@ -3,7 +3,7 @@
 Each stream mode alone and in combination gives events shaped as LangGraph's server sends them;
 every event has an id; a join with `Last-Event-ID` gets exactly the events after it: while the run
 goes on, after it finished, and after the server restarted; another tenant cannot join; a stream
-kept longer than `serve.stream_ttl_s` is gone.
+kept longer than `serve.stream_ttl_s` is gone. Replays are checked on both record stores.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import NotFoundError
 
 from tests.support.runners import make_config
-from tests.support.serve import Server, serving, slow_config, start_server
+from tests.support.serve import SLOW_SCRIPT, SLOW_TOOLS, Server, serving, start_server
+from tests.support.store_configs import StoreSetup
 
 pytestmark = pytest.mark.integration
 
@@ -128,8 +129,8 @@ def _join(client: SyncLangGraphClient, tid: str, run_id: str, after: str | None 
     return [(p.id, p.event, p.data) for p in client.runs.join_stream(tid, run_id, last_event_id=after, **kw)]
 
 
-def test_join_replays_the_tail_live_finished_and_after_a_restart(tmp_path: Path) -> None:
-    config = slow_config(tmp_path, serve={"api_keys": KEYS})
+def test_join_replays_the_tail_live_finished_and_after_a_restart(tmp_path: Path, store: StoreSetup) -> None:
+    config = store.config(tmp_path, SLOW_SCRIPT, tools=SLOW_TOOLS, serve={"api_keys": KEYS})
     server = start_server(config, tmp_path)
     try:
         alice = get_sync_client(url=server.url, api_key=ALICE)
