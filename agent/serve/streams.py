@@ -155,15 +155,15 @@ class StreamTranslator:
             yield "events", self._event("on_chat_model_end", call["name"], {"output": message}, mid, call["meta"])
 
     def closing(self, interrupts: list[dict[str, Any]], error: bool = False) -> Iterator[tuple[str, Any]]:
-        """After the run: a last `values` event with the pending interrupts, as LangGraph sends it,
-        and the graph's `on_chain_end`."""
-        if interrupts and "values" in self.modes:
-            yield "values", {**(self.last_values or {}), INTERRUPT_KEY: interrupts}
+        """After the run: the graph's `on_chain_end`, then a last `values` event with the pending
+        interrupts, as LangGraph sends it."""
         if "events" in self.modes and self._started and not error:
             for mid in list(self._models):
                 yield from self._model_end(mid, self._models[mid].get("last"))
             output = self.last_values or {}
             yield "events", self._event("on_chain_end", GRAPH_NAME, {"output": output}, run_id=self.run_id)
+        if interrupts and "values" in self.modes:
+            yield "values", {**(self.last_values or {}), INTERRUPT_KEY: interrupts}
 
     def _event(
         self, event: str, name: str, data: Any, run_id: str | None = None, metadata: dict[str, Any] | None = None

@@ -94,6 +94,8 @@ def test_each_mode_alone_gives_events_of_its_shape(server: Server) -> None:
     events = _of(seen["events"], "events")
     assert (events[0]["event"], events[0]["name"]) == ("on_chain_start", "LangGraph")
     assert (events[-1]["event"], events[-1]["name"]) == ("on_chain_end", "LangGraph")
+    combined = _stream(client, ["events", "values"])
+    assert combined[-1][1] == "values" and combined[-1][2]["__interrupt__"]  # the interrupt stays last
     kinds = {e["event"] for e in events}
     assert {"on_chain_start", "on_chain_end", "on_chat_model_start", "on_chat_model_end", "on_custom_event"} <= kinds
     for kind in ("on_chain", "on_chat_model"):
