@@ -339,6 +339,10 @@ class ServeSettings(_Strict):
     runs_on: Literal["auto", "server", "workers"] = "auto"
     """Where API runs execute: `server` (this process), `workers` (the Celery workers of `workers:`,
     streamed back through Redis), `auto` (workers when `workers.broker_url` is set)."""
+    stream_ttl_s: float = Field(default=3600.0, gt=0)
+    """How long a run's streamed events stay in the record store after its last one, for clients that
+    reconnect with `Last-Event-ID` (also after the run ended or the server restarted); an older stream
+    is removed when a client asks for it, and with its thread."""
 
     def on_workers(self, workers: WorkerSettings) -> bool:
         """Whether runs go to the Celery workers with these worker settings."""

@@ -10,6 +10,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StreamMode
 
 from agent import faults
 from agent.config import AgentSettings
@@ -37,6 +38,10 @@ class RunnerCore:
 
     stream_messages = False
     """Whether runs also stream LangGraph's `messages` mode (tokens then come from its chunks)."""
+    extra_stream_modes: tuple[StreamMode, ...] = ()
+    """LangGraph stream modes only a subclass reads (the server's `tasks` and `debug`): none on the CLI."""
+    stream_subgraphs = False
+    """Whether runs stream the chunks of subgraphs too (`_translate_in` gets their namespace)."""
 
     def __init__(self, settings: AgentSettings, saver: BaseCheckpointSaver | None = None) -> None:
         faults.install()
@@ -114,6 +119,12 @@ class RunnerCore:
             "metadata": meta,
             "runtime_snapshot": {k: meta.get(k) for k in ("surface_digest", "toolset_hash")},
         }
+
+    def _translate_in(self, ns: tuple[str, ...], mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEvent]:
+        """A chunk of the graph (`ns` empty) or of a subgraph (its namespace): only the graph's own
+        chunks are the run's events."""
+        if not ns:
+            yield from self._translate(mode, chunk, recorder)
 
     def _translate(self, mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEvent]:
         """One graph stream chunk as RunEvents (a subclass may add its own, see `ServeRunner`)."""

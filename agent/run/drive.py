@@ -43,8 +43,16 @@ def drive(
         if not rt.stream_messages:  # the `messages` mode streams tokens itself
             callbacks: list[Any] = list(config.get("callbacks") or [])  # type: ignore[arg-type]
             config = {**config, "callbacks": [*callbacks, TokenStream()]}
-        for mode, chunk in rt.graph.stream(graph_input, config, context=context, stream_mode=modes, durability="sync"):
-            yield from rt._translate(mode, chunk, recorder)
+        modes = [*modes, *rt.extra_stream_modes]
+        subgraphs = rt.stream_subgraphs
+        item: Any  # (mode, chunk), or (namespace, mode, chunk) with subgraphs
+        for item in rt.graph.stream(
+            graph_input, config, context=context, stream_mode=modes, durability="sync", subgraphs=subgraphs
+        ):
+            if subgraphs:
+                yield from rt._translate_in(tuple(item[0]), item[1], item[2], recorder)
+            else:
+                yield from rt._translate_in((), item[0], item[1], recorder)
     except KeyboardInterrupt as err:
         raise interrupted(rt, session, recorder) from err
     except BaseException as err:

@@ -30,7 +30,7 @@ StreamMode = Literal[
     "tools",
     "lifecycle",
 ]
-"""Every mode the SDK knows; the ones agentrt does not stream (`debug`, `tasks`, ...) are accepted and send nothing."""
+"""Every mode the SDK knows; `tools` and `lifecycle` are accepted and send nothing (agent/serve/streams.py)."""
 MAX_LIMIT = 1000
 """The largest page a search or a history answers at once (LangGraph's server caps its own at 1000)."""
 

@@ -2,10 +2,12 @@
 `serve.runs_on` naming the workers, a thread of that pool follows the turn a Celery worker runs
 (agent/serve/workers.py); both yield the same `RunEvent`s.
 
-A `RunRecord` keeps the run's `RunEvent`s in order; any number of subscribers (an SSE response,
-`join`, the page's live view) replay what they missed and then follow it, each translating the
-events for itself. The API run id is agentrt's run id (the `run_start` entry of the event log),
-so a run the client knew before a server restart is the run `agentrt resume` continues.
+A `RunRecord` keeps the run's `RunEvent`s in order and translates each, once, into the server-sent
+events of the run's stream modes, numbered from 1 and appended to the record store as they come
+(agent/serve/stream_log.py); any number of subscribers (an SSE response, a join from a
+`Last-Event-ID`, the page's live view) replay what they missed and then follow it. The API run id
+is agentrt's run id (the `run_start` entry of the event log), so a run the client knew before a
+server restart is the run `agentrt resume` continues.
 """
 
 from __future__ import annotations
@@ -22,11 +24,14 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from agent.config import AgentSettings
 from agent.errors import SessionError
 from agent.results import RunEvent
 from agent.serve.auth import Principal
 from agent.serve.encode import jsonable
 from agent.serve.runner import ServeRunner
+from agent.serve.stream_log import StreamLog
+from agent.serve.streams import StreamTranslator
 
 KEEP_FINISHED_RUNS = 500
 KEEP_EVENTS_OF = 50
@@ -55,7 +60,9 @@ def now_iso() -> str:
 
 @dataclass
 class RunRecord:
-    """One run seen by this server process, with its event buffer and subscribers."""
+    """One run seen by this server process: its `RunEvent`s (the page follows them) and the
+    server-sent events they make (id, event, data), kept in the record store as they come
+    (agent/serve/stream_log.py) for replays."""
 
     thread_id: str
     tenant_id: str
@@ -75,63 +82,116 @@ class RunRecord:
     interrupts: list[dict[str, Any]] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
     cancel_requested: threading.Event = field(default_factory=threading.Event)
+    modes: frozenset[str] = frozenset({"values"})
+    """The stream modes its events are made for (what a join can ask for)."""
+    subgraphs: bool = False
+    streamed: list[tuple[int, str, Any]] = field(default_factory=list)
+    """Its server-sent events so far: (id, event, data), ids from 1."""
+    trimmed: bool = False
+    """Its buffers were dropped (an old finished run): replays read the record store."""
+    _translator: StreamTranslator | None = None
+    _log: StreamLog | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _subs: list[tuple[asyncio.AbstractEventLoop, asyncio.Queue[RunEvent | None]]] = field(default_factory=list)
+    _subs: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=list)
 
-    def push(self, ev: RunEvent | None) -> None:
-        """Append an event (None: the run is over) and hand it to every subscriber."""
+    def begin(self, settings: AgentSettings) -> None:
+        """At the run's first event (its id known): the stream starts with its `metadata` event."""
+        self._translator = StreamTranslator(self.modes, self.run_id, self.subgraphs)
+        self._log = StreamLog(settings, self.tenant_id, self.thread_id, self.run_id)
+        self._log.reset()
+        self._emit([("metadata", {"run_id": self.run_id, "thread_id": self.thread_id, "attempt": 1})])
+
+    def push(self, ev: RunEvent) -> None:
+        """Append an event and the server-sent events it makes; wake every subscriber."""
+        pairs = list(self._translator.translate(ev)) if self._translator is not None else []
         with self._lock:
-            if ev is not None:
-                self.events.append(ev)
+            self.events.append(ev)
+        self._emit(pairs)
+
+    def _emit(self, pairs: list[tuple[str, Any]], end: bool = False) -> None:
+        with self._lock:
+            first = len(self.streamed) + 1
+            numbered = [(first + k, name, data) for k, (name, data) in enumerate(pairs)]
+            self.streamed.extend(numbered)
+        if self._log is not None:
+            self._log.append(numbered, end)
+        self._wake()
+
+    def _wake(self) -> None:
+        with self._lock:
             subs = list(self._subs)
-        for loop, queue in subs:
+        for loop, wake in subs:
             try:
-                loop.call_soon_threadsafe(queue.put_nowait, ev)
+                loop.call_soon_threadsafe(wake.set)
             except RuntimeError:  # the subscriber's loop is gone (client disconnected)
                 pass
 
     def finish(self, status: RunStatus) -> None:
-        """Mark the run over and wake every subscriber."""
+        """Mark the run over (its closing events last) and wake every subscriber."""
+        closing: list[tuple[str, Any]] = []
+        if self.error is not None and status is RunStatus.ERROR:
+            closing.append(("error", self.error))
+        elif self._translator is not None:
+            closing.extend(self._translator.closing(self.interrupts))
         with self._lock:
+            first = len(self.streamed) + 1
+            numbered = [(first + k, name, data) for k, (name, data) in enumerate(closing)]
+            self.streamed.extend(numbered)
             self.status = status
             self.updated_at = now_iso()
             self.done.set()
-        self.push(None)
+        if self._log is not None:
+            self._log.append(numbered, end=True)
+        self._wake()
 
     async def wait(self) -> None:
         """Until the run is over (no thread held while waiting)."""
         async for _ in self.follow():
             pass
 
-    async def follow(self, heartbeat_s: float | None = None) -> AsyncIterator[RunEvent | None]:
-        """Every event of the run: those already buffered, then the new ones until it ends.
+    def follow(self, heartbeat_s: float | None = None) -> AsyncIterator[RunEvent | None]:
+        """Every `RunEvent` of the run: those already buffered, then the new ones until it ends.
 
         With `heartbeat_s`, yields None after that long without an event (streams send a comment,
         so proxies keep a connection open through a long tool call).
         """
+        return self._follow(lambda: self.events, 0, heartbeat_s)
+
+    def follow_streamed(
+        self, after: int = 0, heartbeat_s: float | None = None
+    ) -> AsyncIterator[tuple[int, str, Any] | None]:
+        """The run's server-sent events after id `after`, then the new ones until it ends (None:
+        a heartbeat, as `follow`)."""
+        return self._follow(lambda: self.streamed, after, heartbeat_s)
+
+    async def _follow(
+        self, items: Callable[[], list[Any]], start: int, heartbeat_s: float | None
+    ) -> AsyncIterator[Any]:
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()
+        wake = asyncio.Event()
+        sub = (loop, wake)
         with self._lock:
-            backlog = list(self.events)
-            live = not self.done.is_set()
-            if live:
-                self._subs.append((loop, queue))
+            self._subs.append(sub)
         try:
-            for ev in backlog:
-                yield ev
-            while live:
+            pos = start
+            while True:
+                wake.clear()  # before reading: a push after the read sets it again
+                with self._lock:
+                    new = items()[pos:]
+                    over = self.done.is_set()
+                pos += len(new)
+                for item in new:
+                    yield item
+                if over:
+                    return
                 try:
-                    item = await asyncio.wait_for(queue.get(), heartbeat_s)
+                    await asyncio.wait_for(wake.wait(), heartbeat_s)
                 except TimeoutError:
                     yield None
-                    continue
-                if item is None:
-                    return
-                yield item
         finally:
             with self._lock:
-                if (loop, queue) in self._subs:
-                    self._subs.remove((loop, queue))
+                if sub in self._subs:
+                    self._subs.remove(sub)
 
     def to_json(self) -> dict[str, Any]:
         """The API's Run object."""
@@ -193,7 +253,8 @@ class RunEngine:
             self._runs.move_to_end((principal.tenant_id, rec.run_id))
             finished = [r for r in self._runs.values() if r.done.is_set()]
             for old in finished[: max(0, len(finished) - KEEP_EVENTS_OF)]:
-                old.events = []  # their subscribers are gone; keep the record, drop the states it holds
+                # their subscribers are gone; keep the record, drop the states it holds (replays read the store)
+                old.events, old.streamed, old.trimmed = [], [], True
             for k in [k for k, r in self._runs.items() if r.done.is_set()][:-KEEP_FINISHED_RUNS]:
                 del self._runs[k]
         return rec
@@ -213,6 +274,7 @@ class RunEngine:
                     rec.run_id = str(ev.data.get("run_id") or "")
                     rec.executor = str(ev.data.get("worker") or THIS_SERVER)
                     rec.status = RunStatus.RUNNING
+                    rec.begin(self.runner.settings)
                     started = True
                     on_start(None)
                 if ev.kind == "final":

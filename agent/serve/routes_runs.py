@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -25,7 +25,8 @@ from agent.serve.encode import INTERRUPT_KEY
 from agent.serve.engine import RunRecord, RunStatus
 from agent.serve.run_log import logged_runs
 from agent.serve.run_requests import check_request, make_job, make_record
-from agent.serve.streams import StreamTranslator, normalize_modes, sse
+from agent.serve.stream_log import Replay, StreamLog, parse_event_id
+from agent.serve.streams import SUPPORTED_MODES, normalize_modes, sse, wanted
 from agent.serve.thread_ops import delete_thread
 from agent.session.session import ChatSession
 
@@ -41,7 +42,9 @@ def _background(coro: Coroutine[Any, Any, None]) -> None:
 
 
 # --- starting ------------------------------------------------------------------------------------------
-async def _start(ctx: ServeContext, principal: Principal, thread_id: str | None, body: dict[str, Any]) -> RunRecord:
+async def _start(
+    ctx: ServeContext, principal: Principal, thread_id: str | None, body: dict[str, Any], streaming: bool = False
+) -> RunRecord:
     ctx.check_assistant(str(body.get("assistant_id") or ""))
     check_request(body)  # before any session is made: a refused run leaves no thread behind
     created = None
@@ -55,7 +58,7 @@ async def _start(ctx: ServeContext, principal: Principal, thread_id: str | None,
             if body.get("if_not_exists") != "create":
                 raise
             created = await run_in_threadpool(ctx.create_session, principal, thread_id, body.get("metadata"))
-    rec = make_record(body, thread_id, principal)
+    rec = make_record(body, thread_id, principal, streaming)
     try:
         return await ctx.engine.start(principal, rec, make_job(ctx, principal, thread_id, body, rec))
     except BaseException:
@@ -95,33 +98,38 @@ def _final_values(rec: RunRecord) -> dict[str, Any]:
 
 
 async def _sse(
-    rec: RunRecord, modes: frozenset[str], request: Request | None = None, cancel_on_disconnect: bool = False
+    rec: RunRecord, modes: frozenset[str], after: int = 0, cancel_on_disconnect: bool = False
 ) -> AsyncIterator[bytes]:
-    translator = StreamTranslator(modes, rec.run_id)
     finished = False
     try:
-        yield sse("metadata", {"run_id": rec.run_id, "thread_id": rec.thread_id, "attempt": 1})
-        async for ev in rec.follow(HEARTBEAT_S):
-            if ev is None:
+        async for item in rec.follow_streamed(after, HEARTBEAT_S):
+            if item is None:
                 yield b": heartbeat\n\n"
                 continue
-            for name, data in translator.translate(ev):
-                yield sse(name, data)
-        if rec.error is not None and rec.status is RunStatus.ERROR:
-            yield sse("error", rec.error)
-        else:
-            for name, data in translator.closing(rec.interrupts):
-                yield sse(name, data)
+            event_id, name, data = item
+            if wanted(name, modes):
+                yield sse(name, data, str(event_id))
         finished = True
     finally:
         if not finished and cancel_on_disconnect:
             rec.cancel_requested.set()
 
 
-def _stream_response(rec: RunRecord, modes: frozenset[str], stateless: bool, cancel: bool) -> StreamingResponse:
-    headers = {**_location(rec, stateless), "Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+async def _replayed(replay: Replay, modes: frozenset[str]) -> AsyncIterator[bytes]:
+    for event_id, name, data in replay.events:
+        if wanted(name, modes):
+            yield sse(name, data, str(event_id))
+
+
+def _headers(location: dict[str, str]) -> dict[str, str]:
+    return {**location, "Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+
+
+def _stream_response(
+    rec: RunRecord, modes: frozenset[str], stateless: bool, cancel: bool, after: int = 0
+) -> StreamingResponse:
     return StreamingResponse(
-        _sse(rec, modes, cancel_on_disconnect=cancel), media_type="text/event-stream", headers=headers
+        _sse(rec, modes, after, cancel), media_type="text/event-stream", headers=_headers(_location(rec, stateless))
     )
 
 
@@ -137,7 +145,7 @@ async def _create(ctx: ServeContext, principal: Principal, thread_id: str | None
 async def _stream(
     ctx: ServeContext, principal: Principal, thread_id: str | None, body: dict[str, Any]
 ) -> StreamingResponse:
-    rec = await _start(ctx, principal, thread_id, body)
+    rec = await _start(ctx, principal, thread_id, body, streaming=True)
     stateless = thread_id is None
     if stateless:
         _background(_after(ctx, rec, body, stateless))
@@ -282,17 +290,28 @@ async def join_run(
 async def join_stream(
     thread_id: str,
     run_id: str,
-    stream_mode: list[StreamMode] | None = Query(default=None),
+    stream_mode: list[StreamMode | Literal[""]] | None = Query(default=None),
     cancel_on_disconnect: bool = False,
+    last_event_id: str | None = Header(default=None),
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
 ) -> StreamingResponse:
-    """Stream a run's events from its start (replayed) to its end."""
+    """Stream a run's events after `Last-Event-ID` (all of them without it) to its end: a run live
+    here is followed; a finished one (also from before a restart) is replayed from the record store
+    while its events are kept (`serve.stream_ttl_s`)."""
+    after = parse_event_id(last_event_id)
+    asked = [m for m in stream_mode or () if m]  # the SDK sends `stream_mode=` when it names none
     rec = await run_in_threadpool(_run_or_404, ctx, principal, thread_id, run_id)
-    if rec is None:
-        raise SessionNotFound(f"run {run_id} is not running in this server; read the thread's state instead")
-    modes = normalize_modes(stream_mode or rec.kwargs.get("stream_mode"))
-    return _stream_response(rec, modes, False, cancel_on_disconnect)
+    if rec is not None and not rec.trimmed:
+        modes = normalize_modes(asked) if asked else rec.modes
+        return _stream_response(rec, modes, False, cancel_on_disconnect, after)
+    kept = StreamLog(ctx.settings, principal.tenant_id, thread_id, run_id)
+    replay = await run_in_threadpool(kept.read, after)
+    if replay is None:
+        raise SessionNotFound(f"run {quote_id(run_id)} has no stream kept in thread {quote_id(thread_id)}")
+    modes = normalize_modes(asked) if asked else SUPPORTED_MODES
+    location = {"Content-Location": f"/threads/{thread_id}/runs/{run_id}"}
+    return StreamingResponse(_replayed(replay, modes), media_type="text/event-stream", headers=_headers(location))
 
 
 @router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)

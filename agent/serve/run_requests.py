@@ -10,7 +10,7 @@ from agent.results import RunEvent
 from agent.serve.auth import Principal
 from agent.serve.context import ASSISTANT_ID, ServeContext
 from agent.serve.engine import RunRecord
-from agent.serve.streams import normalize_modes
+from agent.serve.streams import SUPPORTED_MODES, normalize_modes
 from agent.serve.workers import worker_job
 from nodes.acting import normalize_decision
 
@@ -79,16 +79,20 @@ def check_request(body: dict[str, Any]) -> None:
         input_text(body.get("input"))
 
 
-def make_record(body: dict[str, Any], thread_id: str, principal: Principal) -> RunRecord:
-    """The run's record (not started yet) from the request body."""
+def make_record(body: dict[str, Any], thread_id: str, principal: Principal, streaming: bool = True) -> RunRecord:
+    """The run's record (not started yet) from the request body. A run started without a stream
+    (create, wait) streams every mode to whoever joins it, unless it names its modes."""
     check_request(body)
-    modes = sorted(normalize_modes(body.get("stream_mode")))
+    given = body.get("stream_mode")
+    modes = normalize_modes(given) if given is not None or streaming else SUPPORTED_MODES
     return RunRecord(
         thread_id=thread_id,
         tenant_id=principal.tenant_id,
         assistant_id=ASSISTANT_ID,
         metadata=dict(body.get("metadata") or {}),
-        kwargs={"stream_mode": modes, "input": body.get("input"), "command": body.get("command")},
+        kwargs={"stream_mode": sorted(modes), "input": body.get("input"), "command": body.get("command")},
+        modes=modes,
+        subgraphs=bool(body.get("stream_subgraphs")),
     )
 
 

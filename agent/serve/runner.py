@@ -2,7 +2,7 @@
 
 `AgentRunner.stream()` turns graph chunks into agentrt's `RunEvent`s (what the CLI and the page
 show); the API also needs the chunks themselves (`values`, `updates`, `messages`, `custom`), so
-this runner yields each one first as a `RunEvent("graph", {"mode", "chunk"})`. Lease, journal,
+this runner yields each one first as a `RunEvent("graph", {"mode", "chunk", "ns"})`. Lease, journal,
 event log and recovery are untouched: it is the same run.
 """
 
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+
+from langgraph.types import StreamMode
 
 from agent.results import RunEvent
 from agent.runner import AgentRunner
@@ -26,14 +28,18 @@ L1_TTL_S = 1e-6
 
 
 class ChunkRunner(AgentRunner):
-    """`AgentRunner` whose streams also carry the raw graph chunks (kind `graph`); the workers run it
-    too, so a turn submitted by the server streams the same modes from a worker."""
+    """`AgentRunner` whose streams also carry the raw graph chunks (kind `graph`: `mode`, `chunk`, and
+    `ns`, the subgraph's namespace, empty for the graph's own), subgraphs and LangGraph's `tasks` and
+    `debug` modes included; the workers run it too, so a turn submitted by the server streams the
+    same modes from a worker. The CLI's runner streams none of these."""
 
     stream_messages = True  # the API's `messages` mode
+    extra_stream_modes: tuple[StreamMode, ...] = ("tasks", "debug")
+    stream_subgraphs = True
 
-    def _translate(self, mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEvent]:
-        yield RunEvent(GRAPH_EVENT, {"mode": mode, "chunk": chunk})
-        yield from super()._translate(mode, chunk, recorder)
+    def _translate_in(self, ns: tuple[str, ...], mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEvent]:
+        yield RunEvent(GRAPH_EVENT, {"mode": mode, "chunk": chunk, "ns": list(ns)})
+        yield from super()._translate_in(ns, mode, chunk, recorder)
 
 
 class ServeRunner(ChunkRunner):

@@ -55,6 +55,24 @@ OUTBOX = "@outbox"
 """The outbox's stream (`agent.session.outbox.StoreOutbox`)."""
 SESSION_STREAMS = (EVENTS, JOURNAL, INBOX, OUTBOX)
 """Every session stream a store knows (a name outside this list is a run id)."""
+SERVED_PREFIX = "@served/"
+"""Starts the name of a served run's stream of API events (`served_stream`), one per run, kept by
+`agentrt serve` for replays: a session stream (never a run's checkpoints), file `served/<run>.jsonl`."""
+
+
+def served_stream(run_id: str) -> str:
+    """The name of the stream of API events `agentrt serve` keeps for run `run_id`."""
+    return f"{SERVED_PREFIX}{run_id}"
+
+
+def served_file(name: str) -> str | None:
+    """The path, relative to the session folder, of served stream `name` (None: not one)."""
+    if not name.startswith(SERVED_PREFIX):
+        return None
+    run_id = name[len(SERVED_PREFIX) :]
+    if not run_id or "/" in run_id or run_id.startswith("."):
+        raise ValueError(f"not a run id: {run_id!r}")
+    return f"served/{run_id}.jsonl"
 
 
 def is_session_stream(name: str) -> bool:

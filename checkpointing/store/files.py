@@ -71,7 +71,7 @@ from checkpointing.records import (
     read_records,
     scan,
 )
-from checkpointing.store.base import EVENTS, INBOX, JOURNAL, OUTBOX, is_session_stream
+from checkpointing.store.base import EVENTS, INBOX, JOURNAL, OUTBOX, is_session_stream, served_file
 from checkpointing.verify import FileReport, Repair, repair_file, verify_session
 
 _SEEKS_MAX = 32
@@ -128,7 +128,10 @@ class FileSessionStreams:
         """The run's checkpoints.jsonl, or the session stream's file."""
         path = self._paths.get(run)
         if path is None:  # built once: every saver call asks for it, and pathlib joins are slow
-            if is_session_stream(run):
+            served = served_file(run)
+            if served is not None:
+                path = self.dir / served
+            elif is_session_stream(run):
                 where = _SESSION_FILES.get(run)
                 if where is None:
                     raise ValueError(f"unknown session stream {run!r}; use one of {sorted(_SESSION_FILES)}")

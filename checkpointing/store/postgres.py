@@ -77,7 +77,7 @@ from checkpointing.records import (
     record_crc,
     scan_bytes,
 )
-from checkpointing.store.base import EVENTS, INBOX, JOURNAL, OUTBOX, is_session_stream
+from checkpointing.store.base import EVENTS, INBOX, JOURNAL, OUTBOX, is_session_stream, served_file
 from checkpointing.store.pg_blobs import PostgresBlobStore
 from checkpointing.store.pg_queries import QUERIES
 from checkpointing.store.pg_schema import MIGRATIONS, MIGRATIONS_TABLE, SETUP_LOCK, schema_name
@@ -254,6 +254,9 @@ class PostgresSessionStreams:
         """The stream's name in messages."""
         if not is_session_stream(run):
             return self.label / run
+        served = served_file(run)
+        if served is not None:
+            return self.label.parent / served
         if run not in _SESSION_NAMES:
             raise ValueError(f"unknown session stream {run!r}; use one of {sorted(_SESSION_NAMES)}")
         return self.label.parent / _SESSION_NAMES[run]
@@ -604,4 +607,6 @@ def _offsets(frames: list[bytes]) -> tuple[list[int], int]:
 def _index_doc(run: str) -> str:
     """The document holding the persisted index of stream `run` (its index file's path on the
     `files` store, relative to the session folder: never a document of an id's name)."""
-    return f"{_SESSION_NAMES[run]}.idx" if is_session_stream(run) else f"runs/{run}/checkpoints.jsonl.idx"
+    if not is_session_stream(run):
+        return f"runs/{run}/checkpoints.jsonl.idx"
+    return f"{served_file(run) or _SESSION_NAMES[run]}.idx"
