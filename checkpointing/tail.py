@@ -19,6 +19,10 @@ Only the plain case is answered: one next node reached by a pull task, values th
 (with tuples, interrupts and dicts with `$` keys). Anything else (parallel or `Send` tasks, an
 `Overwrite`, a stored class, a write of the null task) raises `NeedsGraph`, and the caller asks
 LangGraph instead; so the answers are always the ones `get_state` gives.
+
+Every checkpoint the saver would load to answer (the thread's newest, a branch's head) has its
+records read as the saver reads them (values, items, texts, metadata, pending writes; checksums
+verified) but not decoded: a missing item or a damaged record raises the saver's own error.
 """
 
 from __future__ import annotations
@@ -86,6 +90,7 @@ class ThreadTail:
         self.store = store
         self.default_tenant = default_tenant
         self._open: dict[tuple[str, str], SessionStore] = {}
+        self._read: set[tuple[str, str, str]] = set()
 
     def records(self, tenant: str, thread: str) -> SessionStore:
         """The saver's view of one session's checkpoint records (indexed, read on demand)."""
@@ -128,9 +133,25 @@ class ThreadTail:
         doc = rec.doc(ns, cp_id)
         if doc is None:
             return None
+        self._read_as_loaded(rec, doc)
         meta = plain(metadata_json(doc.get("metadata"), rec.item))
         conf = {"thread_id": doc["session_id"], "checkpoint_ns": ns, "checkpoint_id": cp_id}
         return Found({"configurable": conf}, meta if isinstance(meta, dict) else {})
+
+    def _read_as_loaded(self, rec: SessionStore, doc: dict[str, Any]) -> None:
+        """Read every record the saver reads to load checkpoint `doc` (its channel values, their
+        items and texts, its metadata and pending writes), without decoding them: damage the
+        saver's read would report (a missing item, a failed checksum) raises the same error here."""
+        key = (doc["tenant_id"], doc["session_id"], doc["checkpoint_id"])
+        if key in self._read:
+            return
+        ns = doc["checkpoint_ns"]
+        for ch in doc["task_state"]:
+            _fetch(stored_value(rec, ns, doc, ch), rec)
+        metadata_json(doc.get("metadata"), rec.item)
+        for _, _, enc in pending_writes_raw(rec, ns, doc["checkpoint_id"]):
+            _fetch(enc, rec)
+        self._read.add(key)
 
     def tail(self, tenant: str, thread: str, checkpoint_id: str | None) -> Tail:
         """`get_state`'s checkpoint id, `next` and `interrupts` at `checkpoint_id` (None: the
@@ -143,6 +164,7 @@ class ThreadTail:
         doc = rec.doc("", checkpoint_id)
         if doc is None:
             return Tail(checkpoint_id)  # get_state of an unknown id: an empty snapshot with that id
+        self._read_as_loaded(rec, doc)
         nxt = _next_nodes(doc)
         interrupts: builtins.list[tuple[str, Any]] = []
         for task, ch, enc, path in _writes_with_paths(rec, checkpoint_id):
@@ -168,6 +190,7 @@ class ThreadTail:
         doc = rec.doc("", checkpoint_id)
         if doc is None:
             return []
+        self._read_as_loaded(rec, doc)
         if any(task == NULL_TASK_ID for task, _, _ in pending_writes_raw(rec, "", checkpoint_id)):
             raise NeedsGraph("writes of the null task are applied to the state")
         if channel not in doc["channel_versions"]:
@@ -238,6 +261,21 @@ class _Interrupt:
 @dataclass(frozen=True)
 class _Snapshot:
     value: Any
+
+
+def _fetch(enc: Any, rec: SessionStore) -> None:
+    """Read the items (and the texts they reference) that loading stored value `enc` reads."""
+    if isinstance(enc, dict) and enc.get(TAG) == "delta_snapshot" and isinstance(enc.get("v"), list):
+        enc = enc["v"]
+    if isinstance(enc, list):
+        flat: list[Any] = []
+        for x in enc:
+            flat.extend(rec.item(x[CHUNK_KEY]) if _is_chunk(x) else [x])
+        for x in flat:
+            if _is_ref(x):
+                expand(rec.item(x[ITEM_KEY]), rec)
+        return
+    resolve(enc, rec)
 
 
 def load(enc: Any, rec: SessionStore) -> Any:
