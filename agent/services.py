@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 from agent import faults
 from agent.config import DEFAULT_CONFIG_PATH, AgentSettings
 from agent.errors import ConfigError
-from agent.session.lease import FileLease, InProcessLease, RedisLease, SessionLease
 from agent.session.manager import ChatSessionManager, open_manager
 from checkpointing.layout import sqlite_checkpoints_file
 
@@ -20,6 +19,7 @@ if TYPE_CHECKING:  # LangGraph and the saver load only when a saver is built: `a
     from checkpointing.saver import JsonlCheckpointSaver
 
 if TYPE_CHECKING:
+    from agent.session.lease import SessionLease
     from agent.session.lease_postgres import PostgresLease
 
 
@@ -93,8 +93,8 @@ def _wrap_put(saver: BaseCheckpointSaver) -> None:
     saver.put = put  # type: ignore[method-assign]
 
 
-def build_manager(settings: AgentSettings) -> ChatSessionManager:
-    """The ChatSessionManager of the configured persistence mode."""
+def build_manager(settings: AgentSettings, *, lazy_sql: bool = False) -> ChatSessionManager:
+    """The ChatSessionManager of the configured persistence mode (`lazy_sql`: see `open_manager`)."""
     from agent.session.record_store import pg_store
 
     p = settings.persistence
@@ -109,6 +109,7 @@ def build_manager(settings: AgentSettings) -> ChatSessionManager:
         fsync=p.fsync,
         default_max_loops=settings.session.max_loops,
         default_expire_minutes=settings.session.expire_minutes,
+        lazy_sql=lazy_sql,
     )
 
 
@@ -123,6 +124,8 @@ def config_hint(settings: AgentSettings) -> str:
 def build_lease(settings: AgentSettings) -> SessionLease:
     """The session lease: in-process, a file lock on base_dir (one host), Redis or PostgreSQL
     (several hosts; PostgreSQL's is a table in the database of `persistence.database_url`)."""
+    from agent.session.lease import FileLease, InProcessLease, RedisLease  # redis only when a lease is built
+
     kind = settings.persistence.lease
     if kind == "memory":
         return InProcessLease()

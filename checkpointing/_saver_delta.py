@@ -12,28 +12,9 @@ from typing import Any
 
 from langgraph.checkpoint.base import DeltaChannelHistory
 
-from checkpointing._saver_docs import HISTORIES, DocumentBuilder
+from checkpointing._saver_docs import DocumentBuilder
+from checkpointing._saver_refs import HISTORIES, check_parent_writes
 from checkpointing._saver_store import SessionStore
-from checkpointing.errors import CorruptCheckpointError
-
-
-def check_parent_writes(store: SessionStore, ns: str, child: dict[str, Any]) -> None:
-    """Raise when a pending write that checkpoint `child` was built from is not stored."""
-    parent = child.get("parent_checkpoint_id")
-    wanted = child.get("parent_writes") or []
-    if not parent or not wanted:
-        return
-    have = {(w.task, i) for w in store.index.writes.get((ns, parent), []) for i in w.idxs}
-    lost = [f"{t}/{i}" for t, i in wanted if (t, i) not in have]
-    if lost:
-        loc = store.index.cps.get((ns, child["checkpoint_id"]))
-        where = str(store.run_file(loc.run)) if loc else str(store.runs_dir)
-        raise CorruptCheckpointError(
-            where,
-            loc.line if loc else 0,
-            f"checkpoint {child['checkpoint_id']} was built from pending writes {', '.join(lost[:5])} "
-            f"of checkpoint {parent}, which are not stored",
-        )
 
 
 def delta_history(
@@ -87,30 +68,3 @@ def _kept_histories(
         if "seed" in hist:
             seeds[ch] = docs.load(hist["seed"], store)
         remaining.discard(ch)
-
-
-def raw_history(docs: DocumentBuilder, store: SessionStore, ns: str, target: str, ch: str) -> dict[str, Any]:
-    """Channel `ch`'s DeltaChannel history at checkpoint `target` as stored (values encoded, item
-    references unresolved): what retention keeps in a checkpoint whose ancestors it drops."""
-    writes: list[list[Any]] = []
-    hist: dict[str, Any] = {}
-    child = store.doc(ns, target)
-    while child is not None:
-        kept = (child.get(HISTORIES) or {}).get(ch)
-        if kept is not None:
-            writes.extend(reversed(kept.get("writes") or []))
-            if "seed" in kept:
-                hist["seed"] = kept["seed"]
-            break
-        cursor = child.get("parent_checkpoint_id")
-        if not cursor or (ns, cursor) not in store.index.cps:
-            break
-        doc = store.doc(ns, cursor)
-        assert doc is not None
-        writes.extend([t, enc] for t, _, enc in reversed(docs.pending_writes_raw(store, ns, cursor, only={ch})))
-        if ch in doc["task_state"]:
-            hist["seed"] = docs.value(store, ns, doc, ch)
-            break
-        child = doc
-    hist["writes"] = list(reversed(writes))
-    return hist

@@ -35,7 +35,7 @@ same write.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -46,24 +46,28 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointTuple,
     PendingWrite,
-    writes_sort_key,
 )
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from checkpointing._saver_graphinfo import current_node, next_nodes
+from checkpointing._saver_refs import (
+    _CONTAINER_TAGS,
+    CHUNK_KEY,
+    ITEM_KEY,
+    META_KEY,
+    _is_chunk,
+    _is_ref,
+    expand,
+    metadata_json,
+    pending_writes_raw,
+    resolve,
+    stored_value,
+    text_refs,
+)
 from checkpointing._saver_store import SCHEMA_VERSION, SessionStore, version_key
 from checkpointing.codec import TAG, CheckpointStateCodec
-from checkpointing.errors import CorruptCheckpointError
 
-_CONTAINER_TAGS = frozenset({"delta_snapshot", "tuple", "set", "frozenset", "overwrite", "deque"})
-ITEM_KEY = "$i"
-CHUNK_KEY = "$c"
 CHUNK = 64
-META_KEY = "$m"
-HISTORIES = "histories"
-"""A checkpoint record's DeltaChannel histories that retention kept when it dropped the ancestors
-they came from: {channel: {"seed": stored value (absent: none), "writes": [[task_id, stored value],
-...] oldest first}}, what `get_delta_channel_history` returns for the channel at this checkpoint."""
 META_MIN = 256  # metadata strings at least this long together are one shared item
 TEXT_MIN = 1024  # a text at least this long inside a stored item is an item of its own (stored once)
 _MEMO = 20_000  # messages remembered per session (object -> its stored reference)
@@ -251,16 +255,7 @@ class DocumentBuilder:
 
     def resolve(self, enc: Any, store: SessionStore) -> Any:
         """The inverse of `spill`: item references replaced by the JSON they stand for."""
-        if isinstance(enc, list):
-            return _unchunk(enc, store)
-        if isinstance(enc, dict):
-            if _is_ref(enc):
-                return store.item(enc[ITEM_KEY])
-            if TAG not in enc:
-                return {k: _deref(x, store) for k, x in enc.items()}
-            if enc[TAG] in _CONTAINER_TAGS and isinstance(enc.get("v"), list):
-                return {**enc, "v": _unchunk(enc["v"], store)}
-        return enc
+        return resolve(enc, store)
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -374,15 +369,7 @@ class DocumentBuilder:
 
     def value(self, store: SessionStore, ns: str, doc: dict[str, Any], ch: str) -> Any:
         """The stored JSON of channel `ch` as checkpoint `doc` uses it."""
-        _, home = doc["task_state"][ch]
-        src = doc if home == doc["checkpoint_id"] else store.doc(ns, home)
-        if src is None or ch not in src.get("values", {}):
-            raise CorruptCheckpointError(
-                str(store.runs_dir),
-                0,
-                f"checkpoint {doc['checkpoint_id']}: value of {ch!r} stored at {home} is missing",
-            )
-        return src["values"][ch]
+        return stored_value(store, ns, doc, ch)
 
     def pending_writes(
         self, store: SessionStore, ns: str, cp_id: str, only: set[str] | None = None
@@ -394,16 +381,7 @@ class DocumentBuilder:
         self, store: SessionStore, ns: str, cp_id: str, only: set[str] | None = None
     ) -> list[tuple[str, str, Any]]:
         """`pending_writes` with each value as stored (encoded, item references unresolved)."""
-        merged: dict[tuple[str, int], tuple[str, str, Any, str]] = {}
-        for rec in store.writes_records(ns, cp_id):
-            task, path = rec["task_id"], rec.get("task_path", "")
-            for idx, ch, enc in rec["writes"]:
-                key = (task, idx)
-                if idx >= 0 and key in merged:
-                    continue
-                merged[key] = (task, ch, enc, path)
-        rows = sorted(merged.items(), key=lambda kv: writes_sort_key(kv[1][3], kv[0][0], kv[0][1]))
-        return [(t, ch, enc) for (_, (t, ch, enc, _)) in rows if only is None or ch in only]
+        return pending_writes_raw(store, ns, cp_id, only)
 
     def to_tuple(self, store: SessionStore, doc: dict[str, Any], tenant: str | None = None) -> CheckpointTuple:
         """The LangGraph CheckpointTuple a stored record describes (fresh objects every call).
@@ -477,14 +455,6 @@ def _copy_json(v: Any) -> Any:
     return v
 
 
-def _is_ref(x: Any) -> bool:
-    return isinstance(x, dict) and len(x) == 1 and ITEM_KEY in x
-
-
-def _deref(x: Any, store: SessionStore) -> Any:
-    return expand(store.item(x[ITEM_KEY]), store) if _is_ref(x) else x
-
-
 def _prefetch(flat: list[Any], store: SessionStore) -> dict[str, Any]:
     """The items (and the texts they reference) that decoding `flat` will read, fetched in one pass
     per run file (`SessionStore.items`) instead of one open and seek per item."""
@@ -498,94 +468,9 @@ def _prefetch(flat: list[Any], store: SessionStore) -> dict[str, Any]:
     return got
 
 
-def expand(value: Any, store: SessionStore, fetched: dict[str, Any] | None = None) -> Any:
-    """An item's JSON with its text references (see `DocumentBuilder._inner`) replaced by the texts
-    (taken from `fetched` when it has them)."""
-    if type(value) is not dict:
-        return value
-
-    def text(ref: dict[str, Any]) -> Any:
-        h = ref[ITEM_KEY]
-        return fetched[h] if fetched is not None and h in fetched else store.item(h)
-
-    tag = value.get(TAG)
-    if tag == "msg":
-        v = value.get("v")
-        if isinstance(v, dict) and _is_ref(v.get("content")):
-            return {**value, "v": {**v, "content": text(v["content"])}}
-        return value
-    if tag is None and any(_is_ref(y) for y in value.values()):
-        return {k: text(y) if _is_ref(y) else y for k, y in value.items()}
-    return value
-
-
-def text_refs(value: Any) -> list[str]:
-    """The text items an item (a message or a plain object) references."""
-    if type(value) is not dict:
-        return []
-    tag = value.get(TAG)
-    if tag == "msg":
-        v = value.get("v")
-        return [v["content"][ITEM_KEY]] if isinstance(v, dict) and _is_ref(v.get("content")) else []
-    if tag is None:
-        return [y[ITEM_KEY] for y in value.values() if _is_ref(y)]
-    return []
-
-
 def _known(ref: dict[str, Any], store: SessionStore, new: Items) -> bool:
     h = ref[ITEM_KEY]
     return h in new or h in store.index.items
-
-
-def _is_chunk(x: Any) -> bool:
-    return isinstance(x, dict) and len(x) == 1 and CHUNK_KEY in x
-
-
-def _unchunk(items: list[Any], store: SessionStore) -> list[Any]:
-    flat: list[Any] = []
-    for x in items:
-        if _is_chunk(x):
-            flat.extend(store.item(x[CHUNK_KEY]))
-        else:
-            flat.append(x)
-    # One pass over each run file for all the element items (a long history has thousands).
-    values = iter(store.items([x[ITEM_KEY] for x in flat if _is_ref(x)]))
-    return [next(values) if _is_ref(x) else x for x in flat]
-
-
-def metadata_json(enc: Any, item: Callable[[str], Any]) -> Any:
-    """Stored metadata JSON with its shared string entries (`{"$m": hash}`) merged back in."""
-    if isinstance(enc, dict) and META_KEY in enc and TAG not in enc:
-        base = item(enc[META_KEY])
-        return {**base, **{k: v for k, v in enc.items() if k != META_KEY}}
-    return enc
-
-
-def refs_of(rec: dict[str, Any]) -> list[str]:
-    """The item hashes a checkpoint or writes record references."""
-    tops: list[Any] = list((rec.get("values") or {}).values()) if rec["k"] == "c" else [w[2] for w in rec["writes"]]
-    for hist in (rec.get(HISTORIES) or {}).values() if rec["k"] == "c" else ():
-        tops.extend([hist["seed"]] if "seed" in hist else [])
-        tops.extend(w[1] for w in hist.get("writes") or [])
-    out: list[str] = []
-    for key in ("metadata", "runtime_snapshot") if rec["k"] == "c" else ():
-        shared = rec.get(key)
-        if isinstance(shared, dict) and META_KEY in shared and TAG not in shared:
-            out.append(shared[META_KEY])
-    for enc in tops:
-        if _is_ref(enc):
-            out.append(enc[ITEM_KEY])
-            continue
-        inner = enc.get("v") if isinstance(enc, dict) and TAG in enc else enc
-        parts = inner if isinstance(inner, list) else list(inner.values()) if isinstance(inner, dict) else []
-        out.extend(x[ITEM_KEY] for x in parts if _is_ref(x))
-        out.extend(x[CHUNK_KEY] for x in parts if _is_chunk(x))
-    return out
-
-
-def chunk_refs(value: Any) -> list[str]:
-    """The item hashes a chunk item (a list of elements) references."""
-    return [x[ITEM_KEY] for x in value if _is_ref(x)] if isinstance(value, list) else []
 
 
 def _known_home(store: SessionStore, ns: str, ch: str, ver: Any, parent: Any) -> str | None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkpointing._saver_delta import raw_history
-from checkpointing._saver_docs import HISTORIES, DocumentBuilder, chunk_refs, refs_of, text_refs
+from checkpointing._saver_docs import DocumentBuilder
+from checkpointing._saver_refs import HISTORIES, chunk_refs, raw_history, refs_of, text_refs
 from checkpointing._saver_store import SessionStore
 
 Key = tuple[str, str]
@@ -147,7 +147,7 @@ def _with_histories(docs: DocumentBuilder, store: SessionStore, rec: dict[str, A
     if not todo:
         return rec
     for ch in todo:
-        have[ch] = raw_history(docs, store, ns, rec["checkpoint_id"], ch)
+        have[ch] = raw_history(store, ns, rec["checkpoint_id"], ch)
     return {**rec, HISTORIES: have}
 
 

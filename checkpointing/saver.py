@@ -50,7 +50,8 @@ from langgraph.checkpoint.base import (
 from checkpointing import _saver_retention as retention
 from checkpointing._saver_async import AsyncSaverMethods
 from checkpointing._saver_delta import delta_history
-from checkpointing._saver_docs import ITEM_KEY, TEXT_MIN, DocumentBuilder
+from checkpointing._saver_docs import TEXT_MIN, DocumentBuilder
+from checkpointing._saver_refs import ITEM_KEY
 from checkpointing._saver_store import SessionStore, fsync_policy_ok
 from checkpointing.codec import CheckpointStateCodec, CodecSerializer
 from checkpointing.digest import scrub_secrets

@@ -7,7 +7,10 @@ import json
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+_T = TypeVar("_T")
 
 if TYPE_CHECKING:
     from agent.config import AgentSettings
@@ -102,6 +105,24 @@ def runner(args: argparse.Namespace) -> AgentRunner:
     # the command reads a long session (each pass over those ~1M objects costs ~0.1 s).
     gc.freeze()
     return built
+
+
+def read(args: argparse.Namespace, call: Callable[[Any], _T]) -> _T:
+    """`call(reader)` for a read-only command: a `SessionReader` (no LangGraph, no SQL unless a read
+    reaches it) when one answers for `--config`, else, or when the checkpoint needs LangGraph to be
+    read exactly (`NeedsGraph`), an AgentRunner (`runner`). Both answer with the same methods."""
+    from agent.run.reader import NeedsGraph, SessionReader
+
+    reader = SessionReader.open(args.config)
+    if reader is not None:
+        try:
+            return call(reader)
+        except NeedsGraph:
+            pass
+    full = runner(args)
+    if reader is not None and reader._manager is not None:
+        full._manager = reader._manager  # what it read (and replayed) is not read again
+    return call(full)
 
 
 def tenant_of(args: argparse.Namespace, conf: AgentSettings) -> str:

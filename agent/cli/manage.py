@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from agent.cli.common import common_options, print_json, runner, say, session_argument, settings
+from agent.cli.common import common_options, print_json, read, runner, say, session_argument, settings
 from agent.text import printable
 
 
@@ -97,7 +97,8 @@ def cmd_pause(args: argparse.Namespace) -> int:
 
 def cmd_tool_result(args: argparse.Namespace) -> int:
     """agentrt tool-result ID CALL_ID."""
-    piece = runner(args).tool_result(args.session_id, args.call_id, args.offset, args.limit, args.tenant, args.user)
+    a = args
+    piece = read(a, lambda r: r.tool_result(a.session_id, a.call_id, a.offset, a.limit, a.tenant, a.user))
     if args.json:
         return print_json(
             {

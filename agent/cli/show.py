@@ -11,7 +11,7 @@ import argparse
 import json
 from typing import Any
 
-from agent.cli.common import common_options, print_json, relative_time, runner, say, session_argument, short, styled
+from agent.cli.common import common_options, print_json, read, relative_time, say, session_argument, short, styled
 from agent.text import printable, printable_all, shown
 
 SHOWN = frozenset(
@@ -40,7 +40,11 @@ def args_show(p: argparse.ArgumentParser) -> None:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """agentrt show ID."""
-    r = runner(args)
+    return read(args, lambda r: _show(args, r))
+
+
+def _show(args: argparse.Namespace, r: Any) -> int:
+    """`agentrt show` with a reader or a runner (`common.read`): nothing is printed before all is read."""
     info = r.show(args.session_id, args.tenant, args.user, last=args.last)
     if args.json:
         return print_json(info)

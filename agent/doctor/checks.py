@@ -32,7 +32,7 @@ from agent.recovery import (
 )
 from agent.session.lifecycle import RunStatus
 from agent.tools.journal import ToolExecutionJournal
-from checkpointing._saver_docs import chunk_refs, refs_of, text_refs
+from checkpointing._saver_refs import chunk_refs, refs_of, text_refs
 from checkpointing._saver_store import task_pairs
 from checkpointing.events import SCHEMA_VERSION as EVENTS_SCHEMA_VERSION
 from checkpointing.layout import CHECKPOINTS_FILE, JOURNAL_FILE, OUTBOX_FILE, PINS_FILE, session_file

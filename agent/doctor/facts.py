@@ -396,7 +396,7 @@ def _read_state(facts: SessionFacts, read_doc: Callable[[], dict[str, Any] | Non
 
 def _latest_doc_from_files(facts: SessionFacts) -> dict[str, Any] | None:
     """The newest intact root checkpoint record, as `get_document` shows it (when the saver cannot read)."""
-    from checkpointing._saver_docs import metadata_json
+    from checkpointing._saver_refs import metadata_json
     from checkpointing.codec import CheckpointStateCodec
 
     docs = [

@@ -12,15 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver
-
 from agent.session.session import MAIN_BRANCH, ChatSession
 from agent.session.stores.jsonl import page_messages
 from checkpointing.events import EventLog
 from checkpointing.layout import room_path
 
 if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+
     from agent.run.core import RunnerCore
 
 
@@ -49,9 +48,10 @@ class BranchHead:
 
 
 def head_of(
-    saver: BaseCheckpointSaver, session: ChatSession, branch_id: str | None = None, fork_point: str | None = None
+    saver: Any, session: ChatSession, branch_id: str | None = None, fork_point: str | None = None
 ) -> BranchHead:
-    """The head of `branch_id` (default: the session's current branch).
+    """The head of `branch_id` (default: the session's current branch), read through `saver`'s
+    `get_tuple` and `list` (a LangGraph saver, or `checkpointing.tail.ThreadTail`).
 
     `fork_point`: the checkpoint the branch was forked from, when the caller read it from the
     branch's `branch_created` entry (the session keeps it too for branches forked since).

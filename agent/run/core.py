@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,12 +13,12 @@ from langgraph.types import StreamMode
 
 from agent import faults
 from agent.config import AgentSettings
-from agent.errors import ConfigError
 from agent.loop.builder import RuntimeBuilder
 from agent.loop.models import build_chat_model
 from agent.loop.surface import compute_pins, skills_digest
 from agent.results import RunEvent
 from agent.run.drive import translate
+from agent.run.views import checked_ids
 from agent.services import build_lease, build_manager, build_saver
 from agent.session.manager import ChatSessionManager
 from agent.session.record_store import blobs as record_blobs
@@ -27,8 +26,6 @@ from agent.session.session import ChatSession
 from agent.tools.registry import build_toolset, toolset_descriptor
 from agent.turns import EventRecorder
 from checkpointing import layout
-from checkpointing.errors import InvalidIdError
-from checkpointing.ids import validate_id
 from graph.build import GRAPH_VERSION, build_graph
 from graph.state import SCHEMA_VERSION
 
@@ -70,13 +67,7 @@ class RunnerCore:
 
     def _ids(self, session_id: str | None, tenant_id: str | None, user_id: str | None) -> tuple[str, str | None, str]:
         """(tenant, user, session id) checked; a fresh session id when none is given."""
-        try:
-            tenant = validate_id(tenant_id or self.settings.session.tenant_id, "tenant id")
-            user = validate_id(user_id, "user id") if user_id else None
-            sid = validate_id(f"s-{uuid.uuid4().hex[:16]}" if session_id is None else session_id, "session id")
-        except InvalidIdError as err:
-            raise ConfigError(str(err)) from None
-        return tenant, user, sid
+        return checked_ids(self.settings, session_id, tenant_id, user_id)
 
     def _config(self, session: ChatSession, run_id: str, token: int | None, **extra: Any) -> RunnableConfig:
         """The LangGraph config of one run: thread, run identity, fencing token and the pins."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -11,11 +10,11 @@ from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, DeltaChannelHistory
 from langgraph.types import StateSnapshot
 
-from agent.errors import InputError, SessionNotFound, ToolError, UnknownToolResult
-from agent.loop.tool_results import ToolResultSlice, ToolResultStore
+from agent.loop.tool_results import ToolResultSlice
 from agent.results import RunResult, pending_approvals, result_from_snapshot
-from agent.run.branches import branch_pages, fork_point_of, head, room_id
-from agent.session.branch_book import live_branches, read_book
+from agent.run import views
+from agent.run.branches import head
+from agent.run.views import archived_slice, branch_head, show_info
 from agent.session.session import ChatSession
 from checkpointing.events import EventLog
 from checkpointing.session_index import RowFilter
@@ -38,31 +37,8 @@ def show(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | 
     events = rt.manager.jsonl.event_log(tenant, sid)
     at = head(rt, session)  # the current branch's checkpoint, not the thread's newest
     snap = light_snapshot(rt, at.config(tenant, sid))
-    book = read_book(events)
-    return {
-        "session": session.to_dict(),
-        "header": events.header(),
-        "branches": book.live,
-        "branch_names": book.names,
-        "branch_info": branch_info(rt, session, events),
-        "checkpoint": {
-            "checkpoint_id": (snap.config.get("configurable") or {}).get("checkpoint_id") if snap.config else None,
-            "next": list(snap.next),
-            "branch_id": session.current_branch_id,
-        },
-        "pending_approvals": pending_approvals(snap),
-        "entries": [
-            {
-                "id": e.id,
-                "parent_id": e.parent_id,
-                "branch_id": e.branch_id,
-                "type": e.type,
-                "ts": e.ts,
-                "summary": _summary(e.payload),
-            }
-            for e in events.last(last)
-        ],
-    }
+    checkpoint_id = (snap.config.get("configurable") or {}).get("checkpoint_id") if snap.config else None
+    return show_info(rt.saver, session, events, checkpoint_id, list(snap.next), pending_approvals(snap), last)
 
 
 class _WithoutHistory(BaseCheckpointSaver[Any]):
@@ -136,13 +112,9 @@ def branch_pending_approvals(
 
 def _branch_thread(rt: RunnerCore, tenant: str, session_id: str, branch_id: str | None) -> RunnableConfig | None:
     """The config of a branch's checkpoint; None when the branch has none (the thread's newest is another's)."""
-    try:
-        session = rt.manager.get(tenant, session_id)
-    except SessionNotFound:  # a thread without a session record (e.g. a bare saver): its newest checkpoint
+    at = branch_head(rt.manager, rt.saver, tenant, session_id, branch_id)
+    if at is None:  # a thread without a session record (e.g. a bare saver): its newest checkpoint
         return rt._thread(tenant, session_id)
-    branch = branch_id or session.current_branch_id
-    events = rt.manager.jsonl.event_log(tenant, session_id)
-    at = head(rt, session, branch, fork_point_of(events, branch))
     if at.checkpoint_id is None and not at.latest:
         return None
     return at.config(tenant, session_id)
@@ -150,32 +122,7 @@ def _branch_thread(rt: RunnerCore, tenant: str, session_id: str, branch_id: str 
 
 def branch_info(rt: RunnerCore, session: ChatSession, events: EventLog) -> list[dict[str, Any]]:
     """Each branch: where it forked, its room, its checkpoint and its page history (from the log alone)."""
-    pages = branch_pages(events)
-    stats = events.branch_stats()  # first entry and count per branch: no entry is parsed
-    out = []
-    for branch, leaf in live_branches(events).items():
-        created = _branch_created(events, stats[branch][0])
-        at = head(rt, session, branch, (created or {}).get("checkpoint_id"))
-        out.append(
-            {
-                "branch_id": branch,
-                "current": branch == session.current_branch_id,
-                "leaf_entry_id": leaf,
-                "from_entry_id": (created or {}).get("from_entry_id"),
-                "from_branch_id": (created or {}).get("from_branch_id"),
-                "room_id": room_id(branch),
-                "checkpoint_id": at.checkpoint_id,
-                "entries": stats[branch][1],
-                "page": pages.get(branch, []),
-            }
-        )
-    return out
-
-
-def _branch_created(events: EventLog, first_entry: str) -> dict[str, Any] | None:
-    """The payload of the `branch_created` entry a branch starts with (None: it started otherwise)."""
-    first = events.entry(first_entry)
-    return dict(first.payload) if first.type == "branch_created" else None
+    return views.branch_info(rt.saver, session, events)
 
 
 def tool_result(
@@ -194,18 +141,4 @@ def tool_result(
     # Only the archive's own channel is replayed: the messages are not decoded to read one result.
     snap = None if thread is None else light_snapshot(rt, thread, frozenset({"tool_result_store"}))
     entries = list(((snap.values or {}) if snap is not None else {}).get("tool_result_store") or [])
-    try:
-        return ToolResultStore.from_entries(entries, rt.blobs).read(tool_call_id, offset, limit)
-    except UnknownToolResult:
-        raise
-    except ToolError as err:  # the bounds of --offset / --limit: the caller's input, not a failed run
-        raise InputError(
-            str(err).replace("offset must", "--offset must").replace("limit must", "--limit must")
-        ) from None
-
-
-def _summary(payload: Mapping[str, Any] | None) -> str:
-    if not payload:
-        return ""
-    text = json.dumps({k: v for k, v in payload.items() if k != "content"}, ensure_ascii=False, default=str)
-    return text if len(text) <= 160 else text[:157] + "..."
+    return archived_slice(entries, rt.blobs, tool_call_id, offset, limit)

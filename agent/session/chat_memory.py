@@ -15,15 +15,17 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.errors import NotFound, StorageError, quote_id
 from agent.session.lifecycle import SessionAction, allowed, transition
 from agent.session.session import ChatSession, PageMessage
 from agent.session.stores.jsonl import PAGE_TYPES, JsonlSessionStore, page_messages
-from agent.session.stores.sql import SqlSessionStore
 from checkpointing.digest import redact
 from checkpointing.events import Entry, EventLog, new_entry_id
+
+if TYPE_CHECKING:
+    from agent.session.stores.sql import SqlSessionStore
 
 log = logging.getLogger("agentrt.sessions")
 

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from agent.errors import DataCorrupt, StorageError
 from agent.session.chat_memory import ChatMemory
@@ -25,7 +25,9 @@ from agent.session.outbox import Debt, Lag, Owed, SessionOutbox
 from agent.session.retrier import Retrier
 from agent.session.session import ChatSession, SessionDocumentCorrupt, SessionStore
 from agent.session.stores.jsonl import JsonlSessionStore
-from agent.session.stores.sql import SqlSessionStore
+
+if TYPE_CHECKING:
+    from agent.session.stores.sql import SqlSessionStore
 
 log = logging.getLogger("agentrt.sessions")
 T = TypeVar("T")

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from agent.errors import ConfigError, SessionExists, SessionNotActive, SessionNotFound, StorageError, quote_id
 from agent.session.chat_memory import ChatMemory
@@ -60,13 +60,14 @@ from agent.session.session import ChatSession, PageMessage, SessionDocumentCorru
 from agent.session.stores.jsonl import JsonlSessionStore
 from agent.session.stores.listing import SessionPage, page_sessions, search_rows, sql_page
 from agent.session.stores.memory import MemorySessionStore
-from agent.session.stores.redis import RedisSessionStore
-from agent.session.stores.sql import SqlSessionStore, sqlite_url
 from checkpointing.errors import CorruptRecordError, InvalidIdError
 from checkpointing.ids import validate_id
 from checkpointing.records import FsyncPolicy
 from checkpointing.session_index import EVERY_ROW, RowFilter, SessionRow
 from checkpointing.store.base import Store
+
+if TYPE_CHECKING:  # SQLAlchemy and redis load only when a layer of theirs is opened
+    from agent.session.stores.sql import SqlSessionStore
 
 _T = TypeVar("_T")
 log = logging.getLogger("agentrt.sessions")
@@ -545,6 +546,7 @@ def open_manager(
     l1_max_entries: int = 1024,
     l1_ttl_seconds: float = 300.0,
     record_store: Store | None = None,
+    lazy_sql: bool = False,
     **manager_options: Any,
 ) -> ChatSessionManager:
     """Build the layers from URLs (what the runner does from its config) and return the manager.
@@ -556,22 +558,36 @@ def open_manager(
     (with `config_hint` appended, e.g. " --config prod.yaml") before anything else happens. A server
     that does not answer is not refused here: that is an outage, which the manager rides out.
     `record_store`: the PostgreSQL record store the JSONL layer's records live in (None: the files
-    under `base_dir`).
+    under `base_dir`). `lazy_sql` (for one-shot readers): the embedded SQLite layer is opened on first
+    use, and a read it would answer with a miss is answered without loading SQLAlchemy
+    (`LazySqlSessionStore`).
     """
-    sql = None
+    from agent.session.stores.sql_lazy import LazySqlSessionStore, sqlite_url
+
+    sql: SqlSessionStore | None = None
     if mode != "JSONL_ONLY":
         url = database_url or sqlite_url(base_dir)
         create = url.startswith("sqlite") if create_tables is None else create_tables
-        sql = SqlSessionStore(url, create=create)
+        if lazy_sql and create and LazySqlSessionStore.embedded(url):
+            sql = cast("SqlSessionStore", LazySqlSessionStore(url))
+        else:
+            from agent.session.stores.sql import SqlSessionStore
+
+            sql = SqlSessionStore(url, create=create)
         if not create:
             try:
                 sql.check_schema(config_hint)
             except StorageError as err:
                 log.warning("SQL schema not checked, the database does not answer: %s", err)
+    l2: SessionStore | None = None
+    if redis_url:
+        from agent.session.stores.redis import RedisSessionStore
+
+        l2 = RedisSessionStore(redis_url, key_prefix=redis_key_prefix)
     return ChatSessionManager(
         mode,
         MemorySessionStore(max_entries=l1_max_entries, ttl_seconds=l1_ttl_seconds),
-        RedisSessionStore(redis_url, key_prefix=redis_key_prefix) if redis_url else None,
+        l2,
         sql,
         JsonlSessionStore(base_dir, inline_payload_max_bytes=inline_payload_max_bytes, fsync=fsync, store=record_store),
         **manager_options,

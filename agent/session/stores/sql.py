@@ -33,19 +33,9 @@ from agent.errors import StorageError
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt
 from agent.session.stores import schema as sql_schema
 from agent.session.stores.listing import index_meta
-
-SQLITE_FILE = "agentrt.db"
-"""The embedded session store's database, at the root of `base_dir`."""
-
-
-def sqlite_file(base_dir: Path | str) -> Path:
-    """The embedded SQLite database of the session store (`base_dir/agentrt.db`)."""
-    return Path(base_dir) / SQLITE_FILE
-
-
-def sqlite_url(base_dir: Path | str) -> str:
-    """The embedded default database: `base_dir/agentrt.db`."""
-    return f"sqlite:///{sqlite_file(base_dir)}"
+from agent.session.stores.sql_lazy import SQLITE_FILE as SQLITE_FILE  # where the embedded database's name lives
+from agent.session.stores.sql_lazy import sqlite_file as sqlite_file
+from agent.session.stores.sql_lazy import sqlite_url as sqlite_url
 
 
 def _normalize_url(url: str) -> str:

@@ -1,0 +1,106 @@
+"""The read commands on the embedded default load no LangGraph, LangChain, SQLAlchemy or psycopg.
+
+Each command runs as a user runs it (a fresh process calling `agent.cli.main`, the shipped default
+config, in a fresh folder) on sessions made by `agentrt run`: a forked session, a paused session of
+a second tenant, an unknown id and an empty id. At exit the process lists which of the four
+packages are in `sys.modules`: none may be. The same command run the way every read command ran
+before (an AgentRunner answers: the reader is turned off in that process only) prints the very
+same bytes and exits with the same status.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cli.console import agentrt, env
+
+pytestmark = pytest.mark.integration
+
+FORBIDDEN = ("langgraph", "langchain_core", "sqlalchemy", "psycopg")
+_MARK = "@@loaded@@"
+_CLI = f"""
+import sys
+{{prelude}}
+from agent.cli.main import main
+try:
+    code = main(sys.argv[1:])
+finally:
+    sys.stdout.flush()
+    print("{_MARK}" + ",".join(m for m in {FORBIDDEN!r} if m in sys.modules), file=sys.stderr)
+sys.exit(code)
+"""
+_RUNNER_ONLY = "import agent.run.reader as r; r.SessionReader.open = classmethod(lambda cls, config: None)"
+
+
+def _cli(work: Path, args: list[str], *, runner: bool = False) -> tuple[int, str, str, list[str]]:
+    """(exit status, stdout, stderr without the marker line, forbidden modules loaded)."""
+    code = _CLI.format(prelude=_RUNNER_ONLY if runner else "")
+    p = subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=work, env=env(), capture_output=True, text=True, timeout=300
+    )
+    err, _, loaded = p.stderr.rpartition(_MARK)
+    return p.returncode, _calm(p.stdout), _calm(err), [m for m in loaded.strip().split(",") if m]
+
+
+def _calm(text: str) -> str:
+    """`text` with relative times ("3 s ago") as one token: two runs a second apart read the same."""
+    return re.sub(r"\d+ (s|min|h|d) ago\s*", "N ago ", text)
+
+
+@pytest.fixture(scope="module")
+def sessions(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """(folder, a forked session of tenant default, a paused session of tenant acme)."""
+    work = tmp_path_factory.mktemp("reads")
+    made = agentrt("run", "--json", "Summarise the 2026 sales by region", cwd=work)
+    assert made.code == 0, made.both
+    first = json.loads(made.out)["session_id"]
+    other = agentrt("run", "--json", "--tenant", "acme", "hi", cwd=work)
+    assert json.loads(other.out)["status"] == "PAUSED", other.both
+    second = json.loads(other.out)["session_id"]
+    shown = json.loads(agentrt("show", first, "--json", "--last", "500", cwd=work).out)
+    entry = [e["id"] for e in shown["entries"] if e["type"] == "tool_result"][2]
+    assert agentrt("end", first, cwd=work).code == 0
+    forked = agentrt("fork", first, "--from", entry, cwd=work)
+    assert forked.code == 0, forked.both
+    return work, first, second
+
+
+def _commands(first: str, second: str) -> list[list[str]]:
+    return [
+        ["show", first],
+        ["show", first, "--json"],
+        ["show", first, "--branch", "main"],
+        ["show", second, "--tenant", "acme"],
+        ["show", second, "--tenant", "acme", "--json"],
+        ["show", second],  # another tenant's session
+        ["show", first, "--user", "someone-else"],
+        ["show", "s-0123456789abcdef"],
+        ["show", ""],
+        ["tool-result", first, "call_3_1", "--offset", "100", "--limit", "80"],
+        ["tool-result", first, "call_3_1", "--json"],
+        ["tool-result", second, "call_2_1", "--tenant", "acme"],
+        ["tool-result", first, "call_nope"],
+        ["tool-result", "s-0123456789abcdef", "call_3_1"],
+        ["tool-result", "", "call_3_1"],
+        ["sessions"],
+        ["sessions", "--tenant", "acme", "--json"],
+        ["show", first, "--config", "missing.yaml"],
+    ]
+
+
+@pytest.mark.parametrize("index", range(18))
+def test_a_read_command_loads_none_of_the_four_and_prints_what_it_did(
+    sessions: tuple[Path, str, str], index: int
+) -> None:
+    """No LangGraph, LangChain, SQLAlchemy or psycopg in the process; the same bytes as a runner's."""
+    work, first, second = sessions
+    args = _commands(first, second)[index]
+    code, out, err, loaded = _cli(work, args)
+    assert loaded == [], f"agentrt {' '.join(args)} loaded {loaded}"
+    assert (code, out, err) == _cli(work, args, runner=True)[:3], f"agentrt {' '.join(args)} changed its output"
