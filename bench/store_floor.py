@@ -95,8 +95,8 @@ FENCED = (
 def _fenced_worker(schema: str, line: bytes, sync: str, i: int, ready: Barrier, go: Event, end: Any, out: Any) -> None:
     with psycopg.connect(URL, autocommit=True, prepare_threshold=None) as conn:
         conn.execute("SELECT set_config('synchronous_commit', %s, false)", (sync,))
-        fence = sql.SQL("INSERT INTO {}.fenced_fence (id, token) VALUES (%s, 1)").format(sql.Identifier(schema))
-        conn.execute(fence, (i,))
+        fence = "INSERT INTO {}.fenced_fence (id, token) VALUES (%s, 1) ON CONFLICT (id) DO NOTHING"
+        conn.execute(sql.SQL(fence).format(sql.Identifier(schema)), (i,))
         append = sql.SQL(FENCED.replace("{s}", "{}")).format(*[sql.Identifier(schema)] * 3)
         args = {"i": i, "t": 1, "l": line}
         conn.execute(append, args)
