@@ -1,6 +1,6 @@
 """A thread's tail read from the saver's own records, without LangGraph: for read-only commands.
 
-`agentrt show` and `agentrt tool-result` ask a session's checkpoint thread a few questions: which
+Read-only commands (show a session, page an archived tool result) ask a checkpoint thread a few questions: which
 checkpoint a branch is at, which nodes run next from it, which approvals its stopped tasks wait
 for, and what an append-only DeltaChannel (the archive of tool results) holds there. LangGraph
 answers them by rebuilding the graph's state (`graph.get_state`); `ThreadTail` answers them from

@@ -57,11 +57,11 @@ SESSION_STREAMS = (EVENTS, JOURNAL, INBOX, OUTBOX)
 """Every session stream a store knows (a name outside this list is a run id)."""
 SERVED_PREFIX = "@served/"
 """Starts the name of a served run's stream of API events (`served_stream`), one per run, kept by
-`agentrt serve` for replays: a session stream (never a run's checkpoints), file `served/<run>.jsonl`."""
+an API server for replays: a session stream (never a run's checkpoints), file `served/<run>.jsonl`."""
 
 
 def served_stream(run_id: str) -> str:
-    """The name of the stream of API events `agentrt serve` keeps for run `run_id`."""
+    """The name of the stream of API events an API server keeps for run `run_id`."""
     return f"{SERVED_PREFIX}{run_id}"
 
 

@@ -75,7 +75,8 @@ def test_resume_values_become_approval_decisions():
 
 
 def test_translator_emits_only_requested_modes_and_interrupts_last():
-    tr = StreamTranslator(normalize_modes(["updates", "values", "debug"]), "r1")
+    assert normalize_modes(["debug", "tasks"]) == {"debug", "tasks"}  # every mode the SDK knows streams
+    tr = StreamTranslator(normalize_modes(["updates", "values", "no-such-mode"]), "r1")
     assert tr.modes == {"updates", "values"}
     ev = RunEvent(GRAPH_EVENT, {"mode": "updates", "chunk": {"__interrupt__": (Interrupt(value={"q": 1}, id="i1"),)}})
     assert list(tr.translate(ev)) == [("updates", {"__interrupt__": [{"value": {"q": 1}, "id": "i1"}]})]
@@ -95,8 +96,15 @@ def test_messages_and_events_modes():
     [(event, data)] = list(tr.translate(msg))
     assert event == "messages" and data[0]["content"] == "t" and data[1] == {"langgraph_node": "n"}
     events = StreamTranslator(normalize_modes("events"), "r1")
-    [(event, data)] = list(events.translate(msg))
-    assert event == "events" and data["event"] == "on_chat_model_stream" and data["run_id"] == "r1"
+    model = {"langgraph_node": "n", "ls_model_type": "chat", "ls_model_name": "m"}
+    token = RunEvent(GRAPH_EVENT, {"mode": "messages", "chunk": (AIMessageChunk(content="t", id="m1"), model)})
+    got = list(events.translate(token))
+    assert {event for event, _ in got} == {"events"}
+    assert [d["event"] for _, d in got] == ["on_chain_start", "on_chat_model_start", "on_chat_model_stream"]
+    assert got[0][1]["run_id"] == "r1" and got[0][1]["name"] == "LangGraph"
+    assert got[2][1]["data"]["chunk"]["content"] == "t" and got[2][1]["name"] == "m"
+    # A message a node put in the state (no model metadata) is no model call.
+    assert list(events.translate(msg)) == []
 
 
 def test_sse_framing_and_jsonable_fallbacks():
