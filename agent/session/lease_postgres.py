@@ -6,8 +6,9 @@ run lease (`run`) apart from the workers' drain lease (`drain`).
 
 - `acquire` is one statement: `INSERT ... ON CONFLICT DO UPDATE ... WHERE` the row is free
   (released: no holder) or expired, setting `token = greatest(token, token_floor) + 1`. Row locking
-  serialises concurrent grants, so tokens grow in grant order; the row is never deleted, so the
-  counter survives release and expiry. When the row is held, the same statement returns the holder
+  serialises concurrent grants, so tokens grow in grant order; the row outlives release and
+  expiry, so the counter does too (only `agentrt erase`, which deletes the session and its
+  fence, deletes it: `forget`). When the row is held, the same statement returns the holder
   and expiry for `LeaseHeld`.
 - `extend` and `release` compare holder and token: a grant that was taken over cannot push the new
   holder's expiry nor free it. A lease lapses `ttl_s` after its last extension, by the database's
@@ -74,6 +75,16 @@ _RELEASE = """
 UPDATE {t} SET holder = NULL, expires_at = now()
  WHERE tenant_id = %(tenant)s AND session_id = %(session)s AND scope = %(scope)s
    AND holder = %(holder)s AND token = %(token)s
+"""
+
+# What `agentrt erase` leaves of a session: its rows of every scope, unless a run holds one now.
+_FORGET = """
+WITH gone AS (
+  DELETE FROM {t}
+   WHERE tenant_id = %(tenant)s AND session_id = %(session)s AND (holder IS NULL OR expires_at <= now())
+  RETURNING 1
+)
+SELECT count(*) FROM gone
 """
 
 _STATE = """
@@ -175,6 +186,12 @@ class PostgresLease:
         """Free the lease if it still holds this grant; the token stays for the next grant to count on."""
         self._one("release", self._args(grant.tenant, grant.session_id, holder=grant.holder, token=grant.token))
 
+    def forget(self, tenant: str, session_id: str) -> int:
+        """Delete the session's lease rows (every scope) that no run holds, for a session erased for
+        good (its fence went with it); how many were deleted."""
+        row = self._one("forget", self._args(tenant, session_id))
+        return int(row[0]) if row else 0
+
     def state(self, tenant: str, session_id: str) -> dict[str, Any]:
         """The row of a session: `holder` (None when free or expired), `token`, `expires_at`; {} when none."""
         row = self._one("state", self._args(tenant, session_id))
@@ -245,4 +262,4 @@ class PostgresLease:
         return text.replace(self._password, "***") if self._password else text
 
 
-_QUERIES = {"acquire": _ACQUIRE, "extend": _EXTEND, "release": _RELEASE, "state": _STATE}
+_QUERIES = {"acquire": _ACQUIRE, "extend": _EXTEND, "release": _RELEASE, "forget": _FORGET, "state": _STATE}

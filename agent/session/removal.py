@@ -241,12 +241,17 @@ def _saver(runner: RunnerCore, tenant: str, sid: str, out: Removal) -> None:
 
 
 def _lease_leftovers(runner: RunnerCore, tenant: str, sid: str, folder: Path, out: Removal) -> None:
-    # Releasing a file lease re-makes its lock file in the folder; the Redis lease keeps a token counter.
+    # Releasing a file lease re-makes its lock file in the folder; the Redis and PostgreSQL leases keep a
+    # token counter (a key, a row).
+    from agent.session.lease_postgres import PostgresLease
+
     if folder.is_dir() and {p.name for p in folder.iterdir()} <= _LEASE_ONLY:
         shutil.rmtree(folder, ignore_errors=True)
     lease = runner.lease
     if isinstance(lease, RedisLease):
         out.redis_keys += int(lease.client.delete(lease.lease_key(tenant, sid), lease.token_key(tenant, sid)))
+    elif isinstance(lease, PostgresLease):
+        out.sql_rows += lease.forget(tenant, sid)
 
 
 def _is_session(p: Path) -> bool:

@@ -489,3 +489,6 @@ def test_erase_deletes_only_the_named_users_or_tenants_sessions(world: World) ->
                 assert {(t, s) for t, s in rows} <= {(acme, ids["A"]), (acme, ids["A2"]), (acme, ids["TA"])}, table
             rows = conn.execute("SELECT DISTINCT tenant_id, session_id FROM chat_messages").fetchall()
             assert {(t, s) for t, s in rows} <= {(acme, ids["A"]), (acme, ids["A2"])}
+            rows = conn.execute("SELECT DISTINCT tenant_id, session_id FROM session_leases").fetchall()
+            assert {(t, s) for t, s in rows} <= {(acme, ids["A"]), (acme, ids["A2"]), (acme, ids["TA"])}
+            assert (acme, ids["A"]) in {(t, s) for t, s in rows}  # alice's runs took leases; theirs stay
