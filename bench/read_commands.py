@@ -16,15 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from cli_timing import add_options, agentrt, wall_time
+
 GOAL = 0.3
 
 BARE_TURN = """
@@ -59,22 +58,12 @@ print(out["messages"][-1].content)
 """
 
 
-def _time(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - start
-
-
 def main() -> int:
     """Measure and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--pythonpath", default=str(ROOT), help="the checkout to measure (default: this one)")
+    add_options(parser)
     args = parser.parse_args()
-    exe = shutil.which("agentrt")
-    if exe is None:
-        print("the agentrt console script is not installed (pip install -e '.[dev]')", file=sys.stderr)
-        return 2
+    exe = agentrt()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRT_")}
     env["PYTHONPATH"] = args.pythonpath
     with tempfile.TemporaryDirectory() as tmp:
@@ -95,11 +84,13 @@ def main() -> int:
         anchor_argv = [sys.executable, str(bare), str(work / "bare.sqlite")]
         times: dict[str, list[float]] = {name: [] for name in ["anchor", *commands]}
         for argv in [anchor_argv, *commands.values()]:  # warm the file cache
-            _time(argv, work, env)
+            wall_time(argv, work, env)
         for i in range(args.runs):
-            times["anchor"].append(_time([*anchor_argv[:-1], str(work / f"bare{i}.sqlite")], work, env))  # a fresh file
+            times["anchor"].append(
+                wall_time([*anchor_argv[:-1], str(work / f"bare{i}.sqlite")], work, env)
+            )  # a fresh file
             for name, argv in commands.items():
-                times[name].append(_time(argv, work, env))
+                times[name].append(wall_time(argv, work, env))
     anchor = statistics.median(times["anchor"])
     print(f"read commands vs a bare LangGraph turn (SqliteSaver, durability sync); {args.runs} rounds, median")
     print(f"checkout {args.pythonpath}")

@@ -12,35 +12,24 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from cli_timing import add_options, agentrt, wall_time
+
 COMMANDS = (["--help"], ["--version"], ["sessions"])
 TARGETS = {"--help": 0.3, "sessions": 0.6}
-
-
-def _time(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - start
 
 
 def main() -> int:
     """Measure and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--pythonpath", default=str(ROOT), help="the checkout to measure (default: this one)")
+    add_options(parser)
     args = parser.parse_args()
-    exe = shutil.which("agentrt")
-    if exe is None:
-        print("the agentrt console script is not installed (pip install -e '.[dev]')", file=sys.stderr)
-        return 2
+    exe = agentrt()
     env = {**os.environ, "PYTHONPATH": args.pythonpath}
     env.pop("AGENTRT_LOG", None)
     with tempfile.TemporaryDirectory() as tmp:
@@ -52,8 +41,8 @@ def main() -> int:
         print(f"agentrt startup, {args.runs} runs each, checkout {args.pythonpath}")
         print(f"{'command':<24} {'best s':>8} {'median s':>9} {'target s':>9}")
         for cmd in COMMANDS:
-            _time([exe, *cmd], work, env)  # warm the file cache
-            times = [_time([exe, *cmd], work, env) for _ in range(args.runs)]
+            wall_time([exe, *cmd], work, env)  # warm the file cache
+            times = [wall_time([exe, *cmd], work, env) for _ in range(args.runs)]
             target = TARGETS.get(cmd[0])
             shown = f"{target:>9.1f}" if target else f"{'-':>9}"
             print(f"{'agentrt ' + ' '.join(cmd):<24} {min(times):>8.3f} {statistics.median(times):>9.3f} {shown}")

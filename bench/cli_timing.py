@@ -1,0 +1,35 @@
+"""What the benchmarks that time the `agentrt` console script as fresh processes share: its path,
+the `--runs` / `--pythonpath` options, and the wall time of one command."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """`--runs N` (default 7) and `--pythonpath DIR` (the checkout to measure; default this one)."""
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--pythonpath", default=str(ROOT), help="the checkout to measure (default: this one)")
+
+
+def agentrt() -> str:
+    """The installed console script's path; exits 2 with what to do when it is not installed."""
+    exe = shutil.which("agentrt")
+    if exe is None:
+        print("the agentrt console script is not installed (pip install -e '.[dev]')", file=sys.stderr)
+        raise SystemExit(2)
+    return exe
+
+
+def wall_time(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
+    """Seconds from starting `argv` in `cwd` to its exit (its output discarded)."""
+    start = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return time.perf_counter() - start
