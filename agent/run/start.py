@@ -12,6 +12,7 @@ from agent.errors import ConfigError, InputError, SessionExists, SessionNotFound
 from agent.results import RunEvent
 from agent.run.branches import head, set_room
 from agent.run.drive import closed_as_failed, drive, interrupted
+from agent.run.sigint import HeldSigint
 from agent.run.unfinished import refuse_unfinished
 from agent.session.session import ChatSession
 from agent.turns import EventRecorder, SessionHold
@@ -58,10 +59,12 @@ def stream_turn(
         refuse_unfinished(rt, session)
         run_id = f"r-{uuid.uuid4().hex[:12]}"
         set_room(session)
-        # One durable save: the turn counted, the room, and the run RUNNING, before its first entry.
-        session = rt.manager.start_turn(session, run_id=run_id)
-        recorder = EventRecorder(rt.manager, session, hold.token, run_id)
+        with HeldSigint() as sigint:  # a Ctrl-C lands before the save or once the run can be closed
+            # One durable save: the turn counted, the room, and the run RUNNING, before its first entry.
+            session = rt.manager.start_turn(session, run_id=run_id)
+            recorder = EventRecorder(rt.manager, session, hold.token, run_id)
         try:
+            sigint.deliver()
             # run_start is made durable with the user turn right after it (one fsync for both).
             recorder.record(
                 "run_start",

@@ -205,6 +205,11 @@ def test_redis_copy_missed_during_an_outage_is_never_read_by_the_next_process(tm
         redis_relay.cut()
         turn(first, "t1", "a", "missed by redis")
         assert first.outbox.pending_layers("t1", "a") == {"L2"}
+        first._retrier.stop()  # the process dies: its background retrier replays nothing more
+        deadline = time.monotonic() + 10
+        while first._retrier.running and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not first._retrier.running
         redis_relay.restore()
         direct.put(stale)  # as if the delete-before-write had not happened: the older copy is there
         second = build_manager("PRIMARY", tmp_path, relayed, None)  # the next process

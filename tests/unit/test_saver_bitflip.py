@@ -16,6 +16,7 @@ flipped one is rebuilt from that inbox by the read (the same session, the file r
 
 from __future__ import annotations
 
+import gc
 import random
 import shutil
 from collections.abc import Callable
@@ -132,6 +133,9 @@ def test_single_bit_flips_are_always_detected(tmp_path: Path, kind: str) -> None
     ctx = _write_everything(seed_dir)
     rel, read = _readers(ctx)[kind]
     original = read(seed_dir)
+    # The readers' SQLite connections close when collected, and the last one removes the WAL file:
+    # collect now, not while copytree is listing the folder.
+    gc.collect()
     data = (seed_dir / rel).read_bytes()
     rnd = random.Random(f"{kind}-flips")
     positions = sorted({len(data) - 1, 0, *(rnd.randrange(len(data)) for _ in range(FLIPS))})
