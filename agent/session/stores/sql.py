@@ -8,7 +8,7 @@ Tables (tenant_id is part of every primary key):
 The tables are made and changed only by the Alembic migrations (agent/session/migrations, see
 `stores/schema.py`): `init()` applies them (what `agentrt db upgrade` calls, and what constructing
 with `create=True` does: the embedded SQLite default), `check_schema()` refuses a database whose
-schema is missing or older. The `Table` objects below describe the newest schema for queries only.
+schema is missing or older. The `Table` objects (`stores/tables.py`) describe the newest schema.
 An embedded SQLite file that does not exist yet is made (with its folder) by the first write, not
 by opening the store: a command that only reads, or fails, leaves no `.agentrt/` behind, and a
 read of the missing file answers "nothing stored". `table_prefix` / `schema` let tests and several
@@ -36,6 +36,7 @@ from agent.session.stores.listing import index_meta
 from agent.session.stores.sql_lazy import SQLITE_FILE as SQLITE_FILE  # where the embedded database's name lives
 from agent.session.stores.sql_lazy import sqlite_file as sqlite_file
 from agent.session.stores.sql_lazy import sqlite_url as sqlite_url
+from agent.session.stores.tables import session_tables
 
 
 def _normalize_url(url: str) -> str:
@@ -83,36 +84,10 @@ class SqlSessionStore:
         self.engine = engine
         self.table_prefix = table_prefix
         self.schema = schema
-        self.metadata = sa.MetaData(schema=schema)
-        self.sessions = sa.Table(
-            f"{table_prefix}sessions",
-            self.metadata,
-            sa.Column("tenant_id", sa.String(64), primary_key=True),
-            sa.Column("session_id", sa.String(64), primary_key=True),
-            sa.Column("agent_id", sa.String(255), nullable=False),
-            sa.Column("user_id", sa.String(255), nullable=False),
-            sa.Column("status", sa.String(16), nullable=False),
-            sa.Column("version", sa.Integer, nullable=False),
-            sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-            sa.Column("last_active_time", sa.DateTime(timezone=True), nullable=False),
-            sa.Column("data", sa.Text, nullable=False),
-            sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True),
-            sa.Column("meta", sa.Text, nullable=True),
-            sa.Index(f"ix_{table_prefix}sessions_user", "tenant_id", "user_id"),
-            sa.Index(f"ix_{table_prefix}sessions_activity", "tenant_id", "last_active_time", "session_id"),
-        )
-        self.chat_messages = sa.Table(
-            f"{table_prefix}chat_messages",
-            self.metadata,
-            sa.Column("tenant_id", sa.String(64), primary_key=True),
-            sa.Column("session_id", sa.String(64), primary_key=True),
-            sa.Column("message_id", sa.String(64), primary_key=True),
-            sa.Column("branch_id", sa.String(64), nullable=False),
-            sa.Column("role", sa.String(32), nullable=False),
-            sa.Column("content", sa.Text, nullable=False),
-            sa.Column("ts", sa.DateTime(timezone=True), nullable=False),
-            sa.Index(f"ix_{table_prefix}chat_messages_session", "tenant_id", "session_id", "ts"),
-        )
+        tables = session_tables(table_prefix, schema)
+        self.metadata = tables.metadata
+        self.sessions = tables.sessions
+        self.chat_messages = tables.chat_messages
         if create and self._unmade is None:
             self.init()
 
