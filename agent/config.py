@@ -15,7 +15,9 @@ Environment overrides: `AGENTRT_BASE_DIR`, `AGENTRT_REDIS_URL`, `AGENTRT_DATABAS
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,7 +27,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from agent.assets import DEMO_DATASETS, builtin_path, is_builtin
 from agent.errors import ConfigError
 from agent.text import shown_path
-from agent.tools.datasets.limits import QueryLimits
 from agent.yaml_errors import yaml_problem
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
@@ -81,6 +82,41 @@ class ToolEntry(_Strict):
     effect: Literal["read_only", "idempotent", "unsafe"] | None = None
     requires_approval: bool | None = None
     permissions: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class QueryLimits:
+    """Limits of one dataset query (defaults sized for an agent exploring tables; enforced by
+    agent/tools/datasets/limits.py, set by `datasets.query_limits`)."""
+
+    cpu_seconds: float = 2.0
+    """CPU time of the querying thread after which the statement is stopped."""
+    wall_seconds: float = 3.0
+    """Wall-clock time after which the statement is stopped (temp-file I/O does not count as CPU)."""
+    max_steps: int = 50_000_000
+    """SQLite VM instructions after which the statement is stopped."""
+    check_every: int = 1000
+    """VM instructions between two checks of the budgets above."""
+    max_result_bytes: int = 1_000_000
+    """Bytes of returned cell values (strings and hex-rendered blobs) after which the call fails."""
+    max_value_bytes: int = 1_000_000
+    """Largest string or blob any expression may build (SQLITE_LIMIT_LENGTH)."""
+    max_format_width: int = 100_000
+    """Largest total of widths and precisions in one printf()/format() call."""
+    cache_size_kib: int = 8192
+    """Page cache of the query connection (and of its temp b-trees) before it spills to temp files."""
+    heap_limit_bytes: int | None = None
+    """SQLite's process-wide hard heap limit (PRAGMA hard_heap_limit); None leaves it unset."""
+
+
+# What graph.build.compute_graph_version makes ("g1-" + 16 hex digits), with room for a later scheme;
+# a version read from a session's log becomes part of a queue name only when it has this form.
+_VERSION = re.compile(r"g[0-9]{1,3}-[0-9a-f]{8,64}")
+
+
+def valid_version(version: object) -> bool:
+    """Whether `version` has the form of a graph version (`g1-` and hex digits)."""
+    return isinstance(version, str) and _VERSION.fullmatch(version) is not None
 
 
 _QL = QueryLimits()
@@ -274,8 +310,6 @@ class WorkerSettings(_Strict):
     @field_validator("adopt_graph_versions")
     @classmethod
     def _graph_versions(cls, v: list[str]) -> list[str]:
-        from agent.routing import valid_version  # agent.routing reads settings: imported when used
-
         for version in v:
             if not valid_version(version):
                 raise ValueError(
@@ -482,3 +516,11 @@ def _resolve_paths(settings: AgentSettings, folder: Path, where: str) -> None:
             ds.path = existing(f"datasets[{i}].path", ds.path, Path.is_file)
     if settings.skills_dir is not None:
         settings.skills_dir = existing("skills_dir", settings.skills_dir, Path.is_dir)
+
+
+def config_hint(settings: AgentSettings) -> str:
+    """` --config F` for commands printed in messages, when the settings came from a named file."""
+    src = settings.source_path
+    if not src or src.startswith("<") or Path(src).resolve() == DEFAULT_CONFIG_PATH.resolve():
+        return ""
+    return f" --config {src}"

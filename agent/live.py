@@ -24,7 +24,7 @@ import redis
 
 from agent.config import AgentSettings
 from agent.errors import ConfigError, StorageError
-from agent.results import RunEvent
+from agent.results import RunEvent, jsonable
 
 END = "end"
 MAX_EVENTS = 20_000  # per turn; older ones are trimmed (a reader that far behind re-reads the state)
@@ -108,7 +108,6 @@ class LiveChannel:
 
 def encode_event(ev: RunEvent) -> tuple[str, Any]:
     """A RunEvent as (kind, plain JSON data), graph chunks included."""
-    from agent.serve.encode import jsonable  # LangChain messages and interrupts as the API sends them
 
     return ev.kind, jsonable(ev.data)
 

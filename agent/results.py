@@ -1,12 +1,17 @@
-"""What runs report: streamed `RunEvent`s and the final `RunResult`."""
+"""What runs report: streamed `RunEvent`s, the final `RunResult`, and `jsonable`, their plain JSON form."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import date, datetime
+from enum import Enum
 from typing import Any
 
 from langchain_core.messages import AIMessage
-from langgraph.types import StateSnapshot
+from langgraph.types import Interrupt, StateSnapshot
+from pydantic import BaseModel
 
 
 @dataclass
@@ -87,3 +92,28 @@ def result_from_snapshot(session_id: str, snap: StateSnapshot) -> RunResult:
         todos=list(values.get("task_todo_list") or []),
         pending_approval=pending,
     )
+
+
+def jsonable(value: Any) -> Any:
+    """`value` as plain JSON types: how events and graph values leave the process (the server's API,
+    the live events of a worker). LangChain messages become their `model_dump()`, interrupts
+    `{"value", "id"}`; anything else without a JSON form becomes its `repr`, never a pickle."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [jsonable(v) for v in value]
+    if isinstance(value, Interrupt):
+        return {"value": jsonable(value.value), "id": value.id}
+    if isinstance(value, BaseModel):
+        return jsonable(value.model_dump())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return jsonable(dataclasses.asdict(value))
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Enum):
+        return jsonable(value.value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return repr(value)

@@ -17,21 +17,11 @@ moved on between submission and delivery) sends it on to that version's queue (a
 
 from __future__ import annotations
 
-import re
-
-from agent.config import AgentSettings
+from agent.config import AgentSettings, valid_version
 from agent.session.record_store import event_log as record_event_log
 
-# What compute_graph_version makes ("g1-" + 16 hex digits), with room for a later scheme; nothing
-# else read from a session's log becomes part of a queue name.
-_VERSION = re.compile(r"g[0-9]{1,3}-[0-9a-f]{8,64}")
 _START = frozenset({"run_start"})
 _OVERRIDE = frozenset({"recovery_override"})
-
-
-def valid_version(version: object) -> bool:
-    """Whether `version` has the form of a graph version (`g1-` and hex digits)."""
-    return isinstance(version, str) and _VERSION.fullmatch(version) is not None
 
 
 def version_queue(settings: AgentSettings, version: str) -> str:

@@ -14,8 +14,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from langgraph.types import StreamMode
+
 from agent.config import load_settings
-from agent.loop.tool_results import ToolResultSlice
 from agent.results import RunEvent, RunResult
 from agent.run import branch_ops, lifecycle, reading
 from agent.run.core import RunnerCore
@@ -24,11 +25,16 @@ from agent.run.start import stream_turn
 from agent.run.streaming import final, in_thread
 from agent.services import build_saver
 from agent.session.session import ChatSession
+from agent.tools.tool_results import ToolResultSlice
+from agent.turns import EventRecorder
 
 if TYPE_CHECKING:
     from agent.submit import TurnHandle
 
-__all__ = ["AgentRunner", "RunEvent", "RunResult", "build_saver"]
+__all__ = ["GRAPH_EVENT", "AgentRunner", "ChunkRunner", "RunEvent", "RunResult", "build_saver"]
+
+GRAPH_EVENT = "graph"
+"""The kind of the `RunEvent`s of a `ChunkRunner` that carry one raw graph chunk."""
 
 
 class AgentRunner(RunnerCore):
@@ -239,3 +245,22 @@ class AgentRunner(RunnerCore):
     ) -> ToolResultSlice:
         """Page through an archived tool result of a session (what `read_tool_result` gives the model)."""
         return reading.tool_result(self, session_id, tool_call_id, offset, limit, tenant_id, user_id)
+
+
+class ChunkRunner(AgentRunner):
+    """`AgentRunner` whose streams also carry the raw graph chunks (kind `GRAPH_EVENT`: `mode`, `chunk`,
+    and `ns`, the subgraph's namespace, empty for the graph's own), subgraphs and LangGraph's `tasks`
+    and `debug` modes included, each chunk first, then the `RunEvent`s made of it.
+
+    What `agentrt serve` runs and the Celery workers run too, so a turn submitted by the server
+    streams the same modes from a worker (the API's `values`, `updates`, `messages`, `custom`...).
+    Lease, journal, event log and recovery are those of `AgentRunner`: it is the same run.
+    """
+
+    stream_messages = True  # the API's `messages` mode
+    extra_stream_modes: tuple[StreamMode, ...] = ("tasks", "debug")
+    stream_subgraphs = True
+
+    def _translate_in(self, ns: tuple[str, ...], mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEvent]:
+        yield RunEvent(GRAPH_EVENT, {"mode": mode, "chunk": chunk, "ns": list(ns)})
+        yield from super()._translate_in(ns, mode, chunk, recorder)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent import faults
-from agent.config import DEFAULT_CONFIG_PATH, AgentSettings
+from agent.config import AgentSettings, config_hint
 from agent.errors import ConfigError
 from agent.session.manager import ChatSessionManager, open_manager
 from checkpointing.layout import sqlite_checkpoints_file
@@ -111,14 +110,6 @@ def build_manager(settings: AgentSettings, *, lazy_sql: bool = False) -> ChatSes
         default_expire_minutes=settings.session.expire_minutes,
         lazy_sql=lazy_sql,
     )
-
-
-def config_hint(settings: AgentSettings) -> str:
-    """` --config F` for commands printed in messages, when the settings came from a named file."""
-    src = settings.source_path
-    if not src or src.startswith("<") or Path(src).resolve() == DEFAULT_CONFIG_PATH.resolve():
-        return ""
-    return f" --config {src}"
 
 
 def build_lease(settings: AgentSettings) -> SessionLease:

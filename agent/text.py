@@ -14,7 +14,16 @@ from typing import Any
 
 from checkpointing.ids import SHOWN_CHARS, UNSAFE_CATEGORIES, printable, shown
 
-__all__ = ["SHOWN_CHARS", "SHOWN_PATH_CHARS", "json_safe", "printable", "printable_all", "shown", "shown_path"]
+__all__ = [
+    "SHOWN_CHARS",
+    "SHOWN_PATH_CHARS",
+    "display_url",
+    "json_safe",
+    "printable",
+    "printable_all",
+    "shown",
+    "shown_path",
+]
 
 SHOWN_PATH_CHARS = 120
 """How much of a path a message echoes (`shown_path`)."""
@@ -58,3 +67,22 @@ def shown_path(path: object, limit: int = SHOWN_PATH_CHARS) -> str:
         return text
     head = limit // 3
     return f"{text[:head]}…{text[-(limit - head) :]} ({len(text)} characters)"
+
+
+def display_url(url: str) -> str:
+    """The URL with any password masked, safe for summaries, events and error messages."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from checkpointing.digest import is_secret_key
+
+    location = url.rpartition("#")[0] if "#" in url else url
+    try:
+        parsed = make_url(location)
+    except (ArgumentError, ValueError):
+        return "<unparseable url>"
+    if parsed.query:
+        parsed = parsed.set(
+            query={k: ("***" if is_secret_key(k) or "pass" in k.lower() else v) for k, v in parsed.query.items()}
+        )
+    return parsed.render_as_string(hide_password=True)

@@ -52,8 +52,7 @@ from agent.drain import OtherGraphVersion, Stopping, drain
 from agent.errors import ConfigError, LeaseHeld, StorageError
 from agent.live import LiveChannel
 from agent.routing import version_queue
-from agent.runner import AgentRunner
-from agent.serve.runner import ChunkRunner
+from agent.runner import AgentRunner, ChunkRunner
 from agent.session.record_store import inbox as record_inbox
 from agent.session.sweep import Sweeper
 

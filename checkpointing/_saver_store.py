@@ -731,10 +731,3 @@ def _apply(idx: SessionIndex, run: str, off: int, line: int, rec: dict[str, Any]
     else:
         idxs = [int(w[0]) for w in rec["writes"]]
         idx.writes.setdefault((ns, cp_id), []).append(WriteLoc(run, off, line, str(rec["task_id"]), idxs))
-
-
-def fsync_policy_ok(value: str) -> FsyncPolicy:
-    """Validate an fsync policy name ("always", "checkpoint", "batch")."""
-    if value not in ("always", "checkpoint", "batch"):
-        raise ValueError(f"fsync must be 'always', 'checkpoint' or 'batch', got {value!r}")
-    return value  # type: ignore[return-value]

@@ -849,3 +849,10 @@ class RecordLog:
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return iter(self.read())
+
+
+def fsync_policy_ok(value: str) -> FsyncPolicy:
+    """Validate a saver's fsync policy name ("always", "checkpoint", "batch")."""
+    if value not in ("always", "checkpoint", "batch"):
+        raise ValueError(f"fsync must be 'always', 'checkpoint' or 'batch', got {value!r}")
+    return value  # type: ignore[return-value]

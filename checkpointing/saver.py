@@ -52,12 +52,12 @@ from checkpointing._saver_async import AsyncSaverMethods
 from checkpointing._saver_delta import delta_history
 from checkpointing._saver_docs import TEXT_MIN, DocumentBuilder
 from checkpointing._saver_refs import ITEM_KEY
-from checkpointing._saver_store import SessionStore, fsync_policy_ok
+from checkpointing._saver_store import SessionStore
 from checkpointing.codec import CheckpointStateCodec, CodecSerializer
 from checkpointing.digest import scrub_secrets
 from checkpointing.errors import CheckpointingError, CorruptCheckpointError, InvalidIdError
 from checkpointing.ids import shown, validate_id
-from checkpointing.records import CommitGroup, FsyncPolicy
+from checkpointing.records import CommitGroup, FsyncPolicy, fsync_policy_ok
 from checkpointing.store import Store, open_store
 from checkpointing.store.files import FileStore
 from checkpointing.typewalk import graph_classes

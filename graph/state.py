@@ -147,6 +147,20 @@ Messages = Annotated[list[AnyMessage], DeltaChannel(merge_messages, snapshot_fre
 """The `messages` channel type (the state and the graph's input schema must declare it alike)."""
 
 
+def normalize_decision(value: Any) -> dict[str, Any]:
+    """A human's answer to a tool approval as the `hitl_decision` value `{approved, reason}`.
+
+    Accepts a dict (`approved` or `approve`, and `reason`), a bool, or approve/reject text: what a
+    resume of the graph may carry, from the CLI, the Python API or the server.
+    """
+    if isinstance(value, dict):
+        approved = value.get("approved", value.get("approve", False))
+        return {"approved": bool(approved), "reason": value.get("reason")}
+    if isinstance(value, str):
+        return {"approved": value.strip().lower() in ("approve", "approved", "yes", "y", "ok", "true"), "reason": None}
+    return {"approved": bool(value), "reason": None}
+
+
 class TaskExecutionState(TypedDict, total=False):
     """The serializable state of one agent task; everything else lives in the LoopRuntime."""
 

@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from graph.context import AgentContext, loop_runtime
-from graph.state import TaskExecutionState
+from graph.state import TaskExecutionState, normalize_decision
 from nodes import _model_output as out
 from nodes._util import last_ai
 
@@ -65,16 +65,6 @@ def acting_node(state: TaskExecutionState, config: RunnableConfig, runtime: Runt
     if todo_update:
         update.update(todo_update)
     return update
-
-
-def normalize_decision(value: Any) -> dict[str, Any]:
-    """A human's answer as {approved, reason}: accepts a dict, a bool, or approve/reject text."""
-    if isinstance(value, dict):
-        approved = value.get("approved", value.get("approve", False))
-        return {"approved": bool(approved), "reason": value.get("reason")}
-    if isinstance(value, str):
-        return {"approved": value.strip().lower() in ("approve", "approved", "yes", "y", "ok", "true"), "reason": None}
-    return {"approved": bool(value), "reason": None}
 
 
 def ask_approvals(runtime: Any, calls: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

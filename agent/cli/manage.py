@@ -188,7 +188,7 @@ def cmd_db(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(argv: Sequence[str]) -> Any:
-    """agentrt serve ...: the server with its own options (agent/serve/cli.py)."""
-    from agent.serve.cli import main as serve_main
+    """agentrt serve ...: the server with its own options (agent/cli/serve.py)."""
+    from agent.cli.serve import main as serve_main
 
     return serve_main(list(argv))

@@ -13,10 +13,10 @@ from langgraph.types import StreamMode
 
 from agent import faults
 from agent.config import AgentSettings
-from agent.loop.builder import RuntimeBuilder
 from agent.loop.models import build_chat_model
 from agent.loop.surface import compute_pins, skills_digest
 from agent.results import RunEvent
+from agent.run.builder import RuntimeBuilder
 from agent.run.drive import translate
 from agent.run.views import checked_ids
 from agent.services import build_lease, build_manager, build_saver
@@ -118,5 +118,5 @@ class RunnerCore:
             yield from self._translate(mode, chunk, recorder)
 
     def _translate(self, mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEvent]:
-        """One graph stream chunk as RunEvents (a subclass may add its own, see `ServeRunner`)."""
+        """One graph stream chunk as RunEvents (a subclass may add its own, see `agent.runner.ChunkRunner`)."""
         return translate(mode, chunk, recorder)

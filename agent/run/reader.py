@@ -26,8 +26,8 @@ from checkpointing.tail import NeedsGraph, ThreadTail, interrupt_requests
 
 if TYPE_CHECKING:
     from agent.config import AgentSettings
-    from agent.loop.tool_results import ToolResultSlice
     from agent.session.manager import ChatSessionManager
+    from agent.tools.tool_results import ToolResultSlice
 
 __all__ = ["NeedsGraph", "SessionReader"]
 
@@ -123,7 +123,7 @@ def _readable(settings: AgentSettings) -> bool:
         return False
     try:
         validate_id(settings.session.tenant_id, "default_tenant")
-        from checkpointing._saver_store import fsync_policy_ok
+        from checkpointing.records import fsync_policy_ok
 
         fsync_policy_ok(p.checkpoint_fsync or p.fsync)
     except (CheckpointingError, ValueError):

@@ -10,12 +10,12 @@ from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, DeltaChannelHistory
 from langgraph.types import StateSnapshot
 
-from agent.loop.tool_results import ToolResultSlice
 from agent.results import RunResult, pending_approvals, result_from_snapshot
 from agent.run import views
 from agent.run.branches import head
 from agent.run.views import archived_slice, branch_head, show_info
 from agent.session.session import ChatSession
+from agent.tools.tool_results import ToolResultSlice
 from checkpointing.events import EventLog
 from checkpointing.session_index import RowFilter
 

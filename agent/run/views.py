@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import ConfigError, InputError, ToolError, UnknownToolResult
-from agent.loop.tool_results import ToolResultSlice, ToolResultStore
 from agent.run.branches import BranchHead, branch_pages, fork_point_of, head_of, room_id
 from agent.session.branch_book import live_branches, read_book
+from agent.tools.tool_results import ToolResultSlice, ToolResultStore
 from checkpointing.errors import InvalidIdError
 from checkpointing.ids import validate_id
 

@@ -1,47 +1,22 @@
 """Graph values, snapshots and stream chunks as the JSON the LangGraph Agent Server API sends.
 
-LangChain messages become their `model_dump()` (what `langgraph_sdk` and Studio read back),
-interrupts `{"value", "id"}`; anything else without a JSON form becomes its `repr`, never a
-pickle.
+Values go through `agent.results.jsonable`: LangChain messages become their `model_dump()` (what
+`langgraph_sdk` and Studio read back), interrupts `{"value", "id"}`; anything else without a JSON
+form becomes its `repr`, never a pickle.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping
-from datetime import date, datetime
-from enum import Enum
 from typing import Any
 
-from langgraph.types import Interrupt, StateSnapshot
-from pydantic import BaseModel
+from langgraph.types import StateSnapshot
 from starlette.responses import Response
 
+from agent.results import jsonable  # the server's encoding of every value; also what workers publish live
+
 INTERRUPT_KEY = "__interrupt__"
-
-
-def jsonable(value: Any) -> Any:
-    """`value` as plain JSON types."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [jsonable(v) for v in value]
-    if isinstance(value, Interrupt):
-        return {"value": jsonable(value.value), "id": value.id}
-    if isinstance(value, BaseModel):
-        return jsonable(value.model_dump())
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return jsonable(dataclasses.asdict(value))
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, Enum):
-        return jsonable(value.value)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    return repr(value)
 
 
 def checkpoint_ref(thread_id: str, config: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ from agent.serve.context import ASSISTANT_ID, ServeContext
 from agent.serve.engine import RunRecord
 from agent.serve.streams import SUPPORTED_MODES, normalize_modes
 from agent.serve.workers import worker_job
-from nodes.acting import normalize_decision
+from graph.state import normalize_decision
 
 UNSUPPORTED = ("interrupt_before", "interrupt_after", "checkpoint", "checkpoint_id", "after_seconds", "webhook")
 

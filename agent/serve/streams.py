@@ -20,9 +20,9 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from agent.results import RunEvent
-from agent.serve.encode import INTERRUPT_KEY, jsonable
-from agent.serve.runner import GRAPH_EVENT
+from agent.results import RunEvent, jsonable
+from agent.runner import GRAPH_EVENT
+from agent.serve.encode import INTERRUPT_KEY
 
 SUPPORTED_MODES = frozenset(
     {"values", "updates", "messages", "messages-tuple", "custom", "events", "checkpoints", "tasks", "debug"}

@@ -50,6 +50,6 @@ def render(data: dict[str, Any]) -> str:
 
 
 def _display(url: str) -> str:
-    from agent.tools.datasets.loaders import display_url
+    from agent.text import display_url
 
     return display_url(url)

@@ -48,7 +48,7 @@ def pg_store(settings: AgentSettings) -> PostgresStore | None:
 
 
 def _hint(settings: AgentSettings) -> str:
-    from agent.services import config_hint
+    from agent.config import config_hint
 
     return config_hint(settings)
 

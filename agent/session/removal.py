@@ -138,7 +138,7 @@ def remove_session(runner: RunnerCore, tenant: str, sid: str, out: Removal, *, h
 
     `held_raises`: a session a run holds raises `LeaseHeld` instead of being skipped.
     """
-    from agent.turns import SessionHold
+    from agent.session.hold import SessionHold
 
     folder = layout.session_dir(runner.settings.base_dir, tenant, sid)
     if out.dry_run:

@@ -116,7 +116,7 @@ def _changes(lags: dict[str, Lag]) -> dict[str, int]:
 def sweep(runner: RunnerCore, tenants: Sequence[str] | None = None, limit: int | None = None) -> Sweep:
     """Replay what the layers missed for every session that owes one, in `tenants` (None: all),
     at most `limit` sessions; a session a run holds is skipped (see the module doc)."""
-    from agent.turns import SessionHold
+    from agent.session.hold import SessionHold
 
     manager = runner.manager
     debtors = manager.outbox.debtors(tenants)

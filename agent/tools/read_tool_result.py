@@ -16,8 +16,8 @@ import re
 from pydantic import BaseModel, Field
 
 from agent.errors import ToolError
-from agent.loop.tool_results import ToolResultSlice, ToolResultStore
 from agent.tools.base import ToolContext, ToolSpec
+from agent.tools.tool_results import ToolResultSlice, ToolResultStore
 
 NAME = "read_tool_result"
 _HEADER_RE = re.compile(

@@ -1,7 +1,7 @@
 """MkDocs hook: the CLI and config reference pages, generated at build time from the code.
 
 `<!-- generated: cli -->` in a page becomes every command's `--help` (from `agent.cli.main.build_parser`
-and `agent.serve.cli.build_parser`); `<!-- generated: config -->` becomes a table per section of
+and `agent.cli.serve.build_parser`); `<!-- generated: config -->` becomes a table per section of
 `agent.config.AgentSettings` (type, default, environment override, the field's docstring or comment);
 `<!-- generated: doctor -->` becomes the doctor's checks in the order they run (`agent.doctor`).
 """
@@ -46,7 +46,7 @@ def cli_reference() -> str:
     """Markdown: `agentrt --help`, then a section per command with its `--help`."""
     from agent.cli.commands import COMMANDS
     from agent.cli.main import build_parser
-    from agent.serve.cli import build_parser as serve_parser
+    from agent.cli.serve import build_parser as serve_parser
 
     parser = build_parser()
     subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices

@@ -11,8 +11,8 @@ from langchain_core.runnables import RunnableConfig
 
 from agent.loop.compression import assert_tool_pairs, is_archived
 from agent.loop.models import ScriptedChatModel
-from agent.loop.tool_results import ToolResultStore
 from agent.runner import AgentRunner
+from agent.tools.tool_results import ToolResultStore
 from tests.support.runners import make_config
 
 TOOL = {"custom": [{"path": "tests.e2e.test_context_exhaustion:sensor_dump"}]}

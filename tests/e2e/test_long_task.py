@@ -15,9 +15,9 @@ from agent.loop.compression import CompressionSettings, assert_tool_pairs, choos
 from agent.loop.context import SUMMARY_INSTRUCTIONS
 from agent.loop.models import ScriptedChatModel
 from agent.loop.tokens import TokenCounter
-from agent.loop.tool_results import ToolResultStore
 from agent.runner import AgentRunner, RunEvent
 from agent.tools.journal import digest_text
+from agent.tools.tool_results import ToolResultStore
 from tests.support.runners import ROOT, make_config
 
 TASK = "Read the sensor log back in slices and report."

@@ -9,9 +9,9 @@ from langchain_core.messages import ToolMessage
 
 from agent.loop.compression import is_archived
 from agent.loop.models import ScriptedChatModel
-from agent.loop.tool_results import ToolResultStore
 from agent.runner import AgentRunner
 from agent.tools.read_tool_result import parse_read_output
+from agent.tools.tool_results import ToolResultStore
 from tests.support.runners import make_config
 
 SESSION = "s-read-back"

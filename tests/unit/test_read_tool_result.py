@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from agent.errors import DataCorrupt, StorageError, ToolError
-from agent.loop.tool_results import ToolResultStore, make_entry
 from agent.tools.base import ToolContext
 from agent.tools.read_tool_result import READ_TOOL_RESULT, parse_read_output
+from agent.tools.tool_results import ToolResultStore, make_entry
 from checkpointing.blobs import BlobStore
 
 UNICODE = "héllo 世界 🌍🚀 e\u0301 \n\tend¶" * 300  # accents, CJK, astral emoji, combining mark, controls

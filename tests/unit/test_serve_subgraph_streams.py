@@ -9,7 +9,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
 from agent.results import RunEvent
-from agent.serve.runner import GRAPH_EVENT
+from agent.runner import GRAPH_EVENT
 from agent.serve.streams import StreamTranslator
 
 MODES = frozenset({"updates", "values", "tasks", "debug", "events"})

@@ -79,7 +79,7 @@ def test_the_clients_never_reach_past_the_store() -> None:
         "agent/session/inbox.py",
         "agent/session/chat_memory.py",
         "agent/turns.py",
-        "agent/loop/builder.py",
+        "agent/run/builder.py",
         "agent/routing.py",
         "agent/submit.py",
     ]

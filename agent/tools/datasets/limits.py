@@ -23,37 +23,13 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
-from dataclasses import dataclass
 from typing import Any
 
+from agent.config import QueryLimits  # the settings' type: config sits below the tools
 from agent.errors import ToolError
 
 # A printf conversion: flags, width (digits or *), precision (digits or *), then the type letter.
 _SPEC = re.compile(r"%([-+ 0#!,]*)(\*|\d+)?(?:\.(\*|\d+))?(ll|l)?([a-zA-Z%])")
-
-
-@dataclass(frozen=True)
-class QueryLimits:
-    """Limits of one dataset query (defaults sized for an agent exploring tables)."""
-
-    cpu_seconds: float = 2.0
-    """CPU time of the querying thread after which the statement is stopped."""
-    wall_seconds: float = 3.0
-    """Wall-clock time after which the statement is stopped (temp-file I/O does not count as CPU)."""
-    max_steps: int = 50_000_000
-    """SQLite VM instructions after which the statement is stopped."""
-    check_every: int = 1000
-    """VM instructions between two checks of the budgets above."""
-    max_result_bytes: int = 1_000_000
-    """Bytes of returned cell values (strings and hex-rendered blobs) after which the call fails."""
-    max_value_bytes: int = 1_000_000
-    """Largest string or blob any expression may build (SQLITE_LIMIT_LENGTH)."""
-    max_format_width: int = 100_000
-    """Largest total of widths and precisions in one printf()/format() call."""
-    cache_size_kib: int = 8192
-    """Page cache of the query connection (and of its temp b-trees) before it spills to temp files."""
-    heap_limit_bytes: int | None = None
-    """SQLite's process-wide hard heap limit (PRAGMA hard_heap_limit); None leaves it unset."""
 
 
 class QueryBudget:

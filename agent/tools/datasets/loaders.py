@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import ToolError
+from agent.text import display_url
 
 SqlValue = int | float | str | None
 MAX_COLUMNS = 500
@@ -210,25 +211,6 @@ def read_parquet(name: str, path: Path, max_rows: int) -> Table:
 
 
 _TABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$")
-
-
-def display_url(url: str) -> str:
-    """The URL with any password masked, safe for summaries, events and error messages."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    from checkpointing.digest import is_secret_key
-
-    location = url.rpartition("#")[0] if "#" in url else url
-    try:
-        parsed = make_url(location)
-    except (ArgumentError, ValueError):
-        return "<unparseable url>"
-    if parsed.query:
-        parsed = parsed.set(
-            query={k: ("***" if is_secret_key(k) or "pass" in k.lower() else v) for k, v in parsed.query.items()}
-        )
-    return parsed.render_as_string(hide_password=True)
 
 
 def read_sql(

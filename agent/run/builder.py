@@ -22,12 +22,12 @@ from agent.loop.context import ContextManager
 from agent.loop.models import build_chat_model
 from agent.loop.runtime import EventSink, LoopRuntime
 from agent.loop.skills import check_skill_tools, load_skills
-from agent.loop.tool_results import ToolResultStore, make_entry
 from agent.session.record_store import session_streams
 from agent.tools.base import ToolContext, ToolSpec
 from agent.tools.execute import execute_with_journal
 from agent.tools.journal import JournalStatus, ToolExecutionJournal
 from agent.tools.sandbox.room import Sandbox
+from agent.tools.tool_results import ToolResultStore, make_entry
 from checkpointing.blobs import Blobs
 from checkpointing.layout import room_dir, session_dir
 from checkpointing.records import CommitGroup
