@@ -100,8 +100,7 @@ class RunEngine:
             return rec
         failure = await started
         if failure is not None:
-            with self._lock:
-                self._runs.pop((rec.tenant_id, rec.run_id), None)
+            self._unlist(rec)
             raise failure
         return rec
 

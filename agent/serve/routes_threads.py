@@ -150,8 +150,8 @@ def update_thread(
 ) -> dict[str, Any]:
     """Merge `metadata` into the thread's metadata (not while a run is going)."""
     session = ctx.session(principal, thread_id)
-    if ctx.engine.busy(session.tenant_id, session.session_id):
-        raise ConfigError(f"thread {thread_id} has a run in flight; update its metadata when the run is over")
+    if ctx.engine.active(session.tenant_id, session.session_id) is not None:
+        raise ConfigError(f"thread {thread_id} has a run going; update its metadata when the run is over")
     meta = {**(session.context.get(METADATA_KEY) or {}), **((request.metadata if request else None) or {})}
     session.context = {**session.context, METADATA_KEY: meta}
     ctx.runner.manager.save(session)
