@@ -230,7 +230,7 @@ def _process(
 def _new_turn(runner: AgentRunner, turn: Turn, last: str) -> Iterator[RunEvent]:
     """A turn's run from its start: the first turn of a `--new-session` submit creates the session."""
     create = turn.new_session and not last and not runner.manager.exists(turn.tenant_id, turn.session_id)
-    which = {"new_session_id": turn.session_id} if create else {"session_id": turn.session_id}
+    which: dict[str, Any] = {"new_session_id": turn.session_id} if create else {"session_id": turn.session_id}
     return runner.stream(turn.text, tenant_id=turn.tenant_id, user_id=turn.user_id, **which)
 
 

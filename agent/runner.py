@@ -20,6 +20,7 @@ from agent.config import load_settings
 from agent.results import RunEvent, RunResult
 from agent.run import branch_ops, lifecycle, reading
 from agent.run.core import RunnerCore
+from agent.run.options import RunOptions
 from agent.run.resume import stream_resume
 from agent.run.start import stream_turn
 from agent.run.streaming import final, in_thread
@@ -55,14 +56,16 @@ class AgentRunner(RunnerCore):
         skill: str | None = None,
         *,
         new_session_id: str | None = None,
+        options: RunOptions | None = None,
     ) -> Iterator[RunEvent]:
         """Run one turn, yielding events as they happen; the last event is `final` with the result.
 
         `session_id` continues that session: it must exist for the tenant (and user), else
         `SessionNotFound`. Without it the turn starts a new session, with the id `new_session_id`
-        when given (`SessionExists` if the tenant has it already) or a generated one.
+        when given (`SessionExists` if the tenant has it already) or a generated one. `options`:
+        breakpoints, and a turn over a stopped run (`agent.run.options.RunOptions`).
         """
-        return stream_turn(self, text, session_id, tenant_id, user_id, skill, new_session_id)
+        return stream_turn(self, text, session_id, tenant_id, user_id, skill, new_session_id, options)
 
     def run(
         self,
@@ -126,10 +129,12 @@ class AgentRunner(RunnerCore):
         operator: str | None = None,
         reason: str | None = None,
         interrupt_id: str | None = None,
+        options: RunOptions | None = None,
     ) -> Iterator[RunEvent]:
-        """`resume` as a stream: a `recovered` event first, then the run's events, then `final`."""
+        """`resume` as a stream: a `recovered` event first, then the run's events, then `final`
+        (`options`: breakpoints for the continued run)."""
         return stream_resume(
-            self, session_id, tenant_id, user_id, decision, accept_changes, operator, reason, interrupt_id
+            self, session_id, tenant_id, user_id, decision, accept_changes, operator, reason, interrupt_id, options
         )
 
     async def astream_resume(self, session_id: str, **kwargs: Any) -> AsyncIterator[RunEvent]:

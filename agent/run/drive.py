@@ -12,6 +12,7 @@ from langgraph.types import StreamMode
 
 from agent.errors import RunInterrupted, SessionError
 from agent.results import RunEvent, RunResult, result_from_snapshot
+from agent.run.options import RunOptions
 from agent.run.reading import light_snapshot, result
 from agent.run.tokens import TokenStream
 from agent.run.unfinished import refuse_unfinished
@@ -31,10 +32,19 @@ A runner with `stream_messages` (the server's, whose API offers that mode) adds 
 
 
 def drive(
-    rt: RunnerCore, graph_input: Any, config: RunnableConfig, session: ChatSession, recorder: EventRecorder
+    rt: RunnerCore,
+    graph_input: Any,
+    config: RunnableConfig,
+    session: ChatSession,
+    recorder: EventRecorder,
+    options: RunOptions | None = None,
 ) -> Iterator[RunEvent]:
-    """Stream the graph to its end or pause (checkpoints synced per step), then close the run: `final` last."""
+    """Stream the graph to its end or pause (checkpoints synced per step), then close the run: `final` last.
+
+    `options` may set breakpoints (`interrupt_before` / `interrupt_after`): the run then stops there.
+    """
     conf = config["configurable"]
+    opts = options or RunOptions()
     try:
         rt.builder.attach(session.session_id, recorder)
         # The nodes get this run's LoopRuntime through LangGraph's context (built by init).
@@ -47,7 +57,14 @@ def drive(
         subgraphs = rt.stream_subgraphs
         item: Any  # (mode, chunk), or (namespace, mode, chunk) with subgraphs
         for item in rt.graph.stream(
-            graph_input, config, context=context, stream_mode=modes, durability="sync", subgraphs=subgraphs
+            graph_input,
+            config,
+            context=context,
+            stream_mode=modes,
+            durability="sync",
+            subgraphs=subgraphs,
+            interrupt_before=opts.interrupt_before,
+            interrupt_after=opts.interrupt_after,
         ):
             if subgraphs:
                 yield from rt._translate_in(tuple(item[0]), item[1], item[2], recorder)
@@ -183,6 +200,8 @@ def finish(rt: RunnerCore, session: ChatSession, recorder: EventRecorder, res: R
         recorder.record("run_end", {"run_id": res.run_id, "finish_reason": res.finish_reason})
     elif res.status == RunStatus.PAUSED:
         recorder.record("run_pause", {"run_id": res.run_id, "reason": "awaiting human approval"})
+    elif res.status == RunStatus.INTERRUPTED:  # the graph returned with a step left: it stopped at a breakpoint
+        recorder.record("run_pause", {"run_id": res.run_id, "reason": "breakpoint"})
     else:
         recorder.record("run_fail", {"run_id": res.run_id, "finish_reason": res.finish_reason, "error": res.error})
     session.context = without(session.context, "fork_checkpoint_id")

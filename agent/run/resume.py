@@ -15,6 +15,7 @@ from agent.run.approvals import asked_approvals, check_decision, checked_interru
 from agent.run.blocked import record_blocked
 from agent.run.branches import BranchHead, head
 from agent.run.drive import drive, without
+from agent.run.options import RunOptions
 from agent.run.reading import light_snapshot
 from agent.run.unfinished import (
     approval_answered,
@@ -43,11 +44,13 @@ def stream_resume(
     operator: str | None,
     reason: str | None,
     interrupt_id: str | None = None,
+    options: RunOptions | None = None,
 ) -> Iterator[RunEvent]:
     """`resume` as a stream: a `recovered` event first, then the run's events, then `final`.
 
     A `decision` applies only to the pending approval `interrupt_id` names (without it: to the only
     one pending); checked under the lease before anything is written (`agent.run.approvals`).
+    `options` may set breakpoints for the continued run (`agent.run.options`).
     """
     tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
     interrupt_id = checked_interrupt_id(interrupt_id)
@@ -142,7 +145,7 @@ def stream_resume(
         if decision is not None:
             recorder.record("hitl_decision", {"run_id": run_id, "interrupt_id": interrupt_id, **decision})
         config = rt._config(session, run_id, hold.token, **at.run_extra())
-        yield from drive(rt, graph_input, config, session, recorder)
+        yield from drive(rt, graph_input, config, session, recorder, options)
 
 
 def _resumable(session: ChatSession) -> ChatSession:

@@ -12,6 +12,7 @@ from agent.errors import ConfigError, InputError, SessionExists, SessionNotFound
 from agent.results import RunEvent
 from agent.run.branches import head, set_room
 from agent.run.drive import closed_as_failed, drive, interrupted
+from agent.run.options import RunOptions
 from agent.run.sigint import HeldSigint
 from agent.run.unfinished import refuse_unfinished
 from agent.session.session import ChatSession
@@ -30,13 +31,16 @@ def stream_turn(
     user_id: str | None,
     skill: str | None,
     new_session_id: str | None = None,
+    options: RunOptions | None = None,
 ) -> Iterator[RunEvent]:
     """Run one turn, yielding events as they happen; the last event is `final` with the result.
 
     `session_id` continues that session (it must exist for the tenant and user); without it a new
     session is made, named `new_session_id` when given (which must not exist yet). The new session
-    is created only once its lease is held.
+    is created only once its lease is held. `options`: breakpoints, and whether the turn may
+    discard a stopped run's unfinished step (`agent.run.options`).
     """
+    opts = options or RunOptions()
     check_input(rt, text, skill)
     if session_id is not None and new_session_id is not None:
         raise InputError("give either an existing session (--session) or a new one (--new-session), not both")
@@ -56,7 +60,7 @@ def stream_turn(
         else:
             # Re-read under the lease: another run may have ended between the first read and the grant.
             session = _existing(rt, tenant, sid, user)
-        refuse_unfinished(rt, session)
+        refuse_unfinished(rt, session, discardable=opts.discard_unfinished)
         run_id = f"r-{uuid.uuid4().hex[:12]}"
         set_room(session)
         with HeldSigint() as sigint:  # a Ctrl-C lands before the save or once the run can be closed
@@ -85,7 +89,7 @@ def stream_turn(
         graph_input: dict[str, Any] = {"user_input": text}
         if skill is not None:
             graph_input["active_skill"] = skill
-        yield from drive(rt, graph_input, config, session, recorder)
+        yield from drive(rt, graph_input, config, session, recorder, opts)
 
 
 def check_input(rt: RunnerCore, text: str, skill: str | None) -> None:

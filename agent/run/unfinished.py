@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.errors import SessionError
 from agent.events import of_run
+from agent.loop.tool_pairs import ToolPairingError, assert_tool_pairs
 from agent.run.branches import head
 from agent.run.reading import light_snapshot
 from agent.session.lifecycle import RunStatus
@@ -20,8 +21,12 @@ USER_TURN = frozenset({"user_turn"})
 ENDED = frozenset({"run_end"})
 
 
-def refuse_unfinished(rt: RunnerCore, session: ChatSession) -> None:
-    """Raise `SessionError` when the session's last run has not finished (it must be resumed first)."""
+def refuse_unfinished(rt: RunnerCore, session: ChatSession, discardable: bool = False) -> None:
+    """Raise `SessionError` when the session's last run has not finished (it must be resumed first).
+
+    `discardable`: a run stopped with a step left may be discarded (a new turn over it, see
+    `RunOptions.discard_unfinished`), unless it waits for an approval or left tool calls unanswered.
+    """
     sid = session.session_id
     # The branch being run, not the thread's newest checkpoint: a run left unfinished on the
     # branch a fork came from stays there, and a branch not run yet starts from its fork point.
@@ -38,11 +43,31 @@ def refuse_unfinished(rt: RunnerCore, session: ChatSession) -> None:
             nodes = ["init"]  # a turn was recorded, then killed before its first checkpoint
     if nodes and ended_past_checkpoint(rt, session):
         return  # the run ended; only checkpoints after its last whole one were lost (see there)
+    if nodes and discardable:
+        _refuse_undiscardable(rt, session, thread)
+        return
     if nodes:
         raise SessionError(
             f"session {sid} has an unfinished run ({session.last_run_status}, next: {', '.join(nodes)}); "
             f"continue it with `agentrt resume {sid}` before starting a new turn"
         )
+
+
+def _refuse_undiscardable(rt: RunnerCore, session: ChatSession, thread: Any) -> None:
+    sid = session.session_id
+    snap = rt.graph.get_state(thread)
+    if snap.interrupts:
+        raise SessionError(
+            f"session {sid} is waiting for a human decision: answer it (`agentrt resume {sid} --approve` "
+            "or --reject) before starting a new turn"
+        )
+    try:
+        assert_tool_pairs(list((snap.values or {}).get("messages") or []))
+    except ToolPairingError:
+        raise SessionError(
+            f"session {sid}: its last run stopped between a model's tool calls and their results; "
+            f"continue it with `agentrt resume {sid}` before starting a new turn"
+        ) from None
 
 
 def ended_past_checkpoint(rt: RunnerCore, session: ChatSession) -> bool:

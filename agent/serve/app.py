@@ -29,7 +29,7 @@ from agent.errors import (
     ToolError,
     as_agentrt_error,
 )
-from agent.serve import page, routes_assistants, routes_page, routes_runs, routes_threads
+from agent.serve import page, routes_assistants, routes_page, routes_runs, routes_stateless, routes_threads
 from agent.serve.auth import Unauthorized
 from agent.serve.context import ServeContext
 from agent.session.sweep import Sweeper
@@ -115,6 +115,7 @@ def create_app(settings: AgentSettings) -> FastAPI:
     app.include_router(routes_assistants.router)
     app.include_router(routes_threads.router)
     app.include_router(routes_runs.router)
+    app.include_router(routes_stateless.router)
     app.include_router(routes_page.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

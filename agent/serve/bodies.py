@@ -31,6 +31,8 @@ StreamMode = Literal[
     "lifecycle",
 ]
 """Every mode the SDK knows; `tools` and `lifecycle` are accepted and send nothing (agent/serve/streams.py)."""
+MAX_AFTER_S = 7 * 24 * 3600
+"""The longest `after_seconds` a run may wait before it starts (a week)."""
 MAX_LIMIT = 1000
 """The largest page a search or a history answers at once (LangGraph's server caps its own at 1000)."""
 
@@ -174,7 +176,9 @@ class RunCreate(Body):
     stream_subgraphs: bool | None = None
     stream_resumable: bool | None = None
     interrupt_before: Literal["*"] | list[str] | None = None
+    """Nodes to stop before (or "*": every one); the run pauses there and a run without input continues."""
     interrupt_after: Literal["*"] | list[str] | None = None
+    """Nodes to stop after (or "*")."""
     feedback_keys: list[str] | None = None
     webhook: str | None = None
     checkpoint: Checkpoint | None = None
@@ -184,7 +188,7 @@ class RunCreate(Body):
     if_not_exists: Literal["create", "reject"] | None = None
     on_disconnect: Literal["cancel", "continue"] | None = None
     on_completion: Literal["delete", "keep"] | None = None
-    after_seconds: int | float | None = None
+    after_seconds: Annotated[float, Field(ge=0, le=MAX_AFTER_S)] | None = None
     durability: Literal["sync", "async", "exit"] | None = None
     strict_resume: bool | None = None
     langsmith_tracer: dict[str, Any] | None = None

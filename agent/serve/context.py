@@ -21,6 +21,7 @@ from agent.live import redis_url
 from agent.serve.auth import Authenticator, Principal
 from agent.serve.encode import empty_state, jsonable, thread_state
 from agent.serve.engine import RunEngine
+from agent.serve.run_record import RunRecord
 from agent.serve.runner import ServeRunner
 from agent.session.lifecycle import RunStatus
 from agent.session.session import THREAD_METADATA, ChatSession
@@ -55,13 +56,18 @@ class ServeContext:
         self.settings = settings
         self.auth = Authenticator(settings)
         self.runner = ServeRunner(settings)
-        self.engine = RunEngine(self.runner, settings.serve.run_threads)
+        self.engine = RunEngine(self.runner, settings.serve.run_threads, rollback=self._roll_back)
         self.on_workers = settings.serve.on_workers(settings.workers)
         """Runs go to the Celery workers (`serve.runs_on`), else they run in this process."""
         if self.on_workers:
             celery_config(settings)  # no broker: say so at start, not at the first run
             redis_url(settings)
         self.started_at = time.time()
+
+    def _roll_back(self, rec: RunRecord) -> bool:
+        from agent.serve.rollback import roll_back  # it deletes threads: thread_ops needs this module
+
+        return roll_back(self, rec)
 
     # --- ids and sessions ------------------------------------------------------------------------
     def check_assistant(self, assistant_id: str) -> None:
@@ -156,8 +162,7 @@ class ServeContext:
     # --- threads -------------------------------------------------------------------------------------
     def thread_status(self, session: ChatSession) -> str:
         """idle / busy / interrupted / error, from the live run and the session's last run."""
-        live = self.engine.active(session.tenant_id, session.session_id) is not None
-        return thread_status_of(live, session.last_run_status)
+        return thread_status_of(self.engine.busy(session.tenant_id, session.session_id), session.last_run_status)
 
     def thread(self, session: ChatSession, with_values: bool = True) -> dict[str, Any]:
         """The API's Thread object."""
@@ -192,8 +197,7 @@ class ServeContext:
     def thread_of_row(self, row: SessionRow) -> dict[str, Any]:
         """The API's Thread object (without values) from a session's index row alone."""
         meta = row.meta
-        live = self.engine.active(row.tenant_id, row.session_id) is not None
-        status = thread_status_of(live, meta.get("last_run_status"))
+        status = thread_status_of(self.engine.busy(row.tenant_id, row.session_id), meta.get("last_run_status"))
         return {
             "thread_id": row.session_id,
             "created_at": row.created_at.isoformat(),

@@ -1,236 +1,77 @@
-"""Runs of the server: each turn goes through the AgentRunner on a thread of a bounded pool, or, with
-`serve.runs_on` naming the workers, a thread of that pool follows the turn a Celery worker runs
-(agent/serve/workers.py); both yield the same `RunEvent`s.
+"""Runs of the server: one run per thread at a time, the others queued in order, each on a thread of a
+bounded pool. Each run goes through the AgentRunner (or, with `serve.runs_on` naming the workers, a
+pool thread follows the turn a Celery worker runs: agent/serve/workers.py); both yield the same
+`RunEvent`s, kept by the run's `RunRecord` (agent/serve/run_record.py); agent/serve/execute.py runs
+one to its end.
 
-A `RunRecord` keeps the run's `RunEvent`s in order and translates each, once, into the server-sent
-events of the run's stream modes, numbered from 1 and appended to the record store as they come
-(agent/serve/stream_log.py); any number of subscribers (an SSE response, a join from a
-`Last-Event-ID`, the page's live view) replay what they missed and then follow it. The API run id
-is agentrt's run id (the `run_start` entry of the event log), so a run the client knew before a
-server restart is the run `agentrt resume` continues.
+A new run on a thread with runs in flight (running or pending) follows its `multitask_strategy`, as
+LangGraph's server does: `reject` refuses it (409), `enqueue` queues it behind them, `interrupt`
+cancels them (the running one stops after its current step, status `interrupted`; pending ones
+never start) and then runs, `rollback` cancels them and rolls the running one back (its writes gone
+from the thread, the run no longer listed: agent/serve/rollback.py). The next run starts only once
+the one before has let go of the session (its lease released), so a session never has two.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
-from agent.config import AgentSettings
 from agent.errors import SessionError
-from agent.results import RunEvent
-from agent.serve.auth import Principal
-from agent.serve.encode import jsonable
+from agent.serve.execute import RunExecutor
+from agent.serve.run_record import CancelAction, Job, RunRecord, RunStatus, Strategy
 from agent.serve.runner import ServeRunner
-from agent.serve.stream_log import StreamLog
-from agent.serve.streams import StreamTranslator
 
 KEEP_FINISHED_RUNS = 500
 KEEP_EVENTS_OF = 50
-THIS_SERVER = f"server {socket.gethostname()}:{os.getpid()}"
-EXECUTOR_KEY = "executed_by"
-
-
-class RunStatus(StrEnum):
-    """The API's run statuses."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    SUCCESS = "success"
-    ERROR = "error"
-    INTERRUPTED = "interrupted"
 
 
 class ThreadBusy(SessionError):
     """A run is already going on this thread (HTTP 409)."""
 
 
-def now_iso() -> str:
-    """The current UTC time as ISO 8601."""
-    return datetime.now(UTC).isoformat()
-
-
 @dataclass
-class RunRecord:
-    """One run seen by this server process: its `RunEvent`s (the page follows them) and the
-    server-sent events they make (id, event, data), kept in the record store as they come
-    (agent/serve/stream_log.py) for replays."""
+class _Thread:
+    """The runs of one thread in this process: the one running and those waiting, soonest first."""
 
-    thread_id: str
-    tenant_id: str
-    assistant_id: str
-    metadata: dict[str, Any]
-    kwargs: dict[str, Any]
-    run_id: str = ""
-    executor: str = ""
-    """Who runs it: `server HOST:PID`, or the Celery worker `NAME@HOST:PID` (Run metadata `executed_by`)."""
-    status: RunStatus = RunStatus.PENDING
-    created_at: str = field(default_factory=now_iso)
-    updated_at: str = field(default_factory=now_iso)
-    events: list[RunEvent] = field(default_factory=list)
-    result: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-    final_values: dict[str, Any] = field(default_factory=dict)
-    interrupts: list[dict[str, Any]] = field(default_factory=list)
-    done: threading.Event = field(default_factory=threading.Event)
-    cancel_requested: threading.Event = field(default_factory=threading.Event)
-    modes: frozenset[str] = frozenset({"values"})
-    """The stream modes its events are made for (what a join can ask for)."""
-    subgraphs: bool = False
-    streamed: list[tuple[int, str, Any]] = field(default_factory=list)
-    """Its server-sent events so far: (id, event, data), ids from 1."""
-    trimmed: bool = False
-    """Its buffers were dropped (an old finished run): replays read the record store."""
-    _translator: StreamTranslator | None = None
-    _log: StreamLog | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _subs: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=list)
+    active: RunRecord | None = None
+    pending: list[RunRecord] = field(default_factory=list)
+    wake_at: float | None = None
 
-    def begin(self, settings: AgentSettings) -> None:
-        """At the run's first event (its id known): the stream starts with its `metadata` event."""
-        self._translator = StreamTranslator(self.modes, self.run_id, self.subgraphs)
-        self._log = StreamLog(settings, self.tenant_id, self.thread_id, self.run_id)
-        self._log.reset()
-        self._emit([("metadata", {"run_id": self.run_id, "thread_id": self.thread_id, "attempt": 1})])
-
-    def push(self, ev: RunEvent) -> None:
-        """Append an event and the server-sent events it makes; wake every subscriber."""
-        pairs = list(self._translator.translate(ev)) if self._translator is not None else []
-        with self._lock:
-            self.events.append(ev)
-        self._emit(pairs)
-
-    def _emit(self, pairs: list[tuple[str, Any]], end: bool = False) -> None:
-        with self._lock:
-            first = len(self.streamed) + 1
-            numbered = [(first + k, name, data) for k, (name, data) in enumerate(pairs)]
-            self.streamed.extend(numbered)
-        if self._log is not None:
-            self._log.append(numbered, end)
-        self._wake()
-
-    def _wake(self) -> None:
-        with self._lock:
-            subs = list(self._subs)
-        for loop, wake in subs:
-            try:
-                loop.call_soon_threadsafe(wake.set)
-            except RuntimeError:  # the subscriber's loop is gone (client disconnected)
-                pass
-
-    def finish(self, status: RunStatus) -> None:
-        """Mark the run over (its closing events last) and wake every subscriber."""
-        closing: list[tuple[str, Any]] = []
-        if self.error is not None and status is RunStatus.ERROR:
-            closing.append(("error", self.error))
-        elif self._translator is not None:
-            closing.extend(self._translator.closing(self.interrupts))
-        with self._lock:
-            first = len(self.streamed) + 1
-            numbered = [(first + k, name, data) for k, (name, data) in enumerate(closing)]
-            self.streamed.extend(numbered)
-            self.status = status
-            self.updated_at = now_iso()
-            self.done.set()
-        if self._log is not None:
-            self._log.append(numbered, end=True)
-        self._wake()
-
-    async def wait(self) -> None:
-        """Until the run is over (no thread held while waiting)."""
-        async for _ in self.follow():
-            pass
-
-    def follow(self, heartbeat_s: float | None = None) -> AsyncIterator[RunEvent | None]:
-        """Every `RunEvent` of the run: those already buffered, then the new ones until it ends.
-
-        With `heartbeat_s`, yields None after that long without an event (streams send a comment,
-        so proxies keep a connection open through a long tool call).
-        """
-        return self._follow(lambda: self.events, 0, heartbeat_s)
-
-    def follow_streamed(
-        self, after: int = 0, heartbeat_s: float | None = None
-    ) -> AsyncIterator[tuple[int, str, Any] | None]:
-        """The run's server-sent events after id `after`, then the new ones until it ends (None:
-        a heartbeat, as `follow`)."""
-        return self._follow(lambda: self.streamed, after, heartbeat_s)
-
-    async def _follow(
-        self, items: Callable[[], list[Any]], start: int, heartbeat_s: float | None
-    ) -> AsyncIterator[Any]:
-        loop = asyncio.get_running_loop()
-        wake = asyncio.Event()
-        sub = (loop, wake)
-        with self._lock:
-            self._subs.append(sub)
-        try:
-            pos = start
-            while True:
-                wake.clear()  # before reading: a push after the read sets it again
-                with self._lock:
-                    new = items()[pos:]
-                    over = self.done.is_set()
-                pos += len(new)
-                for item in new:
-                    yield item
-                if over:
-                    return
-                try:
-                    await asyncio.wait_for(wake.wait(), heartbeat_s)
-                except TimeoutError:
-                    yield None
-        finally:
-            with self._lock:
-                if sub in self._subs:
-                    self._subs.remove(sub)
-
-    def to_json(self) -> dict[str, Any]:
-        """The API's Run object."""
-        return {
-            "run_id": self.run_id,
-            "thread_id": self.thread_id,
-            "assistant_id": self.assistant_id,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "status": self.status.value,
-            "metadata": {**self.metadata, EXECUTOR_KEY: self.executor} if self.executor else self.metadata,
-            "multitask_strategy": "reject",
-            "kwargs": self.kwargs,
-        }
+    def inflight(self) -> list[RunRecord]:
+        return ([self.active] if self.active is not None else []) + list(self.pending)
 
 
 class RunEngine:
-    """Starts runs on a thread pool and keeps their records (one live run per thread)."""
+    """Starts runs on a thread pool, one per thread at a time, and keeps their records."""
 
-    def __init__(self, runner: ServeRunner, threads: int) -> None:
+    def __init__(self, runner: ServeRunner, threads: int, rollback: Callable[[RunRecord], bool] | None = None) -> None:
         self.runner = runner
+        self._exec = RunExecutor(runner, rollback, self._unlist)
+        self.table = self._exec.table
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="agentrt-serve-run")
         self._lock = threading.Lock()
-        self._active: dict[tuple[str, str], RunRecord] = {}
+        self._threads: dict[tuple[str, str], _Thread] = {}
         self._runs: OrderedDict[tuple[str, str], RunRecord] = OrderedDict()
+        self._starts: dict[str, Callable[[BaseException | None], None]] = {}
+        self._timers: list[threading.Timer] = []
+        self._closed = False
 
-    async def start(self, principal: Principal, rec: RunRecord, make: Callable[[], Iterator[RunEvent]]) -> RunRecord:
-        """Start `make()`'s run; returns once it has started (its run id known) or raises why it could not.
+    # --- submitting ------------------------------------------------------------------------------------
+    async def submit(self, rec: RunRecord, job: Job, strategy: Strategy = Strategy.REJECT) -> RunRecord:
+        """Run `job` as `rec` on its thread, by `strategy` when the thread has runs in flight.
 
-        Waiting costs no thread: a run queued behind busy pool threads holds only this coroutine.
+        A run that can start now returns once it has started, or raises why it could not (nothing
+        of it is kept then); a queued one returns at once, pending (a refusal at its start becomes
+        its error). Waiting costs no thread.
         """
-        key = (principal.tenant_id, rec.thread_id)
-        with self._lock:
-            active = self._active.get(key)
-            if active is not None and not active.done.is_set():
-                raise ThreadBusy(
-                    f"thread {rec.thread_id} already has a run going ({active.run_id}); join it or cancel it first"
-                )
-            self._active[key] = rec
+        rec.job, rec.strategy = job, strategy
         loop = asyncio.get_running_loop()
         started: asyncio.Future[BaseException | None] = loop.create_future()
 
@@ -238,88 +79,185 @@ class RunEngine:
             if not started.done():
                 started.set_result(err)
 
-        def on_start(err: BaseException | None) -> None:
-            loop.call_soon_threadsafe(resolve, err)
-
-        self._pool.submit(self._execute, rec, make, on_start)
+        with self._lock:
+            queued = self._check(rec, strategy) or rec.due > time.time()
+        if queued:  # in the table before anything can start it
+            await asyncio.to_thread(self.table(rec).put, rec.row())
+        with self._lock:
+            inflight = self._check(rec, strategy)
+            runs = self._threads.setdefault(rec.key, _Thread())
+            stopped = self._supersede(runs, rec, strategy) if inflight else []
+            immediate = not inflight and rec.due <= time.time()
+            if immediate:
+                self._starts[rec.run_id] = lambda err: _call_soon(loop, resolve, err)
+            runs.pending.append(rec)
+            runs.pending.sort(key=lambda r: r.due)
+            self._remember(rec)
+        for old in stopped:
+            await asyncio.to_thread(self._drop_pending, old)
+        self._pump(rec.key)
+        if not immediate:
+            return rec
         failure = await started
         if failure is not None:
-            with self._lock:
-                if self._active.get(key) is rec:
-                    del self._active[key]
+            self._unlist(rec)
             raise failure
-        with self._lock:
-            self._runs[(principal.tenant_id, rec.run_id)] = rec
-            self._runs.move_to_end((principal.tenant_id, rec.run_id))
-            finished = [r for r in self._runs.values() if r.done.is_set()]
-            for old in finished[: max(0, len(finished) - KEEP_EVENTS_OF)]:
-                # their subscribers are gone; keep the record, drop the states it holds (replays read the store)
-                old.events, old.streamed, old.trimmed = [], [], True
-            for k in [k for k, r in self._runs.items() if r.done.is_set()][:-KEEP_FINISHED_RUNS]:
-                del self._runs[k]
         return rec
 
-    def _execute(
-        self,
-        rec: RunRecord,
-        make: Callable[[], Iterator[RunEvent]],
-        on_start: Callable[[BaseException | None], None],
-    ) -> None:
-        status = RunStatus.ERROR
-        started = False
-        try:
-            gen = make()
-            for ev in gen:
-                if not started:
-                    rec.run_id = str(ev.data.get("run_id") or "")
-                    rec.executor = str(ev.data.get("worker") or THIS_SERVER)
-                    rec.status = RunStatus.RUNNING
-                    rec.begin(self.runner.settings)
-                    started = True
-                    on_start(None)
-                if ev.kind == "final":
-                    rec.result = ev.data
-                rec.push(ev)
-                if rec.cancel_requested.is_set():
-                    if isinstance(gen, Generator):
-                        gen.close()  # the runner releases the lease; the last checkpoint stays resumable
-                    status = RunStatus.INTERRUPTED
-                    break
-            else:
-                status = _status_of(rec.result)
-        except BaseException as err:  # handed to the request (before start) or to the stream (after)
-            if not started:
-                on_start(err)
-                return
-            rec.error = {"error": type(err).__name__, "message": str(err)}
-            status = RunStatus.ERROR
-        if not started:  # a run that yielded nothing: nothing to follow
-            on_start(SessionError("the run ended before it started; see the server log"))
-            return
-        if status is RunStatus.ERROR and rec.error is None:
-            message = str((rec.result or {}).get("error") or (rec.result or {}).get("finish_reason") or "run failed")
-            rec.error = {"error": "RunFailed", "message": message}
-        self._read_final(rec)
-        rec.finish(status)
-
-    def _read_final(self, rec: RunRecord) -> None:
-        try:
-            snap = self.runner.graph.get_state(
-                {"configurable": {"thread_id": rec.thread_id, "tenant_id": rec.tenant_id}}
+    def _check(self, rec: RunRecord, strategy: Strategy) -> bool:
+        """Whether the thread has runs in flight; `ThreadBusy` when they refuse `rec`. Under the lock."""
+        runs = self._threads.get(rec.key)
+        inflight = runs.inflight() if runs is not None else []
+        if inflight and strategy is Strategy.REJECT:
+            busy = inflight[0]
+            raise ThreadBusy(
+                f"thread {rec.thread_id} already has a run in flight ({busy.run_id}, {busy.status.value}); "
+                "join it or cancel it first, or send multitask_strategy enqueue, interrupt or rollback"
             )
-        except Exception:  # the run's outcome is already known; the values are a courtesy
-            return
-        rec.final_values = jsonable(snap.values or {})
-        rec.interrupts = [jsonable(i) for i in snap.interrupts]
+        return bool(inflight)
 
+    def _supersede(self, runs: _Thread, rec: RunRecord, strategy: Strategy) -> list[RunRecord]:
+        """Cancel the thread's runs in flight for `rec` (interrupt / rollback); returns the pending
+        ones taken off the queue. Called under the lock."""
+        if strategy is Strategy.ENQUEUE:
+            return []
+        action = CancelAction.ROLLBACK if strategy is Strategy.ROLLBACK else CancelAction.INTERRUPT
+        if runs.active is not None:
+            rec.supersedes = True
+            self._cancel_active(runs.active, action, clean=rec.has_input and action is CancelAction.INTERRUPT)
+        stopped, runs.pending = runs.pending, []
+        for old in stopped:
+            old.cancel_action = action
+        return stopped
+
+    @staticmethod
+    def _cancel_active(rec: RunRecord, action: CancelAction, clean: bool = False) -> None:
+        if rec.cancel_action is not CancelAction.ROLLBACK:  # a rollback asked for stays one
+            rec.cancel_action = action
+        rec.stop_clean = rec.stop_clean or clean
+        rec.cancel_requested.set()
+
+    def _drop_pending(self, rec: RunRecord) -> None:
+        """A pending run cancelled: never started; interrupted, or gone with a rollback."""
+        rec.cancel_requested.set()
+        waiting = self._starts.pop(rec.run_id, None)
+        if waiting is not None:  # its request gets the run as it is now: cancelled
+            waiting(None)
+        table = self.table(rec)
+        if rec.cancel_action is CancelAction.ROLLBACK:
+            rec.deleted = True
+            rec.error = {"error": "RunRolledBack", "message": f"run {rec.run_id} was rolled back before it started"}
+            self._unlist(rec)
+            table.delete(rec.row())
+            rec.finish(RunStatus.ERROR)
+            return
+        rec.status = RunStatus.INTERRUPTED
+        table.put(rec.row())
+        rec.finish(RunStatus.INTERRUPTED)
+
+    def cancel(self, rec: RunRecord, action: CancelAction) -> None:
+        """Cancel a run: a pending one never starts, a running one stops after its current step
+        (and, with `rollback`, its writes are rolled back)."""
+        with self._lock:
+            runs = self._threads.get(rec.key)
+            if runs is None or rec.done.is_set():
+                return
+            if runs.active is rec:
+                self._cancel_active(rec, action)
+                return
+            if rec not in runs.pending:
+                return
+            runs.pending.remove(rec)
+            rec.cancel_action = action
+        self._drop_pending(rec)
+        self._pump(rec.key)
+
+    def forget(self, tenant_id: str, thread_id: str) -> None:
+        """The thread is being deleted: its pending runs never start (its run table goes with it)."""
+        with self._lock:
+            runs = self._threads.get((tenant_id, thread_id))
+            dropped = runs.pending if runs is not None else []
+            if runs is not None:
+                runs.pending = []
+        for rec in dropped:
+            rec.cancel_requested.set()
+            waiting = self._starts.pop(rec.run_id, None)
+            if waiting is not None:
+                waiting(None)
+            rec.finish(RunStatus.INTERRUPTED)
+
+    def _unlist(self, rec: RunRecord) -> None:
+        with self._lock:
+            self._runs.pop((rec.tenant_id, rec.run_id), None)
+
+    def _remember(self, rec: RunRecord) -> None:
+        """Keep the record (under the lock); old finished ones drop their buffers, then themselves."""
+        self._runs[(rec.tenant_id, rec.run_id)] = rec
+        self._runs.move_to_end((rec.tenant_id, rec.run_id))
+        finished = [r for r in self._runs.values() if r.done.is_set()]
+        for old in finished[: max(0, len(finished) - KEEP_EVENTS_OF)]:
+            # their subscribers are gone; keep the record, drop the states it holds (replays read the store)
+            old.events, old.streamed, old.trimmed = [], [], True
+        for k in [k for k, r in self._runs.items() if r.done.is_set()][:-KEEP_FINISHED_RUNS]:
+            del self._runs[k]
+
+    # --- running -----------------------------------------------------------------------------------------
+    def _pump(self, key: tuple[str, str]) -> None:
+        """Start the thread's next due run when none is running (a timer wakes a later one)."""
+        with self._lock:
+            runs = self._threads.get(key)
+            if runs is None or runs.active is not None or self._closed:
+                return
+            now = time.time()
+            due = [r for r in runs.pending if r.due <= now]
+            if not due:
+                if not runs.pending:
+                    del self._threads[key]
+                elif runs.wake_at is None or runs.wake_at > runs.pending[0].due:
+                    runs.wake_at = runs.pending[0].due
+                    timer = threading.Timer(max(0.0, runs.wake_at - now), self._wake, (key,))
+                    timer.daemon = True
+                    self._timers = [t for t in self._timers if t.is_alive()] + [timer]
+                    timer.start()
+                return
+            rec = due[0]
+            runs.pending.remove(rec)
+            runs.active = rec
+        self._pool.submit(self._execute, rec)
+
+    def _wake(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            runs = self._threads.get(key)
+            if runs is not None:
+                runs.wake_at = None
+        self._pump(key)
+
+    def _execute(self, rec: RunRecord) -> None:
+        try:
+            self._exec.run(rec, self._starts.pop(rec.run_id, None))
+        finally:
+            with self._lock:
+                runs = self._threads.get(rec.key)
+                if runs is not None and runs.active is rec:
+                    runs.active = None
+            self._pump(rec.key)
+
+    # --- reading -------------------------------------------------------------------------------------------
     def active(self, tenant_id: str, thread_id: str) -> RunRecord | None:
         """The run going on this thread in this process, if any."""
         with self._lock:
-            rec = self._active.get((tenant_id, thread_id))
+            runs = self._threads.get((tenant_id, thread_id))
+            rec = runs.active if runs is not None else None
         return rec if rec is not None and not rec.done.is_set() else None
 
+    def busy(self, tenant_id: str, thread_id: str) -> bool:
+        """Whether the thread has a run in flight here (running or pending)."""
+        with self._lock:
+            runs = self._threads.get((tenant_id, thread_id))
+            return runs is not None and bool(runs.inflight())
+
     def get(self, tenant_id: str, run_id: str) -> RunRecord | None:
-        """A run this process started (the tenant must match)."""
+        """A run this process knows (the tenant must match)."""
         with self._lock:
             return self._runs.get((tenant_id, run_id))
 
@@ -330,19 +268,24 @@ class RunEngine:
         return list(reversed(runs))
 
     def live(self, tenant_id: str) -> list[RunRecord]:
-        """The tenant's runs going in this process."""
+        """The tenant's runs in flight in this process (running, then pending)."""
         with self._lock:
-            return [r for (t, _), r in self._active.items() if t == tenant_id and not r.done.is_set()]
+            return [r for (t, _), runs in self._threads.items() if t == tenant_id for r in runs.inflight()]
 
     def shutdown(self) -> None:
-        """Stop taking runs; running ones finish on their threads."""
+        """Stop taking runs: pending ones are marked interrupted; running ones finish on their threads."""
+        with self._lock:
+            self._closed = True
+            pending = [r for runs in self._threads.values() for r in runs.pending]
+            for runs in self._threads.values():
+                runs.pending = []
+            for timer in self._timers:
+                timer.cancel()
+        for rec in pending:
+            rec.cancel_action = CancelAction.INTERRUPT
+            self._drop_pending(rec)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _status_of(result: dict[str, Any] | None) -> RunStatus:
-    status = (result or {}).get("status")
-    if status == "COMPLETED":
-        return RunStatus.SUCCESS
-    if status in ("PAUSED", "INTERRUPTED"):
-        return RunStatus.INTERRUPTED
-    return RunStatus.ERROR
+def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[BaseException | None], None], arg: Any) -> None:
+    loop.call_soon_threadsafe(fn, arg)

@@ -25,7 +25,7 @@ from agent.serve import page
 from agent.serve.auth import KEY_COOKIE, KEY_HEADER, Principal, Unauthorized
 from agent.serve.context import ServeContext
 from agent.serve.deps import get_ctx
-from agent.serve.engine import RunRecord
+from agent.serve.run_record import RunRecord
 from agent.serve.run_requests import make_job, make_record
 from agent.serve.streams import sse
 from agent.serve.workers import CANCELLING
@@ -95,7 +95,7 @@ async def login(request: Request, ctx: ServeContext = Depends(get_ctx)) -> Respo
 
 async def _start(ctx: ServeContext, principal: Principal, sid: str, body: dict[str, Any]) -> RunRecord:
     rec = make_record(body, sid, principal)
-    return await ctx.engine.start(principal, rec, make_job(ctx, principal, sid, body, rec))
+    return await ctx.engine.submit(rec, make_job(ctx, principal, sid, body, rec))
 
 
 @router.post("/ui/sessions")

@@ -124,8 +124,11 @@ def get_thread(
 def remove_thread(
     thread_id: str, ctx: ServeContext = Depends(get_ctx), principal: Principal = Depends(get_principal)
 ) -> Response:
-    """Delete the session for good (refused while a run holds it)."""
-    delete_thread(ctx, ctx.session(principal, thread_id))
+    """Delete the session for good (refused while a run holds it); its pending runs never start."""
+    session = ctx.session(principal, thread_id)
+    if ctx.engine.active(session.tenant_id, session.session_id) is None:
+        ctx.engine.forget(session.tenant_id, session.session_id)
+    delete_thread(ctx, session)
     return Response(status_code=204)
 
 

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import time
 from typing import Any
 
 from agent.errors import ConfigError
-from agent.results import RunEvent
+from agent.run.options import RunOptions
 from agent.serve.auth import Principal
 from agent.serve.context import ASSISTANT_ID, ServeContext
-from agent.serve.engine import RunRecord
+from agent.serve.run_record import Job, RunRecord, Strategy
 from agent.serve.streams import SUPPORTED_MODES, normalize_modes
 from agent.serve.workers import worker_job
 from graph.state import normalize_decision
 
-UNSUPPORTED = ("interrupt_before", "interrupt_after", "checkpoint", "checkpoint_id", "after_seconds", "webhook")
+UNSUPPORTED = ("checkpoint", "checkpoint_id", "webhook")
+KWARGS = ("input", "command", "interrupt_before", "interrupt_after", "after_seconds", "on_completion")
+"""The request fields a Run shows in its `kwargs`."""
 
 
 def input_text(value: Any) -> str | None:
@@ -69,38 +71,70 @@ def resume_interrupt_id(command: dict[str, Any] | None) -> str | None:
     return None
 
 
-def check_request(body: dict[str, Any]) -> None:
-    """Refuse (ConfigError, a 422) what agentrt cannot run: an unsupported option, an input or a
-    command it cannot read. Called before anything is created."""
+def check_request(body: dict[str, Any], ctx: ServeContext, stateless: bool = False) -> None:
+    """Refuse (ConfigError, a 422 naming the field) what agentrt cannot run: an unsupported option, an
+    input or a command it cannot read, breakpoints at nodes the graph lacks, an option the workers
+    do not offer. Called before anything is created."""
     for key in UNSUPPORTED:
         if body.get(key):
             raise ConfigError(f"{key} is not supported by agentrt serve; leave it out")
     if resume_decision(body.get("command")) is None:
         input_text(body.get("input"))
+    elif stateless:
+        raise ConfigError("command: a stateless run has no interrupted thread to resume; send it to the thread")
+    nodes = set(ctx.runner.graph.nodes) - {"__start__"}
+    for key in ("interrupt_before", "interrupt_after"):
+        asked = body.get(key)
+        unknown = sorted(set(asked) - nodes) if isinstance(asked, list) else []
+        if unknown:
+            known = ", ".join(sorted(nodes))
+            raise ConfigError(f"{key}: no node {', '.join(unknown)} in the graph; its nodes are {known}")
+    if ctx.on_workers:
+        _check_on_workers(body)
+
+
+def _check_on_workers(body: dict[str, Any]) -> None:
+    for key in ("interrupt_before", "interrupt_after"):
+        if body.get(key):
+            raise ConfigError(f"{key} is not offered on the workers (serve.runs_on: workers); leave it out")
+    strategy = body.get("multitask_strategy")
+    if strategy == Strategy.ROLLBACK or (strategy == Strategy.INTERRUPT and body.get("input") is not None):
+        raise ConfigError(
+            f"multitask_strategy {strategy} is not offered on the workers (serve.runs_on: workers) for a run "
+            "with input; send reject or enqueue"
+        )
 
 
 def make_record(body: dict[str, Any], thread_id: str, principal: Principal, streaming: bool = True) -> RunRecord:
     """The run's record (not started yet) from the request body. A run started without a stream
     (create, wait) streams every mode to whoever joins it, unless it names its modes."""
-    check_request(body)
     given = body.get("stream_mode")
     modes = normalize_modes(given) if given is not None or streaming else SUPPORTED_MODES
+    text = None if resume_decision(body.get("command")) is not None else input_text(body.get("input"))
+    after = float(body.get("after_seconds") or 0)
+    kwargs = {key: body.get(key) for key in KWARGS}
     return RunRecord(
         thread_id=thread_id,
         tenant_id=principal.tenant_id,
         assistant_id=ASSISTANT_ID,
         metadata=dict(body.get("metadata") or {}),
-        kwargs={"stream_mode": sorted(modes), "input": body.get("input"), "command": body.get("command")},
+        kwargs={**kwargs, "stream_mode": sorted(modes)},
         modes=modes,
         subgraphs=bool(body.get("stream_subgraphs")),
+        due=time.time() + after,
+        has_input=text is not None,
     )
 
 
-def make_job(
-    ctx: ServeContext, principal: Principal, thread_id: str, body: dict[str, Any], rec: RunRecord
-) -> Callable[[], Iterator[RunEvent]]:
+def strategy_of(body: dict[str, Any]) -> Strategy:
+    """The run's `multitask_strategy` (LangGraph's default: enqueue)."""
+    return Strategy(body.get("multitask_strategy") or Strategy.ENQUEUE)
+
+
+def make_job(ctx: ServeContext, principal: Principal, thread_id: str, body: dict[str, Any], rec: RunRecord) -> Job:
     """A new turn (input), or the continuation of the thread's unfinished run (command, or no input):
-    in this process, or on the Celery workers when `serve.runs_on` says so."""
+    in this process, or on the Celery workers when `serve.runs_on` says so. A turn of a run that
+    interrupted another may discard that run's unfinished step (read when the run starts)."""
     runner = ctx.runner
     decision = resume_decision(body.get("command"))
     text = None if decision is not None else input_text(body.get("input"))
@@ -108,11 +142,21 @@ def make_job(
         return worker_job(
             ctx.settings, principal.tenant_id, principal.user_id, thread_id, text, decision, rec.cancel_requested.is_set
         )
+    before, after = body.get("interrupt_before"), body.get("interrupt_after")
     if text is not None:
         return lambda: runner.stream(
-            text, session_id=thread_id, tenant_id=principal.tenant_id, user_id=principal.user_id
+            text,
+            session_id=thread_id,
+            tenant_id=principal.tenant_id,
+            user_id=principal.user_id,
+            options=RunOptions(before, after, discard_unfinished=rec.supersedes),
         )
     iid = resume_interrupt_id(body.get("command")) if decision is not None else None
     return lambda: runner.stream_resume(
-        thread_id, principal.tenant_id, principal.user_id, decision=decision, interrupt_id=iid
+        thread_id,
+        principal.tenant_id,
+        principal.user_id,
+        decision=decision,
+        interrupt_id=iid,
+        options=RunOptions(before, after),
     )

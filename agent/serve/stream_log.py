@@ -93,6 +93,13 @@ class StreamLog:
         """Drop the stream."""
         self._streams.replace(self.name, [])
 
+    def remove_quietly(self) -> None:
+        """Drop the stream (a rolled-back run's); a store error is logged, never raised."""
+        try:
+            self.remove()
+        except Exception as err:
+            log.warning("could not remove the replay copy %s: %s", self.name, err)
+
 
 def parse_event_id(value: str | None) -> int:
     """A `Last-Event-ID` as the id to replay after (0: from the start; an unreadable one too)."""

@@ -80,8 +80,10 @@ async def test_async_client_streams_a_turn_answers_the_approval_and_reads_state_
     assert "__interrupt__" not in result
     assert (await client.threads.get_state(tid))["next"] == []
     assert (await client.threads.get(tid))["status"] == "idle"
-    runs = await client.runs.list(tid)
-    assert [(r["run_id"], r["status"]) for r in runs] == [(run_id, "success")]
+    # The answer is a run of its own, listed beside the run that asked (which succeeded: it stopped to ask).
+    resumed, first = await client.runs.list(tid)
+    assert first["run_id"] == run_id and resumed["run_id"] != run_id
+    assert [first["status"], resumed["status"]] == ["success", "success"]
     assert (await client.runs.get(tid, run_id))["status"] == "success"
 
     # The session behind the thread is an agentrt session: the CLI shows the approval and the answer.
@@ -104,7 +106,9 @@ def test_sync_client_background_run_join_reject_copy_and_delete(demo):
     assert run["status"] in ("running", "pending")
     joined = client.runs.join(tid, run["run_id"])
     assert joined["__interrupt__"][0]["value"]["name"] == "publish_report"
-    assert client.runs.get(tid, run["run_id"])["status"] == "interrupted"
+    # As in LangGraph's server: the run succeeded (it stopped to ask); the thread is interrupted.
+    assert client.runs.get(tid, run["run_id"])["status"] == "success"
+    assert client.threads.get(tid)["status"] == "interrupted"
 
     parts = list(
         client.runs.stream(
@@ -207,7 +211,8 @@ def test_cli_session_is_a_thread_and_an_api_thread_continues_in_the_cli(demo):
     client = get_sync_client(url=server.url)
     assert sid in [t["thread_id"] for t in client.threads.search(limit=100)]
     assert client.threads.get_state(sid)["values"]["finish_reason"] == "completed"
-    assert [r["status"] for r in client.runs.list(sid)] == ["success"]
+    # The CLI's turn asked, and --approve-all answered: two runs, as two API calls would make them.
+    assert [r["status"] for r in client.runs.list(sid)] == ["success", "success"]
 
     tid = client.threads.create()["thread_id"]
     client.runs.wait(tid, "agentrt", input={"user_input": "report"})
@@ -215,7 +220,7 @@ def test_cli_session_is_a_thread_and_an_api_thread_continues_in_the_cli(demo):
     again = cli(config, cwd, "run", "--json", "--approve-all", "--session", tid, "once more")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["status"] == "COMPLETED"
-    assert len(client.runs.list(tid)) == 2
+    assert len(client.runs.list(tid)) == 4  # the API's turn and answer, the CLI's turn and answer
     assert client.threads.get_state(tid)["values"]["user_input"] == "once more"
     assert client.threads.get(tid)["status"] == "idle"
 

@@ -47,7 +47,10 @@ def test_killed_server_leaves_a_resumable_run_that_the_client_continues(tmp_path
         values = client.runs.wait(tid, "agentrt", input=None)
         assert values["finish_reason"] == "completed"
         assert [m for m in values["messages"] if m["type"] == "ai"][-1]["content"] == ANSWER
-        assert [(r["run_id"], r["status"]) for r in client.runs.list(tid)] == [(run["run_id"], "success")]
+        # The continuation is a run of its own; the killed run keeps its id and stays interrupted.
+        continued, killed = client.runs.list(tid)
+        assert (killed["run_id"], killed["status"]) == (run["run_id"], "interrupted")
+        assert continued["run_id"] != run["run_id"] and continued["status"] == "success"
         assert client.threads.get(tid)["status"] == "idle"
     finally:
         server.stop()

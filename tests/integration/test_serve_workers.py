@@ -105,8 +105,9 @@ def test_runs_execute_on_the_worker_stream_answer_cancel_and_continue(on_workers
     # The answer to the approval continues on the worker.
     values = client.runs.wait(tid, "agentrt", command={"resume": {"approved": True}})
     assert values["finish_reason"] == "completed" and "__interrupt__" not in values
-    runs = client.runs.list(tid)
-    assert [(r["run_id"], r["status"]) for r in runs] == [(run1, "success")]
+    answer, asked_run = client.runs.list(tid)  # the answer is a run of its own
+    assert (asked_run["run_id"], asked_run["status"], answer["status"]) == (run1, "success", "success")
+    assert _is_worker(answer["metadata"]["executed_by"], cluster, server)
     assert _is_worker(client.runs.get(tid, run1)["metadata"]["executed_by"], cluster, server)
     assert cluster.redis.get(f"{cluster.keys}:bump:{tid}") == b"1"  # the approved tool ran once
     assert client.threads.get(tid)["status"] == "idle"
@@ -125,7 +126,9 @@ def test_runs_execute_on_the_worker_stream_answer_cancel_and_continue(on_workers
 
     # A run without input continues the cancelled run on the worker, streamed.
     more = list(client.runs.stream(tid, "agentrt", stream_mode="updates"))
-    assert more[0].data["run_id"] == run2["run_id"]  # the same agentrt run goes on
+    continued = client.runs.get(tid, more[0].data["run_id"])  # a run of its own, the same agentrt run going on
+    assert continued["run_id"] != run2["run_id"]
+    assert continued["metadata"]["agentrt_run_id"] == client.runs.get(tid, run2["run_id"])["metadata"]["agentrt_run_id"]
     nodes = [n for p in more if p.event == "updates" for n in p.data]
     assert "memory" in nodes or "refining" in nodes
     final = client.threads.get_state(tid)["values"]
@@ -141,11 +144,11 @@ def test_runs_execute_on_the_worker_stream_answer_cancel_and_continue(on_workers
 def test_a_stateless_run_executes_on_the_worker(on_workers):
     cluster, server = on_workers
     client = get_sync_client(url=server.url, api_key=KEY)
-    values = client.runs.wait(None, "agentrt", input={"user_input": "Bump it once."})
+    values = client.runs.wait(None, "agentrt", input={"user_input": "Bump it once."}, on_completion="keep")
     assert values["__interrupt__"][0]["value"]["name"] == "bump_approved"
     [thread] = client.threads.search()
     [run] = client.runs.list(thread["thread_id"])
-    assert run["status"] == "interrupted"
+    assert run["status"] == "success" and thread["status"] == "interrupted"
     [turn] = cluster.turns(thread["thread_id"])
     assert turn.status is TurnStatus.PAUSED and turn.result["worker"].startswith(f"w1-{cluster.tenant}@")
 

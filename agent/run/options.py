@@ -1,0 +1,27 @@
+"""What a run may ask beyond a plain turn: LangGraph breakpoints, and a new turn over a stopped run.
+
+The HTTP API's runs pass them (agent/serve/run_requests.py); the CLI passes none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+Breakpoints = Literal["*"] | Sequence[str] | None
+"""Node names (or "*": every node) to stop at, as `graph.stream(interrupt_before=...)` takes them."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Options of one run."""
+
+    interrupt_before: Breakpoints = None
+    """Stop before these nodes run (the run pauses there; a run without input continues it)."""
+    interrupt_after: Breakpoints = None
+    """Stop after these nodes ran."""
+    discard_unfinished: bool = False
+    """A new turn may start over a run that was stopped (cancelled) with a step left: that step is
+    discarded, as LangGraph discards a thread's pending tasks on new input. Refused all the same
+    while an approval is pending or the stop left a model's tool calls without results."""

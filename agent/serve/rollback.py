@@ -1,0 +1,48 @@
+"""Rolling a stopped run back: the thread's state is again what it was before the run started.
+
+agentrt never rewrites history, so a rollback moves the thread instead: it forks the session at the
+entry just before the run's turn started (`AgentRunner.fork`, as `agentrt fork --from` does), and
+the thread's state, history and next turn follow the new branch; the old branch keeps the run's
+entries for `agentrt show`, never shown to the API again. A session whose first turn is rolled back
+has no state to go back to: it is removed and made again, empty, with the same id and metadata
+(this needs `persistence.saver: jsonl`, as deleting a thread does).
+
+A run that continued an earlier one (an answer to an approval, a run without input) cannot be
+undone this way (the state before it is the middle of a run, and agentrt resumes a run only on its
+own branch): it stays, `interrupted`, and a run without input continues it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agent.run.lifecycle import fork_checkpoint
+from agent.serve.auth import Principal
+from agent.serve.context import METADATA_KEY
+from agent.serve.run_record import RunRecord
+from agent.serve.thread_ops import delete_thread
+
+if TYPE_CHECKING:
+    from agent.serve.context import ServeContext
+
+NODE_END = frozenset({"node_end"})
+
+
+def roll_back(ctx: ServeContext, rec: RunRecord) -> bool:
+    """Undo `rec`'s writes (its run has stopped and let go of the session); False when it cannot be."""
+    if rec.segment or not rec.agent_run_id:
+        return False
+    runner = ctx.runner
+    events = runner.manager.jsonl.event_log(rec.tenant_id, rec.thread_id)
+    start = events.newest(frozenset({"run_start"}), {"run_id": rec.agent_run_id})
+    if start is None:
+        return False
+    before = start.parent_id
+    if before is not None and fork_checkpoint(events.path_to_root(before, types=NODE_END)) is not None:
+        runner.fork(rec.thread_id, before, tenant_id=rec.tenant_id)
+        return True
+    session = runner.manager.get(rec.tenant_id, rec.thread_id)
+    metadata = dict(session.context.get(METADATA_KEY) or {})
+    delete_thread(ctx, session)
+    ctx.create_session(Principal(rec.tenant_id, session.user_id), rec.thread_id, metadata or None)
+    return True

@@ -1,0 +1,180 @@
+"""Starting an API run and answering with it: the request checked, the thread found (or made, for a
+stateless run and `if_not_exists: "create"`), the run handed to the engine, its stream, its final
+values, and the thread of a stateless run removed once the run is over.
+
+A stateless run (`POST /runs`, `/runs/stream`, `/runs/wait`) runs on a new thread that is deleted
+when the run ends, whatever its outcome, unless it asks `on_completion: "keep"` (LangGraph's
+server does the same).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
+
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from agent.errors import AgentRuntimeError, SessionNotFound, quote_id
+from agent.serve.auth import Principal
+from agent.serve.context import ServeContext
+from agent.serve.encode import INTERRUPT_KEY
+from agent.serve.run_log import logged_runs, thread_runs
+from agent.serve.run_record import CancelAction, RunRecord, RunStatus
+from agent.serve.run_requests import check_request, make_job, make_record, strategy_of
+from agent.serve.run_table import RunTable
+from agent.serve.stream_log import Replay
+from agent.serve.streams import sse, wanted
+from agent.serve.thread_ops import delete_thread
+from agent.session.session import ChatSession
+
+log = logging.getLogger("agentrt.serve")
+HEARTBEAT_S = 15.0
+_tasks: set[asyncio.Task[None]] = set()
+
+
+def background(coro: Coroutine[Any, Any, None]) -> None:
+    """Run `coro` on the event loop, kept referenced until it is done."""
+    task = asyncio.get_running_loop().create_task(coro)
+    _tasks.add(task)
+    task.add_done_callback(_tasks.discard)
+
+
+async def start(
+    ctx: ServeContext, principal: Principal, thread_id: str | None, body: dict[str, Any], streaming: bool = False
+) -> RunRecord:
+    """Check the request, find or make its thread, and hand the run to the engine (`thread_id` None:
+    a stateless run). A refused request leaves no thread behind."""
+    stateless = thread_id is None
+    ctx.check_assistant(str(body.get("assistant_id") or ""))
+    check_request(body, ctx, stateless)  # before any session is made
+    created = None
+    if thread_id is None:
+        created = await run_in_threadpool(ctx.create_session, principal, None, body.get("metadata"))
+        thread_id = created.session_id
+    else:
+        try:
+            await run_in_threadpool(ctx.session, principal, thread_id)
+        except SessionNotFound:
+            if body.get("if_not_exists") != "create":
+                raise
+            created = await run_in_threadpool(ctx.create_session, principal, thread_id, body.get("metadata"))
+    rec = make_record(body, thread_id, principal, streaming)
+    try:
+        rec = await ctx.engine.submit(rec, make_job(ctx, principal, thread_id, body, rec), strategy_of(body))
+    except BaseException:
+        if created is not None:
+            await run_in_threadpool(_drop, ctx, created)
+        raise
+    if stateless and body.get("on_completion", "delete") == "delete":
+        background(_remove_when_over(ctx, rec))
+    return rec
+
+
+def _drop(ctx: ServeContext, session: ChatSession) -> None:
+    """Remove a session made for a run that did not start (kept if this saver cannot delete: the
+    run's own error is the one to report)."""
+    with contextlib.suppress(AgentRuntimeError):
+        delete_thread(ctx, session)
+
+
+async def _remove_when_over(ctx: ServeContext, rec: RunRecord) -> None:
+    await rec.wait()
+    try:
+        session = await run_in_threadpool(ctx.runner.manager.get, rec.tenant_id, rec.thread_id)
+        await run_in_threadpool(delete_thread, ctx, session)
+    except SessionNotFound:
+        pass
+    except Exception as err:  # the run's answer is already given; the thread stays, listed
+        log.warning("could not delete the thread %s of stateless run %s: %s", rec.thread_id, rec.run_id, err)
+
+
+def final_values(rec: RunRecord) -> dict[str, Any]:
+    """What `runs.wait` and `runs.join` answer: the thread's values after the run (with the
+    pending interrupts under `__interrupt__`), or `{"__error__": ...}` for a failed run."""
+    if rec.error is not None and rec.status is RunStatus.ERROR:
+        return {"__error__": rec.error}
+    values = dict(rec.final_values)
+    if rec.interrupts:
+        values[INTERRUPT_KEY] = rec.interrupts
+    return values
+
+
+# --- reading runs ----------------------------------------------------------------------------------------
+def runs_of(ctx: ServeContext, tenant_id: str, thread_id: str) -> list[dict[str, Any]]:
+    """The thread's runs, newest first (agent/serve/run_log.py)."""
+    session = ctx.runner.manager.get(tenant_id, thread_id)
+    parts = logged_runs(ctx.runner.manager.jsonl.event_log(tenant_id, thread_id), session)
+    table = RunTable(ctx.settings, tenant_id, thread_id).read()
+    return thread_runs(parts, table, ctx.engine.for_thread(tenant_id, thread_id))
+
+
+def live_run(ctx: ServeContext, principal: Principal, thread_id: str, run_id: str) -> RunRecord | None:
+    """The run as this process holds it (the thread checked first: 404 when the caller cannot see it)."""
+    ctx.session(principal, thread_id)
+    rec = ctx.engine.get(principal.tenant_id, run_id)
+    return rec if rec is not None and rec.thread_id == thread_id and not rec.deleted else None
+
+
+def listed_run(ctx: ServeContext, principal: Principal, thread_id: str, run_id: str) -> dict[str, Any]:
+    """One run of the thread as listed; `SessionNotFound` (404) when there is none (or it was rolled back)."""
+    rec = live_run(ctx, principal, thread_id, run_id)
+    if rec is not None:
+        return rec.to_json()
+    for run in runs_of(ctx, principal.tenant_id, thread_id):
+        if run["run_id"] == run_id:
+            return run
+    raise SessionNotFound(f"run {quote_id(run_id)} not found in thread {quote_id(thread_id)}")
+
+
+# --- streams ------------------------------------------------------------------------------------------------
+def location(rec: RunRecord, stateless: bool) -> dict[str, str]:
+    """The Content-Location of a run."""
+    path = f"/runs/{rec.run_id}" if stateless else f"/threads/{rec.thread_id}/runs/{rec.run_id}"
+    return {"Content-Location": path}
+
+
+def stream_headers(location: dict[str, str]) -> dict[str, str]:
+    """The headers of a stream response."""
+    return {**location, "Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+
+
+async def _sse(
+    rec: RunRecord, modes: frozenset[str], after: int = 0, on_disconnect: Callable[[], None] | None = None
+) -> AsyncIterator[bytes]:
+    finished = False
+    try:
+        async for item in rec.follow_streamed(after, HEARTBEAT_S):
+            if item is None:
+                yield b": heartbeat\n\n"
+                continue
+            event_id, name, data = item
+            if wanted(name, modes):
+                yield sse(name, data, str(event_id))
+        finished = True
+    finally:
+        if not finished and on_disconnect is not None:
+            on_disconnect()
+
+
+async def replayed(replay: Replay, modes: frozenset[str]) -> AsyncIterator[bytes]:
+    """A kept stream's events, for the modes asked."""
+    for event_id, name, data in replay.events:
+        if wanted(name, modes):
+            yield sse(name, data, str(event_id))
+
+
+def stream_response(
+    ctx: ServeContext, rec: RunRecord, modes: frozenset[str], stateless: bool, cancel: bool, after: int = 0
+) -> StreamingResponse:
+    """The run's events as server-sent events, from after id `after` to its end (`cancel`: the run
+    is cancelled when the client goes away first)."""
+    on_disconnect = (lambda: ctx.engine.cancel(rec, CancelAction.INTERRUPT)) if cancel else None
+    return StreamingResponse(
+        _sse(rec, modes, after, on_disconnect),
+        media_type="text/event-stream",
+        headers=stream_headers(location(rec, stateless)),
+    )
