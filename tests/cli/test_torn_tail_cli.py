@@ -26,7 +26,6 @@ a crash after its third tool call):
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -36,9 +35,10 @@ import pytest
 
 from checkpointing.records import read_records
 from tests.cli.console import agentrt
+from tests.support.drills import switch
 
 TEXT = "Summarise the 2026 sales by region"
-ALL = os.environ.get("AGENTRT_TORN_ALL") == "1"
+ALL = switch("AGENTRT_TORN_ALL")
 STATUSES = ("COMPLETED", "PAUSED", "RUNNING") if ALL else ("COMPLETED",)
 OFFSETS = ("0", "1", "mid", "len-2", "len-1", "flip")
 # The CI sample: every offset where the headline bug lived, a spread elsewhere (every file of a

@@ -29,13 +29,14 @@ import pytest
 
 from tests.cli.console import agentrt
 from tests.support.crash import SIGKILL_CODE, room_diff, room_files, unfinished_unsafe_calls
+from tests.support.drills import size
 from tests.support.zygote import Outcome, Zygote
 
 pytestmark = pytest.mark.integration
 
 TEXT = "Summarise the 2026 sales by region"
 SEED = 20261226
-KILLS = int(os.environ.get("AGENTRT_DEMO_KILLS", "25"))
+KILLS = size("AGENTRT_DEMO_KILLS", sample=25, full=100)
 MAX_ATTEMPTS = 8 * KILLS + 50  # the loop stops by itself even if the runs never finish
 
 

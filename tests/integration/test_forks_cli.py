@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import shutil
 import signal
@@ -32,12 +31,13 @@ from agent.run.branches import branch_pages
 from checkpointing.events import EventLog
 from tests.cli.console import Ran, agentrt, env, script
 from tests.integration.test_stores_support import DATABASE_URL, REDIS_URL
+from tests.support.drills import size
 from tests.support.runners import make_config
 
 pytestmark = pytest.mark.integration
 
 ALICE, BOB = "alice", "bob"
-KILLS = int(os.environ.get("AGENTRT_FORK_KILLS", "3"))  # a larger drill: AGENTRT_FORK_KILLS=20
+KILLS = size("AGENTRT_FORK_KILLS", sample=3, full=20)
 SEED = 20261203
 
 

@@ -1,9 +1,9 @@
 """Bugs users reported on LangGraph's own PostgreSQL saver, each checked on ours (files and postgres).
 
-- langgraph #8448: a long thread's history silently empty past the first 1,024 rows. Here: 5,000
-  invocations on one thread, read back from a new saver (a fresh process's view): every checkpoint,
-  newest first, with its counter and list values, and `list(limit=, before=)` pages that cover the
-  whole history with no empty tail.
+- langgraph #8448: a long thread's history silently empty past the first 1,024 rows. Here: 1,000
+  invocations on one thread (3,000 checkpoints; 5,000 invocations with AGENTRT_FULL_DRILLS=1), read
+  back from a new saver (a fresh process's view): every checkpoint, newest first, with its counter
+  and list values, and `list(limit=, before=)` pages that cover the whole history with no empty tail.
 - langgraph #8810: a cancelled or fenced-out run overwrote newer state with an older checkpoint.
   Here: a writer whose lease was taken over is refused (`StaleFencingTokenError`) and the latest
   state stays the new owner's; a run cut off by an error inside a node, after another node's writes
@@ -32,11 +32,13 @@ from langgraph.graph import END, START, StateGraph
 
 from checkpointing.errors import StaleFencingTokenError
 from checkpointing.saver import JsonlCheckpointSaver
+from tests.support.drills import size
 from tests.support.savers import DATABASE_URL, SaverKit
 
 THREAD = "t1"
 TENANT = "acme"
-STEPS = 5_000
+STEPS = size("AGENTRT_HISTORY_STEPS", sample=1_000, full=5_000)
+"""Invocations of the long-history test (three pages of 1,000 checkpoints in the sample)."""
 MILESTONE = 500
 """The long thread's list channel gets an item every this many steps (a list growing by one item
 per step would make the test about storing 5,000 ever longer lists, not about reading them back)."""
@@ -84,7 +86,7 @@ def _chain(saver: JsonlCheckpointSaver) -> list[Any]:
 
 
 def test_a_long_threads_history_reads_back_whole_from_a_new_saver(saver_kit: SaverKit) -> None:
-    """5,000 invocations, then a new saver: every checkpoint in order with its values; pages agree."""
+    """STEPS invocations, then a new saver: every checkpoint in order with its values; pages agree."""
     graph = _counter_graph(saver_kit(), "m", every=MILESTONE)
     for _ in range(STEPS):
         graph.invoke({"items": []}, _config())

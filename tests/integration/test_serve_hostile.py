@@ -21,13 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
+from tests.support.drills import switch
 from tests.support.runners import make_config
 from tests.support.serve import Server, serving
 
 pytestmark = pytest.mark.integration
 
-FUZZ_ALL = os.environ.get("AGENTRT_FUZZ_ALL") == "1"
-EXAMPLES = int(os.environ.get("AGENTRT_FUZZ_EXAMPLES") or (100 if FUZZ_ALL else 3))
+FUZZ_ALL = switch("AGENTRT_FUZZ_ALL")
+EXAMPLES = int(os.environ.get("AGENTRT_FUZZ_EXAMPLES") or (100 if FUZZ_ALL else 2))
 """Examples per route, generation mode (positive, negative) and thread (random, real); the full run
 (`AGENTRT_FUZZ_ALL=1`, random seeds) sends about 7,000 requests in some 20 minutes."""
 A = "agentrt"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import uuid
@@ -73,6 +74,13 @@ def _config(tmp_path: Path, dbname: str) -> str:
     )
 
 
+def _upgrade_hint(message: str, cwd: Path) -> Path | None:
+    """The config the message's `agentrt db upgrade --config F` names, as run from `cwd` (a long
+    message shows the path relative to the working directory, so the cut spares the command)."""
+    found = re.search(r"run `agentrt db upgrade --config ([^`]+)`", message)
+    return (cwd / found.group(1)).resolve() if found else None
+
+
 def _sessions_dir(tmp_path: Path) -> Path:
     return tmp_path / "agentrt" / "tenants"
 
@@ -85,7 +93,7 @@ def test_fresh_database_is_refused_until_db_upgrade(tmp_path: Path, dbname: str)
     assert refused.returncode == 2
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1, refused.stderr
-    assert "has no agentrt schema" in lines[0] and f"run `agentrt db upgrade --config {cfg}`" in lines[0]
+    assert "has no agentrt schema" in lines[0] and _upgrade_hint(lines[0], tmp_path) == Path(cfg)
     assert not _sessions_dir(tmp_path).exists()  # no session was started
 
     up = agentrt("db", "upgrade", "--config", cfg, "--json", cwd=tmp_path)
@@ -160,7 +168,7 @@ def test_downgraded_schema_is_refused(tmp_path: Path, dbname: str) -> None:
     finally:
         engine.dispose()
     refused = agentrt("run", "--config", cfg, "hello", cwd=tmp_path)
-    assert refused.returncode == 2 and f"run `agentrt db upgrade --config {cfg}`" in refused.stderr
+    assert refused.returncode == 2 and _upgrade_hint(refused.stderr, tmp_path) == Path(cfg), refused.stderr
 
 
 def test_embedded_sqlite_creates_its_schema_on_first_use(tmp_path: Path) -> None:

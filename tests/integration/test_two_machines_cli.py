@@ -63,6 +63,8 @@ def normalized(text: str, base_dirs: list[Path]) -> str:
         text = text.replace(str(base), "<BASE>")
     for pattern, repl in _IDS:
         text = pattern.sub(repl, text)
+    # A table's columns are as wide as their widest cell: "59 s ago" and "1 min ago" align differently.
+    text = re.sub(r"(<AGO>) +", r"\1 ", re.sub(r" +(<AGO>)", r" \1", text))
     # The doctor lists run logs by run id: random ids, so their order is too.
     return re.sub(r"(files: )(\{.*\})", lambda m: m.group(1) + ", ".join(sorted(m.group(2)[1:-1].split(", "))), text)
 
