@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from agent.config import AgentSettings
-from agent.errors import AgentRuntimeError, ApprovalNotPending, LeaseHeld, SessionError, SessionNotFound, StorageError
+from agent.errors import AgentrtError, ApprovalNotPending, BackendUnavailable, LeaseHeld, SessionError, SessionNotFound
 from agent.events import of_run
 from agent.live import END, LiveChannel, encode_event
 from agent.loop.surface import compute_pins, skills_digest
@@ -91,14 +91,14 @@ class _Live:
             data = {**data, "worker": self.worker}  # who runs it: shown in the API's Run metadata
         try:
             self.channel.publish(*self.ids, kind, data)
-        except StorageError as err:  # the run goes on; its client reads the outcome from the inbox
+        except BackendUnavailable as err:  # the run goes on; its client reads the outcome from the inbox
             log.warning("turn %s: live events stopped: %s", self.ids[2], err)
             self.channel = None
 
     def cancelled(self) -> bool:
         try:
             return self.channel is not None and self.channel.cancel_requested(*self.ids)
-        except StorageError as err:
+        except BackendUnavailable as err:
             log.warning("turn %s: cannot read its cancel flag: %s", self.ids[2], err)
             return False
 
@@ -108,7 +108,7 @@ class _Live:
         turn = inbox.turn(self.ids[2])
         try:
             self.channel.publish(*self.ids, END, {"status": turn.status.value, "result": turn.result})
-        except StorageError as err:
+        except BackendUnavailable as err:
             log.warning("turn %s: cannot publish its end: %s", self.ids[2], err)
 
 
@@ -209,11 +209,11 @@ def _process(
             result = _final(_new_turn(runner, turn, last), stop, live)
         else:
             result = _resume_with(runner, turn, None, stop, live, adopting)
-    except (Stopping, LeaseHeld, StorageError):
+    except (Stopping, LeaseHeld, BackendUnavailable):
         raise  # left RUNNING: the requeued or retried task continues it
     except Cancelled:
         result = {"status": "INTERRUPTED", "session_id": sid, "error": CANCELLED}
-    except AgentRuntimeError as err:
+    except AgentrtError as err:
         result = {"status": "FAILED", "session_id": sid, "error": str(err)}
     except Exception as err:  # a bug must not leave callers waiting forever
         log.exception("turn %s of session %s failed", turn.turn_id, sid)

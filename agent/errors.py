@@ -21,7 +21,7 @@ AgentrtError                      exit  meaning
  ├── DataCorrupt                    8   a stored record or blob is damaged
  └── ToolError                      1   a tool failed or was refused (normally reported to the model)
 
-`AgentRuntimeError`, `StorageError` and `ModelError` are the older names of `AgentrtError`,
+`AgentrtError`, `BackendUnavailable` and `ModelCallFailed` are the older names of `AgentrtError`,
 `BackendUnavailable` and `ModelCallFailed`. The checkpointing package keeps its own root
 (`CheckpointingError`, so it stays usable alone, and its messages name no agentrt command);
 `as_agentrt_error` maps it (adding agentrt's next step, e.g. `agentrt doctor`), and the errors
@@ -59,9 +59,6 @@ class AgentrtError(Exception):
     """Root of every error agentrt raises on purpose."""
 
     exit_code = 1
-
-
-AgentRuntimeError = AgentrtError
 
 
 class UsageError(AgentrtError, ValueError):
@@ -194,16 +191,10 @@ class BackendUnavailable(AgentrtError):
     exit_code = 6
 
 
-StorageError = BackendUnavailable
-
-
 class ModelCallFailed(AgentrtError):
     """The chat model failed or returned something the runtime cannot use."""
 
     exit_code = 7
-
-
-ModelError = ModelCallFailed
 
 
 class DataCorrupt(AgentrtError):

@@ -23,7 +23,7 @@ from typing import Any
 import redis
 
 from agent.config import AgentSettings
-from agent.errors import ConfigError, StorageError
+from agent.errors import BackendUnavailable, ConfigError
 from agent.results import RunEvent, jsonable
 
 END = "end"
@@ -62,7 +62,9 @@ class LiveChannel:
             pipe.expire(key, self.ttl_s)
             pipe.execute()
         except redis.RedisError as err:
-            raise StorageError(f"cannot publish live events to Redis ({err}); check persistence.redis_url") from err
+            raise BackendUnavailable(
+                f"cannot publish live events to Redis ({err}); check persistence.redis_url"
+            ) from err
 
     def last_id(self, tenant_id: str, session_id: str, turn_id: str) -> str:
         """The id of the turn's last record ("0-0" for none): read after it to see only what comes next."""
@@ -103,7 +105,9 @@ class LiveChannel:
         try:
             return fn(*args, **kwargs)
         except redis.RedisError as err:
-            raise StorageError(f"Redis is unreachable for live events ({err}); check persistence.redis_url") from err
+            raise BackendUnavailable(
+                f"Redis is unreachable for live events ({err}); check persistence.redis_url"
+            ) from err
 
 
 def encode_event(ev: RunEvent) -> tuple[str, Any]:

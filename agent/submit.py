@@ -20,7 +20,7 @@ from celery import Celery
 
 from agent.celery_app import TASK_NAME, celery_config
 from agent.config import AgentSettings, load_settings
-from agent.errors import ConfigError, SessionExists, SessionNotFound, StorageError, quote_id
+from agent.errors import BackendUnavailable, ConfigError, SessionExists, SessionNotFound, quote_id
 from agent.routing import turn_queue
 from agent.run.approvals import check_decision, checked_interrupt_id
 from agent.session.inbox import Inbox, Turn, TurnStatus, new_turn_id
@@ -93,7 +93,7 @@ def _send(settings: AgentSettings, tenant: str, sid: str, turn_id: str, task_id:
     try:
         producer_app(settings).send_task(TASK_NAME, args=[tenant, sid, turn_id], task_id=task_id, queue=queue)
     except Exception as err:  # kombu/redis/amqp errors: the turn is recorded, its task is not
-        raise StorageError(
+        raise BackendUnavailable(
             f"turn {turn_id} is recorded in session {sid} but the broker did not take its task "
             f"({type(err).__name__}: {err}); check workers.broker_url and that the broker is up. "
             "The turn runs with the session's next submitted turn"

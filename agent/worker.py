@@ -49,7 +49,7 @@ from celery.exceptions import Reject
 from agent.celery_app import TASK_NAME, make_app
 from agent.config import load_settings
 from agent.drain import OtherGraphVersion, Stopping, drain
-from agent.errors import ConfigError, LeaseHeld, StorageError
+from agent.errors import BackendUnavailable, ConfigError, LeaseHeld
 from agent.live import LiveChannel
 from agent.routing import version_queue
 from agent.runner import AgentRunner, ChunkRunner
@@ -180,7 +180,7 @@ def drain_session(self: Task, tenant_id: str, session_id: str, turn_id: str) -> 
         raise self.retry(queue=queue, countdown=0) from None
     except LeaseHeld as err:
         raise self.retry(countdown=_backoff(self.request.retries), exc=err) from None
-    except StorageError as err:
+    except BackendUnavailable as err:
         log.warning("turn %s: storage error, retrying: %s", turn_id, err)
         raise self.retry(countdown=_backoff(self.request.retries + 3), exc=err) from None
     except Stopping as err:

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from agent.config import load_settings
-from agent.errors import AgentRuntimeError
+from agent.errors import AgentrtError
 from agent.serve.auth import Authenticator, check_bind
 
 
@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from agent.serve.app import create_app
 
         app = create_app(settings)
-    except AgentRuntimeError as err:
+    except AgentrtError as err:
         print(f"agentrt serve: error: {err}", file=sys.stderr)
         return 2
     print(f"agentrt serve: http://{args.host}:{args.port}  (API docs at /docs, sessions page at /)", flush=True)

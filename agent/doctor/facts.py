@@ -9,7 +9,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agent.errors import StorageError
+from agent.errors import BackendUnavailable
 from agent.session.outbox import Lag
 from agent.session.session import ChatSession, SessionDocumentCorrupt
 from agent.session.stores.jsonl import read_session_file
@@ -298,7 +298,7 @@ def _read_layers(facts: SessionFacts) -> None:
         except SessionDocumentCorrupt:
             facts.layers[layer.name] = "corrupt"
             continue
-        except StorageError:
+        except BackendUnavailable:
             facts.layers[layer.name] = "down"
             continue
         except Exception as err:  # a damaged copy must become evidence, not a crash
@@ -320,7 +320,7 @@ def _read_session_json(path: Path, tenant_id: str, session_id: str) -> ChatSessi
     try:
         session = read_session_file(path)
     except OSError as err:
-        raise StorageError(f"cannot read {path}: {err}") from err
+        raise BackendUnavailable(f"cannot read {path}: {err}") from err
     except CheckpointingError as err:
         raise SessionDocumentCorrupt(str(err)) from err
     if session is None:

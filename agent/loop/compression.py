@@ -33,7 +33,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from pydantic import BaseModel, Field, model_validator
 
-from agent.errors import ConfigError, ModelError
+from agent.errors import ConfigError, ModelCallFailed
 from agent.loop.tokens import MessageCounter, TokenCounter
 from agent.loop.tool_pairs import ToolPairingError as ToolPairingError  # re-exported
 from agent.loop.tool_pairs import assert_tool_pairs as assert_tool_pairs  # re-exported
@@ -335,7 +335,7 @@ def finish_hard(
         out, archived = _archive(messages, settings.keep_full_high, "placeholder", settings)
         return _result(CompressionTier.HARD, messages, out, counter, tokens_before, archived)
     if summary is None or not summary.strip():
-        raise ModelError("the summarizer returned an empty summary; retry, or replan with a fresh context")
+        raise ModelCallFailed("the summarizer returned an empty summary; retry, or replan with a fresh context")
     summarized = [m.tool_call_id for m in plan.older if isinstance(m, ToolMessage)]
     kept = [*plan.head, _summary_message(summary.strip(), plan.older), *plan.recent]
     out, archived = _archive(kept, settings.keep_full_high, "placeholder", settings)

@@ -27,7 +27,7 @@ What real models get wrong can be scripted too (tests pin the runtime's answer t
 
 The n-th model call of a session gets response n: the runtime passes the session's persisted call
 index, so a resumed run replays the same responses the crashed one would have received. A call
-beyond the script raises `ModelError` (it never invents an answer).
+beyond the script raises `ModelCallFailed` (it never invents an answer).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from agent.config import ModelSettings
-from agent.errors import ConfigError, ModelError
+from agent.errors import ConfigError, ModelCallFailed
 from agent.text import shown_path
 from agent.yaml_errors import yaml_problem
 
@@ -201,7 +201,7 @@ class ScriptedChatModel(BaseChatModel):
     def assert_complete(self) -> None:
         """Fail when scripted responses were left unused."""
         if self.remaining() > 0:
-            raise ModelError(f"scripted model: {self.remaining()} responses were never requested")
+            raise ModelCallFailed(f"scripted model: {self.remaining()} responses were never requested")
 
     def _next(self, messages: list[BaseMessage]) -> AIMessage:
         idx = self.cursor
@@ -209,7 +209,7 @@ class ScriptedChatModel(BaseChatModel):
         if idx >= n and self.script.on_exhausted == "restart" and n:
             resp_idx = idx % n
         elif idx >= n:
-            raise ModelError(
+            raise ModelCallFailed(
                 f"scripted model got an unexpected call #{idx + 1}; the script has only {n} responses "
                 "(add responses, or set `on_exhausted: restart` in the script)"
             )
@@ -221,7 +221,9 @@ class ScriptedChatModel(BaseChatModel):
         if resp.expect_in_prompt is not None:
             blob = json.dumps([m.content for m in messages], ensure_ascii=False)
             if resp.expect_in_prompt not in blob:
-                raise ModelError(f"scripted call #{idx + 1} expected the prompt to contain {resp.expect_in_prompt!r}")
+                raise ModelCallFailed(
+                    f"scripted call #{idx + 1} expected the prompt to contain {resp.expect_in_prompt!r}"
+                )
         tool_calls = [
             {"id": tc.id or f"call_{idx + 1}_{i + 1}", "name": tc.name, "args": _expand(tc.args), "type": "tool_call"}
             for i, tc in enumerate(resp.tool_calls)

@@ -19,7 +19,7 @@ from langgraph.config import get_stream_writer
 from pydantic import ValidationError
 
 from agent.config import AgentSettings
-from agent.errors import AgentRuntimeError
+from agent.errors import AgentrtError
 from agent.loop.models import ScriptedChatModel
 from agent.loop.todos import TodoManager
 from agent.tools.base import ToolContext, ToolSpec
@@ -230,7 +230,7 @@ def run_tool(spec: ToolSpec, call: dict[str, Any], ctx: ToolContext) -> dict[str
         first = err.errors()[0]
         loc = ".".join(str(x) for x in first["loc"]) or "arguments"
         return {"status": "error", "content": f"error: invalid arguments for {spec.name}: {loc}: {first['msg']}"}
-    except AgentRuntimeError as err:
+    except AgentrtError as err:
         return {"status": "error", "content": f"error: {err}"}
     except Exception as err:  # a user tool's bug must not kill the run; the model sees the error
         log.warning("tool %s raised %s", spec.name, type(err).__name__, exc_info=True)

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agent.errors import StorageError
+from agent.errors import BackendUnavailable
 from checkpointing.records import atomic_write
 
 if TYPE_CHECKING:
@@ -80,13 +80,13 @@ def _bundled_rank_file(encoding_name: str) -> bytes:
         gz = Path(next(iter(spec.submodule_search_locations))) / "data" / f"{encoding_name}.tiktoken.gz"
         data = gzip.decompress(gz.read_bytes())
     except OSError as err:
-        raise StorageError(
+        raise BackendUnavailable(
             f"cannot read {encoding_name} from the bpe-openai package ({err}); "
             "reinstall agentrt's dependencies (pip install -e .) so the encodings come with the install"
         ) from err
     expected = OFFLINE_ENCODINGS[encoding_name]
     if hashlib.sha256(data).hexdigest() != expected:
-        raise StorageError(
+        raise BackendUnavailable(
             f"bpe-openai's {encoding_name} does not have the sha256 tiktoken expects ({expected}); reinstall bpe-openai"
         )
     return data
@@ -125,7 +125,7 @@ def install_offline_encodings() -> Path | None:
             try:
                 if not _has_all(cache_dir):
                     _populate(cache_dir)
-            except (OSError, StorageError) as err:
+            except (OSError, BackendUnavailable) as err:
                 log.warning("cannot prepare tiktoken encodings in %s: %s", cache_dir, err)
                 continue
             os.environ["TIKTOKEN_CACHE_DIR"] = str(cache_dir)

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from agent.errors import AgentRuntimeError
+from agent.errors import AgentrtError
 
 
-class ToolPairingError(AgentRuntimeError, ValueError):
+class ToolPairingError(AgentrtError, ValueError):
     """A tool call without its result, or a result without its call: the model would reject it."""
 
 

@@ -19,13 +19,13 @@ from fastapi_offline import FastAPIOffline
 
 from agent.config import AgentSettings
 from agent.errors import (
-    AgentRuntimeError,
+    AgentrtError,
+    BackendUnavailable,
     ConfigError,
     LeaseHeld,
     NotFound,
     RecoveryBlocked,
     SessionError,
-    StorageError,
     ToolError,
     as_agentrt_error,
 )
@@ -47,7 +47,7 @@ def _status(err: Exception) -> int:
         return 422
     if isinstance(err, SessionError | LeaseHeld | RecoveryBlocked):
         return 409
-    if isinstance(err, StorageError):
+    if isinstance(err, BackendUnavailable):
         return 503
     return 500
 
@@ -93,7 +93,7 @@ def create_app(settings: AgentSettings) -> FastAPI:
             return HTMLResponse(page.error_page(_status(err), str(shown or err)), status_code=_status(err))
         return JSONResponse({"detail": str(shown or err)}, status_code=_status(err))
 
-    for exc in (Unauthorized, AgentRuntimeError, CheckpointingError):
+    for exc in (Unauthorized, AgentrtError, CheckpointingError):
         app.add_exception_handler(exc, on_error)
 
     @app.get("/ok", tags=["system"])

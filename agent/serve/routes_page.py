@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from starlette.concurrency import run_in_threadpool
 
 from agent.doctor import run_doctor
-from agent.errors import AgentRuntimeError, ConfigError, ToolError, as_agentrt_error, quote_id
+from agent.errors import AgentrtError, ConfigError, ToolError, as_agentrt_error, quote_id
 from agent.results import RunEvent
 from agent.run.lifecycle import forkable_entries
 from agent.serve import page
@@ -108,7 +108,7 @@ async def new_session(request: Request, ctx: ServeContext = Depends(get_ctx)) ->
     session = await run_in_threadpool(ctx.create_session, principal, None, None)
     try:
         await _start(ctx, principal, session.session_id, {"input": {"user_input": text}})
-    except (AgentRuntimeError, CheckpointingError) as err:
+    except (AgentrtError, CheckpointingError) as err:
         return _back(session.session_id, str(as_agentrt_error(err) or err))
     return _back(session.session_id)
 
@@ -176,7 +176,7 @@ async def act(sid: str, action: str, request: Request, ctx: ServeContext = Depen
             await run_in_threadpool(runner.delete_branch, sid, branch, principal.tenant_id, principal.user_id)
         else:
             raise ConfigError(f"unknown action {quote_id(action)}")
-    except (AgentRuntimeError, CheckpointingError) as err:
+    except (AgentrtError, CheckpointingError) as err:
         return _back(sid, str(as_agentrt_error(err) or err))
     return _back(sid)
 

@@ -18,7 +18,7 @@ from typing import Any
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from agent.errors import AgentRuntimeError, SessionNotFound, quote_id
+from agent.errors import AgentrtError, SessionNotFound, quote_id
 from agent.serve.auth import Principal
 from agent.serve.context import ServeContext
 from agent.serve.encode import INTERRUPT_KEY
@@ -77,7 +77,7 @@ async def start(
 def _drop(ctx: ServeContext, session: ChatSession) -> None:
     """Remove a session made for a run that did not start (kept if this saver cannot delete: the
     run's own error is the one to report)."""
-    with contextlib.suppress(AgentRuntimeError):
+    with contextlib.suppress(AgentrtError):
         delete_thread(ctx, session)
 
 

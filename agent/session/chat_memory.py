@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import NotFound, StorageError, quote_id
+from agent.errors import BackendUnavailable, NotFound, quote_id
 from agent.session.lifecycle import SessionAction, allowed, transition
 from agent.session.session import ChatSession, PageMessage
 from agent.session.stores.jsonl import PAGE_TYPES, JsonlSessionStore, page_messages
@@ -130,7 +130,9 @@ class ChatMemory:
                 fencing_token=fencing_token,
             )
         except OSError as err:
-            raise StorageError(f"event not written to {events.path} ({err}); check that base_dir is writable") from err
+            raise BackendUnavailable(
+                f"event not written to {events.path} ({err}); check that base_dir is writable"
+            ) from err
         if not defer_commit:
             self._sync(events)
         session.current_leaf_entry_id = entry.id
@@ -144,7 +146,9 @@ class ChatMemory:
         try:
             self._sync(events)
         except OSError as err:
-            raise StorageError(f"events not synced to {events.path} ({err}); check that base_dir is writable") from err
+            raise BackendUnavailable(
+                f"events not synced to {events.path} ({err}); check that base_dir is writable"
+            ) from err
         self._flush_rows(session)
 
     def _sync(self, events: EventLog) -> None:
@@ -255,7 +259,7 @@ class ChatMemory:
             return
         try:
             self.sql.add_messages(session.tenant_id, session.session_id, session.current_branch_id, messages)
-        except StorageError as err:
+        except BackendUnavailable as err:
             if not self._sql_down:
                 log.warning("chat_messages not written to SQL, kept in events.jsonl: %s", err)
             self._sql_down = True

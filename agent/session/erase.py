@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING
 
-from agent.errors import StorageError
+from agent.errors import BackendUnavailable
 from agent.session import blob_refs, removal
 from agent.session.record_store import pg_store
 from agent.session.removal import Removal, Skipped
@@ -33,7 +33,7 @@ def _user_of(runner: RunnerCore, tenant: str, sid: str) -> str | None:
         pass
     try:
         doc = jsonl.get(tenant, sid) or jsonl.rebuild(tenant, sid)
-    except (StorageError, ValueError):
+    except (BackendUnavailable, ValueError):
         return None
     return doc.user_id if doc is not None else None
 

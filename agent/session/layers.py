@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
-from agent.errors import DataCorrupt, StorageError
+from agent.errors import BackendUnavailable, DataCorrupt
 from agent.session.chat_memory import ChatMemory
 from agent.session.outbox import Debt, Lag, Owed, SessionOutbox
 from agent.session.retrier import Retrier
@@ -78,7 +78,7 @@ class LayerKeeper:
                         # What the layer missed goes back first, so nothing stale is ever read from it.
                         self._refill(layer, health)
                         result = op()
-                    except StorageError as err:
+                    except BackendUnavailable as err:
                         health.retry_at = self._clock() + self.retry_interval_s
                         raise Down(layer.name) from err
                     health.down = False
@@ -88,7 +88,7 @@ class LayerKeeper:
             return op()
         except SessionDocumentCorrupt:
             raise  # one damaged record, not an outage
-        except StorageError as err:
+        except BackendUnavailable as err:
             self._mark_down(layer, err)
             raise Down(layer.name) from err
 
@@ -164,7 +164,7 @@ class LayerKeeper:
             layer.delete(*key)  # a cache: the next read refills it from a durable layer
 
     def _pay_layer(self, layer: SessionStore, key: Key, replay: bool = True) -> int:
-        """Replay and settle every debt the outbox holds for `layer`; how many (raises `StorageError`).
+        """Replay and settle every debt the outbox holds for `layer`; how many (raises `BackendUnavailable`).
 
         `replay=False` only marks them paid (the caller has just written the newest copy itself)."""
         with self._lock:
@@ -258,6 +258,6 @@ class LayerKeeper:
             if self.memory.sql_behind(session.tenant_id, session.session_id):
                 added = self.memory.sync_all_sql(session.tenant_id, session.session_id)
                 log.info("session %s: %d page rows were missing in SQL and were written", session.session_id, added)
-        except StorageError as err:
+        except BackendUnavailable as err:
             self._mark_down(self.sql, err)
             self._owe_durably(session.key(), "SQL", Owed.MESSAGES)

@@ -34,7 +34,7 @@ from typing import Any, ClassVar, Protocol
 
 import redis
 
-from agent.errors import AgentRuntimeError, ConfigError, DataCorrupt, LeaseHeld, StorageError
+from agent.errors import AgentrtError, BackendUnavailable, ConfigError, DataCorrupt, LeaseHeld
 from checkpointing.errors import CorruptRecordError
 from checkpointing.ids import validate_id
 from checkpointing.layout import lease_files, session_dir
@@ -260,7 +260,7 @@ class FileLease:
             directory.mkdir(parents=True, exist_ok=True)
             fd = os.open(lease_files(directory).state_lock, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as err:
-            raise StorageError(f"cannot open the lease files in {directory}: {err}; check base_dir") from err
+            raise BackendUnavailable(f"cannot open the lease files in {directory}: {err}; check base_dir") from err
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -483,7 +483,7 @@ class RedisLease:
         try:
             return script(keys=keys, args=args)
         except redis.RedisError as err:
-            raise StorageError(
+            raise BackendUnavailable(
                 f"Redis lease operation failed ({type(err).__name__}: {err}); check that Redis is "
                 "reachable (AGENTRT_REDIS_URL) or use the file lease on a single host"
             ) from err
@@ -533,7 +533,7 @@ class LeaseHeartbeat:
         self.interval_s = interval_s if interval_s is not None else max(grant.ttl_s / 3, 0.01)
         self.on_lost = on_lost
         self.lost: LeaseHeld | None = None
-        self.last_error: AgentRuntimeError | None = None
+        self.last_error: AgentrtError | None = None
         self.beats = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"lease-heartbeat-{grant.session_id}", daemon=True)
@@ -567,5 +567,5 @@ class LeaseHeartbeat:
                 if self.on_lost is not None:
                     self.on_lost(err)
                 return
-            except AgentRuntimeError as err:
+            except AgentrtError as err:
                 self.last_error = err

@@ -18,7 +18,7 @@ run lease (`run`) apart from the workers' drain lease (`drain`).
   parameters, no prepared statements (`prepare_threshold=None`), no advisory or session state.
 
 Errors: a missing table is `SchemaOutdated` ("run `agentrt db upgrade`"), an unreachable database
-a `StorageError` naming host:port (never the password).
+a `BackendUnavailable` naming host:port (never the password).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from agent.errors import ConfigError, LeaseHeld, SchemaOutdated, StorageError
+from agent.errors import BackendUnavailable, ConfigError, LeaseHeld, SchemaOutdated
 from agent.session.lease import DEFAULT_TTL_S, LeaseGrant, _check_ids, _lost, make_holder
 
 TABLE = "session_leases"
@@ -227,7 +227,7 @@ class PostgresLease:
             except psycopg.Error as err:
                 if conn.broken or isinstance(err, psycopg.OperationalError):
                     self._drop()
-                raise StorageError(
+                raise BackendUnavailable(
                     f"lease {what} on PostgreSQL {self.where} failed ({type(err).__name__}: {self._reason(err)}); "
                     "check that the database is reachable and persistence.database_url points at it"
                 ) from None
@@ -242,7 +242,7 @@ class PostgresLease:
                 self.url, autocommit=True, prepare_threshold=None, connect_timeout=self._connect_timeout
             )
         except psycopg.Error as err:
-            raise StorageError(
+            raise BackendUnavailable(
                 f"cannot reach the lease database at {self.where} ({self._reason(err)}); check that PostgreSQL "
                 "is running there and persistence.database_url (AGENTRT_DATABASE_URL) points at it"
             ) from None

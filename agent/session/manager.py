@@ -10,7 +10,7 @@ A read that hits a lower layer fills the layers above it that missed. Every valu
 against the caller's tenant (and user when given) before it is returned: another tenant's session
 reads as `SessionNotFound`. A layer that fails is marked down with one warning per outage and
 skipped until `retry_interval_s` has passed; a save still succeeds while one durable layer of the
-mode took it, and fails with `StorageError` when none did. What a down layer missed is kept and
+mode took it, and fails with `BackendUnavailable` when none did. What a down layer missed is kept and
 written to it (before anything is read from it) once it answers again. `last_read_trace` records
 the layers the calling thread's last read touched, in order, with what each answered ("hit",
 "miss", "down", "corrupt"; "newer" when MIRROR preferred a newer JSONL mirror over the SQL row;
@@ -48,7 +48,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
-from agent.errors import ConfigError, SessionExists, SessionNotActive, SessionNotFound, StorageError, quote_id
+from agent.errors import BackendUnavailable, ConfigError, SessionExists, SessionNotActive, SessionNotFound, quote_id
 from agent.session.chat_memory import ChatMemory
 from agent.session.layers import Down as _Down
 from agent.session.layers import Health as _Health
@@ -251,7 +251,7 @@ class ChatSessionManager(LayerKeeper):
             )
             trace.append(("JSONL", "corrupt"))
             return found
-        except StorageError:
+        except BackendUnavailable:
             return found
         if mirror is None or mirror.version <= found.version:
             return found
@@ -294,7 +294,7 @@ class ChatSessionManager(LayerKeeper):
             trace = self.last_read_trace
             try:
                 self.save(session)
-            except StorageError as err:
+            except BackendUnavailable as err:
                 log.warning("session %s is expired but the new status was not saved: %s", session_id, err)
             self.last_read_trace = trace
         return session
@@ -321,7 +321,7 @@ class ChatSessionManager(LayerKeeper):
                 (s for s in sessions if _visible(s, tenant_id, user_id)),
                 key=lambda s: (s.created_at, s.session_id),
             )
-        raise StorageError(
+        raise BackendUnavailable(
             f"no durable session layer is reachable ({', '.join(x.name for x in self.durable_layers)}); "
             "check base_dir and the database"
         )
@@ -366,7 +366,9 @@ class ChatSessionManager(LayerKeeper):
             except _Down as err:
                 if self.jsonl is not None and self.jsonl.store is not None:
                     # On the PostgreSQL store the session table is the only index: no local one stands in.
-                    raise StorageError(f"cannot list sessions: the session table does not answer ({err})") from err
+                    raise BackendUnavailable(
+                        f"cannot list sessions: the session table does not answer ({err})"
+                    ) from err
         return on_files()
 
     def sql_index(self) -> SqlSessionStore | None:
@@ -398,7 +400,7 @@ class ChatSessionManager(LayerKeeper):
                 missed.append(layer)
         if not wrote:
             session.version -= 1
-            raise StorageError(
+            raise BackendUnavailable(
                 f"session {session.session_id} was not saved: no durable layer of mode {self.mode} "
                 f"is reachable ({', '.join(x.name for x in self.durable_layers)}); "
                 "fix the storage and retry"
@@ -577,7 +579,7 @@ def open_manager(
         if not create:
             try:
                 sql.check_schema(config_hint)
-            except StorageError as err:
+            except BackendUnavailable as err:
                 log.warning("SQL schema not checked, the database does not answer: %s", err)
     l2: SessionStore | None = None
     if redis_url:

@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.errors import DataCorrupt, StorageError
+from agent.errors import BackendUnavailable, DataCorrupt
 from agent.session import removal
 from agent.session.lifecycle import SessionStatus
 from agent.session.record_store import pg_store
@@ -87,7 +87,7 @@ def _candidates(runner: RunnerCore, cutoff: datetime) -> list[tuple[str, str]]:
     done = [SessionStatus.ENDED.value]
     if manager.jsonl.store is not None:
         if manager.sql is None:
-            raise StorageError("store: postgres lists sessions from the SQL session table, and there is none")
+            raise BackendUnavailable("store: postgres lists sessions from the SQL session table, and there is none")
         return manager.sql.reclaimable(cutoff, done)
     try:
         rows = manager.jsonl.index.reclaimable(cutoff, done)
@@ -99,7 +99,7 @@ def _candidates(runner: RunnerCore, cutoff: datetime) -> list[tuple[str, str]]:
 def _one(runner: RunnerCore, tenant: str, sid: str, cutoff: datetime, out: Removal) -> None:
     try:
         doc = _document(runner, tenant, sid)
-    except (StorageError, ValueError) as err:
+    except (BackendUnavailable, ValueError) as err:
         out.skipped.append(removal.Skipped(tenant, sid, f"not read ({err})"))
         return
     if doc is None:

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agent.errors import SessionNotActive, StorageError, quote_id
+from agent.errors import BackendUnavailable, SessionNotActive, quote_id
 from agent.session.lifecycle import RunStatus, SessionAction, SessionStatus, transition
 from checkpointing import layout
 
@@ -27,7 +27,7 @@ MAIN_BRANCH = layout.MAIN_BRANCH
 """The branch a session starts on (its room is `workspace/`, see `checkpointing.layout`)."""
 
 
-class SessionDocumentCorrupt(StorageError):
+class SessionDocumentCorrupt(BackendUnavailable):
     """One stored session (Redis value, SQL row, session.json / events.jsonl) is damaged.
 
     Not an outage: the manager reads the next layer for this session and keeps the layer in use.
@@ -168,7 +168,7 @@ class SessionStore(Protocol):
     """The small protocol every session layer implements (L1, L2, L3 SQL, JSONL).
 
     Stores key on (tenant_id, session_id) and never return another tenant's session; backend
-    failures surface as `agent.errors.StorageError` with the original error as cause.
+    failures surface as `agent.errors.BackendUnavailable` with the original error as cause.
     """
 
     name: str

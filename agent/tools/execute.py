@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from agent.errors import ModelError, ToolError
+from agent.errors import ModelCallFailed, ToolError
 from agent.faults import crash_point
 from agent.tools.base import ToolContext, ToolSpec
 from agent.tools.journal import RERUNNABLE, JournalEntryState, JournalStatus, ToolExecutionJournal
@@ -78,7 +78,7 @@ def execute_with_journal(
     """
     call_id = tool_call.get("id")
     if not isinstance(call_id, str) or not call_id:
-        raise ModelError(
+        raise ModelCallFailed(
             f"tool call {spec.name} has no id, so it cannot be journaled; the model must give every "
             "tool call an id (check the model adapter)"
         )

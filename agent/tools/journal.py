@@ -41,7 +41,7 @@ from typing import Any
 
 import orjson
 
-from agent.errors import StorageError
+from agent.errors import BackendUnavailable
 from agent.faults import crash_point
 from agent.tools._journal_types import (
     RERUNNABLE,
@@ -313,7 +313,7 @@ class ToolExecutionJournal:
         if manifest is None:
             return None
         if not isinstance(manifest, dict):
-            raise StorageError(
+            raise BackendUnavailable(
                 f"{self.path}: the room manifest of tool call {end.get('tool_call_id')} is not a mapping; "
                 "the journal is damaged: run agentrt doctor on the session"
             )
@@ -324,7 +324,7 @@ class ToolExecutionJournal:
         item = end.get("result_item")
         if isinstance(item, dict):
             if self.texts is None:
-                raise StorageError(
+                raise BackendUnavailable(
                     f"{self.path}: the result of tool call {end.get('tool_call_id')} is kept in the checkpoint "
                     "log; read the journal through the runtime that has the saver"
                 )
@@ -337,7 +337,7 @@ class ToolExecutionJournal:
         else:
             text = str(end.get("result", ""))
         if end.get("result_digest") not in (None, digest_text(text)):
-            raise StorageError(
+            raise BackendUnavailable(
                 f"{self.path}: the recorded result of tool call {end.get('tool_call_id')} does not match "
                 "its digest; restore the journal or blob volume from a backup"
             )

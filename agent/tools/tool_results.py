@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
-from agent.errors import DataCorrupt, StorageError, ToolError, UnknownToolResult
+from agent.errors import BackendUnavailable, DataCorrupt, ToolError, UnknownToolResult
 from checkpointing.blobs import Blobs, is_blob_ref
 from checkpointing.errors import BlobCorruptError, BlobMissingError
 from checkpointing.ids import shown
@@ -168,7 +168,7 @@ class ToolResultStore:
         text = self._loaded.get(tool_call_id)
         if text is None:
             if self.blobs is None:
-                raise StorageError(
+                raise BackendUnavailable(
                     f"tool result {shown(tool_call_id)} is in a blob but this store has no BlobStore; "
                     "build it with ToolResultStore.from_entries(entries, blobs)"
                 )
@@ -176,7 +176,7 @@ class ToolResultStore:
             try:
                 text = self.blobs.get(ref).decode("utf-8")
             except BlobMissingError as err:  # most often the blob volume is not mounted
-                raise StorageError(f"tool result {shown(tool_call_id)} cannot be read: {err}") from err
+                raise BackendUnavailable(f"tool result {shown(tool_call_id)} cannot be read: {err}") from err
             except BlobCorruptError as err:
                 raise DataCorrupt(f"tool result {shown(tool_call_id)} cannot be read: {err}") from err
             self._loaded[tool_call_id] = text

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import InputError, SessionExists, StorageError, quote_id
+from agent.errors import BackendUnavailable, InputError, SessionExists, quote_id
 from agent.faults import crash_point
 from agent.session.session import ChatSession
 from agent.transfer.fileformat import ExportFile
@@ -60,7 +60,7 @@ def check_targets(settings: AgentSettings, manager: ChatSessionManager | None, e
         elif manager is not None and manager.sql is not None:
             try:
                 taken = manager.sql.get(*key) is not None
-            except StorageError:
+            except BackendUnavailable:
                 pass  # SQL down: the folder is the check; the row is owed on registration
         if taken:
             raise SessionExists(
@@ -203,7 +203,7 @@ def register(manager: ChatSessionManager, sessions: list[ChatSession]) -> list[s
         try:
             manager.sql.put(s)
             manager.memory.sync_all_sql(s.tenant_id, s.session_id)
-        except StorageError as err:
+        except BackendUnavailable as err:
             manager.outbox.owe(s.tenant_id, s.session_id, "SQL", Owed.SESSION)
             manager.outbox.owe(s.tenant_id, s.session_id, "SQL", Owed.MESSAGES)
             warnings.append(

@@ -47,7 +47,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agent.errors import DataCorrupt, InputError, LeaseHeld, SessionExists, SessionNotFound, StorageError, quote_id
+from agent.errors import (
+    BackendUnavailable,
+    DataCorrupt,
+    InputError,
+    LeaseHeld,
+    SessionExists,
+    SessionNotFound,
+    quote_id,
+)
 from agent.faults import crash_point
 from agent.session.session import ChatSession
 from agent.transfer.exporter import not_found, read_image, room_entries
@@ -168,7 +176,7 @@ def import_sessions(
             if found == "absent" and manager.sql is not None:
                 try:
                     taken = manager.sql.get(*key) is not None
-                except StorageError:
+                except BackendUnavailable:
                     pass  # SQL down: the rows are the check; the row is owed on registration
             if taken:
                 raise SessionExists(

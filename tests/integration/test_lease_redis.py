@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import redis
 
-from agent.errors import LeaseHeld, StorageError
+from agent.errors import BackendUnavailable, LeaseHeld
 from agent.session.lease import LeaseHeartbeat, RedisLease
 from agent.tools.journal import ToolExecutionJournal
 from checkpointing.errors import StaleFencingTokenError
@@ -221,9 +221,9 @@ def test_heartbeat_reports_a_lost_lease(prefix: str, client: redis.Redis) -> Non
 
 
 def test_redis_down_is_a_storage_error() -> None:
-    """An unreachable Redis raises StorageError that says what to check."""
+    """An unreachable Redis raises BackendUnavailable that says what to check."""
     lease = RedisLease(url="redis://127.0.0.1:1/0")
-    with pytest.raises(StorageError) as info:
+    with pytest.raises(BackendUnavailable) as info:
         lease.acquire(TENANT, "s1", ttl_s=1)
     assert "AGENTRT_REDIS_URL" in str(info.value)
 

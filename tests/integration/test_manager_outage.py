@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import StorageError
+from agent.errors import BackendUnavailable
 from agent.session.manager import ChatSessionManager
 from agent.session.stores.jsonl import JsonlSessionStore
 from agent.session.stores.memory import MemorySessionStore
@@ -169,11 +169,11 @@ def break_base_dir(tmp_path: Path, tenant: str) -> None:
 
 
 def test_no_durable_layer_left_fails_clearly(relay: Relay, relayed_sql: SqlSessionStore, tmp_path: Path) -> None:
-    """JSONL_ONLY with its disk broken, and MIRROR with SQL and disk gone, refuse the save with StorageError."""
+    """JSONL_ONLY with its disk broken, and MIRROR with SQL and disk gone, refuse the save with BackendUnavailable."""
     only = build_manager("JSONL_ONLY", tmp_path / "j", None, None)
     s = only.create("t1", "agent", "u1", "a")
     break_base_dir(tmp_path / "j", "t1")
-    with pytest.raises(StorageError, match="no durable layer"):
+    with pytest.raises(BackendUnavailable, match="no durable layer"):
         only.save(s)
     assert s.version == 1  # the failed save did not count
 
@@ -181,7 +181,7 @@ def test_no_durable_layer_left_fails_clearly(relay: Relay, relayed_sql: SqlSessi
     s = mirror.create("t1", "agent", "u1", "a")
     relay.cut()
     break_base_dir(tmp_path / "m", "t1")
-    with pytest.raises(StorageError, match="not saved"):
+    with pytest.raises(BackendUnavailable, match="not saved"):
         mirror.save(s)
 
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from agent.errors import StorageError
+from agent.errors import BackendUnavailable
 from agent.session.session import ChatSession, PageMessage, SessionStatus, utcnow
 from agent.session.stores.redis import RedisSessionStore
 from agent.session.stores.sql import SqlSessionStore
@@ -85,12 +85,12 @@ def test_redis_prefixes_isolate_deployments(l2: RedisSessionStore) -> None:
 
 
 def test_redis_bad_value_and_outage_are_storage_errors(l2: RedisSessionStore) -> None:
-    """A corrupt value and an unreachable Redis both raise StorageError with the cause kept."""
+    """A corrupt value and an unreachable Redis both raise BackendUnavailable with the cause kept."""
     l2.client.set(l2.key("t1", "s1"), b"\x80not json")
-    with pytest.raises(StorageError, match="not a valid session"):
+    with pytest.raises(BackendUnavailable, match="not a valid session"):
         l2.get("t1", "s1")
     down = RedisSessionStore(f"redis://127.0.0.1:{free_port()}", socket_timeout=1)
-    with pytest.raises(StorageError, match="Redis GET failed") as info:
+    with pytest.raises(BackendUnavailable, match="Redis GET failed") as info:
         down.get("t1", "s1")
     assert info.value.__cause__ is not None
     assert not down.ping()
@@ -132,15 +132,15 @@ def test_sql_missing_tables_say_run_db_init() -> None:
     """Without init the store is usable only after `agentrt db init`, and says so."""
     store = SqlSessionStore(DATABASE_URL, table_prefix=unique("agentrt_none_") + "_")
     try:
-        with pytest.raises(StorageError, match="agentrt db init"):
+        with pytest.raises(BackendUnavailable, match="agentrt db init"):
             store.get("t1", "s1")
     finally:
         store.dispose()
 
 
 def test_sql_unreachable_is_a_storage_error() -> None:
-    """A PostgreSQL URL on a closed port raises StorageError naming the database."""
+    """A PostgreSQL URL on a closed port raises BackendUnavailable naming the database."""
     store = SqlSessionStore(f"postgresql://postgres@127.0.0.1:{free_port()}/test", connect_timeout=1)
-    with pytest.raises(StorageError, match="SQL read session failed") as info:
+    with pytest.raises(BackendUnavailable, match="SQL read session failed") as info:
         store.get("t1", "s1")
     assert info.value.__cause__ is not None and not store.ping()

@@ -14,7 +14,7 @@ import pytest
 from celery.result import AsyncResult
 
 from agent.config import load_settings
-from agent.errors import SessionNotFound, StorageError
+from agent.errors import BackendUnavailable, SessionNotFound
 from agent.runner import AgentRunner
 from agent.session.inbox import Inbox, TurnStatus
 from agent.submit import TurnHandle, handle_for, producer_app, submit_turn
@@ -259,7 +259,7 @@ def test_a_broker_that_is_down_is_a_storage_error_and_the_turn_stays_recorded(tm
             "workers.result_backend": f"{REDIS_URL}/0",
         },
     )
-    with pytest.raises(StorageError, match="did not take its task"):
+    with pytest.raises(BackendUnavailable, match="did not take its task"):
         submit_turn(settings, "hello", "s1", turn_id="t-down", new_session=True)
     assert [t.turn_id for t in Inbox(settings.base_dir, settings.session.tenant_id, "s1").turns()] == ["t-down"]
 

@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from pydantic import ValidationError
 
 from agent.config import CompressionConfig
-from agent.errors import ConfigError, ModelError
+from agent.errors import ConfigError, ModelCallFailed
 from agent.loop.compression import (
     CompressionSettings,
     CompressionTier,
@@ -229,7 +229,7 @@ def test_hard_compression_with_nothing_older_does_not_call_the_model() -> None:
 
 def test_empty_summary_is_a_model_error() -> None:
     """A summarizer that returns nothing is reported, not silently used."""
-    with pytest.raises(ModelError, match="empty summary"):
+    with pytest.raises(ModelCallFailed, match="empty summary"):
         compress_hard(history(4), FakeSummarizer("  "))
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from agent.errors import ModelError, ToolError
+from agent.errors import ModelCallFailed, ToolError
 from agent.tools.base import ToolContext, ToolSpec
 from agent.tools.execute import execute_with_journal
 from agent.tools.journal import JournalStatus, ToolExecutionJournal
@@ -180,8 +180,8 @@ def test_bad_arguments_are_a_failed_call(tmp_path: Path) -> None:
 
 
 def test_call_without_id_is_refused(tmp_path: Path) -> None:
-    """A tool call without an id cannot be journaled and raises ModelError."""
-    with pytest.raises(ModelError):
+    """A tool call without an id cannot be journaled and raises ModelCallFailed."""
+    with pytest.raises(ModelCallFailed):
         execute_with_journal(
             journal(tmp_path),
             RUN,

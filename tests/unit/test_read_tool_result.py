@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import DataCorrupt, StorageError, ToolError
+from agent.errors import BackendUnavailable, DataCorrupt, ToolError
 from agent.tools.base import ToolContext
 from agent.tools.read_tool_result import READ_TOOL_RESULT, parse_read_output
 from agent.tools.tool_results import ToolResultStore, make_entry
@@ -83,7 +83,7 @@ def test_missing_blob_is_a_storage_error_naming_the_volume(tmp_path: Path) -> No
     """If the blob volume is not mounted, reading says so instead of returning nothing."""
     entry = make_entry("call_big", "scan", UNICODE, BlobStore(tmp_path / "a"), inline_max=10)
     store = ToolResultStore.from_entries([entry], BlobStore(tmp_path / "b"))
-    with pytest.raises(StorageError, match="must be mounted"):
+    with pytest.raises(BackendUnavailable, match="must be mounted"):
         store.read("call_big")
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent.errors import ConfigError, StorageError, ToolError
+from agent.errors import BackendUnavailable, ConfigError, ToolError
 from agent.tools.sandbox.room import Sandbox
 from checkpointing.blobs import BlobStore
 
@@ -230,18 +230,18 @@ def test_restore_with_corrupt_blob_changes_nothing(sandbox: Sandbox, blobs: Blob
     blob = blobs.path_for(manifest["work/a.txt"])
     os.chmod(blob, 0o644)
     blob.write_bytes(b"tampered")
-    with pytest.raises(StorageError, match="does not match"):
+    with pytest.raises(BackendUnavailable, match="does not match"):
         sandbox.restore(manifest)
     assert _tree(sandbox.room_dir) == before
 
 
 def test_restore_with_missing_blob_names_the_volume(sandbox: Sandbox, blobs: BlobStore) -> None:
-    """A missing blob is a StorageError that says the blob volume must be mounted."""
+    """A missing blob is a BackendUnavailable that says the blob volume must be mounted."""
     sandbox.write_text("a.txt", "alpha")
     manifest = sandbox.manifest()
     sandbox.delete("a.txt")
     blobs.path_for(manifest["work/a.txt"]).unlink()
-    with pytest.raises(StorageError, match="mounted"):
+    with pytest.raises(BackendUnavailable, match="mounted"):
         sandbox.restore(manifest)
 
 
@@ -260,7 +260,7 @@ def test_restore_refuses_damaged_manifest(sandbox: Sandbox, manifest: Any, tmp_p
     """A manifest with unsafe paths, bad references or clashes is refused before anything is written."""
     sandbox.write_text("a.txt", "alpha")
     before = _tree(tmp_path)
-    with pytest.raises(StorageError, match="damaged"):
+    with pytest.raises(BackendUnavailable, match="damaged"):
         sandbox.restore(manifest)
     assert _tree(tmp_path) == before
 

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from agent.errors import AgentRuntimeError
+from agent.errors import AgentrtError
 from agent.events import session_event_log
 from agent.session.inbox import Inbox, TurnIndex
 from agent.session.lease import FileLease
@@ -148,7 +148,7 @@ def test_single_bit_flips_are_always_detected(tmp_path: Path, kind: str) -> None
         (base / rel).write_bytes(bytes(damaged))
         try:
             got = read(base)
-        except (CheckpointingError, AgentRuntimeError):
+        except (CheckpointingError, AgentrtError):
             detected += 1
         else:
             assert got == original, f"{kind}: flip at byte {pos} of {len(data)} read back as different state"

@@ -30,7 +30,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agent.errors import LifecycleError, StorageError
+from agent.errors import BackendUnavailable, LifecycleError
 from agent.events import SESSION_EVENTS
 from agent.session.lifecycle import RunStatus, SessionAction, transition
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt
@@ -235,7 +235,7 @@ class JsonlSessionStore:
                 if sync_dir and self.store is None:
                     fsync_dir(log.path.parent)
         except OSError as err:
-            raise StorageError(f"cannot write {log.path} ({err}); check that base_dir is writable") from err
+            raise BackendUnavailable(f"cannot write {log.path} ({err}); check that base_dir is writable") from err
         self.index_session(session)
         return header
 
@@ -278,7 +278,7 @@ class JsonlSessionStore:
                 f"session {session_id} under {path.parent} is damaged ({err}); run `agentrt doctor` on it"
             ) from err
         except OSError as err:
-            raise StorageError(f"cannot read session {session_id} under {path.parent} ({err})") from err
+            raise BackendUnavailable(f"cannot read session {session_id} under {path.parent} ({err})") from err
 
     def rebuild(self, tenant_id: str, session_id: str) -> ChatSession | None:
         """The last resort when no layer holds the session: rebuild it from events.jsonl alone.
@@ -327,7 +327,7 @@ class JsonlSessionStore:
         try:
             save_session(self.streams(session.tenant_id, session.session_id), session)
         except OSError as err:
-            raise StorageError(f"cannot write {path} ({err}); check that base_dir is writable") from err
+            raise BackendUnavailable(f"cannot write {path} ({err}); check that base_dir is writable") from err
         self.index_session(session)
 
     def delete(self, tenant_id: str, session_id: str) -> None:
@@ -336,7 +336,7 @@ class JsonlSessionStore:
         try:
             delete_session(self.streams(tenant_id, session_id))
         except OSError as err:
-            raise StorageError(f"cannot delete session {session_id} ({err})") from err
+            raise BackendUnavailable(f"cannot delete session {session_id} ({err})") from err
 
     def list(self, tenant_id: str, user_id: str | None = None) -> builtins.list[ChatSession]:
         """Every session of the tenant under base_dir (only `user_id`'s when given), oldest first."""
@@ -350,13 +350,13 @@ class JsonlSessionStore:
         except FileNotFoundError:
             return out
         except OSError as err:
-            raise StorageError(f"cannot list {root} ({err})") from err
+            raise BackendUnavailable(f"cannot list {root} ({err})") from err
         for name in names:
             try:
                 session = self.get(tenant_id, name) or self.rebuild(tenant_id, name)
             except (ValueError, CheckpointingError):
                 continue  # a folder whose name is not a valid id is not a session
-            except StorageError as err:
+            except BackendUnavailable as err:
                 logger.warning("session %s skipped in the listing: %s", name, err)
                 continue
             if session is not None and (user_id is None or session.user_id == user_id):

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import InputError, StorageError
+from agent.errors import BackendUnavailable, InputError
 from agent.session.branch_book import live_branches
 from agent.session.lifecycle import SessionStatus
 from agent.session.session import THREAD_METADATA, ChatSession
@@ -135,11 +135,11 @@ def walk_rows(store: JsonlSessionStore) -> Iterator[SessionRow]:
         except FileNotFoundError:
             continue
         except OSError as err:
-            raise StorageError(f"cannot list {root} ({err})") from err
+            raise BackendUnavailable(f"cannot list {root} ({err})") from err
         for name in names:
             try:
                 session = store.get(tenant, name) or store.rebuild(tenant, name)
-            except (ValueError, CheckpointingError, StorageError) as err:
+            except (ValueError, CheckpointingError, BackendUnavailable) as err:
                 log.warning("session %s/%s left out of the index: %s", tenant, name, err)
                 continue
             if session is not None:
@@ -151,9 +151,9 @@ def rebuild_index(store: JsonlSessionStore) -> int:
     try:
         return store.index.rebuild(walk_rows(store))
     except (OSError, CheckpointingError) as err:
-        raise StorageError(f"cannot rebuild the session index {store.index.path} ({err})") from err
+        raise BackendUnavailable(f"cannot rebuild the session index {store.index.path} ({err})") from err
     except Exception as err:  # sqlite3.Error: stdlib's, mapped at the boundary
-        raise StorageError(f"cannot rebuild the session index {store.index.path} ({err})") from err
+        raise BackendUnavailable(f"cannot rebuild the session index {store.index.path} ({err})") from err
 
 
 def _usable(store: JsonlSessionStore) -> bool:
@@ -255,7 +255,7 @@ def _load(store: JsonlSessionStore, rows: list[SessionRow]) -> tuple[list[Listed
     for row in rows:
         try:
             session = store.get(row.tenant_id, row.session_id) or store.rebuild(row.tenant_id, row.session_id)
-        except (StorageError, CheckpointingError, ValueError) as err:
+        except (BackendUnavailable, CheckpointingError, ValueError) as err:
             log.warning("session %s listed from its index row only: %s", row.session_id, err)
             session = None
         if session is None:

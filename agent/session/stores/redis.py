@@ -15,7 +15,7 @@ from typing import Any
 import redis
 from redis.exceptions import RedisError
 
-from agent.errors import StorageError
+from agent.errors import BackendUnavailable
 from agent.session.session import ChatSession, SessionDocumentCorrupt, SessionStatus, utcnow
 from checkpointing.ids import validate_id
 
@@ -23,7 +23,7 @@ DEFAULT_PREFIX = "agentrt"
 
 
 class RedisSessionStore:
-    """Session documents in Redis; every Redis failure is raised as `StorageError` (cause kept)."""
+    """Session documents in Redis; every Redis failure is raised as `BackendUnavailable` (cause kept)."""
 
     name = "L2"
 
@@ -67,8 +67,8 @@ class RedisSessionStore:
             return max(self.min_ttl_seconds, math.ceil(minutes * 60))
         return max(self.min_ttl_seconds, math.ceil((at - utcnow()).total_seconds()))
 
-    def _fail(self, what: str, err: Exception) -> StorageError:
-        return StorageError(
+    def _fail(self, what: str, err: Exception) -> BackendUnavailable:
+        return BackendUnavailable(
             f"Redis {what} failed ({type(err).__name__}: {err}); check that Redis is running and "
             "AGENTRT_REDIS_URL points at it"
         )

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError, ProgrammingError, SQLAlchemyError
 
-from agent.errors import SchemaOutdated, StorageError
+from agent.errors import BackendUnavailable, SchemaOutdated
 
 HEAD = "0006"
 """The newest migration this agentrt ships (a test checks it equals the scripts' head)."""
@@ -111,7 +111,7 @@ def downgrade(engine: sa.Engine, target: str, table_prefix: str = "", schema: st
 
 
 def check(engine: sa.Engine, table_prefix: str = "", schema: str | None = None, config_hint: str = "") -> None:
-    """Raise `SchemaOutdated` unless the database is at `HEAD`; `StorageError` if it does not answer.
+    """Raise `SchemaOutdated` unless the database is at `HEAD`; `BackendUnavailable` if it does not answer.
 
     `config_hint` is appended to the commands in the message (e.g. " --config prod.yaml").
     """
@@ -123,9 +123,9 @@ def check(engine: sa.Engine, table_prefix: str = "", schema: str | None = None, 
             raise SchemaOutdated(
                 f"the database {where} does not exist: run `agentrt db init{config_hint}` to create it and its tables"
             ) from None
-        raise StorageError(f"SQL schema check failed: {_first_line(err)}") from err
+        raise BackendUnavailable(f"SQL schema check failed: {_first_line(err)}") from err
     except (ProgrammingError, SQLAlchemyError) as err:
-        raise StorageError(f"SQL schema check failed: {_first_line(err)}") from err
+        raise BackendUnavailable(f"SQL schema check failed: {_first_line(err)}") from err
     if found == HEAD:
         return
     if found is None:
@@ -170,7 +170,7 @@ def create_database(url: str, connect_timeout: int = 5) -> bool:
             conn.execute(sa.text(f"CREATE DATABASE {quoted}"))
             return True
     except SQLAlchemyError as err:
-        raise StorageError(
+        raise BackendUnavailable(
             f"cannot create the database {name!r} on {_display_url(url)} ({_first_line(err)}); "
             "create it yourself (CREATE DATABASE) or use a role that may, then run `agentrt db upgrade`"
         ) from err

@@ -12,7 +12,7 @@ schema is missing or older. The `Table` objects (`stores/tables.py`) describe th
 An embedded SQLite file that does not exist yet is made (with its folder) by the first write, not
 by opening the store: a command that only reads, or fails, leaves no `.agentrt/` behind, and a
 read of the missing file answers "nothing stored". `table_prefix` / `schema` let tests and several
-deployments share one database. Every SQLAlchemy error leaves this module as `StorageError`.
+deployments share one database. Every SQLAlchemy error leaves this module as `BackendUnavailable`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from agent.errors import StorageError
+from agent.errors import BackendUnavailable
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt
 from agent.session.stores import schema as sql_schema
 from agent.session.stores.listing import index_meta
@@ -103,21 +103,21 @@ class SqlSessionStore:
         self.init()  # also when another process made the file meanwhile: its migrations may be mid-way
         return True
 
-    def _fail(self, what: str, err: Exception) -> StorageError:
+    def _fail(self, what: str, err: Exception) -> BackendUnavailable:
         text = str(err).lower()
         if "no such table" in text or ("does not exist" in text and "relation" in text):
             hint = "the tables are missing: run `agentrt db upgrade` (`agentrt db init` also creates the database)"
         else:
             hint = "check that the database is reachable and AGENTRT_DATABASE_URL points at it"
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        return StorageError(f"SQL {what} failed ({type(err).__name__}: {first}); {hint}")
+        return BackendUnavailable(f"SQL {what} failed ({type(err).__name__}: {first}); {hint}")
 
     def exists(self) -> bool:
         """Whether the database exists (False only for an embedded SQLite file not made yet)."""
         return self._there()
 
     def transaction(self, what: str) -> Any:
-        """A connection in a transaction; SQLAlchemy errors leave it as `StorageError` (`what` failed)."""
+        """A connection in a transaction; SQLAlchemy errors leave it as `BackendUnavailable` (`what` failed)."""
         return self._tx(what)
 
     def decode(self, data: str, tenant_id: str, session_id: str) -> ChatSession:

@@ -19,7 +19,7 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from agent.errors import StorageError, ToolError
+from agent.errors import BackendUnavailable, ToolError
 from agent.faults import crash_point
 
 MAX_NAME_BYTES = 255
@@ -193,18 +193,18 @@ def replace_file(dfd: int, name: str, data: bytes) -> None:
 def check_manifest(manifest: object) -> dict[str, str]:
     """Validate a manifest read back from a checkpoint: canonical safe paths, sha256 refs, no clashes."""
     if not isinstance(manifest, dict):
-        raise StorageError("sandbox manifest is not a mapping; the checkpoint is damaged")
+        raise BackendUnavailable("sandbox manifest is not a mapping; the checkpoint is damaged")
     ancestors: set[str] = set()
     for rel, ref in manifest.items():
         try:
             parts = path_parts(rel)
         except ToolError as err:
-            raise StorageError(f"sandbox manifest has a bad path: {err}; the checkpoint is damaged") from None
+            raise BackendUnavailable(f"sandbox manifest has a bad path: {err}; the checkpoint is damaged") from None
         if "/".join(parts) != rel or not isinstance(ref, str) or not _REF_RE.match(ref):
-            raise StorageError(f"sandbox manifest entry {rel!r}: {ref!r} is invalid; the checkpoint is damaged")
+            raise BackendUnavailable(f"sandbox manifest entry {rel!r}: {ref!r} is invalid; the checkpoint is damaged")
         ancestors.update("/".join(parts[:i]) for i in range(1, len(parts)))
     if clash := ancestors & set(manifest):
-        raise StorageError(f"sandbox manifest uses {sorted(clash)[0]!r} as file and folder; it is damaged")
+        raise BackendUnavailable(f"sandbox manifest uses {sorted(clash)[0]!r} as file and folder; it is damaged")
     return dict(manifest)
 
 

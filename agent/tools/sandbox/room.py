@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.errors import ConfigError, StorageError, ToolError
+from agent.errors import BackendUnavailable, ConfigError, ToolError
 from agent.tools.sandbox.paths import (
     CLOEXEC,
     NOFOLLOW,
@@ -113,7 +113,7 @@ class Sandbox:
         try:
             room.mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            raise StorageError(f"cannot create sandbox room {room}: {err.strerror}; check base_dir") from err
+            raise BackendUnavailable(f"cannot create sandbox room {room}: {err.strerror}; check base_dir") from err
         self.room_dir = Path(os.path.realpath(room))
         if not self.room_dir.is_dir():
             raise ConfigError(f"sandbox room {room} is not a directory; pick another room id")
@@ -374,7 +374,7 @@ class Sandbox:
                 try:
                     to_write[rel] = store.get(ref)
                 except BlobError as err:
-                    raise StorageError(f"cannot restore room {self.room_id}: {err}") from err
+                    raise BackendUnavailable(f"cannot restore room {self.room_id}: {err}") from err
             keep = {"/".join(p.split("/")[:i]) for p in wanted for i in range(1, p.count("/") + 1)}
             keep.update("/".join(self._workspace[:i]) for i in range(1, len(self._workspace) + 1))
             removed = 0
