@@ -25,7 +25,7 @@ from typing import Any
 
 from agent.errors import SessionError
 from agent.serve.execute import RunExecutor
-from agent.serve.run_record import CancelAction, Job, RunRecord, RunStatus, Strategy
+from agent.serve.run_record import ApiRunStatus, CancelAction, Job, RunRecord, Strategy
 from agent.serve.runner import ServeRunner
 
 KEEP_FINISHED_RUNS = 500
@@ -149,11 +149,11 @@ class RunEngine:
             rec.error = {"error": "RunRolledBack", "message": f"run {rec.run_id} was rolled back before it started"}
             self._unlist(rec)
             table.delete(rec.row())
-            rec.finish(RunStatus.ERROR)
+            rec.finish(ApiRunStatus.ERROR)
             return
-        rec.status = RunStatus.INTERRUPTED
+        rec.status = ApiRunStatus.INTERRUPTED
         table.put(rec.row())
-        rec.finish(RunStatus.INTERRUPTED)
+        rec.finish(ApiRunStatus.INTERRUPTED)
 
     def cancel(self, rec: RunRecord, action: CancelAction) -> None:
         """Cancel a run: a pending one never starts, a running one stops after its current step
@@ -184,7 +184,7 @@ class RunEngine:
             waiting = self._starts.pop(rec.run_id, None)
             if waiting is not None:
                 waiting(None)
-            rec.finish(RunStatus.INTERRUPTED)
+            rec.finish(ApiRunStatus.INTERRUPTED)
 
     def _unlist(self, rec: RunRecord) -> None:
         with self._lock:

@@ -14,7 +14,7 @@ from agent.errors import SessionError
 from agent.results import RunEvent
 from agent.runner import GRAPH_EVENT
 from agent.serve.encode import jsonable
-from agent.serve.run_record import THIS_SERVER, CancelAction, RunRecord, RunStatus
+from agent.serve.run_record import THIS_SERVER, ApiRunStatus, CancelAction, RunRecord
 from agent.serve.run_table import RunTable
 from agent.serve.runner import ServeRunner
 
@@ -45,7 +45,7 @@ class RunExecutor:
     def run(self, rec: RunRecord, on_start: Callable[[BaseException | None], None] | None) -> None:
         """Run `rec` to its end. `on_start` (a run whose request waits to see it start) is called once:
         with None at its first event, or with why it could not start (nothing of it is kept then)."""
-        status = RunStatus.ERROR
+        status = ApiRunStatus.ERROR
         started = False
         try:
             if rec.job is None:
@@ -64,7 +64,7 @@ class RunExecutor:
                 if stop and (not rec.stop_clean or _clean_stop(ev)):
                     if isinstance(gen, Generator):
                         gen.close()  # the runner releases the lease; the last checkpoint stays resumable
-                    status = RunStatus.INTERRUPTED
+                    status = ApiRunStatus.INTERRUPTED
                     break
             else:
                 status = _status_of(rec.result)
@@ -74,7 +74,7 @@ class RunExecutor:
                 on_start(err)
                 return
             rec.error = {"error": type(err).__name__, "message": str(err)}
-            status = RunStatus.ERROR
+            status = ApiRunStatus.ERROR
         if not started and rec.error is None:  # a run that yielded nothing: nothing to follow
             empty = SessionError("the run ended before it started; see the server log")
             if on_start is not None:
@@ -82,7 +82,7 @@ class RunExecutor:
                 on_start(empty)
                 return
             rec.error = {"error": type(empty).__name__, "message": str(empty)}
-        if status is RunStatus.ERROR and rec.error is None:
+        if status is ApiRunStatus.ERROR and rec.error is None:
             message = str((rec.result or {}).get("error") or (rec.result or {}).get("finish_reason") or "run failed")
             rec.error = {"error": "RunFailed", "message": message}
         self._close(rec, status, started)
@@ -93,7 +93,7 @@ class RunExecutor:
         if first.kind == "recovered" and not first.data.get("finished"):
             rec.segment = self._resume_entry(rec)
         rec.executor = str(first.data.get("worker") or THIS_SERVER)
-        rec.status = RunStatus.RUNNING
+        rec.status = ApiRunStatus.RUNNING
         rec.begin(self.runner.settings)
         self.table(rec).put(rec.row())
 
@@ -107,15 +107,15 @@ class RunExecutor:
             return ""
         return entry.id if entry is not None else ""
 
-    def _close(self, rec: RunRecord, status: RunStatus, started: bool) -> None:
+    def _close(self, rec: RunRecord, status: ApiRunStatus, started: bool) -> None:
         if not started and not self._thread_exists(rec):  # deleted meanwhile: nothing to keep the run in
             rec.finish(status)
             return
-        if status is RunStatus.INTERRUPTED and rec.cancel_action is CancelAction.ROLLBACK and started:
+        if status is ApiRunStatus.INTERRUPTED and rec.cancel_action is CancelAction.ROLLBACK and started:
             rec.deleted = self._roll_back(rec)
         if rec.deleted:
             rec.error = {"error": "RunRolledBack", "message": f"run {rec.run_id} was rolled back"}
-            status = RunStatus.ERROR
+            status = ApiRunStatus.ERROR
             self.unlist(rec)
             self.table(rec).delete(rec.row())
         else:
@@ -162,9 +162,9 @@ def _clean_stop(ev: RunEvent) -> bool:
     return UNSAFE_NEXT not in list(chunk.get("next") or [])
 
 
-def _status_of(result: dict[str, Any] | None) -> RunStatus:
+def _status_of(result: dict[str, Any] | None) -> ApiRunStatus:
     # As LangGraph's server: a run that stopped to ask a human, or at a breakpoint (INTERRUPTED: the
     # graph returned with a step left), did what it was asked; the thread is interrupted.
     if (result or {}).get("status") in ("COMPLETED", "PAUSED", "INTERRUPTED"):
-        return RunStatus.SUCCESS
-    return RunStatus.ERROR
+        return ApiRunStatus.SUCCESS
+    return ApiRunStatus.ERROR

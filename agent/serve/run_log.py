@@ -20,12 +20,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from agent.serve.context import ASSISTANT_ID
-from agent.serve.run_record import AGENT_RUN_KEY, HELD_BY, THIS_SERVER, RunRecord, RunStatus
+from agent.serve.run_record import AGENT_RUN_KEY, HELD_BY, THIS_SERVER, ApiRunStatus, RunRecord
 from agent.serve.run_table import Runs
 from agent.session.session import ChatSession
 from checkpointing.events import Entry, EventLog
 
-_CLOSING = {"run_end": RunStatus.SUCCESS, "run_fail": RunStatus.ERROR, "run_pause": RunStatus.SUCCESS}
+_CLOSING = {"run_end": ApiRunStatus.SUCCESS, "run_fail": ApiRunStatus.ERROR, "run_pause": ApiRunStatus.SUCCESS}
 _RUN_TYPES = frozenset({"run_start", "run_resume", *_CLOSING})
 Segment = tuple[str, str]
 """(agentrt run id, the `run_resume` entry that opened the part, "" for the turn's start)."""
@@ -50,8 +50,8 @@ def logged_runs(events: EventLog, session: ChatSession) -> dict[Segment, dict[st
     # Unclosed: stopped by a cancel, or killed mid-run (a run live in this server shows its own
     # record instead); a run without input continues it.
     for part in parts.values():
-        if part["status"] == RunStatus.RUNNING:
-            part["status"] = RunStatus.INTERRUPTED.value
+        if part["status"] == ApiRunStatus.RUNNING:
+            part["status"] = ApiRunStatus.INTERRUPTED.value
     return parts
 
 
@@ -62,7 +62,7 @@ def _part(entry: Entry, api_id: str, run_id: str, session: ChatSession) -> dict[
         "assistant_id": ASSISTANT_ID,
         "created_at": entry.ts,
         "updated_at": entry.ts,
-        "status": RunStatus.RUNNING,
+        "status": ApiRunStatus.RUNNING,
         "metadata": {"branch_id": entry.branch_id, AGENT_RUN_KEY: run_id},
         "multitask_strategy": "reject",
         "kwargs": {},
@@ -71,7 +71,7 @@ def _part(entry: Entry, api_id: str, run_id: str, session: ChatSession) -> dict[
 
 def _closed_status(entry: Entry) -> str:
     if entry.type == "run_fail" and (entry.payload or {}).get("interrupted"):
-        return RunStatus.INTERRUPTED.value  # Ctrl-C
+        return ApiRunStatus.INTERRUPTED.value  # Ctrl-C
     return _CLOSING[entry.type].value
 
 
@@ -92,10 +92,10 @@ def thread_runs(parts: dict[Segment, dict[str, Any]], table: Runs, live: Iterabl
             continue
         shown = {k: v for k, v in row.items() if k not in ("segment", HELD_BY)}
         logged = parts.get(seg) if seg is not None else None
-        if logged is not None and row.get("status") in (RunStatus.PENDING, RunStatus.RUNNING):
+        if logged is not None and row.get("status") in (ApiRunStatus.PENDING, ApiRunStatus.RUNNING):
             shown["status"], shown["updated_at"] = logged["status"], logged["updated_at"]
-        elif row.get("status") == RunStatus.PENDING and _holder_gone(str(row.get(HELD_BY) or "")):
-            shown["status"] = RunStatus.INTERRUPTED.value  # queued in a server process that is gone
+        elif row.get("status") == ApiRunStatus.PENDING and _holder_gone(str(row.get(HELD_BY) or "")):
+            shown["status"] = ApiRunStatus.INTERRUPTED.value  # queued in a server process that is gone
         out[run_id] = shown
     for seg, part in parts.items():
         if seg not in claimed and seg not in hidden and part["run_id"] not in out:

@@ -38,8 +38,8 @@ AGENT_RUN_KEY = "agentrt_run_id"
 """Run metadata: the agentrt run (turn) the API run started or continued (`agentrt show` names it)."""
 
 
-class RunStatus(StrEnum):
-    """The API's run statuses."""
+class ApiRunStatus(StrEnum):
+    """A run's status as the Agent Server API names it (an agentrt turn's own is `lifecycle.RunStatus`)."""
 
     PENDING = "pending"
     RUNNING = "running"
@@ -95,7 +95,7 @@ class RunRecord:
     """The `run_resume` entry that opened this run's part of its agentrt run ("" : the run started it)."""
     executor: str = ""
     """Who runs it: `server HOST:PID`, or the Celery worker `NAME@HOST:PID` (Run metadata `executed_by`)."""
-    status: RunStatus = RunStatus.PENDING
+    status: ApiRunStatus = ApiRunStatus.PENDING
     created_at: str = field(default_factory=now_iso)
     updated_at: str = field(default_factory=now_iso)
     due: float = 0.0
@@ -167,10 +167,10 @@ class RunRecord:
             except RuntimeError:  # the subscriber's loop is gone (client disconnected)
                 pass
 
-    def finish(self, status: RunStatus) -> None:
+    def finish(self, status: ApiRunStatus) -> None:
         """Mark the run over (its closing events last) and wake every subscriber."""
         closing: list[tuple[str, Any]] = []
-        if self.error is not None and status is RunStatus.ERROR:
+        if self.error is not None and status is ApiRunStatus.ERROR:
             closing.append(("error", self.error))
         elif self._translator is not None:
             closing.extend(self._translator.closing(self.interrupts))

@@ -23,7 +23,7 @@ from agent.serve.auth import Principal
 from agent.serve.context import ServeContext
 from agent.serve.encode import INTERRUPT_KEY
 from agent.serve.run_log import logged_runs, thread_runs
-from agent.serve.run_record import CancelAction, RunRecord, RunStatus
+from agent.serve.run_record import ApiRunStatus, CancelAction, RunRecord
 from agent.serve.run_requests import check_request, make_job, make_record, strategy_of
 from agent.serve.run_table import RunTable
 from agent.serve.stream_log import Replay
@@ -95,7 +95,7 @@ async def _remove_when_over(ctx: ServeContext, rec: RunRecord) -> None:
 def final_values(rec: RunRecord) -> dict[str, Any]:
     """What `runs.wait` and `runs.join` answer: the thread's values after the run (with the
     pending interrupts under `__interrupt__`), or `{"__error__": ...}` for a failed run."""
-    if rec.error is not None and rec.status is RunStatus.ERROR:
+    if rec.error is not None and rec.status is ApiRunStatus.ERROR:
         return {"__error__": rec.error}
     values = dict(rec.final_values)
     if rec.interrupts:

@@ -120,14 +120,14 @@ async def test_a_follower_gets_the_backlog_heartbeats_then_live_events_until_the
     import asyncio
     import threading
 
-    from agent.serve.engine import RunRecord, RunStatus
+    from agent.serve.engine import ApiRunStatus, RunRecord
 
     rec = RunRecord(thread_id="t", tenant_id="default", assistant_id="a", metadata={}, kwargs={})
     rec.push(RunEvent("started", {"run_id": "r"}))
 
     def later() -> None:
         rec.push(RunEvent("node", {"node": "init"}))
-        rec.finish(RunStatus.SUCCESS)
+        rec.finish(ApiRunStatus.SUCCESS)
 
     threading.Timer(0.3, later).start()
     seen = [ev.kind if ev is not None else None async for ev in rec.follow(heartbeat_s=0.05)]

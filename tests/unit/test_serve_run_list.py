@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from agent.serve.run_log import Segment, thread_runs
-from agent.serve.run_record import THIS_SERVER, RunRecord, RunStatus
+from agent.serve.run_record import THIS_SERVER, ApiRunStatus, RunRecord
 from agent.serve.run_table import Runs
 
 
@@ -53,7 +53,7 @@ def test_a_rolled_back_run_hides_its_part_and_a_live_run_is_listed_first_hand():
     parts = {("r-1", ""): part("r-1", "interrupted", "1"), ("r-2", ""): part("r-2", "running", "2")}
     gone = row("api-x", "running", "1", ("r-1", ""))
     live = RunRecord(thread_id="t", tenant_id="default", assistant_id="a", metadata={}, kwargs={}, run_id="api-y")
-    live.status, live.created_at, live.agent_run_id = RunStatus.RUNNING, "2", "r-2"
+    live.status, live.created_at, live.agent_run_id = ApiRunStatus.RUNNING, "2", "r-2"
     table = Runs(rows={"api-y": row("api-y", "pending", "2", None)}, deleted={"api-x": gone})
     listed = thread_runs(parts, table, [live])
     assert [(r["run_id"], r["status"]) for r in listed] == [("api-y", "running"), ("r-2", "running")]
