@@ -49,6 +49,7 @@ from agent.services import postgres_lease
 from agent.session.inbox import Inbox, Turn, TurnStatus
 from agent.session.lease import FileLease, InProcessLease, LeaseHeartbeat, RedisLease, SessionLease, make_holder
 from agent.session.record_store import inbox as record_inbox
+from agent.statuses import RunStatus
 from checkpointing import layout
 
 log = logging.getLogger("agentrt.drain")
@@ -187,7 +188,12 @@ def _process(
 ) -> None:
     tenant, sid = inbox.tenant_id, inbox.session_id
     if live.cancelled():
-        cancelled = {"status": "FAILED", "run_status": "INTERRUPTED", "session_id": sid, "error": CANCELLED}
+        cancelled = {
+            "status": TurnStatus.FAILED,
+            "run_status": RunStatus.INTERRUPTED,
+            "session_id": sid,
+            "error": CANCELLED,
+        }
         inbox.mark_done(turn.turn_id, cancelled, worker)
         live.end(inbox)
         return
@@ -212,17 +218,17 @@ def _process(
     except (Stopping, LeaseHeld, BackendUnavailable):
         raise  # left RUNNING: the requeued or retried task continues it
     except Cancelled:
-        result = {"status": "INTERRUPTED", "session_id": sid, "error": CANCELLED}
+        result = {"status": RunStatus.INTERRUPTED, "session_id": sid, "error": CANCELLED}
     except AgentrtError as err:
-        result = {"status": "FAILED", "session_id": sid, "error": str(err)}
+        result = {"status": RunStatus.FAILED, "session_id": sid, "error": str(err)}
     except Exception as err:  # a bug must not leave callers waiting forever
         log.exception("turn %s of session %s failed", turn.turn_id, sid)
-        result = {"status": "FAILED", "session_id": sid, "error": f"{type(err).__name__}: {err}"}
-    if result.get("status") == "PAUSED":
+        result = {"status": RunStatus.FAILED, "session_id": sid, "error": f"{type(err).__name__}: {err}"}
+    if result.get("status") == RunStatus.PAUSED:
         inbox.mark_paused(turn.turn_id, result, worker)
     else:
-        if result.get("status") != "COMPLETED":
-            result = {**result, "run_status": result.get("status"), "status": "FAILED"}
+        if result.get("status") != RunStatus.COMPLETED:
+            result = {**result, "run_status": result.get("status"), "status": TurnStatus.FAILED}
         inbox.mark_done(turn.turn_id, result, worker)
     live.end(inbox)
 

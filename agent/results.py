@@ -13,6 +13,8 @@ from langchain_core.messages import AIMessage
 from langgraph.types import Interrupt, StateSnapshot
 from pydantic import BaseModel
 
+from agent.statuses import FinishReason, RunStatus
+
 
 @dataclass
 class RunEvent:
@@ -67,13 +69,13 @@ def result_from_snapshot(session_id: str, snap: StateSnapshot) -> RunResult:
     finish = values.get("finish_reason")
     pending = pending_approvals(snap)
     if snap.next or snap.tasks:
-        status = "PAUSED" if snap.interrupts else "INTERRUPTED"
-    elif finish == "completed":
-        status = "COMPLETED"
+        status = RunStatus.PAUSED if snap.interrupts else RunStatus.INTERRUPTED
+    elif finish == FinishReason.COMPLETED:
+        status = RunStatus.COMPLETED
     elif finish is None:
-        status = "UNKNOWN"
+        status = RunStatus.UNKNOWN
     else:
-        status = "FAILED"
+        status = RunStatus.FAILED
     totals = values.get("token_usage") or {}
     usage_in, usage_out = int(totals.get("input_tokens") or 0), int(totals.get("output_tokens") or 0)
     tools = int(values.get("tool_call_count") or 0)

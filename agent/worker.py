@@ -53,6 +53,7 @@ from agent.errors import BackendUnavailable, ConfigError, LeaseHeld
 from agent.live import LiveChannel
 from agent.routing import version_queue
 from agent.runner import AgentRunner, ChunkRunner
+from agent.session.inbox import TurnStatus
 from agent.session.record_store import inbox as record_inbox
 from agent.session.sweep import Sweeper
 
@@ -157,7 +158,7 @@ def drain_session(self: Task, tenant_id: str, session_id: str, turn_id: str) -> 
     except ConfigError as err:
         # A worker that cannot build its runtime fails the turn loudly instead of leaving callers waiting.
         inbox = record_inbox(settings, tenant_id, session_id)
-        inbox.mark_done(turn_id, {"status": "FAILED", "error": f"worker {worker}: {err}"}, worker)
+        inbox.mark_done(turn_id, {"status": TurnStatus.FAILED, "error": f"worker {worker}: {err}"}, worker)
         raise
     try:
         version = agent.pins.graph_version

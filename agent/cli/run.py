@@ -9,6 +9,7 @@ from typing import Any
 from agent.cli import common
 from agent.cli.common import common_options, print_json, runner, say, session_argument, styled
 from agent.faults import crash_point
+from agent.statuses import RunStatus
 
 
 def args_run(p: argparse.ArgumentParser) -> None:
@@ -125,7 +126,7 @@ def _pause_lines(session_id: str, pending: list[dict[str, Any]]) -> list[str]:
 
 
 def _print_result(result: dict[str, Any], args: argparse.Namespace, streamed: str) -> int:
-    code = 0 if result.get("status") in ("COMPLETED", "PAUSED") else 1
+    code = 0 if result.get("status") in (RunStatus.COMPLETED, RunStatus.PAUSED) else 1
     # A Ctrl-C from here on comes after the run ended: the command exits with the run's own status.
     common.DONE_CODE = code
     if args.json:
@@ -135,7 +136,7 @@ def _print_result(result: dict[str, Any], args: argparse.Namespace, streamed: st
 
         answer = result.get("answer") or ""
         shown = bool(streamed) and streamed.strip() == answer.strip() and sys.stdout.isatty() and not args.quiet
-        if result.get("status") == "PAUSED":
+        if result.get("status") == RunStatus.PAUSED:
             first, *rest = pause_lines(result["session_id"], result.get("pending_approval") or [])
             say(first)
             for line in rest:
@@ -166,7 +167,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         new_session_id=args.new_session,
     )
     final = _consume(events, args, progress)
-    while final.get("status") == "PAUSED" and final.get("pending_approval"):
+    while final.get("status") == RunStatus.PAUSED and final.get("pending_approval"):
         decision = _decide(args, final["pending_approval"][0])
         if decision is None:
             break
@@ -230,7 +231,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         if not (args.approve_all and err.answered):
             raise
         final = resume(None, None)  # acted on before the kill: the run goes on without a new answer
-    while args.approve_all and final.get("status") == "PAUSED" and final.get("pending_approval"):
+    while args.approve_all and final.get("status") == RunStatus.PAUSED and final.get("pending_approval"):
         if progress is not None:
             progress.continuing = True
         request = final["pending_approval"][0]

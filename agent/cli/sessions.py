@@ -19,9 +19,10 @@ import shlex
 from typing import Any
 
 from agent.cli.common import common_options, print_json, relative_time, say, settings, short, styled, tenant_of
+from agent.statuses import SessionStatus
 from agent.text import printable
 
-STATUSES = ("ACTIVE", "PAUSED", "ENDED", "EXPIRED")
+STATUSES = tuple(s.value for s in SessionStatus)
 
 
 def args_sessions(p: argparse.ArgumentParser) -> None:

@@ -30,7 +30,7 @@ from agent.recovery import (
     restore_messages,
     stored_pins,
 )
-from agent.session.lifecycle import RunStatus
+from agent.statuses import RunStatus
 from agent.tools.journal import ToolExecutionJournal
 from checkpointing._saver_refs import chunk_refs, refs_of, text_refs
 from checkpointing._saver_store import task_pairs

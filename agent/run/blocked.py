@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from agent.errors import RecoveryBlocked
 from agent.run.drive import jsonable
-from agent.session.lifecycle import RunStatus
 from agent.session.session import ChatSession
+from agent.statuses import RunStatus
 
 if TYPE_CHECKING:
     from agent.run.core import RunnerCore

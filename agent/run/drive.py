@@ -16,8 +16,8 @@ from agent.run.options import RunOptions
 from agent.run.reading import light_snapshot, result
 from agent.run.tokens import TokenStream
 from agent.run.unfinished import refuse_unfinished
-from agent.session.lifecycle import RunStatus
 from agent.session.session import ChatSession
+from agent.statuses import RunStatus
 from agent.turns import EventRecorder
 from graph.context import AgentContext
 

@@ -23,8 +23,9 @@ from agent.run.unfinished import (
     lost_approval,
     turn_without_checkpoint,
 )
-from agent.session.lifecycle import RunStatus, SessionAction, allowed, transition
+from agent.session.lifecycle import SessionAction, allowed, transition
 from agent.session.session import ChatSession, SessionStatus
+from agent.statuses import RunStatus
 from agent.turns import EventRecorder, SessionHold
 
 if TYPE_CHECKING:

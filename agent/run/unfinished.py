@@ -9,8 +9,8 @@ from agent.events import of_run
 from agent.loop.tool_pairs import ToolPairingError, assert_tool_pairs
 from agent.run.branches import head
 from agent.run.reading import light_snapshot
-from agent.session.lifecycle import RunStatus
 from agent.session.session import ChatSession
+from agent.statuses import RunStatus
 from agent.tools.journal import JournalStatus
 
 if TYPE_CHECKING:

@@ -23,8 +23,8 @@ from agent.serve.encode import empty_state, jsonable, thread_state
 from agent.serve.engine import RunEngine
 from agent.serve.run_record import RunRecord
 from agent.serve.runner import ServeRunner
-from agent.session.lifecycle import RunStatus
 from agent.session.session import THREAD_METADATA, ChatSession
+from agent.statuses import RunStatus
 from agent.turns import SessionHold
 from checkpointing.errors import InvalidIdError
 from checkpointing.ids import validate_id

@@ -17,6 +17,7 @@ from agent.serve.encode import jsonable
 from agent.serve.run_record import THIS_SERVER, ApiRunStatus, CancelAction, RunRecord
 from agent.serve.run_table import RunTable
 from agent.serve.runner import ServeRunner
+from agent.statuses import RunStatus
 
 log = logging.getLogger("agentrt.serve")
 UNSAFE_NEXT = "acting"
@@ -165,6 +166,6 @@ def _clean_stop(ev: RunEvent) -> bool:
 def _status_of(result: dict[str, Any] | None) -> ApiRunStatus:
     # As LangGraph's server: a run that stopped to ask a human, or at a breakpoint (INTERRUPTED: the
     # graph returned with a step left), did what it was asked; the thread is interrupted.
-    if (result or {}).get("status") in ("COMPLETED", "PAUSED", "INTERRUPTED"):
+    if (result or {}).get("status") in (RunStatus.COMPLETED, RunStatus.PAUSED, RunStatus.INTERRUPTED):
         return ApiRunStatus.SUCCESS
     return ApiRunStatus.ERROR

@@ -39,7 +39,7 @@ AGENT_RUN_KEY = "agentrt_run_id"
 
 
 class ApiRunStatus(StrEnum):
-    """A run's status as the Agent Server API names it (an agentrt turn's own is `lifecycle.RunStatus`)."""
+    """A run's status as the Agent Server API names it (an agentrt turn's own is `agent.statuses.RunStatus`)."""
 
     PENDING = "pending"
     RUNNING = "running"

@@ -13,7 +13,7 @@ from typing import Any
 
 from agent.serve.auth import Principal
 from agent.serve.context import ASSISTANT_ID, GRAPH_ID, ServeContext
-from agent.session.lifecycle import RunStatus
+from agent.statuses import RunStatus
 from checkpointing.session_index import RowFilter
 
 SORT_KEYS = {"updated_at": "activity", "created_at": "created", "thread_id": "session_id", "status": "status"}

@@ -16,6 +16,7 @@ from agent.config import AgentSettings
 from agent.errors import SessionError
 from agent.live import END, LiveChannel
 from agent.results import RunEvent
+from agent.statuses import RunStatus
 from agent.submit import TurnHandle, paused_turn, submit_decision, submit_resume, submit_turn
 
 BLOCK_MS = 1000
@@ -104,5 +105,5 @@ def _closing(result: dict[str, Any], started: bool, final_seen: bool) -> Iterato
         # Refused before its run began (e.g. the thread waits for an approval): the request fails, as in-process.
         raise SessionError(str(result.get("error") or "the workers could not start the run; see their log"))
     if not final_seen:
-        status = str(result.get("run_status") or result.get("status") or "FAILED")
+        status = str(result.get("run_status") or result.get("status") or RunStatus.FAILED)
         yield RunEvent("final", {**result, "status": status})

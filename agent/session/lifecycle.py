@@ -41,18 +41,10 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from agent.errors import LifecycleError, quote_id
+from agent.statuses import RunStatus, SessionStatus
 
 if TYPE_CHECKING:
     from agent.session.session import ChatSession
-
-
-class SessionStatus(StrEnum):
-    """Lifecycle of a session: only ACTIVE sessions take new user turns."""
-
-    ACTIVE = "ACTIVE"
-    PAUSED = "PAUSED"
-    ENDED = "ENDED"
-    EXPIRED = "EXPIRED"
 
 
 class SessionAction(StrEnum):
@@ -71,31 +63,6 @@ class SessionAction(StrEnum):
     """A new branch at an earlier entry."""
     SWITCH = "switch"
     """`agentrt switch`: the next turn continues another branch."""
-
-
-class RunStatus(StrEnum):
-    """Status of one run (a turn, and its resumes, until it closes)."""
-
-    RUNNING = "RUNNING"
-    PAUSED = "PAUSED"
-    """Waits for a human approval."""
-    INTERRUPTED = "INTERRUPTED"
-    """Stopped between steps (Ctrl-C, a worker stopping); `resume` continues it."""
-    COMPLETED = "COMPLETED"
-    FAILED = "FAILED"
-    RECOVERY_BLOCKED = "RECOVERY_BLOCKED"
-    UNKNOWN = "UNKNOWN"
-    """The graph state has no finish reason (no run reached the end yet)."""
-
-
-class FinishReason(StrEnum):
-    """Why the agent loop finished (`RunResult.finish_reason`, the graph's `finish_reason`)."""
-
-    COMPLETED = "completed"
-    MAX_ITERATIONS = "max_iterations"
-    TOO_MANY_FAILURES = "too_many_failures"
-    CONTEXT_EXHAUSTED = "context_exhausted"
-    REJECTED = "rejected"
 
 
 S, A, R = SessionStatus, SessionAction, RunStatus

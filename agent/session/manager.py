@@ -53,13 +53,14 @@ from agent.session.chat_memory import ChatMemory
 from agent.session.layers import Down as _Down
 from agent.session.layers import Health as _Health
 from agent.session.layers import Key, LayerKeeper
-from agent.session.lifecycle import RunStatus, SessionAction, transition
+from agent.session.lifecycle import SessionAction, transition
 from agent.session.outbox import Owed, SessionOutbox, StoreOutbox
 from agent.session.retrier import Retrier
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt, SessionStatus, SessionStore
 from agent.session.stores.jsonl import JsonlSessionStore
 from agent.session.stores.listing import SessionPage, page_sessions, search_rows, sql_page
 from agent.session.stores.memory import MemorySessionStore
+from agent.statuses import RunStatus
 from checkpointing.errors import CorruptRecordError, InvalidIdError
 from checkpointing.ids import validate_id
 from checkpointing.records import FsyncPolicy

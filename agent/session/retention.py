@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING
 
 from agent.errors import BackendUnavailable, DataCorrupt
 from agent.session import removal
-from agent.session.lifecycle import SessionStatus
 from agent.session.record_store import pg_store
 from agent.session.removal import Removal
 from agent.session.session import ChatSession
+from agent.statuses import SessionStatus
 from checkpointing.session_index import IndexUnusable
 
 if TYPE_CHECKING:

@@ -14,7 +14,8 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agent.errors import BackendUnavailable, SessionNotActive, quote_id
-from agent.session.lifecycle import RunStatus, SessionAction, SessionStatus, transition
+from agent.session.lifecycle import SessionAction, transition
+from agent.statuses import RunStatus, SessionStatus
 from checkpointing import layout
 
 __all__ = ["THREAD_METADATA", "ChatSession", "PageMessage", "SessionStatus", "SessionStore", "utcnow"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from agent.session.lifecycle import SessionStatus
+from agent.statuses import SessionStatus
 from tests.cli.console import ROOT
 from tests.cli.test_references import _texts
 

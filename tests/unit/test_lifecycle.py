@@ -7,18 +7,10 @@ import itertools
 import pytest
 
 from agent.errors import EXIT_BUG, LifecycleError, SessionNotActive, exit_code, quote_id
-from agent.session.lifecycle import (
-    RUN_TRANSITIONS,
-    SESSION_TRANSITIONS,
-    FinishReason,
-    RunStatus,
-    SessionAction,
-    SessionStatus,
-    allowed,
-    transition,
-)
+from agent.session.lifecycle import RUN_TRANSITIONS, SESSION_TRANSITIONS, SessionAction, allowed, transition
 from agent.session.session import ChatSession
 from agent.session.session import SessionStatus as ReExported
+from agent.statuses import FinishReason, RunStatus, SessionStatus
 from nodes import refining
 
 S, A, R = SessionStatus, SessionAction, RunStatus

@@ -32,9 +32,10 @@ from typing import Any
 
 from agent.errors import BackendUnavailable, LifecycleError
 from agent.events import SESSION_EVENTS
-from agent.session.lifecycle import RunStatus, SessionAction, transition
+from agent.session.lifecycle import SessionAction, transition
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt
 from agent.session.stores.document import delete_session, load_session, save_session
+from agent.statuses import RunStatus
 from checkpointing.blobs import Blobs
 from checkpointing.errors import CheckpointingError
 from checkpointing.events import EventLog

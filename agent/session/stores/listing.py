@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from agent.errors import BackendUnavailable, InputError
 from agent.session.branch_book import live_branches
-from agent.session.lifecycle import SessionStatus
 from agent.session.session import THREAD_METADATA, ChatSession
+from agent.statuses import SessionStatus
 from checkpointing.errors import CheckpointingError
 from checkpointing.events import EventLog
 from checkpointing.layout import is_id, sessions_root, tenant_ids, tenants_root
