@@ -153,12 +153,13 @@ def say(text: str = "", *, err: bool = False, end: str = "\n") -> None:
 
 
 def styled(text: str, style: str, stream: Any = None) -> str:
-    """`text` (escaped: `printable`) in an ANSI style when `stream` (default stdout) is a terminal."""
+    """`text` (escaped: `printable`) in an ANSI style when `stream` (default stdout) is a terminal
+    and the environment sets no `NO_COLOR` (no-color.org)."""
     from agent.text import printable
 
     text = printable(text, keep="\n\t")
     target = stream if stream is not None else sys.stdout
-    if not getattr(target, "isatty", lambda: False)() or style not in _ANSI:
+    if os.environ.get("NO_COLOR") or not getattr(target, "isatty", lambda: False)() or style not in _ANSI:
         return text
     return f"\033[{_ANSI[style]}m{text}\033[0m"
 

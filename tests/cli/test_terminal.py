@@ -19,10 +19,15 @@ pytestmark = pytest.mark.integration
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def _on_terminal(args: list[str], cwd: Path, answer: str, timeout: float = 300) -> tuple[int, str]:
-    """Run `agentrt ARGS` with stdin/stdout/stderr on a pty; type `answer` at the approval prompt."""
+def _on_terminal(
+    args: list[str], cwd: Path, answer: str, timeout: float = 300, raw: bool = False, **extra_env: str
+) -> tuple[int, str]:
+    """Run `agentrt ARGS` with stdin/stdout/stderr on a pty; type `answer` at the approval prompt.
+    The output comes without its colour codes unless `raw`."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([script(), *args], cwd=cwd, env=env(TERM="xterm"), stdin=slave, stdout=slave, stderr=slave)
+    proc = subprocess.Popen(
+        [script(), *args], cwd=cwd, env=env(TERM="xterm", **extra_env), stdin=slave, stdout=slave, stderr=slave
+    )
     os.close(slave)
     out = b""
     answered = False
@@ -44,7 +49,8 @@ def _on_terminal(args: list[str], cwd: Path, answer: str, timeout: float = 300) 
             break
     proc.wait(timeout=30)
     os.close(master)
-    return proc.returncode, ANSI.sub("", out.decode("utf-8", "replace")).replace("\r\n", "\n")
+    text = out.decode("utf-8", "replace").replace("\r\n", "\n")
+    return proc.returncode, text if raw else ANSI.sub("", text)
 
 
 def test_terminal_run_rejects_with_a_reason_and_shows_progress_in_order(tmp_path: Path) -> None:
@@ -121,3 +127,18 @@ def test_scripted_variant_looks_at_this_turn_only() -> None:
     approved = ToolMessage(content="ok", tool_call_id="c1")
     later = [*now, AIMessage("not published"), HumanMessage("again"), call, approved]
     assert resp.for_prompt(later).content == "published"
+
+
+def test_no_color_turns_the_colours_off_and_changes_nothing_else(tmp_path: Path) -> None:
+    """On a terminal the progress is coloured; with NO_COLOR set (no-color.org) the same text comes plain."""
+    args = ["run", "--approve-all", "--new-session", "s-colour", "Summarise the sales"]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    code, coloured = _on_terminal(args, tmp_path / "a", "", raw=True)
+    assert code == 0 and ANSI.search(coloured), coloured
+    code, plain = _on_terminal([*args[:3], "s-plain", args[4]], tmp_path / "b", "", raw=True, NO_COLOR="1")
+    assert code == 0 and not ANSI.search(plain), plain
+    no_ms = re.compile(r"\d+ ms|r-[0-9a-f]{12}")  # durations and run ids differ between runs
+    assert no_ms.sub("", ANSI.sub("", coloured)).replace("s-colour", "ID") == no_ms.sub("", plain).replace(
+        "s-plain", "ID"
+    )
