@@ -17,18 +17,19 @@ by the caller); nothing is ever re-pinned silently.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
-
-from langchain_core.messages import BaseMessage
+from typing import TYPE_CHECKING, Any
 
 from agent.errors import RecoveryBlocked
-from agent.loop.compression import assert_tool_pairs
+from agent.loop.message_view import MessageView, check_tool_pairs
 from agent.loop.surface import SurfacePins
 from agent.session.session import ChatSession
 from checkpointing.errors import CheckpointingError, OldFormatError
-from graph.state import SCHEMA_VERSION
+from graph.schema import SCHEMA_VERSION
+
+if TYPE_CHECKING:  # LangChain only when messages are restored: the doctor checks their views
+    from langchain_core.messages import BaseMessage
 
 # Pins that `--accept-changes` may re-pin, with the reason a mismatch is reported under.
 PIN_REASONS = {
@@ -125,9 +126,16 @@ def compare_pins(
 
 def restore_messages(state: dict[str, Any]) -> list[BaseMessage]:
     """Step 6: the restored `messages` are LangChain messages with tool pairs intact (a pending tail is allowed)."""
-    with step("restore_messages", "message projection is corrupt"):
-        msgs = list(state.get("messages") or [])
-        if not all(isinstance(m, BaseMessage) for m in msgs):
-            raise ValueError("the checkpoint's messages are not chat messages")
-        assert_tool_pairs(msgs, allow_pending_tail=True)
+    from agent.loop.tool_pairs import view_of
+
+    msgs = list(state.get("messages") or [])
+    check_restored([view_of(m) for m in msgs])
     return msgs
+
+
+def check_restored(messages: Sequence[MessageView]) -> None:
+    """`restore_messages` on the views of the messages: every one a chat message, tool pairs intact."""
+    with step("restore_messages", "message projection is corrupt"):
+        if not all(m.is_message for m in messages):
+            raise ValueError("the checkpoint's messages are not chat messages")
+        check_tool_pairs(messages, allow_pending_tail=True)

@@ -1,8 +1,9 @@
 """A thread's tail read from the saver's own records, without LangGraph: for read-only commands.
 
-Read-only commands (show a session, page an archived tool result) ask a checkpoint thread a few questions: which
-checkpoint a branch is at, which nodes run next from it, which approvals its stopped tasks wait
-for, and what an append-only DeltaChannel (the archive of tool results) holds there. LangGraph
+Read-only commands (show a session, page an archived tool result, diagnose it) ask a checkpoint
+thread a few questions: which checkpoint a branch is at, which nodes run next from it, which
+approvals its stopped tasks wait for, what a channel holds there (a DeltaChannel as the writes to
+replay onto its nearest snapshot), and the checkpoint's document (`get_document`). LangGraph
 answers them by rebuilding the graph's state (`graph.get_state`); `ThreadTail` answers them from
 the records `JsonlCheckpointSaver` wrote, with its index and its item references
 (`checkpointing._saver_refs`), as `get_state` would for a checkpoint addressed by id
@@ -12,13 +13,16 @@ the records `JsonlCheckpointSaver` wrote, with its index and its item references
   checkpoint, with LangGraph's trigger rule for StateGraph channels);
 - the interrupts are the `__interrupt__` pending writes of the next node's task, in the order the
   saver hands pending writes to LangGraph;
-- an append channel (reducer `extend_list`) is its stored snapshot, or the nearest one plus the
-  writes after it, as `get_delta_channel_history` gives them.
+- a channel is its stored value; a DeltaChannel without one is a `History`: the nearest snapshot
+  and the writes after it, as `get_delta_channel_history` gives them (the caller folds them with
+  the channel's reducer; `append_channel` does for `extend_list`);
+- messages are read as their canonical DTOs (`StoredMessage`, `checkpointing.messages`) when the
+  caller asks for them (`messages=True`), never rebuilt as LangChain messages.
 
 Only the plain case is answered: one next node reached by a pull task, values that are plain JSON
-(with tuples, interrupts and dicts with `$` keys). Anything else (parallel or `Send` tasks, an
-`Overwrite`, a stored class, a write of the null task) raises `NeedsGraph`, and the caller asks
-LangGraph instead; so the answers are always the ones `get_state` gives.
+(with tuples, interrupts, dicts with `$` keys and, when asked, messages). Anything else (parallel
+or `Send` tasks, an `Overwrite`, a stored class, a write of the null task) raises `NeedsGraph`, and
+the caller asks LangGraph instead; so the answers are always the ones `get_state` gives.
 
 Every checkpoint the saver would load to answer (the thread's newest, a branch's head) has its
 records read as the saver reads them (values, items, texts, metadata, pending writes; checksums
@@ -62,6 +66,29 @@ class NeedsGraph(Exception):
 
 
 @dataclass(frozen=True)
+class StoredMessage:
+    """A message of a channel value as stored: its canonical DTO (`checkpointing.messages`), which
+    the codec would rebuild as a LangChain message (`dto_to_message`)."""
+
+    dto: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class History:
+    """A DeltaChannel's value at a checkpoint that stores none: what LangGraph replays.
+
+    `seed` is the nearest stored value (None: there is none, the channel starts empty), `writes`
+    the values written after it, oldest first, to fold with the channel's reducer in one call."""
+
+    seed: Any
+    writes: list[Any]
+
+
+ABSENT: Any = object()
+"""What `ThreadTail.channel` answers for a channel without a version at the checkpoint."""
+
+
+@dataclass(frozen=True)
 class Found:
     """A checkpoint of the thread: its config (thread, ns, id) and its decoded metadata."""
 
@@ -94,12 +121,34 @@ class ThreadTail:
 
     def records(self, tenant: str, thread: str) -> SessionStore:
         """The saver's view of one session's checkpoint records (indexed, read on demand)."""
+        rec = self._session(tenant, thread)
+        rec.begin()
+        return rec
+
+    def _session(self, tenant: str, thread: str) -> SessionStore:
         key = (tenant, thread)
         rec = self._open.get(key)
         if rec is None:
             rec = self._open[key] = SessionStore(self.store.session(tenant, thread, "always"))
-        rec.begin()
         return rec
+
+    def index_from(self, tenant: str, thread: str, run: str, recs: list[tuple[int, dict[str, Any]]], good: int) -> None:
+        """Index one run file from records the caller has just read and verified, as
+        `JsonlCheckpointSaver.index_from` does (for an inspector that reads every file anyway)."""
+        self._session(tenant, thread).index_from(run, recs, good)
+
+    def document(self, tenant: str, thread: str, checkpoint_id: str | None) -> dict[str, Any] | None:
+        """`JsonlCheckpointSaver.get_document` of the root namespace: the checkpoint record (the
+        thread's newest when `checkpoint_id` is None) without its values, metadata decoded."""
+        rec = self.records(tenant, thread)
+        cp_id = checkpoint_id or rec.index.latest.get("")
+        doc = rec.doc("", cp_id) if cp_id else None
+        if doc is None:
+            return None
+        out = {k: v for k, v in doc.items() if k not in ("values", "k")}
+        out["metadata"] = plain(metadata_json(doc.get("metadata"), rec.item))
+        out["runtime_snapshot"] = plain(metadata_json(doc.get("runtime_snapshot") or {}, rec.item))
+        return out
 
     def _ids(self, config: dict[str, Any]) -> tuple[str, str, str, str | None]:
         conf = config.get("configurable") or {}
@@ -179,30 +228,47 @@ class ThreadTail:
                 interrupts.append((item.id, item.value))
         return Tail(checkpoint_id, nxt, interrupts)
 
-    def append_channel(self, tenant: str, thread: str, checkpoint_id: str | None, channel: str) -> builtins.list[Any]:
-        """An append-only (`extend_list`) channel's value at `checkpoint_id`, as `get_state` gives
-        it ([] when the thread has no checkpoint)."""
+    def channel(self, tenant: str, thread: str, checkpoint_id: str, channel: str, *, messages: bool = False) -> Any:
+        """Channel `channel` at checkpoint `checkpoint_id` as `get_state` starts from it: `ABSENT`
+        (no version there, or no such checkpoint), its stored value decoded (a DeltaChannel
+        snapshot unwrapped), or a `History` for a DeltaChannel that stores none there.
+        `messages`: messages read as `StoredMessage` (else they raise `NeedsGraph`)."""
         rec = self.records(tenant, thread)
-        if checkpoint_id is None:
-            if rec.index.latest.get(""):
-                raise NeedsGraph("the newest checkpoint read live")
-            return []
         doc = rec.doc("", checkpoint_id)
         if doc is None:
-            return []
+            return ABSENT
         self._read_as_loaded(rec, doc)
         if any(task == NULL_TASK_ID for task, _, _ in pending_writes_raw(rec, "", checkpoint_id)):
             raise NeedsGraph("writes of the null task are applied to the state")
         if channel not in doc["channel_versions"]:
-            return []
+            return ABSENT
         if channel in doc["task_state"]:
-            return _as_list(load(stored_value(rec, "", doc, channel), rec))
+            value = load(stored_value(rec, "", doc, channel), rec, messages=messages)
+            return value.value if isinstance(value, _Snapshot) else value
         hist = _checked_history(rec, doc, channel)
-        out = _as_list(load(hist["seed"], rec)) if "seed" in hist else []
+        seed = load(hist["seed"], rec, messages=messages) if "seed" in hist else None
+        writes = []
         for _, enc in hist["writes"]:
-            w = load(enc, rec)
+            w = load(enc, rec, messages=messages)
             if _overwrites(w):
                 raise NeedsGraph("an Overwrite write")
+            writes.append(w)
+        return History(seed.value if isinstance(seed, _Snapshot) else seed, writes)
+
+    def append_channel(self, tenant: str, thread: str, checkpoint_id: str | None, channel: str) -> builtins.list[Any]:
+        """An append-only (`extend_list`) channel's value at `checkpoint_id`, as `get_state` gives
+        it ([] when the thread has no checkpoint)."""
+        if checkpoint_id is None:
+            if self.records(tenant, thread).index.latest.get(""):
+                raise NeedsGraph("the newest checkpoint read live")
+            return []
+        got = self.channel(tenant, thread, checkpoint_id, channel)
+        if got is ABSENT:
+            return []
+        if not isinstance(got, History):
+            return _as_list(got)
+        out = _as_list(got.seed) if got.seed is not None else []
+        for w in got.writes:
             if isinstance(w, list):
                 out.extend(w)
             else:
@@ -278,50 +344,53 @@ def _fetch(enc: Any, rec: SessionStore) -> None:
     resolve(enc, rec)
 
 
-def load(enc: Any, rec: SessionStore) -> Any:
+def load(enc: Any, rec: SessionStore, *, messages: bool = False) -> Any:
     """A stored value as `DocumentBuilder.load` reads it, for the plain values `plain` knows."""
     if isinstance(enc, list):
-        return _load_list(enc, rec)
+        return _load_list(enc, rec, messages)
     if isinstance(enc, dict) and enc.get(TAG) == "delta_snapshot" and isinstance(enc.get("v"), list):
-        return _Snapshot(_load_list(enc["v"], rec))
-    return plain(resolve(enc, rec))
+        return _Snapshot(_load_list(enc["v"], rec, messages))
+    return plain(resolve(enc, rec), messages=messages)
 
 
-def _load_list(items: list[Any], rec: SessionStore) -> list[Any]:
+def _load_list(items: list[Any], rec: SessionStore, messages: bool = False) -> list[Any]:
     flat: list[Any] = []
     for x in items:
         flat.extend(rec.item(x[CHUNK_KEY]) if _is_chunk(x) else [x])
-    return [plain(expand(rec.item(x[ITEM_KEY]), rec)) if _is_ref(x) else plain(x) for x in flat]
+    return [plain(expand(rec.item(x[ITEM_KEY]), rec) if _is_ref(x) else x, messages=messages) for x in flat]
 
 
-def plain(d: Any) -> Any:
+def plain(d: Any, *, messages: bool = False) -> Any:
     """Decoded JSON as `CheckpointStateCodec.decode` rebuilds it, for plain JSON, tuples, dicts
-    with `$` keys, interrupts and DeltaChannel snapshots; `NeedsGraph` for any other tagged value."""
+    with `$` keys, interrupts, DeltaChannel snapshots and (with `messages`) messages as
+    `StoredMessage`; `NeedsGraph` for any other tagged value."""
     t = type(d)
     if t is list:
-        return [plain(x) for x in d]
+        return [plain(x, messages=messages) for x in d]
     if t is not dict:
         return d
     if TAG in d:
-        return _tagged(d)
+        return _tagged(d, messages)
     if any(type(k) is not str or k.startswith("$") for k in d):
         raise NeedsGraph("a blob or item reference inside a value")
-    return {k: plain(x) for k, x in d.items()}
+    return {k: plain(x, messages=messages) for k, x in d.items()}
 
 
-def _tagged(d: dict[str, Any]) -> Any:
+def _tagged(d: dict[str, Any], messages: bool) -> Any:
     tag, p = d[TAG], d.get("v")
     if tag == "tuple" and isinstance(p, list):
-        return tuple(plain(x) for x in p)
+        return tuple(plain(x, messages=messages) for x in p)
     if tag == "dict" and isinstance(p, list):
-        pairs = [(plain(k), plain(x)) for k, x in p]
+        pairs = [(plain(k, messages=messages), plain(x, messages=messages)) for k, x in p]
         if any(type(k) is not str for k, _ in pairs):
             raise NeedsGraph("a dict with keys that are not strings")
         return dict(pairs)
     if tag == "interrupt" and isinstance(p, dict):
-        return _Interrupt(str(p["id"]), plain(p["value"]))
+        return _Interrupt(str(p["id"]), plain(p["value"], messages=messages))
     if tag == "delta_snapshot":
-        return _Snapshot(plain(p))
+        return _Snapshot(plain(p, messages=messages))
+    if tag == "msg" and messages and isinstance(p, dict):
+        return StoredMessage(p)
     raise NeedsGraph(f"a stored value tagged {tag!r}")
 
 

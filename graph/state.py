@@ -38,9 +38,7 @@ from langchain_core.messages.utils import message_chunk_to_message
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-SCHEMA_VERSION = 2
-"""2: one `messages` DeltaChannel (the model's context); `runtime_messages` is gone; session totals
-`tool_call_count` and `token_usage` (the compressed context can no longer be counted for them)."""
+from graph.schema import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported
 
 APPEND_SNAPSHOT_EVERY = 500
 """A full snapshot of `execution_history_text` / `tool_result_store` every this many updates (one

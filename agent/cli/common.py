@@ -86,6 +86,28 @@ def configure_output(live_warnings: bool) -> _Warnings | None:
     return handler
 
 
+def _held() -> list[str] | None:
+    """The warning lines held until the command succeeds (None: none are held, see `configure_output`)."""
+    for handler in logging.getLogger("agentrt").handlers:
+        if isinstance(handler, _Warnings) and not handler.live:
+            return handler.held
+    return None
+
+
+def warnings_mark() -> int:
+    """How many warning lines are held now (see `drop_warnings_since`)."""
+    held = _held()
+    return len(held) if held is not None else 0
+
+
+def drop_warnings_since(mark: int) -> None:
+    """Forget the warnings held since `warnings_mark` gave `mark`: a command that answers again
+    another way (a runner after a reader) says them again itself."""
+    held = _held()
+    if held is not None:
+        del held[mark:]
+
+
 def settings(args: argparse.Namespace) -> AgentSettings:
     """The settings of `--config` (the built-in defaults without it)."""
     from agent.config import load_settings

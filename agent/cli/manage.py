@@ -4,10 +4,23 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent.cli.common import common_options, print_json, read, runner, say, session_argument, settings
+from agent.cli.common import (
+    common_options,
+    drop_warnings_since,
+    print_json,
+    read,
+    runner,
+    say,
+    session_argument,
+    settings,
+    warnings_mark,
+)
 from agent.text import printable
+
+if TYPE_CHECKING:
+    from agent.doctor.context import DoctorContext
 
 
 def args_fork(p: argparse.ArgumentParser) -> None:
@@ -117,14 +130,15 @@ def cmd_tool_result(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    """agentrt doctor ID: the report; exit 1 when a check FAILs."""
-    from agent.cli.common import tenant_of
-    from agent.doctor import render, run_doctor
-    from agent.errors import InputError, NotFound
-    from agent.session.record_store import session_streams
+    """agentrt doctor [ID]: the report; exit 1 when a check FAILs.
+
+    On the embedded default the report is made without LangGraph (`agent.doctor.light`); where
+    only LangGraph reads the session exactly (`NeedsGraph`), or with `--repair` (it takes the
+    session lease and writes), it is made with a runner, and says the same."""
+    from agent.errors import InputError
     from checkpointing.errors import InvalidIdError
     from checkpointing.ids import validate_id
-    from checkpointing.store.postgres import PostgresSessionStreams
+    from checkpointing.tail import NeedsGraph
 
     try:
         if args.session_id is not None:
@@ -133,24 +147,53 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             validate_id(args.user, "user id")
     except InvalidIdError as err:
         raise InputError(f"{err}; list the sessions with `agentrt sessions`") from None
-    r = runner(args)
-    tenant = tenant_of(args, r.settings)
+    if not args.repair:
+        from agent.doctor.light import LightContext
+
+        light = LightContext.open(args.config)
+        if light is not None:
+            mark = warnings_mark()
+            try:
+                return _doctor(args, light)
+            except NeedsGraph:
+                drop_warnings_since(mark)  # the runner's report says them again, once
+    from agent.doctor.context import RunnerContext
+    from agent.loop import surface_cache
+
+    full = runner(args)
+    surface_cache.remember(full.settings, full.pins)  # the next doctor needs no runner for them
+    return _doctor(args, RunnerContext(full))
+
+
+def _doctor(args: argparse.Namespace, ctx: DoctorContext) -> int:
+    """The report of `agentrt doctor` through `ctx` (with `--repair`: a `RunnerContext`)."""
+    from agent.cli.common import tenant_of
+    from agent.doctor import render, run_doctor
+    from agent.errors import NotFound
+    from agent.session.record_store import session_streams
+    from checkpointing.store.files import FileSessionStreams
+
+    tenant = tenant_of(args, ctx.settings)
     if args.session_id is None:
-        return _doctor_store(args, r, tenant)
-    streams = session_streams(r.settings, tenant, args.session_id)
-    nothing_on_disk = (
-        not streams.has_rows()
-        if isinstance(streams, PostgresSessionStreams)
-        else not r.session_dir(tenant, args.session_id).exists()
-    )
-    if args.repair and isinstance(streams, PostgresSessionStreams) and nothing_on_disk:
+        return _doctor_store(args, ctx, tenant)
+    streams = session_streams(ctx.settings, tenant, args.session_id)
+    on_pg = not isinstance(streams, FileSessionStreams)
+    if on_pg:  # the PostgreSQL store's rows (psycopg is loaded already)
+        from checkpointing.store.postgres import PostgresSessionStreams
+
+        nothing_on_disk = isinstance(streams, PostgresSessionStreams) and not streams.has_rows()
+    else:
+        nothing_on_disk = not ctx.session_dir(tenant, args.session_id).exists()
+    if args.repair and on_pg and nothing_on_disk:
         raise NotFound(f"no session {args.session_id} in tenant {tenant}; list the sessions with `agentrt sessions`")
     if args.repair:
+        from agent.doctor.context import RunnerContext
         from agent.doctor.repair import repair_session
 
-        for _, done in repair_session(r, args.session_id, tenant):
+        assert isinstance(ctx, RunnerContext)
+        for _, done in repair_session(ctx.runner, args.session_id, tenant):
             say(printable(done), err=args.json)
-    report = run_doctor(r, args.session_id, tenant_id=tenant, user_id=args.user)
+    report = run_doctor(ctx, args.session_id, tenant_id=tenant, user_id=args.user)
     found = next((c for c in report.checks if c.name == "session_found"), None)
     if found is not None and found.status == "FAIL" and (nothing_on_disk or len(report.checks) == 1):
         raise NotFound(f"{found.summary}; {found.next_step}" if found.next_step else found.summary)
@@ -161,14 +204,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return report.exit_code()
 
 
-def _doctor_store(args: argparse.Namespace, r: Any, tenant: str) -> int:
+def _doctor_store(args: argparse.Namespace, ctx: DoctorContext, tenant: str) -> int:
     """`agentrt doctor` without an id: the store-wide checks; `--repair` rebuilds the session index."""
     from agent.doctor import render
     from agent.doctor.index import repair_index, store_report
 
     if args.repair:  # one walk of the session folders; asked for, it is always done
-        say(printable(repair_index(r)), err=args.json)
-    report = store_report(r, tenant)
+        say(printable(repair_index(ctx)), err=args.json)
+    report = store_report(ctx, tenant)
     if args.json:
         print_json(report.to_json())
     else:

@@ -16,7 +16,7 @@ from agent.doctor.files import finding
 from agent.errors import AgentrtError, quote_id
 
 if TYPE_CHECKING:
-    from agent.runner import AgentRunner
+    from agent.doctor.context import RuntimeParts
     from agent.session.manager import ChatSessionManager
     from agent.session.outbox import Lag
 
@@ -49,9 +49,9 @@ def lag_lines(manager: ChatSessionManager, session_id: str, behind: dict[str, La
     return out
 
 
-def outbox_check(runner: AgentRunner, tenant_id: str) -> Check:
+def outbox_check(parts: RuntimeParts, tenant_id: str) -> Check:
     """The tenant's sessions whose outbox owes a layer writes (from the markers, no walk)."""
-    manager = runner.manager
+    manager = parts.manager
     try:
         due = manager.outbox.due(tenant_id)
     except (AgentrtError, OSError) as err:

@@ -11,8 +11,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from langchain_core.messages import ToolMessage
-
 from agent.doctor import files as doctor_files
 from agent.doctor.behind import lag_lines
 from agent.doctor.facts import Check, SessionFacts
@@ -20,25 +18,26 @@ from agent.doctor.files import finding
 from agent.doctor.index import index_check
 from agent.doctor.queue import worker_queue
 from agent.errors import RecoveryBlocked
-from agent.loop.compression import ARCHIVED_KEY, assert_tool_pairs
+from agent.loop.message_view import ARCHIVED_KEY, MessageKind, MessageView, ToolPairingError, check_tool_pairs
 from agent.recovery import (
     OLD_FORMAT,
     PIN_REASONS,
     check_header,
     check_identity,
+    check_restored,
     compare_pins,
-    restore_messages,
     stored_pins,
 )
 from agent.statuses import RunStatus
-from agent.tools.journal import ToolExecutionJournal
-from checkpointing._saver_refs import chunk_refs, refs_of, text_refs
-from checkpointing._saver_store import task_pairs
+from agent.tools.journal_records import CallIndex, index_record
+from agent.tools.journal_records import anomalies as journal_anomalies
+from checkpointing import audit
 from checkpointing.events import SCHEMA_VERSION as EVENTS_SCHEMA_VERSION
 from checkpointing.layout import CHECKPOINTS_FILE, JOURNAL_FILE, OUTBOX_FILE, PINS_FILE, session_file
+from checkpointing.tail import NeedsGraph
 from checkpointing.validation import KNOWN_SCHEMA_VERSIONS
 from checkpointing.verify import FileKind, Health
-from graph.state import SCHEMA_VERSION as STATE_SCHEMA_VERSION
+from graph.schema import SCHEMA_VERSION as STATE_SCHEMA_VERSION
 
 CACHE_LAYERS = ("L1", "L2")
 NOTHING = "nothing to do"
@@ -49,7 +48,7 @@ RESTORE_CP = "restore the session's runs/ files from a backup"
 
 def session_found(f: SessionFacts) -> Check:
     """Which layers hold the session, in the order the manager reads them, and what a read returns."""
-    manager = f.runner.manager
+    manager = f.ctx.manager
     order = " -> ".join(f.layers)
     ev: dict[str, Any] = {
         "mode": manager.mode,
@@ -319,32 +318,7 @@ def files(f: SessionFacts) -> Check:
 
 def dangling_references(f: SessionFacts) -> list[str]:
     """Item records and value homes that checkpoint / writes records reference but no run file holds."""
-    logs = {n: s for n, s in f.files.items() if n.endswith(CHECKPOINTS_FILE) and s.exists}
-    items: dict[str, Any] = {}
-    cps: set[tuple[str, str]] = set()
-    for scan in logs.values():
-        for rec in scan.recs():
-            if rec.get("k") == "i":
-                items[str(rec.get("h"))] = rec.get("v")
-            elif rec.get("k") == "c":
-                cps.add((str(rec.get("checkpoint_ns")), str(rec.get("checkpoint_id"))))
-    out: list[str] = []
-    for scan in logs.values():
-        for line, rec in scan.lines():
-            if rec.get("k") not in ("c", "w"):
-                continue
-            where = f"{scan.path}:{line} ({'checkpoint' if rec['k'] == 'c' else 'pending writes of'} "
-            where += f"{rec.get('checkpoint_id')})"
-            refs = refs_of(rec)
-            refs += [h for r in refs if r in items for h in chunk_refs(items[r])]
-            refs += [t for r in refs if r in items for t in text_refs(items[r])]
-            out += [f"item {h} missing, referenced by {where}" for h in dict.fromkeys(refs) if h not in items]
-            if rec["k"] == "c":
-                ns = str(rec.get("checkpoint_ns"))
-                for ch, (_, home) in task_pairs(rec).items():
-                    if home != rec.get("checkpoint_id") and (ns, str(home)) not in cps:
-                        out.append(f"value of {ch!r} stored at checkpoint {home} missing, referenced by {where}")
-    return out
+    return audit.dangling_references(f.run_logs())
 
 
 # --- the model sees incomplete context --------------------------------------------------------------
@@ -368,11 +342,11 @@ def model_context(f: SessionFacts) -> Check:
     if (early := _no_state("model_context", f)) is not None:
         return early
     state = f.state or {}
-    msgs = list(state.get("messages") or [])
+    msgs = _messages(f)
     store_ids = {str(e.get("tool_call_id")) for e in state.get("tool_result_store") or [] if isinstance(e, dict)}
     events = [e for e in f.branch_path() if e.get("type") == "compression"]
     archived = sorted({str(i) for e in events for i in (e.get("payload") or {}).get("archived_tool_call_ids") or []})
-    tool_msgs = [m for m in msgs if isinstance(m, ToolMessage)]
+    tool_msgs = [m for m in msgs if m.kind is MessageKind.TOOL]
     pointers = [m.tool_call_id for m in tool_msgs if ARCHIVED_KEY in m.additional_kwargs]
     full = {m.tool_call_id for m in tool_msgs if ARCHIVED_KEY not in m.additional_kwargs}
     stored = stored_pins(f.doc or {}).get("surface_digest")
@@ -383,7 +357,7 @@ def model_context(f: SessionFacts) -> Check:
         "archived_tool_call_ids": archived,
         "pointers_in_messages": pointers,
         "tool_result_store": len(store_ids),
-        "surface_digest": {"checkpoint": stored, "current": f.runner.pins.surface_digest},
+        "surface_digest": {"checkpoint": stored, "current": f.ctx.pins.surface_digest},
     }
     lost = sorted((set(archived) | set(pointers)) - store_ids)
     if lost:
@@ -428,7 +402,7 @@ def model_context(f: SessionFacts) -> Check:
             "resume: the memory node compresses again from the checkpoint",
             **ev,
         )
-    if stored not in (None, f.runner.pins.surface_digest):
+    if stored not in (None, f.ctx.pins.surface_digest):
         return finding(
             "model_context",
             "WARN",
@@ -445,15 +419,20 @@ def model_context(f: SessionFacts) -> Check:
     )
 
 
+def _messages(f: SessionFacts) -> list[MessageView]:
+    """The state's messages, as the checks read them."""
+    return list((f.state or {}).get("messages") or [])
+
+
 def tool_pairing(f: SessionFacts) -> Check:
     """Every tool call in messages is answered right after it (a pending tail only mid-run)."""
     if (early := _no_state("tool_pairing", f)) is not None:
         return early
-    msgs = list((f.state or {}).get("messages") or [])
-    calls = sum(len(getattr(m, "tool_calls", None) or []) for m in msgs)
+    msgs = _messages(f)
+    calls = sum(len(m.call_ids) for m in msgs if m.kind is MessageKind.AI)
     try:
-        assert_tool_pairs(msgs, allow_pending_tail=bool(f.next_nodes))
-    except ValueError as err:
+        check_tool_pairs(msgs, allow_pending_tail=bool(f.next_nodes))
+    except ToolPairingError as err:
         return finding(
             "tool_pairing", "FAIL", str(err), RESTORE_CP + " (a model API rejects this history)", tool_calls=calls
         )
@@ -475,9 +454,11 @@ def tool_journal(f: SessionFacts) -> Check:
         )
     if not scan.exists:
         return finding("tool_journal", "OK", "no tool has run yet (no journal.jsonl)", NOTHING)
-    journal = ToolExecutionJournal(f.base_dir, f.tenant_id, f.session_id, blobs=f.runner.blobs)
-    anomalies = journal.duplicates()
-    recs = list(scan.recs())
+    recs = list(scan.recs())  # the whole journal: it verified, no torn tail
+    index: CallIndex = {}
+    for rec in recs:
+        index_record(index, rec)
+    anomalies = journal_anomalies(index)
     ev: dict[str, Any] = {
         "records": len(recs),
         "completed": sum(1 for r in recs if r.get("kind") == "completed"),
@@ -543,7 +524,7 @@ def recovery(f: SessionFacts) -> Check:
             )
         return finding("recovery", "OK", "no checkpoint: nothing to recover (a new turn starts fresh)", NOTHING)
     found = stored_pins(f.doc)
-    current = {**f.runner.pins.as_config(), "state_schema_version": STATE_SCHEMA_VERSION}
+    current = {**f.ctx.pins.as_config(), "state_schema_version": STATE_SCHEMA_VERSION}
     reasons: list[str] = []
     diffs: dict[str, dict[str, Any]] = {}
     try:
@@ -556,19 +537,19 @@ def recovery(f: SessionFacts) -> Check:
                 f.doc.get("schema_version"),
             )
         branches = {str(e.get("branch_id")) for e in f.entries()} | {"main"}
-        check_identity(f.doc, f.session, f.runner.settings.session.agent_id, branches)
+        check_identity(f.doc, f.session, f.ctx.settings.session.agent_id, branches)
     except RecoveryBlocked as err:
         reasons.append(f"{err.reason} (at {err.step})")
     for name in PIN_REASONS:
         try:
-            compare_pins(found, f.runner.pins, set(), (name,))
+            compare_pins(found, f.ctx.pins, set(), (name,))
         except RecoveryBlocked:
             diffs[name] = {"checkpoint": found.get(name), "current": current.get(name)}
     tools = _tool_diff(f)
     reasons += _pin_reasons(diffs, tools)
     if f.state is not None:
         try:
-            restore_messages(f.state)
+            check_restored(_messages(f))
         except RecoveryBlocked as err:
             reasons.append(err.reason)
     elif f.state_error:
@@ -642,7 +623,7 @@ def _pin_reasons(diffs: dict[str, Any], tools: dict[str, list[str]]) -> list[str
 def _tool_diff(f: SessionFacts) -> dict[str, list[str]]:
     starts = [e for e in f.entries() if e.get("type") == "run_start"]
     before = set((starts[-1].get("payload") or {}).get("tools") or []) if starts else set()
-    now = set(f.runner.pins.tool_names)
+    now = set(f.ctx.pins.tool_names)
     return {"added": sorted(now - before), "removed": sorted(before - now)} if before else {}
 
 
@@ -661,7 +642,7 @@ CHECKS: list[tuple[str, CheckFn]] = [
     ("blobs", doctor_files.blobs),
     ("sandbox", doctor_files.sandbox),
     ("lease", doctor_files.lease),
-    ("session_index", lambda f: index_check(f.runner, f.tenant_id, f.session_id)),
+    ("session_index", lambda f: index_check(f.ctx, f.tenant_id, f.session_id)),
     ("worker_queue", worker_queue),
 ]
 NOT_FOUND_CHECKS = ("session_found", "tenant_user", "header")
@@ -679,7 +660,7 @@ def run_all(f: SessionFacts) -> list[Check]:
             )
         ]
     found = f.session is not None or f.header is not None
-    workers = f.runner.settings.workers.enabled  # without a broker no turn waits in a queue
+    workers = f.ctx.settings.workers.enabled  # without a broker no turn waits in a queue
     wanted = [c for c in CHECKS if (found or c[0] in NOT_FOUND_CHECKS) and (workers or c[0] != "worker_queue")]
     return list(_each(f, wanted))
 
@@ -688,6 +669,8 @@ def _each(f: SessionFacts, checks: list[tuple[str, CheckFn]]) -> Iterator[Check]
     for name, fn in checks:
         try:
             yield fn(f)
+        except NeedsGraph:
+            raise  # not the session's data: the caller asks LangGraph (`agent.doctor.light`)
         except Exception as err:  # damaged data the check did not foresee is still a finding
             yield finding(
                 name,

@@ -1,11 +1,15 @@
-"""The facts the doctor's checks read: every file scanned, every layer asked, the state loaded (read-only)."""
+"""The facts the doctor's checks read: every file scanned, every layer asked, the state loaded (read-only).
+
+The checkpoint facts (its document, the graph state, what runs next) are read by the context
+(`agent.doctor.context`): through LangGraph for a runner, from the saver's records without it on
+the embedded default.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -14,13 +18,14 @@ from agent.session.outbox import Lag
 from agent.session.session import ChatSession, SessionDocumentCorrupt
 from agent.session.stores.jsonl import read_session_file
 from checkpointing import indexfile, records
+from checkpointing.audit import RunLog
 from checkpointing.blobs import BLOB_KEY
 from checkpointing.errors import CheckpointingError, CorruptRecordError, OldFormatError
 from checkpointing.layout import CHECKPOINTS_FILE, EVENTS_FILE, session_dir, session_file
 from checkpointing.verify import FileReport, record_logs, verify_session
 
 if TYPE_CHECKING:
-    from agent.runner import AgentRunner
+    from agent.doctor.context import DoctorContext
 
 __all__ = [
     "STATUSES",
@@ -178,7 +183,7 @@ def _partial(path: Path, err: CorruptRecordError | OldFormatError) -> FileScan:
 class SessionFacts:
     """Everything the checks look at, gathered once without side effects."""
 
-    runner: AgentRunner
+    ctx: DoctorContext
     tenant_id: str
     session_id: str
     user_id: str | None
@@ -192,6 +197,7 @@ class SessionFacts:
     doc: dict[str, Any] | None = None
     doc_error: str | None = None
     state: dict[str, Any] | None = None
+    """The graph state's values at the checkpoint; `messages` as `MessageView`s (`agent.doctor.context`)."""
     state_error: str | None = None
     next_nodes: list[str] = field(default_factory=list)
     waiting_for_human: bool = False
@@ -215,7 +221,7 @@ class SessionFacts:
     @property
     def base_dir(self) -> Path:
         """The base_dir the session's records are read from."""
-        return self.base if self.base is not None else self.runner.settings.base_dir
+        return self.base if self.base is not None else self.ctx.settings.base_dir
 
     def owner(self) -> str | None:
         """The session's user, from the session document or else the event-log header."""
@@ -260,6 +266,28 @@ class SessionFacts:
             conf["checkpoint_id"] = self.checkpoint_id
         return {"configurable": conf}
 
+    def run_logs(self) -> list[RunLog]:
+        """Each run file that exists with its intact records (`checkpointing.audit`)."""
+        return [
+            (s.path, [rec for _, rec in s.records])
+            for n, s in self.files.items()
+            if n.endswith(CHECKPOINTS_FILE) and s.exists
+        ]
+
+    def indexable_runs(self) -> list[tuple[str, FileScan]]:
+        """(run id, scan) of each run file a saver may index from its scan: read and verified
+        whole (a damaged one is left to the saver's own read, whose error is the evidence), and
+        not described by its persisted index (indexed from that, cheaper still)."""
+        return [
+            (Path(name).parent.name, scan)
+            for name, scan in self.files.items()
+            if name.endswith(CHECKPOINTS_FILE)
+            and scan.exists
+            and not scan.corrupt
+            and not scan.old_format
+            and indexfile.load(scan.path) is None
+        ]
+
     def fork_point(self) -> str | None:
         """The checkpoint the current branch was forked from, per its `branch_created` entry."""
         branch = self.session.current_branch_id if self.session else "main"
@@ -285,7 +313,7 @@ def _scan_session_files(facts: SessionFacts, verified: list[FileReport] | None) 
 
 def _read_layers(facts: SessionFacts) -> None:
     try:
-        manager = facts.runner.manager
+        manager = facts.ctx.manager
     except Exception as err:  # a layer that cannot even be opened is evidence too
         facts.layers["manager"] = f"down ({type(err).__name__}: {err})"
         return
@@ -328,106 +356,8 @@ def _read_session_json(path: Path, tenant_id: str, session_id: str) -> ChatSessi
     return session if (session.tenant_id, session.session_id) == (tenant_id, session_id) else None
 
 
-def _load_checkpoint(facts: SessionFacts) -> None:
-    # Reads never modify files (format 2), so the real files are read in place, damaged or not. A
-    # fresh saver, not the runner's: its in-memory index must not hide damage done after it was built.
-    saver, override = _fresh_reader(facts)
-    if facts.session is not None:
-        from agent.run.branches import head_of
-
-        try:  # the checkpoint of the branch the session is on, not the thread's newest
-            facts.checkpoint_id = head_of(saver, facts.session, fork_point=facts.fork_point()).checkpoint_id
-        except Exception:  # an unreadable checkpoint log is reported by the reads below
-            facts.checkpoint_id = None
-    get_document = getattr(saver, "get_document", None)
-    read = get_document if get_document is not None else facts.runner._checkpoint_doc
-    _read_state(facts, partial(read, facts.thread()), override)
-    if facts.doc is None and facts.doc_error is not None:
-        facts.doc = _latest_doc_from_files(facts)
-
-
-def _fresh_reader(facts: SessionFacts) -> tuple[Any, Any]:
-    """(saver, its checkpointer override): the runner's compiled graph reads through the fresh
-    saver when the override is put in the config (no second graph is compiled)."""
-    from checkpointing.saver import JsonlCheckpointSaver
-
-    if not isinstance(facts.runner.saver, JsonlCheckpointSaver):
-        return facts.runner.saver, None
-    saver = JsonlCheckpointSaver(facts.base_dir, fsync="batch", default_tenant=facts.tenant_id)
-    for name, scan in facts.files.items():
-        # The run files were just read and verified by the scan: the saver indexes them from it.
-        # A damaged one is left to the saver's own read, whose error is the evidence.
-        # A run file whose persisted index still describes it is indexed from that (cheaper still).
-        if (
-            name.endswith(CHECKPOINTS_FILE)
-            and scan.exists
-            and not scan.corrupt
-            and not scan.old_format
-            and indexfile.load(scan.path) is None
-        ):
-            try:
-                saver.index_from(facts.tenant_id, facts.session_id, Path(name).parent.name, scan.records, scan.good)
-            except Exception:  # e.g. an unknown schema version: the saver's own reads below report it
-                break
-    return saver, saver
-
-
-def _read_state(facts: SessionFacts, read_doc: Callable[[], dict[str, Any] | None], saver: Any) -> None:
-    from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
-
-    try:
-        facts.doc = read_doc()
-    except Exception as err:
-        facts.doc_error = f"{type(err).__name__}: {err}"
-    if facts.doc is None and facts.doc_error is None:
-        return
-    thread = facts.thread()
-    if saver is not None:
-        thread = {**thread, "configurable": {**thread["configurable"], CONFIG_KEY_CHECKPOINTER: saver}}
-    try:
-        snap = facts.runner.graph.get_state(thread)
-        facts.state = dict(snap.values or {})
-        facts.next_nodes = list(snap.next or ())
-        facts.waiting_for_human = bool(getattr(snap, "interrupts", ()))
-        facts.approval_ids = [str(i.id) for i in getattr(snap, "interrupts", ())]
-    except Exception as err:
-        facts.state_error = f"the graph state cannot be restored: {type(err).__name__}: {err}"
-
-
-def _latest_doc_from_files(facts: SessionFacts) -> dict[str, Any] | None:
-    """The newest intact root checkpoint record, as `get_document` shows it (when the saver cannot read)."""
-    from checkpointing._saver_refs import metadata_json
-    from checkpointing.codec import CheckpointStateCodec
-
-    docs = [
-        rec
-        for n, s in facts.files.items()
-        if n.endswith(CHECKPOINTS_FILE)
-        for rec in s.recs()
-        if rec.get("k") == "c" and (rec.get("checkpoint_ns") or "") == ""
-    ]
-    newest = max(docs, key=lambda d: str(d.get("checkpoint_id") or ""), default=None)
-    if newest is None:
-        return None
-    codec = CheckpointStateCodec()
-    items = {
-        rec.get("h"): rec.get("v")
-        for n, s in facts.files.items()
-        if n.endswith(CHECKPOINTS_FILE)
-        for rec in s.recs()
-        if rec.get("k") == "i"
-    }
-    out = {k: v for k, v in newest.items() if k not in ("values", "k")}
-    try:
-        out["metadata"] = codec.decode(metadata_json(newest.get("metadata") or {}, items.__getitem__))
-        out["runtime_snapshot"] = codec.decode(metadata_json(newest.get("runtime_snapshot") or {}, items.__getitem__))
-    except Exception:  # evidence only: an undecodable record leaves the pins unknown
-        out["metadata"], out["runtime_snapshot"] = {}, {}
-    return out
-
-
 def gather(
-    runner: AgentRunner,
+    ctx: DoctorContext,
     session_id: str,
     tenant_id: str,
     user_id: str | None,
@@ -437,10 +367,8 @@ def gather(
     """Collect the facts of one session (read-only), its records read under `base` (default:
     `persistence.base_dir`); `verified`: the record store's verdicts (`SessionStreams.verify`),
     when they are not those of the folder read."""
-    directory = (
-        session_dir(base, tenant_id, session_id) if base is not None else runner.session_dir(tenant_id, session_id)
-    )
-    facts = SessionFacts(runner, tenant_id, session_id, user_id, directory, base=base)
+    directory = session_dir(base, tenant_id, session_id) if base is not None else ctx.session_dir(tenant_id, session_id)
+    facts = SessionFacts(ctx, tenant_id, session_id, user_id, directory, base=base)
     _scan_session_files(facts, verified)
     _read_layers(facts)
     if user_id is not None:
@@ -452,5 +380,5 @@ def gather(
             facts.hidden = True
             return facts
     if facts.session is not None or facts.header is not None:
-        _load_checkpoint(facts)
+        ctx.read_checkpoint(facts)
     return facts

@@ -19,10 +19,9 @@ from typing import Any
 from agent.doctor.facts import Check, SessionFacts, Status
 from agent.errors import AgentrtError, DataCorrupt
 from agent.session.lease import FileLease, InProcessLease, RedisLease, read_lease_state
-from agent.session.lease_postgres import PostgresLease
 from checkpointing.blobs import BLOB_KEY, BlobStore, is_blob_ref
 from checkpointing.errors import BlobCorruptError, BlobMissingError
-from checkpointing.layout import EVENTS_FILE, JOURNAL_FILE, MAIN_BRANCH, lease_files, room_dir
+from checkpointing.layout import EVENTS_FILE, JOURNAL_FILE, MAIN_BRANCH, lease_files
 
 MAX_REFERRERS = 8
 
@@ -85,7 +84,7 @@ def referenced_blobs(f: SessionFacts) -> dict[str, list[str]]:
 
 def blobs(f: SessionFacts) -> Check:
     """Every blob the session references is on disk and matches its digest."""
-    store = f.runner.blobs
+    store = f.ctx.blobs
     refs = referenced_blobs(f)
     missing: dict[str, list[str]] = {}
     corrupt: dict[str, list[str]] = {}
@@ -122,7 +121,7 @@ def blobs(f: SessionFacts) -> Check:
 
 
 def _path(f: SessionFacts, ref: str) -> str:
-    blobs = f.runner.blobs
+    blobs = f.ctx.blobs
     if not isinstance(blobs, BlobStore):
         return f"row {ref} of the record store"
     try:
@@ -162,8 +161,7 @@ def sandbox(f: SessionFacts) -> Check:
     if f.base is not None:
         return _store_sandbox(f)
     branch = f.session.current_branch_id if f.session is not None else MAIN_BRANCH
-    builder_room = getattr(f.runner.builder, "room_dir", None)
-    room = builder_room(f.tenant_id, f.session_id, branch) if builder_room else room_dir(f.dir, branch)
+    room = f.ctx.room_dir(f.tenant_id, f.session_id, branch)
     files = _room_files(room)
     manifest, where = sandbox_manifest(f)
     ev: dict[str, Any] = {"room": str(room), "room_files": None if files is None else len(files)}
@@ -183,7 +181,7 @@ def sandbox(f: SessionFacts) -> Check:
         return finding(
             "sandbox", "OK", "no sandbox checkpoint yet; nothing to compare the room with", "nothing to do", **ev
         )
-    store = f.runner.blobs
+    store = f.ctx.blobs
     lost: list[str] = []
     absent: list[str] = []
     changed: list[str] = []
@@ -239,7 +237,7 @@ def _store_sandbox(f: SessionFacts) -> Check:
     manifest, where = sandbox_manifest(f)
     if manifest is None:
         return finding("sandbox", "OK", "no sandbox checkpoint yet; nothing to check", "nothing to do")
-    lost = [path for path, ref in sorted(manifest.items()) if not f.runner.blobs.exists(ref)]
+    lost = [path for path, ref in sorted(manifest.items()) if not f.ctx.blobs.exists(ref)]
     ev: dict[str, Any] = {"manifest_at": where, "manifest_files": len(manifest), "lost": lost}
     if lost:
         return finding(
@@ -330,7 +328,7 @@ def _iso(ts: Any) -> str:
 
 def lease_info(f: SessionFacts) -> dict[str, Any]:
     """The lease's kind, holder, expiry (unix time) and, for the file lease, whether the lock is held."""
-    held = f.runner.lease
+    held = f.ctx.lease
     if isinstance(held, FileLease):
         return _file_lease(f.dir)
     if isinstance(held, RedisLease):
@@ -344,6 +342,16 @@ def lease_info(f: SessionFacts) -> dict[str, Any]:
         token, _, holder = (value.decode() if isinstance(value, bytes) else str(value)).partition("|")
         expires = time.time() + int(pttl) / 1000 if isinstance(pttl, int) and pttl >= 0 else None
         return {"kind": "redis", "key": key, "holder": holder, "token": token, "expires_at": expires, "lock_held": True}
+    if isinstance(held, InProcessLease):
+        slot = held._slots.get((f.tenant_id, f.session_id))
+        grant = slot.grant if slot is not None else None
+        return {
+            "kind": "memory",
+            "holder": grant.holder if grant else None,
+            "expires_at": grant.expires_at if grant else None,
+        }
+    from agent.session.lease_postgres import PostgresLease  # psycopg: only for a lease of none of the kinds above
+
     if isinstance(held, PostgresLease):
         where = {"kind": "postgres", "table": held.table_name, "database": f"{held.where}/{held.dbname}"}
         try:
@@ -353,14 +361,6 @@ def lease_info(f: SessionFacts) -> dict[str, Any]:
         if row.get("holder") is None:
             return {**where, "token": row.get("token")}
         return {**where, **row, "lock_held": True}
-    if isinstance(held, InProcessLease):
-        slot = held._slots.get((f.tenant_id, f.session_id))
-        grant = slot.grant if slot is not None else None
-        return {
-            "kind": "memory",
-            "holder": grant.holder if grant else None,
-            "expires_at": grant.expires_at if grant else None,
-        }
     return {"kind": type(held).__name__, "error": "unknown lease type: cannot be inspected"}
 
 

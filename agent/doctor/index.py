@@ -26,7 +26,7 @@ from checkpointing.layout import tenants_root
 from checkpointing.session_index import IndexUnusable
 
 if TYPE_CHECKING:
-    from agent.runner import AgentRunner
+    from agent.doctor.context import RuntimeParts
 
 NAME = "session_index"
 REPAIR = "run `agentrt doctor --repair` to rebuild the index from the session folders"
@@ -34,16 +34,16 @@ STORE = "-"
 """The session id of a store-wide report."""
 
 
-def lists_by_files_index(runner: AgentRunner) -> bool:
+def lists_by_files_index(parts: RuntimeParts) -> bool:
     """Whether `agentrt sessions` lists by the files store's index (embedded PRIMARY, JSONL_ONLY)."""
-    return runner.manager.sql_index() is None
+    return parts.manager.sql_index() is None
 
 
-def index_check(runner: AgentRunner, tenant_id: str, session_id: str | None = None) -> Check:
+def index_check(parts: RuntimeParts, tenant_id: str, session_id: str | None = None) -> Check:
     """The state of the index file, and of `session_id`'s row when given (read-only)."""
-    store = runner.manager.jsonl
+    store = parts.manager.jsonl
     index = store.index
-    if not lists_by_files_index(runner):
+    if not lists_by_files_index(parts):
         return finding(NAME, "OK", "sessions are listed by the SQL session table", "nothing to do")
     health = index.health()
     where = {"index": str(index.path), "rows": health.rows}
@@ -77,21 +77,21 @@ def index_check(runner: AgentRunner, tenant_id: str, session_id: str | None = No
     return finding(NAME, "OK", "the session's index row matches its session.json", "nothing to do", **where)
 
 
-def store_report(runner: AgentRunner, tenant_id: str) -> DoctorReport:
+def store_report(parts: RuntimeParts, tenant_id: str) -> DoctorReport:
     """`agentrt doctor` with no session id: the store-wide checks."""
     from agent.doctor.behind import outbox_check
 
     report = DoctorReport(STORE, tenant_id)
-    report.checks.append(index_check(runner, tenant_id))
-    report.checks.append(outbox_check(runner, tenant_id))
-    if runner.settings.workers.enabled:
+    report.checks.append(index_check(parts, tenant_id))
+    report.checks.append(outbox_check(parts, tenant_id))
+    if parts.settings.workers.enabled:
         from agent.doctor.queue import queues_check
 
-        report.checks.append(queues_check(runner))
+        report.checks.append(queues_check(parts))
     return report
 
 
-def repair_index(runner: AgentRunner) -> str:
+def repair_index(parts: RuntimeParts) -> str:
     """Rebuild the index from one walk of the session folders; what was done, in one line."""
-    n = rebuild_index(runner.manager.jsonl)
-    return f"rebuilt the session index {runner.manager.jsonl.index.path} from the session folders ({n} session(s))"
+    n = rebuild_index(parts.manager.jsonl)
+    return f"rebuilt the session index {parts.manager.jsonl.index.path} from the session folders ({n} session(s))"

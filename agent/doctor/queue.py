@@ -13,15 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.config import AgentSettings
 from agent.doctor.facts import Check, SessionFacts
 from agent.doctor.files import finding
-from agent.routing import session_graph_version, version_queue
-from agent.session.inbox import TurnStatus
-from agent.session.record_store import inbox as record_inbox
 
-if TYPE_CHECKING:
-    from agent.runner import AgentRunner
+if TYPE_CHECKING:  # the inbox and the routing load when a broker is configured (these checks run)
+    from agent.config import AgentSettings
+    from agent.doctor.context import RuntimeParts
 
 NAME = "worker_queue"
 UPGRADE = "see 'Rolling upgrade' in docs/production.md"
@@ -29,9 +26,13 @@ UPGRADE = "see 'Rolling upgrade' in docs/production.md"
 
 def worker_queue(f: SessionFacts) -> Check:
     """OK unless turns of a session of another graph version than this agentrt's wait for a worker (WARN)."""
-    settings = f.runner.settings
+    from agent.routing import session_graph_version, version_queue
+    from agent.session.inbox import TurnStatus
+    from agent.session.record_store import inbox as record_inbox
+
+    settings = f.ctx.settings
     found = session_graph_version(settings, f.tenant_id, f.session_id)
-    own = f.runner.pins.graph_version
+    own = f.ctx.pins.graph_version
     if found is None:
         return finding(
             NAME, "OK", f"no run yet: its turns go to queue {settings.workers.queue}, for any worker", "nothing to do"
@@ -58,11 +59,13 @@ def worker_queue(f: SessionFacts) -> Check:
 QUEUES = "worker_queues"
 
 
-def queues_check(runner: AgentRunner) -> Check:
+def queues_check(parts: RuntimeParts) -> Check:
     """`agentrt doctor` without a session id, with a broker: how many turns wait in the shared queue
     and in the queues of this agentrt's graph version (and of the versions it adopts)."""
-    settings = runner.settings
-    versions = [runner.pins.graph_version, *settings.workers.adopt_graph_versions]
+    from agent.routing import version_queue
+
+    settings = parts.settings
+    versions = [parts.pins.graph_version, *settings.workers.adopt_graph_versions]
     names = [settings.workers.queue, *(version_queue(settings, v) for v in versions)]
     try:
         counts = waiting_in(settings, names)
@@ -74,7 +77,7 @@ def queues_check(runner: AgentRunner) -> Check:
     return finding(
         QUEUES,
         "OK",
-        f"turns waiting for a worker: {said} (this agentrt's graph version: {runner.pins.graph_version})",
+        f"turns waiting for a worker: {said} (this agentrt's graph version: {parts.pins.graph_version})",
         f"a version's queue that stays non-empty needs a worker of that version; {UPGRADE}",
         queues=counts,
     )

@@ -16,7 +16,8 @@ plus `files` (every JSONL file of the session verified record by record).
 The doctor never changes anything: every record file (events, journal, outbox, inbox, checkpoint
 logs) is verified with `checkpointing.records.scan`, and reads never modify files (a torn tail is
 skipped, not cut); no lease is taken, no layer is refilled (each layer is asked directly, not
-through the manager's read path), and the state is read in place by a fresh checkpoint saver.
+through the manager's read path), and the state is read in place by a fresh checkpoint saver (on
+the embedded default, from the saver's records without LangGraph: `agent.doctor.light`).
 Damaged data becomes a FAIL with its evidence, never a crash. Only `agentrt doctor ID --repair`
 changes anything: it cuts torn tails (files) and bad tails (PostgreSQL rows), moves damaged
 documents aside and replaces a damaged outbox, under the session lease (see `repair`). On the
@@ -28,23 +29,30 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from agent.doctor import checks as doctor_checks
-from agent.doctor.facts import STATUSES, Check, DoctorReport, gather
+from agent.doctor.facts import STATUSES, Check, DoctorReport
 from agent.session.record_store import pg_store
 from checkpointing.errors import InvalidIdError
 from checkpointing.ids import printable, validate_id
 
 if TYPE_CHECKING:
+    from agent.doctor.context import DoctorContext
     from agent.runner import AgentRunner
 
 __all__ = ["render", "run_doctor"]
 
 
 def run_doctor(
-    runner: AgentRunner, session_id: str, tenant_id: str | None = None, user_id: str | None = None
+    runner: AgentRunner | DoctorContext, session_id: str, tenant_id: str | None = None, user_id: str | None = None
 ) -> DoctorReport:
-    """Diagnose one session; read-only, and a FAIL (not an exception) for damaged data."""
-    tenant = tenant_id or runner.settings.session.tenant_id
+    """Diagnose one session through a runner or a context (`agent.doctor.context`); read-only, and
+    a FAIL (not an exception) for damaged data. A `LightContext` raises `NeedsGraph` when only
+    LangGraph reads the session exactly (then run it again with the runner)."""
+    from agent.doctor import checks as doctor_checks
+    from agent.doctor.context import as_context
+    from agent.doctor.facts import gather
+
+    ctx = as_context(runner)
+    tenant = tenant_id or ctx.settings.session.tenant_id
     report = DoctorReport(session_id, tenant)
     try:
         validate_id(tenant, "tenant id")
@@ -54,9 +62,9 @@ def run_doctor(
     except InvalidIdError as err:
         report.checks.append(Check("session_found", "FAIL", str(err), "check the session id with `agentrt sessions`"))
         return report
-    store = pg_store(runner.settings)
+    store = pg_store(ctx.settings)
     if store is None:
-        report.checks = doctor_checks.run_all(gather(runner, session_id, tenant, user_id))
+        report.checks = doctor_checks.run_all(gather(ctx, session_id, tenant, user_id))
         return report
     from agent.doctor.store_copy import copied_session, relabel
 
@@ -64,7 +72,7 @@ def run_doctor(
     # holds the same bytes, read by every other check as a session folder.
     verified = store.session(tenant, session_id, "batch").verify()
     with copied_session(store, tenant, session_id) as root:
-        checks = doctor_checks.run_all(gather(runner, session_id, tenant, user_id, base=root, verified=verified))
+        checks = doctor_checks.run_all(gather(ctx, session_id, tenant, user_id, base=root, verified=verified))
         report.checks = [
             Check(
                 c.name,

@@ -34,12 +34,12 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from pydantic import BaseModel, Field, model_validator
 
 from agent.errors import ConfigError, ModelCallFailed
+from agent.loop.message_view import ARCHIVED_KEY as ARCHIVED_KEY  # re-exported
 from agent.loop.tokens import MessageCounter, TokenCounter
 from agent.loop.tool_pairs import ToolPairingError as ToolPairingError  # re-exported
 from agent.loop.tool_pairs import assert_tool_pairs as assert_tool_pairs  # re-exported
 from agent.loop.tool_pairs import split_units
 
-ARCHIVED_KEY = "agentrt_archived"  # additional_kwargs marker on pointer / placeholder ToolMessages
 SUMMARY_KEY = "agentrt_summary"  # additional_kwargs marker on the hard-compression summary message
 
 Summarizer = Callable[[list[BaseMessage]], str]

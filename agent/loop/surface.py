@@ -112,15 +112,37 @@ class SurfacePins:
         return d
 
 
+@dataclass(frozen=True)
+class ToolsetDigests:
+    """What the pins take from a toolset descriptor (`agent.tools.registry.toolset_descriptor`)."""
+
+    toolset_hash: str
+    tool_shape_hash: str
+    permissions_hash: str
+    tool_names: tuple[str, ...]
+
+
+def toolset_digests(toolset: list[dict[str, Any]]) -> ToolsetDigests:
+    """The digests of a toolset descriptor: whole, without permissions, permissions only; its names."""
+    return ToolsetDigests(
+        toolset_hash=toolset_hash(toolset),
+        tool_shape_hash=digest_of(sorted((t["name"], t.get("args_schema"), t.get("effect")) for t in toolset)),
+        permissions_hash=digest_of(
+            sorted((t["name"], sorted(t.get("permissions") or []), bool(t.get("requires_approval"))) for t in toolset)
+        ),
+        tool_names=tuple(sorted(t["name"] for t in toolset)),
+    )
+
+
 def compute_pins(
     settings: AgentSettings, toolset: list[dict[str, Any]], graph_version: str, skill: str | None = None
 ) -> SurfacePins:
     """Digests of the surface the given settings, toolset descriptor, graph and skill define."""
-    tools_h = toolset_hash(toolset)
-    shape_h = digest_of(sorted((t["name"], t.get("args_schema"), t.get("effect")) for t in toolset))
-    perms_h = digest_of(
-        sorted((t["name"], sorted(t.get("permissions") or []), bool(t.get("requires_approval"))) for t in toolset)
-    )
+    return pins_of(settings, toolset_digests(toolset), graph_version, skill)
+
+
+def pins_of(settings: AgentSettings, tools: ToolsetDigests, graph_version: str, skill: str | None) -> SurfacePins:
+    """`compute_pins` from the toolset's digests (what `agent.loop.surface_cache` keeps)."""
     projection = digest_of(
         {
             "system_prompt": settings.loop.system_prompt,
@@ -130,20 +152,20 @@ def compute_pins(
         }
     )
     surface = surface_digest(
-        toolset=tools_h,
+        toolset=tools.toolset_hash,
         graph_version=graph_version,
         message_projection=projection,
         model={"provider": settings.model.provider, "name": settings.model.name},
-        extra={"permissions": perms_h, "skill": skill},
+        extra={"permissions": tools.permissions_hash, "skill": skill},
     )
     return SurfacePins(
         graph_version=graph_version,
-        toolset_hash=tools_h,
-        tool_shape_hash=shape_h,
-        permissions_hash=perms_h,
+        toolset_hash=tools.toolset_hash,
+        tool_shape_hash=tools.tool_shape_hash,
+        permissions_hash=tools.permissions_hash,
         projection_digest=projection,
         surface_digest=surface,
-        tool_names=tuple(sorted(t["name"] for t in toolset)),
+        tool_names=tools.tool_names,
     )
 
 

@@ -7,10 +7,8 @@ its SQL layer opened only when a read reaches it), the event log and the branch 
 checkpoint thread's records (`checkpointing.tail.ThreadTail`), with `agent.run.views` building
 the same answers the runner's `agent.run.reading` builds.
 
-`SessionReader.open` returns None when only a runner answers the command as it does today: the
-configured saver is not our JSONL one, the record store is PostgreSQL, fault injection is armed,
-or the config's model, tools or skills differ from the built-in ones (a runner checks those when
-it starts, and a command that would fail there must fail with the same error). A reader method
+`SessionReader.open` returns None when only a runner answers the command as it does today
+(`agent.run.readable`). A reader method
 raises `NeedsGraph` when the checkpoint holds what only LangGraph reads exactly (see
 `checkpointing.tail`); the caller then asks a runner, built with the reader's session manager.
 """
@@ -48,12 +46,10 @@ class SessionReader:
     @classmethod
     def open(cls, config: str | Path | None) -> SessionReader | None:
         """A reader for `config` (None: the built-in defaults), or None when a runner must answer."""
-        from agent import faults
-        from agent.config import load_settings
+        from agent.run.readable import readable_settings
 
-        settings = load_settings(config)
-        faults.install()
-        return cls(settings) if _readable(settings) and not faults.armed() else None
+        settings = readable_settings(config)
+        return cls(settings) if settings is not None else None
 
     @property
     def manager(self) -> ChatSessionManager:
@@ -107,28 +103,3 @@ class SessionReader:
         if at.checkpoint_id is None and not at.latest:
             return False, None
         return True, at.checkpoint_id
-
-
-def _readable(settings: AgentSettings) -> bool:
-    """Whether a runner built from `settings` would start without an error a reader would not
-    raise, and read the checkpoints with our JSONL saver on the files under base_dir."""
-    from agent.config import load_settings
-    from checkpointing.errors import CheckpointingError
-    from checkpointing.ids import validate_id
-
-    p = settings.persistence
-    if p.saver != "jsonl" or settings.store_url() is not None:
-        return False
-    if (p.keep_last is not None and p.keep_last < 1) or p.item_min_bytes < 16:
-        return False
-    try:
-        validate_id(settings.session.tenant_id, "default_tenant")
-        from checkpointing.records import fsync_policy_ok
-
-        fsync_policy_ok(p.checkpoint_fsync or p.fsync)
-    except (CheckpointingError, ValueError):
-        return False
-    shipped = load_settings(None)
-    return all(
-        getattr(settings, part) == getattr(shipped, part) for part in ("model", "tools", "skills_dir", "datasets")
-    )

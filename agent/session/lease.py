@@ -30,15 +30,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
-
-import redis
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from agent.errors import AgentrtError, BackendUnavailable, ConfigError, DataCorrupt, LeaseHeld
 from checkpointing.errors import CorruptRecordError
 from checkpointing.ids import validate_id
 from checkpointing.layout import lease_files, session_dir
 from checkpointing.records import atomic_write, decode_file, encode_record
+
+if TYPE_CHECKING:  # redis loads when a Redis lease is made: a file lease (the default) never needs it
+    import redis
 
 log = logging.getLogger(__name__)
 
@@ -424,6 +425,8 @@ class RedisLease:
     """
 
     def __init__(self, client: redis.Redis | None = None, url: str | None = None, key_prefix: str = "") -> None:
+        import redis
+
         if client is None:
             client = redis.Redis.from_url(
                 url or os.environ.get("AGENTRT_REDIS_URL", DEFAULT_REDIS_URL),
@@ -480,6 +483,8 @@ class RedisLease:
         self._run(self._release, [self.lease_key(grant.tenant, grant.session_id)], [_value(grant)])
 
     def _run(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        import redis
+
         try:
             return script(keys=keys, args=args)
         except redis.RedisError as err:

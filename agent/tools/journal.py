@@ -43,17 +43,19 @@ import orjson
 
 from agent.errors import BackendUnavailable
 from agent.faults import crash_point
-from agent.tools._journal_types import (
+from agent.tools.base import RoomEffect
+from agent.tools.journal_records import (
     RERUNNABLE,
-    CallRecords,
+    CallIndex,
     JournalAnomaly,
     JournalEntryState,
     JournalStatus,
     ResultTexts,
+    anomalies,
     args_digest,
     digest_text,
+    index_record,
 )
-from agent.tools.base import RoomEffect
 from checkpointing.blobs import BLOB_KEY, Blobs, BlobStore, is_blob_ref
 from checkpointing.fencing import FencingGuard
 from checkpointing.ids import validate_id
@@ -146,7 +148,7 @@ class ToolExecutionJournal:
         self._policy: FsyncPolicy = fsync or own
         self._group: CommitGroup | None = getattr(streams, "group", None)
         self._lock = threading.RLock()
-        self._index: dict[tuple[str, str], CallRecords] | None = None
+        self._index: CallIndex | None = None
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -227,7 +229,7 @@ class ToolExecutionJournal:
                     group.barrier(TIER_STATE)
                 self.streams.sync(JOURNAL)
             crash_point("after_journal_append")
-            self._apply(index, rec)
+            index_record(index, rec)
 
     def sync(self) -> None:
         """Make every append so far durable (for `fsync="batch"`)."""
@@ -288,20 +290,9 @@ class ToolExecutionJournal:
 
     def duplicates(self) -> list[JournalAnomaly]:
         """Calls completed more than once, calls whose intent has no end, and ends with no intent."""
-        out: list[JournalAnomaly] = []
         with self._lock:
-            items = list(self._load().items())
-        for (run_id, call_id), k in items:
-            name = (k.intent or {}).get("tool_name")
-            if k.completed > 1:
-                detail = f"tool {name} has {k.completed} COMPLETED records: it ran more than once"
-                out.append(JournalAnomaly(run_id, call_id, "completed_twice", detail))
-            if k.last_kind == "intent":
-                detail = f"tool {name} has an INTENT without an end: its outcome is unknown"
-                out.append(JournalAnomaly(run_id, call_id, "intent_without_end", detail))
-            if k.intents == 0:
-                out.append(JournalAnomaly(run_id, call_id, "end_without_intent", "no INTENT record"))
-        return out
+            index = dict(self._load())
+        return anomalies(index)
 
     def _manifest_of(self, end: dict[str, Any]) -> dict[str, str] | None:
         """The room manifest a COMPLETED record carries (inline or as a blob), or None."""
@@ -343,30 +334,13 @@ class ToolExecutionJournal:
             )
         return text
 
-    def _load(self) -> dict[tuple[str, str], CallRecords]:
+    def _load(self) -> CallIndex:
         if self._index is None:
-            index: dict[tuple[str, str], CallRecords] = {}
+            index: CallIndex = {}
             for rec in self._read():
-                self._apply(index, rec)
+                index_record(index, rec)
             self._index = index
         return self._index
-
-    @staticmethod
-    def _apply(index: dict[tuple[str, str], CallRecords], rec: dict[str, Any]) -> None:
-        kind = rec.get("kind")
-        if kind not in ("intent", "completed", "failed"):
-            return  # a record kind from a newer writer: kept on disk, not interpreted
-        key = index.setdefault((str(rec.get("run_id")), str(rec.get("tool_call_id"))), CallRecords())
-        key.last_kind = str(kind)
-        if kind == "intent":
-            key.intents += 1
-            key.intent = rec
-            return
-        if kind == "completed":
-            key.completed += 1
-        else:
-            key.failed += 1
-        key.ends.append(rec)
 
 
 __all__ = [

@@ -2,10 +2,12 @@
 
 Each command runs as a user runs it (a fresh process calling `agent.cli.main`, the shipped default
 config, in a fresh folder) on sessions made by `agentrt run`: a forked session, a paused session of
-a second tenant, an unknown id and an empty id. At exit the process lists which of the four
+a second tenant, an unknown id and an empty id; `agentrt doctor` also on a damaged session (torn
+tails, a corrupt journal record, a lost blob). At exit the process lists which of the four
 packages are in `sys.modules`: none may be. The same command run the way every read command ran
-before (an AgentRunner answers: the reader is turned off in that process only) prints the very
-same bytes and exits with the same status.
+before (an AgentRunner answers: the reader and the doctor's light context are turned off in that
+process only) prints the very same bytes and exits with the same status. A session whose
+checkpoint records are damaged is diagnosed with LangGraph (`agent.doctor.light`), in the same words.
 """
 
 from __future__ import annotations
@@ -35,7 +37,10 @@ finally:
     print("{_MARK}" + ",".join(m for m in {FORBIDDEN!r} if m in sys.modules), file=sys.stderr)
 sys.exit(code)
 """
-_RUNNER_ONLY = "import agent.run.reader as r; r.SessionReader.open = classmethod(lambda cls, config: None)"
+_RUNNER_ONLY = (
+    "import agent.run.reader as r; r.SessionReader.open = classmethod(lambda cls, config: None)\n"
+    "import agent.doctor.light as d; d.LightContext.open = classmethod(lambda cls, config: None)"
+)
 
 
 def _cli(work: Path, args: list[str], *, runner: bool = False) -> tuple[int, str, str, list[str]]:
@@ -104,3 +109,95 @@ def test_a_read_command_loads_none_of_the_four_and_prints_what_it_did(
     code, out, err, loaded = _cli(work, args)
     assert loaded == [], f"agentrt {' '.join(args)} loaded {loaded}"
     assert (code, out, err) == _cli(work, args, runner=True)[:3], f"agentrt {' '.join(args)} changed its output"
+
+
+def _doctor_commands(first: str, second: str) -> list[list[str]]:
+    return [
+        ["doctor", first],  # on its forked branch
+        ["doctor", first, "--json"],
+        ["doctor", first, "--user", "someone-else"],
+        ["doctor", second, "--tenant", "acme"],
+        ["doctor", second],  # another tenant's session
+        ["doctor", "s-0123456789abcdef"],
+        ["doctor"],
+        ["doctor", "--tenant", "acme", "--json"],
+    ]
+
+
+@pytest.fixture(scope="module")
+def kept_pins(sessions: tuple[Path, str, str]) -> None:
+    """The pins of this code kept (`agent.loop.surface_cache`): the first `agentrt doctor` of a
+    session builds a runner for them, and keeps them for the next."""
+    work, first, _ = sessions
+    assert agentrt("doctor", first, cwd=work).code == 0
+
+
+@pytest.mark.parametrize("index", range(8))
+def test_the_doctor_loads_none_of_the_four_and_reports_what_a_runner_does(
+    sessions: tuple[Path, str, str], kept_pins: None, index: int
+) -> None:
+    """`agentrt doctor` (a session, the store) on the embedded default: none of the four loaded,
+    the report and exit status of a runner's."""
+    work, first, second = sessions
+    args = _doctor_commands(first, second)[index]
+    code, out, err, loaded = _cli(work, args)
+    assert loaded == [], f"agentrt {' '.join(args)} loaded {loaded}"
+    assert (code, out, err) == _cli(work, args, runner=True)[:3], f"agentrt {' '.join(args)} changed its output"
+
+
+def _session_dir(work: Path, sid: str) -> Path:
+    return work / ".agentrt" / "tenants" / "default" / "sessions" / sid
+
+
+def _flip_a_byte(path: Path) -> None:
+    """One bit changed in the middle of a record (not its newline): a corrupt record."""
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle if data[middle] != 0x0A else middle + 1] ^= 0x04
+    path.write_bytes(bytes(data))
+
+
+@pytest.fixture(scope="module")
+def damaged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """(folder, a session with torn tails, a corrupt journal record and a lost blob, a session
+    whose checkpoint log has a corrupt record)."""
+    work = tmp_path_factory.mktemp("damaged")
+    sids = []
+    for _ in range(2):
+        made = agentrt("run", "--json", "Summarise the 2026 sales by region", cwd=work)
+        assert made.code == 0, made.both
+        sids.append(json.loads(made.out)["session_id"])
+    torn, broken = (_session_dir(work, sid) for sid in sids)
+    for log in (torn / "events.jsonl", next(torn.glob("runs/*/checkpoints.jsonl"))):
+        with open(log, "ab") as fh:
+            fh.write(b'{"_crc":"0')  # a crash mid-append
+    _flip_a_byte(torn / "journal.jsonl")
+    next(p for p in (work / ".agentrt" / "blobs").rglob("*") if p.is_file()).unlink()
+    _flip_a_byte(next(broken.glob("runs/*/checkpoints.jsonl")))
+    return work, sids[0], sids[1]
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+def test_the_doctor_of_a_damaged_session_loads_none_of_the_four(
+    damaged: tuple[Path, str, str], kept_pins: None, json_out: bool
+) -> None:
+    """Torn tails, a corrupt journal record, a lost blob: FAILs and WARNs in a runner's words, exit 1."""
+    work, torn, _ = damaged
+    args = ["doctor", torn, *(["--json"] if json_out else [])]
+    code, out, err, loaded = _cli(work, args)
+    assert loaded == [], f"agentrt {' '.join(args)} loaded {loaded}"
+    failed = (
+        {c["name"] for c in json.loads(out)["checks"] if c["status"] == "FAIL"}
+        if json_out
+        else {line.split()[1].rstrip(":") for line in out.splitlines() if line.startswith("[FAIL]")}
+    )
+    assert code == 1 and failed == {"files", "tool_journal", "blobs"}, out
+    assert (code, out, err) == _cli(work, args, runner=True)[:3]
+
+
+def test_the_doctor_of_a_damaged_checkpoint_reports_what_a_runner_does(damaged: tuple[Path, str, str]) -> None:
+    """A corrupt checkpoint record: LangGraph's reads word the findings, so the doctor asks it."""
+    work, _, broken = damaged
+    code, out, err, _ = _cli(work, ["doctor", broken])
+    assert code == 1 and "corrupt" in out, out
+    assert (code, out, err) == _cli(work, ["doctor", broken], runner=True)[:3]

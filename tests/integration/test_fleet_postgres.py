@@ -17,7 +17,7 @@ import pytest
 
 from agent.runner import AgentRunner
 from agent.session.record_store import close_stores
-from agent.tools._journal_types import digest_text
+from agent.tools.journal_records import digest_text
 from tests.support.celery_drill import (
     Cluster,
     check_once_in_order,

@@ -57,8 +57,8 @@ sys.exit(main(sys.argv[1:]))
 # A resume in a process whose state schema version was bumped (before the runtime is imported).
 SCHEMA_HOOK = """
 import sys
-import graph.state
-graph.state.SCHEMA_VERSION = graph.state.SCHEMA_VERSION + 1
+import graph.schema  # where the version lives; graph.state and agent.recovery import it from here
+graph.schema.SCHEMA_VERSION = graph.schema.SCHEMA_VERSION + 1
 from agent.cli import main
 sys.exit(main(sys.argv[1:]))
 """

@@ -82,5 +82,43 @@ class CallRecords:
         return self.ends[0] if self.ends else None
 
 
+CallIndex = dict[tuple[str, str], CallRecords]
+"""(run_id, tool_call_id) -> the call's records: the journal's in-memory index."""
+
+
+def index_record(index: CallIndex, rec: dict[str, Any]) -> None:
+    """Add one journal record to `index` (a kind from a newer writer is kept on disk, not interpreted)."""
+    kind = rec.get("kind")
+    if kind not in ("intent", "completed", "failed"):
+        return
+    key = index.setdefault((str(rec.get("run_id")), str(rec.get("tool_call_id"))), CallRecords())
+    key.last_kind = str(kind)
+    if kind == "intent":
+        key.intents += 1
+        key.intent = rec
+        return
+    if kind == "completed":
+        key.completed += 1
+    else:
+        key.failed += 1
+    key.ends.append(rec)
+
+
+def anomalies(index: CallIndex) -> list[JournalAnomaly]:
+    """Calls completed more than once, calls whose intent has no end, and ends with no intent."""
+    out: list[JournalAnomaly] = []
+    for (run_id, call_id), k in index.items():
+        name = (k.intent or {}).get("tool_name")
+        if k.completed > 1:
+            detail = f"tool {name} has {k.completed} COMPLETED records: it ran more than once"
+            out.append(JournalAnomaly(run_id, call_id, "completed_twice", detail))
+        if k.last_kind == "intent":
+            detail = f"tool {name} has an INTENT without an end: its outcome is unknown"
+            out.append(JournalAnomaly(run_id, call_id, "intent_without_end", detail))
+        if k.intents == 0:
+            out.append(JournalAnomaly(run_id, call_id, "end_without_intent", "no INTENT record"))
+    return out
+
+
 RERUNNABLE = frozenset({"read_only", "idempotent"})
 """Effect classes a resume may run again when the journal has no record of the call."""

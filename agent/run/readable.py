@@ -1,0 +1,54 @@
+"""Whether a read-only command may read a session's records without a runner (no LangGraph).
+
+It may when a runner would read the checkpoints with our JSONL saver on the files under
+`base_dir` and would start without an error a reader would not raise: the configured saver is our
+JSONL one, the record store is not PostgreSQL, fault injection is not armed, and the config's model,
+tools, skills and datasets are the built-in ones (a runner checks those when it starts, and a
+command that would fail there must fail with the same error). `agent.run.reader.SessionReader`
+(`show`, `tool-result`) and `agent.doctor.light.LightContext` (`doctor`) ask it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.config import AgentSettings
+
+
+def readable_settings(config: str | Path | None) -> AgentSettings | None:
+    """The settings of `config` when the records can be read without a runner (see the module
+    doc: our JSONL saver on base_dir, the built-in model, tools and skills, no fault injection);
+    None when only a runner answers as it does today."""
+    from agent import faults
+    from agent.config import load_settings
+
+    settings = load_settings(config)
+    faults.install()
+    return settings if _readable(settings) and not faults.armed() else None
+
+
+def _readable(settings: AgentSettings) -> bool:
+    """Whether a runner built from `settings` would start without an error a reader would not
+    raise, and read the checkpoints with our JSONL saver on the files under base_dir."""
+    from agent.config import load_settings
+    from checkpointing.errors import CheckpointingError
+    from checkpointing.ids import validate_id
+
+    p = settings.persistence
+    if p.saver != "jsonl" or settings.store_url() is not None:
+        return False
+    if (p.keep_last is not None and p.keep_last < 1) or p.item_min_bytes < 16:
+        return False
+    try:
+        validate_id(settings.session.tenant_id, "default_tenant")
+        from checkpointing.records import fsync_policy_ok
+
+        fsync_policy_ok(p.checkpoint_fsync or p.fsync)
+    except (CheckpointingError, ValueError):
+        return False
+    shipped = load_settings(None)
+    return all(
+        getattr(settings, part) == getattr(shipped, part) for part in ("model", "tools", "skills_dir", "datasets")
+    )
