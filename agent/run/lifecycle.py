@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from agent.run.core import RunnerCore
 
 
+TOOL_STEP = "acting"
+"""The graph node that runs the model's tool calls (`graph.build`): a checkpoint before it holds calls
+that have no result yet."""
+
+
 def pause(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | None) -> ChatSession:
     """Mark the session PAUSED: plain turns are refused until `resume` (or end + fork)."""
     tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
@@ -105,11 +110,17 @@ def _entry_of(rt: RunnerCore, tenant: str, sid: str, entry_id: str) -> EventLog:
 
 def fork_checkpoint(path: Iterable[Entry]) -> str | None:
     """The checkpoint a fork from an entry starts at, given the entry's path to the root (nearest
-    first): the newest node end with a checkpoint on it. None: the entry comes before the session's
-    first checkpoint, and `fork` refuses it."""
+    first): the newest node end with a checkpoint on it whose tool calls all have their results.
+
+    An entry inside a tool step (the model's request for tools, a call, a result, an approval) forks
+    from the state before that request: a branch never starts with a tool call that has no result
+    (the model would reject the next turn's history). A node end whose next node is `acting` holds
+    such calls. None: the entry comes before the session's first checkpoint, and `fork` refuses it.
+    """
     for entry in path:
-        checkpoint_id = (entry.payload or {}).get("checkpoint_id") if entry.type == "node_end" else None
-        if checkpoint_id:
+        payload = entry.payload or {}
+        checkpoint_id = payload.get("checkpoint_id") if entry.type == "node_end" else None
+        if checkpoint_id and TOOL_STEP not in (payload.get("next") or ()):
             return str(checkpoint_id)
     return None
 
