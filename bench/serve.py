@@ -1,18 +1,26 @@
 """Benchmark: `agentrt serve` against `langgraph dev` on the same graph, through the HTTP API.
 
-Figures, at 1 and 50 concurrent clients:
-  - GET /threads/{id}/state: requests per second (a thread with a finished run);
-  - runs.create -> first streamed event: latency from `POST /threads/{id}/runs/stream` (a new thread
-    per run) to the first event after `metadata` (p50 / p95 / max, milliseconds).
+Both servers run in the same invocation on the same machine, one after the other, and the table
+prints them side by side with the ratio agentrt / reference (`langgraph dev`, langgraph-cli's
+in-memory server). Figures, in the order they are taken:
+  - server RSS at start and after creating N threads (`--threads`, default 1,000) with
+    `POST /threads`: MiB, summed over the server process and its descendants from /proc (shared
+    pages count once per process); lower is better;
+  - POST /threads/search (`{"limit": 10}`, over those N threads) and GET /threads/{id}/state (a
+    thread with a finished run): requests per second at 1 and 50 concurrent clients; higher is better;
+  - runs.create -> first streamed event: ms from sending `POST /threads/{id}/runs/stream` (a new
+    thread per run) to the first event after `metadata`, p50 and p99 (nearest rank; with fewer than
+    100 runs p99 is the slowest run), `--runs` one after another and 50 at once; lower is better.
 Both servers run the agentrt graph on a short scripted task (plan, answer) with the JSONL saver; for
 `langgraph dev` the graph comes from langgraph.json (graph/studio.py), as in docs/tutorials/studio.md.
 `agentrt-workers` is `agentrt serve` on the production-like config (Redis L2 and lease, PostgreSQL,
-fsync always) with its runs on two Celery worker processes (Redis broker), streamed back through Redis.
+fsync always) with its runs on two Celery worker processes (Redis broker), streamed back through Redis;
+its RSS is the server's alone (the workers are not its children).
 The client runs in this process, on the same cores: the figures compare the servers, they are not
 the servers' ceilings. Nothing is asserted.
 
-    python bench/serve.py                         # both servers, about 2-4 minutes
-    python bench/serve.py --only agentrt --state-requests 2000
+    python bench/serve.py                         # both servers, about 3-6 minutes
+    python bench/serve.py --only agentrt --state-requests 2000 --threads 10000
     python bench/serve.py --only agentrt-workers   # needs Redis and PostgreSQL (AGENTRT_REDIS_URL, ...)
 """
 
@@ -21,15 +29,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -50,6 +58,7 @@ OFFLINE_ENV = {
 
 
 KINDS = ("agentrt", "langgraph-dev")
+Figures = dict[str, float]
 
 
 def free_port() -> int:
@@ -86,7 +95,8 @@ def studio_project(tmp: Path) -> Path:
 
 
 @contextmanager
-def server(kind: str, tmp: Path, config: Path) -> Iterator[str]:
+def server(kind: str, tmp: Path, config: Path) -> Iterator[tuple[str, int]]:
+    """The server's base URL and process id, once it answers `/ok`."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_"))}
     env.update(OFFLINE_ENV, PYTHONPATH=str(ROOT), AGENTRT_CONFIG=str(config))
@@ -113,7 +123,7 @@ def server(kind: str, tmp: Path, config: Path) -> Iterator[str]:
             if time.monotonic() > deadline:
                 raise SystemExit(f"{kind} did not start")
             time.sleep(0.3)
-        yield url
+        yield url, proc.pid
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -153,43 +163,101 @@ async def finished_thread(http: httpx.AsyncClient) -> str:
     return tid
 
 
-async def state_rps(http: httpx.AsyncClient, tid: str, clients: int, total: int) -> float:
+def rss_mib(root: int) -> float:
+    """Resident memory of process `root` and all its descendants, in MiB, read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    total_kib, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                total_kib += int(line.split()[1])
+    return total_kib / 1024
+
+
+async def create_threads(http: httpx.AsyncClient, n: int, clients: int = 10) -> None:
+    """`n` new empty threads, `clients` requests at a time."""
+    counter = iter(range(n))
+
+    async def one() -> None:
+        for _ in counter:
+            await new_thread(http)
+
+    await asyncio.gather(*(one() for _ in range(clients)))
+
+
+async def rps(send: Callable[[], Awaitable[httpx.Response]], clients: int, total: int) -> float:
+    """Requests per second of `send` with `clients` concurrent clients, `total` requests in all."""
     per = max(1, total // clients)
 
     async def one() -> None:
         for _ in range(per):
-            (await http.get(f"/threads/{tid}/state")).raise_for_status()
+            (await send()).raise_for_status()
 
     t0 = time.perf_counter()
     await asyncio.gather(*(one() for _ in range(clients)))
     return per * clients / (time.perf_counter() - t0)
 
 
-async def measure(url: str, args: argparse.Namespace, headers: dict[str, str] | None = None) -> dict[str, str]:
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..1) of `values`."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+async def measure(url: str, pid: int, args: argparse.Namespace, headers: dict[str, str] | None = None) -> Figures:
+    """All figures of one running server (see the module docstring for what each is)."""
     limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
-    out: dict[str, str] = {}
+    out: Figures = {}
     async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits, headers=headers) as http:
+        out["server RSS at start, MiB"] = rss_mib(pid)
+        await create_threads(http, args.threads)
+        await asyncio.sleep(1)
+        out[f"server RSS after {args.threads} threads, MiB"] = rss_mib(pid)
+
+        def search() -> Awaitable[httpx.Response]:
+            return http.post("/threads/search", json={"limit": 10})
+
+        await rps(search, 1, 10)  # warm-up
+        for clients in (1, 50):
+            total = args.search_requests if clients > 1 else args.search_requests // 4
+            out[f"POST /threads/search req/s, {clients} client(s)"] = await rps(search, clients, total)
+
         tid = await finished_thread(http)
-        await state_rps(http, tid, 1, 20)  # warm-up
+
+        def state() -> Awaitable[httpx.Response]:
+            return http.get(f"/threads/{tid}/state")
+
+        await rps(state, 1, 20)  # warm-up
         for clients in (1, 50):
             total = args.state_requests if clients > 1 else args.state_requests // 4
-            out[f"GET state rps, {clients} client(s)"] = f"{await state_rps(http, tid, clients, total):.0f}"
+            out[f"GET /threads/{{id}}/state req/s, {clients} client(s)"] = await rps(state, clients, total)
+
         for clients, runs in ((1, args.runs), (50, 50)):
-            lat: list[float] = []
             if clients == 1:
-                for _ in range(runs):
-                    lat.append(await first_event_ms(http))
+                lat = [await first_event_ms(http) for _ in range(runs)]
             else:
                 lat = list(await asyncio.gather(*(first_event_ms(http) for _ in range(runs))))
-            lat.sort()
-            p95 = lat[min(len(lat) - 1, int(0.95 * len(lat)))]
-            out[f"first event ms, {clients} client(s) (p50/p95/max)"] = (
-                f"{statistics.median(lat):.0f} / {p95:.0f} / {lat[-1]:.0f}"
-            )
+            for q in (0.50, 0.99):
+                out[f"first event p{round(q * 100)} ms, {clients} client(s), {runs} runs"] = percentile(lat, q)
     return out
 
 
-def on_workers(tmp: Path, args: argparse.Namespace) -> dict[str, str]:
+def on_workers(tmp: Path, args: argparse.Namespace) -> Figures:
     """The figures of `agentrt serve` whose runs go to two Celery worker processes."""
     sys.path.insert(0, str(ROOT))
     from tests.support.celery_drill import open_cluster
@@ -201,34 +269,53 @@ def on_workers(tmp: Path, args: argparse.Namespace) -> dict[str, str]:
         data["serve"] = {"api_keys": [{"key": key, "tenant_id": cluster.tenant}]}
         cluster.config.write_text(yaml.safe_dump(data, sort_keys=False))
         cluster.start_worker("bench", concurrency=2, hooks=False)
-        with server("agentrt-workers", tmp, cluster.config) as url:
-            return asyncio.run(measure(url, args, {"x-api-key": key}))
+        with server("agentrt-workers", tmp, cluster.config) as (url, pid):
+            return asyncio.run(measure(url, pid, args, {"x-api-key": key}))
     finally:
         cluster.close()
+
+
+def table(results: dict[str, Figures]) -> str:
+    """The figures side by side, with agentrt / reference when both were measured."""
+    kinds = list(results)
+    ratio = "agentrt" in results and "langgraph-dev" in results
+    rows = list(next(iter(results.values())))
+    width = max(len(r) for r in rows)
+    head = f"{'':{width}}" + "".join(f"  {k:>15}" for k in kinds) + ("  agentrt/reference" if ratio else "")
+    lines = [head]
+    for row in rows:
+        line = f"{row:{width}}" + "".join(f"  {results[k][row]:>15.1f}" for k in kinds)
+        if ratio:
+            ref = results["langgraph-dev"][row]
+            line += f"  {'x' + format(results['agentrt'][row] / ref, '.2f') if ref else '-':>18}"
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", choices=[*KINDS, "agentrt-workers"], help="measure one server only")
+    p.add_argument("--threads", type=int, default=1000, help="threads created before the memory reading")
     p.add_argument("--state-requests", type=int, default=1000, help="GET state requests at 50 clients (1/4 at 1)")
-    p.add_argument("--runs", type=int, default=10, help="sequential runs for the 1-client latency")
+    p.add_argument("--search-requests", type=int, default=500, help="threads.search requests at 50 clients (1/4 at 1)")
+    p.add_argument("--runs", type=int, default=20, help="sequential runs for the 1-client latency")
     args = p.parse_args()
     kinds = [args.only] if args.only else list(KINDS)
-    results: dict[str, dict[str, str]] = {}
+    results: dict[str, Figures] = {}
     for kind in kinds:
         with tempfile.TemporaryDirectory(prefix=f"bench-serve-{kind}-") as d:
             tmp = Path(d)
             if kind == "agentrt-workers":
                 results[kind] = on_workers(tmp, args)
             else:
-                with server(kind, tmp, write_config(tmp)) as url:
-                    results[kind] = asyncio.run(measure(url, args))
+                with server(kind, tmp, write_config(tmp)) as (url, pid):
+                    results[kind] = asyncio.run(measure(url, pid, args))
         print(f"{kind}: done", file=sys.stderr)
-    rows = list(next(iter(results.values())))
-    width = max(len(r) for r in rows)
-    print(f"{'':{width}}  " + "  ".join(f"{k:>18}" for k in kinds))
-    for row in rows:
-        print(f"{row:{width}}  " + "  ".join(f"{results[k][row]:>18}" for k in kinds))
+    print(
+        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end; req/s: higher is better;"
+        " ms and MiB: lower is better; ratio = agentrt / langgraph dev"
+    )
+    print(table(results))
 
 
 if __name__ == "__main__":
