@@ -20,6 +20,8 @@
       blobs/sha256/<2 hex>/<62 hex>    content-addressed payloads
       <store>.db                       the embedded SQLite session store (named by its owner)
       sessions.index.sqlite            the index of sessions (a rebuildable cache, `session_index`)
+      langgraph-store.sqlite           LangGraph's store (`SqliteStore`: the API's /store items, `runtime.store`;
+                                       `.migrate.lock` beside it while its tables are made)
       drain-leases/                    a base_dir of its own for the workers' drain file leases
 
     <log>.idx                          the persisted index beside a record log
@@ -68,6 +70,7 @@ SQLITE_CHECKPOINTS_FILE = "checkpoints.sqlite"
 """LangGraph's SqliteSaver file when `persistence.saver: sqlite` (not this package's saver)."""
 DRAIN_LEASES = "drain-leases"
 SESSION_INDEX_FILE = "sessions.index.sqlite"
+LANGGRAPH_STORE_FILE = "langgraph-store.sqlite"
 """The index of sessions for listing (`checkpointing.session_index`), at the root of base_dir."""
 INDEX_SUFFIX = ".idx"
 MAKING_PREFIX = ".making-"
@@ -169,6 +172,11 @@ def sqlite_checkpoints_file(base_dir: Path | str) -> Path:
 def session_index_file(base_dir: Path | str) -> Path:
     """`base_dir/sessions.index.sqlite`: the index of sessions (a cache; see `session_index`)."""
     return Path(base_dir) / SESSION_INDEX_FILE
+
+
+def langgraph_store_file(base_dir: Path | str) -> Path:
+    """`base_dir/langgraph-store.sqlite`: LangGraph's `SqliteStore` (the embedded item store)."""
+    return Path(base_dir) / LANGGRAPH_STORE_FILE
 
 
 def drain_leases_root(base_dir: Path | str) -> Path:

@@ -20,9 +20,11 @@ from agent.run.builder import RuntimeBuilder
 from agent.run.drive import translate
 from agent.run.views import checked_ids
 from agent.services import build_lease, build_manager, build_saver
+from agent.session.item_store import TTL_CONFIG, item_store
 from agent.session.manager import ChatSessionManager
 from agent.session.record_store import blobs as record_blobs
 from agent.session.session import ChatSession
+from agent.session.tenant_store import LazyStore, TenantStore
 from agent.tools.registry import build_toolset, toolset_descriptor
 from agent.turns import EventRecorder
 from checkpointing import layout
@@ -53,6 +55,13 @@ class RunnerCore:
         self._manager: ChatSessionManager | None = None
         self.builder = RuntimeBuilder(settings, self.tools, self.blobs, self.saver)
         self.pins = compute_pins(settings, self.toolset, GRAPH_VERSION, skill=skills_digest(self.builder.skills))
+        self.items = LazyStore(lambda: item_store(settings), TTL_CONFIG)
+        """LangGraph's store of these settings (`agent.session.item_store`), opened when first used."""
+
+    def graph_for(self, tenant_id: str) -> CompiledStateGraph[Any, Any, Any, Any]:
+        """The graph a run of `tenant_id` streams: its LangGraph store (`runtime.store`, and
+        `langgraph.config.get_store()` in a tool) is that tenant's part of `items`."""
+        return self.graph.copy({"store": TenantStore(self.items, tenant_id)})
 
     @property
     def manager(self) -> ChatSessionManager:

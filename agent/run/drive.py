@@ -56,7 +56,7 @@ def drive(
         modes = [*modes, *rt.extra_stream_modes]
         subgraphs = rt.stream_subgraphs
         item: Any  # (mode, chunk), or (namespace, mode, chunk) with subgraphs
-        for item in rt.graph.stream(
+        for item in rt.graph_for(session.tenant_id).stream(
             graph_input,
             config,
             context=context,

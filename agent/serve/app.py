@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
@@ -29,9 +32,18 @@ from agent.errors import (
     ToolError,
     as_agentrt_error,
 )
-from agent.serve import page, routes_assistants, routes_page, routes_runs, routes_stateless, routes_threads
+from agent.serve import (
+    page,
+    routes_assistants,
+    routes_page,
+    routes_runs,
+    routes_stateless,
+    routes_store,
+    routes_threads,
+)
 from agent.serve.auth import Unauthorized
 from agent.serve.context import ServeContext
+from agent.session.item_store import start_sweeper, stop_sweeper
 from agent.session.sweep import Sweeper
 from checkpointing.errors import CheckpointingError
 
@@ -72,7 +84,9 @@ def create_app(settings: AgentSettings) -> FastAPI:
         # While it serves, it also replays what SQL / Redis missed for sessions whose process died.
         every = settings.session.converge_every_s
         sweeper = Sweeper(lambda: ctx.runner, every).start() if every is not None else None
+        start_sweeper(ctx.items)  # LangGraph's store: expired items deleted now and then
         yield
+        stop_sweeper(ctx.items)
         if sweeper is not None:
             sweeper.stop()
         ctx.engine.shutdown()
@@ -95,6 +109,7 @@ def create_app(settings: AgentSettings) -> FastAPI:
 
     for exc in (Unauthorized, AgentrtError, CheckpointingError):
         app.add_exception_handler(exc, on_error)
+    app.add_exception_handler(RequestValidationError, on_invalid)
 
     @app.get("/ok", tags=["system"])
     def ok() -> dict[str, Any]:
@@ -116,9 +131,20 @@ def create_app(settings: AgentSettings) -> FastAPI:
     app.include_router(routes_threads.router)
     app.include_router(routes_runs.router)
     app.include_router(routes_stateless.router)
+    app.include_router(routes_store.router)
     app.include_router(routes_page.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app
+
+
+async def on_invalid(request: Request, err: Exception) -> Response:
+    """FastAPI's 422; when an input cannot be echoed as JSON (NaN, Infinity), the errors without inputs."""
+    assert isinstance(err, RequestValidationError)
+    try:
+        return await request_validation_exception_handler(request, err)
+    except ValueError:
+        errors = [{k: v for k, v in e.items() if k not in ("input", "ctx")} for e in err.errors()]
+        return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
 
 
 def _version(dist: str = "agentrt") -> str:

@@ -62,6 +62,9 @@ class ServeContext:
         if self.on_workers:
             celery_config(settings)  # no broker: say so at start, not at the first run
             redis_url(settings)
+        self.items = self.runner.items.store
+        """LangGraph's store (`agent.session.item_store`), opened and set up now: the store routes
+        and the graphs of this server's runs read it, each through its tenant's `TenantStore`."""
         self.started_at = time.time()
 
     def _roll_back(self, rec: RunRecord) -> bool:

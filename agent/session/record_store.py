@@ -60,7 +60,7 @@ def _open(url: str, hint: str) -> PostgresStore:
     from checkpointing.store.pg_schema import MIGRATIONS
     from checkpointing.store.postgres import PostgresStore
 
-    where = _where(url)
+    where = db_where(url)
     try:  # one plain connection first: a pool would retry (and log) for as long as it is open
         with psycopg.connect(url, connect_timeout=5, autocommit=True) as conn:
             # The store's tables are in the connection's schema (a URL's search_path, else public).
@@ -80,7 +80,7 @@ def _open(url: str, hint: str) -> PostgresStore:
     return PostgresStore(url, schema=schema)
 
 
-def _where(url: str) -> str:
+def db_where(url: str) -> str:
     """host:port/db of `url`, never its password."""
     from psycopg.conninfo import conninfo_to_dict
 
