@@ -89,9 +89,12 @@ class StreamTranslator:
         suffix = "|" + "|".join(ns) if ns else ""
         if mode == "checkpoints":
             values = jsonable(chunk.get("values") or {})
-            if not ns:
+            # The checkpoint saved before the input is applied is not a step: LangGraph's server
+            # sends no `values` for it (its first `values` already holds the input).
+            is_step = (chunk.get("metadata") or {}).get("source") != "input"
+            if not ns and is_step:
                 self.last_values = values
-            if "values" in self.modes:
+            if "values" in self.modes and is_step:
                 yield "values" + suffix, values
             if "checkpoints" in self.modes:
                 yield "checkpoints" + suffix, jsonable(chunk)

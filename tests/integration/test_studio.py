@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
-import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,26 +13,12 @@ import httpx
 import pytest
 
 from checkpointing.saver import JsonlCheckpointSaver
-from tests.support.runners import ROOT, make_config
+from tests.support.langgraph_dev import langgraph_dev, needs_langgraph_cli
+from tests.support.runners import make_config
 
-pytestmark = [
-    pytest.mark.integration,
-    # Skipped only outside CI: there, `pip install -e '.[dev]'` must have brought the CLI.
-    pytest.mark.skipif(
-        shutil.which("langgraph") is None and os.environ.get("CI") != "true",
-        reason="needs langgraph-cli[inmem]: pip install -e '.[dev]'",
-    ),
-]
+pytestmark = [pytest.mark.integration, needs_langgraph_cli]
 
-START_BOUND_S = 90.0
 RUN_BOUND_S = 60.0
-# Everything the server or the CLI would otherwise send out (analytics, version checks, tracing).
-OFFLINE_ENV = {
-    "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-    "LANGGRAPH_NO_VERSION_CHECK": "true",
-    "LANGSMITH_TRACING": "false",
-    "LANGCHAIN_TRACING_V2": "false",
-}
 SCRIPT: list[dict[str, Any]] = [
     {"content": json.dumps({"plan": "Compute, write it down, answer.", "todos": ["Compute the sum", "Write it down"]})},
     {
@@ -56,68 +37,11 @@ SCRIPT: list[dict[str, Any]] = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _studio_project(tmp_path: Path) -> Path:
-    """The repo's langgraph.json with its relative paths anchored at the repo (the server runs in tmp)."""
-    spec = json.loads((ROOT / "langgraph.json").read_text())
-
-    def anchor(path: str) -> str:
-        return str(ROOT / path[2:]) if path.startswith("./") else path
-
-    spec["dependencies"] = [str(ROOT) if d == "." else d for d in spec.get("dependencies", [])]
-    spec["graphs"] = {k: anchor(v) for k, v in spec["graphs"].items()}
-    spec["checkpointer"]["path"] = anchor(spec["checkpointer"]["path"])
-    project = tmp_path / "studio"
-    project.mkdir()
-    (project / "langgraph.json").write_text(json.dumps(spec))
-    return project
-
-
 @contextmanager
 def _serve(tmp_path: Path, config: Path) -> Iterator[tuple[httpx.Client, Path]]:
-    """A `langgraph dev` server on a free loopback port (stopped by its process group)."""
-    project = _studio_project(tmp_path)
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_"))}
-    env.update(OFFLINE_ENV, AGENTRT_CONFIG=str(config), PYTHONPATH=str(ROOT))
-    env.pop("AGENTRT_BASE_DIR", None)
-    log_path = tmp_path / "server.log"
-    log = log_path.open("wb")
-    proc = subprocess.Popen(
-        ["langgraph", "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=project,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30.0)
-    try:
-        deadline = time.monotonic() + START_BOUND_S
-        while True:
-            assert proc.poll() is None, "the server exited: " + log_path.read_text()[-3000:]
-            try:
-                if client.get("/ok").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "server did not start: " + log_path.read_text()[-3000:]
-            time.sleep(0.5)
+    """A `langgraph dev` server and an HTTP client on it; the base_dir of `config` beside."""
+    with langgraph_dev(tmp_path, config) as url, httpx.Client(base_url=url, timeout=30.0) as client:
         yield client, tmp_path / "agentrt"
-    finally:
-        client.close()
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=15)
-        log.close()
 
 
 @pytest.fixture(scope="module")
