@@ -1,4 +1,4 @@
-"""The read commands against a bare LangGraph turn, each as a fresh process (issue 31, goal 2).
+"""The read commands against a bare LangGraph turn, each as a fresh process.
 
 The anchor is the script a user would otherwise write: a StateGraph of two model calls (plan,
 answer; a fake chat model with two replies) checkpointed by SqliteSaver with durability "sync",
