@@ -28,11 +28,11 @@ runner gives. That is when:
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.doctor.context import DoctorContext
 from agent.loop.message_view import MessageKind, MessageView
+from agent.run.readable import RunnerFree
 from checkpointing.tail import ABSENT, History, NeedsGraph, StoredMessage, ThreadTail
 
 if TYPE_CHECKING:
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from agent.doctor.facts import SessionFacts
     from agent.loop.surface import SurfacePins
     from agent.session.lease import SessionLease
-    from agent.session.manager import ChatSessionManager
     from checkpointing.blobs import Blobs
 
 APPENDED = ("tool_result_store", "execution_history_text")
@@ -62,33 +61,14 @@ _TYPE_OF_ROLE = {
 }
 
 
-class LightContext(DoctorContext):
+class LightContext(RunnerFree, DoctorContext):
     """The doctor's context on the embedded default, without a runner (see the module doc)."""
 
     def __init__(self, settings: AgentSettings) -> None:
-        self.settings = settings
-        self._manager: ChatSessionManager | None = None
+        super().__init__(settings)
         self._pins: SurfacePins | None = None
         self._blobs: Blobs | None = None
         self._lease: SessionLease | None = None
-
-    @classmethod
-    def open(cls, config: str | Path | None) -> LightContext | None:
-        """The context for `config`, or None when only a runner reads its records (the
-        conditions of `agent.run.readable.readable_settings`)."""
-        from agent.run.readable import readable_settings
-
-        settings = readable_settings(config)
-        return cls(settings) if settings is not None else None
-
-    @property
-    def manager(self) -> ChatSessionManager:
-        """The session manager, its SQLite layer opened only for what `sqlite3` cannot answer."""
-        if self._manager is None:
-            from agent.services import build_manager
-
-            self._manager = build_manager(self.settings, lazy_sql=True)
-        return self._manager
 
     @property
     def pins(self) -> SurfacePins:

@@ -11,10 +11,35 @@ command that would fail there must fail with the same error). `agent.run.reader.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 if TYPE_CHECKING:
     from agent.config import AgentSettings
+    from agent.session.manager import ChatSessionManager
+
+
+class RunnerFree:
+    """The base of a runner-free reader: settings `readable_settings` accepted, and their session
+    manager opened on first use (its embedded SQL layer only if a read reaches it)."""
+
+    def __init__(self, settings: AgentSettings) -> None:
+        self.settings = settings
+        self._manager: ChatSessionManager | None = None
+
+    @classmethod
+    def open(cls, config: str | Path | None) -> Self | None:
+        """A reader for `config` (None: the built-in defaults), or None when a runner must answer."""
+        settings = readable_settings(config)
+        return cls(settings) if settings is not None else None
+
+    @property
+    def manager(self) -> ChatSessionManager:
+        """The session manager (built on first use)."""
+        if self._manager is None:
+            from agent.services import build_manager
+
+            self._manager = build_manager(self.settings, lazy_sql=True)
+        return self._manager
 
 
 def readable_settings(config: str | Path | None) -> AgentSettings | None:

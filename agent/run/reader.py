@@ -15,16 +15,15 @@ raises `NeedsGraph` when the checkpoint holds what only LangGraph reads exactly 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.run.branches import head_of
+from agent.run.readable import RunnerFree
 from agent.run.views import archived_slice, branch_head, checked_ids, show_info
 from checkpointing.tail import NeedsGraph, ThreadTail, interrupt_requests
 
 if TYPE_CHECKING:
     from agent.config import AgentSettings
-    from agent.session.manager import ChatSessionManager
     from agent.tools.tool_results import ToolResultSlice
 
 __all__ = ["NeedsGraph", "SessionReader"]
@@ -32,33 +31,15 @@ __all__ = ["NeedsGraph", "SessionReader"]
 TOOL_RESULTS = "tool_result_store"
 
 
-class SessionReader:
+class SessionReader(RunnerFree):
     """Reads sessions as `AgentRunner.show` / `pending_approvals` / `tool_result` do (see the module doc)."""
 
     def __init__(self, settings: AgentSettings) -> None:
         from agent.session.record_store import store
 
-        self.settings = settings
+        super().__init__(settings)
         self.store = store(settings)
         self.tail = ThreadTail(self.store, settings.session.tenant_id)
-        self._manager: ChatSessionManager | None = None
-
-    @classmethod
-    def open(cls, config: str | Path | None) -> SessionReader | None:
-        """A reader for `config` (None: the built-in defaults), or None when a runner must answer."""
-        from agent.run.readable import readable_settings
-
-        settings = readable_settings(config)
-        return cls(settings) if settings is not None else None
-
-    @property
-    def manager(self) -> ChatSessionManager:
-        """The session manager (its embedded SQL layer opened only if a read reaches it)."""
-        if self._manager is None:
-            from agent.services import build_manager
-
-            self._manager = build_manager(self.settings, lazy_sql=True)
-        return self._manager
 
     def show(self, session_id: str, tenant_id: str | None, user_id: str | None, last: int = 15) -> dict[str, Any]:
         """`AgentRunner.show`."""
