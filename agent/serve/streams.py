@@ -2,7 +2,9 @@
 
 Modes, shaped as LangGraph's own server sends them: `values` (the state after each step; the last
 one carries `__interrupt__` when the run stopped for approval), `updates` (what each node returned),
-`messages` / `messages-tuple` (`[message chunk, metadata]` pairs as the model streams), `custom`
+`messages-tuple` (`[message chunk, metadata]` pairs as the model streams), `messages` (per message:
+`messages/metadata` once, then `messages/partial` with the message so far after each chunk, or
+`messages/complete` for a message that came whole), `custom`
 (what nodes write to the stream writer), `checkpoints`, `tasks` (each task's start and result),
 `debug` (LangGraph's `checkpoint` / `task` / `task_result` records, with `checkpoint` and
 `parent_checkpoint` references), and `events`, which agentrt builds from the same chunks in the
@@ -70,6 +72,8 @@ class StreamTranslator:
         self.subgraphs = subgraphs
         self.last_values: dict[str, Any] | None = None
         self._started = False
+        self._so_far: dict[str, Any] = {}
+        """The `messages` mode: each streaming message's chunks added up, by message id."""
         self._models: dict[str, dict[str, Any]] = {}
         """Model calls streaming, by message id: their metadata, node, last chunk and text so far."""
 
@@ -99,14 +103,35 @@ class StreamTranslator:
             if "checkpoints" in self.modes:
                 yield "checkpoints" + suffix, jsonable(chunk)
         elif mode == "messages":
-            if self.modes & {"messages", "messages-tuple"}:
-                msg, meta = chunk
+            msg, meta = chunk
+            if "messages-tuple" in self.modes:
                 yield "messages" + suffix, [jsonable(msg), jsonable(meta)]
+            if "messages" in self.modes:
+                yield from self._message_so_far(msg, meta, suffix)
         elif mode == "debug":
             if "debug" in self.modes:
                 yield "debug" + suffix, debug_record(jsonable(chunk))
         elif mode in ("updates", "custom", "tasks") and mode in self.modes:
             yield mode + suffix, jsonable(chunk)
+
+    def _message_so_far(self, msg: Any, meta: Any, suffix: str) -> Iterator[tuple[str, Any]]:
+        """The `messages` mode: a message's metadata when it first streams, then the message so far
+        (its chunks added up) after each chunk, or the whole message when it came whole."""
+        from langchain_core.messages import BaseMessageChunk, message_chunk_to_message
+
+        msg = _as_message(msg)
+        mid = str(getattr(msg, "id", None) or "")
+        so_far = self._so_far.get(mid)
+        if so_far is None:
+            yield "messages/metadata" + suffix, {mid: {"metadata": jsonable(meta)}}
+        if isinstance(msg, BaseMessageChunk):
+            so_far = msg if not isinstance(so_far, BaseMessageChunk) else so_far + msg
+            self._so_far[mid] = so_far
+            yield "messages/partial" + suffix, [jsonable(so_far)]
+        else:
+            self._so_far[mid] = msg
+            whole = message_chunk_to_message(msg) if not isinstance(msg, dict) else msg
+            yield "messages/complete" + suffix, [jsonable(whole)]
 
     def _events(self, mode: str, chunk: Any) -> Iterator[tuple[str, Any]]:
         if mode == "tasks":
@@ -212,3 +237,17 @@ def _checkpoint_ref(config: Any) -> dict[str, Any] | None:
         if key in conf:
             ref[key] = conf[key] or ("" if key == "checkpoint_ns" else conf[key])
     return ref
+
+
+def _as_message(msg: Any) -> Any:
+    """A message that crossed a worker's JSON (a dict) as the message object it was, so its chunks
+    add up; a dict no message class reads stays as it is."""
+    if not isinstance(msg, dict):
+        return msg
+    from langchain_core.messages import AIMessageChunk, ToolMessageChunk, convert_to_messages
+
+    chunk_class = {"AIMessageChunk": AIMessageChunk, "ToolMessageChunk": ToolMessageChunk}.get(str(msg.get("type")))
+    try:
+        return chunk_class(**msg) if chunk_class is not None else convert_to_messages([msg])[0]
+    except (TypeError, ValueError, NotImplementedError):
+        return msg

@@ -52,6 +52,32 @@ def _numbered(parts: list[Part]) -> None:
     assert [pid for pid, _, _ in parts] == [str(i) for i in range(1, len(parts) + 1)]
 
 
+MESSAGE_EVENTS = {"messages/metadata", "messages/partial", "messages/complete"}
+
+
+def _messages_add_up(parts: list[Part], pairs: list[Any]) -> None:
+    """`messages` mode: each message's metadata comes before its first partial, and each partial
+    holds the text streamed so far, which ends as the text the tuples streamed for that message."""
+    meta_first: set[str] = set()
+    so_far: dict[str, str] = {}
+    for _, name, data in parts[1:]:
+        if name == "messages/metadata":
+            ((mid, body),) = data.items()
+            assert body["metadata"]["langgraph_node"] and mid not in meta_first
+            meta_first.add(mid)
+        else:
+            (msg,) = data
+            assert msg["id"] in meta_first, "a message's metadata comes before its text"
+            if name == "messages/partial":
+                assert str(msg["content"]).startswith(so_far.get(msg["id"], ""))
+                so_far[msg["id"]] = str(msg["content"])
+    streamed: dict[str, str] = {}
+    for msg, _ in pairs:
+        if msg["type"] == "AIMessageChunk":
+            streamed[msg["id"]] = streamed.get(msg["id"], "") + str(msg["content"])
+    assert streamed and sorted(so_far.values()) == sorted(streamed.values())  # the same script, run twice
+
+
 def test_each_mode_alone_gives_events_of_its_shape(server: Server) -> None:
     client = get_sync_client(url=server.url)
     seen: dict[str, list[Part]] = {}
@@ -59,17 +85,20 @@ def test_each_mode_alone_gives_events_of_its_shape(server: Server) -> None:
         parts = seen[mode] = _stream(client, mode)
         _numbered(parts)
         assert parts[0][1] == "metadata" and parts[0][2]["run_id"]
-        wire = "messages" if mode.startswith("messages") else mode
-        assert {name for _, name, _ in parts[1:]} == {wire}, mode
+        names = {name for _, name, _ in parts[1:]}
+        if mode == "messages":  # as LangGraph's server: metadata once per message, then the message so far
+            assert {"messages/metadata", "messages/partial"} <= names <= MESSAGE_EVENTS, names
+        else:
+            assert names == {"messages" if mode == "messages-tuple" else mode}, mode
 
     values = _of(seen["values"], "values")
     assert values[-1]["__interrupt__"][0]["value"]["name"] == "publish_report"
     assert any(v.get("messages") for v in values)
     assert {"init", "planning", "reasoning"} <= {node for u in _of(seen["updates"], "updates") for node in u}
-    for mode in ("messages", "messages-tuple"):
-        pairs = _of(seen[mode], "messages")
-        assert all(msg["type"] and meta["langgraph_node"] for msg, meta in pairs)
-        assert any(msg["type"] == "AIMessageChunk" for msg, _ in pairs)
+    pairs = _of(seen["messages-tuple"], "messages")
+    assert all(msg["type"] and meta["langgraph_node"] for msg, meta in pairs)
+    assert any(msg["type"] == "AIMessageChunk" for msg, _ in pairs)
+    _messages_add_up(seen["messages"], pairs)
     for chunk in _of(seen["custom"], "custom"):
         assert chunk["event"]
     for cp in _of(seen["checkpoints"], "checkpoints"):
