@@ -137,7 +137,7 @@ class StateCheckpoint(Body):
 
 
 class StateUpdate(Body):
-    """`POST /threads/{id}/state` (refused by agentrt; the body is still checked)."""
+    """`POST /threads/{id}/state`: edit the state on a new branch (`agent.serve.state_edit`)."""
 
     values: dict[str, Any] | list[Any] | None = None
     checkpoint_id: str | None = None

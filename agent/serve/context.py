@@ -146,16 +146,17 @@ class ServeContext:
         """States of the current branch, newest first (parents followed from the head)."""
         snap: StateSnapshot | None = self.snapshot(session, checkpoint_id)
         if before:
-            snap = self._parent(session, self.snapshot(session, before))
+            snap = self.parent(session, self.snapshot(session, before))
         out: list[dict[str, Any]] = []
         while snap is not None and snap.metadata is not None and len(out) < max(1, limit):
             meta = dict(snap.metadata or {})
             if not metadata or all(meta.get(k) == v for k, v in metadata.items()):
                 out.append(thread_state(session.session_id, snap))
-            snap = self._parent(session, snap)
+            snap = self.parent(session, snap)
         return out
 
-    def _parent(self, session: ChatSession, snap: StateSnapshot) -> StateSnapshot | None:
+    def parent(self, session: ChatSession, snap: StateSnapshot) -> StateSnapshot | None:
+        """The state before `snap` on its branch (None at the first)."""
         parent = (snap.parent_config or {}).get("configurable") or {}
         if not parent.get("checkpoint_id"):
             return None

@@ -22,6 +22,7 @@ from agent.serve.context import METADATA_KEY, ServeContext
 from agent.serve.deps import get_ctx, get_principal
 from agent.serve.encode import json_response
 from agent.serve.search import SORT_KEYS, search_filters
+from agent.serve.state_edit import edit_state
 from agent.serve.thread_ops import copy_thread, delete_thread
 from checkpointing.session_index import SessionRow
 
@@ -194,13 +195,18 @@ def post_state_at(
 
 @router.post("/{thread_id}/state")
 def update_state(
-    thread_id: str, request: StateUpdate | None = None, _: Principal = Depends(get_principal)
-) -> dict[str, Any]:
-    """Editing state from outside a run is not offered: it would bypass the lease and the event log."""
-    raise ConfigError(
-        "updating a thread's state directly is not supported by agentrt serve; "
-        "fork from an entry (page or `agentrt fork`) and run a turn instead"
-    )
+    thread_id: str,
+    request: StateUpdate,
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
+) -> Response:
+    """Edit the state: a new branch forked at `checkpoint_id` (else the head) holds `values` as
+    written by `as_node`; the original branch stays as it was (`agent.serve.state_edit`)."""
+    if not isinstance(request.values, dict):
+        raise ConfigError('values must be an object of state keys, e.g. {"messages": [...]}')
+    session = ctx.session(principal, thread_id)
+    cp = request.checkpoint_id or (request.checkpoint.checkpoint_id if request.checkpoint else None)
+    return json_response(edit_state(ctx, session, request.values, request.as_node, cp))
 
 
 @router.post("/{thread_id}/history")

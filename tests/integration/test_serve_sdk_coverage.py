@@ -27,7 +27,6 @@ NOT_SERVED = {
     "threads.join_stream": "the thread-stream protocol",
     "threads.prune": "pruning a thread's checkpoints (retention does it: persistence.keep_last)",
     "runs.create_batch": "several runs in one request",
-    "threads.update_state": "editing a thread's state (fork from an entry and run a turn instead)",
 }
 """Methods `agentrt serve` does not answer yet, and what they are."""
 
@@ -90,7 +89,6 @@ def test_a_method_not_served_answers_a_clear_4xx(served: tuple[Server, str, str]
         "threads.join_stream": lambda: list(client.threads.join_stream(tid)),
         "threads.prune": lambda: client.threads.prune([tid]),
         "runs.create_batch": lambda: client.runs.create_batch([{"thread_id": tid, "assistant_id": "agentrt"}]),
-        "threads.update_state": lambda: client.threads.update_state(tid, {"plan": []}),
     }
     with pytest.raises((APIStatusError, httpx.HTTPStatusError)) as refused:
         calls[method]()

@@ -1,0 +1,150 @@
+"""Editing a thread's state (`POST /threads/{id}/state`) as agentrt keeps history: the edit forks.
+
+agentrt never rewrites a branch, so an edit starts a new branch of the session's entry tree (what
+`agentrt fork` does: `branch_created`, the fork point pinned, the branch's room) at the entry of the
+base checkpoint (the one given, else the current head), writes the new values as a checkpoint on top
+of it with LangGraph's own `update_state`, and makes that checkpoint the branch's fork point: the
+thread's state and its next run continue from the edit, while the branch it came from keeps every
+checkpoint and entry as they were.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import convert_to_messages
+from langchain_core.runnables import RunnableConfig
+from langgraph.errors import InvalidUpdateError
+from langgraph.types import StateSnapshot
+
+from agent.errors import ConfigError, SessionError, SessionNotFound
+from agent.run.branches import set_room
+from agent.run.lifecycle import make_room
+from agent.serve.context import ServeContext
+from agent.session.session import ChatSession
+from agent.turns import SessionHold
+from checkpointing.events import EventLog
+
+NODE_END = frozenset({"node_end"})
+
+
+def edit_state(
+    ctx: ServeContext, session: ChatSession, values: Any, as_node: str | None, checkpoint_id: str | None
+) -> dict[str, Any]:
+    """Fork the thread at `checkpoint_id` (else its head) with `values` written as `as_node` did;
+    the new checkpoint's config, as `{"checkpoint": {...}}`."""
+    rt = ctx.runner
+    tenant, sid = session.tenant_id, session.session_id
+    if as_node is not None and as_node not in rt.graph.nodes:
+        raise ConfigError(f"as_node {as_node!r} is not a node of the graph; one of {sorted(rt.graph.nodes)}")
+    _check_values(ctx, values)
+    _refuse_busy(ctx, session)
+    with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:  # LeaseHeld (409) while a run is going
+        _refuse_busy(ctx, session)
+        session = rt.manager.get(tenant, sid, session.user_id)
+        base = _base(ctx, session, checkpoint_id)
+        base_cp = str(base.config["configurable"]["checkpoint_id"])
+        events = rt.manager.jsonl.event_log(tenant, sid)
+        entry_id = _entry_at(ctx, session, events, base)
+        pin = getattr(rt.saver, "pin", None)
+        if pin is not None:  # the base outlives retention while the new branch starts from it
+            pin(_at(session, base_cp))
+        branch_id = rt.manager.fork(session, entry_id, reason="state edited", extra={"checkpoint_id": base_cp})
+        config: RunnableConfig = {"configurable": {**_at(session, base_cp)["configurable"], "branch_id": branch_id}}
+        try:
+            written = rt.graph.update_state(config, values, as_node=as_node)
+        except InvalidUpdateError as err:
+            raise ConfigError(f"the state update was refused: {err}") from None
+        new_cp = str(written["configurable"]["checkpoint_id"])
+        if pin is not None:
+            pin(_at(session, new_cp))
+        points = dict(session.context.get("fork_points") or {})
+        points[branch_id] = new_cp
+        session.context = {**session.context, "fork_checkpoint_id": new_cp, "fork_points": points}
+        # The run of the branch edited away from stays that branch's; it is never resumed here.
+        session.last_run_id = None
+        session.last_run_status = None
+        set_room(session)
+        rt.manager.save(session)
+        manifest = dict(rt.graph.get_state(_at(session, new_cp)).values.get("sandbox_manifest") or {})
+        make_room(rt, session, manifest, new_cp, hold.token)
+        rt.manager.save(session)
+    conf = written["configurable"]
+    return {
+        "checkpoint": {
+            "thread_id": sid,
+            "checkpoint_ns": conf.get("checkpoint_ns", ""),
+            "checkpoint_id": new_cp,
+        }
+    }
+
+
+def _check_values(ctx: ServeContext, values: Any) -> None:
+    """Refuse (422) what `update_state` would fail on only after the branch is made: keys the state
+    does not have, messages that are not messages."""
+    channels = {k for k in ctx.runner.graph.channels if not k.startswith("__") and not k.startswith("branch:")}
+    unknown = sorted(set(values) - channels)
+    if unknown:
+        raise ConfigError(
+            f"values has keys the state does not have: {unknown}; the state's keys are {sorted(channels)}"
+        )
+    if "messages" in values:
+        msgs = values["messages"]
+        try:
+            convert_to_messages(msgs if isinstance(msgs, list) else [msgs])
+        except (ValueError, TypeError, NotImplementedError) as err:
+            raise ConfigError(f"values.messages is not a list of messages: {err}") from None
+
+
+def _refuse_busy(ctx: ServeContext, session: ChatSession) -> None:
+    if ctx.engine.active(session.tenant_id, session.session_id) is not None:
+        raise SessionError(f"thread {session.session_id} has a run in flight; edit its state when the run is over")
+
+
+def _at(session: ChatSession, checkpoint_id: str) -> RunnableConfig:
+    return {
+        "configurable": {
+            "thread_id": session.session_id,
+            "tenant_id": session.tenant_id,
+            "checkpoint_ns": "",
+            "checkpoint_id": checkpoint_id,
+        }
+    }
+
+
+def _base(ctx: ServeContext, session: ChatSession, checkpoint_id: str | None) -> StateSnapshot:
+    """The snapshot the edit starts from: `checkpoint_id` on the current branch's history, else the head."""
+    head = ctx.snapshot(session)
+    if head.metadata is None:
+        raise SessionError(f"thread {session.session_id} has no state yet; run it once, then edit its state")
+    if not checkpoint_id:
+        return head
+    snap: StateSnapshot | None = head
+    while snap is not None and snap.metadata is not None:
+        if snap.config["configurable"].get("checkpoint_id") == checkpoint_id:
+            return snap
+        snap = ctx.parent(session, snap)
+    raise SessionNotFound(f"checkpoint {checkpoint_id} not found on the current branch of thread {session.session_id}")
+
+
+def _entry_at(ctx: ServeContext, session: ChatSession, events: EventLog, base: StateSnapshot) -> str:
+    """The entry the new branch starts at: the current leaf for the head, else the node end on the
+    current branch that wrote the base checkpoint (or its nearest checkpointed ancestor)."""
+    leaf = session.current_leaf_entry_id
+    if leaf is None:
+        raise SessionError(f"thread {session.session_id} has no entries to branch from; run it once first")
+    head = ctx.snapshot(session).config["configurable"].get("checkpoint_id")
+    if base.config["configurable"].get("checkpoint_id") == head:
+        return leaf
+    ends: dict[str, str] = {}
+    for entry in events.path_to_root(leaf, types=NODE_END):  # nearest first
+        cp = (entry.payload or {}).get("checkpoint_id") if entry.type == "node_end" else None
+        if cp and str(cp) not in ends:
+            ends[str(cp)] = entry.id
+    snap: StateSnapshot | None = base
+    while snap is not None and snap.metadata is not None:  # the base first, then its ancestors
+        cp = str(snap.config["configurable"].get("checkpoint_id"))
+        if cp in ends:
+            return ends[cp]
+        snap = ctx.parent(session, snap)
+    return leaf
