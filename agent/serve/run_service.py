@@ -18,7 +18,7 @@ from typing import Any
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from agent.errors import AgentrtError, SessionNotFound, quote_id
+from agent.errors import AgentrtError, LeaseHeld, SessionNotFound, quote_id
 from agent.serve.auth import Principal
 from agent.serve.context import ServeContext
 from agent.serve.encode import INTERRUPT_KEY
@@ -34,6 +34,10 @@ from agent.session.session import ChatSession
 log = logging.getLogger("agentrt.serve")
 HEARTBEAT_S = 15.0
 _tasks: set[asyncio.Task[None]] = set()
+
+
+LEASE_WAIT_S = 30.0
+"""How long a stateless run's thread deletion waits for the finished turn to let go of the lease."""
 
 
 def background(coro: Coroutine[Any, Any, None]) -> None:
@@ -83,13 +87,24 @@ def _drop(ctx: ServeContext, session: ChatSession) -> None:
 
 async def _remove_when_over(ctx: ServeContext, rec: RunRecord) -> None:
     await rec.wait()
-    try:
-        session = await run_in_threadpool(ctx.runner.manager.get, rec.tenant_id, rec.thread_id)
-        await run_in_threadpool(delete_thread, ctx, session)
-    except SessionNotFound:
-        pass
-    except Exception as err:  # the run's answer is already given; the thread stays, listed
-        log.warning("could not delete the thread %s of stateless run %s: %s", rec.thread_id, rec.run_id, err)
+    # The run's last event comes just before its turn lets go of the session's lease: a delete
+    # refused for the lease in that moment is tried again.
+    deadline = asyncio.get_running_loop().time() + LEASE_WAIT_S
+    while True:
+        try:
+            session = await run_in_threadpool(ctx.runner.manager.get, rec.tenant_id, rec.thread_id)
+            await run_in_threadpool(delete_thread, ctx, session)
+            return
+        except SessionNotFound:
+            return
+        except LeaseHeld as err:
+            if asyncio.get_running_loop().time() > deadline:
+                log.warning("could not delete the thread %s of stateless run %s: %s", rec.thread_id, rec.run_id, err)
+                return
+            await asyncio.sleep(0.1)
+        except Exception as err:  # the run's answer is already given; the thread stays, listed
+            log.warning("could not delete the thread %s of stateless run %s: %s", rec.thread_id, rec.run_id, err)
+            return
 
 
 def final_values(rec: RunRecord) -> dict[str, Any]:
