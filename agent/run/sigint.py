@@ -9,12 +9,14 @@ from typing import Any
 
 
 class HeldSigint:
-    """Within `with`, a SIGINT is noted, not raised; `deliver()` raises it afterwards.
+    """From `with` on, a SIGINT is noted, not raised, until `deliver()`, which puts the handler back
+    and raises it then; a block left by an exception puts the handler back (the exception is the news).
 
-    A turn start saves the session (its run RUNNING) and then makes the recorder that closes the run
-    if it is interrupted. A `KeyboardInterrupt` landing between the two would leave a RUNNING run
-    nobody closes under a message saying no run started; held here, it lands either before the save
-    (nothing stored) or after the recorder exists (the run is closed as INTERRUPTED).
+    A turn start writes the new session's header, saves the session (its run RUNNING) and then makes
+    the recorder that closes the run if it is interrupted. A `KeyboardInterrupt` landing between
+    would leave a session or a RUNNING run under a message saying no run started; held, it lands
+    either before anything is stored or at `deliver()`, called inside the `try` that closes the run
+    as INTERRUPTED (so not even the moment between the block's end and that `try` is open).
 
     Only the main thread receives signals: elsewhere (the server's workers) this does nothing.
     """
@@ -35,12 +37,17 @@ class HeldSigint:
         self._caught = True
 
     def __exit__(self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None) -> None:
+        if kind is not None:
+            self._restore()
+
+    def _restore(self) -> None:
         if self._active:
             signal.signal(signal.SIGINT, self._previous)
             self._active = False
 
     def deliver(self) -> None:
-        """Act on a SIGINT that came while held, as the handler in place before would have."""
+        """Put the handler back, then act on a SIGINT that came while held, as it would have."""
+        self._restore()
         if self._caught:
             self._caught = False
             if callable(self._previous):

@@ -51,19 +51,21 @@ def stream_turn(
     else:
         _existing(rt, tenant, sid, user).check_can_start_turn()
     with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:
-        if new:
-            s = rt.settings.session
-            # Not saved yet: the turn start below saves it once (counted, room set, run RUNNING).
-            session = rt.manager.create(
-                tenant, s.agent_id, user or s.user_id, sid, config_digest=rt.pins.surface_digest, save=False
-            )
-        else:
-            # Re-read under the lease: another run may have ended between the first read and the grant.
-            session = _existing(rt, tenant, sid, user)
-        refuse_unfinished(rt, session, discardable=opts.discard_unfinished)
-        run_id = f"r-{uuid.uuid4().hex[:12]}"
-        set_room(session)
-        with HeldSigint() as sigint:  # a Ctrl-C lands before the save or once the run can be closed
+        # A Ctrl-C from here until the recorder exists is held: it lands before anything is stored,
+        # or once the run can be closed as INTERRUPTED (at `deliver`), never in between.
+        with HeldSigint() as sigint:
+            if new:
+                s = rt.settings.session
+                # Only the header is written here; the turn start below saves the session once.
+                session = rt.manager.create(
+                    tenant, s.agent_id, user or s.user_id, sid, config_digest=rt.pins.surface_digest, save=False
+                )
+            else:
+                # Re-read under the lease: another run may have ended between the first read and the grant.
+                session = _existing(rt, tenant, sid, user)
+            refuse_unfinished(rt, session, discardable=opts.discard_unfinished)
+            run_id = f"r-{uuid.uuid4().hex[:12]}"
+            set_room(session)
             # One durable save: the turn counted, the room, and the run RUNNING, before its first entry.
             session = rt.manager.start_turn(session, run_id=run_id)
             recorder = EventRecorder(rt.manager, session, hold.token, run_id)
