@@ -79,17 +79,7 @@ def fork(
             pin(fork_config)
         manifest = dict(rt.graph.get_state(fork_config).values.get("sandbox_manifest") or {})
         branch_id = rt.manager.fork(session, from_entry_id, extra={"checkpoint_id": checkpoint_id})
-        points = dict(session.context.get("fork_points") or {})
-        points[branch_id] = checkpoint_id
-        session.context = {**session.context, "fork_checkpoint_id": checkpoint_id, "fork_points": points}
-        # The run that was going on the branch forked from (paused, failed, lost) belongs to that
-        # branch: it is never resumed onto this one.
-        session.last_run_id = None
-        session.last_run_status = None
-        set_room(session)
-        rt.manager.save(session)
-        make_room(rt, session, manifest, checkpoint_id, hold.token)
-        rt.manager.save(session)
+        start_branch_at(rt, session, branch_id, checkpoint_id, manifest, hold.token)
         return {
             "session_id": sid,
             "branch_id": branch_id,
@@ -98,6 +88,29 @@ def fork(
             "room_id": session.room_id,
             "status": session.status.value,
         }
+
+
+def start_branch_at(
+    rt: RunnerCore,
+    session: ChatSession,
+    branch_id: str,
+    checkpoint_id: str,
+    manifest: dict[str, str],
+    token: int | None,
+) -> None:
+    """Make the just-forked `branch_id` current from `checkpoint_id`: its fork point, no run carried
+    over, its room made from `manifest`; saved (the caller holds the session's lease)."""
+    points = dict(session.context.get("fork_points") or {})
+    points[branch_id] = checkpoint_id
+    session.context = {**session.context, "fork_checkpoint_id": checkpoint_id, "fork_points": points}
+    # The run that was going on the branch forked from (paused, failed, lost) belongs to that
+    # branch: it is never resumed onto this one.
+    session.last_run_id = None
+    session.last_run_status = None
+    set_room(session)
+    rt.manager.save(session)
+    make_room(rt, session, manifest, checkpoint_id, token)
+    rt.manager.save(session)
 
 
 def _entry_of(rt: RunnerCore, tenant: str, sid: str, entry_id: str) -> EventLog:

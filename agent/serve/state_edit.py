@@ -18,8 +18,7 @@ from langgraph.errors import InvalidUpdateError
 from langgraph.types import StateSnapshot
 
 from agent.errors import ConfigError, SessionError, SessionNotFound
-from agent.run.branches import set_room
-from agent.run.lifecycle import make_room
+from agent.run.lifecycle import start_branch_at
 from agent.serve.context import ServeContext
 from agent.session.session import ChatSession
 from agent.turns import SessionHold
@@ -58,17 +57,8 @@ def edit_state(
         new_cp = str(written["configurable"]["checkpoint_id"])
         if pin is not None:
             pin(_at(session, new_cp))
-        points = dict(session.context.get("fork_points") or {})
-        points[branch_id] = new_cp
-        session.context = {**session.context, "fork_checkpoint_id": new_cp, "fork_points": points}
-        # The run of the branch edited away from stays that branch's; it is never resumed here.
-        session.last_run_id = None
-        session.last_run_status = None
-        set_room(session)
-        rt.manager.save(session)
         manifest = dict(rt.graph.get_state(_at(session, new_cp)).values.get("sandbox_manifest") or {})
-        make_room(rt, session, manifest, new_cp, hold.token)
-        rt.manager.save(session)
+        start_branch_at(rt, session, branch_id, new_cp, manifest, hold.token)
     conf = written["configurable"]
     return {
         "checkpoint": {
