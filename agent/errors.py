@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import PurePath
 from typing import Any
 
-from checkpointing.errors import (
+from checkpointing.exceptions import (
     BlobError,
     CheckpointingError,
     CorruptRecordError,

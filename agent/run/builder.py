@@ -18,15 +18,15 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from agent.config import AgentSettings
-from agent.loop.context import ContextManager
+from agent.loop.context_manager import ContextManager
 from agent.loop.models import build_chat_model
 from agent.loop.runtime import EventSink, LoopRuntime
 from agent.loop.skills import check_skill_tools, load_skills
 from agent.session.record_store import session_streams
-from agent.tools.base import ToolContext, ToolSpec
 from agent.tools.execute import execute_with_journal
 from agent.tools.journal import JournalStatus, ToolExecutionJournal
 from agent.tools.sandbox.room import Sandbox
+from agent.tools.spec import ToolContext, ToolSpec
 from agent.tools.tool_results import ToolResultStore, make_entry
 from checkpointing.blobs import Blobs
 from checkpointing.layout import room_dir, session_dir
@@ -208,7 +208,7 @@ class RuntimeBuilder:
     def _attach_datasets(self, rt: LoopRuntime, tenant: str) -> None:
         if not self.settings.datasets:
             return
-        from agent.tools.datasets.registry import DatasetCatalog
+        from agent.tools.datasets.dataset_registry import DatasetCatalog
 
         key = (tenant, rt.session_id)
         with self._lock:

@@ -42,10 +42,10 @@ from agent.serve import (
     routes_threads,
 )
 from agent.serve.auth import Unauthorized
-from agent.serve.context import ServeContext
+from agent.serve.serve_context import ServeContext
 from agent.session.item_store import start_sweeper, stop_sweeper
 from agent.session.sweep import Sweeper
-from checkpointing.errors import CheckpointingError
+from checkpointing.exceptions import CheckpointingError
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Depends
 
 from agent.serve.auth import Principal
 from agent.serve.bodies import AssistantCount, AssistantSearch
-from agent.serve.context import GRAPH_ID, ServeContext
 from agent.serve.deps import get_ctx, get_principal
+from agent.serve.serve_context import GRAPH_ID, ServeContext
 
 router = APIRouter(prefix="/assistants", tags=["assistants"])
 

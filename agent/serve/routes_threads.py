@@ -18,10 +18,10 @@ from agent.serve.bodies import (
     ThreadPatch,
     ThreadSearch,
 )
-from agent.serve.context import METADATA_KEY, ServeContext
 from agent.serve.deps import get_ctx, get_principal
 from agent.serve.encode import json_response
 from agent.serve.search import SORT_KEYS, search_filters
+from agent.serve.serve_context import METADATA_KEY, ServeContext
 from agent.serve.state_edit import edit_state
 from agent.serve.thread_ops import copy_thread, delete_thread
 from checkpointing.session_index import SessionRow

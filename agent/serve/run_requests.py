@@ -8,8 +8,8 @@ from typing import Any
 from agent.errors import ConfigError
 from agent.run.options import RunOptions
 from agent.serve.auth import Principal
-from agent.serve.context import ASSISTANT_ID, ServeContext
 from agent.serve.run_record import Job, RunRecord, Strategy
+from agent.serve.serve_context import ASSISTANT_ID, ServeContext
 from agent.serve.streams import SUPPORTED_MODES, normalize_modes
 from agent.serve.workers import worker_job
 from graph.state import normalize_decision

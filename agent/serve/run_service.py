@@ -20,12 +20,12 @@ from starlette.concurrency import run_in_threadpool
 
 from agent.errors import AgentrtError, LeaseHeld, SessionNotFound, quote_id
 from agent.serve.auth import Principal
-from agent.serve.context import ServeContext
 from agent.serve.encode import INTERRUPT_KEY
 from agent.serve.run_log import logged_runs, thread_runs
 from agent.serve.run_record import ApiRunStatus, CancelAction, RunRecord
 from agent.serve.run_requests import check_request, make_job, make_record, strategy_of
 from agent.serve.run_table import RunTable
+from agent.serve.serve_context import ServeContext
 from agent.serve.stream_log import Replay
 from agent.serve.streams import sse, wanted
 from agent.serve.thread_ops import delete_thread

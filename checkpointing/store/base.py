@@ -7,7 +7,7 @@ A `Store` holds sessions, keyed (tenant, thread). A session (`SessionStreams`) h
   has named session streams beside them (`SESSION_STREAMS`, named `@<name>`: `@` is outside the
   id alphabet of `checkpointing.ids`, so no run id can ever name one):
 
-      EVENTS   "@events"    the session event log (`events.jsonl`, `checkpointing.events`)
+      EVENTS   "@events"    the session event log (`events.jsonl`, `checkpointing.entry_log`)
       JOURNAL  "@journal"   the tool execution journal (`journal.jsonl`, `agent.tools.journal`)
       INBOX    "@inbox"     turns submitted to the session (`inbox.jsonl`, `agent.session.inbox`)
       OUTBOX   "@outbox"    writes the SQL / Redis layers still owe (`outbox.jsonl`), reserved

@@ -31,7 +31,7 @@ from typing import Any
 
 from checkpointing import indexfile
 from checkpointing.blobs import BlobStore
-from checkpointing.errors import CorruptCheckpointError, CorruptRecordError
+from checkpointing.exceptions import CorruptCheckpointError, CorruptRecordError
 from checkpointing.fencing import FencingGuard
 from checkpointing.layout import (
     OUTBOX_DUE,

@@ -58,7 +58,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from checkpointing import indexfile
-from checkpointing.errors import (
+from checkpointing.exceptions import (
     CorruptCheckpointError,
     CorruptRecordError,
     InvalidIdError,

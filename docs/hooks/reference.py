@@ -148,8 +148,8 @@ def doctor_reference() -> str:
     from agent.doctor.checks import CHECKS
     from agent.doctor.index import NAME as INDEX
     from agent.doctor.index import index_check
-    from agent.doctor.queue import NAME as QUEUE
-    from agent.doctor.queue import queues_check
+    from agent.doctor.queue_check import NAME as QUEUE
+    from agent.doctor.queue_check import queues_check
 
     out = ["### `agentrt doctor ID`", "", "| check | what it looks at |", "|---|---|"]
     for name, fn in CHECKS:

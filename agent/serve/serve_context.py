@@ -26,7 +26,7 @@ from agent.serve.runner import ServeRunner
 from agent.session.session import THREAD_METADATA, ChatSession
 from agent.statuses import RunStatus
 from agent.turns import SessionHold
-from checkpointing.errors import InvalidIdError
+from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
 from checkpointing.session_index import SessionRow
 
