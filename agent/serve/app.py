@@ -34,6 +34,7 @@ from agent.errors import (
 )
 from agent.serve import (
     page,
+    routes_agent_protocol,
     routes_assistants,
     routes_page,
     routes_runs,
@@ -41,6 +42,7 @@ from agent.serve import (
     routes_store,
     routes_threads,
 )
+from agent.serve.agent_protocol import PREFIX
 from agent.serve.auth import Unauthorized
 from agent.serve.serve_context import ServeContext
 from agent.session.item_store import start_sweeper, stop_sweeper
@@ -133,6 +135,10 @@ def create_app(settings: AgentSettings) -> FastAPI:
     app.include_router(routes_stateless.router)
     app.include_router(routes_store.router)
     app.include_router(routes_page.router)
+    # The open Agent Protocol: its own routes, and the threads and store routes it shares with LangGraph's API.
+    app.include_router(routes_agent_protocol.router)
+    app.include_router(routes_threads.router, prefix=PREFIX, include_in_schema=False)
+    app.include_router(routes_store.router, prefix=PREFIX, include_in_schema=False)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app
 
