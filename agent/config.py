@@ -396,10 +396,13 @@ class StoreIndexSettings(_Strict):
     base_url: str | None = None
     """The endpoint's `/v1` URL; unset: OpenAI's."""
     api_key_env: str = "OPENAI_API_KEY"
+    """The environment variable holding the endpoint's key (a local endpoint may need none)."""
     fields: list[str] = Field(default_factory=lambda: ["$"], min_length=1)
     """The parts of an item's value that are embedded (JSON paths, `$`: the whole value)."""
     timeout_s: float = Field(default=30.0, gt=0)
+    """How long one embedding request may take."""
     max_retries: int = Field(default=2, ge=0)
+    """How often a failed embedding request is tried again."""
 
 
 class StoreSettings(_Strict):
@@ -407,6 +410,7 @@ class StoreSettings(_Strict):
     `persistence.store`. `index` unset: no semantic index (a search's `query` is ignored)."""
 
     index: StoreIndexSettings | None = None
+    """The semantic index (the `store.index` table); null: none."""
 
 
 class AgentSettings(_Strict):

@@ -125,7 +125,7 @@ def config_reference() -> str:
             inner = [a for a in typing.get_args(ann) if a is not type(None)] or [ann]  # `Model | None`
             if len(inner) == 1 and isinstance(inner[0], type) and issubclass(inner[0], BaseModel):
                 nested.append((inner[0], key))
-            default = _default(field.get_default(call_default_factory=True))
+            default = "required" if field.is_required() else _default(field.get_default(call_default_factory=True))
             var = env.get(tuple(key.split(".")), "")  # type: ignore[arg-type]
             out.append(
                 f"| `{name}` | {_cell(_type_name(ann))} | {_cell(default)} | {f'`{var}`' if var else ''} "
