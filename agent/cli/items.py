@@ -71,7 +71,7 @@ def _import(args: argparse.Namespace) -> int:
     from agent.errors import InputError
     from agent.session.item_store import item_store
     from agent.session.tenant_store import TenantStore
-    from agent.transfer.items import import_items, read_items
+    from agent.transfer.items import import_items, read_items, store_errors
 
     conf = settings(args)
     if args.file == "-":
@@ -83,7 +83,8 @@ def _import(args: argparse.Namespace) -> int:
             why = "no such file" if isinstance(err, FileNotFoundError) else "a folder"
             raise InputError(f"{printable(args.file)}: {why}; give the file `agentrt items export` wrote") from None
     found = read_items(data, name)
-    added, there = import_items(TenantStore(item_store(conf), found.tenant_id), found.items)
+    with store_errors(conf):
+        added, there = import_items(TenantStore(item_store(conf), found.tenant_id), found.items)
     if args.json:
         return print_json({"tenant_id": found.tenant_id, "imported": added, "already_there": there})
     say(f"imported {added} item(s) into tenant {found.tenant_id} ({there} already there with the same value)")

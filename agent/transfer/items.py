@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,9 +30,16 @@ from langgraph.store.base import BaseStore, Item
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.config import AgentSettings
-from agent.errors import Conflict, InputError
-from agent.session.item_sql import StoreNotMade, read_store, tenant_condition
-from agent.session.item_values import MAX_TTL_MINUTES, RESERVED_ROOT, check_label, no_nul, storable_json
+from agent.errors import BackendUnavailable, Conflict, InputError
+from agent.session.item_sql import StoreNotMade, read_store, store_where, tenant_condition
+from agent.session.item_values import (
+    MAX_TTL_MINUTES,
+    MIN_TTL_MINUTES,
+    RESERVED_ROOT,
+    check_label,
+    no_nul,
+    storable_json,
+)
 
 FORMAT = "agentrt-store-items"
 VERSION = 1
@@ -48,7 +57,7 @@ class ItemLine(BaseModel):
     value: dict[str, Any]
     created_at: str | None = None
     updated_at: str | None = None
-    ttl_minutes: float | None = Field(default=None, gt=0, le=MAX_TTL_MINUTES, allow_inf_nan=False)
+    ttl_minutes: float | None = Field(default=None, ge=MIN_TTL_MINUTES, le=MAX_TTL_MINUTES, allow_inf_nan=False)
 
     @field_validator("namespace")
     @classmethod
@@ -68,6 +77,20 @@ class ItemLine(BaseModel):
     @classmethod
     def _value(cls, v: dict[str, Any]) -> dict[str, Any]:
         return dict(storable_json(v))
+
+
+@contextmanager
+def store_errors(settings: AgentSettings) -> Iterator[None]:
+    """A failure of the store's database as `BackendUnavailable` (exit 6), naming the store."""
+    try:
+        yield
+    except Exception as err:
+        if type(err).__module__.split(".")[0] not in ("sqlite3", "psycopg", "psycopg_pool"):
+            raise
+        raise BackendUnavailable(
+            f"LangGraph's store {store_where(settings)} failed ({type(err).__name__}: {str(err).splitlines()[0]}); "
+            "check that its database is reachable (`agentrt doctor`), then run this again"
+        ) from err
 
 
 @dataclass
@@ -94,21 +117,22 @@ def export_items(settings: AgentSettings, tenant_id: str) -> bytes:
     """The file of every live item of `tenant_id`. Reads leave the items' TTLs alone; a store never
     made is not made now (its file says no items)."""
     items: list[Item] = []
-    try:
-        read_store(settings, "SELECT count(*) FROM store_migrations")
-    except StoreNotMade:
-        return _file(tenant_id, [], {})
-    from agent.session.item_store import item_store
-    from agent.session.tenant_store import TenantStore
+    with store_errors(settings):
+        try:
+            read_store(settings, "SELECT count(*) FROM store_migrations")
+        except StoreNotMade:
+            return _file(tenant_id, [], {})
+        from agent.session.item_store import item_store
+        from agent.session.tenant_store import TenantStore
 
-    store = TenantStore(item_store(settings), tenant_id)
-    while True:
-        page = store.search((), limit=PAGE, offset=len(items), refresh_ttl=False)
-        items.extend(page)
-        if len(page) < PAGE:
-            break
-    items.sort(key=lambda i: (list(i.namespace), i.key))
-    return _file(tenant_id, items, _ttls(settings, tenant_id))
+        store = TenantStore(item_store(settings), tenant_id)
+        while True:
+            page = store.search((), limit=PAGE, offset=len(items), refresh_ttl=False)
+            items.extend(page)
+            if len(page) < PAGE:
+                break
+        items.sort(key=lambda i: (list(i.namespace), i.key))
+        return _file(tenant_id, items, _ttls(settings, tenant_id))
 
 
 def _file(tenant_id: str, items: list[Item], ttls: dict[tuple[str, str], float]) -> bytes:
@@ -124,7 +148,7 @@ def _file(tenant_id: str, items: list[Item], ttls: dict[tuple[str, str], float])
             "updated_at": item.updated_at.isoformat(),
             "ttl_minutes": ttl,
         }
-        lines.append(json.dumps(line, ensure_ascii=False))
+        lines.append(json.dumps(line))
     body = "".join(line + "\n" for line in lines).encode()
     trailer = {"end": True, "items": len(items), "sha256": hashlib.sha256(body).hexdigest()}
     return body + (json.dumps(trailer) + "\n").encode()

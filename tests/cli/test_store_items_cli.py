@@ -4,6 +4,7 @@ LangGraph's SqliteStore; production: its PostgresStore)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -77,16 +78,24 @@ def test_items_move_to_another_machine_and_importing_twice_changes_nothing(
     assert "'plan'" in ran.error_line() and "nothing was imported" in ran.error_line()
 
 
+def _end(body: str) -> str:
+    digest = hashlib.sha256(body.encode()).hexdigest()
+    return json.dumps({"end": True, "items": 1, "sha256": digest}) + "\n"
+
+
 def test_a_damaged_items_file_is_refused_and_nothing_is_made(tmp_path: Path) -> None:
     config = StoreSetup("files").config(tmp_path)
     good = (
         '{"format": "agentrt-store-items", "version": 1, "tenant_id": "acme", "items": 1}\n'
         '{"namespace": ["a"], "key": "k", "value": {"v": 1}}\n'
     )
+    hostile = good.replace('["a"]', '["a.b", "../x"]')
     cases = {
         "cut.jsonl": good,
         "changed.jsonl": good + '{"end": true, "items": 1, "sha256": "00"}\n',
         "other.jsonl": "hello\n",
+        "hostile.jsonl": hostile + _end(hostile),  # well-formed, its checksum right: a label with '.'
+        "reserved.jsonl": good.replace('["a"]', '["langgraph"]') + _end(good.replace('["a"]', '["langgraph"]')),
     }
     for name, text in cases.items():
         (tmp_path / name).write_text(text)
@@ -141,3 +150,17 @@ def test_the_doctor_fails_on_a_damaged_store_file_naming_a_backup(tmp_path: Path
     (tmp_path / "agentrt" / "langgraph-store.sqlite").write_bytes(b"not a database, just bytes" * 100)
     code, check = _doctor(config, tmp_path)
     assert code == 1 and check["status"] == "FAIL" and "from a backup" in str(check["next_step"]), check
+
+
+def test_a_session_export_carries_no_store_items(tmp_path: Path) -> None:
+    """Items are the tenant's, shared by every user: one user's session file must not hand them on."""
+    config = StoreSetup("files").config(tmp_path)
+    with serving(config, tmp_path) as server:
+        get_sync_client(url=server.url).store.put_item(["users", "bob"], "secret", {"note": "bob-private-note"})
+    ran = agentrt("run", "--config", str(config), "--json", "Summarise the 2026 sales by region", cwd=tmp_path)
+    assert ran.code == 0, ran.both
+    sid = json.loads(ran.out)["session_id"]
+    exported = agentrt("export", sid, "--config", str(config), cwd=tmp_path)
+    assert exported.code == 0 and sid in exported.out and "bob-private-note" not in exported.out
+    items = agentrt("items", "export", "--config", str(config), cwd=tmp_path)
+    assert items.code == 0 and "bob-private-note" in items.out
