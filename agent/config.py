@@ -383,6 +383,36 @@ class ServeSettings(_Strict):
         return self.runs_on == "workers" or (self.runs_on == "auto" and workers.enabled)
 
 
+class StoreIndexSettings(_Strict):
+    """The semantic index of LangGraph's store (`store.index`): an embedding model behind an
+    OpenAI-compatible `/v1/embeddings` endpoint (OpenAI, vLLM, llama.cpp, Ollama) turns the chosen
+    `fields` of each item into a vector of `dims` numbers; `search_items` with a `query` then ranks by
+    similarity. The key is read from the environment variable `api_key_env`, never from the file."""
+
+    model: str = Field(min_length=1)
+    """The embedding model's name as the endpoint knows it (e.g. `text-embedding-3-small`)."""
+    dims: int = Field(gt=0, le=16_000)
+    """The length of the vectors the model returns (1536 for `text-embedding-3-small`)."""
+    base_url: str | None = None
+    """The endpoint's `/v1` URL; unset: OpenAI's."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """The environment variable holding the endpoint's key (a local endpoint may need none)."""
+    fields: list[str] = Field(default_factory=lambda: ["$"], min_length=1)
+    """The parts of an item's value that are embedded (JSON paths, `$`: the whole value)."""
+    timeout_s: float = Field(default=30.0, gt=0)
+    """How long one embedding request may take."""
+    max_retries: int = Field(default=2, ge=0)
+    """How often a failed embedding request is tried again."""
+
+
+class StoreSettings(_Strict):
+    """LangGraph's store (the store API's items, a run's `runtime.store`); where it lives follows
+    `persistence.store`. `index` unset: no semantic index (a search's `query` is ignored)."""
+
+    index: StoreIndexSettings | None = None
+    """The semantic index (the `store.index` table); null: none."""
+
+
 class AgentSettings(_Strict):
     """The whole configuration of one agent runtime."""
 
@@ -397,6 +427,7 @@ class AgentSettings(_Strict):
     skills_dir: str | None = Field(default="builtin:skills", validate_default=True)
     """The folder of skills: relative to the config's folder, or `builtin:skills`; null: no skills."""
     serve: ServeSettings = Field(default_factory=ServeSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
     source_path: str | None = Field(default=None, exclude=True)
 
     @field_validator("skills_dir")

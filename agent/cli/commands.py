@@ -128,6 +128,13 @@ COMMANDS: tuple[Command, ...] = (
         "agentrt import session.jsonl",
     ),
     Command(
+        "items",
+        "agent.cli.items:cmd_items",
+        "agent.cli.items:args_items",
+        "a tenant's items of the store API (long-term memory): `items export` to one file, `items import` it",
+        "agentrt items export --tenant acme -o acme-items.jsonl",
+    ),
+    Command(
         "db",
         "agent.cli.manage:cmd_db",
         "agent.cli.manage:args_db",

@@ -205,12 +205,18 @@ def _doctor(args: argparse.Namespace, ctx: DoctorContext) -> int:
 
 
 def _doctor_store(args: argparse.Namespace, ctx: DoctorContext, tenant: str) -> int:
-    """`agentrt doctor` without an id: the store-wide checks; `--repair` rebuilds the session index."""
+    """`agentrt doctor` without an id: the store-wide checks; `--repair` rebuilds the session index
+    and applies the missing migrations of LangGraph's store."""
     from agent.doctor import render
     from agent.doctor.index import repair_index, store_report
 
     if args.repair:  # one walk of the session folders; asked for, it is always done
         say(printable(repair_index(ctx)), err=args.json)
+        from agent.doctor.items import repair_items
+
+        done = repair_items(ctx.settings)
+        if done:
+            say(printable(done), err=args.json)
     report = store_report(ctx, tenant)
     if args.json:
         print_json(report.to_json())
