@@ -199,6 +199,17 @@ class CronBook:
 
         self.change(edit)
 
+    def drop_thread(self, thread_id: str) -> int:
+        """Remove the crons of thread `thread_id` (the thread is gone); how many went."""
+
+        def edit(crons: dict[str, Cron]) -> int:
+            gone = [cid for cid, c in crons.items() if c.get("thread_id") == thread_id]
+            for cid in gone:
+                del crons[cid]
+            return len(gone)
+
+        return self.change(edit) if any(c.get("thread_id") == thread_id for c in self.all()) else 0
+
     def claim_due(self, now: datetime) -> list[Cron]:
         """Claim every firing due at `now`: each due cron's `next_run_date` moves past `now` (missed
         times are skipped: one run, not one per missed time) in one swap. The crons claimed, as

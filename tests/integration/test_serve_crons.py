@@ -75,11 +75,12 @@ def test_create_search_count_update_delete(tmp_path: Path) -> None:
         client = get_sync_client(url=server.url)
         assert httpx.get(f"{server.url}/info").json()["flags"]["crons"] is True
         tid = client.threads.create()["thread_id"]
-        mine = client.crons.create_for_thread(tid, A, schedule="*/5 * * * *", input=INPUT, metadata={"team": "ops"})
+        mine = client.crons.create_for_thread(tid, A, schedule="15 4 1 1 *", input=INPUT, metadata={"team": "ops"})
         other = client.crons.create(A, schedule=YEARLY, input=INPUT, on_run_completed="keep")
-        assert mine["thread_id"] == tid and mine["schedule"] == "*/5 * * * *" and mine["enabled"] is True
+        assert mine["thread_id"] == tid and mine["schedule"] == "15 4 1 1 *" and mine["enabled"] is True
         assert mine["metadata"] == {"team": "ops"} and mine["payload"]["input"] == INPUT
-        assert datetime.fromisoformat(mine["next_run_date"]).minute % 5 == 0
+        first = datetime.fromisoformat(mine["next_run_date"])
+        assert (first.month, first.day, first.hour, first.minute) == (1, 1, 4, 15)
         assert other["thread_id"] is None and other["on_run_completed"] == "keep"
 
         assert client.crons.count() == 2
@@ -89,16 +90,16 @@ def test_create_search_count_update_delete(tmp_path: Path) -> None:
         assert [c["cron_id"] for c in client.crons.search(limit=1)] == [other["cron_id"]]  # newest first
         assert [c["cron_id"] for c in client.crons.search(limit=1, offset=1)] == [mine["cron_id"]]
         by_next = client.crons.search(sort_by="next_run_date", sort_order="asc")
-        assert [c["cron_id"] for c in by_next] == [mine["cron_id"], other["cron_id"]]
+        assert [c["cron_id"] for c in by_next] == [other["cron_id"], mine["cron_id"]]
         assert client.crons.search(select=["cron_id", "schedule"], thread_id=tid) == [
-            {"cron_id": mine["cron_id"], "schedule": "*/5 * * * *"}
+            {"cron_id": mine["cron_id"], "schedule": "15 4 1 1 *"}
         ]
 
         paused = client.crons.update(mine["cron_id"], enabled=False)
         assert paused["enabled"] is False and paused["next_run_date"] is None
         assert [c["cron_id"] for c in client.crons.search(enabled=False)] == [mine["cron_id"]]
-        moved = client.crons.update(mine["cron_id"], schedule="0 9 * * *", enabled=True, metadata={"team": "sales"})
-        assert moved["schedule"] == "0 9 * * *" and datetime.fromisoformat(moved["next_run_date"]).hour == 9
+        moved = client.crons.update(mine["cron_id"], schedule="0 9 1 1 *", enabled=True, metadata={"team": "sales"})
+        assert moved["schedule"] == "0 9 1 1 *" and datetime.fromisoformat(moved["next_run_date"]).hour == 9
         assert moved["metadata"] == {"team": "sales"} and moved["payload"]["input"] == INPUT
         ended = client.crons.update(other["cron_id"], end_time=datetime.now(UTC) - timedelta(days=1))
         assert ended["next_run_date"] is None
@@ -127,6 +128,8 @@ def test_create_search_count_update_delete(tmp_path: Path) -> None:
         with pytest.raises(APIStatusError) as gone:
             client.crons.delete(other["cron_id"])
         assert gone.value.response.status_code == 404
+        client.threads.delete(tid)  # its crons go with it
+        assert client.crons.count() == 0
 
 
 def test_due_cron_fires_one_run_across_two_servers(tmp_path: Path, store: StoreSetup) -> None:
