@@ -3,7 +3,7 @@ search, count, update, delete; a due cron fires one run, also with two servers o
 (files and PostgreSQL); another tenant never sees a cron; a cron whose run failed shows it.
 
 A cron is made due without waiting for its minute: the test moves its `next_run_date` into the past
-in the store (`CronBook`, what the server reads), and the servers poll every 0.1 s."""
+in the store (`tests.support.cron_tools.make_due`), and the servers poll every 0.1 s."""
 
 from __future__ import annotations
 
@@ -19,8 +19,7 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import APIStatusError
 
-from agent.config import load_settings
-from agent.serve.crons import CronBook, iso
+from tests.support.cron_tools import make_due
 from tests.support.serve import serving, start_server
 from tests.support.store_configs import StoreSetup
 
@@ -48,12 +47,6 @@ def until(check: Callable[[], Any], what: str) -> Any:
             return got
         time.sleep(0.1)
     raise AssertionError(f"not within {BOUND_S}s: {what}")
-
-
-def make_due(config: Path, tenant: str, cron_id: str) -> None:
-    """Move the cron's next time into the past, as if its minute had come."""
-    past = iso(datetime.now(UTC) - timedelta(seconds=1))
-    CronBook(load_settings(config), tenant).update(cron_id, None, lambda c: c.update(next_run_date=past))
 
 
 def cron_of(client: SyncLangGraphClient, cron_id: str) -> dict[str, Any]:
