@@ -246,8 +246,9 @@ def _due(cron: Cron, now: datetime) -> bool:
 
 
 def visible(cron: Cron, user_id: str | None) -> bool:
-    """Whether a caller acting as `user_id` sees the cron (a tenant-wide caller sees every one)."""
-    return user_id is None or cron.get("user_id") in (None, user_id)
+    """Whether a caller acting as `user_id` sees the cron: its own only (a tenant-wide caller, None,
+    sees every one of the tenant)."""
+    return user_id is None or cron.get("user_id") == user_id
 
 
 def cron_tenants(settings: AgentSettings) -> list[str]:

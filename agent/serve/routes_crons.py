@@ -1,4 +1,4 @@
-"""Crons (`client.crons`): create for a thread or stateless, update, search, count, delete; each only
+"""Crons (`client.crons`): create for a thread or stateless, get, update, search, count, delete; each only
 within the caller's tenant (and user, when the key names one): another's cron id answers 404.
 
 A request is checked whole (its schedule, its types, and its run as a run request is checked)
@@ -73,6 +73,16 @@ def _payload(ctx: ServeContext, body: dict[str, Any], stateless: bool) -> dict[s
         raise ConfigError("input: a stateless cron starts a new thread each time; send the input of its runs")
     check_request(payload, ctx, stateless)
     return payload
+
+
+@router.get("/runs/crons/{cron_id}")
+async def get_cron(
+    cron_id: str,
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
+) -> dict[str, Any]:
+    """One cron of the caller's (404 for another's, as for an unknown id)."""
+    return await run_in_threadpool(CronBook(ctx.settings, principal.tenant_id).get, cron_id, principal.user_id)
 
 
 @router.patch("/runs/crons/{cron_id}")

@@ -33,8 +33,12 @@ QUICK = {"loop": {"planning": "never"}, "serve": {"cron_poll_s": 0.1}}
 BOUND_S = 60.0
 SETTLE_S = 1.0
 """How long after a firing the servers keep polling before a test counts runs (ten polls each)."""
-ALICE, GLOBEX = "alice-key-0123456789", "globex-key-0123456789"
-KEYS = [{"key": ALICE, "tenant_id": "acme", "user_id": "alice"}, {"key": GLOBEX, "tenant_id": "globex"}]
+ALICE, BOB, GLOBEX = "alice-key-0123456789", "bob-key-0123456789ab", "globex-key-0123456789"
+KEYS = [
+    {"key": ALICE, "tenant_id": "acme", "user_id": "alice"},
+    {"key": BOB, "tenant_id": "acme", "user_id": "bob"},
+    {"key": GLOBEX, "tenant_id": "globex"},
+]
 INPUT = {"messages": [{"role": "user", "content": "report"}]}
 
 
@@ -76,6 +80,7 @@ def test_create_search_count_update_delete(tmp_path: Path) -> None:
         assert (first.month, first.day, first.hour, first.minute) == (1, 1, 4, 15)
         assert other["thread_id"] is None and other["on_run_completed"] == "keep"
 
+        assert httpx.get(f"{server.url}/runs/crons/{mine['cron_id']}").json() == mine
         assert client.crons.count() == 2
         assert client.crons.count(thread_id=tid) == 1
         assert client.crons.count(assistant_id="someone-else") == 0
@@ -175,26 +180,32 @@ def test_stateless_cron_deletes_its_thread_by_default(tmp_path: Path) -> None:
 
 
 def test_another_tenant_never_sees_a_cron(tmp_path: Path, store: StoreSetup) -> None:
-    """globex neither finds, counts, changes nor deletes acme's cron (404 on its id), nor makes a
-    cron on acme's thread; acme's cron is unchanged."""
+    """globex (another tenant) and bob (another user of acme) neither find, count, get, change nor
+    delete alice's cron (404 on its id), nor make a cron on her thread; her cron is unchanged."""
     config = store.config(tmp_path, HELLO, loop=QUICK["loop"], serve={"api_keys": KEYS, "cron_poll_s": 0.1})
     with serving(config, tmp_path) as server:
         alice = get_sync_client(url=server.url, api_key=ALICE)
-        globex = get_sync_client(url=server.url, api_key=GLOBEX)
         tid = alice.threads.create()["thread_id"]
         cron = alice.crons.create_for_thread(tid, A, schedule=YEARLY, input=INPUT)
 
-        assert globex.crons.search(limit=100) == [] and globex.crons.count() == 0
-        assert globex.crons.count(thread_id=tid) == 0
-        for call in (
-            lambda: globex.crons.update(cron["cron_id"], enabled=False),
-            lambda: globex.crons.delete(cron["cron_id"]),
-            lambda: globex.crons.create_for_thread(tid, A, schedule=YEARLY, input=INPUT),
-        ):
-            with pytest.raises(APIStatusError) as refused:
-                call()
-            assert refused.value.response.status_code == 404
+        for key in (GLOBEX, BOB):
+            other = get_sync_client(url=server.url, api_key=key)
+            assert other.crons.search(limit=100) == [] and other.crons.count() == 0
+            assert other.crons.count(thread_id=tid) == 0
+            _all_not_found(other, cron["cron_id"], tid)
         assert alice.crons.search() == [cron]
+
+
+def _all_not_found(other: SyncLangGraphClient, cron_id: str, tid: str) -> None:
+    for call in (
+        lambda: other.crons.update(cron_id, enabled=False),
+        lambda: other.crons.delete(cron_id),
+        lambda: other.http.get(f"/runs/crons/{cron_id}"),
+        lambda: other.crons.create_for_thread(tid, A, schedule=YEARLY, input=INPUT),
+    ):
+        with pytest.raises(APIStatusError) as refused:
+            call()
+        assert refused.value.response.status_code == 404
 
 
 def test_a_failed_cron_run_shows_its_error(tmp_path: Path) -> None:
