@@ -52,7 +52,12 @@ class CronScheduler:
         started = []
         for tenant in await run_in_threadpool(cron_tenants, self.ctx.settings):
             book = CronBook(self.ctx.settings, tenant)
-            for cron in await run_in_threadpool(book.claim_due, now):
+            try:
+                claimed = await run_in_threadpool(book.claim_due, now)
+            except Exception as err:  # one tenant's unreadable crons do not hold back the others'
+                log.warning("could not claim the due crons of tenant %s: %s", tenant, err)
+                continue
+            for cron in claimed:
                 rec = await self.fire(book, cron, iso(now))
                 if rec is not None:
                     started.append(rec)
