@@ -377,6 +377,10 @@ class ServeSettings(_Strict):
     """How long a run's streamed events stay in the record store after its last one, for clients that
     reconnect with `Last-Event-ID` (also after the run ended or the server restarted); an older stream
     is removed when a client asks for it, and with its thread."""
+    cron_poll_s: float | None = Field(default=5.0, gt=0)
+    """How often (seconds) the server looks for crons that are due and starts their runs; a cron
+    fires at most this late. Every server over one store may poll: each firing starts one run.
+    null: this server fires no crons (its API still manages them)."""
 
     def on_workers(self, workers: WorkerSettings) -> bool:
         """Whether runs go to the Celery workers with these worker settings."""

@@ -249,6 +249,11 @@ class Store(Protocol):
         anything, sorted, read from an index of them (never every session's records)."""
         ...
 
+    def doc_tenants(self, thread: str, name: str) -> list[str]:
+        """The tenants whose session `thread` holds document `name`, sorted (a server finds the
+        tenants with crons this way, without reading every session)."""
+        ...
+
     def reserve(self, tenant: str, key: str, value: dict[str, Any]) -> dict[str, Any] | None:
         """Claim id `key` in the tenant's reservations (a turn id -> its session) with `value`,
         once, durable on return: None when this call claimed it, else what holds it ({} when that

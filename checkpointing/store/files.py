@@ -459,6 +459,10 @@ class FileStore:
             out.extend((t, n) for n in names if runs_dir(thread_dir(self.base_dir, t, n)).exists())
         return out
 
+    def doc_tenants(self, thread: str, name: str) -> list[str]:
+        """The tenants whose session folder of `thread` holds document file `name` (one stat each)."""
+        return [t for t in tenant_ids(self.base_dir) if (thread_dir(self.base_dir, t, thread) / name).is_file()]
+
     def reserve(self, tenant: str, key: str, value: dict[str, Any]) -> dict[str, Any] | None:
         """Create `tenants/<tenant>/turns/<key>.json` exclusively (`O_EXCL`), one framed record,
         fsynced: the file `agent.session.inbox.TurnIndex` always wrote."""
