@@ -91,7 +91,7 @@ def stream_resume(
                     f'nothing to resume; start one with `agentrt run --session {sid} "..."`'
                 )
         try:
-            doc, snap, accepted = _recover(rt, session, events, set(accept_changes), at)
+            doc, snap, accepted = _recover(rt, session, events, set(accept_changes), at, options)
         except RecoveryBlocked as err:
             record_blocked(rt, session, hold.token, err)
             raise
@@ -145,7 +145,8 @@ def stream_resume(
         graph_input: Command[Any] | None = Command(resume=decision) if asks and decision is not None else None
         if decision is not None:
             recorder.record("hitl_decision", {"run_id": run_id, "interrupt_id": interrupt_id, **decision})
-        config = rt._config(session, run_id, hold.token, **at.run_extra())
+        overrides = options.overrides if options is not None else None
+        config = rt._config(session, run_id, hold.token, overrides, **at.run_extra())
         yield from drive(rt, graph_input, config, session, recorder, options)
 
 
@@ -249,9 +250,11 @@ def _rerun_lost_turn(
 
 
 def _recover(
-    rt: RunnerCore, session: ChatSession, events: Any, accept: set[str], at: BranchHead
+    rt: RunnerCore, session: ChatSession, events: Any, accept: set[str], at: BranchHead, options: RunOptions | None
 ) -> tuple[dict[str, Any], Any, dict[str, Any]]:
-    """Validate identity and pins, restore the state and its messages: (checkpoint doc, snapshot, re-pinned)."""
+    """Validate identity and pins (those of the run's overrides), restore the state and its messages:
+    (checkpoint doc, snapshot, re-pinned)."""
+    pins = rt.pins_for(options.overrides if options is not None else None)
     thread = at.config(session.tenant_id, session.session_id)
     with step("validate_identity"):
         doc = rt._checkpoint_doc(thread)
@@ -259,13 +262,13 @@ def _recover(
         raise SessionError(f"session {session.session_id} has no checkpoint: there is nothing to resume")
     check_identity(doc, session, rt.settings.session.agent_id, set(events.branches()) | {"main"})
     found = stored_pins(doc)
-    accepted = compare_pins(found, rt.pins, accept, PIN_STEPS)
+    accepted = compare_pins(found, pins, accept, PIN_STEPS)
     with step("restore_state"):
         # The tail first: a run with nothing left to do needs none of its history (see `_finished`).
         snap = light_snapshot(rt, thread)
         if snap.next or snap.tasks:
             snap = rt.graph.get_state(thread)
-    accepted |= compare_pins(found, rt.pins, accept, SURFACE_PINS)
+    accepted |= compare_pins(found, pins, accept, SURFACE_PINS)
     if snap.next or snap.tasks:
         restore_messages(dict(snap.values or {}))
     return doc, snap, accepted
