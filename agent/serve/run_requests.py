@@ -183,5 +183,6 @@ def make_job(ctx: ServeContext, principal: Principal, thread_id: str, body: dict
         principal.user_id,
         decision=decision,
         interrupt_id=iid,
-        options=RunOptions(before, after, overrides=body.get(OVERRIDES)),
+        # No settings of its own: the run continues under those it started with (its checkpoint has them).
+        options=RunOptions(before, after, overrides=body.get(OVERRIDES) or None),
     )

@@ -208,3 +208,26 @@ def test_assistants_outlive_a_restart(tmp_path: Path, store: StoreSetup) -> None
         tid = client.threads.create()["thread_id"]
         done = client.runs.wait(tid, aid, input={"user_input": "hi"})
         assert done["messages"][-1]["content"] == "Arr, done."
+
+
+def test_a_continuation_keeps_the_settings_its_run_started_with(tmp_path: Path) -> None:
+    """The demo asks before it publishes: the answer continues under the assistant's settings, which
+    the run's checkpoints record; another assistant's settings cannot continue it."""
+    ask = {"messages": [{"role": "user", "content": "How did each region do against its target?"}]}
+    with serving(make_config(tmp_path), tmp_path) as server:
+        client = get_sync_client(url=server.url)
+        aid = client.assistants.create("agentrt", context={"model_name": "demo-assistant"})["assistant_id"]
+        other = client.assistants.create("agentrt", context={"model_name": "someone-else"})["assistant_id"]
+        tid = client.threads.create()["thread_id"]
+        asked = client.runs.wait(tid, aid, input=ask)
+        assert asked["__interrupt__"][0]["value"]["kind"] == "tool_approval"
+        [newest] = client.threads.get_history(tid, limit=1)
+        assert json.loads(newest["metadata"]["overrides"]) == {"model_name": "demo-assistant"}
+
+        status, text = _status(lambda: client.runs.wait(tid, other, command={"resume": {"approved": True}}))
+        assert status == 409, text
+
+        # The built-in assistant has no settings of its own: the run goes on under its assistant's.
+        done = client.runs.wait(tid, "agentrt", command={"resume": {"approved": True}})
+        assert done["messages"][-1]["response_metadata"]["model_name"] == "demo-assistant"
+        assert client.threads.get(tid)["status"] == "idle"
