@@ -60,6 +60,7 @@ def stream_resume(
     if interrupt_id is not None and decision is None:
         raise InputError(f"--interrupt {interrupt_id} names an approval to answer: add --approve or --reject")
     session = _resumable(rt.manager.get(tenant, sid, user))
+    asked = options.overrides if options is not None else None
     events = rt.manager.jsonl.event_log(tenant, sid)
     try:
         with step("read_header"):
@@ -85,7 +86,6 @@ def stream_resume(
             if lost_first is not None:  # the branch's first turn died before its first checkpoint
                 if decision is not None:
                     check_decision(sid, [], False, interrupt_id, lambda: asked_approvals(events))  # raises
-                asked = options.overrides if options is not None else None
                 yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_first, None, {}, at, asked)
                 return
             if at.checkpoint_id is not None:
@@ -110,7 +110,8 @@ def stream_resume(
             interrupt_id = check_decision(sid, waiting, answered, interrupt_id, lambda: asked_approvals(events))
         lost_turn = turn_without_checkpoint(rt, session, events, run_id, interrupted=True) if not pending else None
         if lost_turn is not None:
-            yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_turn, doc, accepted, at, overrides)
+            # A turn lost before its first checkpoint recorded nothing of its settings: those asked now.
+            yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_turn, doc, accepted, at, asked)
             return
         if not pending:
             yield from _finished(rt, session, events, recorder, doc, run_id, at, snap)

@@ -104,7 +104,7 @@ def test_a_run_uses_its_assistants_model_and_prompt(tmp_path: Path) -> None:
 
         # The built-in assistant runs the server's own prompt: the script's answer is refused.
         tid = client.threads.create()["thread_id"]
-        with pytest.raises(Exception, match="expected the prompt to contain 'Speak like a pirate'"):
+        with pytest.raises(Exception, match="expected the prompt to contain 'Speak like a pirate"):
             client.runs.wait(tid, "agentrt", input={"user_input": "hi"})
 
 
