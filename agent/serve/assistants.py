@@ -240,7 +240,8 @@ class AssistantStore:
         """A new version from a patch body (metadata merged, the other fields given replaced) made latest."""
         if "graph_id" in body:
             checked_graph(body["graph_id"])
-        given_config = "config" in body or "context" in body
+        # As LangGraph's server: an empty config keeps the current one; a context (even empty) replaces it.
+        given_config = bool(body.get("config")) or body.get("context") is not None
         if given_config:
             config, context = checked_config(self.settings, body.get("config"), body.get("context"))
         with self._lock:

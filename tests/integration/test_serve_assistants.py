@@ -75,6 +75,9 @@ def test_create_update_versions_latest_search_count_delete(tmp_path: Path) -> No
         assert _status(lambda: client.assistants.create("agentrt", assistant_id=aid))[0] == 409
         kept = client.assistants.create("agentrt", assistant_id=aid, if_exists="do_nothing", name="Ignored")
         assert kept["name"] == "Sales bot" and kept["version"] == 1
+        # An update that sends no settings keeps the current ones (those of version 1, made latest).
+        renamed = client.assistants.update(aid, name="Renamed", config={})
+        assert renamed["version"] == 3 and renamed["context"] == {"system_prompt": "First."}
 
         # The built-in assistant is the server's own: it cannot change or go.
         assert _status(lambda: client.assistants.delete("agentrt"))[0] == 409
