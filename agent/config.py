@@ -362,6 +362,22 @@ class ApiKeyEntry(_Strict):
     user_id: str | None = None
 
 
+class AssistantOverrides(_Strict):
+    """What an assistant (or a named `serve.assistant_configs` entry) may change for its runs: the
+    model's name and sampling, the system prompt, planning and the loop's step limit. Nothing here
+    names a file, a module or a tool: an HTTP client chooses among the server's own."""
+
+    model_name: str | None = Field(default=None, min_length=1, max_length=200)
+    """`model.name` (the scripted model reports it as its `model_name`)."""
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    system_prompt: str | None = Field(default=None, min_length=1, max_length=20_000)
+    """`loop.system_prompt`."""
+    planning: Literal["always", "auto", "never"] | None = None
+    max_iterations: int | None = Field(default=None, ge=1)
+    """`loop.max_iterations`: the model calls of one turn."""
+
+
 class ServeSettings(_Strict):
     """`agentrt serve`: who may call it. No keys and no auth function: loopback only, default tenant."""
 
@@ -381,6 +397,9 @@ class ServeSettings(_Strict):
     """How often (seconds) the server looks for crons that are due and starts their runs; a cron
     fires at most this late. Every server over one store may poll: each firing starts one run.
     null: this server fires no crons (its API still manages them)."""
+    assistant_configs: dict[str, AssistantOverrides] = Field(default_factory=dict)
+    """Named overrides an assistant may pick with `config_name` in its configurable (or context):
+    name -> {model_name, temperature, max_output_tokens, system_prompt, planning, max_iterations}."""
 
     def on_workers(self, workers: WorkerSettings) -> bool:
         """Whether runs go to the Celery workers with these worker settings."""

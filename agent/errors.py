@@ -118,6 +118,14 @@ class SessionExists(Conflict):
     """A new session was asked for with an id the tenant already has."""
 
 
+class AssistantNotFound(NotFound):
+    """No assistant with this id is visible to this tenant (`agentrt serve`)."""
+
+
+class AssistantConflict(Conflict):
+    """An assistant exists already under this id, or is the server's own (it cannot change)."""
+
+
 class LifecycleError(SessionNotActive):
     """A session or run status change that the lifecycle table (`agent.session.lifecycle`) forbids."""
 

@@ -16,8 +16,9 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field
 
 from agent.errors import SessionNotFound, quote_id
+from agent.serve.assistants import ASSISTANT_ID, GRAPH_ID
 from agent.serve.bodies import MAX_LIMIT, Body, JsonObject, SearchMetadata, StreamMode, _storable
-from agent.serve.serve_context import ASSISTANT_ID, GRAPH_ID, ServeContext
+from agent.serve.serve_context import ServeContext
 from agent.session.record_store import store
 from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
@@ -92,22 +93,15 @@ def run_body(request: ApRunCreate) -> dict[str, Any]:
     return body
 
 
-def agent(ctx: ServeContext) -> dict[str, Any]:
-    """The one agent (LangGraph's assistant `agentrt`) as the protocol's Agent."""
-    assistant = ctx.assistant()
+def agent(assistant: dict[str, Any]) -> dict[str, Any]:
+    """An assistant (the built-in `agentrt`, or one the tenant made) as the protocol's Agent."""
     return {
         "agent_id": assistant["assistant_id"],
         "name": assistant["name"],
-        "description": assistant["description"],
-        "metadata": {**assistant["metadata"], "graph_id": GRAPH_ID},
+        "description": assistant.get("description") or "",
+        "metadata": {**(assistant.get("metadata") or {}), "graph_id": assistant.get("graph_id", GRAPH_ID)},
         "capabilities": {"ap.io.messages": True, "ap.io.streaming": True},
     }
-
-
-def check_agent(agent_id: str) -> None:
-    """404 for an agent other than the one served."""
-    if agent_id not in (ASSISTANT_ID, GRAPH_ID):
-        raise SessionNotFound(f"agent {quote_id(agent_id)} not found (this server runs {quote_id(ASSISTANT_ID)})")
 
 
 def as_ap_run(run: dict[str, Any]) -> dict[str, Any]:

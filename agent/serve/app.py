@@ -29,10 +29,10 @@ from agent.errors import (
     AgentrtError,
     BackendUnavailable,
     ConfigError,
+    Conflict,
     LeaseHeld,
     NotFound,
     RecoveryBlocked,
-    SessionError,
     ToolError,
     as_agentrt_error,
 )
@@ -65,7 +65,7 @@ def _status(err: Exception) -> int:
         return 404
     if isinstance(err, ConfigError | ToolError):
         return 422
-    if isinstance(err, SessionError | LeaseHeld | RecoveryBlocked):
+    if isinstance(err, Conflict | LeaseHeld | RecoveryBlocked):
         return 409
     if isinstance(err, BackendUnavailable):
         return 503

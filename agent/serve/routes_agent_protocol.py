@@ -5,7 +5,7 @@ Each route answers as the protocol's OpenAPI document specifies, over the same r
 LangGraph's routes: `POST /ap/runs` with a `thread_id` is a run on that thread, without one a
 stateless run; `POST /ap/runs/wait` answers `{run, values, messages}`; a run is found by its id
 alone (agent/serve/agent_protocol.py). agentrt's rules stay: a run is never deleted on its own
-(`DELETE /ap/runs/{id}` answers 422: delete its thread), and there is one agent.
+(`DELETE /ap/runs/{id}` answers 422: delete its thread); the agents are the tenant's assistants.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from agent.errors import ConfigError, SessionNotFound
+from agent.errors import ConfigError, NotFound, SessionNotFound
 from agent.serve import routes_assistants, routes_runs, routes_store
 from agent.serve.agent_protocol import (
     PREFIX,
@@ -25,7 +25,6 @@ from agent.serve.agent_protocol import (
     ApRunSearch,
     agent,
     as_ap_run,
-    check_agent,
     remember,
     run_body,
     thread_of,
@@ -35,7 +34,7 @@ from agent.serve.bodies import StreamMode
 from agent.serve.deps import get_ctx, get_principal
 from agent.serve.run_service import final_values, listed_run, runs_of, start, stream_response
 from agent.serve.search import search_filters
-from agent.serve.serve_context import ASSISTANT_ID, ServeContext
+from agent.serve.serve_context import ServeContext
 from agent.serve.store_bodies import StoreNamespaces
 from agent.serve.streams import normalize_modes
 
@@ -45,36 +44,36 @@ router = APIRouter(prefix=PREFIX, tags=["agent protocol"])
 # --- agents -------------------------------------------------------------------------------------------------
 @router.post("/agents/search")
 def search_agents(
-    request: AgentSearch, ctx: ServeContext = Depends(get_ctx), _: Principal = Depends(get_principal)
+    request: AgentSearch, ctx: ServeContext = Depends(get_ctx), principal: Principal = Depends(get_principal)
 ) -> list[dict[str, Any]]:
-    """The agents matching `name` / `metadata` (there is one)."""
-    body = request.given()
-    one = agent(ctx)
-    if body.get("name") not in (None, one["name"]):
-        return []
-    if any(one["metadata"].get(k) != v for k, v in (body.get("metadata") or {}).items()):
-        return []
-    return [one][request.offset : request.offset + request.limit]
+    """The caller's agents (the built-in `agentrt` and the tenant's assistants) matching `name` /
+    `metadata`."""
+    found = []
+    for one in map(agent, ctx.assistants.all(principal.tenant_id)):
+        if request.name is not None and request.name != one["name"]:
+            continue
+        if any(one["metadata"].get(k) != v for k, v in (request.metadata or {}).items()):
+            continue
+        found.append(one)
+    return found[request.offset : request.offset + request.limit]
 
 
 @router.get("/agents/{agent_id}")
 def get_agent(
-    agent_id: str, ctx: ServeContext = Depends(get_ctx), _: Principal = Depends(get_principal)
+    agent_id: str, ctx: ServeContext = Depends(get_ctx), principal: Principal = Depends(get_principal)
 ) -> dict[str, Any]:
-    """The agent."""
-    check_agent(agent_id)
-    return agent(ctx)
+    """The agent (404 for another tenant's)."""
+    return agent(ctx.assistants.get(principal.tenant_id, agent_id))
 
 
 @router.get("/agents/{agent_id}/schemas")
-def get_agent_schemas(
+async def get_agent_schemas(
     agent_id: str, ctx: ServeContext = Depends(get_ctx), principal: Principal = Depends(get_principal)
 ) -> dict[str, Any]:
     """The agent's input, output, state and config schemas (JSON Schema)."""
-    check_agent(agent_id)
-    found = routes_assistants.get_schemas(ASSISTANT_ID, ctx, principal)
+    found = await routes_assistants.get_schemas(agent_id, ctx, principal)
     keys = ("input_schema", "output_schema", "state_schema", "config_schema")
-    return {"agent_id": agent(ctx)["agent_id"], **{k: found.get(k) or {} for k in keys}}
+    return {"agent_id": agent_id, **{k: found.get(k) or {} for k in keys}}
 
 
 # --- runs ---------------------------------------------------------------------------------------------------
@@ -121,11 +120,11 @@ def search_runs(
 ) -> list[dict[str, Any]]:
     """The caller's runs, newest thread first: of `thread_id`, or of the threads the index lists
     newest first, read until the page is full."""
-    body = request.given()
-    if body.get("agent_id") not in (None,):
+    agent_id = None
+    if request.agent_id is not None:
         try:
-            check_agent(str(body["agent_id"]))
-        except SessionNotFound:
+            agent_id = ctx.assistants.get(principal.tenant_id, request.agent_id)["assistant_id"]
+        except NotFound:
             return []
     wanted = request.offset + request.limit
     found: list[dict[str, Any]] = []
@@ -136,6 +135,8 @@ def search_runs(
             continue
         for run in runs:
             shaped = as_ap_run(run)
+            if agent_id is not None and shaped["agent_id"] != agent_id:
+                continue
             if request.status and shaped["status"] != request.status:
                 continue
             if any(shaped["metadata"].get(k) != v for k, v in (request.metadata or {}).items()):

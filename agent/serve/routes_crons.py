@@ -14,12 +14,13 @@ from fastapi import APIRouter, Depends, Response
 from starlette.concurrency import run_in_threadpool
 
 from agent.errors import ConfigError
+from agent.serve.assistants import ASSISTANT_ID, GRAPH_ID
 from agent.serve.auth import Principal
 from agent.serve.cron_bodies import PAYLOAD, CronCount, CronCreate, CronPatch, CronRun, CronSearch
 from agent.serve.crons import Cron, CronBook, iso, new_cron, plan_next, utcnow, visible
 from agent.serve.deps import get_ctx, get_principal
 from agent.serve.run_requests import check_request
-from agent.serve.serve_context import ASSISTANT_ID, GRAPH_ID, ServeContext
+from agent.serve.serve_context import ServeContext
 
 router = APIRouter(tags=["crons"])
 
@@ -48,12 +49,12 @@ async def create_stateless(
 
 def _create(ctx: ServeContext, principal: Principal, thread_id: str | None, request: CronCreate) -> Cron:
     body = request.given()
-    ctx.check_assistant(request.assistant_id)
+    assistant_id, _ = ctx.run_assistant(principal, request.assistant_id)  # 404: not the caller's
     payload = _payload(ctx, body, thread_id is None)
     if thread_id is not None and body.get("on_run_completed") is not None:
         raise ConfigError("on_run_completed: only a stateless cron (POST /runs/crons) makes threads to delete or keep")
     cron = new_cron(
-        assistant_id=ASSISTANT_ID,
+        assistant_id=assistant_id,
         thread_id=thread_id,
         user_id=principal.user_id,
         schedule=request.schedule,
@@ -166,12 +167,13 @@ async def count_crons(
 def _matching(
     ctx: ServeContext, principal: Principal, assistant_id: str | None, thread_id: str | None, enabled: bool | None
 ) -> list[Cron]:
-    if assistant_id is not None and assistant_id not in (GRAPH_ID, ASSISTANT_ID):
-        return []
+    if assistant_id == GRAPH_ID:
+        assistant_id = ASSISTANT_ID
     return [
         c
         for c in CronBook(ctx.settings, principal.tenant_id).all()
         if visible(c, principal.user_id)
+        and (assistant_id is None or c.get("assistant_id") == assistant_id)
         and (thread_id is None or c.get("thread_id") == thread_id)
         and (enabled is None or c.get("enabled") is enabled)
     ]

@@ -152,6 +152,13 @@ def test_a_stateless_run_executes_on_the_worker(on_workers):
     assert run["status"] == "success" and thread["status"] == "interrupted"
     [turn] = cluster.turns(thread["thread_id"])
     assert turn.status is TurnStatus.PAUSED and turn.result["worker"].startswith(f"w1-{cluster.tenant}@")
+    # An assistant's own settings are not offered on the workers: refused before anything is made.
+    aid = client.assistants.create("agentrt", context={"model_name": "other"})["assistant_id"]
+    refused = httpx.post(
+        f"{server.url}/runs/wait", headers={"x-api-key": KEY}, json={"assistant_id": aid, "input": {"user_input": "x"}}
+    )
+    assert refused.status_code == 422 and "assistant_id" in refused.text
+    assert len(client.threads.search()) == 1
 
 
 def test_a_due_cron_runs_on_the_worker(on_workers):
