@@ -17,6 +17,8 @@ from graph.state import normalize_decision
 UNSUPPORTED = ("checkpoint", "checkpoint_id", "webhook")
 KWARGS = ("input", "command", "interrupt_before", "interrupt_after", "after_seconds", "on_completion")
 """The request fields a Run shows in its `kwargs`."""
+RESUMING, RESUME_MAP = "__pregel_resuming", "__pregel_resume_map"
+"""What a parent graph's RemoteGraph node puts in `config.configurable` when the parent resumes."""
 
 
 def input_text(value: Any) -> str | None:
@@ -69,6 +71,42 @@ def resume_interrupt_id(command: dict[str, Any] | None) -> str | None:
         if key not in ("approved", "approve", "reason"):
             return str(key)
     return None
+
+
+def remote_resume(ctx: ServeContext, principal: Principal, thread_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The request as agentrt runs it when a parent graph's `RemoteGraph` node resumes.
+
+    Resumed with `Command(resume=...)`, a parent graph runs its interrupted RemoteGraph node again:
+    the node sends the parent's input again, with `config.configurable.__pregel_resuming` set and,
+    when the parent was resumed with `{interrupt_id: answer}`, `__pregel_resume_map` holding it.
+    LangGraph's graph then ignores the input and continues its checkpoint with the answer meant for
+    its interrupt. So does agentrt, only on a thread whose run waits (status `interrupted`, or
+    `busy`: the parent saw the interrupt while the run was still closing, and this run queues
+    behind it) and for a request without a `command`: the input is dropped and the map becomes the
+    command. Without a map naming one interrupt (the parent resumed with a bare value, which never
+    reaches the node: LangGraph's graph asks again) the request is refused, naming the interrupt
+    id to resume with. Any other request is left as it came: input on a waiting thread is still
+    refused.
+    """
+    conf = (body.get("config") or {}).get("configurable") or {}
+    if not conf.get(RESUMING) or body.get("command"):
+        return body
+    session = ctx.session(principal, thread_id)
+    if ctx.thread_status(session) not in ("interrupted", "busy"):
+        return body
+    answers = conf.get(RESUME_MAP)
+    if isinstance(answers, dict) and len(answers) > 1:  # the parent answered several interrupts: this one's
+        pending = {i.id for i in ctx.snapshot(session).interrupts}
+        answers = {k: v for k, v in answers.items() if k in pending}
+    if not isinstance(answers, dict) or len(answers) != 1:
+        waiting = ", ".join(i.id for i in ctx.snapshot(session).interrupts) or "INTERRUPT_ID"
+        raise ConfigError(
+            f"thread {thread_id} waits for an answer to interrupt {waiting}: resume the parent graph with "
+            f"Command(resume={{{waiting!r}: answer}}) (a bare resume value does not reach a RemoteGraph node)"
+        )
+    command = {"resume": answers}
+    resume_decision(command)  # an answer agentrt cannot read: 422 before the run starts
+    return {**body, "input": None, "command": command}
 
 
 def check_request(body: dict[str, Any], ctx: ServeContext, stateless: bool = False) -> None:

@@ -24,7 +24,7 @@ from agent.serve.context import ServeContext
 from agent.serve.encode import INTERRUPT_KEY
 from agent.serve.run_log import logged_runs, thread_runs
 from agent.serve.run_record import ApiRunStatus, CancelAction, RunRecord
-from agent.serve.run_requests import check_request, make_job, make_record, strategy_of
+from agent.serve.run_requests import check_request, make_job, make_record, remote_resume, strategy_of
 from agent.serve.run_table import RunTable
 from agent.serve.stream_log import Replay
 from agent.serve.streams import sse, wanted
@@ -66,6 +66,8 @@ async def start(
             if body.get("if_not_exists") != "create":
                 raise
             created = await run_in_threadpool(ctx.create_session, principal, thread_id, body.get("metadata"))
+        if created is None:
+            body = await run_in_threadpool(remote_resume, ctx, principal, thread_id, body)
     rec = make_record(body, thread_id, principal, streaming)
     try:
         rec = await ctx.engine.submit(rec, make_job(ctx, principal, thread_id, body, rec), strategy_of(body))
