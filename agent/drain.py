@@ -44,6 +44,7 @@ from agent.live import END, LiveChannel, encode_event
 from agent.loop.surface import compute_pins, skills_digest
 from agent.results import RunEvent
 from agent.routing import session_graph_version
+from agent.run.options import RunOptions
 from agent.runner import AgentRunner
 from agent.services import postgres_lease
 from agent.session.inbox import Inbox, Turn, TurnStatus
@@ -237,7 +238,13 @@ def _new_turn(runner: AgentRunner, turn: Turn, last: str) -> Iterator[RunEvent]:
     """A turn's run from its start: the first turn of a `--new-session` submit creates the session."""
     create = turn.new_session and not last and not runner.manager.exists(turn.tenant_id, turn.session_id)
     which: dict[str, Any] = {"new_session_id": turn.session_id} if create else {"session_id": turn.session_id}
-    return runner.stream(turn.text, tenant_id=turn.tenant_id, user_id=turn.user_id, **which)
+    return runner.stream(turn.text, tenant_id=turn.tenant_id, user_id=turn.user_id, options=_options(turn), **which)
+
+
+def _options(turn: Turn) -> RunOptions | None:
+    """The breakpoints `agentrt serve` asked for the turn's run (None: a plain run)."""
+    points = turn.breakpoints or {}
+    return RunOptions(points.get("before"), points.get("after")) if points else None
 
 
 def _run_began(runner: AgentRunner, tenant: str, sid: str, run_id: str) -> bool:
@@ -269,6 +276,7 @@ def _resume_with(
             operator=ADOPTER if adopting else None,
             reason=reason,
             interrupt_id=iid,
+            options=_options(turn),
         )
 
     if decision is None:

@@ -132,9 +132,6 @@ def check_request(body: dict[str, Any], ctx: ServeContext, stateless: bool = Fal
 
 
 def _check_on_workers(body: dict[str, Any]) -> None:
-    for key in ("interrupt_before", "interrupt_after"):
-        if body.get(key):
-            raise ConfigError(f"{key} is not offered on the workers (serve.runs_on: workers); leave it out")
     strategy = body.get("multitask_strategy")
     if strategy == Strategy.ROLLBACK or (strategy == Strategy.INTERRUPT and body.get("input") is not None):
         raise ConfigError(
@@ -176,11 +173,19 @@ def make_job(ctx: ServeContext, principal: Principal, thread_id: str, body: dict
     runner = ctx.runner
     decision = resume_decision(body.get("command"))
     text = None if decision is not None else input_text(body.get("input"))
-    if ctx.on_workers:
-        return worker_job(
-            ctx.settings, principal.tenant_id, principal.user_id, thread_id, text, decision, rec.cancel_requested.is_set
-        )
     before, after = body.get("interrupt_before"), body.get("interrupt_after")
+    if ctx.on_workers:
+        points = {"before": before, "after": after} if before or after else None
+        return worker_job(
+            ctx.settings,
+            principal.tenant_id,
+            principal.user_id,
+            thread_id,
+            text,
+            decision,
+            rec.cancel_requested.is_set,
+            points,
+        )
     if text is not None:
         return lambda: runner.stream(
             text,

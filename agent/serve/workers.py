@@ -31,13 +31,15 @@ def worker_job(
     text: str | None,
     decision: dict[str, Any] | None,
     cancelled: Callable[[], bool],
+    breakpoints: dict[str, Any] | None = None,
 ) -> Callable[[], Iterator[RunEvent]]:
-    """The job the engine runs: submit the turn, then follow its events until it is settled."""
+    """The job the engine runs: submit the turn (its run stopping at `breakpoints`, `{"before",
+    "after"}`), then follow its events until it is settled."""
 
     def job() -> Iterator[RunEvent]:
         channel = LiveChannel(settings)
         try:
-            handle, after = _submit(settings, channel, tenant_id, user_id, thread_id, text, decision)
+            handle, after = _submit(settings, channel, tenant_id, user_id, thread_id, text, decision, breakpoints)
             yield from _follow(channel, handle, after, cancelled)
         finally:
             channel.close()
@@ -53,6 +55,7 @@ def _submit(
     sid: str,
     text: str | None,
     decision: dict[str, Any] | None,
+    breakpoints: dict[str, Any] | None,
 ) -> tuple[TurnHandle, str]:
     paused = paused_turn(settings, sid, tenant)
     if paused is not None:
@@ -65,10 +68,10 @@ def _submit(
         # The same turn goes on: its stream already holds the first pass; read what comes after.
         after = channel.last_id(tenant, sid, paused.turn_id)
         channel.clear_cancel(tenant, sid, paused.turn_id)
-        return submit_decision(settings, sid, decision, tenant, live=True), after
+        return submit_decision(settings, sid, decision, tenant, live=True, breakpoints=breakpoints), after
     if text is not None:
-        return submit_turn(settings, text, sid, tenant, user, live=True), "0-0"
-    return submit_resume(settings, sid, tenant, user, decision, live=True), "0-0"
+        return submit_turn(settings, text, sid, tenant, user, live=True, breakpoints=breakpoints), "0-0"
+    return submit_resume(settings, sid, tenant, user, decision, live=True, breakpoints=breakpoints), "0-0"
 
 
 def _follow(channel: LiveChannel, handle: TurnHandle, after: str, cancelled: Callable[[], bool]) -> Iterator[RunEvent]:

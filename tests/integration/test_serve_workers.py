@@ -141,6 +141,33 @@ def test_runs_execute_on_the_worker_stream_answer_cancel_and_continue(on_workers
     assert client.threads.get(tid)["status"] == "idle"
 
 
+def test_breakpoints_stop_the_run_on_the_worker_and_a_run_without_input_continues(on_workers):
+    """`interrupt_after` stops the worker's run after that node; a run without input continues it,
+    stopping again where its own `interrupt_before` says, then to the approval and the answer."""
+    cluster, server = on_workers
+    client = get_sync_client(url=server.url, api_key=KEY)
+    tid = client.threads.create()["thread_id"]
+
+    client.runs.wait(tid, "agentrt", input={"user_input": "Bump it once."}, interrupt_after=["planning"])
+    state = client.threads.get_state(tid)
+    assert state["next"] == ["reasoning"] and state["values"]["task_todo_list"]
+    assert client.threads.get(tid)["status"] == "interrupted"
+    [stopped] = client.runs.list(tid)
+    assert _is_worker(stopped["metadata"]["executed_by"], cluster, server)
+    assert cluster.redis.get(f"{cluster.keys}:bump:{tid}") is None  # nothing past the breakpoint ran
+
+    client.runs.wait(tid, "agentrt", interrupt_before=["acting"])
+    assert client.threads.get_state(tid)["next"] == ["acting"]
+    assert client.threads.get_state(tid)["tasks"][0]["interrupts"] == []  # a breakpoint, not the approval yet
+
+    values = client.runs.wait(tid, "agentrt")
+    assert values["__interrupt__"][0]["value"]["name"] == "bump_approved"
+    values = client.runs.wait(tid, "agentrt", command={"resume": {"approved": True}})
+    assert values["finish_reason"] == "completed"
+    assert cluster.redis.get(f"{cluster.keys}:bump:{tid}") == b"1"
+    assert all(_is_worker(r["metadata"]["executed_by"], cluster, server) for r in client.runs.list(tid))
+
+
 def test_a_stateless_run_executes_on_the_worker(on_workers):
     cluster, server = on_workers
     client = get_sync_client(url=server.url, api_key=KEY)
