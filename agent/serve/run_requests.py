@@ -132,11 +132,10 @@ def check_request(body: dict[str, Any], ctx: ServeContext, stateless: bool = Fal
 
 
 def _check_on_workers(body: dict[str, Any]) -> None:
-    strategy = body.get("multitask_strategy")
-    if strategy == Strategy.ROLLBACK or (strategy == Strategy.INTERRUPT and body.get("input") is not None):
+    if body.get("multitask_strategy") == Strategy.ROLLBACK:
         raise ConfigError(
-            f"multitask_strategy {strategy} is not offered on the workers (serve.runs_on: workers) for a run "
-            "with input; send reject or enqueue"
+            "multitask_strategy rollback is not offered on the workers (serve.runs_on: workers); "
+            "send reject, enqueue or interrupt"
         )
 
 
@@ -175,7 +174,11 @@ def make_job(ctx: ServeContext, principal: Principal, thread_id: str, body: dict
     text = None if decision is not None else input_text(body.get("input"))
     before, after = body.get("interrupt_before"), body.get("interrupt_after")
     if ctx.on_workers:
-        points = {"before": before, "after": after} if before or after else None
+
+        def options() -> dict[str, Any] | None:  # read when the run starts, as in-process
+            asked = {"before": before, "after": after, "discard_unfinished": rec.supersedes}
+            return {k: v for k, v in asked.items() if v} or None
+
         return worker_job(
             ctx.settings,
             principal.tenant_id,
@@ -184,7 +187,8 @@ def make_job(ctx: ServeContext, principal: Principal, thread_id: str, body: dict
             text,
             decision,
             rec.cancel_requested.is_set,
-            points,
+            options,
+            lambda: rec.stop_clean,
         )
     if text is not None:
         return lambda: runner.stream(

@@ -55,6 +55,24 @@ def on_workers(tmp_path: Path) -> Iterator[tuple[Cluster, Server]]:
         cluster.close()
 
 
+GATED = [PLAN, {"tool_calls": [{"name": "gate", "args": {}}]}, PLAN, {"content": "Answer 2."}]
+
+
+@pytest.fixture
+def gated(tmp_path: Path) -> Iterator[tuple[Cluster, Server]]:
+    """As `on_workers`, on a script whose first turn waits in `gate`, then a plan and an answer."""
+    cluster = open_cluster(tmp_path, "redis", GATED)
+    try:
+        data = yaml.safe_load(cluster.config.read_text())
+        data["serve"] = {"api_keys": [{"key": KEY, "tenant_id": cluster.tenant}]}
+        cluster.config.write_text(yaml.safe_dump(data, sort_keys=False))
+        cluster.start_worker("w1", concurrency=1)
+        with serving(cluster.config, tmp_path) as server:
+            yield cluster, server
+    finally:
+        cluster.close()
+
+
 def _is_worker(executor: str, cluster: Cluster, server: Server) -> bool:
     return executor.startswith(f"w1-{cluster.tenant}@") and not executor.endswith(f":{server.proc.pid}")
 
@@ -165,6 +183,38 @@ def test_breakpoints_stop_the_run_on_the_worker_and_a_run_without_input_continue
     values = client.runs.wait(tid, "agentrt", command={"resume": {"approved": True}})
     assert values["finish_reason"] == "completed"
     assert cluster.redis.get(f"{cluster.keys}:bump:{tid}") == b"1"
+    assert all(_is_worker(r["metadata"]["executed_by"], cluster, server) for r in client.runs.list(tid))
+
+
+def test_a_run_with_input_interrupts_the_workers_run_and_starts_over_it(gated):
+    """`multitask_strategy: interrupt`: the worker's run stops at the first step a new turn can
+    follow (its tool finishes first), and the new turn runs on a worker over it."""
+    cluster, server = gated
+    client = get_sync_client(url=server.url, api_key=KEY)
+    tid = client.threads.create()["thread_id"]
+    gate = f"{cluster.keys}:gate:{tid}"
+    cluster.redis.set(gate, 1)
+    first = client.runs.create(tid, "agentrt", input={"user_input": "Pass the gate."})
+    _wait_for(cluster.redis, f"{cluster.keys}:reached:{tid}")
+
+    second = client.runs.create(
+        tid, "agentrt", input={"user_input": "Never mind, answer."}, multitask_strategy="interrupt"
+    )
+    cluster.redis.delete(gate)
+    client.runs.join(tid, second["run_id"])
+
+    assert client.runs.get(tid, first["run_id"])["status"] == "interrupted"
+    answered_run = client.runs.get(tid, second["run_id"])
+    assert answered_run["status"] == "success", answered_run
+    values = client.threads.get_state(tid)["values"]
+    assert values["finish_reason"] == "completed" and values["messages"][-1]["content"] == "Answer 2."
+    said = [m["content"] for m in values["messages"] if m["type"] == "human"]
+    assert said[-1] == "Never mind, answer."
+    tool_said = [m["content"] for m in values["messages"] if m["type"] == "tool"]
+    assert any(t.startswith("gate passed by") for t in tool_said)  # the running tool finished first
+    stopped, answered = cluster.turns(tid)
+    assert stopped.status is TurnStatus.FAILED and stopped.result["run_status"] == "INTERRUPTED"
+    assert answered.status is TurnStatus.COMPLETED and answered.options == {"discard_unfinished": True}
     assert all(_is_worker(r["metadata"]["executed_by"], cluster, server) for r in client.runs.list(tid))
 
 
