@@ -389,6 +389,9 @@ class ServeSettings(_Strict):
     runs_on: Literal["auto", "server", "workers"] = "auto"
     """Where API runs execute: `server` (this process), `workers` (the Celery workers of `workers:`,
     streamed back through Redis), `auto` (workers when `workers.broker_url` is set)."""
+    cors_origins: list[str] = Field(default_factory=list)
+    """Origins whose browser pages may call the API (CORS), e.g. `http://localhost:5173`; `*`: any.
+    Empty (the default): none, only the server's own page."""
     stream_ttl_s: float = Field(default=3600.0, gt=0)
     """How long a run's streamed events stay in the record store after its last one, for clients that
     reconnect with `Last-Event-ID` (also after the run ended or the server restarted); an older stream

@@ -44,7 +44,8 @@ from agent.live import END, LiveChannel, encode_event
 from agent.loop.surface import compute_pins, skills_digest
 from agent.results import RunEvent
 from agent.routing import session_graph_version
-from agent.runner import AgentRunner
+from agent.run.options import RunOptions
+from agent.runner import GRAPH_EVENT, AgentRunner, clean_stop
 from agent.services import postgres_lease
 from agent.session.inbox import Inbox, Turn, TurnStatus
 from agent.session.lease import FileLease, InProcessLease, LeaseHeartbeat, RedisLease, SessionLease, make_holder
@@ -102,6 +103,19 @@ class _Live:
         except BackendUnavailable as err:
             log.warning("turn %s: cannot read its cancel flag: %s", self.ids[2], err)
             return False
+
+    def stops_after(self, ev: RunEvent) -> bool:
+        """Whether the client's cancel stops the run after `ev`: at the next node's end, or (a new
+        turn waits to follow it: `multitask_strategy: interrupt`) at the next step it can follow."""
+        checkpoint = ev.kind == GRAPH_EVENT and ev.data.get("mode") == "checkpoints"
+        if self.channel is None or (ev.kind != "node" and not checkpoint):
+            return False
+        try:
+            mode = self.channel.cancel_mode(*self.ids)
+        except BackendUnavailable as err:
+            log.warning("turn %s: cannot read its cancel flag: %s", self.ids[2], err)
+            return False
+        return (mode == "now" and ev.kind == "node") or (mode == "clean" and clean_stop(ev))
 
     def end(self, inbox: Inbox) -> None:
         if self.channel is None:
@@ -237,7 +251,16 @@ def _new_turn(runner: AgentRunner, turn: Turn, last: str) -> Iterator[RunEvent]:
     """A turn's run from its start: the first turn of a `--new-session` submit creates the session."""
     create = turn.new_session and not last and not runner.manager.exists(turn.tenant_id, turn.session_id)
     which: dict[str, Any] = {"new_session_id": turn.session_id} if create else {"session_id": turn.session_id}
-    return runner.stream(turn.text, tenant_id=turn.tenant_id, user_id=turn.user_id, **which)
+    return runner.stream(turn.text, tenant_id=turn.tenant_id, user_id=turn.user_id, options=_options(turn), **which)
+
+
+def _options(turn: Turn) -> RunOptions | None:
+    """The options `agentrt serve` asked for the turn's run (None: a plain run): breakpoints, and
+    whether a new turn may start over the run it interrupted."""
+    asked = turn.options or {}
+    if not asked:
+        return None
+    return RunOptions(asked.get("before"), asked.get("after"), bool(asked.get("discard_unfinished")))
 
 
 def _run_began(runner: AgentRunner, tenant: str, sid: str, run_id: str) -> bool:
@@ -269,6 +292,7 @@ def _resume_with(
             operator=ADOPTER if adopting else None,
             reason=reason,
             interrupt_id=iid,
+            options=_options(turn),
         )
 
     if decision is None:
@@ -306,7 +330,7 @@ def _final(events: Iterator[RunEvent], stop: Callable[[], bool], live: _Live) ->
                 final = dict(ev.data)
             elif ev.kind == "node" and stop():
                 raise Stopping("stopped at a step boundary")
-            elif ev.kind == "node" and live.cancelled():
+            elif live.stops_after(ev):
                 raise Cancelled(CANCELLED)
     finally:
         close = getattr(events, "close", None)

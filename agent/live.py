@@ -41,6 +41,10 @@ def redis_url(settings: AgentSettings) -> str:
     return url
 
 
+CLEAN = b"clean"
+"""The cancel flag of a turn that may stop only where a new turn can follow (`multitask_strategy: interrupt`)."""
+
+
 class LiveChannel:
     """The live-event streams and cancel flags of submitted turns, in Redis."""
 
@@ -85,9 +89,21 @@ class LiveChannel:
                 out.append((_text(rid), str(rec["kind"]), rec.get("data")))
         return out
 
-    def request_cancel(self, tenant_id: str, session_id: str, turn_id: str) -> None:
-        """Ask the worker running the turn to stop at its next step boundary (or not to start it)."""
-        self._call(self._redis.set, self._key("cancel", tenant_id, session_id, turn_id), b"1", ex=self.ttl_s)
+    def request_cancel(self, tenant_id: str, session_id: str, turn_id: str, clean: bool = False) -> None:
+        """Ask the worker running the turn to stop at its next step boundary (or not to start it);
+        `clean`: only at a step a new turn can follow (never overrides a plain cancel)."""
+        key = self._key("cancel", tenant_id, session_id, turn_id)
+        if clean:
+            self._call(self._redis.set, key, CLEAN, ex=self.ttl_s, nx=True)
+        else:
+            self._call(self._redis.set, key, b"1", ex=self.ttl_s)
+
+    def cancel_mode(self, tenant_id: str, session_id: str, turn_id: str) -> str | None:
+        """None (not cancelled), `clean` (stop at a step a new turn can follow) or `now` (the next step)."""
+        value = self._call(self._redis.get, self._key("cancel", tenant_id, session_id, turn_id))
+        if value is None:
+            return None
+        return "clean" if value == CLEAN else "now"
 
     def clear_cancel(self, tenant_id: str, session_id: str, turn_id: str) -> None:
         """Forget an earlier cancel (the turn is submitted again: an answer to its approval)."""

@@ -252,6 +252,19 @@ class AgentRunner(RunnerCore):
         return reading.tool_result(self, session_id, tool_call_id, offset, limit, tenant_id, user_id)
 
 
+UNSAFE_NEXT = "acting"
+"""The node that runs a model reply's tool calls: a run stopped before it leaves them without results."""
+
+
+def clean_stop(ev: RunEvent) -> bool:
+    """Whether a `ChunkRunner` run may stop after `ev` and leave a state a new turn can follow: a
+    checkpoint of the graph whose next step is not the tools of a model reply."""
+    if ev.kind != GRAPH_EVENT or ev.data.get("mode") != "checkpoints" or ev.data.get("ns"):
+        return False
+    chunk: Any = ev.data.get("chunk") or {}
+    return UNSAFE_NEXT not in list(chunk.get("next") or [])
+
+
 class ChunkRunner(AgentRunner):
     """`AgentRunner` whose streams also carry the raw graph chunks (kind `GRAPH_EVENT`: `mode`, `chunk`,
     and `ns`, the subgraph's namespace, empty for the graph's own), subgraphs and LangGraph's `tasks`

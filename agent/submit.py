@@ -109,12 +109,14 @@ def submit_turn(
     turn_id: str | None = None,
     live: bool = False,
     new_session: bool = False,
+    options: dict[str, Any] | None = None,
 ) -> TurnHandle:
     """Append a turn to the session and enqueue it; the same text twice is two turns.
 
     The session must exist for the tenant (and user), else `SessionNotFound`; with `new_session`
     it must not (`SessionExists`), and the turn's run creates it (under the session lease).
-    `live`: its worker publishes the run's events for `agentrt serve` (agent/live.py).
+    `live`: its worker publishes the run's events for `agentrt serve` (agent/live.py);
+    `options` (`{"before", "after", "discard_unfinished"}`): its run's `RunOptions`, as `agentrt serve` asks.
     """
     celery_config(settings)  # no broker configured: say so before recording anything
     tenant, sid = _ids(settings, session_id, tenant_id)
@@ -124,7 +126,7 @@ def submit_turn(
         inbox.submit(text, tid, user_id)  # raises the one-line error
     _check_session(settings, inbox, user_id, new_session)
     turn_index(settings, tenant).reserve(tid, sid)
-    inbox.submit(text, tid, user_id, live, new_session=new_session)
+    inbox.submit(text, tid, user_id, live, new_session=new_session, options=options)
     _send(settings, tenant, sid, tid, tid)
     return TurnHandle(settings, tenant, sid, tid)
 
@@ -136,6 +138,7 @@ def submit_resume(
     user_id: str | None = None,
     decision: dict[str, Any] | None = None,
     live: bool = False,
+    options: dict[str, Any] | None = None,
 ) -> TurnHandle:
     """Enqueue a continuation of the session's unfinished run (crashed, cancelled, or paused by a run
     that was not submitted, then with the human's `decision`), as `agentrt resume` does in place."""
@@ -143,7 +146,7 @@ def submit_resume(
     tenant, sid = _ids(settings, session_id, tenant_id)
     tid = new_turn_id()
     turn_index(settings, tenant).reserve(tid, sid)
-    record_inbox(settings, tenant, sid).submit_resume(tid, user_id, decision, live)
+    record_inbox(settings, tenant, sid).submit_resume(tid, user_id, decision, live, options)
     _send(settings, tenant, sid, tid, tid)
     return TurnHandle(settings, tenant, sid, tid)
 
@@ -191,6 +194,7 @@ def submit_decision(
     tenant_id: str | None = None,
     live: bool = False,
     interrupt_id: str | None = None,
+    options: dict[str, Any] | None = None,
 ) -> TurnHandle:
     """Record the human's answer to the session's paused turn and enqueue its continuation.
 
@@ -212,7 +216,7 @@ def submit_decision(
             "(a turn run with `agentrt run` is resumed in place by `agentrt resume`)"
         )
     turn = paused[0]
-    inbox.add_decision(turn.turn_id, decision, live)
+    inbox.add_decision(turn.turn_id, decision, live, options)
     _send(settings, tenant, sid, turn.turn_id, f"{turn.turn_id}.{uuid.uuid4().hex[:8]}")
     return TurnHandle(settings, tenant, sid, turn.turn_id)
 

@@ -20,6 +20,7 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
@@ -113,6 +114,16 @@ def create_app(settings: AgentSettings) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.ctx = ctx
+    if settings.serve.cors_origins:
+        # Browser apps on other origins (a `useStream` page on its dev server) call the API directly;
+        # the SDK reads a run's id from the stream's Content-Location.
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.serve.cors_origins,
+            allow_methods=["*"],
+            allow_headers=["*"],
+            expose_headers=["content-location", "location"],
+        )
 
     async def on_error(request: Request, err: Exception) -> Response:
         # A checkpointing error's own text names no agentrt command: the mapped one adds it.

@@ -75,7 +75,10 @@ def search_threads(
 
 
 def _full(ctx: ServeContext, principal: Principal, row: SessionRow) -> dict[str, Any]:
-    """The thread with its values (read from its checkpoint); the index row alone if it went meanwhile."""
+    """The thread with its values, read from its checkpoint alone (the row says where a fresh fork's
+    state is); a row from before rows said so reads the session document."""
+    if "fork_checkpoint_id" in row.meta:
+        return ctx.thread_of_row(row, with_values=True)
     try:
         return ctx.thread(ctx.runner.manager.get(principal.tenant_id, row.session_id, principal.user_id))
     except SessionNotFound:

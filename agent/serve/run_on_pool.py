@@ -12,7 +12,7 @@ from typing import Any
 
 from agent.errors import SessionError
 from agent.results import RunEvent
-from agent.runner import GRAPH_EVENT
+from agent.runner import clean_stop
 from agent.serve.encode import jsonable
 from agent.serve.run_record import THIS_SERVER, ApiRunStatus, CancelAction, RunRecord
 from agent.serve.run_table import RunTable
@@ -20,7 +20,6 @@ from agent.serve.runner import ServeRunner
 from agent.statuses import RunStatus
 
 log = logging.getLogger("agentrt.serve")
-UNSAFE_NEXT = "acting"
 """A run stopped before this node leaves a model's tool calls without results: no turn can follow."""
 
 
@@ -62,7 +61,7 @@ class RunExecutor:
                     rec.result = ev.data
                 rec.push(ev)
                 stop = ev.kind != "final" and rec.cancel_requested.is_set()
-                if stop and (not rec.stop_clean or _clean_stop(ev)):
+                if stop and (not rec.stop_clean or clean_stop(ev)):
                     if isinstance(gen, Generator):
                         gen.close()  # the runner releases the lease; the last checkpoint stays resumable
                     status = ApiRunStatus.INTERRUPTED
@@ -152,15 +151,6 @@ class RunExecutor:
             return
         rec.final_values = jsonable(snap.values or {})
         rec.interrupts = [jsonable(i) for i in snap.interrupts]
-
-
-def _clean_stop(ev: RunEvent) -> bool:
-    """Whether the run may stop after `ev` and leave a state a new turn can follow: a checkpoint of
-    the graph whose next step is not the tools of a model reply."""
-    if ev.kind != GRAPH_EVENT or ev.data.get("mode") != "checkpoints" or ev.data.get("ns"):
-        return False
-    chunk: Any = ev.data.get("chunk") or {}
-    return UNSAFE_NEXT not in list(chunk.get("next") or [])
 
 
 def _status_of(result: dict[str, Any] | None) -> ApiRunStatus:

@@ -18,6 +18,8 @@ from graph.state import normalize_decision
 UNSUPPORTED = ("checkpoint", "checkpoint_id", "webhook")
 KWARGS = ("input", "command", "interrupt_before", "interrupt_after", "after_seconds", "on_completion")
 """The request fields a Run shows in its `kwargs`."""
+RESUMING, RESUME_MAP = "__pregel_resuming", "__pregel_resume_map"
+"""What a parent graph's RemoteGraph node puts in `config.configurable` when the parent resumes."""
 
 
 def input_text(value: Any) -> str | None:
@@ -76,6 +78,19 @@ OVERRIDES = "_overrides"
 """The body key `with_assistant` puts the run's overrides under (not a field a client can send)."""
 
 
+LANGGRAPH_KEYS = frozenset(
+    ("thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map", "run_id", "assistant_id", "graph_id", "user_id")
+)
+"""Keys of a run's `config.configurable` that LangGraph's clients send for LangGraph itself (ids, and
+its `__pregel_*` / `langgraph_*` keys, e.g. from a `RemoteGraph` node): not settings, so neither
+applied nor refused by the assistants' allowlist."""
+
+
+def is_langgraph_key(key: str) -> bool:
+    """Whether `key` of a run's configurable is LangGraph's own (see LANGGRAPH_KEYS)."""
+    return key in LANGGRAPH_KEYS or key.startswith(("__", "langgraph_"))
+
+
 def with_assistant(ctx: ServeContext, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
     """The body with the assistant it names resolved: its id, and the overrides the run applies (the
     assistant's, then the run's own `config.configurable` / `context`, both from the allowlist of
@@ -84,11 +99,48 @@ def with_assistant(ctx: ServeContext, principal: Principal, body: dict[str, Any]
     configurable = (body.get("config") or {}).get("configurable") or {}
     if not isinstance(configurable, dict):
         raise ConfigError("config.configurable: must be an object")
-    for where, given in (("config.configurable", configurable), ("context", body.get("context") or {})):
+    own = {k: v for k, v in configurable.items() if not is_langgraph_key(k)}
+    for where, given in (("config.configurable", own), ("context", body.get("context") or {})):
         if given:
             check_overrides(ctx.settings, given, where)
             overrides = {**overrides, **ctx.assistants.resolved(given)}
     return {**body, "assistant_id": assistant_id, OVERRIDES: overrides}
+
+
+def remote_resume(ctx: ServeContext, principal: Principal, thread_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The request as agentrt runs it when a parent graph's `RemoteGraph` node resumes.
+
+    Resumed with `Command(resume=...)`, a parent graph runs its interrupted RemoteGraph node again:
+    the node sends the parent's input again, with `config.configurable.__pregel_resuming` set and,
+    when the parent was resumed with `{interrupt_id: answer}`, `__pregel_resume_map` holding it.
+    LangGraph's graph then ignores the input and continues its checkpoint with the answer meant for
+    its interrupt. So does agentrt, only on a thread whose run waits (status `interrupted`, or
+    `busy`: the parent saw the interrupt while the run was still closing, and this run queues
+    behind it) and for a request without a `command`: the input is dropped and the map becomes the
+    command. Without a map naming one interrupt (the parent resumed with a bare value, which never
+    reaches the node: LangGraph's graph asks again) the request is refused, naming the interrupt
+    id to resume with. Any other request is left as it came: input on a waiting thread is still
+    refused.
+    """
+    conf = (body.get("config") or {}).get("configurable") or {}
+    if not conf.get(RESUMING) or body.get("command"):
+        return body
+    session = ctx.session(principal, thread_id)
+    if ctx.thread_status(session) not in ("interrupted", "busy"):
+        return body
+    answers = conf.get(RESUME_MAP)
+    if isinstance(answers, dict) and len(answers) > 1:  # the parent answered several interrupts: this one's
+        pending = {i.id for i in ctx.snapshot(session).interrupts}
+        answers = {k: v for k, v in answers.items() if k in pending}
+    if not isinstance(answers, dict) or len(answers) != 1:
+        waiting = ", ".join(i.id for i in ctx.snapshot(session).interrupts) or "INTERRUPT_ID"
+        raise ConfigError(
+            f"thread {thread_id} waits for an answer to interrupt {waiting}: resume the parent graph with "
+            f"Command(resume={{{waiting!r}: answer}}) (a bare resume value does not reach a RemoteGraph node)"
+        )
+    command = {"resume": answers}
+    resume_decision(command)  # an answer agentrt cannot read: 422 before the run starts
+    return {**body, "input": None, "command": command}
 
 
 def check_request(body: dict[str, Any], ctx: ServeContext, stateless: bool = False) -> None:
@@ -119,14 +171,10 @@ def _check_on_workers(body: dict[str, Any]) -> None:
             "assistant_id: an assistant's settings are not offered on the workers (serve.runs_on: workers); "
             "run the built-in assistant, agentrt"
         )
-    for key in ("interrupt_before", "interrupt_after"):
-        if body.get(key):
-            raise ConfigError(f"{key} is not offered on the workers (serve.runs_on: workers); leave it out")
-    strategy = body.get("multitask_strategy")
-    if strategy == Strategy.ROLLBACK or (strategy == Strategy.INTERRUPT and body.get("input") is not None):
+    if body.get("multitask_strategy") == Strategy.ROLLBACK:
         raise ConfigError(
-            f"multitask_strategy {strategy} is not offered on the workers (serve.runs_on: workers) for a run "
-            "with input; send reject or enqueue"
+            "multitask_strategy rollback is not offered on the workers (serve.runs_on: workers); "
+            "send reject, enqueue or interrupt"
         )
 
 
@@ -163,11 +211,24 @@ def make_job(ctx: ServeContext, principal: Principal, thread_id: str, body: dict
     runner = ctx.runner
     decision = resume_decision(body.get("command"))
     text = None if decision is not None else input_text(body.get("input"))
-    if ctx.on_workers:
-        return worker_job(
-            ctx.settings, principal.tenant_id, principal.user_id, thread_id, text, decision, rec.cancel_requested.is_set
-        )
     before, after = body.get("interrupt_before"), body.get("interrupt_after")
+    if ctx.on_workers:
+
+        def options() -> dict[str, Any] | None:  # read when the run starts, as in-process
+            asked = {"before": before, "after": after, "discard_unfinished": rec.supersedes}
+            return {k: v for k, v in asked.items() if v} or None
+
+        return worker_job(
+            ctx.settings,
+            principal.tenant_id,
+            principal.user_id,
+            thread_id,
+            text,
+            decision,
+            rec.cancel_requested.is_set,
+            options,
+            lambda: rec.stop_clean,
+        )
     if text is not None:
         return lambda: runner.stream(
             text,

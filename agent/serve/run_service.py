@@ -23,7 +23,14 @@ from agent.serve.auth import Principal
 from agent.serve.encode import INTERRUPT_KEY
 from agent.serve.run_log import logged_runs, thread_runs
 from agent.serve.run_record import ApiRunStatus, CancelAction, RunRecord
-from agent.serve.run_requests import check_request, make_job, make_record, strategy_of, with_assistant
+from agent.serve.run_requests import (
+    check_request,
+    make_job,
+    make_record,
+    remote_resume,
+    strategy_of,
+    with_assistant,
+)
 from agent.serve.run_table import RunTable
 from agent.serve.serve_context import ServeContext
 from agent.serve.stream_log import Replay
@@ -66,6 +73,8 @@ async def start(
             if body.get("if_not_exists") != "create":
                 raise
             created = await run_in_threadpool(ctx.create_session, principal, thread_id, body.get("metadata"))
+        if created is None:
+            body = await run_in_threadpool(remote_resume, ctx, principal, thread_id, body)
     rec = make_record(body, thread_id, principal, streaming)
     try:
         rec = await ctx.engine.submit(rec, make_job(ctx, principal, thread_id, body, rec), strategy_of(body))

@@ -112,9 +112,11 @@ class ServeContext:
     # --- state ---------------------------------------------------------------------------------------
     def head_config(self, session: ChatSession) -> RunnableConfig:
         """The config of the session's current head checkpoint (the fork point of a fresh branch)."""
-        conf: dict[str, Any] = {"thread_id": session.session_id, "tenant_id": session.tenant_id}
-        fork_cp = session.context.get("fork_checkpoint_id")
-        if fork_cp and self.engine.active(session.tenant_id, session.session_id) is None:
+        return self._head(session.tenant_id, session.session_id, session.context.get("fork_checkpoint_id"))
+
+    def _head(self, tenant_id: str, thread_id: str, fork_cp: str | None) -> RunnableConfig:
+        conf: dict[str, Any] = {"thread_id": thread_id, "tenant_id": tenant_id}
+        if fork_cp and self.engine.active(tenant_id, thread_id) is None:
             conf["checkpoint_id"] = fork_cp
         return {"configurable": conf}
 
@@ -169,14 +171,7 @@ class ServeContext:
 
     def thread(self, session: ChatSession, with_values: bool = True) -> dict[str, Any]:
         """The API's Thread object."""
-        values: dict[str, Any] = {}
-        interrupts: dict[str, list[Any]] = {}
-        if with_values:
-            snap = self.snapshot(session)
-            values = jsonable(snap.values or {})
-            for task in snap.tasks:
-                if task.interrupts:
-                    interrupts[task.id] = [jsonable(i) for i in task.interrupts]
+        values, interrupts = self._values(self.head_config(session)) if with_values else ({}, {})
         meta = {
             **(session.context.get(METADATA_KEY) or {}),
             "graph_id": GRAPH_ID,
@@ -197,9 +192,19 @@ class ServeContext:
             "branch_id": session.current_branch_id,
         }
 
-    def thread_of_row(self, row: SessionRow) -> dict[str, Any]:
-        """The API's Thread object (without values) from a session's index row alone."""
+    def _values(self, config: RunnableConfig) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+        """The values and pending interrupts (by task id) of the checkpoint `config` names."""
+        snap = self.runner.graph.get_state(config)
+        interrupts = {t.id: [jsonable(i) for i in t.interrupts] for t in snap.tasks if t.interrupts}
+        return jsonable(snap.values or {}), interrupts
+
+    def thread_of_row(self, row: SessionRow, with_values: bool = False) -> dict[str, Any]:
+        """The API's Thread object from a session's index row, with the values of its head checkpoint
+        when asked (read from the checkpoint alone: no session document)."""
         meta = row.meta
+        values: tuple[dict[str, Any], dict[str, list[Any]]] = ({}, {})
+        if with_values:
+            values = self._values(self._head(row.tenant_id, row.session_id, meta.get("fork_checkpoint_id")))
         status = thread_status_of(self.engine.busy(row.tenant_id, row.session_id), meta.get("last_run_status"))
         return {
             "thread_id": row.session_id,
@@ -212,8 +217,8 @@ class ServeContext:
                 "user_id": row.user_id,
             },
             "status": status,
-            "values": {},
-            "interrupts": {},
+            "values": values[0],
+            "interrupts": values[1],
             "config": {},
             "error": None,
             "session_status": row.status,

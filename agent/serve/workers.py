@@ -31,14 +31,18 @@ def worker_job(
     text: str | None,
     decision: dict[str, Any] | None,
     cancelled: Callable[[], bool],
+    options: Callable[[], dict[str, Any] | None] = lambda: None,
+    clean: Callable[[], bool] = lambda: False,
 ) -> Callable[[], Iterator[RunEvent]]:
-    """The job the engine runs: submit the turn, then follow its events until it is settled."""
+    """The job the engine runs: submit the turn (with `options()`, its `RunOptions` as a dict, read
+    when it starts), then follow its events until it is settled. A cancel stops it at the next
+    step, or with `clean()` at the next step a new turn can follow."""
 
     def job() -> Iterator[RunEvent]:
         channel = LiveChannel(settings)
         try:
-            handle, after = _submit(settings, channel, tenant_id, user_id, thread_id, text, decision)
-            yield from _follow(channel, handle, after, cancelled)
+            handle, after = _submit(settings, channel, tenant_id, user_id, thread_id, text, decision, options())
+            yield from _follow(channel, handle, after, cancelled, clean)
         finally:
             channel.close()
 
@@ -53,6 +57,7 @@ def _submit(
     sid: str,
     text: str | None,
     decision: dict[str, Any] | None,
+    options: dict[str, Any] | None,
 ) -> tuple[TurnHandle, str]:
     paused = paused_turn(settings, sid, tenant)
     if paused is not None:
@@ -65,15 +70,17 @@ def _submit(
         # The same turn goes on: its stream already holds the first pass; read what comes after.
         after = channel.last_id(tenant, sid, paused.turn_id)
         channel.clear_cancel(tenant, sid, paused.turn_id)
-        return submit_decision(settings, sid, decision, tenant, live=True), after
+        return submit_decision(settings, sid, decision, tenant, live=True, options=options), after
     if text is not None:
-        return submit_turn(settings, text, sid, tenant, user, live=True), "0-0"
-    return submit_resume(settings, sid, tenant, user, decision, live=True), "0-0"
+        return submit_turn(settings, text, sid, tenant, user, live=True, options=options), "0-0"
+    return submit_resume(settings, sid, tenant, user, decision, live=True, options=options), "0-0"
 
 
-def _follow(channel: LiveChannel, handle: TurnHandle, after: str, cancelled: Callable[[], bool]) -> Iterator[RunEvent]:
+def _follow(
+    channel: LiveChannel, handle: TurnHandle, after: str, cancelled: Callable[[], bool], clean: Callable[[], bool]
+) -> Iterator[RunEvent]:
     ids = (handle.tenant_id, handle.session_id, handle.turn_id)
-    started = final_seen = False
+    started = final_seen = asked = False
     try:
         while True:
             records = channel.read(*ids, after, BLOCK_MS)
@@ -84,10 +91,12 @@ def _follow(channel: LiveChannel, handle: TurnHandle, after: str, cancelled: Cal
                     return
                 started, final_seen = True, final_seen or kind == "final"
                 yield RunEvent(kind, data if isinstance(data, dict) else {"value": data})
+            if not asked and cancelled():  # at once, also while events flow: the worker checks every step
+                channel.request_cancel(*ids, clean=clean())
+                asked = True
             if records:
                 continue
             if cancelled():
-                channel.request_cancel(*ids)
                 yield RunEvent(CANCELLING, {})
                 continue
             turn = handle.turn()
@@ -96,7 +105,9 @@ def _follow(channel: LiveChannel, handle: TurnHandle, after: str, cancelled: Cal
                 yield from _closing(turn.result, started, final_seen)
                 return
     except GeneratorExit:
-        channel.request_cancel(*ids)  # the engine closes the job when its client cancels
+        # The engine closes the job when its client cancels, or (a new turn waits to follow) once
+        # the run reached a step that turn can follow: the worker then stops there, not later.
+        channel.request_cancel(*ids, clean=clean())
         raise
 
 

@@ -10,10 +10,12 @@ machines never interleave:
                + live: true                    its worker publishes live events (agent/live.py)
                + resume: true, decision        a continuation: resume the session's unfinished
                                                run (with the human's decision), no new text
+               + options {before, after,       its run's breakpoints, and whether it may start over
+                 discard_unfinished}           the run it interrupted (`agentrt serve`)
     started    {turn_id, baseline_run_id}      a worker is about to run it; the session's last run
                                                id before, so a crash tells "not yet run" from "ran"
     paused     {turn_id, run_id}               its run waits for a human approval
-    decision   {turn_id, decision[, live]}     the human answered; the turn is pending again
+    decision   {turn_id, decision[, live, options]}  the human answered; the turn is pending again
     done       {turn_id, status, run_id, ...}  its run ended (COMPLETED or FAILED)
 
 A turn's status is its last record's: the worker that holds the session's drain lease takes the
@@ -90,6 +92,7 @@ class Turn:
     live: bool = False  # its worker publishes live events for `agentrt serve` (agent/live.py)
     resume: bool = False  # continues the session's unfinished run instead of starting one with `text`
     new_session: bool = False  # submitted with --new-session: its run creates the session
+    options: dict[str, Any] | None = None  # {"before", "after", "discard_unfinished"}: agent.run.options
 
     @property
     def finished(self) -> bool:
@@ -182,6 +185,7 @@ class Inbox:
                 )
                 by_id[tid].live = bool(rec.get("live"))
                 by_id[tid].resume = bool(rec.get("resume"))
+                by_id[tid].options = rec.get("options")
                 if rec.get("decision") is not None:
                     by_id[tid].decision = dict(rec["decision"])
                 continue
@@ -204,22 +208,37 @@ class Inbox:
         return next((t for t in self.turns() if not t.finished), None)
 
     def submit(
-        self, text: str, turn_id: str, user_id: str | None, live: bool = False, new_session: bool = False
+        self,
+        text: str,
+        turn_id: str,
+        user_id: str | None,
+        live: bool = False,
+        new_session: bool = False,
+        options: dict[str, Any] | None = None,
     ) -> None:
         """Append a new turn (the caller reserved `turn_id` in the tenant's turn index first);
-        `new_session`: the turn's run creates the session."""
+        `new_session`: the turn's run creates the session; `options`: its `RunOptions` as a dict."""
         if not text or not text.strip():
             raise ConfigError('empty input: give the agent something to do, e.g. agentrt submit --session ID "..."')
         extra: dict[str, Any] = {"new_session": True} if new_session else {}
         if live:
             extra["live"] = True
+        if options:
+            extra["options"] = options
         self._append("submitted", turn_id, text=text, user_id=user_id, **extra)
 
     def submit_resume(
-        self, turn_id: str, user_id: str | None, decision: dict[str, Any] | None, live: bool = False
+        self,
+        turn_id: str,
+        user_id: str | None,
+        decision: dict[str, Any] | None,
+        live: bool = False,
+        options: dict[str, Any] | None = None,
     ) -> None:
         """Append a continuation: the worker resumes the session's unfinished run (with `decision`)."""
         extra: dict[str, Any] = {"live": True} if live else {}
+        if options:
+            extra["options"] = options
         self._append("submitted", turn_id, text="", user_id=user_id, resume=True, decision=decision, **extra)
 
     def mark_started(self, turn_id: str, baseline_run_id: str | None, worker: str) -> None:
@@ -230,9 +249,14 @@ class Inbox:
         """The turn's run stopped for a human approval."""
         self._append("paused", turn_id, result=result, worker=worker)
 
-    def add_decision(self, turn_id: str, decision: dict[str, Any], live: bool = False) -> None:
-        """The human's answer to the paused turn; a worker applies it on its next pass."""
-        self._append("decision", turn_id, decision=decision, **({"live": True} if live else {}))
+    def add_decision(
+        self, turn_id: str, decision: dict[str, Any], live: bool = False, options: dict[str, Any] | None = None
+    ) -> None:
+        """The human's answer to the paused turn; a worker applies it on its next pass (with `options`)."""
+        extra: dict[str, Any] = {"live": True} if live else {}
+        if options:
+            extra["options"] = options
+        self._append("decision", turn_id, decision=decision, **extra)
 
     def mark_done(self, turn_id: str, result: dict[str, Any], worker: str) -> None:
         """The turn's run ended; `result["status"]` is COMPLETED or FAILED."""
@@ -254,6 +278,7 @@ def _fold(turn: Turn, kind: str, rec: dict[str, Any]) -> None:
     elif kind == "decision":
         turn.status, turn.decision = TurnStatus.PENDING, dict(rec.get("decision") or {})
         turn.live = turn.live or bool(rec.get("live"))
+        turn.options = rec.get("options")
     elif kind == "done":
         turn.result = dict(rec.get("result") or {})
         failed = turn.result.get("status") == TurnStatus.FAILED.value

@@ -108,6 +108,9 @@ def test_an_edit_at_an_earlier_checkpoint_leaves_the_original_branch_as_it_was(
     assert _texts(state) == [*earlier_texts, NOTE]
     assert "two" not in _texts(state)
     assert state["parent_checkpoint"]["checkpoint_id"] == earlier_cp
+    # threads.search shows the fresh branch's state too (read without the session document).
+    (found,) = acme.threads.search(ids=[tid])
+    assert _texts(found) == [*earlier_texts, NOTE]
     assert _events(server, tid).startswith(before_events)
     for cp, texts, _ in before_history:  # each checkpoint of the original branch reads as before
         assert _texts(acme.threads.get_state(tid, checkpoint_id=cp)) == texts

@@ -56,6 +56,24 @@ def on_workers(tmp_path: Path) -> Iterator[tuple[Cluster, Server]]:
         cluster.close()
 
 
+GATED = [PLAN, {"tool_calls": [{"name": "gate", "args": {}}]}, PLAN, {"content": "Answer 2."}]
+
+
+@pytest.fixture
+def gated(tmp_path: Path) -> Iterator[tuple[Cluster, Server]]:
+    """As `on_workers`, on a script whose first turn waits in `gate`, then a plan and an answer."""
+    cluster = open_cluster(tmp_path, "redis", GATED)
+    try:
+        data = yaml.safe_load(cluster.config.read_text())
+        data["serve"] = {"api_keys": [{"key": KEY, "tenant_id": cluster.tenant}]}
+        cluster.config.write_text(yaml.safe_dump(data, sort_keys=False))
+        cluster.start_worker("w1", concurrency=1)
+        with serving(cluster.config, tmp_path) as server:
+            yield cluster, server
+    finally:
+        cluster.close()
+
+
 def _is_worker(executor: str, cluster: Cluster, server: Server) -> bool:
     return executor.startswith(f"w1-{cluster.tenant}@") and not executor.endswith(f":{server.proc.pid}")
 
@@ -140,6 +158,65 @@ def test_runs_execute_on_the_worker_stream_answer_cancel_and_continue(on_workers
     cancelled = cluster.turns(tid)[1]
     assert cancelled.status is TurnStatus.FAILED and cancelled.result["run_status"] == "INTERRUPTED"
     assert client.threads.get(tid)["status"] == "idle"
+
+
+def test_breakpoints_stop_the_run_on_the_worker_and_a_run_without_input_continues(on_workers):
+    """`interrupt_after` stops the worker's run after that node; a run without input continues it,
+    stopping again where its own `interrupt_before` says, then to the approval and the answer."""
+    cluster, server = on_workers
+    client = get_sync_client(url=server.url, api_key=KEY)
+    tid = client.threads.create()["thread_id"]
+
+    client.runs.wait(tid, "agentrt", input={"user_input": "Bump it once."}, interrupt_after=["planning"])
+    state = client.threads.get_state(tid)
+    assert state["next"] == ["reasoning"] and state["values"]["task_todo_list"]
+    assert client.threads.get(tid)["status"] == "interrupted"
+    [stopped] = client.runs.list(tid)
+    assert _is_worker(stopped["metadata"]["executed_by"], cluster, server)
+    assert cluster.redis.get(f"{cluster.keys}:bump:{tid}") is None  # nothing past the breakpoint ran
+
+    client.runs.wait(tid, "agentrt", interrupt_before=["acting"])
+    assert client.threads.get_state(tid)["next"] == ["acting"]
+    assert client.threads.get_state(tid)["tasks"][0]["interrupts"] == []  # a breakpoint, not the approval yet
+
+    values = client.runs.wait(tid, "agentrt")
+    assert values["__interrupt__"][0]["value"]["name"] == "bump_approved"
+    values = client.runs.wait(tid, "agentrt", command={"resume": {"approved": True}})
+    assert values["finish_reason"] == "completed"
+    assert cluster.redis.get(f"{cluster.keys}:bump:{tid}") == b"1"
+    assert all(_is_worker(r["metadata"]["executed_by"], cluster, server) for r in client.runs.list(tid))
+
+
+def test_a_run_with_input_interrupts_the_workers_run_and_starts_over_it(gated):
+    """`multitask_strategy: interrupt`: the worker's run stops at the first step a new turn can
+    follow (its tool finishes first), and the new turn runs on a worker over it."""
+    cluster, server = gated
+    client = get_sync_client(url=server.url, api_key=KEY)
+    tid = client.threads.create()["thread_id"]
+    gate = f"{cluster.keys}:gate:{tid}"
+    cluster.redis.set(gate, 1)
+    first = client.runs.create(tid, "agentrt", input={"user_input": "Pass the gate."})
+    _wait_for(cluster.redis, f"{cluster.keys}:reached:{tid}")
+
+    second = client.runs.create(
+        tid, "agentrt", input={"user_input": "Never mind, answer."}, multitask_strategy="interrupt"
+    )
+    cluster.redis.delete(gate)
+    client.runs.join(tid, second["run_id"])
+
+    assert client.runs.get(tid, first["run_id"])["status"] == "interrupted"
+    answered_run = client.runs.get(tid, second["run_id"])
+    assert answered_run["status"] == "success", answered_run
+    values = client.threads.get_state(tid)["values"]
+    assert values["finish_reason"] == "completed" and values["messages"][-1]["content"] == "Answer 2."
+    said = [m["content"] for m in values["messages"] if m["type"] == "human"]
+    assert said[-1] == "Never mind, answer."
+    tool_said = [m["content"] for m in values["messages"] if m["type"] == "tool"]
+    assert any(t.startswith("gate passed by") for t in tool_said)  # the running tool finished first
+    stopped, answered = cluster.turns(tid)
+    assert stopped.status is TurnStatus.FAILED and stopped.result["run_status"] == "INTERRUPTED"
+    assert answered.status is TurnStatus.COMPLETED and answered.options == {"discard_unfinished": True}
+    assert all(_is_worker(r["metadata"]["executed_by"], cluster, server) for r in client.runs.list(tid))
 
 
 def test_a_stateless_run_executes_on_the_worker(on_workers):

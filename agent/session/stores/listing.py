@@ -97,6 +97,9 @@ def index_meta(session: ChatSession, events: EventLog | None) -> dict[str, Any]:
         "last_run_status": session.last_run_status,
         "branch_id": session.current_branch_id,
         "metadata": metadata if isinstance(metadata, dict) else {},
+        # Where a fresh fork's state is read (None: the branch head), so a thread search reads the
+        # values of the page's threads without their session documents.
+        "fork_checkpoint_id": session.context.get("fork_checkpoint_id"),
     }
 
 
