@@ -15,8 +15,6 @@ import re
 import shlex
 from pathlib import Path
 
-import pytest
-
 from tests.cli.console import ROOT, agentrt
 
 SKIPPED = {
@@ -125,7 +123,6 @@ class _Ids:
         return out
 
 
-@pytest.mark.integration
 def test_readme_commands_run(tmp_path: Path) -> None:
     """The README's commands, in order, from a fresh directory: exit 0 and the key line each."""
     ids = _Ids(tmp_path)

@@ -31,8 +31,6 @@ from tests.support.crash import (
 )
 from tests.support.zygote import Zygote
 
-pytestmark = pytest.mark.integration
-
 LABELS = ["alpha", "beta", "gamma", "delta", "epsilon"]
 SID = "drill-1"
 

@@ -18,8 +18,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.support.crash import (
     DRILL_TEXT,
     child_env,
@@ -34,8 +32,6 @@ from tests.support.crash import (
     unfinished_unsafe_calls,
 )
 from tests.support.zygote import Outcome, Zygote
-
-pytestmark = pytest.mark.integration
 
 SEED = 20261202
 KILLS = 100

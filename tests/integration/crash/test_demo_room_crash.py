@@ -32,8 +32,6 @@ from tests.support.crash import SIGKILL_CODE, room_diff, room_files, unfinished_
 from tests.support.drills import size
 from tests.support.zygote import Outcome, Zygote
 
-pytestmark = pytest.mark.integration
-
 TEXT = "Summarise the 2026 sales by region"
 SEED = 20261226
 KILLS = size("AGENTRT_DEMO_KILLS", sample=25, full=100)

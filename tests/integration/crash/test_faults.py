@@ -76,7 +76,6 @@ def test_install_is_idempotent() -> None:
     assert faults.armed() == {"after_tool_execute": frozenset({3})}
 
 
-@pytest.mark.integration
 def test_process_exits_137_on_the_nth_arrival(tmp_path: Path) -> None:
     """AGENTRT_CRASH_AT=point:3 lets two arrivals pass and hard-exits with 137 on the third."""
     code = """
@@ -93,7 +92,6 @@ def test_process_exits_137_on_the_nth_arrival(tmp_path: Path) -> None:
     assert proc.stdout.split("\n")[:-1] == ["passed 1", "passed 2"]
 
 
-@pytest.mark.integration
 def test_unarmed_process_runs_to_the_end(tmp_path: Path) -> None:
     """The same program without the variable finishes with status 0."""
     code = """
@@ -108,7 +106,6 @@ def test_unarmed_process_runs_to_the_end(tmp_path: Path) -> None:
     assert proc.stdout.strip() == "finished"
 
 
-@pytest.mark.integration
 def test_unknown_point_in_env_fails_clearly(tmp_path: Path) -> None:
     """A typo in AGENTRT_CRASH_AT stops the process with a ConfigError naming the valid points."""
     proc = run_py("from agent import faults; faults.install()", "after_tool_exec:1", tmp_path)
@@ -116,7 +113,6 @@ def test_unknown_point_in_env_fails_clearly(tmp_path: Path) -> None:
     assert "ConfigError" in proc.stderr and "after_tool_execute" in proc.stderr
 
 
-@pytest.mark.integration
 def test_mid_event_write_leaves_a_torn_record_that_is_cut(tmp_path: Path) -> None:
     """mid_event_write:2 writes half of the second record and dies; reads skip it, repair cuts it to .broken."""
     log = tmp_path / "events.jsonl"
@@ -143,7 +139,6 @@ def test_mid_event_write_leaves_a_torn_record_that_is_cut(tmp_path: Path) -> Non
     assert log.read_bytes().endswith(b"\n")
 
 
-@pytest.mark.integration
 def test_journal_crash_after_intent_leaves_intent_only(tmp_path: Path) -> None:
     """after_journal_append:1 kills the process after the INTENT, before the tool body runs."""
     marker = tmp_path / "tool-ran"
@@ -214,7 +209,6 @@ def run_drill(base: Path, effect: str, crash_at: str | None) -> subprocess.Compl
     )
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize(
     ("effect", "after_resume", "executions"),
     [("unsafe", "outcome_unknown False", 1), ("idempotent", "success False", 2)],

@@ -33,8 +33,6 @@ from tests.support.crash import (
 from tests.support.hooked_celery import hooked_version
 from tests.support.zygote import Zygote
 
-pytestmark = pytest.mark.integration
-
 SID = "blocked-1"
 # Files a blocked resume may change: the block is logged in the event log and the session record
 # (JSON and its SQL projection); the lease and fence files are written when the lease is taken.

@@ -14,7 +14,6 @@ import pytest
 from agent.tools.sandbox.room import Sandbox
 from checkpointing.blobs import BlobStore
 
-pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[3]
 
 CHILD = textwrap.dedent(

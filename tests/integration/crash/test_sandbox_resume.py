@@ -13,7 +13,6 @@ import pytest
 
 from tests.support.runners import make_config
 
-pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = [
     {"content": '{"plan": "p", "todos": ["x"]}'},

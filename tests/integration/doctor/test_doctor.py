@@ -17,8 +17,6 @@ from checkpointing.records import RecordLog, atomic_write, canonical_json, read_
 from tests.support.doctor_sessions import REDIS_URL, SHOUT, SID, _doctor, _ev
 from tests.support.runners import make_config, make_runner
 
-pytestmark = pytest.mark.integration
-
 
 def test_healthy_session_is_all_ok(runner: AgentRunner) -> None:
     """A finished demo session passes every check, exits 0 and prints the §8 checks as JSON."""

@@ -21,8 +21,6 @@ from agent.session.session import SessionDocumentCorrupt
 from checkpointing.records import decode_record as read_record_bytes
 from tests.support.doctor_sessions import SID, _doctor
 
-pytestmark = pytest.mark.integration
-
 
 def _append(path: Path, data: bytes) -> None:
     with open(path, "ab") as fh:

@@ -39,8 +39,6 @@ from tests.cli.console import Ran, agentrt
 from tests.support.celery_drill import database_url
 from tests.support.store_configs import StoreSetup
 
-pytestmark = pytest.mark.integration
-
 TEXT = "Summarise the 2026 sales by region"
 STATUSES = ("COMPLETED", "PAUSED", "RUNNING")
 STREAMS = ("checkpoints", "@events", "@journal")

@@ -77,7 +77,6 @@ def test_unreadable_fence_file_refuses_writes(tmp_path: Path) -> None:
         FencingGuard(tmp_path).check_and_raise(5)
 
 
-@pytest.mark.integration
 def test_stale_holder_is_refused_after_another_process_raised_the_token(tmp_path: Path) -> None:
     """A process that cached token 1 is refused once another process checked token 2."""
     old = FencingGuard(tmp_path)
@@ -94,7 +93,6 @@ def test_stale_holder_is_refused_after_another_process_raised_the_token(tmp_path
     assert proc.communicate(timeout=60)[0].strip() == "stale"
 
 
-@pytest.mark.integration
 def test_concurrent_processes_end_with_the_highest_token(tmp_path: Path) -> None:
     """Eight processes checking tokens 1..8 at once leave 8 as the highest; 8 is never refused."""
     tokens = [5, 2, 8, 1, 7, 3, 6, 4]
@@ -107,7 +105,6 @@ def test_concurrent_processes_end_with_the_highest_token(tmp_path: Path) -> None
         FencingGuard(tmp_path).check_and_raise(7)
 
 
-@pytest.mark.integration
 def test_new_owner_waits_for_an_in_flight_fenced_write(tmp_path: Path) -> None:
     """A new owner's first check returns only after the old owner's fenced write finished."""
     done = tmp_path / "old-write-done"

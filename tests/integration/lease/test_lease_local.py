@@ -71,7 +71,6 @@ def race(base: Path, n: int) -> list[dict[str, Any]]:
             p.communicate(timeout=60)
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("n", [2, 8])
 def test_file_lease_processes_racing_exactly_one_wins(tmp_path: Path, n: int) -> None:
     """N processes on one host: one grant, the others get LeaseHeld naming the winner."""
@@ -81,7 +80,6 @@ def test_file_lease_processes_racing_exactly_one_wins(tmp_path: Path, n: int) ->
     assert all(r["holder"] == winners[0]["holder"] for r in results if not r["won"])
 
 
-@pytest.mark.integration
 def test_file_lease_is_freed_when_the_holder_dies(tmp_path: Path) -> None:
     """A held session refuses others, naming the holder; once it is killed, a higher token is granted."""
     holder = spawn(RACER, str(tmp_path), "host:1:child")

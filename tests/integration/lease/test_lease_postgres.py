@@ -32,8 +32,6 @@ from checkpointing.exceptions import InvalidIdError, StaleFencingTokenError
 from checkpointing.fencing import FencingGuard
 from tests.integration.test_stores_support import DATABASE_URL, free_port
 
-pytestmark = pytest.mark.integration
-
 REPO = Path(__file__).resolve().parents[3]
 TENANT = "acme"
 

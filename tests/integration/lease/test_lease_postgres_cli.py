@@ -21,8 +21,6 @@ from tests.integration.test_stores_support import DATABASE_URL, free_port
 from tests.support.crash import DRILL_TEXT, child_env, make_drill_config, run_cli, start_cli, wait_for
 from tests.support.runners import make_config
 
-pytestmark = pytest.mark.integration
-
 SERVER = DATABASE_URL.rsplit("/", 1)[0]
 TENANT = "acme-lease"
 

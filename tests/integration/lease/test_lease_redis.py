@@ -23,8 +23,6 @@ from agent.tools.journal import ToolExecutionJournal
 from checkpointing.exceptions import StaleFencingTokenError
 from checkpointing.fencing import FencingGuard
 
-pytestmark = pytest.mark.integration
-
 REPO = Path(__file__).resolve().parents[3]
 REDIS_URL = os.environ.get("AGENTRT_REDIS_URL", "redis://127.0.0.1:6379")
 TENANT = "acme"

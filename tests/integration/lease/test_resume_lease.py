@@ -30,8 +30,6 @@ from tests.support.crash import (
     wait_for,
 )
 
-pytestmark = pytest.mark.integration
-
 REDIS_URL = os.environ.get("AGENTRT_REDIS_URL", "redis://127.0.0.1:6379")
 SID = "lease-1"
 

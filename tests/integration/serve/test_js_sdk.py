@@ -27,7 +27,7 @@ from tests.support.langgraph_dev import langgraph_dev, needs_langgraph_cli
 from tests.support.runners import ROOT, make_config
 from tests.support.serve import serving
 
-pytestmark = [pytest.mark.integration, needs_langgraph_cli]
+pytestmark = needs_langgraph_cli
 
 JS_DIR = ROOT / "tests" / "js"
 SCENARIOS = JS_DIR / "scenarios.mjs"

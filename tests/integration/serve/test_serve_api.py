@@ -23,8 +23,6 @@ from langgraph_sdk.errors import NotFoundError
 from tests.support.runners import make_config
 from tests.support.serve import Server, cli, serving, slow_config
 
-pytestmark = pytest.mark.integration
-
 ASK = {"messages": [{"role": "user", "content": "How did each region do against its target?"}]}
 
 

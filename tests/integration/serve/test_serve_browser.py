@@ -20,7 +20,7 @@ from tests.support.browser import headless_chromium, needs_chromium
 from tests.support.runners import make_config
 from tests.support.serve import serving
 
-pytestmark = [pytest.mark.integration, needs_chromium]
+pytestmark = needs_chromium
 
 WAIT_S = 60
 

@@ -12,8 +12,6 @@ from langgraph_sdk import get_sync_client
 
 from tests.support.serve import cli, slow_config, start_server
 
-pytestmark = pytest.mark.integration
-
 ANSWER = "Rested four times."
 
 

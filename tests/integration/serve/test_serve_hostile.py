@@ -25,8 +25,6 @@ from tests.support.drills import switch
 from tests.support.runners import make_config
 from tests.support.serve import Server, serving
 
-pytestmark = pytest.mark.integration
-
 FUZZ_ALL = switch("AGENTRT_FUZZ_ALL")
 EXAMPLES = int(os.environ.get("AGENTRT_FUZZ_EXAMPLES") or (100 if FUZZ_ALL else 2))
 """Examples per route, generation mode (positive, negative) and thread (random, real); the full run

@@ -12,13 +12,10 @@ from typing import Any
 from urllib.parse import unquote
 
 import httpx
-import pytest
 from langgraph_sdk import get_sync_client
 
 from tests.support.runners import make_config
 from tests.support.serve import Server, cli, serving
-
-pytestmark = pytest.mark.integration
 
 DEMO = "Summarise the 2026 sales by region"
 ROW = re.compile(r'<tr class="branch-row( current)?" data-branch="([^"]+)">(.*?)</tr>', re.S)

@@ -9,12 +9,9 @@ import subprocess
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.support.runners import make_config
 from tests.support.serve import cli, serving
-
-pytestmark = pytest.mark.integration
 
 BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"
 ENTRY = re.compile(r'<div class="entry [\w-]+" data-entry="([^"]+)">(.*?)</div>', re.S)

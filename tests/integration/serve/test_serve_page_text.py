@@ -82,8 +82,7 @@ READ = {"tool_calls": [{"name": "read_file", "args": {"path": "note.txt"}}]}
 PLAN = {"content": '{"plan": "write then read", "todos": ["write", "read"]}'}
 
 
-@browser_marks[1]
-@pytest.mark.integration
+@browser_marks
 def test_a_tool_result_with_a_bidi_override_is_shown_escaped_in_the_browser(tmp_path: Path, browser):  # noqa: F811
     """A session whose read_file result holds U+202E: "show result" on the page shows `\\u202e`."""
     from selenium.webdriver.common.by import By

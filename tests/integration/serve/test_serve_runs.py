@@ -24,8 +24,6 @@ from langgraph_sdk.errors import ConflictError, NotFoundError
 from tests.support.runners import make_config
 from tests.support.serve import SLOW_TOOLS, Server, serving
 
-pytestmark = pytest.mark.integration
-
 A = "agentrt"
 ANSWER = "Rested four times."
 TURN = [*({"tool_calls": [{"name": "nap", "args": {"seconds": 0.5}}]} for _ in range(4)), {"content": ANSWER}]

@@ -18,8 +18,6 @@ from langgraph_sdk.errors import APIStatusError
 from tests.support.runners import make_config
 from tests.support.serve import Server, serving
 
-pytestmark = pytest.mark.integration
-
 TESTS = Path(__file__).resolve().parents[2]
 NOT_SERVED = {
     # The thread-stream protocol of the newest clients (one stream per thread, commands posted to it).

@@ -6,14 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from langgraph_sdk import get_sync_client
 
 from agent.runner import AgentRunner
 from tests.support.serve import serving
 from tests.support.store_configs import StoreSetup
-
-pytestmark = pytest.mark.integration
 
 ALICE, GLOBEX = "alice-key-0123456789", "globex-key-0123456789"
 KEYS = [{"key": ALICE, "tenant_id": "acme", "user_id": "alice"}, {"key": GLOBEX, "tenant_id": "globex"}]

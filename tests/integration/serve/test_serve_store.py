@@ -11,14 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
 from tests.support.serve import Server, serving
 from tests.support.store_configs import StoreSetup
-
-pytestmark = pytest.mark.integration
 
 ACME, GLOBEX = "acme-key-0123456789ab", "globex-key-0123456789"
 KEYS = [{"key": ACME, "tenant_id": "acme", "user_id": "alice"}, {"key": GLOBEX, "tenant_id": "globex"}]

@@ -22,8 +22,6 @@ from tests.support.runners import make_config
 from tests.support.serve import SLOW_SCRIPT, SLOW_TOOLS, Server, serving, start_server
 from tests.support.store_configs import StoreSetup
 
-pytestmark = pytest.mark.integration
-
 REPORT = {"user_input": "report"}
 ALICE, GLOBEX = "alice-key-0123456789", "globex-key-0123456789"
 KEYS = [{"key": ALICE, "tenant_id": "acme", "user_id": "alice"}, {"key": GLOBEX, "tenant_id": "globex"}]

@@ -6,14 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-import pytest
 from langgraph_sdk import get_sync_client
 
 from tests.support.runners import make_config
 from tests.support.serve import serving
 from tests.support.store_configs import StoreSetup
-
-pytestmark = pytest.mark.integration
 
 ALICE, BOB, GLOBEX = "alice-key-0123456789", "bob-key-0123456789ab", "globex-key-0123456789"
 KEYS = [

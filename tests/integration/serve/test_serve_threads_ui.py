@@ -15,8 +15,6 @@ from langgraph_sdk.errors import NotFoundError
 from tests.support.runners import make_config
 from tests.support.serve import serving
 
-pytestmark = pytest.mark.integration
-
 ALICE, GLOBEX = "alice-key-0123456789", "globex-key-0123456789"
 KEYS = [{"key": ALICE, "tenant_id": "acme", "user_id": "alice"}, {"key": GLOBEX, "tenant_id": "globex"}]
 ASK = {"messages": [{"role": "user", "content": "How did each region do against its target?"}]}

@@ -20,8 +20,6 @@ from langgraph_sdk.errors import ConflictError, NotFoundError
 from tests.support.runners import make_config
 from tests.support.serve import SLOW_TOOLS, Server, serving
 
-pytestmark = pytest.mark.integration
-
 A = "agentrt"
 ACME, GLOBEX = "acme-key-0123456789ab", "globex-key-0123456789"
 KEYS = [{"key": ACME, "tenant_id": "acme"}, {"key": GLOBEX, "tenant_id": "globex"}]

@@ -25,8 +25,6 @@ from tests.support.celery_drill import Cluster, open_cluster
 from tests.support.runners import make_config
 from tests.support.serve import Server, cli, serving
 
-pytestmark = pytest.mark.integration
-
 BOUND_S = 120.0
 KEY = "worker-test-key-0123456789"
 PLAN = {"content": json.dumps({"plan": "Use the tool, then answer.", "todos": ["Use the tool"]})}

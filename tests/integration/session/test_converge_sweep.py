@@ -36,8 +36,6 @@ from tests.integration.test_stores_support import DATABASE_URL, REDIS_URL, Relay
 from tests.support.runners import ROOT, make_config
 from tests.support.serve import serving
 
-pytestmark = pytest.mark.integration
-
 SCRIPT: list[dict[str, Any]] = [
     {"content": '{"plan": "add", "todos": ["add"]}'},
     {"tool_calls": [{"name": "calculator", "args": {"expression": "2 + 3"}}]},

@@ -21,12 +21,9 @@ import json
 import uuid
 
 import httpx
-import pytest
 
 from tests.support.cli_batch import Said
 from tests.support.isolation_world import READ_CALL, World, _ok, _owned, _rows
-
-pytestmark = pytest.mark.integration
 
 
 def test_sessions_lists_filters_and_pages_only_the_callers_own(world: World) -> None:

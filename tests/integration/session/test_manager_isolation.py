@@ -17,8 +17,6 @@ from agent.session.stores.sql import SqlSessionStore
 from tests.integration.test_stores_support import build_manager, drop_redis_prefix, redis_store, sql_store
 from tests.support.savers import KINDS, SaverKit
 
-pytestmark = pytest.mark.integration
-
 TRIPLES = {"files": 1000, "postgres": 200}
 """How many (tenant, session) pairs: on PostgreSQL every write is a round trip, so fewer (they still
 collide: 25 tenants share 60 session ids)."""

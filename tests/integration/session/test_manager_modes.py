@@ -13,8 +13,6 @@ from agent.session.stores.redis import RedisSessionStore
 from agent.session.stores.sql import SqlSessionStore
 from tests.integration.test_stores_support import build_manager, drop_redis_prefix, redis_store, sql_store
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def layers() -> Iterator[tuple[RedisSessionStore, SqlSessionStore]]:

@@ -26,8 +26,6 @@ from tests.integration.test_stores_support import (
     sql_store,
 )
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def owned_redis() -> Iterator[OwnedRedis]:

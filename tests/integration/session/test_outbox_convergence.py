@@ -31,8 +31,6 @@ from checkpointing.entry_log import EventLog
 from tests.integration.test_stores_support import DATABASE_URL, REDIS_URL, Relay, pg_host_port
 from tests.support.runners import ROOT, make_config
 
-pytestmark = pytest.mark.integration
-
 SCRIPT: list[dict[str, Any]] = [
     {"content": '{"plan": "add", "todos": ["add"]}'},
     {"tool_calls": [{"name": "calculator", "args": {"expression": "2 + 3"}}]},

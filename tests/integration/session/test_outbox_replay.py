@@ -27,8 +27,6 @@ import yaml
 from tests.integration.test_stores_support import DATABASE_URL, REDIS_URL, Relay, pg_host_port
 from tests.support.runners import ROOT, make_config
 
-pytestmark = pytest.mark.integration
-
 TENANT = "acme-outbox"
 SCRIPT: list[dict[str, Any]] = [
     {"content": '{"plan": "bump once", "todos": ["bump"]}'},

@@ -20,8 +20,6 @@ from tests.integration.test_stores_support import (
     unique,
 )
 
-pytestmark = pytest.mark.integration
-
 
 def mk(tenant: str = "t1", sid: str = "s1", user: str = "u1", **kw: object) -> ChatSession:
     """A small session."""

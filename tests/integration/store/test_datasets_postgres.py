@@ -15,7 +15,6 @@ import sqlalchemy as sa
 from agent.errors import ToolError
 from agent.tools.datasets.dataset_registry import DatasetCatalog
 
-pytestmark = pytest.mark.integration
 DATABASE_URL = os.environ.get("AGENTRT_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 

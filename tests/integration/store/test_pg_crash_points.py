@@ -12,7 +12,6 @@ from dataclasses import replace
 from typing import Any
 
 import psycopg
-import pytest
 import yaml
 
 from tests.support.celery_drill import turn_script
@@ -27,9 +26,6 @@ from tests.support.pg_restart_site import (
 )
 from tests.support.pg_server import PgServer
 from tests.support.runners import make_config
-
-pytestmark = pytest.mark.integration
-
 
 # -- the two instants a restart found stuck (fixed): a turn cut off before its graph started ----------
 

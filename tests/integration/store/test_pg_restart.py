@@ -22,12 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from tests.support.pg_restart_site import Session, Site, at_line, check_session, clean_restart, crash_restart, outage
-
-pytestmark = pytest.mark.integration
-
 
 # -- the drill --------------------------------------------------------------------------------------
 

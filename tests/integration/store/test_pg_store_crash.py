@@ -23,8 +23,6 @@ from checkpointing.store.base import EVENTS, JOURNAL
 from checkpointing.store.postgres import PostgresStore
 from tests.support.pg_server import PgServer, private_postgres
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(scope="module")
 def pg() -> Iterator[PgServer]:

@@ -21,7 +21,6 @@ from tests.cli.console import agentrt
 from tests.integration.test_stores_support import DATABASE_URL
 from tests.support.runners import make_config
 
-pytestmark = pytest.mark.integration
 SERVER = DATABASE_URL.rsplit("/", 1)[0]
 T0 = datetime.now(UTC) - timedelta(hours=1)
 

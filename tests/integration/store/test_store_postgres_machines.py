@@ -42,8 +42,6 @@ from tests.support.celery_drill import REDIS_URL, database_url, drop_database, t
 from tests.support.crash import SIGKILL_CODE, run_cli
 from tests.support.runners import ROOT, make_config
 
-pytestmark = pytest.mark.integration
-
 ONE = ("notes/one.txt", "one: written in turn 1")
 TWO = ("notes/two.txt", "two: written in turn 2")
 CALLS = {

@@ -25,8 +25,6 @@ from tests.integration.test_stores_support import DATABASE_URL
 from tests.support.crash import SIGKILL_CODE, Proc, child_env, run_cli, wait_for
 from tests.support.runners import ROOT
 
-pytestmark = pytest.mark.integration
-
 SERVER = DATABASE_URL.rsplit("/", 1)[0]
 DEMO = "Summarise the 2026 sales by region"
 TENANT = "acme-move"

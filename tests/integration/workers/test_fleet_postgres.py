@@ -27,8 +27,6 @@ from tests.support.celery_drill import (
     turn_script,
 )
 
-pytestmark = pytest.mark.integration
-
 N_SESSIONS = 20
 BOUND_S = 150.0
 ONE = ("notes/one.txt", "one: written in turn 1")

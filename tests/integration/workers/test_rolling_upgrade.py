@@ -27,8 +27,6 @@ from agent.submit import TurnHandle, submit_decision
 from tests.support.celery_drill import BROKERS, Cluster, open_cluster, turn_script
 from tests.support.hooked_celery import hooked_version
 
-pytestmark = pytest.mark.integration
-
 BOUND_S = 90.0
 APPROVE = {"approved": True, "reason": "drill"}
 

@@ -30,8 +30,6 @@ from tests.support.celery_drill import (
 )
 from tests.support.runners import ROOT
 
-pytestmark = pytest.mark.integration
-
 N_SESSIONS = 20
 BOUND_S = 150.0
 SAME = "Count this once more, please."
