@@ -1,6 +1,6 @@
 """How fast hostile `query_dataset` calls end, and what memory they leave (issue 13 §6).
 
-Runs each hostile query of tests/unit/test_dataset_limits.py in a fresh interpreter and prints the
+Runs each hostile query of tests/unit/agent/tools/test_dataset_limits.py in a fresh interpreter and prints the
 seconds until the tool error, the error, and the process's peak RSS. Target: every query ends with
 a ToolError within about `cpu_seconds` (2 s) of CPU, or `wall_seconds` (3 s) on a busy machine.
 

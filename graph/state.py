@@ -22,7 +22,7 @@ writing `RemoveMessage(REMOVE_ALL_MESSAGES)` followed by the new list. It is als
 shows. The seed's canonical message DTOs (`checkpointing.messages`) are its on-disk form only.
 
 The seed's "add in step" rule: a new field must also be added to `FIELD_REGISTRY` (and so to the
-codec, recovery validation and the tests); `tests/unit/test_state.py` fails otherwise. Changing
+codec, recovery validation and the tests); `tests/unit/graph/test_state.py` fails otherwise. Changing
 the set of fields or their reducers needs a new `SCHEMA_VERSION`.
 """
 

@@ -16,6 +16,9 @@ CONFIGS = ROOT / "configs"
 
 _real_connect = socket.socket.connect
 
+TOP_FOLDERS = ("unit", "cli", "integration", "e2e", "docs")
+"""The folders under tests/ whose name is also the marker of every test in them (pyproject.toml)."""
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Let the Ctrl-C tests' processes be interrupted however the suite was started.
@@ -27,6 +30,20 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its top folder: `-m unit` runs tests/unit, `-m "not integration"` leaves
+    out tests/integration (before `-m` deselects: tryfirst)."""
+    tests = Path(__file__).resolve().parent
+    for item in items:
+        try:
+            folder = item.path.resolve().relative_to(tests).parts[0]
+        except ValueError:
+            continue
+        if folder in TOP_FOLDERS:
+            item.add_marker(folder)
 
 
 def _guarded_connect(self: socket.socket, address: Any) -> Any:

@@ -15,11 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.cli.console import Ran, agentrt
-
-pytestmark = pytest.mark.integration
 
 DEMO = "Summarise the 2026 sales by region"
 

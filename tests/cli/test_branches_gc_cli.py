@@ -15,13 +15,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from agent.session.stores.jsonl import JsonlSessionStore
 from tests.cli.console import agentrt
 from tests.support.runners import make_config
-
-pytestmark = pytest.mark.integration
 
 PLAN = {"content": '{"plan": "p", "todos": ["x"]}'}
 

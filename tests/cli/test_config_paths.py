@@ -13,12 +13,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from tests.cli.console import ROOT, agentrt
-
-pytestmark = pytest.mark.integration
 
 DEFAULT = ROOT / "configs" / "default.yaml"
 TASK = "Summarise the 2026 sales by region"

@@ -74,7 +74,6 @@ def test_every_config_is_covered() -> None:
     assert {c.name for c in CONFIGS} >= {"default.yaml", "long-task.yaml", "read-back.yaml", "production.yaml"}
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("config", CONFIGS, ids=[c.stem for c in CONFIGS])
 def test_config_runs_to_a_result(config: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """`agentrt run --config F` ends COMPLETED or PAUSED; a pause is approved to COMPLETED; doctor is clean."""

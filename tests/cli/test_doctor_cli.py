@@ -5,12 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from checkpointing.records import decode_record, encode_record
 from tests.cli.console import ROOT, agentrt
 
-pytestmark = pytest.mark.integration
 LONG = str(ROOT / "configs" / "long-task.yaml")
 
 

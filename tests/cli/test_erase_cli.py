@@ -9,15 +9,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from agent.session.lease import FileLease
 from agent.session.session import ChatSession, SessionStatus
 from agent.session.stores.jsonl import JsonlSessionStore
 from tests.cli.console import Ran, agentrt
 from tests.support.runners import make_config
-
-pytestmark = pytest.mark.integration
 
 
 def _json(ran: Ran) -> dict[str, Any]:

@@ -5,12 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 import yaml
 
 from tests.cli.console import ROOT, Ran, agentrt
-
-pytestmark = pytest.mark.integration
 
 
 def _paused_session(work: Path) -> str:

@@ -10,8 +10,6 @@ import pytest
 
 from tests.cli.console import agentrt
 
-pytestmark = pytest.mark.integration
-
 
 def _entry(work: Path, sid: str, kind: str, call: str) -> str:
     log = work / ".agentrt" / "tenants" / "default" / "sessions" / sid / "events.jsonl"

@@ -10,8 +10,6 @@ import pytest
 
 from tests.cli.console import ROOT, agentrt
 
-pytestmark = pytest.mark.integration
-
 CONFIG = str(ROOT / "configs" / "default.yaml")
 TASK = "Summarise the 2026 sales by region"
 

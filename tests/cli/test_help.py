@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from agent.cli.commands import COMMANDS
 from agent.cli.main import build_parser
 from tests.cli.console import ROOT, agentrt, env
@@ -24,7 +22,6 @@ def test_every_example_parses() -> None:
         assert args.command == cmd.name
 
 
-@pytest.mark.integration
 def test_help_and_version_through_the_console_script(tmp_path: Path) -> None:
     """`agentrt --help` lists every command with its example; `CMD --help` shows it; `--version` answers."""
     top = agentrt("--help", cwd=tmp_path)
@@ -55,7 +52,6 @@ def test_help_and_sessions_import_no_langgraph(tmp_path: Path) -> None:
     assert (ROOT / "bench" / "startup.py").is_file()  # the figures: python bench/startup.py
 
 
-@pytest.mark.integration
 def test_sessions_on_a_sql_index_imports_no_langgraph(tmp_path: Path) -> None:
     """`sessions` in PRIMARY mode on PostgreSQL (the session table is the index) lists a session
     without loading LangGraph: listing needs no graph or saver."""

@@ -237,7 +237,6 @@ def server(tmp_path: Path) -> Iterator[str]:
         log.close()
 
 
-@pytest.mark.integration
 def test_a_nul_or_control_in_an_http_id_is_refused_safely(server: str, tmp_path: Path):
     """argv cannot carry a NUL, HTTP can: thread ids with NUL, ESC, U+202E or 10,000 characters, in a
     path or a body, are answered 4xx with a short message holding none of them raw; nothing is made."""
@@ -273,7 +272,6 @@ def _rows(schema: str) -> dict[str, str]:
     return {t: _psql(f'SELECT count(*) FROM {schema}."{t}"').strip() for t in tables}
 
 
-@pytest.mark.integration
 def test_production_config_makes_no_key_row_or_file_for_a_refused_command(tmp_path: Path):
     """With Redis (L2, lease, broker) and PostgreSQL (L3): unknown or hostile ids in every command that
     takes a session leave no Redis key, no SQL row and no file."""

@@ -6,12 +6,9 @@ import json
 import time
 from pathlib import Path
 
-import pytest
 import yaml
 
 from tests.cli.console import ROOT, Ran, agentrt
-
-pytestmark = pytest.mark.integration
 
 
 def _json(ran: Ran) -> dict[str, object]:

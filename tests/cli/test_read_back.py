@@ -16,7 +16,6 @@ from tests.cli.console import ROOT, agentrt
 CONFIG = str(ROOT / "configs" / "read-back.yaml")
 
 
-@pytest.mark.integration
 def test_the_model_reads_the_archived_result_back(tmp_path: Path) -> None:
     """The run completes; the archived log reads back whole; the three read-backs cover it; doctor OK."""
     ran = agentrt("run", "--config", CONFIG, "--approve-all", "--json", "check the audit log", cwd=tmp_path)
@@ -36,7 +35,6 @@ def test_the_model_reads_the_archived_result_back(tmp_path: Path) -> None:
     assert doctor.code == 0 and "1 archived results, all in tool_result_store" in doctor.out, doctor.both
 
 
-@pytest.mark.integration
 def test_each_page_the_model_read_is_the_archived_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What each read_tool_result call handed the model is exactly its slice of the tool's original output."""
     ran = agentrt("run", "--config", CONFIG, "--approve-all", "--json", "check the audit log", cwd=tmp_path)

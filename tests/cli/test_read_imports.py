@@ -22,8 +22,6 @@ import pytest
 
 from tests.cli.console import agentrt, env
 
-pytestmark = pytest.mark.integration
-
 FORBIDDEN = ("langgraph", "langchain_core", "sqlalchemy", "psycopg")
 _MARK = "@@loaded@@"
 _CLI = f"""

@@ -15,20 +15,18 @@ import re
 import shlex
 from pathlib import Path
 
-import pytest
-
 from tests.cli.console import ROOT, agentrt
 
 SKIPPED = {
     "pip install": "would reinstall the shared environment; the tests use the installed script",
     "scripts/test": "runs this very suite",
     "agentrt db init --config configs/production.yaml": "needs PostgreSQL: tests/cli/test_configs_run.py runs it",
-    "agentrt submit": "needs running Celery workers: tests/integration/test_workers.py submits and waits",
-    "agentrt wait": "needs running Celery workers: tests/integration/test_workers.py submits and waits",
-    "AGENTRT_CONFIG=": "starts a Celery worker, a long-running process: tests/integration/test_workers.py",
-    "celery ": "a Celery worker or its inspection: tests/integration/test_workers.py",
-    "agentrt serve": "a server that runs until stopped: tests/integration/test_serve_api.py",
-    "redis-cli": "writes to the shared Redis queue: tests/integration/test_workers.py covers it",
+    "agentrt submit": "needs running Celery workers: tests/integration/workers/test_workers.py submits and waits",
+    "agentrt wait": "needs running Celery workers: tests/integration/workers/test_workers.py submits and waits",
+    "AGENTRT_CONFIG=": "starts a Celery worker, a long-running process: tests/integration/workers/test_workers.py",
+    "celery ": "a Celery worker or its inspection: tests/integration/workers/test_workers.py",
+    "agentrt serve": "a server that runs until stopped: tests/integration/serve/test_serve_api.py",
+    "redis-cli": "writes to the shared Redis queue: tests/integration/workers/test_workers.py covers it",
     "export ": "environment for `langgraph dev`, a server: tests/integration/test_studio.py runs it",
     "langgraph dev": "a server: tests/integration/test_studio.py runs it",
     "scripts/langgraph-suite": (
@@ -125,7 +123,6 @@ class _Ids:
         return out
 
 
-@pytest.mark.integration
 def test_readme_commands_run(tmp_path: Path) -> None:
     """The README's commands, in order, from a fresh directory: exit 0 and the key line each."""
     ids = _Ids(tmp_path)

@@ -13,11 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.cli.console import agentrt, env, script
 
-pytestmark = pytest.mark.integration
 ASK = "Summarise the 2026 sales by region"
 
 

@@ -17,8 +17,6 @@ import yaml
 
 from tests.cli.console import ROOT, Ran, agentrt, env, script
 
-pytestmark = pytest.mark.integration
-
 
 def _json(ran: Ran) -> dict[str, object]:
     assert ran.code == 0, ran.both

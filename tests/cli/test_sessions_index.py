@@ -8,15 +8,12 @@ import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
-
 from agent.session.session import THREAD_METADATA, ChatSession
 from agent.session.stores.jsonl import JsonlSessionStore
 from checkpointing.layout import session_index_file
 from checkpointing.records import atomic_write, encode_record
 from tests.cli.console import agentrt
 
-pytestmark = pytest.mark.integration
 T0 = datetime.now(UTC) - timedelta(hours=1)
 
 

@@ -6,11 +6,7 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
 from tests.cli.console import agentrt
-
-pytestmark = pytest.mark.integration
 
 
 def _run(work: Path, *args: str) -> dict[str, object]:

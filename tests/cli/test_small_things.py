@@ -11,8 +11,6 @@ import pytest
 
 from tests.cli.console import agentrt
 
-pytestmark = pytest.mark.integration
-
 TASK = "Summarise the 2026 sales by region"
 
 

@@ -1,7 +1,7 @@
 """`agentrt store converge` without servers: its options, an empty store, and the periodic claim.
 
 The outage drills (a layer cut, a CLI run that exits, a worker / `agentrt serve` / this command
-paying the debt) are in tests/integration/test_converge_sweep.py.
+paying the debt) are in tests/integration/session/test_converge_sweep.py.
 """
 
 from __future__ import annotations

@@ -18,8 +18,6 @@ from tests.cli.console import agentrt
 from tests.support.serve import serving
 from tests.support.store_configs import StoreSetup
 
-pytestmark = pytest.mark.integration
-
 ITEMS = {
     ("users", "alice"): ("prefs", {"theme": "dark", "langs": ["fr", "en"]}),
     ("docs",): ("plan", {"title": "q3 plan", "n": 3}),

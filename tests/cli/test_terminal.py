@@ -10,12 +10,9 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from agent.cli.approval import describe, parse_answer
 from tests.cli.console import agentrt, env, script
 
-pytestmark = pytest.mark.integration
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 

@@ -16,7 +16,7 @@ the torn one, when the event log was the damaged file), and no tool call whose C
 record survived the damage ran again (the journal holds one completion per call).
 
 In CI the COMPLETED session runs a chosen sample of offsets per kind of file (the in-process sweep,
-tests/unit/test_torn_last_record.py, tries every byte). `AGENTRT_TORN_ALL=1` runs every boundary
+tests/unit/checkpointing/test_torn_last_record.py, tries every byte). `AGENTRT_TORN_ALL=1` runs every boundary
 offset of every kind for all three statuses (COMPLETED, PAUSED at its approval, RUNNING killed by
 a crash after its third tool call):
 

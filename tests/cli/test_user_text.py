@@ -7,12 +7,9 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
-
 from agent.cli.commands import COMMANDS
 from tests.cli.console import agentrt
 
-pytestmark = pytest.mark.integration
 SPEC_WORDS = ("seed", "§")
 
 

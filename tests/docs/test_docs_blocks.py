@@ -55,7 +55,6 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("page", RUNNABLE_PAGES, ids=[str(p.relative_to(DOCS)) for p in RUNNABLE_PAGES])
 def test_page_examples_run(page: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The page's unmarked blocks, in order, in one fresh folder: every command exits 0."""

@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.browser import headless_chromium, needs_chromium
 
-pytestmark = [pytest.mark.integration, needs_chromium]
+pytestmark = needs_chromium
 
 PAGES = {  # page -> a text its content must show
     "": "Where to go",

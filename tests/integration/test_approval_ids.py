@@ -16,8 +16,6 @@ from agent.runner import AgentRunner
 from tests.support.runners import make_config
 from tests.support.serve import serving
 
-pytestmark = pytest.mark.integration
-
 PLAN = {"content": '{"plan": "publish", "todos": ["write", "publish"]}'}
 WRITE = {"tool_calls": [{"name": "write_file", "args": {"path": "r.md", "content": "# r\n"}}]}
 PUBLISH = {"tool_calls": [{"name": "publish_report", "args": {"path": "r.md", "channel": "team"}}]}

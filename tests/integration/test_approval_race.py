@@ -30,8 +30,6 @@ from tests.cli.console import Ran, agentrt, env, script
 from tests.support.crash import make_drill_config
 from tests.support.drills import size
 
-pytestmark = pytest.mark.integration
-
 REDIS_URL = os.environ.get("AGENTRT_REDIS_URL", "redis://127.0.0.1:6379")
 REPS = size("AGENTRT_RACE_REPS", sample=2, full=20)
 RACERS = 8

@@ -34,8 +34,6 @@ from tests.integration.test_stores_support import DATABASE_URL, REDIS_URL
 from tests.support.drills import size
 from tests.support.runners import make_config
 
-pytestmark = pytest.mark.integration
-
 ALICE, BOB = "alice", "bob"
 KILLS = size("AGENTRT_FORK_KILLS", sample=3, full=20)
 SEED = 20261203

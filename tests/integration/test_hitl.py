@@ -68,7 +68,6 @@ def test_resume_without_a_decision_says_what_is_needed(tmp_path: Path) -> None:
         runner.resume(sid)
 
 
-@pytest.mark.integration
 def test_crash_while_paused_then_approve(tmp_path: Path) -> None:
     """The pending approval survives the process dying (SIGKILL); a new process approves and finishes."""
     cfg = make_config(tmp_path, SCRIPT)

@@ -11,8 +11,6 @@ from agent.runner import AgentRunner
 from tests.support.openai_server import OpenAIStub
 from tests.support.runners import make_config
 
-pytestmark = pytest.mark.integration
-
 PLAN = {"content": "I will just compute it."}  # prose, not the JSON plan
 BAD = {"tool_calls": [{"name": "calculator", "raw_args": '{"expression": six times seven}'}], "no_usage": True}
 EMPTY = {"content": ""}

@@ -16,8 +16,6 @@ from agent.runner import AgentRunner
 from checkpointing.records import decode_record, json_std_canonical
 from tests.support.runners import ROOT, make_config
 
-pytestmark = pytest.mark.integration
-
 SID = "s-old-format"
 
 

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from agent.runner import AgentRunner
 from tests.support.openai_server import OpenAIStub
 from tests.support.runners import make_config
-
-pytestmark = pytest.mark.integration
 
 RESPONSES = [
     {"content": '{"plan": "compute", "todos": ["add"]}', "usage": {"prompt_tokens": 50, "completion_tokens": 12}},

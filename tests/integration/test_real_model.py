@@ -32,7 +32,7 @@ from checkpointing.entry_log import EventLog
 from tests.support.crash import child_env, run_cli, start_cli, wait_for
 from tests.support.runners import ROOT
 
-pytestmark = [pytest.mark.integration, pytest.mark.real_model]
+pytestmark = pytest.mark.real_model
 
 # The finish reasons a run may end with (nodes/refining.py); anything else is a bug.
 NAMED_FINISHES = {"completed", "max_iterations", "too_many_failures", "context_exhausted", "rejected"}

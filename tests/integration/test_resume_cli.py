@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from tests.support.crash import (
     DRILL_TEXT,
     SIGKILL_CODE,
@@ -16,8 +14,6 @@ from tests.support.crash import (
     session_path,
 )
 from tests.support.zygote import Zygote
-
-pytestmark = pytest.mark.integration
 
 SID = "done-1"
 LAST_CHECKPOINT = 34  # checkpoint puts of one drill run (see test_crash_drills)

@@ -89,7 +89,6 @@ def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
     )
 
 
-@pytest.mark.integration
 def test_turn_killed_before_its_first_checkpoint_is_run_by_resume(tmp_path: Path) -> None:
     """A second turn killed before any checkpoint is not lost: resume runs it, with its own question."""
     script = [PLAN, {"content": "answer one"}, PLAN, {"content": "answer two"}]
@@ -110,7 +109,6 @@ def test_turn_killed_before_its_first_checkpoint_is_run_by_resume(tmp_path: Path
     assert [m.content for m in state["messages"] if m.type == "human"] == ["first", "second"]
 
 
-@pytest.mark.integration
 def test_crash_after_an_approval_does_not_ask_again(tmp_path: Path) -> None:
     """Approved, then killed after the tool ran: resume finishes without a decision, and --reject is refused."""
     script = [

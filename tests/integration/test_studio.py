@@ -16,7 +16,7 @@ from checkpointing.saver import JsonlCheckpointSaver
 from tests.support.langgraph_dev import langgraph_dev, needs_langgraph_cli
 from tests.support.runners import make_config
 
-pytestmark = [pytest.mark.integration, needs_langgraph_cli]
+pytestmark = needs_langgraph_cli
 
 RUN_BOUND_S = 60.0
 SCRIPT: list[dict[str, Any]] = [

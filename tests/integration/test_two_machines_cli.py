@@ -21,8 +21,6 @@ import pytest
 
 from tests.cli.console import ROOT, Ran, agentrt
 
-pytestmark = pytest.mark.integration
-
 SERVER = "postgresql://postgres@127.0.0.1:5432"
 CONFIG = str(ROOT / "configs" / "production.yaml")
 TENANT = "acme-fleet"

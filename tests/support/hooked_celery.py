@@ -4,7 +4,7 @@ second worker version of a rolling upgrade drill.
     python -m tests.support.hooked_celery -A agent.worker worker -Q ...
 
 The node is added before anything builds a runner (as a newer agentrt's graph would be), like the
-graph case of tests/integration/test_recovery_blocked.py.
+graph case of tests/integration/crash/test_recovery_blocked.py.
 """
 
 from __future__ import annotations

@@ -76,9 +76,46 @@ def env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "AGENTRT_DEBUG": ""}
 
 
+def listens(pid: int, port: int) -> bool:
+    """Whether process `pid` holds the listening TCP socket of `port` (read from /proc): an answer on
+    the port may come from another test's server that took a port this one was about to bind."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            if parts[3] == "0A" and int(parts[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                inodes.add(parts[9])
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(fd).removeprefix("socket:[").removesuffix("]") in inodes:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def start_server(config: Path, cwd: Path, port: int | None = None, host: str = "127.0.0.1") -> Server:
-    """Start the server and wait for `/ok`."""
-    port = port or free_port()
+    """Start the server and wait until it answers `/ok` on a port it holds itself (a port taken by
+    another test's server meanwhile: tried again on a new one, when no port was asked for)."""
+    for attempt in range(3):
+        chosen = port or free_port()
+        server = _start(config, cwd, chosen, host)
+        if server is not None:
+            return server
+        if port is not None or attempt == 2:
+            break
+    raise AssertionError(f"agentrt serve could not bind a port; see the logs in {cwd}")
+
+
+def _start(config: Path, cwd: Path, port: int, host: str) -> Server | None:
     log = cwd / f"serve-{port}.log"
     out = log.open("ab")
     proc = subprocess.Popen(
@@ -93,9 +130,11 @@ def start_server(config: Path, cwd: Path, port: int | None = None, host: str = "
     deadline = time.monotonic() + START_BOUND_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
+            if "address already in use" in log.read_text():
+                return None
             raise AssertionError(f"agentrt serve exited with {proc.returncode}:\n{log.read_text()}")
         try:
-            if httpx.get(f"{server.url}/ok", timeout=1).status_code == 200:
+            if httpx.get(f"{server.url}/ok", timeout=1).status_code == 200 and listens(proc.pid, port):
                 return server
         except httpx.HTTPError:
             pass

@@ -1,7 +1,7 @@
 """The session tables, defined once: what the queries use and what the migrations must make.
 
 The Alembic scripts in agent/session/migrations are the history of how a database got here; this
-metadata is where it is now. `tests/integration/test_schema_agreement.py` migrates an empty
+metadata is where it is now. `tests/integration/store/test_schema_agreement.py` migrates an empty
 database (SQLite and PostgreSQL) and compares it with this metadata through Alembic's
 autogenerate, so a change to one without the other fails the suite. The PostgreSQL record store's
 tables (the checkpoint and event-log records) are raw SQL with their own versioned DDL
