@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import socket
 import sys
 from collections.abc import Sequence
 
 from agent.config import load_settings
-from agent.errors import AgentrtError
+from agent.errors import AgentrtError, ConfigError
 from agent.serve.auth import Authenticator, check_bind
 
 
@@ -33,12 +35,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_free(host: str, port: int) -> None:
+    """Refuse, before anything is opened, an address another process already listens on."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            why = "address already in use" if err.errno == errno.EADDRINUSE else (err.strerror or str(err)).lower()
+            raise ConfigError(
+                f"cannot listen on {host}:{port}: {why}; stop what holds it or choose another port with --port"
+            ) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, check the bind address against the auth settings, and serve until stopped."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
         settings = load_settings(args.config)
         check_bind(args.host, Authenticator(settings))
+        check_free(args.host, args.port)
         import uvicorn
 
         from agent.serve.app import create_app

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -237,6 +238,21 @@ def test_binding_beyond_loopback_without_auth_is_refused(tmp_path):
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0
     assert "without authentication" in out.stderr and "api_keys" in out.stderr
+
+
+def test_a_port_in_use_is_refused_in_one_line_and_nothing_is_made(tmp_path):
+    config = make_config(tmp_path)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        out = cli(config, tmp_path, "serve", "--port", str(port))
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        f"agentrt serve: error: cannot listen on 127.0.0.1:{port}: address already in use; "
+        "stop what holds it or choose another port with --port"
+    )
+    assert not (tmp_path / "agentrt").exists()  # no store opened
 
 
 def test_forked_branch_state_and_history_follow_the_branch(demo):
