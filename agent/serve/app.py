@@ -35,6 +35,7 @@ from agent.errors import (
 from agent.serve import (
     page,
     routes_assistants,
+    routes_batch,
     routes_page,
     routes_runs,
     routes_stateless,
@@ -133,6 +134,7 @@ def create_app(settings: AgentSettings) -> FastAPI:
     app.include_router(routes_stateless.router)
     app.include_router(routes_store.router)
     app.include_router(routes_page.router)
+    app.include_router(routes_batch.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app
 
