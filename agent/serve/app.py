@@ -37,9 +37,12 @@ from agent.serve import (
     routes_assistants,
     routes_batch,
     routes_page,
+    routes_protocol,
+    routes_protocol_ws,
     routes_runs,
     routes_stateless,
     routes_store,
+    routes_thread_stream,
     routes_threads,
 )
 from agent.serve.auth import Unauthorized
@@ -135,6 +138,9 @@ def create_app(settings: AgentSettings) -> FastAPI:
     app.include_router(routes_store.router)
     app.include_router(routes_page.router)
     app.include_router(routes_batch.router)
+    app.include_router(routes_thread_stream.router)
+    app.include_router(routes_protocol.router)
+    app.include_router(routes_protocol_ws.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app
 
