@@ -2,7 +2,7 @@
 `langgraph_sdk`): `{"type": "event", "method", "params": {"namespace", "timestamp", "data"},
 "seq", "event_id"}`.
 
-From a run's server-sent events: its start is `lifecycle` `started`; `values`, `updates`, `tasks`,
+From a run's server-sent events: its start is `lifecycle` `running`; `values`, `updates`, `tasks`,
 `checkpoints` and `custom` keep their data; the model's streamed chunks (`messages-tuple`) become
 `messages` events (`message-start`, `content-block-start`, `content-block-delta` per text chunk,
 then at the message's end `content-block-finish` for its text and each tool call, and
@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.serve.context import GRAPH_ID
 from agent.serve.encode import INTERRUPT_KEY
 from agent.serve.run_record import ApiRunStatus
 from agent.serve.thread_follow import END, ThreadItem
@@ -32,6 +33,11 @@ class _Message:
 
     text: str = ""
     calls: dict[int, dict[str, str]] = field(default_factory=dict)
+
+
+def _lifecycle(phase: str, run_id: str, error: str | None = None) -> tuple[str, dict[str, Any]]:
+    data = {"event": phase, "graph_name": GRAPH_ID, "run_id": run_id}
+    return ("lifecycle", data if error is None else {**data, "error": error})
 
 
 def _text(content: Any) -> str:
@@ -75,7 +81,7 @@ class ProtocolTranslator:
             return self._message(data[0], data[1] if isinstance(data[1], dict) else {}, rec.run_id)
         closing = self._finish_all()
         if name == "metadata" and isinstance(data, dict) and "attempt" in data:
-            return [*closing, ("lifecycle", {"event": "started", "run_id": rec.run_id})]
+            return [*closing, _lifecycle("running", rec.run_id)]
         if name == "values" and isinstance(data, dict):
             if INTERRUPT_KEY in data:
                 asked = [
@@ -92,7 +98,7 @@ class ProtocolTranslator:
         if name == "error":
             self._failed.add(rec.run_id)
             message = data.get("message") if isinstance(data, dict) else str(data)
-            return [*closing, ("lifecycle", {"event": "failed", "run_id": rec.run_id, "error": message})]
+            return [*closing, _lifecycle("failed", rec.run_id, message)]
         if name == END:
             return [*closing, *self._end(item)]
         return closing
@@ -105,12 +111,12 @@ class ProtocolTranslator:
             return []
         if rec.status is ApiRunStatus.ERROR:
             message = (rec.error or {}).get("message", "the run failed")
-            return [("lifecycle", {"event": "failed", "run_id": rec.run_id, "error": message})]
+            return [_lifecycle("failed", rec.run_id, message)]
         if rec.status is ApiRunStatus.INTERRUPTED:
             error = f"run {rec.run_id} was cancelled; a run without input continues it"
-            return [("lifecycle", {"event": "failed", "run_id": rec.run_id, "error": error})]
+            return [_lifecycle("failed", rec.run_id, error)]
         phase = "interrupted" if rec.interrupts else "completed"
-        return [("lifecycle", {"event": phase, "run_id": rec.run_id})]
+        return [_lifecycle(phase, rec.run_id)]
 
     def _message(self, msg: Any, meta: dict[str, Any], run_id: str) -> list[tuple[str, Any]]:
         if not isinstance(msg, dict) or not str(msg.get("type", "")).lower().startswith("ai"):

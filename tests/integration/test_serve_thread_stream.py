@@ -102,7 +102,7 @@ def test_threads_stream_on_a_named_thread_streams_messages_and_values(server: Se
             if event["method"] == "input.requested":
                 break
     methods = [e["method"] for e in events]
-    assert methods[0] == "lifecycle" and events[0]["params"]["data"]["event"] == "started"
+    assert methods[0] == "lifecycle" and events[0]["params"]["data"]["event"] == "running"
     assert {"values", "updates", "messages", "custom", "tasks", "checkpoints"} <= set(methods)
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     texts: dict[str, str] = {}
@@ -133,7 +133,7 @@ def test_the_event_stream_resumes_after_since_and_filters_channels(server: Serve
                 event["params"].pop("timestamp")  # when it was sent
                 part = (eid, name, event)
                 out.append(part)
-                if part[1] == "lifecycle" and part[2]["params"]["data"]["event"] != "started":
+                if part[1] == "lifecycle" and part[2]["params"]["data"]["event"] != "running":
                     return out
         raise AssertionError("the stream ended before the run's end")
 
