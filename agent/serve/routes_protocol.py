@@ -57,6 +57,11 @@ def _params(model: type[RunStartParams] | type[InputRespondParams], params: dict
 async def run_start(ctx: ServeContext, principal: Principal, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
     """`run.start`: a run as `runs.create` starts it, on the thread made on first use; `{"run_id"}`."""
     given = _params(RunStartParams, params)
+    if given.get("input") is None:  # a continuation: of a thread that is there
+        try:
+            await run_in_threadpool(ctx.session, principal, thread_id)
+        except SessionNotFound:
+            raise ConfigError("params.input: a new thread's first run needs input") from None
     body = {k: given[k] for k in ("assistant_id", "input", "config", "metadata") if given.get(k) is not None}
     rec = await start(ctx, principal, thread_id, {**body, "if_not_exists": "create", "stream_mode": RUN_MODES})
     return {"run_id": rec.run_id}
