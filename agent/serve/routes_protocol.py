@@ -16,6 +16,7 @@ away; `since` (the last `seq` the client got) skips what it already has, and `ch
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -29,6 +30,7 @@ from agent.serve.auth import Principal
 from agent.serve.context import ASSISTANT_ID, ServeContext
 from agent.serve.deps import get_ctx, get_principal
 from agent.serve.protocol_events import ProtocolTranslator, wanted
+from agent.serve.run_record import RunRecord
 from agent.serve.run_service import HEARTBEAT_S, start, stream_headers
 from agent.serve.stream_bodies import (
     CHANNELS,
@@ -41,8 +43,43 @@ from agent.serve.streams import sse
 from agent.serve.thread_follow import Start, ThreadFollower
 
 router = APIRouter(tags=["thread stream"])
+WATCHER_CHANNELS = frozenset({"lifecycle", "input"})
+_unseen_ends: OrderedDict[str, None] = OrderedDict()
+"""Runs started by a command whose end no lifecycle watcher has been sent yet (newest last)."""
+_watched: OrderedDict[str, None] = OrderedDict()
+"""Runs a lifecycle watcher has followed (one may find a run before its command has answered)."""
+UNSEEN_KEPT = 10000
 RUN_MODES = ["values", "updates", "messages-tuple", "custom", "tasks", "checkpoints"]
 """What a run started by the protocol streams (what its events are made from)."""
+
+
+def _remember(kept: OrderedDict[str, None], run_id: str) -> None:
+    kept[run_id] = None
+    while len(kept) > UNSEEN_KEPT:
+        kept.popitem(last=False)
+
+
+def _await_end(run_id: str) -> None:
+    if run_id not in _watched:
+        _remember(_unseen_ends, run_id)
+
+
+def follower_for(
+    ctx: ServeContext, principal: Principal, thread_id: str, request: EventStreamRequest
+) -> ThreadFollower:
+    """The follower of one event stream: the thread's runs from their start, and those this server
+    holds in full. The SDK takes the first run end its lifecycle watcher (a stream of `lifecycle`
+    and `input` only) gets as the end of the run it started, so a watcher is sent the end of a run
+    already over only when the run was started by a command and no watcher has had it: one opened
+    on a thread whose last run is over follows the next run, not the last."""
+    if not set(request.channels) <= WATCHER_CHANNELS:
+        return ThreadFollower(ctx, principal.tenant_id, thread_id, Start.HISTORY)
+
+    def unseen(rec: RunRecord) -> bool:
+        _remember(_watched, rec.run_id)
+        return _unseen_ends.pop(rec.run_id, False) is None
+
+    return ThreadFollower(ctx, principal.tenant_id, thread_id, Start.HISTORY, replay_finished=unseen)
 
 
 def _params(model: type[RunStartParams] | type[InputRespondParams], params: dict[str, Any]) -> dict[str, Any]:
@@ -64,6 +101,7 @@ async def run_start(ctx: ServeContext, principal: Principal, thread_id: str, par
             raise ConfigError("params.input: a new thread's first run needs input") from None
     body = {k: given[k] for k in ("assistant_id", "input", "config", "metadata") if given.get(k) is not None}
     rec = await start(ctx, principal, thread_id, {**body, "if_not_exists": "create", "stream_mode": RUN_MODES})
+    _await_end(rec.run_id)
     return {"run_id": rec.run_id}
 
 
@@ -81,6 +119,7 @@ async def input_respond(
     if given.get("metadata"):
         body["metadata"] = given["metadata"]
     rec = await start(ctx, principal, thread_id, body)
+    _await_end(rec.run_id)
     return {"run_id": rec.run_id}
 
 
@@ -151,7 +190,7 @@ async def stream_events(
     except SessionNotFound:
         raise SessionNotFound(f"thread {thread_id} not found; a run.start command creates it") from None
     return StreamingResponse(
-        _sse(ThreadFollower(ctx, principal.tenant_id, thread_id, Start.HISTORY), request),
+        _sse(follower_for(ctx, principal, thread_id, request), request),
         media_type="text/event-stream",
         headers=stream_headers({"Content-Location": f"/threads/{thread_id}"}),
     )

@@ -24,9 +24,15 @@ from starlette.concurrency import run_in_threadpool
 from agent.errors import AgentrtError, ConfigError, NotFound
 from agent.serve.auth import Principal, Unauthorized
 from agent.serve.context import ServeContext
-from agent.serve.routes_protocol import check_channels, input_respond, protocol_events, run_start, state_get
+from agent.serve.routes_protocol import (
+    check_channels,
+    follower_for,
+    input_respond,
+    protocol_events,
+    run_start,
+    state_get,
+)
 from agent.serve.stream_bodies import EventStreamRequest, ProtocolCommand
-from agent.serve.thread_follow import Start, ThreadFollower
 
 router = APIRouter()
 
@@ -44,7 +50,7 @@ class _Socket:
             await self.ws.send_text(json.dumps(frame, ensure_ascii=False, separators=(",", ":"), default=repr))
 
     async def _feed(self, request: EventStreamRequest) -> None:
-        follower = ThreadFollower(self.ctx, self.principal.tenant_id, self.thread_id, Start.HISTORY)
+        follower = follower_for(self.ctx, self.principal, self.thread_id, request)
         async for event in protocol_events(follower, request):
             if event is not None:
                 await self.send(event)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -91,8 +91,11 @@ class ThreadFollower:
         thread_id: str,
         start: Start = Start.LIVE,
         resume: tuple[str, int] | None = None,
+        replay_finished: Callable[[RunRecord], bool] | None = None,
     ) -> None:
-        self.ctx, self.key = ctx, (tenant_id, thread_id)
+        """`replay_finished`: with `Start.HISTORY`, which finished runs to replay (all without it;
+        asked of every run the follower meets, in flight or found later too)."""
+        self.ctx, self.key, self.replay_finished = ctx, (tenant_id, thread_id), replay_finished
         self.seen: set[str] = set()
         self.starts: list[tuple[RunRecord, int]] = []
         held = list(reversed(ctx.engine.for_thread(tenant_id, thread_id)))  # oldest first
@@ -104,7 +107,9 @@ class ThreadFollower:
                 if n >= resumed:
                     self.starts.append((rec, resume[1] if n == resumed else 0))
             elif start is Start.HISTORY and not rec.trimmed:
-                self.starts.append((rec, 0))
+                wanted = replay_finished is None or replay_finished(rec)  # asked of every run
+                if wanted or not rec.done.is_set():
+                    self.starts.append((rec, 0))
             elif not (rec.done.is_set() or rec.trimmed):
                 self.starts.append((rec, len(rec.streamed)))
 
@@ -124,6 +129,8 @@ class ThreadFollower:
                     for rec in reversed(self.ctx.engine.for_thread(*self.key)):
                         if rec.run_id not in self.seen:
                             self.seen.add(rec.run_id)
+                            if self.replay_finished is not None:
+                                self.replay_finished(rec)  # it is followed whole: told so
                             tasks.append(asyncio.create_task(_pump(rec, 0, queue)))
                     quiet += POLL_S
                     if heartbeat_s is not None and quiet >= heartbeat_s:

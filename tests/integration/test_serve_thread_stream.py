@@ -232,3 +232,22 @@ def test_join_stream_replays_after_last_event_id_and_follows_live_runs_by_mode(s
     assert bad.value.response.status_code == 422 and "stream_mode" in bad.value.response.text
     with pytest.raises(NotFoundError):
         next(iter(globex.threads.join_stream(tid)))
+
+
+def test_a_thread_stream_on_a_thread_whose_last_run_is_over_gives_the_next_runs_output(server: Server) -> None:
+    """The end of a run already over is not taken for the end of the run the stream starts."""
+    client = _client(server)
+    tid = client.threads.create()["thread_id"]
+    client.runs.wait(tid, "agentrt", input=ASK)
+    client.runs.wait(tid, "agentrt", command={"resume": {"approved": True}})
+    for turn in ("thanks", "and once more"):
+        before = client.threads.get_state(tid)["values"]["messages"]
+        with client.threads.stream(tid, assistant_id="agentrt") as thread:
+            started = thread.run.start(input={"messages": [{"role": "user", "content": turn}]})
+            _until(lambda: thread.interrupted, "the turn's approval reached the client")  # not the last run's end
+            answered = thread.run.respond({"approved": True})
+            output = thread.output
+        assert client.runs.get(tid, answered["run_id"])["status"] == "success"
+        assert client.runs.get(tid, started["run_id"])["status"] == "success"
+        assert len(output["messages"]) > len(before) and turn in json.dumps(output["messages"])
+        assert output["messages"] == client.threads.get_state(tid)["values"]["messages"]
