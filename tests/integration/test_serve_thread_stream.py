@@ -16,6 +16,8 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import APIStatusError, NotFoundError
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
 
 from tests.support.runners import make_config
 from tests.support.serve import Server, serving
@@ -251,3 +253,24 @@ def test_a_thread_stream_on_a_thread_whose_last_run_is_over_gives_the_next_runs_
         assert client.runs.get(tid, started["run_id"])["status"] == "success"
         assert len(output["messages"]) > len(before) and turn in json.dumps(output["messages"])
         assert output["messages"] == client.threads.get_state(tid)["values"]["messages"]
+
+
+def test_the_websocket_answers_commands_and_closes_on_callers_it_refuses(server: Server) -> None:
+    tid = _client(server).threads.create()["thread_id"]
+    base = server.url.replace("http://", "ws://")
+    for path, headers, code in (
+        (f"/threads/{tid}/stream/events", {}, 4401),
+        (f"/threads/{uuid.uuid4()}/stream/events", _headers(), 4404),
+        (f"/threads/{tid}/stream/events", _headers(GLOBEX), 4404),
+    ):
+        with connect(base + path, additional_headers=headers) as ws, pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=BOUND_S)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == code
+    with connect(f"{base}/threads/{tid}/stream/events", additional_headers=_headers()) as ws:
+        ws.send(json.dumps({"id": 1, "method": "state.get", "params": {}}))
+        assert json.loads(ws.recv(timeout=BOUND_S))["result"]["values"] == {}
+        ws.send(json.dumps({"id": 2, "method": "subscription.subscribe", "params": {"channels": ["bogus"]}}))
+        refused = json.loads(ws.recv(timeout=BOUND_S))
+        assert refused["type"] == "error" and refused["id"] == 2 and "channels" in refused["message"]
+        ws.send(json.dumps({"method": "run.start"}))
+        assert "id" in json.loads(ws.recv(timeout=BOUND_S))["message"]
