@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agent.loop.tokens import install_offline_encodings
+from agent.loop.token_count import install_offline_encodings
 
 # tiktoken must never download: point it at hash-checked encoding files that come with the install.
 install_offline_encodings()

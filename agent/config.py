@@ -362,6 +362,22 @@ class ApiKeyEntry(_Strict):
     user_id: str | None = None
 
 
+class AssistantOverrides(_Strict):
+    """What an assistant (or a named `serve.assistant_configs` entry) may change for its runs: the
+    model's name and sampling, the system prompt, planning and the loop's step limit. Nothing here
+    names a file, a module or a tool: an HTTP client chooses among the server's own."""
+
+    model_name: str | None = Field(default=None, min_length=1, max_length=200)
+    """`model.name` (the scripted model reports it as its `model_name`)."""
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    system_prompt: str | None = Field(default=None, min_length=1, max_length=20_000)
+    """`loop.system_prompt`."""
+    planning: Literal["always", "auto", "never"] | None = None
+    max_iterations: int | None = Field(default=None, ge=1)
+    """`loop.max_iterations`: the model calls of one turn."""
+
+
 class ServeSettings(_Strict):
     """`agentrt serve`: who may call it. No keys and no auth function: loopback only, default tenant."""
 
@@ -377,10 +393,47 @@ class ServeSettings(_Strict):
     """How long a run's streamed events stay in the record store after its last one, for clients that
     reconnect with `Last-Event-ID` (also after the run ended or the server restarted); an older stream
     is removed when a client asks for it, and with its thread."""
+    cron_poll_s: float | None = Field(default=5.0, gt=0)
+    """How often (seconds) the server looks for crons that are due and starts their runs; a cron
+    fires at most this late. Every server over one store may poll: each firing starts one run.
+    null: this server fires no crons (its API still manages them)."""
+    assistant_configs: dict[str, AssistantOverrides] = Field(default_factory=dict)
+    """Named overrides an assistant may pick with `config_name` in its configurable (or context):
+    name -> {model_name, temperature, max_output_tokens, system_prompt, planning, max_iterations}."""
 
     def on_workers(self, workers: WorkerSettings) -> bool:
         """Whether runs go to the Celery workers with these worker settings."""
         return self.runs_on == "workers" or (self.runs_on == "auto" and workers.enabled)
+
+
+class StoreIndexSettings(_Strict):
+    """The semantic index of LangGraph's store (`store.index`): an embedding model behind an
+    OpenAI-compatible `/v1/embeddings` endpoint (OpenAI, vLLM, llama.cpp, Ollama) turns the chosen
+    `fields` of each item into a vector of `dims` numbers; `search_items` with a `query` then ranks by
+    similarity. The key is read from the environment variable `api_key_env`, never from the file."""
+
+    model: str = Field(min_length=1)
+    """The embedding model's name as the endpoint knows it (e.g. `text-embedding-3-small`)."""
+    dims: int = Field(gt=0, le=16_000)
+    """The length of the vectors the model returns (1536 for `text-embedding-3-small`)."""
+    base_url: str | None = None
+    """The endpoint's `/v1` URL; unset: OpenAI's."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """The environment variable holding the endpoint's key (a local endpoint may need none)."""
+    fields: list[str] = Field(default_factory=lambda: ["$"], min_length=1)
+    """The parts of an item's value that are embedded (JSON paths, `$`: the whole value)."""
+    timeout_s: float = Field(default=30.0, gt=0)
+    """How long one embedding request may take."""
+    max_retries: int = Field(default=2, ge=0)
+    """How often a failed embedding request is tried again."""
+
+
+class StoreSettings(_Strict):
+    """LangGraph's store (the store API's items, a run's `runtime.store`); where it lives follows
+    `persistence.store`. `index` unset: no semantic index (a search's `query` is ignored)."""
+
+    index: StoreIndexSettings | None = None
+    """The semantic index (the `store.index` table); null: none."""
 
 
 class AgentSettings(_Strict):
@@ -397,6 +450,7 @@ class AgentSettings(_Strict):
     skills_dir: str | None = Field(default="builtin:skills", validate_default=True)
     """The folder of skills: relative to the config's folder, or `builtin:skills`; null: no skills."""
     serve: ServeSettings = Field(default_factory=ServeSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
     source_path: str | None = Field(default=None, exclude=True)
 
     @field_validator("skills_dir")

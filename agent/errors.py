@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import PurePath
 from typing import Any
 
-from checkpointing.errors import (
+from checkpointing.exceptions import (
     BlobError,
     CheckpointingError,
     CorruptRecordError,
@@ -116,6 +116,14 @@ class SessionNotActive(SessionError):
 
 class SessionExists(Conflict):
     """A new session was asked for with an id the tenant already has."""
+
+
+class AssistantNotFound(NotFound):
+    """No assistant with this id is visible to this tenant (`agentrt serve`)."""
+
+
+class AssistantConflict(Conflict):
+    """An assistant exists already under this id, or is the server's own (it cannot change)."""
 
 
 class LifecycleError(SessionNotActive):

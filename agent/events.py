@@ -1,6 +1,6 @@
 """agentrt's session event log: the entry types a session records and the fields of its header.
 
-The log itself (`checkpointing.events.EventLog`) is a generic append-only entry tree; this module
+The log itself (`checkpointing.entry_log.EventLog`) is a generic append-only entry tree; this module
 is what makes it a session's history. `SESSION_EVENTS` is the schema every log of a session is
 opened with (`session_event_log`), so `append` refuses a type not listed here and the header line
 is `{kind, schema_version, tenant_id, agent_id, user_id, session_id, created_at, config_digest}`.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checkpointing.events import EventLog, EventSchema
+from checkpointing.entry_log import EventLog, EventSchema
 
 HEADER_FIELDS = ("tenant_id", "agent_id", "user_id", "session_id", "created_at", "config_digest")
 """The header of a session's event log, in the order it is written."""

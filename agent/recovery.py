@@ -25,7 +25,7 @@ from agent.errors import RecoveryBlocked
 from agent.loop.message_view import MessageView, check_tool_pairs
 from agent.loop.surface import SurfacePins
 from agent.session.session import ChatSession
-from checkpointing.errors import CheckpointingError, OldFormatError
+from checkpointing.exceptions import CheckpointingError, OldFormatError
 from graph.schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:  # LangChain only when messages are restored: the doctor checks their views

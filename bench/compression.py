@@ -19,7 +19,7 @@ from collections.abc import Callable
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from agent.loop.compression import CompressionSettings, compress_hard, compress_placeholder, compress_pointer
-from agent.loop.tokens import MessageTokenLedger, TokenCounter
+from agent.loop.token_count import MessageTokenLedger, TokenCounter
 
 
 class CountingCounter(TokenCounter):

@@ -36,9 +36,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent.loop.context import ContextManager  # noqa: E402
+from agent.loop.context_manager import ContextManager  # noqa: E402
 from agent.loop.models import ScriptedChatModel  # noqa: E402
-from agent.loop.tokens import MessageTokenLedger, TokenCounter  # noqa: E402
+from agent.loop.token_count import MessageTokenLedger, TokenCounter  # noqa: E402
 from agent.runner import AgentRunner  # noqa: E402
 
 TASK = "Read the sensor log back in slices and report."

@@ -1,4 +1,4 @@
-"""The in-memory index of an event log (`checkpointing.events`), kept in step with its stream.
+"""The in-memory index of an event log (`checkpointing.entry_log`), kept in step with its stream.
 
 Each entry's envelope (id, parent, branch, type) and where its line is, the tree of parents and
 each branch's ends (`EntryTree`), and the columns it is persisted as (`indexfile`'s state, kept
@@ -16,7 +16,7 @@ from typing import Any
 
 from checkpointing import indexfile
 from checkpointing._events_types import SCHEMA_VERSION
-from checkpointing.errors import CorruptRecordError, StoreUnavailableError, UnknownSchemaError
+from checkpointing.exceptions import CorruptRecordError, StoreUnavailableError, UnknownSchemaError
 from checkpointing.records import check_line, loads
 from checkpointing.store.base import EVENTS, SessionStreams
 

@@ -1,6 +1,6 @@
-"""What an event log (`checkpointing.events`) holds: the schema its owner gives it, and its entries.
+"""What an event log (`checkpointing.entry_log`) holds: the schema its owner gives it, and its entries.
 
-Re-exported by `checkpointing.events`, where callers import them from.
+Re-exported by `checkpointing.entry_log`, where callers import them from.
 """
 
 from __future__ import annotations

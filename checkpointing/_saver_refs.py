@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from checkpointing._saver_store import SessionStore
-from checkpointing.errors import CorruptCheckpointError
+from checkpointing.exceptions import CorruptCheckpointError
 
 TAG = "$t"
 """The key of a tagged value (`checkpointing.codec`)."""

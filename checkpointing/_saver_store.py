@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from checkpointing import indexfile
-from checkpointing.errors import CorruptCheckpointError, CorruptRecordError, UnknownSchemaError
+from checkpointing.exceptions import CorruptCheckpointError, CorruptRecordError, UnknownSchemaError
 from checkpointing.records import Durable, FsyncPolicy, check_line, frame
 from checkpointing.store.base import SessionStreams
 

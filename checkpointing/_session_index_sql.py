@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from checkpointing.errors import CheckpointingError
+from checkpointing.exceptions import CheckpointingError
 
 if TYPE_CHECKING:
     from checkpointing.session_index import SessionRow

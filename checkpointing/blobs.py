@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from checkpointing.errors import BlobCorruptError, BlobMissingError
+from checkpointing.exceptions import BlobCorruptError, BlobMissingError
 from checkpointing.layout import blob_path, blobs_root
 from checkpointing.records import atomic_write
 

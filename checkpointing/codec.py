@@ -47,7 +47,7 @@ from langgraph.types import Command, Interrupt, Overwrite, Send, TimeoutPolicy
 from pydantic import BaseModel
 
 from checkpointing.blobs import BLOB_KEY, is_blob_ref
-from checkpointing.errors import UnsupportedValueError
+from checkpointing.exceptions import UnsupportedValueError
 from checkpointing.messages import dto_to_message, is_canonical_message, message_to_dto
 
 try:  # pydantic v1 models (pydantic.v1 ships with pydantic 2)

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from checkpointing.errors import CorruptRecordError, StaleFencingTokenError
+from checkpointing.exceptions import CorruptRecordError, StaleFencingTokenError
 from checkpointing.layout import fence_file, fence_lock_file, session_dir
 from checkpointing.records import atomic_write, decode_file, encode_record
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from checkpointing.errors import InvalidIdError
+from checkpointing.exceptions import InvalidIdError
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")

@@ -40,7 +40,7 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
-from checkpointing.errors import InvalidIdError
+from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
 
 TENANTS = "tenants"

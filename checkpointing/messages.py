@@ -35,7 +35,7 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.tool import invalid_tool_call, tool_call, tool_call_chunk
 
-from checkpointing.errors import UnsupportedValueError
+from checkpointing.exceptions import UnsupportedValueError
 
 MessageDTO = dict[str, Any]
 

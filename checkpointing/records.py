@@ -59,7 +59,7 @@ from typing import Any, Literal
 
 import orjson
 
-from checkpointing.errors import CorruptRecordError, OldFormatError
+from checkpointing.exceptions import CorruptRecordError, OldFormatError
 from checkpointing.layout import broken_file
 
 log = logging.getLogger(__name__)

@@ -55,7 +55,7 @@ from checkpointing._saver_refs import ITEM_KEY
 from checkpointing._saver_store import SessionStore
 from checkpointing.codec import CheckpointStateCodec, CodecSerializer
 from checkpointing.digest import scrub_secrets
-from checkpointing.errors import CheckpointingError, CorruptCheckpointError, InvalidIdError
+from checkpointing.exceptions import CheckpointingError, CorruptCheckpointError, InvalidIdError
 from checkpointing.ids import shown, validate_id
 from checkpointing.records import CommitGroup, FsyncPolicy, fsync_policy_ok
 from checkpointing.store import Store, open_store

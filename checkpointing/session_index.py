@@ -59,7 +59,7 @@ from checkpointing._session_index_sql import (
     row_of,
     us,
 )
-from checkpointing.errors import CheckpointingError
+from checkpointing.exceptions import CheckpointingError
 from checkpointing.layout import broken_file
 
 __all__ = [

@@ -14,7 +14,7 @@ from typing import Any
 
 from checkpointing._saver_store import READABLE_SCHEMA_VERSIONS
 from checkpointing._saver_store import SCHEMA_VERSION as SCHEMA_VERSION
-from checkpointing.errors import DocumentMismatch, UnknownSchemaError
+from checkpointing.exceptions import DocumentMismatch, UnknownSchemaError
 
 KNOWN_SCHEMA_VERSIONS = READABLE_SCHEMA_VERSIONS
 

@@ -37,7 +37,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from checkpointing import indexfile, records
-from checkpointing.errors import CorruptRecordError, OldFormatError
+from checkpointing.exceptions import CorruptRecordError, OldFormatError
 from checkpointing.layout import (
     EVENTS_FILE,
     FENCE_FILE,

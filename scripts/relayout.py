@@ -22,9 +22,9 @@ MOVES: dict[str, str] = {
     "agent.runtime_builder": "agent.run.builder",
     "agent.runtime": "agent.loop.runtime",
     "agent.models": "agent.loop.models",
-    "agent.context": "agent.loop.context",
+    "agent.context": "agent.loop.context_manager",
     "agent.compression": "agent.loop.compression",
-    "agent.tokens": "agent.loop.tokens",
+    "agent.tokens": "agent.loop.token_count",
     "agent.tool_pairs": "agent.loop.tool_pairs",
     "agent.tool_results": "agent.tools.tool_results",
     "agent.skills": "agent.loop.skills",
@@ -33,9 +33,9 @@ MOVES: dict[str, str] = {
     "agent.sandbox_paths": "agent.tools.sandbox.paths",
     "agent.sandbox": "agent.tools.sandbox.room",
     "agent.dataset_loaders": "agent.tools.datasets.loaders",
-    "agent.datasets": "agent.tools.datasets.registry",
+    "agent.datasets": "agent.tools.datasets.dataset_registry",
     "agent.doctor_checks": "agent.doctor.checks",
-    "agent.doctor_files": "agent.doctor.files",
+    "agent.doctor_files": "agent.doctor.storage_checks",
 }
 SESSION_CHILDREN = "session|manager|stores|chat_memory|lease|lifecycle|outbox|migrations|inbox|layers|db_cli"
 

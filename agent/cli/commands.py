@@ -66,22 +66,22 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "branches",
-        "agent.cli.branches:cmd_branches",
-        "agent.cli.branches:args_branches",
+        "agent.cli.branch_commands:cmd_branches",
+        "agent.cli.branch_commands:args_branches",
         "a session's branches: fork point, head entry, turns; the current one marked",
         "agentrt branches s-1a2b3c4d5e6f7a8b --json",
     ),
     Command(
         "switch",
-        "agent.cli.branches:cmd_switch",
-        "agent.cli.branches:args_switch",
+        "agent.cli.branch_commands:cmd_switch",
+        "agent.cli.branch_commands:args_switch",
         "continue another branch: the next turn runs on its leaf, room and checkpoints",
         "agentrt switch s-1a2b3c4d5e6f7a8b east-only",
     ),
     Command(
         "branch",
-        "agent.cli.branches:cmd_branch",
-        "agent.cli.branches:args_branch",
+        "agent.cli.branch_commands:cmd_branch",
+        "agent.cli.branch_commands:args_branch",
         "`branch rename ID BRANCH NAME` names a branch; `branch delete ID BRANCH` drops it from listings",
         "agentrt branch rename s-1a2b3c4d5e6f7a8b 01a23b16-8769-7913-83ef-5bf40ee4a0c4 east-only",
     ),
@@ -128,6 +128,13 @@ COMMANDS: tuple[Command, ...] = (
         "agentrt import session.jsonl",
     ),
     Command(
+        "items",
+        "agent.cli.items:cmd_items",
+        "agent.cli.items:args_items",
+        "a tenant's items of the store API (long-term memory): `items export` to one file, `items import` it",
+        "agentrt items export --tenant acme -o acme-items.jsonl",
+    ),
+    Command(
         "db",
         "agent.cli.manage:cmd_db",
         "agent.cli.manage:args_db",
@@ -136,15 +143,15 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "erase",
-        "agent.cli.erase:cmd_erase",
-        "agent.cli.erase:args_erase",
+        "agent.cli.erase_commands:cmd_erase",
+        "agent.cli.erase_commands:args_erase",
         "delete every session of a tenant (or of one user in it) on every layer, for good",
         "agentrt erase --tenant acme --user u-17 --yes",
     ),
     Command(
         "store",
-        "agent.cli.erase:cmd_store",
-        "agent.cli.erase:args_store",
+        "agent.cli.erase_commands:cmd_store",
+        "agent.cli.erase_commands:args_store",
         "storage upkeep: `store gc` deletes the sessions past session.retention_days; "
         "`store converge` replays what SQL / Redis missed in an outage; "
         "`store migrate --from files --to postgres` moves sessions into the PostgreSQL store",

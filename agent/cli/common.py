@@ -150,7 +150,7 @@ def read(args: argparse.Namespace, call: Callable[[Any], _T]) -> _T:
 def tenant_of(args: argparse.Namespace, conf: AgentSettings) -> str:
     """The tenant the command acts for, validated."""
     from agent.errors import InputError
-    from checkpointing.errors import InvalidIdError
+    from checkpointing.exceptions import InvalidIdError
     from checkpointing.ids import validate_id
 
     try:

@@ -105,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _checked(cmd: Command, args: argparse.Namespace) -> Any:
-    from agent.cli.ids import check_ids
+    from agent.cli.given_ids import check_ids
 
     check_ids(args)  # before anything is opened: a refused id leaves nothing behind
     return _load(cmd.handler)(args)

@@ -20,7 +20,7 @@ from agent.cli.common import (
 from agent.text import printable
 
 if TYPE_CHECKING:
-    from agent.doctor.context import DoctorContext
+    from agent.doctor.subject import DoctorContext
 
 
 def args_fork(p: argparse.ArgumentParser) -> None:
@@ -136,7 +136,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     only LangGraph reads the session exactly (`NeedsGraph`), or with `--repair` (it takes the
     session lease and writes), it is made with a runner, and says the same."""
     from agent.errors import InputError
-    from checkpointing.errors import InvalidIdError
+    from checkpointing.exceptions import InvalidIdError
     from checkpointing.ids import validate_id
     from checkpointing.tail import NeedsGraph
 
@@ -157,7 +157,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                 return _doctor(args, light)
             except NeedsGraph:
                 drop_warnings_since(mark)  # the runner's report says them again, once
-    from agent.doctor.context import RunnerContext
+    from agent.doctor.subject import RunnerContext
     from agent.loop import surface_cache
 
     full = runner(args)
@@ -187,8 +187,8 @@ def _doctor(args: argparse.Namespace, ctx: DoctorContext) -> int:
     if args.repair and on_pg and nothing_on_disk:
         raise NotFound(f"no session {args.session_id} in tenant {tenant}; list the sessions with `agentrt sessions`")
     if args.repair:
-        from agent.doctor.context import RunnerContext
         from agent.doctor.repair import repair_session
+        from agent.doctor.subject import RunnerContext
 
         assert isinstance(ctx, RunnerContext)
         for _, done in repair_session(ctx.runner, args.session_id, tenant):
@@ -205,12 +205,18 @@ def _doctor(args: argparse.Namespace, ctx: DoctorContext) -> int:
 
 
 def _doctor_store(args: argparse.Namespace, ctx: DoctorContext, tenant: str) -> int:
-    """`agentrt doctor` without an id: the store-wide checks; `--repair` rebuilds the session index."""
+    """`agentrt doctor` without an id: the store-wide checks; `--repair` rebuilds the session index
+    and applies the missing migrations of LangGraph's store."""
     from agent.doctor import render
     from agent.doctor.index import repair_index, store_report
 
     if args.repair:  # one walk of the session folders; asked for, it is always done
         say(printable(repair_index(ctx)), err=args.json)
+        from agent.doctor.items import repair_items
+
+        done = repair_items(ctx.settings)
+        if done:
+            say(printable(done), err=args.json)
     report = store_report(ctx, tenant)
     if args.json:
         print_json(report.to_json())

@@ -47,7 +47,7 @@ def args_sessions(p: argparse.ArgumentParser) -> None:
 def _page(args: argparse.Namespace) -> Any:
     from agent.errors import InputError
     from agent.session.stores.listing import meta_filters
-    from checkpointing.errors import InvalidIdError
+    from checkpointing.exceptions import InvalidIdError
     from checkpointing.ids import validate_id
     from checkpointing.session_index import RowFilter
 

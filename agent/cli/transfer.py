@@ -50,7 +50,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from agent.transfer.fileformat import ExportWriter
     from agent.transfer.guard import session_guard
     from agent.transfer.store import export_session
-    from checkpointing.errors import InvalidIdError
+    from checkpointing.exceptions import InvalidIdError
     from checkpointing.ids import validate_id
     from checkpointing.layout import session_dir
 

@@ -1,6 +1,6 @@
 """`agentrt doctor`: the troubleshooting table of docs/reference/doctor.md as read-only checks.
 
-facts.py gathers what the checks read; checks.py and files.py judge it; report.py runs and renders.
+facts.py gathers what the checks read; checks.py and storage_checks.py judge it; report.py runs and renders.
 The checks import the facts, never the reverse. The names below load on first use, so the
 store-wide report (`agent.doctor.index`) does not load the session checks.
 """

@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent.doctor.facts import Check
-from agent.doctor.files import finding
+from agent.doctor.storage_checks import finding
 from agent.errors import AgentrtError, quote_id
 
 if TYPE_CHECKING:
-    from agent.doctor.context import RuntimeParts
+    from agent.doctor.subject import RuntimeParts
     from agent.session.manager import ChatSessionManager
     from agent.session.outbox import Lag
 

@@ -11,12 +11,12 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from agent.doctor import files as doctor_files
+from agent.doctor import storage_checks as doctor_files
 from agent.doctor.behind import lag_lines
 from agent.doctor.facts import Check, SessionFacts
-from agent.doctor.files import finding
 from agent.doctor.index import index_check
-from agent.doctor.queue import worker_queue
+from agent.doctor.queue_check import worker_queue
+from agent.doctor.storage_checks import finding
 from agent.errors import RecoveryBlocked
 from agent.loop.message_view import ARCHIVED_KEY, MessageKind, MessageView, ToolPairingError, check_tool_pairs
 from agent.recovery import (
@@ -32,7 +32,7 @@ from agent.statuses import RunStatus
 from agent.tools.journal_records import CallIndex, index_record
 from agent.tools.journal_records import anomalies as journal_anomalies
 from checkpointing import audit
-from checkpointing.events import SCHEMA_VERSION as EVENTS_SCHEMA_VERSION
+from checkpointing.entry_log import SCHEMA_VERSION as EVENTS_SCHEMA_VERSION
 from checkpointing.layout import CHECKPOINTS_FILE, JOURNAL_FILE, OUTBOX_FILE, PINS_FILE, session_file
 from checkpointing.tail import NeedsGraph
 from checkpointing.validation import KNOWN_SCHEMA_VERSIONS

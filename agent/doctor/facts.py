@@ -1,7 +1,7 @@
 """The facts the doctor's checks read: every file scanned, every layer asked, the state loaded (read-only).
 
 The checkpoint facts (its document, the graph state, what runs next) are read by the context
-(`agent.doctor.context`): through LangGraph for a runner, from the saver's records without it on
+(`agent.doctor.subject`): through LangGraph for a runner, from the saver's records without it on
 the embedded default.
 """
 
@@ -20,12 +20,12 @@ from agent.session.stores.jsonl import read_session_file
 from checkpointing import indexfile, records
 from checkpointing.audit import RunLog
 from checkpointing.blobs import BLOB_KEY
-from checkpointing.errors import CheckpointingError, CorruptRecordError, OldFormatError
+from checkpointing.exceptions import CheckpointingError, CorruptRecordError, OldFormatError
 from checkpointing.layout import CHECKPOINTS_FILE, EVENTS_FILE, session_dir, session_file
 from checkpointing.verify import FileReport, record_logs, verify_session
 
 if TYPE_CHECKING:
-    from agent.doctor.context import DoctorContext
+    from agent.doctor.subject import DoctorContext
 
 __all__ = [
     "STATUSES",
@@ -197,7 +197,7 @@ class SessionFacts:
     doc: dict[str, Any] | None = None
     doc_error: str | None = None
     state: dict[str, Any] | None = None
-    """The graph state's values at the checkpoint; `messages` as `MessageView`s (`agent.doctor.context`)."""
+    """The graph state's values at the checkpoint; `messages` as `MessageView`s (`agent.doctor.subject`)."""
     state_error: str | None = None
     next_nodes: list[str] = field(default_factory=list)
     waiting_for_human: bool = False

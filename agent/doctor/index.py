@@ -4,8 +4,9 @@
   incomplete while sessions exist; WARN when one session's row is missing or older than its
   `session.json` (a crash between the two writes); each names `agentrt doctor --repair`.
 - `store_report`: `agentrt doctor` without a session id: the store-wide checks (the index, the
-  sessions whose outbox owes the SQL or Redis layer writes: `agent.doctor.behind`, and with a
-  broker the turns waiting in the workers' queues: `agent.doctor.queue`).
+  sessions whose outbox owes the SQL or Redis layer writes: `agent.doctor.behind`, LangGraph's
+  store of the store API's items: `agent.doctor.items`, and with a
+  broker the turns waiting in the workers' queues: `agent.doctor.queue_check`).
 - `repair_index`: `agentrt doctor --repair`: rebuild the index by one walk of the session folders
   (the documents are the truth; the old file, if damaged, is kept as `<file>.broken`).
 
@@ -18,15 +19,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent.doctor.facts import Check, DoctorReport
-from agent.doctor.files import finding
+from agent.doctor.storage_checks import finding
 from agent.session.stores.jsonl import read_session_file
 from agent.session.stores.listing import rebuild_index
-from checkpointing.errors import CheckpointingError
+from checkpointing.exceptions import CheckpointingError
 from checkpointing.layout import tenants_root
 from checkpointing.session_index import IndexUnusable
 
 if TYPE_CHECKING:
-    from agent.doctor.context import RuntimeParts
+    from agent.doctor.subject import RuntimeParts
 
 NAME = "session_index"
 REPAIR = "run `agentrt doctor --repair` to rebuild the index from the session folders"
@@ -80,12 +81,14 @@ def index_check(parts: RuntimeParts, tenant_id: str, session_id: str | None = No
 def store_report(parts: RuntimeParts, tenant_id: str) -> DoctorReport:
     """`agentrt doctor` with no session id: the store-wide checks."""
     from agent.doctor.behind import outbox_check
+    from agent.doctor.items import items_check
 
     report = DoctorReport(STORE, tenant_id)
     report.checks.append(index_check(parts, tenant_id))
     report.checks.append(outbox_check(parts, tenant_id))
+    report.checks.append(items_check(parts.settings, tenant_id))
     if parts.settings.workers.enabled:
-        from agent.doctor.queue import queues_check
+        from agent.doctor.queue_check import queues_check
 
         report.checks.append(queues_check(parts))
     return report

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agent.doctor.context import DoctorContext
+from agent.doctor.subject import DoctorContext
 from agent.loop.message_view import MessageKind, MessageView
 from agent.run.readable import RunnerFree
 from checkpointing.tail import ABSENT, History, NeedsGraph, StoredMessage, ThreadTail

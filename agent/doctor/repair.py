@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from agent.errors import AgentrtError, DataCorrupt
 from agent.session.record_store import session_streams
 from checkpointing import records
-from checkpointing.errors import CorruptRecordError, OldFormatError
+from checkpointing.exceptions import CorruptRecordError, OldFormatError
 from checkpointing.layout import (
     BROKEN_SUFFIX,
     EVENTS_FILE,

@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 from agent.doctor.facts import STATUSES, Check, DoctorReport
 from agent.session.record_store import pg_store
-from checkpointing.errors import InvalidIdError
+from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import printable, validate_id
 
 if TYPE_CHECKING:
-    from agent.doctor.context import DoctorContext
+    from agent.doctor.subject import DoctorContext
     from agent.runner import AgentRunner
 
 __all__ = ["render", "run_doctor"]
@@ -44,12 +44,12 @@ __all__ = ["render", "run_doctor"]
 def run_doctor(
     runner: AgentRunner | DoctorContext, session_id: str, tenant_id: str | None = None, user_id: str | None = None
 ) -> DoctorReport:
-    """Diagnose one session through a runner or a context (`agent.doctor.context`); read-only, and
+    """Diagnose one session through a runner or a context (`agent.doctor.subject`); read-only, and
     a FAIL (not an exception) for damaged data. A `LightContext` raises `NeedsGraph` when only
     LangGraph reads the session exactly (then run it again with the runner)."""
     from agent.doctor import checks as doctor_checks
-    from agent.doctor.context import as_context
     from agent.doctor.facts import gather
+    from agent.doctor.subject import as_context
 
     ctx = as_context(runner)
     tenant = tenant_id or ctx.settings.session.tenant_id

@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from agent.errors import ConfigError, ModelCallFailed
 from agent.loop.message_view import ARCHIVED_KEY as ARCHIVED_KEY  # re-exported
-from agent.loop.tokens import MessageCounter, TokenCounter
+from agent.loop.token_count import MessageCounter, TokenCounter
 from agent.loop.tool_pairs import ToolPairingError as ToolPairingError  # re-exported
 from agent.loop.tool_pairs import assert_tool_pairs as assert_tool_pairs  # re-exported
 from agent.loop.tool_pairs import split_units

@@ -22,8 +22,8 @@ from agent.config import AgentSettings
 from agent.errors import AgentrtError
 from agent.loop.models import ScriptedChatModel
 from agent.loop.todos import TodoManager
-from agent.tools.base import ToolContext, ToolSpec
 from agent.tools.journal import digest_text
+from agent.tools.spec import ToolContext, ToolSpec
 
 log = logging.getLogger("agentrt.runtime")
 
@@ -47,7 +47,7 @@ class LoopRuntime:
     skills: dict[str, Any] = field(default_factory=dict)
     sinks: list[EventSink] = field(default_factory=list)
     tool_executor: Callable[[ToolSpec, dict[str, Any], ToolContext], dict[str, Any]] | None = None
-    compressor: Any = None  # agent.loop.context.ContextManager (budget + tiers)
+    compressor: Any = None  # agent.loop.context_manager.ContextManager (budget + tiers)
     datasets_summary: str = ""
     dataset_info: list[dict[str, Any]] = field(default_factory=list)  # schema + stats, for state.dataset_list
     journal_knows: Callable[[str], bool] = field(default=lambda _call_id: False)

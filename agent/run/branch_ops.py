@@ -19,8 +19,8 @@ from agent.session.lifecycle import SessionAction, transition
 from agent.session.session import MAIN_BRANCH, ChatSession
 from agent.session.stores.jsonl import page_messages
 from agent.turns import SessionHold
-from checkpointing.errors import InvalidIdError
-from checkpointing.events import EventLog
+from checkpointing.entry_log import EventLog
+from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.session.session import MAIN_BRANCH, ChatSession
 from agent.session.stores.jsonl import page_messages
-from checkpointing.events import EventLog
+from checkpointing.entry_log import EventLog
 from checkpointing.layout import room_path
 
 if TYPE_CHECKING:

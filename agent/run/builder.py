@@ -18,15 +18,17 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from agent.config import AgentSettings
-from agent.loop.context import ContextManager
+from agent.loop.context_manager import ContextManager
 from agent.loop.models import build_chat_model
 from agent.loop.runtime import EventSink, LoopRuntime
 from agent.loop.skills import check_skill_tools, load_skills
+from agent.run.overrides import CONFIG_KEY as OVERRIDES_KEY
+from agent.run.overrides import applied, decode
 from agent.session.record_store import session_streams
-from agent.tools.base import ToolContext, ToolSpec
 from agent.tools.execute import execute_with_journal
 from agent.tools.journal import JournalStatus, ToolExecutionJournal
 from agent.tools.sandbox.room import Sandbox
+from agent.tools.spec import ToolContext, ToolSpec
 from agent.tools.tool_results import ToolResultStore, make_entry
 from checkpointing.blobs import Blobs
 from checkpointing.layout import room_dir, session_dir
@@ -119,15 +121,16 @@ class RuntimeBuilder:
         ctx = ToolContext(session_id=session_id, tenant_id=tenant, run_id=run_id, sandbox=sandbox)
         store = ToolResultStore.from_entries(list(state.get("tool_result_store") or []), self.blobs)
         ctx.tool_results = store
+        settings = applied(self.settings, decode(conf.get(OVERRIDES_KEY)))  # the run's assistant's, if any
         rt = LoopRuntime(
-            settings=self.settings,
+            settings=settings,
             session_id=session_id,
             tenant_id=tenant,
             run_id=run_id,
-            model=build_chat_model(self.settings.model),
+            model=build_chat_model(settings.model),
             tools=self.tools,
             tool_context=ctx,
-            compressor=ContextManager(self.settings) if self.settings.compression.enabled else None,
+            compressor=ContextManager(settings) if settings.compression.enabled else None,
             fencing_token=token if isinstance(token, int) else None,
         )
         ctx.todos = rt.todos
@@ -208,7 +211,7 @@ class RuntimeBuilder:
     def _attach_datasets(self, rt: LoopRuntime, tenant: str) -> None:
         if not self.settings.datasets:
             return
-        from agent.tools.datasets.registry import DatasetCatalog
+        from agent.tools.datasets.dataset_registry import DatasetCatalog
 
         key = (tenant, rt.session_id)
         with self._lock:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +14,13 @@ from langgraph.types import StreamMode
 from agent import faults
 from agent.config import AgentSettings
 from agent.loop.models import build_chat_model
-from agent.loop.surface import compute_pins, skills_digest
+from agent.loop.surface import SurfacePins, compute_pins, skills_digest
 from agent.results import RunEvent
 from agent.run.builder import RuntimeBuilder
 from agent.run.drive import translate
+from agent.run.overrides import CONFIG_KEY as OVERRIDES_KEY
+from agent.run.overrides import applied
+from agent.run.overrides import encode as encode_overrides
 from agent.run.views import checked_ids
 from agent.services import build_lease, build_manager, build_saver
 from agent.session.item_store import TTL_CONFIG, item_store
@@ -55,6 +58,7 @@ class RunnerCore:
         self._manager: ChatSessionManager | None = None
         self.builder = RuntimeBuilder(settings, self.tools, self.blobs, self.saver)
         self.pins = compute_pins(settings, self.toolset, GRAPH_VERSION, skill=skills_digest(self.builder.skills))
+        self._override_pins: dict[str, SurfacePins] = {}
         self.items = LazyStore(lambda: item_store(settings), TTL_CONFIG)
         """LangGraph's store of these settings (`agent.session.item_store`), opened when first used."""
 
@@ -78,8 +82,31 @@ class RunnerCore:
         """(tenant, user, session id) checked; a fresh session id when none is given."""
         return checked_ids(self.settings, session_id, tenant_id, user_id)
 
-    def _config(self, session: ChatSession, run_id: str, token: int | None, **extra: Any) -> RunnableConfig:
-        """The LangGraph config of one run: thread, run identity, fencing token and the pins."""
+    def pins_for(self, overrides: Mapping[str, Any] | None) -> SurfacePins:
+        """The pins of a run with these overrides (`agent.run.overrides`): the runner's own without."""
+        if not overrides:
+            return self.pins
+        key = encode_overrides(overrides)
+        pins = self._override_pins.get(key)
+        if pins is None:
+            settings = applied(self.settings, overrides)
+            pins = compute_pins(settings, self.toolset, GRAPH_VERSION, skill=skills_digest(self.builder.skills))
+            self._override_pins[key] = pins
+        return pins
+
+    def _config(
+        self,
+        session: ChatSession,
+        run_id: str,
+        token: int | None,
+        overrides: Mapping[str, Any] | None = None,
+        **extra: Any,
+    ) -> RunnableConfig:
+        """The LangGraph config of one run: thread, run identity, fencing token and the pins (those of
+        the settings the run's `overrides` make, which the config carries too)."""
+        settings = applied(self.settings, overrides or {})
+        if overrides:
+            extra[OVERRIDES_KEY] = encode_overrides(overrides)
         conf = {
             "thread_id": session.session_id,
             "tenant_id": session.tenant_id,
@@ -89,10 +116,10 @@ class RunnerCore:
             "turn": session.loop_count,
             "fencing_token": token,
             "state_schema_version": SCHEMA_VERSION,
-            **self.pins.as_config(),
+            **self.pins_for(overrides).as_config(),
             **extra,
         }
-        return {"configurable": conf, "recursion_limit": max(60, self.settings.loop.max_iterations * 8)}
+        return {"configurable": conf, "recursion_limit": max(60, settings.loop.max_iterations * 8)}
 
     def _thread(self, tenant: str, sid: str) -> RunnableConfig:
         """The config that names a session's thread (its newest checkpoint)."""

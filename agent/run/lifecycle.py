@@ -14,8 +14,8 @@ from agent.run.branches import room_id, set_room
 from agent.session.session import ChatSession
 from agent.tools.sandbox.room import Sandbox
 from agent.turns import SessionHold
-from checkpointing.errors import InvalidIdError
-from checkpointing.events import Entry, EventLog
+from checkpointing.entry_log import Entry, EventLog
+from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
 from checkpointing.layout import room_making_dir
 

@@ -5,9 +5,9 @@ The HTTP API's runs pass them (agent/serve/run_requests.py); the CLI passes none
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Breakpoints = Literal["*"] | Sequence[str] | None
 """Node names (or "*": every node) to stop at, as `graph.stream(interrupt_before=...)` takes them."""
@@ -25,3 +25,5 @@ class RunOptions:
     """A new turn may start over a run that was stopped (cancelled) with a step left: that step is
     discarded, as LangGraph discards a thread's pending tasks on new input. Refused all the same
     while an approval is pending or the stop left a model's tool calls without results."""
+    overrides: Mapping[str, Any] | None = None
+    """The server settings this run changes (an assistant's: `agent.run.overrides`)."""

@@ -58,7 +58,7 @@ def _readable(settings: AgentSettings) -> bool:
     """Whether a runner built from `settings` would start without an error a reader would not
     raise, and read the checkpoints with our JSONL saver on the files under base_dir."""
     from agent.config import load_settings
-    from checkpointing.errors import CheckpointingError
+    from checkpointing.exceptions import CheckpointingError
     from checkpointing.ids import validate_id
 
     p = settings.persistence

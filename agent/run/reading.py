@@ -16,7 +16,7 @@ from agent.run.branches import head
 from agent.run.views import archived_slice, branch_head, show_info
 from agent.session.session import ChatSession
 from agent.tools.tool_results import ToolResultSlice
-from checkpointing.events import EventLog
+from checkpointing.entry_log import EventLog
 from checkpointing.session_index import RowFilter
 
 if TYPE_CHECKING:

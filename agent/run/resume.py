@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from langgraph.types import Command
@@ -16,6 +16,8 @@ from agent.run.blocked import record_blocked
 from agent.run.branches import BranchHead, head
 from agent.run.drive import drive, without
 from agent.run.options import RunOptions
+from agent.run.overrides import CONFIG_KEY as OVERRIDES_KEY
+from agent.run.overrides import decode
 from agent.run.reading import light_snapshot
 from agent.run.unfinished import (
     approval_answered,
@@ -58,6 +60,7 @@ def stream_resume(
     if interrupt_id is not None and decision is None:
         raise InputError(f"--interrupt {interrupt_id} names an approval to answer: add --approve or --reject")
     session = _resumable(rt.manager.get(tenant, sid, user))
+    asked = options.overrides if options is not None else None
     events = rt.manager.jsonl.event_log(tenant, sid)
     try:
         with step("read_header"):
@@ -83,7 +86,7 @@ def stream_resume(
             if lost_first is not None:  # the branch's first turn died before its first checkpoint
                 if decision is not None:
                     check_decision(sid, [], False, interrupt_id, lambda: asked_approvals(events))  # raises
-                yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_first, None, {}, at)
+                yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_first, None, {}, at, asked)
                 return
             if at.checkpoint_id is not None:
                 raise SessionError(
@@ -91,7 +94,7 @@ def stream_resume(
                     f'nothing to resume; start one with `agentrt run --session {sid} "..."`'
                 )
         try:
-            doc, snap, accepted = _recover(rt, session, events, set(accept_changes), at)
+            doc, snap, accepted, overrides = _recover(rt, session, events, set(accept_changes), at, options)
         except RecoveryBlocked as err:
             record_blocked(rt, session, hold.token, err)
             raise
@@ -107,7 +110,8 @@ def stream_resume(
             interrupt_id = check_decision(sid, waiting, answered, interrupt_id, lambda: asked_approvals(events))
         lost_turn = turn_without_checkpoint(rt, session, events, run_id, interrupted=True) if not pending else None
         if lost_turn is not None:
-            yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_turn, doc, accepted, at)
+            # A turn lost before its first checkpoint recorded nothing of its settings: those asked now.
+            yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_turn, doc, accepted, at, asked)
             return
         if not pending:
             yield from _finished(rt, session, events, recorder, doc, run_id, at, snap)
@@ -145,7 +149,7 @@ def stream_resume(
         graph_input: Command[Any] | None = Command(resume=decision) if asks and decision is not None else None
         if decision is not None:
             recorder.record("hitl_decision", {"run_id": run_id, "interrupt_id": interrupt_id, **decision})
-        config = rt._config(session, run_id, hold.token, **at.run_extra())
+        config = rt._config(session, run_id, hold.token, overrides, **at.run_extra())
         yield from drive(rt, graph_input, config, session, recorder, options)
 
 
@@ -230,6 +234,7 @@ def _rerun_lost_turn(
     doc: dict[str, Any] | None,
     accepted: dict[str, Any],
     at: BranchHead,
+    overrides: Mapping[str, Any] | None = None,
 ) -> Iterator[RunEvent]:
     """Run a turn that was recorded but killed before its first checkpoint (nothing of it ran)."""
     lost_run, text = lost
@@ -244,31 +249,36 @@ def _rerun_lost_turn(
     recorder.record("run_resume", info)
     rt.manager.mark_run(session, lost_run, RunStatus.RUNNING)
     yield RunEvent("recovered", info)
-    config = rt._config(session, lost_run, token, **at.run_extra())
+    config = rt._config(session, lost_run, token, overrides, **at.run_extra())
     yield from drive(rt, {"user_input": text}, config, session, recorder)
 
 
 def _recover(
-    rt: RunnerCore, session: ChatSession, events: Any, accept: set[str], at: BranchHead
-) -> tuple[dict[str, Any], Any, dict[str, Any]]:
-    """Validate identity and pins, restore the state and its messages: (checkpoint doc, snapshot, re-pinned)."""
+    rt: RunnerCore, session: ChatSession, events: Any, accept: set[str], at: BranchHead, options: RunOptions | None
+) -> tuple[dict[str, Any], Any, dict[str, Any], dict[str, Any]]:
+    """Validate identity and pins, restore the state and its messages: (checkpoint doc, snapshot,
+    re-pinned, the run's overrides). The run continues under the settings overrides it recorded in
+    its checkpoint, unless `options` name overrides of their own (checked against the pins then)."""
     thread = at.config(session.tenant_id, session.session_id)
     with step("validate_identity"):
         doc = rt._checkpoint_doc(thread)
     if doc is None:
         raise SessionError(f"session {session.session_id} has no checkpoint: there is nothing to resume")
+    asked = options.overrides if options is not None else None
+    overrides = dict(asked) if asked else decode((doc.get("metadata") or {}).get(OVERRIDES_KEY))
+    pins = rt.pins_for(overrides)
     check_identity(doc, session, rt.settings.session.agent_id, set(events.branches()) | {"main"})
     found = stored_pins(doc)
-    accepted = compare_pins(found, rt.pins, accept, PIN_STEPS)
+    accepted = compare_pins(found, pins, accept, PIN_STEPS)
     with step("restore_state"):
         # The tail first: a run with nothing left to do needs none of its history (see `_finished`).
         snap = light_snapshot(rt, thread)
         if snap.next or snap.tasks:
             snap = rt.graph.get_state(thread)
-    accepted |= compare_pins(found, rt.pins, accept, SURFACE_PINS)
+    accepted |= compare_pins(found, pins, accept, SURFACE_PINS)
     if snap.next or snap.tasks:
         restore_messages(dict(snap.values or {}))
-    return doc, snap, accepted
+    return doc, snap, accepted, overrides
 
 
 def _close_finished_run(

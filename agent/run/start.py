@@ -74,7 +74,7 @@ def stream_turn(
             # run_start is made durable with the user turn right after it (one fsync for both).
             recorder.record(
                 "run_start",
-                {"run_id": run_id, "pins": rt.pins.as_config(), "tools": list(rt.pins.tool_names)},
+                {"run_id": run_id, "pins": rt.pins_for(opts.overrides).as_config(), "tools": list(rt.pins.tool_names)},
                 defer_commit=True,
             )
             rt.manager.memory.add_user_turn(session, text, run_id, hold.token)
@@ -82,7 +82,7 @@ def stream_turn(
             faults.crash_point("turn_recorded")
             # The turn continues the branch's own checkpoint (a fresh branch: its fork point).
             extra: dict[str, Any] = head(rt, session).run_extra()
-            config = rt._config(session, run_id, hold.token, **extra)
+            config = rt._config(session, run_id, hold.token, opts.overrides, **extra)
         except KeyboardInterrupt as err:
             raise interrupted(rt, session, recorder) from err
         except Exception as err:  # e.g. the store went down: the run is FAILED, not left RUNNING

@@ -16,7 +16,7 @@ from agent.errors import ConfigError, InputError, ToolError, UnknownToolResult
 from agent.run.branches import BranchHead, branch_pages, fork_point_of, head_of, room_id
 from agent.session.branch_book import live_branches, read_book
 from agent.tools.tool_results import ToolResultSlice, ToolResultStore
-from checkpointing.errors import InvalidIdError
+from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from agent.session.manager import ChatSessionManager
     from agent.session.session import ChatSession
     from checkpointing.blobs import Blobs
-    from checkpointing.events import EventLog
+    from checkpointing.entry_log import EventLog
 
 
 def checked_ids(

@@ -1,11 +1,15 @@
 """The FastAPI app of `agentrt serve`: the LangGraph Agent Server API over sessions, and the page at `/`.
 
 While the app runs, a `Sweeper` thread replays, every `session.converge_every_s`, what the SQL and
-Redis layers missed for sessions whose own process died (agent/session/sweep.py).
+Redis layers missed for sessions whose own process died (agent/session/sweep.py), and the cron
+scheduler starts the runs of the crons that are due, every `serve.cron_poll_s`
+(agent/serve/cron_scheduler.py).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib.metadata
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,17 +29,19 @@ from agent.errors import (
     AgentrtError,
     BackendUnavailable,
     ConfigError,
+    Conflict,
     LeaseHeld,
     NotFound,
     RecoveryBlocked,
-    SessionError,
     ToolError,
     as_agentrt_error,
 )
 from agent.serve import (
     page,
+    routes_agent_protocol,
     routes_assistants,
     routes_batch,
+    routes_crons,
     routes_page,
     routes_protocol,
     routes_protocol_ws,
@@ -45,11 +51,13 @@ from agent.serve import (
     routes_thread_stream,
     routes_threads,
 )
+from agent.serve.agent_protocol import PREFIX
 from agent.serve.auth import Unauthorized
-from agent.serve.context import ServeContext
+from agent.serve.cron_scheduler import CronScheduler
+from agent.serve.serve_context import ServeContext
 from agent.session.item_store import start_sweeper, stop_sweeper
 from agent.session.sweep import Sweeper
-from checkpointing.errors import CheckpointingError
+from checkpointing.exceptions import CheckpointingError
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
@@ -61,7 +69,7 @@ def _status(err: Exception) -> int:
         return 404
     if isinstance(err, ConfigError | ToolError):
         return 422
-    if isinstance(err, SessionError | LeaseHeld | RecoveryBlocked):
+    if isinstance(err, Conflict | LeaseHeld | RecoveryBlocked):
         return 409
     if isinstance(err, BackendUnavailable):
         return 503
@@ -89,7 +97,13 @@ def create_app(settings: AgentSettings) -> FastAPI:
         every = settings.session.converge_every_s
         sweeper = Sweeper(lambda: ctx.runner, every).start() if every is not None else None
         start_sweeper(ctx.items)  # LangGraph's store: expired items deleted now and then
+        poll = settings.serve.cron_poll_s
+        crons = asyncio.create_task(CronScheduler(ctx, poll).run()) if poll is not None else None
         yield
+        if crons is not None:
+            crons.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await crons
         stop_sweeper(ctx.items)
         if sweeper is not None:
             sweeper.stop()
@@ -126,12 +140,13 @@ def create_app(settings: AgentSettings) -> FastAPI:
         return {
             "version": _version(),
             "langgraph_py_version": _version("langgraph"),
-            "flags": {"assistants": True, "crons": False, "langsmith": False, "thread_ttl": False},
+            "flags": {"assistants": True, "crons": True, "langsmith": False, "thread_ttl": False},
             "host": {"kind": "agentrt", "project_id": None, "revision_id": None, "tenant_id": None},
             "metadata": {"server": "agentrt serve", "auth": "open (loopback)" if ctx.auth.open else "api keys"},
         }
 
     app.include_router(routes_assistants.router)
+    app.include_router(routes_crons.router)  # before the runs: `/runs/crons` is no run id
     app.include_router(routes_threads.router)
     app.include_router(routes_runs.router)
     app.include_router(routes_stateless.router)
@@ -141,6 +156,10 @@ def create_app(settings: AgentSettings) -> FastAPI:
     app.include_router(routes_thread_stream.router)
     app.include_router(routes_protocol.router)
     app.include_router(routes_protocol_ws.router)
+    # The open Agent Protocol: its own routes, and the threads and store routes it shares with LangGraph's API.
+    app.include_router(routes_agent_protocol.router)
+    app.include_router(routes_threads.router, prefix=PREFIX, include_in_schema=False)
+    app.include_router(routes_store.router, prefix=PREFIX, include_in_schema=False)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from agent.config import AgentSettings
 from agent.errors import ConfigError
-from checkpointing.errors import InvalidIdError
+from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
 
 KEY_HEADER = "x-api-key"

@@ -64,6 +64,8 @@ def _searchable(value: dict[str, Any]) -> dict[str, Any]:
 
 JsonObject = Annotated[dict[str, Any], AfterValidator(_storable)]
 """A JSON object the server stores (thread metadata, run metadata, config)."""
+RunInput = Annotated[dict[str, Any] | list[Any] | str | None, AfterValidator(_storable)]
+"""A run's `input`: storable JSON."""
 SearchMetadata = Annotated[dict[str, Any], AfterValidator(_storable), AfterValidator(_searchable)]
 """Metadata to filter by: storable, and every key one the index can look up."""
 
@@ -167,7 +169,7 @@ class RunCreate(Body):
     """`POST /threads/{id}/runs[/stream|/wait]` and `POST /runs[/stream|/wait]`."""
 
     assistant_id: str
-    input: Annotated[dict[str, Any] | list[Any] | str | None, AfterValidator(_storable)] = None
+    input: RunInput = None
     command: RunCommand | None = None
     config: JsonObject | None = None
     context: JsonObject | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import Request
 
 from agent.serve.auth import Principal
-from agent.serve.context import ServeContext
+from agent.serve.serve_context import ServeContext
 
 
 async def get_ctx(request: Request) -> ServeContext:

@@ -1,7 +1,7 @@
 """Runs of the server: one run per thread at a time, the others queued in order, each on a thread of a
 bounded pool. Each run goes through the AgentRunner (or, with `serve.runs_on` naming the workers, a
 pool thread follows the turn a Celery worker runs: agent/serve/workers.py); both yield the same
-`RunEvent`s, kept by the run's `RunRecord` (agent/serve/run_record.py); agent/serve/execute.py runs
+`RunEvent`s, kept by the run's `RunRecord` (agent/serve/run_record.py); agent/serve/run_on_pool.py runs
 one to its end.
 
 A new run on a thread with runs in flight (running or pending) follows its `multitask_strategy`, as
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import SessionError
-from agent.serve.execute import RunExecutor
+from agent.serve.run_on_pool import RunExecutor
 from agent.serve.run_record import ApiRunStatus, CancelAction, Job, RunRecord, Strategy
 from agent.serve.runner import ServeRunner
 

@@ -16,7 +16,7 @@ from typing import Any
 from agent.doctor.facts import DoctorReport
 from agent.session.session import MAIN_BRANCH, ChatSession
 from agent.text import printable
-from checkpointing.events import Entry
+from checkpointing.entry_log import Entry
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 HIDDEN_TYPES = frozenset({"node_end"})

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.serve.context import GRAPH_ID
+from agent.serve.assistants import GRAPH_ID
 from agent.serve.encode import INTERRUPT_KEY
 from agent.serve.run_record import ApiRunStatus
 from agent.serve.thread_follow import END, ThreadItem

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 
 from agent.run.lifecycle import fork_checkpoint
 from agent.serve.auth import Principal
-from agent.serve.context import METADATA_KEY
 from agent.serve.run_record import RunRecord
+from agent.serve.serve_context import METADATA_KEY
 from agent.serve.thread_ops import delete_thread
 
 if TYPE_CHECKING:
-    from agent.serve.context import ServeContext
+    from agent.serve.serve_context import ServeContext
 
 NODE_END = frozenset({"node_end"})
 

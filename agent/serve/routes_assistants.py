@@ -1,77 +1,174 @@
-"""Assistants: the one `agentrt` graph (search, get, graph, schemas, subgraphs)."""
+"""Assistants: create, update (a new version), delete, get, search, count, versions, set latest, and
+the graph, schemas and subgraphs of the one graph they all run (`agent.serve.assistants`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Response
+from starlette.concurrency import run_in_threadpool
 
+from agent.errors import ConfigError
+from agent.serve.assistant_bodies import AssistantCreate, AssistantLatest, AssistantPatch, AssistantVersions
+from agent.serve.assistants import GRAPH_ID, contains, settings_schema
 from agent.serve.auth import Principal
 from agent.serve.bodies import AssistantCount, AssistantSearch
-from agent.serve.context import GRAPH_ID, ServeContext
 from agent.serve.deps import get_ctx, get_principal
+from agent.serve.serve_context import ServeContext
 
 router = APIRouter(prefix="/assistants", tags=["assistants"])
+TEXT_SORTS = ("name", "graph_id")
+
+
+@router.post("")
+async def create_assistant(
+    request: AssistantCreate, ctx: ServeContext = Depends(get_ctx), principal: Principal = Depends(get_principal)
+) -> dict[str, Any]:
+    """A new assistant of the agentrt graph; its `config.configurable` (or `context`) holds only the
+    settings a run may change. `if_exists`: `raise` (409, the default) or `do_nothing` (the one there)."""
+    return await run_in_threadpool(ctx.assistants.create, principal.tenant_id, request.given())
 
 
 @router.post("/search")
-def search_assistants(
+async def search_assistants(
+    response: Response,
     request: AssistantSearch | None = None,
     ctx: ServeContext = Depends(get_ctx),
-    _: Principal = Depends(get_principal),
+    principal: Principal = Depends(get_principal),
 ) -> list[dict[str, Any]]:
-    """The assistants matching `graph_id` / `name` / `metadata` (there is one)."""
-    return _matching(request.given() if request else {}, ctx)
+    """The assistants matching `graph_id` / `name` (a part of it, any case) / `metadata` (contained),
+    sorted (default: newest first) and paged; `X-Pagination-Next` is the offset of the next page."""
+    body = request.given() if request else {}
+    found = _matching(await run_in_threadpool(ctx.assistants.all, principal.tenant_id), body)
+    key = body.get("sort_by") or "created_at"
+    reverse = (body.get("sort_order") or "desc") == "desc"
+    found.sort(key=lambda a: str(a.get(key) or "").lower() if key in TEXT_SORTS else str(a.get(key)), reverse=reverse)
+    offset, limit = int(body.get("offset") or 0), int(body.get("limit") or 10)
+    if offset + limit < len(found):
+        response.headers["X-Pagination-Next"] = str(offset + limit)
+    page = found[offset : offset + limit]
+    select = body.get("select")
+    return [{k: v for k, v in a.items() if k in select} for a in page] if select else page
 
 
-def _matching(body: dict[str, Any], ctx: ServeContext) -> list[dict[str, Any]]:
-    assistant = ctx.assistant()
-    if body.get("graph_id") not in (None, GRAPH_ID) or body.get("name") not in (None, assistant["name"]):
-        return []
-    meta = body.get("metadata") or {}
-    if any(assistant["metadata"].get(k) != v for k, v in meta.items()):
-        return []
-    return [assistant][int(body.get("offset") or 0) :][: int(body.get("limit") or 10)]
+def _matching(assistants: list[dict[str, Any]], body: dict[str, Any]) -> list[dict[str, Any]]:
+    graph_id, name, meta = body.get("graph_id"), body.get("name"), body.get("metadata") or {}
+    return [
+        a
+        for a in assistants
+        if (graph_id is None or a["graph_id"] == graph_id)
+        and (not name or str(name).lower() in str(a.get("name") or "").lower())
+        and contains(a.get("metadata") or {}, meta)
+    ]
 
 
 @router.post("/count")
-def count_assistants(
+async def count_assistants(
     request: AssistantCount | None = None,
     ctx: ServeContext = Depends(get_ctx),
-    _: Principal = Depends(get_principal),
+    principal: Principal = Depends(get_principal),
 ) -> int:
     """How many assistants match."""
-    return len(_matching({**(request.given() if request else {}), "limit": 100}, ctx))
+    body = request.given() if request else {}
+    return len(_matching(await run_in_threadpool(ctx.assistants.all, principal.tenant_id), body))
 
 
 @router.get("/{assistant_id}")
-def get_assistant(
-    assistant_id: str, ctx: ServeContext = Depends(get_ctx), _: Principal = Depends(get_principal)
+async def get_assistant(
+    assistant_id: str, ctx: ServeContext = Depends(get_ctx), principal: Principal = Depends(get_principal)
 ) -> dict[str, Any]:
-    """One assistant (by assistant id or graph id)."""
-    ctx.check_assistant(assistant_id)
-    return ctx.assistant()
+    """One assistant (by its id; the built-in one also by the graph id)."""
+    return await run_in_threadpool(ctx.assistants.get, principal.tenant_id, assistant_id)
+
+
+@router.patch("/{assistant_id}")
+async def update_assistant(
+    assistant_id: str,
+    request: AssistantPatch,
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
+) -> dict[str, Any]:
+    """A new version of the assistant, made its latest: metadata merged, the other fields sent replaced."""
+    return await run_in_threadpool(ctx.assistants.update, principal.tenant_id, assistant_id, request.given())
+
+
+@router.delete("/{assistant_id}", status_code=204)
+async def delete_assistant(
+    assistant_id: str,
+    delete_threads: bool = False,
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
+) -> Response:
+    """Remove the assistant and its versions (the built-in one cannot go: 409)."""
+    if delete_threads:
+        raise ConfigError("delete_threads: threads are not tied to an assistant here; delete them with threads.delete")
+    await run_in_threadpool(ctx.assistants.delete, principal.tenant_id, assistant_id)
+    return Response(status_code=204)
+
+
+@router.post("/{assistant_id}/versions")
+async def assistant_versions(
+    assistant_id: str,
+    request: AssistantVersions | None = None,
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
+) -> list[dict[str, Any]]:
+    """The assistant's versions, newest first (those whose metadata contains `metadata`)."""
+    body = request.given() if request else {}
+    versions = await run_in_threadpool(ctx.assistants.versions, principal.tenant_id, assistant_id)
+    meta = body.get("metadata") or {}
+    kept = [v for v in versions if contains(v.get("metadata") or {}, meta)]
+    offset, limit = int(body.get("offset") or 0), int(body.get("limit") or 10)
+    return kept[offset : offset + limit]
+
+
+@router.post("/{assistant_id}/latest")
+async def set_latest(
+    assistant_id: str,
+    request: AssistantLatest,
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
+) -> dict[str, Any]:
+    """Make one of the assistant's versions its current one (runs naming it use that version)."""
+    return await run_in_threadpool(ctx.assistants.set_latest, principal.tenant_id, assistant_id, request.version)
+
+
+def parse_xray(value: str | None) -> bool | int:
+    """`xray` as LangGraph's server reads it: true / false, or a positive depth."""
+    if value is None or value in ("false", "False"):
+        return False
+    if value in ("true", "True"):
+        return True
+    try:
+        depth = int(value)
+    except ValueError:
+        depth = 0
+    if depth <= 0:
+        raise ConfigError(f"xray: {value!r} is not true, false or a positive depth")
+    return depth
 
 
 @router.get("/{assistant_id}/graph")
-def get_graph(
+async def get_graph(
     assistant_id: str,
-    xray: bool | int = False,
+    xray: str | None = None,
     ctx: ServeContext = Depends(get_ctx),
-    _: Principal = Depends(get_principal),
+    principal: Principal = Depends(get_principal),
 ) -> dict[str, Any]:
-    """The graph's nodes and edges (LangGraph's drawable JSON)."""
-    ctx.check_assistant(assistant_id)
-    graph: dict[str, Any] = ctx.runner.graph.get_graph(xray=xray).to_json()
+    """The graph's nodes and edges (LangGraph's drawable JSON); `xray` draws subgraphs (to a depth)."""
+    depth = parse_xray(xray)
+    await run_in_threadpool(ctx.assistants.get, principal.tenant_id, assistant_id)
+    graph: dict[str, Any] = ctx.runner.graph.get_graph(xray=depth).to_json()
     return graph
 
 
 @router.get("/{assistant_id}/schemas")
-def get_schemas(
-    assistant_id: str, ctx: ServeContext = Depends(get_ctx), _: Principal = Depends(get_principal)
+async def get_schemas(
+    assistant_id: str, ctx: ServeContext = Depends(get_ctx), principal: Principal = Depends(get_principal)
 ) -> dict[str, Any]:
-    """Input, output, state, config and context JSON schemas of the graph."""
-    ctx.check_assistant(assistant_id)
+    """Input, output, state and config JSON schemas of the graph; the context schema is what an
+    assistant's context (or configurable) may hold."""
+    await run_in_threadpool(ctx.assistants.get, principal.tenant_id, assistant_id)
     graph = ctx.runner.graph
 
     builder = graph.builder
@@ -88,7 +185,7 @@ def get_schemas(
         "output_schema": attempt(graph.get_output_jsonschema, builder.output_schema),
         "state_schema": attempt(graph.get_output_jsonschema, builder.state_schema),
         "config_schema": attempt(lambda: graph.config_schema().model_json_schema(), None),
-        "context_schema": attempt(graph.get_context_jsonschema, None),
+        "context_schema": settings_schema(ctx.settings),  # what an assistant's context may hold
     }
 
 
@@ -100,9 +197,13 @@ def _fields_schema(schema: Any) -> dict[str, Any] | None:
 
 
 @router.get("/{assistant_id}/subgraphs")
-def get_subgraphs(
-    assistant_id: str, ctx: ServeContext = Depends(get_ctx), _: Principal = Depends(get_principal)
+@router.get("/{assistant_id}/subgraphs/{namespace}")
+async def get_subgraphs(
+    assistant_id: str,
+    namespace: str | None = None,
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
 ) -> dict[str, Any]:
     """The agentrt graph has no subgraphs."""
-    ctx.check_assistant(assistant_id)
+    await run_in_threadpool(ctx.assistants.get, principal.tenant_id, assistant_id)
     return {}

@@ -12,12 +12,12 @@ from starlette.concurrency import run_in_threadpool
 
 from agent.errors import ConfigError, SessionNotFound
 from agent.serve.auth import Principal
-from agent.serve.context import ServeContext
 from agent.serve.deps import get_ctx, get_principal
 from agent.serve.engine import ThreadBusy
 from agent.serve.run_record import Strategy
-from agent.serve.run_requests import check_request, strategy_of
+from agent.serve.run_requests import check_request, strategy_of, with_assistant
 from agent.serve.run_service import start
+from agent.serve.serve_context import ServeContext
 from agent.serve.stream_bodies import BatchRun, ThreadPrune
 from agent.serve.thread_ops import delete_thread
 
@@ -45,9 +45,8 @@ def _check_all(ctx: ServeContext, principal: Principal, threads: list[str | None
     if twice:
         raise ConfigError(f"thread_id {', '.join(twice)} appears more than once in the batch; send one run per thread")
     for n, (tid, body) in enumerate(zip(threads, items, strict=True)):
-        ctx.check_assistant(str(body.get("assistant_id") or ""))
         try:
-            check_request(body, ctx, stateless=tid is None)
+            check_request(with_assistant(ctx, principal, body), ctx, stateless=tid is None)
         except ConfigError as err:
             raise ConfigError(f"run {n}: {err}") from None
         if tid is None:

@@ -23,15 +23,15 @@ from agent.results import RunEvent
 from agent.run.lifecycle import forkable_entries
 from agent.serve import page
 from agent.serve.auth import KEY_COOKIE, KEY_HEADER, Principal, Unauthorized
-from agent.serve.context import ServeContext
 from agent.serve.deps import get_ctx
 from agent.serve.run_record import RunRecord
 from agent.serve.run_requests import make_job, make_record
+from agent.serve.serve_context import ServeContext
 from agent.serve.streams import sse
 from agent.serve.workers import CANCELLING
 from agent.session.lifecycle import SessionAction, allowed
 from agent.text import printable
-from checkpointing.errors import CheckpointingError
+from checkpointing.exceptions import CheckpointingError
 from checkpointing.session_index import RowFilter
 
 router = APIRouter(include_in_schema=False)

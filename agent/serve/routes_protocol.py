@@ -26,12 +26,13 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from agent.errors import ConfigError, SessionNotFound
+from agent.serve.assistants import ASSISTANT_ID
 from agent.serve.auth import Principal
-from agent.serve.context import ASSISTANT_ID, ServeContext
 from agent.serve.deps import get_ctx, get_principal
 from agent.serve.protocol_events import ProtocolTranslator, wanted
 from agent.serve.run_record import RunRecord
 from agent.serve.run_service import HEARTBEAT_S, start, stream_headers
+from agent.serve.serve_context import ServeContext
 from agent.serve.stream_bodies import (
     CHANNELS,
     EventStreamRequest,

@@ -23,7 +23,6 @@ from starlette.concurrency import run_in_threadpool
 
 from agent.errors import AgentrtError, ConfigError, NotFound
 from agent.serve.auth import Principal, Unauthorized
-from agent.serve.context import ServeContext
 from agent.serve.routes_protocol import (
     check_channels,
     follower_for,
@@ -32,6 +31,7 @@ from agent.serve.routes_protocol import (
     run_start,
     state_get,
 )
+from agent.serve.serve_context import ServeContext
 from agent.serve.stream_bodies import EventStreamRequest, ProtocolCommand
 
 router = APIRouter()

@@ -18,7 +18,6 @@ from starlette.concurrency import run_in_threadpool
 from agent.errors import ConfigError, SessionNotFound, quote_id
 from agent.serve.auth import Principal
 from agent.serve.bodies import MAX_LIMIT, RunCreate, RunStatusName, StreamMode
-from agent.serve.context import ServeContext
 from agent.serve.deps import get_ctx, get_principal
 from agent.serve.run_record import CancelAction
 from agent.serve.run_service import (
@@ -32,9 +31,10 @@ from agent.serve.run_service import (
     stream_headers,
     stream_response,
 )
+from agent.serve.serve_context import ServeContext
 from agent.serve.stream_log import StreamLog, parse_event_id
 from agent.serve.streams import SUPPORTED_MODES, normalize_modes
-from checkpointing.errors import InvalidIdError
+from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
 
 router = APIRouter(tags=["runs"])

@@ -12,10 +12,10 @@ from starlette.concurrency import run_in_threadpool
 from agent.errors import ConfigError
 from agent.serve.auth import Principal
 from agent.serve.bodies import RunCreate, RunsCancel
-from agent.serve.context import ServeContext
 from agent.serve.deps import get_ctx, get_principal
 from agent.serve.routes_runs import create, stream, wait
 from agent.serve.run_record import CancelAction
+from agent.serve.serve_context import ServeContext
 
 router = APIRouter(tags=["runs"])
 

@@ -13,8 +13,8 @@ from langgraph.store.base import BaseStore
 
 from agent.errors import BackendUnavailable, ConfigError
 from agent.serve.auth import Principal
-from agent.serve.context import ServeContext
 from agent.serve.deps import get_ctx, get_principal
+from agent.serve.serve_context import ServeContext
 from agent.serve.store_bodies import StoreDelete, StoreNamespaces, StorePut, StoreSearch, check_label
 from agent.session.tenant_store import TenantStore
 

@@ -21,9 +21,9 @@ from starlette.concurrency import run_in_threadpool
 
 from agent.errors import ConfigError
 from agent.serve.auth import Principal
-from agent.serve.context import ServeContext
 from agent.serve.deps import get_ctx, get_principal
 from agent.serve.run_service import HEARTBEAT_S, stream_headers
+from agent.serve.serve_context import ServeContext
 from agent.serve.stream_bodies import ThreadStreamMode
 from agent.serve.streams import sse
 from agent.serve.thread_follow import END, STATE_UPDATE, ThreadFollower, ThreadItem

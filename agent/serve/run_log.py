@@ -19,11 +19,11 @@ import socket
 from collections.abc import Iterable
 from typing import Any
 
-from agent.serve.context import ASSISTANT_ID
 from agent.serve.run_record import AGENT_RUN_KEY, HELD_BY, THIS_SERVER, ApiRunStatus, RunRecord
 from agent.serve.run_table import Runs
+from agent.serve.serve_context import ASSISTANT_ID
 from agent.session.session import ChatSession
-from checkpointing.events import Entry, EventLog
+from checkpointing.entry_log import Entry, EventLog
 
 _CLOSING = {"run_end": ApiRunStatus.SUCCESS, "run_fail": ApiRunStatus.ERROR, "run_pause": ApiRunStatus.SUCCESS}
 _RUN_TYPES = frozenset({"run_start", "run_resume", *_CLOSING})

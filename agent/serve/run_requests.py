@@ -7,9 +7,10 @@ from typing import Any
 
 from agent.errors import ConfigError
 from agent.run.options import RunOptions
+from agent.run.overrides import check_overrides
 from agent.serve.auth import Principal
-from agent.serve.context import ASSISTANT_ID, ServeContext
 from agent.serve.run_record import Job, RunRecord, Strategy
+from agent.serve.serve_context import ASSISTANT_ID, ServeContext
 from agent.serve.streams import SUPPORTED_MODES, normalize_modes
 from agent.serve.workers import worker_job
 from graph.state import normalize_decision
@@ -71,6 +72,25 @@ def resume_interrupt_id(command: dict[str, Any] | None) -> str | None:
     return None
 
 
+OVERRIDES = "_overrides"
+"""The body key `with_assistant` puts the run's overrides under (not a field a client can send)."""
+
+
+def with_assistant(ctx: ServeContext, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
+    """The body with the assistant it names resolved: its id, and the overrides the run applies (the
+    assistant's, then the run's own `config.configurable` / `context`, both from the allowlist of
+    agent/run/overrides.py). 404 for an assistant the caller's tenant lacks, 422 naming a key."""
+    assistant_id, overrides = ctx.run_assistant(principal, str(body.get("assistant_id") or ""))
+    configurable = (body.get("config") or {}).get("configurable") or {}
+    if not isinstance(configurable, dict):
+        raise ConfigError("config.configurable: must be an object")
+    for where, given in (("config.configurable", configurable), ("context", body.get("context") or {})):
+        if given:
+            check_overrides(ctx.settings, given, where)
+            overrides = {**overrides, **ctx.assistants.resolved(given)}
+    return {**body, "assistant_id": assistant_id, OVERRIDES: overrides}
+
+
 def check_request(body: dict[str, Any], ctx: ServeContext, stateless: bool = False) -> None:
     """Refuse (ConfigError, a 422 naming the field) what agentrt cannot run: an unsupported option, an
     input or a command it cannot read, breakpoints at nodes the graph lacks, an option the workers
@@ -94,6 +114,11 @@ def check_request(body: dict[str, Any], ctx: ServeContext, stateless: bool = Fal
 
 
 def _check_on_workers(body: dict[str, Any]) -> None:
+    if body.get(OVERRIDES):
+        raise ConfigError(
+            "assistant_id: an assistant's settings are not offered on the workers (serve.runs_on: workers); "
+            "run the built-in assistant, agentrt"
+        )
     for key in ("interrupt_before", "interrupt_after"):
         if body.get(key):
             raise ConfigError(f"{key} is not offered on the workers (serve.runs_on: workers); leave it out")
@@ -116,7 +141,7 @@ def make_record(body: dict[str, Any], thread_id: str, principal: Principal, stre
     return RunRecord(
         thread_id=thread_id,
         tenant_id=principal.tenant_id,
-        assistant_id=ASSISTANT_ID,
+        assistant_id=str(body.get("assistant_id") or ASSISTANT_ID),  # the page's runs: the built-in one
         metadata=dict(body.get("metadata") or {}),
         kwargs={**kwargs, "stream_mode": sorted(modes)},
         modes=modes,
@@ -149,7 +174,7 @@ def make_job(ctx: ServeContext, principal: Principal, thread_id: str, body: dict
             session_id=thread_id,
             tenant_id=principal.tenant_id,
             user_id=principal.user_id,
-            options=RunOptions(before, after, discard_unfinished=rec.supersedes),
+            options=RunOptions(before, after, discard_unfinished=rec.supersedes, overrides=body.get(OVERRIDES)),
         )
     iid = resume_interrupt_id(body.get("command")) if decision is not None else None
     return lambda: runner.stream_resume(
@@ -158,5 +183,6 @@ def make_job(ctx: ServeContext, principal: Principal, thread_id: str, body: dict
         principal.user_id,
         decision=decision,
         interrupt_id=iid,
-        options=RunOptions(before, after),
+        # No settings of its own: the run continues under those it started with (its checkpoint has them).
+        options=RunOptions(before, after, overrides=body.get(OVERRIDES) or None),
     )

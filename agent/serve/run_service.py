@@ -20,12 +20,12 @@ from starlette.concurrency import run_in_threadpool
 
 from agent.errors import AgentrtError, LeaseHeld, SessionNotFound, quote_id
 from agent.serve.auth import Principal
-from agent.serve.context import ServeContext
 from agent.serve.encode import INTERRUPT_KEY
 from agent.serve.run_log import logged_runs, thread_runs
 from agent.serve.run_record import ApiRunStatus, CancelAction, RunRecord
-from agent.serve.run_requests import check_request, make_job, make_record, strategy_of
+from agent.serve.run_requests import check_request, make_job, make_record, strategy_of, with_assistant
 from agent.serve.run_table import RunTable
+from agent.serve.serve_context import ServeContext
 from agent.serve.stream_log import Replay
 from agent.serve.streams import sse, wanted
 from agent.serve.thread_ops import delete_thread
@@ -53,7 +53,7 @@ async def start(
     """Check the request, find or make its thread, and hand the run to the engine (`thread_id` None:
     a stateless run). A refused request leaves no thread behind."""
     stateless = thread_id is None
-    ctx.check_assistant(str(body.get("assistant_id") or ""))
+    body = await run_in_threadpool(with_assistant, ctx, principal, body)
     check_request(body, ctx, stateless)  # before any session is made
     created = None
     if thread_id is None:

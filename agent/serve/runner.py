@@ -7,7 +7,7 @@ from __future__ import annotations
 from agent.runner import ChunkRunner
 from agent.services import build_manager
 from agent.session.manager import ChatSessionManager
-from agent.session.stores.memory import MemorySessionStore
+from agent.session.stores.memory_cache import MemorySessionStore
 
 # The server lives long next to CLI runs and workers on the same sessions: a session cached in
 # this process (L1) could miss their changes, and a run started from a stale copy would append

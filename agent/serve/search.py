@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from agent.serve.auth import Principal
-from agent.serve.context import ASSISTANT_ID, GRAPH_ID, ServeContext
+from agent.serve.serve_context import ASSISTANT_ID, GRAPH_ID, ServeContext
 from agent.statuses import RunStatus
 from checkpointing.session_index import RowFilter
 

@@ -19,10 +19,10 @@ from langgraph.types import StateSnapshot
 
 from agent.errors import ConfigError, SessionError, SessionNotFound
 from agent.run.lifecycle import start_branch_at
-from agent.serve.context import ServeContext
+from agent.serve.serve_context import ServeContext
 from agent.session.session import ChatSession
 from agent.turns import SessionHold
-from checkpointing.events import EventLog
+from checkpointing.entry_log import EventLog
 
 NODE_END = frozenset({"node_end"})
 

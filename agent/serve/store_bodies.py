@@ -6,36 +6,26 @@ naming the field, never a 500 from a backend halfway through.
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
 from agent.serve.bodies import INT64, MAX_LIMIT, Body
+from agent.session.item_values import (
+    MAX_TTL_MINUTES,
+    MIN_TTL_MINUTES,
+    RESERVED_ROOT,
+    check_label,
+    no_nul,
+    storable_json,
+)
 
-MIN_TTL_MINUTES = 0.001
-"""The shortest `ttl` (60 ms, in minutes): the PostgreSQL store cannot read a shorter one's interval."""
-MAX_TTL_MINUTES = 100 * 365 * 24 * 60
-"""The longest `ttl` (a hundred years, in minutes): beyond it an expiry date no longer fits the stores."""
-MAX_NESTING = 100
-"""How deep a stored value may nest (the SQLite store's JSON encoder stops at 255 levels)."""
+__all__ = ["check_label", "storable_json"]
+
 FILTER_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 """The comparison operators both stores run (LangGraph's set)."""
 _FILTER_KEY = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
-RESERVED_ROOT = "langgraph"
-"""The first label LangGraph keeps for itself (its `BaseStore.put` refuses it)."""
-
-
-def check_label(label: str) -> str:
-    """A namespace label the stores accept: non-empty, without `.` (their separator) or a NUL."""
-    if not label:
-        raise ValueError("a namespace label cannot be empty")
-    if "." in label:
-        raise ValueError(f"namespace label {label!r} contains a period ('.'), which separates labels")
-    if "\x00" in label:
-        raise ValueError(f"namespace label {label!r} contains a NUL character")
-    return label
 
 
 def _labels(value: list[str]) -> list[str]:
@@ -56,39 +46,8 @@ def _writable(value: list[str]) -> list[str]:
     return value
 
 
-def _no_nul(text: str, what: str) -> str:
-    if "\x00" in text:
-        raise ValueError(f"{what} contains a NUL character, which the stores cannot keep")
-    return text
-
-
 def _key(value: str) -> str:
-    return _no_nul(value, "the key")
-
-
-def storable_json(value: Any) -> Any:
-    """JSON both stores keep as given: integers within 64 bits, finite numbers, no NUL in a string
-    or a key, at most `MAX_NESTING` levels deep."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > MAX_NESTING:
-            raise ValueError(f"the value nests deeper than {MAX_NESTING} levels")
-        if isinstance(item, dict):
-            for k, v in item.items():
-                _no_nul(str(k), f"key {str(k)[:40]!r}")
-                stack.append((v, depth + 1))
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
-        elif isinstance(item, str):
-            _no_nul(item, f"string {item[:40]!r}")
-        elif isinstance(item, bool):
-            continue
-        elif isinstance(item, int) and not INT64[0] <= item <= INT64[1]:
-            raise ValueError(f"integer {item} does not fit in 64 bits")
-        elif isinstance(item, float) and not math.isfinite(item):
-            raise ValueError(f"number {item} is not finite (JSON has no NaN or Infinity)")
-    return value
+    return no_nul(value, "the key")
 
 
 def _filter(value: dict[str, Any]) -> dict[str, Any]:
@@ -116,8 +75,9 @@ Offset = Annotated[int, Field(ge=0, le=INT64[1])]
 
 
 class StorePut(Body):
-    """`PUT /store/items`: `ttl` in minutes (null: the item never expires); `index` is accepted and
-    changes nothing (no semantic index is configured)."""
+    """`PUT /store/items`: `ttl` in minutes (null: the item never expires); `index` names the fields
+    embedded for the semantic index (`false`: none; null: `store.index.fields`), and without
+    `store.index` in the settings it changes nothing."""
 
     namespace: Annotated[Namespace, AfterValidator(_writable)]
     key: Key
@@ -134,8 +94,9 @@ class StoreDelete(Body):
 
 
 class StoreSearch(Body):
-    """`POST /store/items/search`: `query` is accepted and, with no semantic index, the answer is the
-    plain listing (newest update first, `score` null)."""
+    """`POST /store/items/search`: with `store.index` in the settings a `query` ranks the items by
+    similarity to it (most similar first, `score` set); without one, or without a `query`, the answer
+    is the plain listing (newest update first, `score` null)."""
 
     namespace_prefix: Labels | None = None
     filter: Filter | None = None

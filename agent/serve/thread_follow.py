@@ -19,8 +19,8 @@ from enum import StrEnum
 from typing import Any
 
 from agent.serve.auth import Principal
-from agent.serve.context import ServeContext
 from agent.serve.run_record import RunRecord
+from agent.serve.serve_context import ServeContext
 
 POLL_S = 0.1
 """How often the engine is asked for new runs of the thread."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from agent.errors import ConfigError
 from agent.serve.auth import Principal
-from agent.serve.context import METADATA_KEY, ServeContext
+from agent.serve.serve_context import METADATA_KEY, ServeContext
 from agent.session.removal import Removal, finish, remove_session
 from agent.session.session import ChatSession
 from agent.turns import SessionHold

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checkpointing.blobs import Blobs, BlobStore
-from checkpointing.errors import BlobCorruptError, BlobMissingError
+from checkpointing.exceptions import BlobCorruptError, BlobMissingError
 from checkpointing.layout import MAKING_PREFIX, ROOMS, WORKSPACE
 from checkpointing.store.pg_blobs import PostgresBlobStore
 from checkpointing.store.postgres import PostgresSessionStreams

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent.errors import NotFound, quote_id
-from checkpointing.events import EventLog
+from checkpointing.entry_log import EventLog
 from checkpointing.layout import MAIN_BRANCH
 
 DELETED = "branch_deleted"

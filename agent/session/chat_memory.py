@@ -22,7 +22,7 @@ from agent.session.lifecycle import SessionAction, allowed, transition
 from agent.session.session import ChatSession, PageMessage
 from agent.session.stores.jsonl import PAGE_TYPES, JsonlSessionStore, page_messages
 from checkpointing.digest import redact
-from checkpointing.events import Entry, EventLog, new_entry_id
+from checkpointing.entry_log import Entry, EventLog, new_entry_id
 
 if TYPE_CHECKING:
     from agent.session.stores.sql import SqlSessionStore

@@ -13,7 +13,7 @@ from typing import Any
 
 from agent.config import AgentSettings
 from agent.errors import ConfigError
-from agent.session.stores import schema
+from agent.session.stores import schema_version as schema
 from agent.session.stores.sql import SqlSessionStore, sqlite_url
 
 

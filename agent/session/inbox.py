@@ -40,7 +40,7 @@ from typing import Any
 import orjson
 
 from agent.errors import ConfigError, DataCorrupt, SessionNotFound
-from checkpointing.errors import CorruptRecordError, InvalidIdError, OldFormatError
+from checkpointing.exceptions import CorruptRecordError, InvalidIdError, OldFormatError
 from checkpointing.ids import validate_id
 from checkpointing.layout import (
     broken_file,

@@ -11,6 +11,10 @@ until a sweep deletes them, so the SQLite store here sweeps before each read, an
 never answered on either backend. `start_sweeper` also deletes expired items every
 `SWEEP_MINUTES`, so the ones nobody reads go too.
 
+With `store.index` in the settings both stores keep a semantic index (`agent.session.item_index`):
+SQLite in its `store_vectors` table (sqlite-vec's functions), PostgreSQL with the pgvector extension,
+which the database must offer (a `ConfigError` says so when it does not).
+
 One store per location per process, shared by every caller (the server's routes, the graphs of its
 runs); `close_item_stores` releases them. Callers see a tenant's part only (`agent.session.tenant_store`).
 """
@@ -23,7 +27,8 @@ from typing import Any
 from langgraph.store.base import BaseStore, TTLConfig
 
 from agent.config import AgentSettings
-from agent.errors import BackendUnavailable
+from agent.errors import BackendUnavailable, ConfigError
+from agent.session.item_index import index_config
 from checkpointing.layout import langgraph_store_file
 
 SWEEP_MINUTES = 5
@@ -46,7 +51,8 @@ def item_store(settings: AgentSettings) -> BaseStore:
     with _LOCK:
         store = _STORES.get(where)
         if store is None:
-            store = _STORES[where] = _open_postgres(url) if url else _open_sqlite(settings, TTL_CONFIG)
+            index = index_config(settings)
+            store = _STORES[where] = _open_postgres(url, index) if url else _open_sqlite(settings, index)
     return store
 
 
@@ -76,13 +82,13 @@ def close_item_stores() -> None:
             conn.close()
 
 
-def _open_sqlite(settings: AgentSettings, ttl: TTLConfig) -> BaseStore:
+def _open_sqlite(settings: AgentSettings, index: dict[str, Any] | None) -> BaseStore:
     from agent.session.item_store_sqlite import open_sqlite  # sqlite-vec loads in ~0.2 s: only when needed
 
-    return open_sqlite(langgraph_store_file(settings.base_dir), ttl)
+    return open_sqlite(langgraph_store_file(settings.base_dir), TTL_CONFIG, index)
 
 
-def _open_postgres(url: str) -> BaseStore:
+def _open_postgres(url: str, index: dict[str, Any] | None) -> BaseStore:
     import psycopg
     from langgraph.store.postgres import PostgresStore
     from psycopg.rows import dict_row
@@ -100,7 +106,7 @@ def _open_postgres(url: str) -> BaseStore:
             pool: ConnectionPool[Any] = ConnectionPool(
                 dsn, min_size=1, max_size=4, kwargs=kwargs, name="langgraph-store", open=True
             )
-            store = PostgresStore(pool, ttl=TTL_CONFIG)
+            store = PostgresStore(pool, index=index, ttl=TTL_CONFIG)  # type: ignore[arg-type]
             try:
                 store.setup()
             except BaseException:
@@ -108,6 +114,11 @@ def _open_postgres(url: str) -> BaseStore:
                 raise
             conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK,))
     except psycopg.Error as err:
+        if index is not None and 'extension "vector"' in str(err):
+            raise ConfigError(
+                f"store.index on PostgreSQL needs the pgvector extension, which {db_where(url)} does not offer "
+                f"({str(err).splitlines()[0]}); install pgvector on that server, or remove store.index"
+            ) from None
         raise BackendUnavailable(
             f"LangGraph's store in {db_where(url)} cannot be opened ({type(err).__name__}); check that PostgreSQL "
             "runs and persistence.store_url"

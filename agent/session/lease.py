@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from agent.errors import AgentrtError, BackendUnavailable, ConfigError, DataCorrupt, LeaseHeld
-from checkpointing.errors import CorruptRecordError
+from checkpointing.exceptions import CorruptRecordError
 from checkpointing.ids import validate_id
 from checkpointing.layout import lease_files, session_dir
 from checkpointing.records import atomic_write, decode_file, encode_record

@@ -59,9 +59,9 @@ from agent.session.retrier import Retrier
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt, SessionStatus, SessionStore
 from agent.session.stores.jsonl import JsonlSessionStore
 from agent.session.stores.listing import SessionPage, page_sessions, search_rows, sql_page
-from agent.session.stores.memory import MemorySessionStore
+from agent.session.stores.memory_cache import MemorySessionStore
 from agent.statuses import RunStatus
-from checkpointing.errors import CorruptRecordError, InvalidIdError
+from checkpointing.exceptions import CorruptRecordError, InvalidIdError
 from checkpointing.ids import validate_id
 from checkpointing.records import FsyncPolicy
 from checkpointing.session_index import EVERY_ROW, RowFilter, SessionRow

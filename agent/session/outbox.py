@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agent.errors import DataCorrupt
-from checkpointing.errors import CorruptRecordError, OldFormatError
+from checkpointing.exceptions import CorruptRecordError, OldFormatError
 from checkpointing.ids import validate_id
 from checkpointing.layout import OUTBOX_FILE, broken_file, is_id
 from checkpointing.records import FsyncPolicy, Scan, encode_record, fsync_fd, loads

@@ -23,7 +23,7 @@ from checkpointing.store.files import FileStore
 if TYPE_CHECKING:
     from agent.config import AgentSettings
     from agent.session.inbox import Inbox, TurnIndex
-    from checkpointing.events import EventLog
+    from checkpointing.entry_log import EventLog
     from checkpointing.store.postgres import PostgresStore
 
 _STORES: dict[str, PostgresStore] = {}
@@ -120,7 +120,7 @@ def session_streams(
 def event_log(settings: AgentSettings, tenant_id: str, session_id: str) -> EventLog:
     """The session's event log on the record store, to read (the manager keeps the logs it writes)."""
     from agent.events import SESSION_EVENTS
-    from checkpointing.events import EventLog
+    from checkpointing.entry_log import EventLog
 
     return EventLog.over(
         session_streams(settings, tenant_id, session_id, "batch"),

@@ -33,7 +33,7 @@ from agent.session.record_store import session_streams
 from agent.session.record_store import store as record_store
 from checkpointing import layout
 from checkpointing.blobs import BlobStore
-from checkpointing.errors import CheckpointingError
+from checkpointing.exceptions import CheckpointingError
 from checkpointing.saver import JsonlCheckpointSaver
 from checkpointing.store.pg_blobs import PostgresBlobStore
 from checkpointing.store.postgres import PostgresSessionStreams

@@ -43,7 +43,6 @@ import orjson
 
 from agent.errors import BackendUnavailable
 from agent.faults import crash_point
-from agent.tools.base import RoomEffect
 from agent.tools.journal_records import (
     RERUNNABLE,
     CallIndex,
@@ -56,6 +55,7 @@ from agent.tools.journal_records import (
     digest_text,
     index_record,
 )
+from agent.tools.spec import RoomEffect
 from checkpointing.blobs import BLOB_KEY, Blobs, BlobStore, is_blob_ref
 from checkpointing.fencing import FencingGuard
 from checkpointing.ids import validate_id

@@ -18,10 +18,10 @@ from pydantic import BaseModel, create_model
 
 from agent.config import ToolEntry, ToolsSettings
 from agent.errors import ConfigError
-from agent.tools.base import ToolContext, ToolSpec
+from agent.tools.spec import ToolContext, ToolSpec
 
 BUILTIN_MODULES = (
-    "agent.tools.files",
+    "agent.tools.file_tools",
     "agent.tools.calculator",
     "agent.tools.dataset_tools",
     "agent.tools.read_tool_result",

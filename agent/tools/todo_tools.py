@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agent.errors import ToolError
-from agent.tools.base import ToolContext, ToolSpec
+from agent.tools.spec import ToolContext, ToolSpec
 
 
 class UpdateTodoArgs(BaseModel):

@@ -15,7 +15,7 @@ from typing import Any, TypedDict
 
 from agent.errors import BackendUnavailable, DataCorrupt, ToolError, UnknownToolResult
 from checkpointing.blobs import Blobs, is_blob_ref
-from checkpointing.errors import BlobCorruptError, BlobMissingError
+from checkpointing.exceptions import BlobCorruptError, BlobMissingError
 from checkpointing.ids import shown
 
 DEFAULT_PREVIEW_CHARS = 200

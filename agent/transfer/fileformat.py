@@ -39,7 +39,7 @@ from agent.transfer.image import (
     SessionImage,
     check_room_path,
 )
-from checkpointing.errors import InvalidIdError
+from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import shown, validate_id
 from checkpointing.layout import MAIN_BRANCH
 from checkpointing.records import decode_record, verify_line

@@ -64,7 +64,7 @@ from agent.transfer.guard import file_lease_lock, session_guard
 from agent.transfer.image import CHECKPOINTS, DOCUMENTS, SessionImage
 from agent.transfer.importer import _mkdirs, _undo, register, write_room
 from checkpointing.blobs import blob_ref
-from checkpointing.errors import BlobCorruptError, BlobMissingError, CheckpointingError
+from checkpointing.exceptions import BlobCorruptError, BlobMissingError, CheckpointingError
 from checkpointing.layout import (
     is_id,
     room_dir,

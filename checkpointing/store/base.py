@@ -7,7 +7,7 @@ A `Store` holds sessions, keyed (tenant, thread). A session (`SessionStreams`) h
   has named session streams beside them (`SESSION_STREAMS`, named `@<name>`: `@` is outside the
   id alphabet of `checkpointing.ids`, so no run id can ever name one):
 
-      EVENTS   "@events"    the session event log (`events.jsonl`, `checkpointing.events`)
+      EVENTS   "@events"    the session event log (`events.jsonl`, `checkpointing.entry_log`)
       JOURNAL  "@journal"   the tool execution journal (`journal.jsonl`, `agent.tools.journal`)
       INBOX    "@inbox"     turns submitted to the session (`inbox.jsonl`, `agent.session.inbox`)
       OUTBOX   "@outbox"    writes the SQL / Redis layers still owe (`outbox.jsonl`), reserved
@@ -247,6 +247,11 @@ class Store(Protocol):
     def outbox_holders(self, tenant: str | None = None) -> list[tuple[str, str]]:
         """(tenant, session) of every session of `tenant` (None: every tenant) whose OUTBOX holds
         anything, sorted, read from an index of them (never every session's records)."""
+        ...
+
+    def doc_tenants(self, thread: str, name: str) -> list[str]:
+        """The tenants whose session `thread` holds document `name`, sorted (a server finds the
+        tenants with crons this way, without reading every session)."""
         ...
 
     def reserve(self, tenant: str, key: str, value: dict[str, Any]) -> dict[str, Any] | None:

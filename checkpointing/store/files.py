@@ -31,7 +31,7 @@ from typing import Any
 
 from checkpointing import indexfile
 from checkpointing.blobs import BlobStore
-from checkpointing.errors import CorruptCheckpointError, CorruptRecordError
+from checkpointing.exceptions import CorruptCheckpointError, CorruptRecordError
 from checkpointing.fencing import FencingGuard
 from checkpointing.layout import (
     OUTBOX_DUE,
@@ -458,6 +458,10 @@ class FileStore:
                 names = sorted(_thread_of(p) for p in sessions.iterdir()) if sessions.exists() else []
             out.extend((t, n) for n in names if runs_dir(thread_dir(self.base_dir, t, n)).exists())
         return out
+
+    def doc_tenants(self, thread: str, name: str) -> list[str]:
+        """The tenants whose session folder of `thread` holds document file `name` (one stat each)."""
+        return [t for t in tenant_ids(self.base_dir) if (thread_dir(self.base_dir, t, thread) / name).is_file()]
 
     def reserve(self, tenant: str, key: str, value: dict[str, Any]) -> dict[str, Any] | None:
         """Create `tenants/<tenant>/turns/<key>.json` exclusively (`O_EXCL`), one framed record,

@@ -22,7 +22,7 @@ import psycopg
 from psycopg import sql
 
 from checkpointing.blobs import BLOB_KEY, blob_ref, ref_hex, verified
-from checkpointing.errors import BlobMissingError, StoreUnavailableError
+from checkpointing.exceptions import BlobMissingError, StoreUnavailableError
 
 if TYPE_CHECKING:
     from checkpointing.store.postgres import PostgresStore

@@ -89,6 +89,7 @@ QUERIES: dict[str, str] = {
         "SELECT EXISTS (SELECT FROM {s}.jsonl_streams WHERE tenant = %(t)s AND thread = %(th)s)"
         " OR EXISTS (SELECT FROM {s}.jsonl_documents WHERE tenant = %(t)s AND thread = %(th)s)"
     ),
+    "doc_tenants": "SELECT tenant FROM {s}.jsonl_documents WHERE thread = %s AND name = %s ORDER BY tenant",
     "docs_all": "SELECT name, body FROM {s}.jsonl_documents WHERE tenant = %s AND thread = %s ORDER BY name",
     "holding": "SELECT thread FROM {s}.jsonl_streams WHERE tenant = %s AND run = %s ORDER BY thread",
     # The literal, not a parameter: it is the predicate of the partial index jsonl_streams_outbox.

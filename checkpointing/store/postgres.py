@@ -58,7 +58,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from checkpointing import indexfile
-from checkpointing.errors import (
+from checkpointing.exceptions import (
     CorruptCheckpointError,
     CorruptRecordError,
     InvalidIdError,
@@ -201,6 +201,11 @@ class PostgresStore:
             if tenant is not None:
                 return [(tenant, str(th)) for (th,) in conn.execute(self.q["outbox_holding"], (tenant,))]
             return [(str(t), str(th)) for (t, th) in conn.execute(self.q["outbox_holders"])]
+
+    def doc_tenants(self, thread: str, name: str) -> list[str]:
+        """The tenants whose session `thread` has document row `name`."""
+        with self.connection("listing documents") as conn:
+            return [str(t) for (t,) in conn.execute(self.q["doc_tenants"], (thread, name))]
 
     def reserve(self, tenant: str, key: str, value: dict[str, Any]) -> dict[str, Any] | None:
         """Insert the reservation row unless one exists (one synchronous statement)."""

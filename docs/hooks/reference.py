@@ -122,9 +122,10 @@ def config_reference() -> str:
                 continue
             key = f"{section}.{name}" if section else name
             ann = field.annotation
-            if isinstance(ann, type) and issubclass(ann, BaseModel):
-                nested.append((ann, key))
-            default = _default(field.get_default(call_default_factory=True))
+            inner = [a for a in typing.get_args(ann) if a is not type(None)] or [ann]  # `Model | None`
+            if len(inner) == 1 and isinstance(inner[0], type) and issubclass(inner[0], BaseModel):
+                nested.append((inner[0], key))
+            default = "required" if field.is_required() else _default(field.get_default(call_default_factory=True))
             var = env.get(tuple(key.split(".")), "")  # type: ignore[arg-type]
             out.append(
                 f"| `{name}` | {_cell(_type_name(ann))} | {_cell(default)} | {f'`{var}`' if var else ''} "
@@ -148,13 +149,15 @@ def doctor_reference() -> str:
     from agent.doctor.checks import CHECKS
     from agent.doctor.index import NAME as INDEX
     from agent.doctor.index import index_check
-    from agent.doctor.queue import NAME as QUEUE
-    from agent.doctor.queue import queues_check
+    from agent.doctor.items import NAME as ITEMS
+    from agent.doctor.items import items_check
+    from agent.doctor.queue_check import NAME as QUEUE
+    from agent.doctor.queue_check import queues_check
 
     out = ["### `agentrt doctor ID`", "", "| check | what it looks at |", "|---|---|"]
     for name, fn in CHECKS:
         out.append(f"| `{name}` | {_cell(_first_line(index_check if name == INDEX else fn))} |")
     out += ["", "### `agentrt doctor` (no session id)", "", "| check | what it looks at |", "|---|---|"]
-    for name, fn in ((INDEX, index_check), ("outbox", outbox_check), (QUEUE, queues_check)):
+    for name, fn in ((INDEX, index_check), ("outbox", outbox_check), (ITEMS, items_check), (QUEUE, queues_check)):
         out.append(f"| `{name}` | {_cell(_first_line(fn))} |")
     return "\n".join(out) + "\n"

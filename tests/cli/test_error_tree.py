@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent import errors as e
-from checkpointing import errors as ce
+from checkpointing import exceptions as ce
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
 from checkpointing.blobs import BLOB_KEY, Blobs, BlobStore
-from checkpointing.errors import BlobCorruptError, BlobMissingError, StoreUnavailableError
+from checkpointing.exceptions import BlobCorruptError, BlobMissingError, StoreUnavailableError
 from checkpointing.layout import blobs_root
 from checkpointing.records import frame
 from checkpointing.store import FileStore, Store
@@ -181,7 +181,7 @@ def test_a_postgres_saver_writes_nothing_to_disk(tmp_path: Path, monkeypatch: py
 def test_an_event_log_spills_large_payloads_into_postgres_blobs(tmp_path: Path) -> None:
     """An event log given the PostgreSQL store's blobs spills a payload above its inline limit
     into a row, not into base_dir/blobs, and reads it back."""
-    from checkpointing.events import EventLog
+    from checkpointing.entry_log import EventLog
 
     kit = SaverKit.open("postgres", tmp_path / "kit")
     try:

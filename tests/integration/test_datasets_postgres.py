@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from agent.errors import ToolError
-from agent.tools.datasets.registry import DatasetCatalog
+from agent.tools.datasets.dataset_registry import DatasetCatalog
 
 pytestmark = pytest.mark.integration
 DATABASE_URL = os.environ.get("AGENTRT_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")

@@ -28,7 +28,7 @@ import redis
 import sqlalchemy as sa
 
 from agent.run.branches import branch_pages
-from checkpointing.events import EventLog
+from checkpointing.entry_log import EventLog
 from tests.cli.console import Ran, agentrt, env, script
 from tests.integration.test_stores_support import DATABASE_URL, REDIS_URL
 from tests.support.drills import size

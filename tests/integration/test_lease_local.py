@@ -16,7 +16,7 @@ import pytest
 
 from agent.errors import LeaseHeld
 from agent.session.lease import FileLease, InProcessLease, LeaseGrant, LeaseHeartbeat, make_holder
-from checkpointing.errors import InvalidIdError
+from checkpointing.exceptions import InvalidIdError
 
 REPO = Path(__file__).resolve().parents[2]
 TENANT = "acme"

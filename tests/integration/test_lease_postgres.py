@@ -28,7 +28,7 @@ from agent.session.lease import LeaseHeartbeat
 from agent.session.lease_postgres import PostgresLease
 from agent.session.stores.sql import SqlSessionStore
 from agent.tools.journal import ToolExecutionJournal
-from checkpointing.errors import InvalidIdError, StaleFencingTokenError
+from checkpointing.exceptions import InvalidIdError, StaleFencingTokenError
 from checkpointing.fencing import FencingGuard
 from tests.integration.test_stores_support import DATABASE_URL, free_port
 
@@ -270,7 +270,7 @@ PAUSED_HOLDER = """
     from agent.session.lease import LeaseHeartbeat
     from agent.session.lease_postgres import PostgresLease
     from agent.tools.journal import ToolExecutionJournal
-    from checkpointing.errors import InvalidIdError, StaleFencingTokenError
+    from checkpointing.exceptions import InvalidIdError, StaleFencingTokenError
     from checkpointing.fencing import FencingGuard
     base, url, schema = sys.argv[1], sys.argv[2], sys.argv[3]
     lease = PostgresLease(url, schema=schema)

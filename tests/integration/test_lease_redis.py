@@ -20,7 +20,7 @@ import redis
 from agent.errors import BackendUnavailable, LeaseHeld
 from agent.session.lease import LeaseHeartbeat, RedisLease
 from agent.tools.journal import ToolExecutionJournal
-from checkpointing.errors import StaleFencingTokenError
+from checkpointing.exceptions import StaleFencingTokenError
 from checkpointing.fencing import FencingGuard
 
 pytestmark = pytest.mark.integration
@@ -233,7 +233,7 @@ PAUSED_HOLDER = """
     from agent.errors import LeaseHeld
     from agent.session.lease import LeaseHeartbeat, RedisLease
     from agent.tools.journal import ToolExecutionJournal
-    from checkpointing.errors import StaleFencingTokenError
+    from checkpointing.exceptions import StaleFencingTokenError
     from checkpointing.fencing import FencingGuard
     base, prefix = sys.argv[1], sys.argv[2]
     lease = RedisLease(key_prefix=prefix)

@@ -13,7 +13,7 @@ import pytest
 from agent.errors import BackendUnavailable
 from agent.session.manager import ChatSessionManager
 from agent.session.stores.jsonl import JsonlSessionStore
-from agent.session.stores.memory import MemorySessionStore
+from agent.session.stores.memory_cache import MemorySessionStore
 from agent.session.stores.redis import RedisSessionStore
 from agent.session.stores.sql import SqlSessionStore
 from tests.integration.test_stores_support import (

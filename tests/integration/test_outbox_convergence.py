@@ -26,8 +26,8 @@ import sqlalchemy as sa
 import yaml
 
 from agent.session.outbox import OUTBOX_FILE
-from agent.session.stores import schema as sql_schema
-from checkpointing.events import EventLog
+from agent.session.stores import schema_version as sql_schema
+from checkpointing.entry_log import EventLog
 from tests.integration.test_stores_support import DATABASE_URL, REDIS_URL, Relay, pg_host_port
 from tests.support.runners import ROOT, make_config
 

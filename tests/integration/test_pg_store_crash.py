@@ -16,8 +16,8 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from checkpointing.errors import StoreUnavailableError
-from checkpointing.events import EventLog
+from checkpointing.entry_log import EventLog
+from checkpointing.exceptions import StoreUnavailableError
 from checkpointing.records import encode_record
 from checkpointing.store.base import EVENTS, JOURNAL
 from checkpointing.store.postgres import PostgresStore

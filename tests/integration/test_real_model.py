@@ -28,7 +28,7 @@ from agent.loop.local_llm import LocalLlamaServer, missing_extra
 from agent.loop.tool_pairs import assert_tool_pairs
 from agent.results import RunEvent
 from agent.runner import AgentRunner
-from checkpointing.events import EventLog
+from checkpointing.entry_log import EventLog
 from tests.support.crash import child_env, run_cli, start_cli, wait_for
 from tests.support.runners import ROOT
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.runner import AgentRunner
-from checkpointing.errors import InvalidIdError
+from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
 from tests.support.runners import make_config
 

@@ -21,7 +21,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
-from checkpointing.errors import (
+from checkpointing.exceptions import (
     CheckpointingError,
     CorruptCheckpointError,
     StaleFencingTokenError,

@@ -30,7 +30,7 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from langgraph.graph import END, START, StateGraph
 
-from checkpointing.errors import StaleFencingTokenError
+from checkpointing.exceptions import StaleFencingTokenError
 from checkpointing.saver import JsonlCheckpointSaver
 from tests.support.drills import size
 from tests.support.savers import DATABASE_URL, SaverKit

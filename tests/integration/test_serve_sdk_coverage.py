@@ -1,5 +1,5 @@
-"""Every public method of langgraph_sdk's threads and runs clients is driven by some test, or is
-listed here as not served (none is today)."""
+"""Every public method of langgraph_sdk's assistants, threads, runs and crons clients is driven by some
+test, or is listed here as not served (none is today)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from langgraph_sdk import get_sync_client
-from langgraph_sdk.client import RunsClient, ThreadsClient
+from langgraph_sdk.client import AssistantsClient, CronClient, RunsClient, ThreadsClient
 from langgraph_sdk.errors import APIStatusError
 
 from tests.support.runners import make_config
@@ -32,12 +32,17 @@ def _camel(name: str) -> str:
     return first + "".join(p.title() for p in rest)
 
 
-def test_every_threads_and_runs_method_is_tested_or_listed_as_not_served() -> None:
+def test_every_assistants_threads_runs_and_crons_method_is_tested_or_listed_as_not_served() -> None:
     sources = [p.read_text(encoding="utf-8") for p in TESTS.rglob("*.py")]
     sources.append((TESTS / "js" / "scenarios.mjs").read_text(encoding="utf-8"))
     text = "\n".join(sources)
     untested = []
-    for group, cls in (("threads", ThreadsClient), ("runs", RunsClient)):
+    for group, cls in (
+        ("assistants", AssistantsClient),
+        ("threads", ThreadsClient),
+        ("runs", RunsClient),
+        ("crons", CronClient),
+    ):
         for name in _public(cls):
             called = re.search(rf"\.{group}\.({name}|{_camel(name)})\(", text)
             if not called and f"{group}.{name}" not in NOT_SERVED:

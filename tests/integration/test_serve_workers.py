@@ -22,6 +22,7 @@ from langgraph_sdk.errors import ConflictError
 
 from agent.session.inbox import TurnStatus
 from tests.support.celery_drill import Cluster, open_cluster
+from tests.support.cron_tools import make_due
 from tests.support.runners import make_config
 from tests.support.serve import Server, cli, serving
 
@@ -151,6 +152,29 @@ def test_a_stateless_run_executes_on_the_worker(on_workers):
     assert run["status"] == "success" and thread["status"] == "interrupted"
     [turn] = cluster.turns(thread["thread_id"])
     assert turn.status is TurnStatus.PAUSED and turn.result["worker"].startswith(f"w1-{cluster.tenant}@")
+    # An assistant's own settings are not offered on the workers: refused before anything is made.
+    aid = client.assistants.create("agentrt", context={"model_name": "other"})["assistant_id"]
+    refused = httpx.post(
+        f"{server.url}/runs/wait", headers={"x-api-key": KEY}, json={"assistant_id": aid, "input": {"user_input": "x"}}
+    )
+    assert refused.status_code == 422 and "assistant_id" in refused.text
+    assert len(client.threads.search()) == 1
+
+
+def test_a_due_cron_runs_on_the_worker(on_workers):
+    """A cron's firing is a run like any other: on the worker when `serve.runs_on` says so."""
+    cluster, server = on_workers
+    client = get_sync_client(url=server.url, api_key=KEY)
+    tid = client.threads.create()["thread_id"]
+    cron = client.crons.create_for_thread(tid, "agentrt", schedule="0 0 1 1 *", input={"user_input": "Bump it once."})
+    make_due(cluster.config, cluster.tenant, cron["cron_id"])
+    deadline = time.monotonic() + BOUND_S
+    while [r["status"] for r in client.runs.list(tid)] != ["success"]:
+        assert time.monotonic() < deadline, f"the cron's run did not end: {client.runs.list(tid)}"
+        time.sleep(0.2)
+    [run] = client.runs.list(tid)
+    assert _is_worker(run["metadata"]["executed_by"], cluster, server)
+    assert run["metadata"]["cron_id"] == cron["cron_id"]
 
 
 def test_an_approval_asked_by_a_cli_run_is_answered_through_the_api_on_the_worker(on_workers, tmp_path: Path):

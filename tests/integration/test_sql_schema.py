@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from agent.session.stores import schema
+from agent.session.stores import schema_version as schema
 from agent.session.stores.sql import SqlSessionStore
 from tests.integration.test_stores_support import DATABASE_URL, REDIS_URL
 from tests.support.runners import ROOT, make_config

@@ -20,7 +20,7 @@ import redis
 from agent.session.manager import ChatSessionManager, Mode
 from agent.session.session import SessionStore
 from agent.session.stores.jsonl import JsonlSessionStore
-from agent.session.stores.memory import MemorySessionStore
+from agent.session.stores.memory_cache import MemorySessionStore
 from agent.session.stores.redis import RedisSessionStore
 from agent.session.stores.sql import SqlSessionStore
 from checkpointing.store import Store

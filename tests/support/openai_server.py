@@ -5,14 +5,32 @@ Responses are queued dicts: {"content": str, "tool_calls": [{"name", "args"}], "
 as is (malformed JSON), and "no_usage": true leaves the usage block out. Both plain and `stream: true`
 (SSE, with the usage chunk when `stream_options.include_usage`) requests are served. Every request
 body is kept.
+
+`POST /v1/embeddings` answers without using the queue: each input's bag-of-words vector of
+`EMBED_DIMS` numbers (`embed`), so texts sharing words are similar and the ranking is deterministic.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import re
+import struct
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+EMBED_DIMS = 64
+"""The length of the stub's embeddings (`store.index.dims` in a config using it)."""
+
+
+def embed(text: str) -> list[float]:
+    """The stub's embedding of `text`: word counts, each word hashed to one of `EMBED_DIMS` slots."""
+    vector = [0.0] * EMBED_DIMS
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        vector[int.from_bytes(hashlib.sha256(word.encode()).digest()[:4], "big") % EMBED_DIMS] += 1.0
+    return vector
 
 
 class OpenAIStub:
@@ -32,6 +50,10 @@ class OpenAIStub:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
                 with stub._lock:
                     stub.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+                if self.path.endswith("/embeddings"):
+                    self._embeddings(body)
+                    return
+                with stub._lock:
                     resp = stub.responses.pop(0) if stub.responses else None
                 if not self.path.endswith("/chat/completions") or resp is None:
                     self.send_response(500 if resp is None else 404)
@@ -43,6 +65,22 @@ class OpenAIStub:
                     self._stream(body, resp)
                 else:
                     self._plain(body, resp)
+
+            def _embeddings(self, body: dict[str, Any]) -> None:
+                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                data = []
+                for i, text in enumerate(texts):
+                    vector: Any = embed(str(text))
+                    if body.get("encoding_format") == "base64":
+                        vector = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+                    data.append({"object": "embedding", "index": i, "embedding": vector})
+                usage = {"prompt_tokens": len(texts), "total_tokens": len(texts)}
+                payload = json.dumps({"object": "list", "data": data, "model": body.get("model"), "usage": usage})
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload.encode())))
+                self.end_headers()
+                self.wfile.write(payload.encode())
 
             def _message(self, resp: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
                 calls = [

@@ -58,7 +58,7 @@ import operator, sys, tempfile
 from typing import Annotated, TypedDict
 from langgraph.graph import END, START, StateGraph
 from checkpointing import JsonlCheckpointSaver
-from checkpointing.events import EventLog
+from checkpointing.entry_log import EventLog
 
 class S(TypedDict):
     log: Annotated[list[str], operator.add]

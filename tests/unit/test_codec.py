@@ -17,7 +17,7 @@ from langgraph.types import Command, Interrupt, Overwrite, Send
 from pydantic import BaseModel
 
 from checkpointing.codec import CheckpointStateCodec, CodecSerializer, StoredObject
-from checkpointing.errors import UnsupportedValueError
+from checkpointing.exceptions import UnsupportedValueError
 
 
 class Plan(BaseModel):

@@ -25,7 +25,7 @@ from agent.loop.compression import (
     is_archived,
     is_summary,
 )
-from agent.loop.tokens import MessageTokenLedger, TokenCounter
+from agent.loop.token_count import MessageTokenLedger, TokenCounter
 from checkpointing.messages import dto_to_message, message_to_dto
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from agent.errors import ToolError
+from agent.tools.datasets.dataset_registry import DatasetCatalog
 from agent.tools.datasets.limits import QueryLimits, check_format
-from agent.tools.datasets.registry import DatasetCatalog
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "agent" / "assets" / "datasets"
@@ -39,9 +39,9 @@ CROSS_JOIN = "SELECT count(*) FROM sales a, sales b, sales c, sales d"
 _PROBE = r"""
 import json, sys, time
 from agent.errors import ToolError
-from agent.tools.base import ToolContext
+from agent.tools.spec import ToolContext
 from agent.tools.dataset_tools import builtin_dataset_tools
-from agent.tools.datasets.registry import DatasetCatalog
+from agent.tools.datasets.dataset_registry import DatasetCatalog
 catalog = DatasetCatalog([{"name": "sales", "path": "sales.csv"}], base_dir=sys.argv[1])
 ctx = ToolContext(session_id="s1", tenant_id="t1", run_id="r1", datasets=catalog)
 tool = {t.name: t for t in builtin_dataset_tools()}["query_dataset"]

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from agent.errors import ToolError
-from agent.tools.base import ToolContext
 from agent.tools.dataset_tools import builtin_dataset_tools
-from agent.tools.datasets.registry import DatasetCatalog
+from agent.tools.datasets.dataset_registry import DatasetCatalog
+from agent.tools.spec import ToolContext
 
 SAMPLES = Path(__file__).resolve().parents[2] / "agent" / "assets" / "datasets"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from agent.events import EVENT_TYPES, SESSION_EVENTS
-from checkpointing.errors import CorruptRecordError, InvalidIdError, StaleFencingTokenError
-from checkpointing.events import EventLog, EventSchema, read_header
+from checkpointing.entry_log import EventLog, EventSchema, read_header
+from checkpointing.exceptions import CorruptRecordError, InvalidIdError, StaleFencingTokenError
 from checkpointing.records import frame
 
 HEADER = {
@@ -216,7 +216,7 @@ def test_reserved_blob_key_in_payload_is_refused(tmp_path: Path) -> None:
 
 def test_missing_blob_fails_only_the_entry_that_needs_it(tmp_path: Path) -> None:
     """A deleted blob raises BlobMissingError when its entry is read; typed projections skip it."""
-    from checkpointing.errors import BlobMissingError
+    from checkpointing.exceptions import BlobMissingError
 
     log = new_log(tmp_path, inline_payload_max_bytes=50)
     a = log.append("user_turn", {"content": "hi"})

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from checkpointing.blobs import BlobStore
-from checkpointing.errors import CorruptRecordError, StaleFencingTokenError
-from checkpointing.events import EventLog
+from checkpointing.entry_log import EventLog
+from checkpointing.exceptions import CorruptRecordError, StaleFencingTokenError
 from checkpointing.layout import events_file, index_file, session_dir
 from checkpointing.records import encode_record
 from checkpointing.store.base import EVENTS

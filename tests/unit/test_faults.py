@@ -151,7 +151,7 @@ def test_journal_crash_after_intent_leaves_intent_only(tmp_path: Path) -> None:
         from pathlib import Path
         from pydantic import BaseModel
         from agent import faults
-        from agent.tools.base import ToolContext, ToolSpec
+        from agent.tools.spec import ToolContext, ToolSpec
         from agent.tools.execute import execute_with_journal
         from agent.tools.journal import ToolExecutionJournal
         class A(BaseModel):
@@ -179,7 +179,7 @@ DRILL = """
     from pathlib import Path
     from pydantic import BaseModel
     from agent import faults
-    from agent.tools.base import ToolContext, ToolSpec
+    from agent.tools.spec import ToolContext, ToolSpec
     from agent.tools.execute import execute_with_journal
     from agent.tools.journal import ToolExecutionJournal
     class A(BaseModel):

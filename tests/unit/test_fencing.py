@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from checkpointing.errors import CorruptRecordError, InvalidIdError, StaleFencingTokenError
+from checkpointing.exceptions import CorruptRecordError, InvalidIdError, StaleFencingTokenError
 from checkpointing.fencing import FencingGuard
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ def spawn(code: str, *args: str) -> subprocess.Popen[str]:
 
 CHECK = """
     import sys
-    from checkpointing.errors import StaleFencingTokenError
+    from checkpointing.exceptions import StaleFencingTokenError
     from checkpointing.fencing import FencingGuard
     try:
         FencingGuard(sys.argv[1]).check_and_raise(int(sys.argv[2]))

@@ -9,7 +9,7 @@ import pytest
 
 from agent.errors import ConfigError, SessionNotFound
 from agent.session.inbox import Inbox, TurnIndex, TurnStatus, new_turn_id
-from checkpointing.errors import CorruptRecordError
+from checkpointing.exceptions import CorruptRecordError
 
 
 def _submit(base: Path, sid: str, text: str, turn_id: str | None = None) -> str:

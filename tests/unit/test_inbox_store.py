@@ -14,7 +14,7 @@ import pytest
 
 from agent.errors import ConfigError, DataCorrupt, SessionNotFound
 from agent.session.inbox import Inbox, TurnIndex, TurnStatus
-from checkpointing.errors import CorruptRecordError
+from checkpointing.exceptions import CorruptRecordError
 from checkpointing.layout import inbox_file, session_dir, turn_file
 from checkpointing.records import encode_record
 from checkpointing.store.base import INBOX

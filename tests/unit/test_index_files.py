@@ -21,9 +21,10 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import END, START, StateGraph
 
 from agent.events import session_event_log
-from checkpointing import events, indexfile
-from checkpointing.errors import CheckpointingError
-from checkpointing.events import EventLog
+from checkpointing import entry_log as events
+from checkpointing import indexfile
+from checkpointing.entry_log import EventLog
+from checkpointing.exceptions import CheckpointingError
 from checkpointing.records import encode_record, verify_line
 from checkpointing.saver import JsonlCheckpointSaver
 from checkpointing.store import files as store_files

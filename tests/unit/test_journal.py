@@ -9,10 +9,10 @@ import pytest
 from pydantic import BaseModel
 
 from agent.errors import ModelCallFailed, ToolError
-from agent.tools.base import ToolContext, ToolSpec
 from agent.tools.execute import execute_with_journal
 from agent.tools.journal import JournalStatus, ToolExecutionJournal
-from checkpointing.errors import StaleFencingTokenError
+from agent.tools.spec import ToolContext, ToolSpec
+from checkpointing.exceptions import StaleFencingTokenError
 from checkpointing.fencing import FencingGuard
 from checkpointing.records import RecordLog, read_records
 

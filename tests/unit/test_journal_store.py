@@ -19,10 +19,10 @@ import pytest
 from pydantic import BaseModel
 
 from agent import faults
-from agent.tools.base import ToolContext, ToolSpec
 from agent.tools.execute import execute_with_journal
 from agent.tools.journal import JournalStatus, ToolExecutionJournal
-from checkpointing.errors import CorruptRecordError, StaleFencingTokenError
+from agent.tools.spec import ToolContext, ToolSpec
+from checkpointing.exceptions import CorruptRecordError, StaleFencingTokenError
 from checkpointing.layout import journal_file, session_dir
 from checkpointing.store.base import JOURNAL
 from tests.support.savers import DATABASE_URL, SaverKit
@@ -154,7 +154,7 @@ _CHILD = """
     import sys
     from pathlib import Path
     from pydantic import BaseModel
-    from agent.tools.base import ToolContext, ToolSpec
+    from agent.tools.spec import ToolContext, ToolSpec
     from agent.tools.execute import execute_with_journal
     from agent.tools.journal import ToolExecutionJournal
 

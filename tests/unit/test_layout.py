@@ -12,7 +12,7 @@ import pytest
 
 from agent.session.stores.sql import sqlite_file
 from checkpointing import layout
-from checkpointing.errors import InvalidIdError
+from checkpointing.exceptions import InvalidIdError
 
 BAD_IDS = ["", "../x", "a/b", "a b", "x" * 65, ".", "~abc"]
 

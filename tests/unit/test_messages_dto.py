@@ -25,7 +25,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from checkpointing.codec import CheckpointStateCodec
-from checkpointing.errors import UnsupportedValueError
+from checkpointing.exceptions import UnsupportedValueError
 from checkpointing.messages import dto_to_message, message_to_dto
 from checkpointing.saver import JsonlCheckpointSaver
 

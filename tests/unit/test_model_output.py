@@ -8,7 +8,7 @@ from typing import Any
 from agent.loop.tool_pairs import assert_tool_pairs
 from agent.results import RunEvent
 from agent.runner import AgentRunner
-from checkpointing.events import EventLog
+from checkpointing.entry_log import EventLog
 from checkpointing.messages import messages_to_dtos
 from tests.support.runners import make_config
 

@@ -10,7 +10,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from agent.events import session_event_log
 from agent.tools.journal import ToolExecutionJournal
 from checkpointing import records
-from checkpointing.events import EventLog
+from checkpointing.entry_log import EventLog
 from checkpointing.records import CommitGroup
 from checkpointing.saver import JsonlCheckpointSaver
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from checkpointing.errors import CorruptRecordError
+from checkpointing.exceptions import CorruptRecordError
 from checkpointing.records import (
     RecordLog,
     check_line,

@@ -13,7 +13,7 @@ from langgraph.checkpoint.base.id import uuid6
 
 from agent.errors import as_agentrt_error
 from checkpointing import _saver_store
-from checkpointing.errors import (
+from checkpointing.exceptions import (
     DocumentMismatch,
     InvalidIdError,
     OldFormatError,

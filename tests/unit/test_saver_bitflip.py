@@ -35,7 +35,7 @@ from agent.session.session import ChatSession
 from agent.session.stores.jsonl import JsonlSessionStore
 from agent.tools.journal import ToolExecutionJournal
 from checkpointing.blobs import BlobStore
-from checkpointing.errors import CheckpointingError
+from checkpointing.exceptions import CheckpointingError
 from checkpointing.fencing import FencingGuard
 from checkpointing.saver import JsonlCheckpointSaver
 from tests.support.savers import delta_graph

@@ -10,7 +10,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
 from checkpointing import records
-from checkpointing.errors import CorruptCheckpointError
+from checkpointing.exceptions import CorruptCheckpointError
 from checkpointing.saver import JsonlCheckpointSaver
 
 RUN = Path("tenants/default/sessions/t1/runs/main")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
-from checkpointing.errors import StaleFencingTokenError
+from checkpointing.exceptions import StaleFencingTokenError
 from checkpointing.fencing import FencingGuard
 from tests.support.savers import SaverKit
 

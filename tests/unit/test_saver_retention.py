@@ -187,7 +187,7 @@ def test_a_record_holding_histories_is_refused_by_a_reader_of_schema_4(
     import orjson
 
     from checkpointing import _saver_store
-    from checkpointing.errors import UnknownSchemaError
+    from checkpointing.exceptions import UnknownSchemaError
 
     saver = JsonlCheckpointSaver(tmp_path, fsync="batch", keep_last=KEEP)
     build(saver, 40).invoke({"messages": [HumanMessage("go", id="h0")], "n": 0}, _cfg("t"))

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from checkpointing.errors import DocumentMismatch, UnknownSchemaError
+from checkpointing.exceptions import DocumentMismatch, UnknownSchemaError
 from checkpointing.validation import SCHEMA_VERSION, validate_metadata
 
 DOC: dict[str, Any] = {

@@ -14,8 +14,8 @@ from agent.live import encode_event
 from agent.results import RunEvent, jsonable
 from agent.runner import GRAPH_EVENT
 from agent.serve.auth import Authenticator, Principal, Unauthorized, check_bind
-from agent.serve.context import ServeContext
 from agent.serve.run_requests import input_text, resume_decision
+from agent.serve.serve_context import ServeContext
 from agent.serve.streams import StreamTranslator, normalize_modes, sse
 
 KEY = "k" * 20

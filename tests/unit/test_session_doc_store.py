@@ -10,7 +10,7 @@ import pytest
 from agent.session.session import ChatSession
 from agent.session.stores.document import SESSION_DOC, delete_session, load_session, save_session
 from agent.session.stores.jsonl import JsonlSessionStore
-from checkpointing.errors import CorruptCheckpointError
+from checkpointing.exceptions import CorruptCheckpointError
 from checkpointing.layout import session_dir, session_file
 from checkpointing.records import encode_record
 from checkpointing.store.base import SessionStreams

@@ -11,7 +11,7 @@ from agent.errors import ConfigError, NotFound, SessionExists, SessionNotActive,
 from agent.session.manager import ChatSessionManager, Mode
 from agent.session.session import SessionDocumentCorrupt, SessionStatus, utcnow
 from agent.session.stores.jsonl import JsonlSessionStore
-from agent.session.stores.memory import MemorySessionStore
+from agent.session.stores.memory_cache import MemorySessionStore
 from agent.session.stores.sql import SqlSessionStore, sqlite_url
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from agent.session.session import THREAD_METADATA, ChatSession
-from agent.session.stores import schema
+from agent.session.stores import schema_version as schema
 from agent.session.stores.sql import SqlSessionStore
 from agent.session.stores.sql_listing import search, sessions_page
 from checkpointing.session_index import RowFilter

@@ -13,7 +13,7 @@ from pathlib import Path
 from agent.events import SESSION_EVENTS
 from agent.session.inbox import Inbox
 from agent.tools.journal import ToolExecutionJournal
-from checkpointing.events import EventLog
+from checkpointing.entry_log import EventLog
 from checkpointing.records import TIER_EVENTS
 from tests.support.savers import SaverKit
 

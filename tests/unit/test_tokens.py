@@ -16,8 +16,8 @@ import tiktoken.registry
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-import agent.loop.tokens as tokens
-from agent.loop.tokens import MessageTokenLedger, TokenCounter, cache_key, install_offline_encodings
+import agent.loop.token_count as tokens
+from agent.loop.token_count import MessageTokenLedger, TokenCounter, cache_key, install_offline_encodings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -97,7 +97,7 @@ def test_fresh_process_counts_offline(tmp_path: Path) -> None:
         "def _no(*a, **k): raise OSError('offline')\n"
         "socket.socket.connect = _no\n"
         "socket.create_connection = _no\n"
-        "import agent.loop.tokens as t\n"
+        "import agent.loop.token_count as t\n"
         "c = t.TokenCounter('gpt-4o')\n"
         "import tiktoken\n"
         "print(c.method, c.count_text('hello world'), tiktoken.get_encoding('cl100k_base').encode('hello'))\n"

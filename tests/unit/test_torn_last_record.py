@@ -37,7 +37,7 @@ from agent.session.lease import _granting_counter, read_lease_state, read_token_
 from agent.session.outbox import Outbox, Owed
 from agent.session.stores.jsonl import read_session_file
 from checkpointing import indexfile, records
-from checkpointing.errors import CheckpointingError
+from checkpointing.exceptions import CheckpointingError
 from checkpointing.fencing import FencingGuard
 from checkpointing.layout import broken_file
 from checkpointing.saver import JsonlCheckpointSaver

@@ -21,7 +21,7 @@ import pytest
 
 from agent.errors import as_agentrt_error
 from checkpointing import records
-from checkpointing.errors import CheckpointingError
+from checkpointing.exceptions import CheckpointingError
 from checkpointing.layout import broken_file
 from checkpointing.saver import JsonlCheckpointSaver
 from checkpointing.verify import FileKind, Health, repair_session, verify_bytes, verify_session

@@ -1,6 +1,6 @@
 """Alembic environment of agentrt's SQL schema (sessions, chat_messages, session_leases).
 
-Run through `agent.session.stores.schema` (what `agentrt db upgrade` calls), which hands over the
+Run through `agent.session.stores.schema_version` (what `agentrt db upgrade` calls), which hands over the
 connection and this deployment's `table_prefix` / `schema` in `config.attributes`; the version
 table is `<table_prefix>alembic_version` in that schema, so several prefixes can share a database.
 Online only: there is no `--sql` (offline) mode.

@@ -9,7 +9,7 @@ lease): `save_session` retries its compare-and-swap on the version it just read 
 from __future__ import annotations
 
 from agent.session.session import ChatSession
-from checkpointing.errors import CheckpointingError
+from checkpointing.exceptions import CheckpointingError
 from checkpointing.store.base import SessionStreams
 
 SESSION_DOC = "session.json"

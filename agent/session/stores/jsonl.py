@@ -37,8 +37,8 @@ from agent.session.session import ChatSession, PageMessage, SessionDocumentCorru
 from agent.session.stores.document import delete_session, load_session, save_session
 from agent.statuses import RunStatus
 from checkpointing.blobs import Blobs
-from checkpointing.errors import CheckpointingError
-from checkpointing.events import EventLog
+from checkpointing.entry_log import EventLog
+from checkpointing.exceptions import CheckpointingError
 from checkpointing.layout import is_id, session_dir, session_file, session_index_file, sessions_root, tenant_ids
 from checkpointing.records import (
     FsyncPolicy,

@@ -28,8 +28,8 @@ from agent.errors import BackendUnavailable, InputError
 from agent.session.branch_book import live_branches
 from agent.session.session import THREAD_METADATA, ChatSession
 from agent.statuses import SessionStatus
-from checkpointing.errors import CheckpointingError
-from checkpointing.events import EventLog
+from checkpointing.entry_log import EventLog
+from checkpointing.exceptions import CheckpointingError
 from checkpointing.layout import is_id, sessions_root, tenant_ids, tenants_root
 from checkpointing.session_index import (
     EVERY_ROW,

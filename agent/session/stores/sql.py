@@ -6,7 +6,7 @@ Tables (tenant_id is part of every primary key):
   (`message_id` is the event-log entry id, so re-inserting a row is a no-op).
 
 The tables are made and changed only by the Alembic migrations (agent/session/migrations, see
-`stores/schema.py`): `init()` applies them (what `agentrt db upgrade` calls, and what constructing
+`stores/schema_version.py`): `init()` applies them (what `agentrt db upgrade` calls, and what constructing
 with `create=True` does: the embedded SQLite default), `check_schema()` refuses a database whose
 schema is missing or older. The `Table` objects (`stores/tables.py`) describe the newest schema.
 An embedded SQLite file that does not exist yet is made (with its folder) by the first write, not
@@ -31,7 +31,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from agent.errors import BackendUnavailable
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt
-from agent.session.stores import schema as sql_schema
+from agent.session.stores import schema_version as sql_schema
 from agent.session.stores.listing import index_meta
 from agent.session.stores.sql_lazy import SQLITE_FILE as SQLITE_FILE  # where the embedded database's name lives
 from agent.session.stores.sql_lazy import sqlite_file as sqlite_file

@@ -18,6 +18,7 @@ from agent.celery_app import celery_config
 from agent.config import AgentSettings
 from agent.errors import ConfigError, SessionNotFound, quote_id
 from agent.live import redis_url
+from agent.serve.assistants import ASSISTANT_ID, GRAPH_ID, AssistantStore
 from agent.serve.auth import Authenticator, Principal
 from agent.serve.encode import empty_state, jsonable, thread_state
 from agent.serve.engine import RunEngine
@@ -26,14 +27,10 @@ from agent.serve.runner import ServeRunner
 from agent.session.session import THREAD_METADATA, ChatSession
 from agent.statuses import RunStatus
 from agent.turns import SessionHold
-from checkpointing.errors import InvalidIdError
+from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
 from checkpointing.session_index import SessionRow
 
-GRAPH_ID = "agentrt"
-# LangGraph's server derives a graph's default assistant id this way, so clients see the same id.
-ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
-ASSISTANT_ID = str(uuid.uuid5(ASSISTANT_NAMESPACE, GRAPH_ID))
 METADATA_KEY = THREAD_METADATA
 
 
@@ -66,6 +63,8 @@ class ServeContext:
         """LangGraph's store (`agent.session.item_store`), opened and set up now: the store routes
         and the graphs of this server's runs read it, each through its tenant's `TenantStore`."""
         self.started_at = time.time()
+        self.assistants = AssistantStore(settings, self.items, self.started_at)
+        """The built-in assistant and the tenants' own (`agent.serve.assistants`)."""
 
     def _roll_back(self, rec: RunRecord) -> bool:
         from agent.serve.rollback import roll_back  # it deletes threads: thread_ops needs this module
@@ -73,10 +72,10 @@ class ServeContext:
         return roll_back(self, rec)
 
     # --- ids and sessions ------------------------------------------------------------------------
-    def check_assistant(self, assistant_id: str) -> None:
-        """Only the agentrt graph is served: by graph id or by its assistant id."""
-        if assistant_id not in (GRAPH_ID, ASSISTANT_ID):
-            raise SessionNotFound(f"assistant {quote_id(assistant_id)} not found: this server has one, {GRAPH_ID!r}")
+    def run_assistant(self, principal: Principal, assistant_id: str) -> tuple[str, dict[str, Any]]:
+        """The assistant a run names (its id, and the overrides its runs apply); 404 when the
+        caller's tenant has none by this id, 422 when its config no longer fits this server."""
+        return self.assistants.overrides(principal.tenant_id, assistant_id)
 
     def session(self, principal: Principal, thread_id: str) -> ChatSession:
         """The thread's session as this caller may see it (`SessionNotFound` otherwise, also for bad ids)."""
@@ -219,20 +218,4 @@ class ServeContext:
             "error": None,
             "session_status": row.status,
             "branch_id": meta.get("branch_id") or "main",
-        }
-
-    def assistant(self) -> dict[str, Any]:
-        """The one assistant: the agentrt graph."""
-        created = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(self.started_at))
-        return {
-            "assistant_id": ASSISTANT_ID,
-            "graph_id": GRAPH_ID,
-            "name": GRAPH_ID,
-            "description": "agentrt: the agent graph over crash-safe sessions",
-            "config": {},
-            "context": {},
-            "metadata": {"created_by": "system"},
-            "version": 1,
-            "created_at": created,
-            "updated_at": created,
         }

@@ -16,9 +16,9 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from agent.errors import ToolError
-from agent.tools.base import RoomEffect, ToolContext, ToolSpec
 from agent.tools.sandbox.paths import content_digest, encode_text
 from agent.tools.sandbox.room import Sandbox
+from agent.tools.spec import RoomEffect, ToolContext, ToolSpec
 
 MAX_READ_CHARS = 100_000
 MAX_LIST_ENTRIES = 500

@@ -25,7 +25,7 @@ from agent.loop.compression import (
     compress,
     hard_compression_allowed,
 )
-from agent.loop.tokens import MessageTokenLedger, TokenCounter
+from agent.loop.token_count import MessageTokenLedger, TokenCounter
 
 if TYPE_CHECKING:
     from agent.loop.runtime import LoopRuntime

@@ -126,7 +126,7 @@ def _converge(args: argparse.Namespace) -> int:
     6 when a layer still does not answer."""
     from agent.errors import BackendUnavailable, InputError
     from agent.session.sweep import sweep
-    from checkpointing.errors import InvalidIdError
+    from checkpointing.exceptions import InvalidIdError
     from checkpointing.ids import validate_id
 
     if args.dry_run:

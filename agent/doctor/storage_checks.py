@@ -20,7 +20,7 @@ from agent.doctor.facts import Check, SessionFacts, Status
 from agent.errors import AgentrtError, DataCorrupt
 from agent.session.lease import FileLease, InProcessLease, RedisLease, read_lease_state
 from checkpointing.blobs import BLOB_KEY, BlobStore, is_blob_ref
-from checkpointing.errors import BlobCorruptError, BlobMissingError
+from checkpointing.exceptions import BlobCorruptError, BlobMissingError
 from checkpointing.layout import EVENTS_FILE, JOURNAL_FILE, MAIN_BRANCH, lease_files
 
 MAX_REFERRERS = 8

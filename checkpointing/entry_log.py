@@ -35,7 +35,7 @@ from typing import Any
 from checkpointing._events_index import Rec, StreamIndex
 from checkpointing._events_types import ANY_EVENTS, SCHEMA_VERSION, Entry, EventSchema, new_entry_id
 from checkpointing.blobs import BLOB_KEY, Blobs, BlobStore, is_blob_ref
-from checkpointing.errors import CorruptRecordError
+from checkpointing.exceptions import CorruptRecordError
 from checkpointing.ids import validate_id
 from checkpointing.layout import session_dir
 from checkpointing.records import (

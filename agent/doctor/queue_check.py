@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent.doctor.facts import Check, SessionFacts
-from agent.doctor.files import finding
+from agent.doctor.storage_checks import finding
 
 if TYPE_CHECKING:  # the inbox and the routing load when a broker is configured (these checks run)
     from agent.config import AgentSettings
-    from agent.doctor.context import RuntimeParts
+    from agent.doctor.subject import RuntimeParts
 
 NAME = "worker_queue"
 UPGRADE = "see 'Rolling upgrade' in docs/production.md"

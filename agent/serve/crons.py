@@ -1,0 +1,256 @@
+"""Crons of `agentrt serve`: what a cron is, its schedule, and where the crons of a tenant are kept.
+
+A cron (LangGraph's `Cron`) starts a run at the times of a 5-field cron expression, read in UTC by
+croniter: on its thread (`thread_id`), or, stateless, on a new thread per firing that is deleted
+when the run is over unless `on_run_completed` is `keep`. Its `payload` is the body of the runs it
+starts (`input`, `config`, `metadata`, ...).
+
+The crons of a tenant are one document, `crons.json`, of the tenant's session `@crons` in the
+record store (a thread id the API never accepts: `@` is outside the id alphabet), so they live
+where the server's other records do: a file in a session folder under `base_dir` (`files`), or a
+row of the PostgreSQL store. Every change is a compare-and-swap of that document, so servers over
+one store never lose each other's changes, and a firing is claimed by moving the cron's
+`next_run_date` in one such swap: of several servers (or worker processes) that see a cron due,
+exactly one wins the swap and starts the run.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from croniter import croniter
+
+from agent.config import AgentSettings
+from agent.errors import BackendUnavailable, NotFound, quote_id
+from agent.session.record_store import store
+
+CRONS_THREAD = "@crons"
+"""The session holding a tenant's crons (never a thread id: `@` is outside the id alphabet)."""
+CRONS_DOC = "crons.json"
+SWAP_TRIES = 200
+"""How often a change is tried again when another writer changed the document in between."""
+
+_PENDING = {"run_id": None, "status": "pending", "error": None}
+T = TypeVar("T")
+Cron = dict[str, Any]
+"""A cron as stored and answered (LangGraph's `Cron`, plus `last_run`):
+
+- `cron_id`, `assistant_id`, `thread_id` (None: stateless), `user_id` (who made it; None: the tenant);
+- `schedule` (5-field cron, UTC), `end_time` (ISO; no firing after it), `enabled`;
+- `payload`: the body of the runs it starts; `metadata`: the payload's metadata;
+- `on_run_completed`: `delete` / `keep` the thread of a stateless cron's run (None for a thread's);
+- `next_run_date` (ISO; None: it fires no more), `created_at`, `updated_at`;
+- `last_run`: its newest firing, `{run_id, thread_id, status, error, fired_at}` (None before the first).
+"""
+
+
+def check_schedule(schedule: str) -> str:
+    """`schedule` if it is a 5-field cron expression (minute hour day month weekday), else ValueError."""
+    fields = schedule.split()
+    text = " ".join(fields)
+    problem = f"{schedule[:100]!r} is not a 5-field cron expression (minute hour day month weekday), e.g. '0 9 * * *'"
+    if len(fields) != 5 or not croniter.is_valid(text):
+        raise ValueError(problem)
+    try:  # valid fields may still name no time at all (February 30)
+        next_time(text, utcnow())
+    except Exception:
+        raise ValueError(f"{schedule[:100]!r} names no time that ever comes") from None
+    return text
+
+
+def check_time(when: datetime | None) -> datetime | None:
+    """`when` in UTC (a time without a zone is UTC), else ValueError (out of range once in UTC)."""
+    if when is None:
+        return None
+    try:
+        return (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC)
+    except OverflowError:
+        raise ValueError("the time is out of range once in UTC") from None
+
+
+def next_time(schedule: str, after: datetime) -> datetime:
+    """The first time of `schedule` strictly after `after` (UTC)."""
+    return croniter(schedule, after.astimezone(UTC)).get_next(datetime).astimezone(UTC)
+
+
+def iso(when: datetime | None) -> str | None:
+    """`when` as ISO 8601 in UTC (a naive time is taken as UTC)."""
+    if when is None:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+
+
+def parse(when: str | None) -> datetime | None:
+    """An ISO time read back."""
+    return datetime.fromisoformat(when) if when else None
+
+
+def utcnow() -> datetime:
+    """Now, in UTC."""
+    return datetime.now(UTC)
+
+
+def plan_next(cron: Cron, now: datetime) -> str | None:
+    """The cron's next firing after `now`: None when it is disabled or its `end_time` is before it."""
+    if not cron.get("enabled", True):
+        return None
+    when = next_time(cron["schedule"], now)
+    end = parse(cron.get("end_time"))
+    return None if end is not None and when > end else iso(when)
+
+
+def new_cron(
+    *,
+    assistant_id: str,
+    thread_id: str | None,
+    user_id: str | None,
+    schedule: str,
+    payload: dict[str, Any],
+    end_time: datetime | None,
+    enabled: bool,
+    on_run_completed: str | None,
+    now: datetime,
+) -> Cron:
+    """A cron as created (`next_run_date` its first time after `now`)."""
+    cron: Cron = {
+        "cron_id": str(uuid.uuid4()),
+        "assistant_id": assistant_id,
+        "thread_id": thread_id,
+        "user_id": user_id,
+        "schedule": schedule,
+        "payload": payload,
+        "metadata": dict(payload.get("metadata") or {}),
+        "end_time": iso(end_time),
+        "enabled": enabled,
+        "on_run_completed": on_run_completed,
+        "created_at": iso(now),
+        "updated_at": iso(now),
+        "last_run": None,
+    }
+    cron["next_run_date"] = plan_next(cron, now)
+    return cron
+
+
+class CronBook:
+    """The crons of one tenant, read and changed by compare-and-swap (see the module docstring)."""
+
+    def __init__(self, settings: AgentSettings, tenant_id: str) -> None:
+        self.tenant_id = tenant_id
+        self._session = store(settings).session(tenant_id, CRONS_THREAD, "always")
+
+    def all(self) -> list[Cron]:
+        """Every cron of the tenant."""
+        doc, _ = self._session.load_doc(CRONS_DOC)
+        return list(((doc or {}).get("crons") or {}).values())
+
+    def get(self, cron_id: str, user_id: str | None = None) -> Cron:
+        """The cron `cron_id` as `user_id` may see it (None: any of the tenant's); `NotFound` otherwise."""
+        for cron in self.all():
+            if cron["cron_id"] == cron_id and visible(cron, user_id):
+                return cron
+        raise NotFound(f"cron {quote_id(cron_id)} not found")
+
+    def change(self, edit: Callable[[dict[str, Cron]], T]) -> T:
+        """Apply `edit` to the crons (by id) and save them if nobody changed them meanwhile, else read
+        them again and retry; what `edit` returns. An `edit` that raises saves nothing."""
+        for _ in range(SWAP_TRIES):
+            doc, version = self._session.load_doc(CRONS_DOC)
+            crons: dict[str, Cron] = copy.deepcopy((doc or {}).get("crons") or {})
+            out = edit(crons)
+            if self._session.save_doc(CRONS_DOC, {"crons": crons}, version):
+                return out
+        raise BackendUnavailable(
+            f"the crons of tenant {self.tenant_id} changed {SWAP_TRIES} times while saving; try again"
+        )
+
+    def add(self, cron: Cron) -> Cron:
+        """Keep a new cron."""
+
+        def edit(crons: dict[str, Cron]) -> Cron:
+            crons[cron["cron_id"]] = cron
+            return cron
+
+        return self.change(edit)
+
+    def update(self, cron_id: str, user_id: str | None, apply: Callable[[Cron], None]) -> Cron:
+        """Change the cron `cron_id` that `user_id` may see with `apply` (`NotFound` when there is none)."""
+
+        def edit(crons: dict[str, Cron]) -> Cron:
+            cron = crons.get(cron_id)
+            if cron is None or not visible(cron, user_id):
+                raise NotFound(f"cron {quote_id(cron_id)} not found")
+            apply(cron)
+            return cron
+
+        return self.change(edit)
+
+    def delete(self, cron_id: str, user_id: str | None) -> None:
+        """Remove the cron (`NotFound` when `user_id` cannot see one of that id)."""
+
+        def edit(crons: dict[str, Cron]) -> None:
+            cron = crons.get(cron_id)
+            if cron is None or not visible(cron, user_id):
+                raise NotFound(f"cron {quote_id(cron_id)} not found")
+            del crons[cron_id]
+
+        self.change(edit)
+
+    def drop_thread(self, thread_id: str) -> int:
+        """Remove the crons of thread `thread_id` (the thread is gone); how many went."""
+
+        def edit(crons: dict[str, Cron]) -> int:
+            gone = [cid for cid, c in crons.items() if c.get("thread_id") == thread_id]
+            for cid in gone:
+                del crons[cid]
+            return len(gone)
+
+        return self.change(edit) if any(c.get("thread_id") == thread_id for c in self.all()) else 0
+
+    def claim_due(self, now: datetime) -> list[Cron]:
+        """Claim every firing due at `now`: each due cron's `next_run_date` moves past `now` (missed
+        times are skipped: one run, not one per missed time) in one swap. The crons claimed, as
+        they were; a server that lost the swap to another reads them again, no longer due."""
+
+        def edit(crons: dict[str, Cron]) -> list[Cron]:
+            claimed = []
+            for cron in crons.values():
+                if not _due(cron, now):
+                    continue
+                claimed.append(copy.deepcopy(cron))
+                cron["next_run_date"] = plan_next(cron, now)
+                cron["last_run"] = {**_PENDING, "thread_id": cron["thread_id"], "fired_at": iso(now)}
+            return claimed
+
+        due = [c for c in self.all() if _due(c, now)]
+        return self.change(edit) if due else []
+
+    def record_run(self, cron_id: str, fired_at: str | None, run: dict[str, Any]) -> None:
+        """Keep what became of the firing at `fired_at` (`run`: run_id, thread_id, status, error); a
+        cron deleted meanwhile, or fired again since, is left alone."""
+
+        def edit(crons: dict[str, Cron]) -> None:
+            cron = crons.get(cron_id)
+            if cron is not None and (cron.get("last_run") or {}).get("fired_at") == fired_at:
+                cron["last_run"] = {**run, "fired_at": fired_at}
+
+        self.change(edit)
+
+
+def _due(cron: Cron, now: datetime) -> bool:
+    due = parse(cron.get("next_run_date"))
+    return due is not None and due <= now and bool(cron.get("enabled", True))
+
+
+def visible(cron: Cron, user_id: str | None) -> bool:
+    """Whether a caller acting as `user_id` sees the cron: its own only (a tenant-wide caller, None,
+    sees every one of the tenant)."""
+    return user_id is None or cron.get("user_id") == user_id
+
+
+def cron_tenants(settings: AgentSettings) -> list[str]:
+    """The tenants that keep crons on this server's record store."""
+    return store(settings).doc_tenants(CRONS_THREAD, CRONS_DOC)
