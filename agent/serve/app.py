@@ -41,11 +41,15 @@ from agent.serve import (
     page,
     routes_agent_protocol,
     routes_assistants,
+    routes_batch,
     routes_crons,
     routes_page,
+    routes_protocol,
+    routes_protocol_ws,
     routes_runs,
     routes_stateless,
     routes_store,
+    routes_thread_stream,
     routes_threads,
 )
 from agent.serve.agent_protocol import PREFIX
@@ -159,10 +163,15 @@ def create_app(settings: AgentSettings) -> FastAPI:
     app.include_router(routes_stateless.router)
     app.include_router(routes_store.router)
     app.include_router(routes_page.router)
+    app.include_router(routes_batch.router)
+    app.include_router(routes_thread_stream.router)
+    app.include_router(routes_protocol.router)
+    app.include_router(routes_protocol_ws.router)
     # The open Agent Protocol: its own routes, and the threads and store routes it shares with LangGraph's API.
     app.include_router(routes_agent_protocol.router)
     app.include_router(routes_threads.router, prefix=PREFIX, include_in_schema=False)
     app.include_router(routes_store.router, prefix=PREFIX, include_in_schema=False)
+    app.include_router(routes_protocol.router, prefix=PREFIX, include_in_schema=False)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi import APIRouter, Depends, Header, Query, Response, WebSocket
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from agent.errors import ConfigError, NotFound, SessionNotFound
-from agent.serve import routes_assistants, routes_runs, routes_store
+from agent.serve import routes_assistants, routes_protocol, routes_protocol_ws, routes_runs, routes_store
 from agent.serve.agent_protocol import (
     PREFIX,
     AgentSearch,
@@ -36,6 +36,7 @@ from agent.serve.run_service import final_values, listed_run, runs_of, start, st
 from agent.serve.search import search_filters
 from agent.serve.serve_context import ServeContext
 from agent.serve.store_bodies import StoreNamespaces
+from agent.serve.stream_bodies import EventStreamRequest
 from agent.serve.streams import normalize_modes
 
 router = APIRouter(prefix=PREFIX, tags=["agent protocol"])
@@ -210,6 +211,25 @@ async def cancel_run(
     thread_id = await run_in_threadpool(thread_of, ctx, principal.tenant_id, run_id)
     await routes_runs.cancel_run(thread_id, run_id, wait, action, ctx, principal)
     return Response(status_code=204)
+
+
+# --- thread streams: the protocol's paths for the thread-stream routes ------------------------------------
+@router.websocket("/threads/{thread_id}/stream")
+async def open_thread_websocket_stream(websocket: WebSocket, thread_id: str) -> None:
+    """Commands in, answers and events out (as the WebSocket of `/threads/{id}/stream/events`; declared
+    before the POST of the same path, which would answer a WebSocket handshake 405)."""
+    await routes_protocol_ws.thread_socket(websocket, thread_id)
+
+
+@router.post("/threads/{thread_id}/stream")
+async def open_thread_sse_stream(
+    thread_id: str,
+    request: EventStreamRequest,
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
+) -> StreamingResponse:
+    """The thread's events over server-sent events (as `POST /threads/{id}/stream/events`)."""
+    return await routes_protocol.stream_events(thread_id, request, ctx, principal)
 
 
 # --- store: the protocol answers the namespaces as a bare list ----------------------------------------------

@@ -24,6 +24,7 @@ from agent.serve.encode import json_response
 from agent.serve.search import SORT_KEYS, search_filters
 from agent.serve.serve_context import METADATA_KEY, ServeContext
 from agent.serve.state_edit import edit_state
+from agent.serve.thread_follow import announce_state
 from agent.serve.thread_ops import copy_thread, delete_thread
 from checkpointing.session_index import SessionRow
 
@@ -212,7 +213,9 @@ def update_state(
         raise ConfigError('values must be an object of state keys, e.g. {"messages": [...]}')
     session = ctx.session(principal, thread_id)
     cp = request.checkpoint_id or (request.checkpoint.checkpoint_id if request.checkpoint else None)
-    return json_response(edit_state(ctx, session, request.values, request.as_node, cp))
+    edited = edit_state(ctx, session, request.values, request.as_node, cp)
+    announce_state(ctx, principal, thread_id)
+    return json_response(edited)
 
 
 @router.post("/{thread_id}/history")

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from websockets.sync.client import connect
 
 from tests.support.serve import serving
 from tests.support.store_configs import StoreSetup
@@ -48,17 +49,20 @@ OPERATIONS = {
     ("get", "/store/items"),
     ("post", "/store/items/search"),
     ("post", "/store/namespaces"),
+    ("post", "/threads/{thread_id}/stream"),
+    ("get", "/threads/{thread_id}/stream"),
+    ("post", "/threads/{thread_id}/commands"),
 }
-"""The protocol's operations agentrt answers here. Its three thread-stream operations
-(`/threads/{id}/stream` over SSE and WebSocket, `/threads/{id}/commands`) are not in this list."""
+"""The protocol's operations (the WebSocket of `GET /threads/{id}/stream` answered as one)."""
 PLAN = {"content": json.dumps({"plan": "Read the figures, then answer.", "todos": ["Answer"]})}
 SCRIPT = [PLAN, {"content": "Sales grew 12% this quarter."}] * 3
 """Three turns (a run on the thread, a stateless run, a streamed run), each a plan and an answer."""
 QUESTION = {"messages": [{"role": "user", "content": "Summarise the sales"}]}
 
 
-def _exchange(http: httpx.Client) -> list[tuple[str, str, httpx.Response]]:
-    """One call of every operation, in an order where each has what it needs; (method, template, answer)."""
+def _exchange(http: httpx.Client, sockets: list[Any]) -> list[tuple[str, str, httpx.Response]]:
+    """One call of every operation, in an order where each has what it needs; (method, template, answer).
+    The first line of the thread's event stream and the WebSocket's answer go to `sockets`."""
     out: list[tuple[str, str, httpx.Response]] = []
 
     def call(method: str, template: str, path: str, **kw: Any) -> httpx.Response:
@@ -82,6 +86,18 @@ def _exchange(http: httpx.Client) -> list[tuple[str, str, httpx.Response]]:
     started = call("post", "/runs", "/runs", json={"on_completion": "keep", **QUESTION}).json()
     http.get(f"/ap/runs/{started['run_id']}/wait")
     call("post", "/runs/stream", "/runs/stream", json={"thread_id": tid, **QUESTION})
+    state = {"id": 1, "method": "state.get", "params": {}}
+    call("post", "/threads/{thread_id}/commands", f"/threads/{tid}/commands", json=state)
+    with http.stream("POST", f"/ap/threads/{tid}/stream", json={"channels": ["lifecycle"]}) as events:
+        first = next(events.iter_lines())
+        out.append(("post", "/threads/{thread_id}/stream", events))
+    sockets.append(first)
+    base = str(http.base_url).replace("http://", "ws://").rstrip("/")
+    key = {"x-api-key": http.headers["x-api-key"]}
+    with connect(f"{base}/ap/threads/{tid}/stream", additional_headers=key) as ws:
+        ws.send(json.dumps(state))
+        sockets.append(ws.recv(timeout=30))
+        out.append(("get", "/threads/{thread_id}/stream", httpx.Response(101)))
     call("post", "/threads/search", "/threads/search", json={"metadata": {"project": "sales"}})
     call("get", "/threads/{thread_id}", f"/threads/{tid}")
     call("get", "/threads/{thread_id}/history", f"/threads/{tid}/history")
@@ -103,7 +119,8 @@ def test_every_operation_answers_and_a_run_is_found_by_its_id_alone(tmp_path: Pa
         serving(config, tmp_path) as server,
         httpx.Client(base_url=server.url, headers={"x-api-key": ACME}, timeout=120) as http,
     ):
-        answers = _exchange(http)
+        sockets: list[Any] = []
+        answers = _exchange(http, sockets)
         assert {(m, t) for m, t, _ in answers} == OPERATIONS
         failed = [(m, t, r.status_code, r.text[:200]) for m, t, r in answers if r.status_code >= 400]
         assert failed == [("delete", "/runs/{run_id}", 422, failed[0][3])]  # runs stay in the history
@@ -116,6 +133,9 @@ def test_every_operation_answers_and_a_run_is_found_by_its_id_alone(tmp_path: Pa
         assert "Summarise the sales" in [m["content"] for m in done["values"]["messages"]]
         events = by[("get", "/runs/{run_id}/stream")].text
         assert "event: metadata" in events and "event: values" in events
+        assert by[("post", "/threads/{thread_id}/commands")].json()["result"]["values"]["messages"]
+        assert sockets[0].startswith(":") or sockets[0].startswith(("id:", "event:"))  # the stream opened
+        assert json.loads(sockets[1])["id"] == 1  # the WebSocket answered the command
         listed = by[("post", "/runs/search")].json()
         assert [r["run_id"] for r in listed] == [done["run"]["run_id"]]
         assert by[("post", "/store/items/search")].json()["items"][0]["value"] == {"text": "sales grew"}
@@ -173,20 +193,14 @@ def test_answers_match_the_protocols_openapi_document(tmp_path: Path) -> None:
     from jsonschema import Draft202012Validator
 
     spec = json.loads(Path(SPEC).read_text())
-    streams = {
-        ("post", "/threads/{thread_id}/stream"),
-        ("get", "/threads/{thread_id}/stream"),
-        ("post", "/threads/{thread_id}/commands"),
-    }
-    documented = {(m, p) for p, ops in spec["paths"].items() for m in ops}
-    assert documented - streams == OPERATIONS
+    assert {(m, p) for p, ops in spec["paths"].items() for m in ops} == OPERATIONS
 
     config = StoreSetup("files").config(tmp_path, SCRIPT, serve={"api_keys": KEYS})
     with (
         serving(config, tmp_path) as server,
         httpx.Client(base_url=server.url, headers={"x-api-key": ACME}, timeout=120) as http,
     ):
-        answers = _exchange(http)
+        answers = _exchange(http, [])
     problems = []
     for method, template, r in answers:
         responses = spec["paths"][template][method]["responses"]

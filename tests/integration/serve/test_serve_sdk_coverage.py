@@ -1,15 +1,13 @@
 """Every public method of langgraph_sdk's assistants, threads, runs and crons clients is driven by some
-test, or is listed here as not served, and then answers a clear 4xx (never a 5xx or a dropped connection)."""
+test, or is listed here as not served (none is today)."""
 
 from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import AssistantsClient, CronClient, RunsClient, ThreadsClient
@@ -19,13 +17,7 @@ from tests.support.runners import make_config
 from tests.support.serve import Server, serving
 
 TESTS = Path(__file__).resolve().parents[2]
-NOT_SERVED = {
-    # The thread-stream protocol of the newest clients (one stream per thread, commands posted to it).
-    "threads.stream": "the thread-stream protocol",
-    "threads.join_stream": "the thread-stream protocol",
-    "threads.prune": "pruning a thread's checkpoints (retention does it: persistence.keep_last)",
-    "runs.create_batch": "several runs in one request",
-}
+NOT_SERVED: dict[str, str] = {}
 """Methods `agentrt serve` does not answer yet, and what they are."""
 
 
@@ -80,21 +72,3 @@ def test_thread_update_run_delete_and_cancel_many(served: tuple[Server, str, str
     assert refused.value.response.status_code == 422 and "delete the thread" in refused.value.response.text
     client.runs.cancel_many(thread_id=tid, run_ids=[rid])
     assert client.runs.get(tid, rid)["status"] == "success"
-
-
-@pytest.mark.parametrize("method", sorted(NOT_SERVED))
-def test_a_method_not_served_answers_a_clear_4xx(served: tuple[Server, str, str], method: str) -> None:
-    server, tid, _ = served
-    client = get_sync_client(url=server.url)
-    calls: dict[str, Callable[[], Any]] = {
-        # The SDK opens a thread stream by posting its first command here.
-        "threads.stream": lambda: httpx.post(f"{server.url}/threads/{tid}/commands", json={}).raise_for_status(),
-        "threads.join_stream": lambda: list(client.threads.join_stream(tid)),
-        "threads.prune": lambda: client.threads.prune([tid]),
-        "runs.create_batch": lambda: client.runs.create_batch([{"thread_id": tid, "assistant_id": "agentrt"}]),
-    }
-    with pytest.raises((APIStatusError, httpx.HTTPStatusError)) as refused:
-        calls[method]()
-    status = refused.value.response.status_code
-    assert 400 <= status < 500, (method, status, refused.value.response.text)
-    assert client.threads.get(tid)["thread_id"] == tid  # the thread is still there

@@ -1,0 +1,83 @@
+"""Several at once: `POST /runs/batch` (`runs.create_batch`) and `POST /threads/prune`
+(`threads.prune`). Every item is checked before the first is acted on: a refused request starts
+no run and deletes no thread."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from agent.errors import ConfigError, SessionNotFound
+from agent.serve.auth import Principal
+from agent.serve.deps import get_ctx, get_principal
+from agent.serve.engine import ThreadBusy
+from agent.serve.run_record import Strategy
+from agent.serve.run_requests import check_request, strategy_of, with_assistant
+from agent.serve.run_service import start
+from agent.serve.serve_context import ServeContext
+from agent.serve.stream_bodies import BatchRun, ThreadPrune
+from agent.serve.thread_ops import delete_thread
+
+router = APIRouter(tags=["batch"])
+
+
+@router.post("/runs/batch")
+async def create_batch(
+    request: Annotated[list[BatchRun], Body(min_length=1)],
+    ctx: ServeContext = Depends(get_ctx),
+    principal: Principal = Depends(get_principal),
+) -> JSONResponse:
+    """Start several runs in the background, each as `runs.create` would (an item with a `thread_id`
+    on that thread, one without it on a new thread deleted when it is over); the Runs, in order."""
+    items = [item.given() for item in request]
+    threads = [item.pop("thread_id", None) for item in items]
+    await run_in_threadpool(_check_all, ctx, principal, threads, items)
+    runs = [await start(ctx, principal, tid, body) for tid, body in zip(threads, items, strict=True)]
+    return JSONResponse([rec.to_json() for rec in runs])
+
+
+def _check_all(ctx: ServeContext, principal: Principal, threads: list[str | None], items: list[dict[str, Any]]) -> None:
+    named = [t for t in threads if t]
+    twice = sorted({t for t in named if named.count(t) > 1})
+    if twice:
+        raise ConfigError(f"thread_id {', '.join(twice)} appears more than once in the batch; send one run per thread")
+    for n, (tid, body) in enumerate(zip(threads, items, strict=True)):
+        try:
+            check_request(with_assistant(ctx, principal, body), ctx, stateless=tid is None)
+        except ConfigError as err:
+            raise ConfigError(f"run {n}: {err}") from None
+        if tid is None:
+            continue
+        try:
+            ctx.session(principal, tid)
+        except SessionNotFound:
+            if body.get("if_not_exists") != "create":
+                raise
+            continue
+        if strategy_of(body) is Strategy.REJECT and ctx.engine.busy(principal.tenant_id, tid):
+            raise ThreadBusy(f"thread {tid} already has a run in flight; join it or cancel it first, or send enqueue")
+
+
+@router.post("/threads/prune")
+def prune_threads(
+    request: ThreadPrune, ctx: ServeContext = Depends(get_ctx), principal: Principal = Depends(get_principal)
+) -> dict[str, Any]:
+    """Delete the caller's threads named (`strategy: delete`), as deleting each would; answers
+    `{"pruned_count": N}`. An id the caller cannot see answers 404, a thread with a run going 409,
+    and then none is deleted."""
+    if request.strategy == "keep_latest":
+        raise ConfigError(
+            "strategy keep_latest is not offered: agentrt keeps a session's checkpoints, and retention "
+            "(persistence.keep_last) already drops the old ones; send strategy delete"
+        )
+    sessions = [ctx.session(principal, tid) for tid in dict.fromkeys(request.thread_ids)]
+    for session in sessions:
+        if ctx.engine.active(session.tenant_id, session.session_id) is not None:
+            raise ThreadBusy(f"thread {session.session_id} has a run going; cancel it or wait for it, then prune")
+    for session in sessions:
+        ctx.engine.forget(session.tenant_id, session.session_id)
+        delete_thread(ctx, session)
+    return {"pruned_count": len(sessions)}
