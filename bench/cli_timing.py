@@ -4,6 +4,7 @@ the `--runs` / `--pythonpath` options, and the wall time of one command."""
 from __future__ import annotations
 
 import argparse
+import resource
 import shutil
 import subprocess
 import sys
@@ -33,3 +34,12 @@ def wall_time(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
     start = time.perf_counter()
     subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     return time.perf_counter() - start
+
+
+def wall_and_cpu(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """Seconds of wall time and of CPU (user + system) of running `argv` in `cwd` to its exit. On a
+    busy machine the CPU seconds are the steadier figure (the wall time waits for the cores too)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = wall_time(argv, cwd, env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

@@ -125,8 +125,11 @@ class FencingGuard:
 
     @contextmanager
     def _flock(self, mode: int) -> Iterator[None]:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:  # every fenced write comes here: the folder is made only when it is missing
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, mode)
             yield

@@ -71,7 +71,7 @@ class RunnerCore:
     def manager(self) -> ChatSessionManager:
         """The session manager (opened on first use, so a bad input fails before touching storage)."""
         if self._manager is None:
-            self._manager = build_manager(self.settings)
+            self._manager = build_manager(self.settings, lazy_sql=True)
         return self._manager
 
     def session_dir(self, tenant_id: str, session_id: str) -> Path:

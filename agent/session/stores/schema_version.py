@@ -25,9 +25,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError, ProgrammingError, SQLAlchemyError
 
 from agent.errors import BackendUnavailable, SchemaOutdated
+from agent.session.stores.sql_lazy import HEAD as HEAD  # one constant: the light SQLite path checks it too
 
-HEAD = "0006"
-"""The newest migration this agentrt ships (a test checks it equals the scripts' head)."""
 REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006")
 """Every revision this agentrt knows, oldest first."""
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
