@@ -11,6 +11,7 @@ store made by a newer LangGraph than this one.
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,15 @@ def _migrations(settings: AgentSettings) -> tuple[int, int]:
     return len(sqlite.MIGRATIONS), len(sqlite.VECTOR_MIGRATIONS)
 
 
+def _driver_errors(settings: AgentSettings) -> tuple[type[BaseException], ...]:
+    """The errors of the store's database driver (psycopg imported only for a PostgreSQL store)."""
+    if settings.store_url() is None:
+        return (sqlite3.Error,)
+    import psycopg
+
+    return (psycopg.Error,)
+
+
 def _version(settings: AgentSettings, table: str) -> int | None:
     try:
         rows = read_store(settings, f"SELECT max(v) FROM {table}")
@@ -64,14 +74,13 @@ def _version(settings: AgentSettings, table: str) -> int | None:
 
 def read_state(settings: AgentSettings) -> StoreState:
     """The state of the store of `settings`; raises the driver's error when it cannot be read."""
+    version = _version(settings, "store_migrations")
+    if version is None:  # never made: nothing to compare, and no LangGraph to import for it
+        return StoreState()
     migrations, vectors = _migrations(settings)
-    state = StoreState(latest=migrations - 1)
+    state = StoreState(made=True, version=version, latest=migrations - 1)
     if settings.store.index is not None:
         state.vector_latest = vectors - 1
-    version = _version(settings, "store_migrations")
-    if version is None:
-        return state
-    state.made, state.version = True, version
     if state.vector_latest is not None:
         state.vector_version = _version(settings, "vector_migrations")
     if version < state.latest:  # an older schema: its rows are not counted (the check FAILs anyway)
@@ -96,9 +105,7 @@ def items_check(settings: AgentSettings, tenant_id: str) -> Check:
     where = store_where(settings)
     try:
         state = read_state(settings)
-    except Exception as err:  # the driver's own errors: sqlite3.Error, psycopg.Error
-        if type(err).__module__.split(".")[0] not in ("sqlite3", "psycopg"):
-            raise
+    except _driver_errors(settings) as err:
         said = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         fix = (
             "check that PostgreSQL runs and persistence.store_url (or database_url)"
