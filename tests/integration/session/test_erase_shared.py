@@ -8,14 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import APIStatusError
 
 from tests.support.serve import cli, serving
 from tests.support.store_configs import StoreSetup
-
-pytestmark = pytest.mark.integration
 
 A = "agentrt"
 YEARLY = "0 0 1 1 *"
