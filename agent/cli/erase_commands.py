@@ -2,6 +2,9 @@
 `agentrt store converge` (replay what SQL / Redis missed, agent/session/sweep.py) and
 `agentrt store migrate` (files -> postgres, `agent.cli.transfer.cmd_migrate`).
 
+Besides the sessions, erase deletes the tenant's crons (only the user's with `--user`) and, for a
+whole tenant, its assistants and store items (`agent.session.erase_shared`).
+
 Erase is careful: without `--yes` it only lists what it would delete and exits 2, so a typo in a
 tenant id costs nothing; `--dry-run` lists and exits 0. A tenant with nothing stored answers
 "nothing to erase" and exit 0 (erasing twice succeeds). A session a run holds is skipped, named
@@ -80,7 +83,7 @@ def cmd_erase(args: argparse.Namespace) -> int:
     tenant, user = args.erase_tenant, args.erase_user
     out = erase(r, tenant, user, dry_run=dry)
     who = f"tenant {tenant}" + (f" user {user}" if user else "")
-    if not out.sessions and not out.skipped:
+    if out.empty():
         if args.json:
             print_json({**out.to_json(), "nothing_to_erase": True})
         else:
@@ -88,7 +91,7 @@ def cmd_erase(args: argparse.Namespace) -> int:
         return 0
     _report(out, args.json)
     if dry and not args.dry_run:
-        raise InputError(f"nothing was erased: add --yes to erase the {len(out.sessions)} sessions of {who} listed")
+        raise InputError(f"nothing was erased: add --yes to erase what is listed above for {who}")
     if out.skipped and not dry:
         raise Conflict(
             f"{len(out.skipped)} sessions of {who} were not erased (listed above); "

@@ -26,12 +26,13 @@ from langgraph.store.base import BaseStore
 from agent.config import AgentSettings, AssistantOverrides
 from agent.errors import AssistantConflict, AssistantNotFound, ConfigError, quote_id
 from agent.run.overrides import CONFIG_NAME, check_overrides, resolve
+from agent.session.tenant_store import ASSISTANTS_ROOT
 
 GRAPH_ID = "agentrt"
 # LangGraph's server derives a graph's default assistant id this way, so clients see the same id.
 ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 ASSISTANT_ID = str(uuid.uuid5(ASSISTANT_NAMESPACE, GRAPH_ID))
-ROOT = "agentrt-assistants"
+ROOT = ASSISTANTS_ROOT
 """The first label of every assistant's namespace in the shared store."""
 PAGE = 500
 VERSION_FIELDS = ("assistant_id", "graph_id", "config", "context", "metadata", "name", "description", "version")

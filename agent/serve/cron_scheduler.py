@@ -20,10 +20,11 @@ from starlette.concurrency import run_in_threadpool
 
 from agent.errors import AgentrtError
 from agent.serve.auth import Principal
-from agent.serve.crons import Cron, CronBook, cron_tenants, iso, utcnow
+from agent.serve.crons import Cron, CronBook, iso, utcnow
 from agent.serve.run_record import RunRecord
 from agent.serve.run_service import background, start
 from agent.serve.serve_context import ServeContext
+from agent.session.cron_doc import cron_tenants
 
 log = logging.getLogger("agentrt.serve")
 CRON_METADATA_KEY = "cron_id"

@@ -5,8 +5,7 @@ croniter: on its thread (`thread_id`), or, stateless, on a new thread per firing
 when the run is over unless `on_run_completed` is `keep`. Its `payload` is the body of the runs it
 starts (`input`, `config`, `metadata`, ...).
 
-The crons of a tenant are one document, `crons.json`, of the tenant's session `@crons` in the
-record store (a thread id the API never accepts: `@` is outside the id alphabet), so they live
+The crons of a tenant are one document of the record store (`agent.session.cron_doc`), so they live
 where the server's other records do: a file in a session folder under `base_dir` (`files`), or a
 row of the PostgreSQL store. Every change is a compare-and-swap of that document, so servers over
 one store never lose each other's changes, and a firing is claimed by moving the cron's
@@ -25,14 +24,8 @@ from typing import Any, TypeVar
 from croniter import croniter
 
 from agent.config import AgentSettings
-from agent.errors import BackendUnavailable, NotFound, quote_id
-from agent.session.record_store import store
-
-CRONS_THREAD = "@crons"
-"""The session holding a tenant's crons (never a thread id: `@` is outside the id alphabet)."""
-CRONS_DOC = "crons.json"
-SWAP_TRIES = 200
-"""How often a change is tried again when another writer changed the document in between."""
+from agent.errors import NotFound, quote_id
+from agent.session.cron_doc import change_crons, crons_session, read_crons
 
 _PENDING = {"run_id": None, "status": "pending", "error": None}
 T = TypeVar("T")
@@ -140,12 +133,11 @@ class CronBook:
 
     def __init__(self, settings: AgentSettings, tenant_id: str) -> None:
         self.tenant_id = tenant_id
-        self._session = store(settings).session(tenant_id, CRONS_THREAD, "always")
+        self._session = crons_session(settings, tenant_id)
 
     def all(self) -> list[Cron]:
         """Every cron of the tenant."""
-        doc, _ = self._session.load_doc(CRONS_DOC)
-        return list(((doc or {}).get("crons") or {}).values())
+        return list(read_crons(self._session).values())
 
     def get(self, cron_id: str, user_id: str | None = None) -> Cron:
         """The cron `cron_id` as `user_id` may see it (None: any of the tenant's); `NotFound` otherwise."""
@@ -157,15 +149,7 @@ class CronBook:
     def change(self, edit: Callable[[dict[str, Cron]], T]) -> T:
         """Apply `edit` to the crons (by id) and save them if nobody changed them meanwhile, else read
         them again and retry; what `edit` returns. An `edit` that raises saves nothing."""
-        for _ in range(SWAP_TRIES):
-            doc, version = self._session.load_doc(CRONS_DOC)
-            crons: dict[str, Cron] = copy.deepcopy((doc or {}).get("crons") or {})
-            out = edit(crons)
-            if self._session.save_doc(CRONS_DOC, {"crons": crons}, version):
-                return out
-        raise BackendUnavailable(
-            f"the crons of tenant {self.tenant_id} changed {SWAP_TRIES} times while saving; try again"
-        )
+        return change_crons(self._session, self.tenant_id, edit)
 
     def add(self, cron: Cron) -> Cron:
         """Keep a new cron."""
@@ -249,8 +233,3 @@ def visible(cron: Cron, user_id: str | None) -> bool:
     """Whether a caller acting as `user_id` sees the cron: its own only (a tenant-wide caller, None,
     sees every one of the tenant)."""
     return user_id is None or cron.get("user_id") == user_id
-
-
-def cron_tenants(settings: AgentSettings) -> list[str]:
-    """The tenants that keep crons on this server's record store."""
-    return store(settings).doc_tenants(CRONS_THREAD, CRONS_DOC)

@@ -5,6 +5,10 @@ behind: the tenant's session folders (each folder's user from its document, its 
 its SQL row), and the tenant's SQL rows (a row whose folder is gone). A whole-tenant erase also
 deletes what is left under the tenant's folder (turn ids) and the tenant's remaining SQL rows,
 unless a session was skipped (leased): then that session and the tenant's folder stay.
+
+Beyond the sessions (`erase_shared`): the tenant's crons (only `user`'s when given) go first, so
+none starts a run meanwhile; a whole-tenant erase then deletes the tenant's assistants and store
+items, which its users share (a one-user erase keeps them, and says so).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import shutil
 from typing import TYPE_CHECKING
 
 from agent.errors import BackendUnavailable
-from agent.session import blob_refs, removal
+from agent.session import blob_refs, erase_shared, removal
 from agent.session.record_store import pg_store
 from agent.session.removal import Removal, Skipped
 from checkpointing import layout
@@ -21,6 +25,8 @@ from checkpointing.session_index import IndexUnusable
 
 if TYPE_CHECKING:
     from agent.run.core import RunnerCore
+
+KEPT_NOTE = "the tenant's store items and assistants are kept: its users share them (erase without --user deletes them)"
 
 
 def _user_of(runner: RunnerCore, tenant: str, sid: str) -> str | None:
@@ -65,8 +71,13 @@ def erase(runner: RunnerCore, tenant: str, user: str | None, dry_run: bool) -> R
     """Erase (or, `dry_run`, list) the sessions of `tenant` (only `user`'s when given)."""
     out = Removal(dry_run=dry_run)
     try:
+        erase_shared.erase_crons(runner.settings, tenant, user, out)
         for sid in sessions_of(runner, tenant, user, out):
             removal.remove_session(runner, tenant, sid, out)
+        if user is None:
+            erase_shared.erase_items(runner.settings, tenant, out)
+        else:
+            out.notes.append(KEPT_NOTE)
         if not dry_run:
             _leftovers(runner, tenant, user, out)
     finally:

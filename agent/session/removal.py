@@ -77,6 +77,10 @@ class Removal:
     blobs: int = 0
     blob_bytes: int = 0
     blobs_kept: int = 0
+    crons: int = 0
+    assistants: int = 0
+    items: int = 0
+    """Store items (LangGraph's store, the tenant's namespaces)."""
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.time)
@@ -99,11 +103,21 @@ class Removal:
             "blobs": self.blobs,
             "blob_bytes": self.blob_bytes,
             "blobs_kept_shared": self.blobs_kept,
+            "crons": self.crons,
+            "assistants": self.assistants,
+            "store_items": self.items,
             "skipped": [
                 {"tenant_id": s.tenant_id, "session_id": s.session_id, "reason": s.reason} for s in self.skipped
             ],
             "notes": self.notes,
         }
+
+    def _shared(self) -> list[tuple[int, str]]:
+        return [(self.crons, "crons"), (self.assistants, "assistants"), (self.items, "store items")]
+
+    def empty(self) -> bool:
+        """Whether nothing was (or would be) deleted or skipped."""
+        return not (self.sessions or self.skipped or any(n for n, _ in self._shared()))
 
     def summary(self) -> str:
         """One line of counts."""
@@ -111,6 +125,7 @@ class Removal:
         return (
             f"{verb} {len(self.sessions)} sessions: {self.files} files ({self.bytes} bytes), "
             f"{self.sql_rows} SQL rows, {self.redis_keys} Redis keys, {self.blobs} blobs ({self.blob_bytes} bytes)"
+            + "".join(f", {n} {what}" for n, what in self._shared() if n)
             + (f"; {self.blobs_kept} shared blobs kept (still referenced)" if self.blobs_kept else "")
             + (f"; {len(self.skipped)} skipped" if self.skipped else "")
         )

@@ -32,6 +32,9 @@ from langgraph.store.base import (
 )
 
 SCOPE_ROOT = "tenants"
+ASSISTANTS_ROOT = "agentrt-assistants"
+"""The first label of the namespace `(ASSISTANTS_ROOT, tenant)` of a tenant's assistants (`agent.serve.assistants`):
+outside the `SCOPE_ROOT` part, so the store API never reaches them."""
 _ALL = 2**62
 """A listing's limit meaning "all of them" (the stores take a 64-bit LIMIT)."""
 _MAX_DEPTH = 2**31 - 1
