@@ -14,7 +14,9 @@ from typing import Any
 from agent.doctor.facts import Check, SessionFacts
 from agent.doctor.finding import finding
 from agent.errors import AgentrtError, DataCorrupt
-from agent.session.lease import FileLease, InProcessLease, RedisLease, read_lease_state
+from agent.session.lease import InProcessLease
+from agent.session.lease_file import FileLease, read_lease_state
+from agent.session.lease_redis import RedisLease
 from checkpointing.layout import lease_files
 
 # --- lease -----------------------------------------------------------------------------------------------

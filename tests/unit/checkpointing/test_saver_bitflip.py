@@ -29,7 +29,7 @@ from langchain_core.messages import HumanMessage
 from agent.errors import AgentrtError
 from agent.events import session_event_log
 from agent.session.inbox import Inbox, TurnIndex
-from agent.session.lease import FileLease
+from agent.session.lease_file import FileLease
 from agent.session.outbox import Outbox, Owed
 from agent.session.session import ChatSession
 from agent.session.stores.jsonl import JsonlSessionStore
