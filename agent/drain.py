@@ -48,7 +48,9 @@ from agent.run.options import RunOptions
 from agent.runner import GRAPH_EVENT, AgentRunner, clean_stop
 from agent.services import postgres_lease
 from agent.session.inbox import Inbox, Turn, TurnStatus
-from agent.session.lease import FileLease, InProcessLease, LeaseHeartbeat, RedisLease, SessionLease, make_holder
+from agent.session.lease import InProcessLease, LeaseHeartbeat, SessionLease, make_holder
+from agent.session.lease_file import FileLease
+from agent.session.lease_redis import RedisLease
 from agent.session.record_store import inbox as record_inbox
 from agent.statuses import RunStatus
 from checkpointing import layout

@@ -115,7 +115,9 @@ def build_manager(settings: AgentSettings, *, lazy_sql: bool = False) -> ChatSes
 def build_lease(settings: AgentSettings) -> SessionLease:
     """The session lease: in-process, a file lock on base_dir (one host), Redis or PostgreSQL
     (several hosts; PostgreSQL's is a table in the database of `persistence.database_url`)."""
-    from agent.session.lease import FileLease, InProcessLease, RedisLease  # redis only when a lease is built
+    from agent.session.lease import InProcessLease
+    from agent.session.lease_file import FileLease
+    from agent.session.lease_redis import RedisLease  # redis only when a lease is built
 
     kind = settings.persistence.lease
     if kind == "memory":

@@ -151,7 +151,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     from agent.errors import Conflict, InputError
     from agent.services import build_manager
     from agent.session.record_store import pg_store
-    from agent.transfer.store import Moved, migrate
+    from agent.transfer.store_migrate import Moved, migrate
 
     if args.from_store != "files" or args.to_store != "postgres":
         raise InputError("say what moves where: `agentrt store migrate --from files --to postgres --config FILE`")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent.doctor.facts import Check
-from agent.doctor.storage_checks import finding
+from agent.doctor.finding import finding
 from agent.errors import AgentrtError, quote_id
 
 if TYPE_CHECKING:

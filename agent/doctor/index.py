@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent.doctor.facts import Check, DoctorReport
-from agent.doctor.storage_checks import finding
+from agent.doctor.finding import finding
 from agent.session.stores.jsonl import read_session_file
 from agent.session.stores.listing import rebuild_index
 from checkpointing.exceptions import CheckpointingError

@@ -17,7 +17,7 @@ from typing import Any
 
 from agent.config import AgentSettings
 from agent.doctor.facts import Check
-from agent.doctor.storage_checks import finding
+from agent.doctor.finding import finding
 from agent.session.item_sql import StoreNotMade, read_store, store_where, tenant_of_prefix
 
 NAME = "store_items"

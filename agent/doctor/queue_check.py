@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent.doctor.facts import Check, SessionFacts
-from agent.doctor.storage_checks import finding
+from agent.doctor.finding import finding
 
 if TYPE_CHECKING:  # the inbox and the routing load when a broker is configured (these checks run)
     from agent.config import AgentSettings

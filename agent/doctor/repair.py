@@ -215,7 +215,7 @@ def _said(action: str, kept: Path | None) -> str:
 
 def _counter(directory: Path) -> int:
     """The file lease's token counter, a floor for a rebuilt fence (0 when unreadable)."""
-    from agent.session.lease import read_token_counter
+    from agent.session.lease_file import read_token_counter
 
     try:
         return read_token_counter(lease_files(directory).token)

@@ -1,9 +1,8 @@
-"""The doctor's checks of what lives beside the records: blobs, the sandbox room, the lease.
+"""The doctor's checks of what lives beside the records: blobs and the sandbox room.
 
-"File results vanished" (the troubleshooting table: sandbox checkpoint, workspace binding, blob volume) and "the
-same session recovered concurrently" (the lease), all read-only: blobs are read and hashed, the
-room is listed and hashed, the lease is read (lease.json plus the kernel's lock table, or the
-Redis key), never taken.
+"File results vanished" (the troubleshooting table: sandbox checkpoint, workspace binding, blob
+volume), read-only: blobs are read and hashed, the room is listed and hashed. The lease, the other
+thing beside the records, is agent/doctor/lease_check.py.
 """
 
 from __future__ import annotations
@@ -11,24 +10,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agent.doctor.facts import Check, SessionFacts, Status
-from agent.errors import AgentrtError, DataCorrupt
-from agent.session.lease import FileLease, InProcessLease, RedisLease, read_lease_state
+from agent.doctor.facts import Check, SessionFacts
+from agent.doctor.finding import finding
 from checkpointing.blobs import BLOB_KEY, BlobStore, is_blob_ref
 from checkpointing.exceptions import BlobCorruptError, BlobMissingError
-from checkpointing.layout import EVENTS_FILE, JOURNAL_FILE, MAIN_BRANCH, lease_files
+from checkpointing.layout import EVENTS_FILE, JOURNAL_FILE, MAIN_BRANCH
 
 MAX_REFERRERS = 8
-
-
-def finding(name: str, status: Status, summary: str, next_step: str, **evidence: Any) -> Check:
-    """A `Check` whose evidence is `{"summary": summary, **evidence}`."""
-    return Check(name, status, {"summary": summary, **evidence}, next_step)
 
 
 # --- blobs -------------------------------------------------------------------------------------------
@@ -271,132 +263,3 @@ def _room_files(room: Path) -> dict[str, str] | None:
             except OSError:
                 continue
     return out
-
-
-# --- lease -----------------------------------------------------------------------------------------------
-
-
-def lease(f: SessionFacts) -> Check:
-    """The lease holder and expiry, read without acquiring it."""
-    info = lease_info(f)
-    kind, now = info.pop("kind"), time.time()
-    if kind == "memory":
-        return finding(
-            "lease",
-            "WARN",
-            "in-process lease: it cannot stop a second process or host from resuming",
-            "set persistence.lease: file (one host), or redis or postgres (several hosts)",
-            **info,
-        )
-    holder, expires = info.get("holder"), info.get("expires_at")
-    if info.get("error"):
-        what = f"lease state unreadable: {info['error']}"
-        return finding("lease", "WARN", what, "check Redis / PostgreSQL / base_dir", **info)
-    if holder is None:
-        return finding("lease", "OK", f"free ({kind} lease)", "nothing to do", **info)
-    info["expires_in_s"] = round(expires - now, 1) if isinstance(expires, float) else None
-    locked = info.get("lock_held")
-    if locked is False:
-        return finding(
-            "lease",
-            "WARN",
-            f"stale lease.json of {holder}: its process is gone and the lock is free",
-            "nothing to do: the next run or resume takes the lease over",
-            **info,
-        )
-    if isinstance(expires, float) and expires < now and locked:
-        return finding(
-            "lease",
-            "FAIL",
-            f"held by {holder}, whose lease expired {now - expires:.0f}s ago while its "
-            "lock is still held: that process is alive but stuck",
-            f"stop the holder ({holder})",
-            **info,
-        )
-    return finding(
-        "lease",
-        "WARN",
-        f"held by {holder} until {_iso(expires)}: a run of this session is in progress",
-        "wait for it to finish or expire, then resume; never start a second worker on it",
-        **info,
-    )
-
-
-def _iso(ts: Any) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts)) if isinstance(ts, float) else "unknown"
-
-
-def lease_info(f: SessionFacts) -> dict[str, Any]:
-    """The lease's kind, holder, expiry (unix time) and, for the file lease, whether the lock is held."""
-    held = f.ctx.lease
-    if isinstance(held, FileLease):
-        return _file_lease(f.dir)
-    if isinstance(held, RedisLease):
-        key = held.lease_key(f.tenant_id, f.session_id)
-        try:
-            value, pttl = held.client.get(key), held.client.pttl(key)
-        except Exception as err:
-            return {"kind": "redis", "key": key, "error": f"{type(err).__name__}: {err}"}
-        if value is None:
-            return {"kind": "redis", "key": key}
-        token, _, holder = (value.decode() if isinstance(value, bytes) else str(value)).partition("|")
-        expires = time.time() + int(pttl) / 1000 if isinstance(pttl, int) and pttl >= 0 else None
-        return {"kind": "redis", "key": key, "holder": holder, "token": token, "expires_at": expires, "lock_held": True}
-    if isinstance(held, InProcessLease):
-        slot = held._slots.get((f.tenant_id, f.session_id))
-        grant = slot.grant if slot is not None else None
-        return {
-            "kind": "memory",
-            "holder": grant.holder if grant else None,
-            "expires_at": grant.expires_at if grant else None,
-        }
-    from agent.session.lease_postgres import PostgresLease  # psycopg: only for a lease of none of the kinds above
-
-    if isinstance(held, PostgresLease):
-        where = {"kind": "postgres", "table": held.table_name, "database": f"{held.where}/{held.dbname}"}
-        try:
-            row = held.state(f.tenant_id, f.session_id)
-        except AgentrtError as err:
-            return {**where, "error": str(err)}
-        if row.get("holder") is None:
-            return {**where, "token": row.get("token")}
-        return {**where, **row, "lock_held": True}
-    return {"kind": type(held).__name__, "error": "unknown lease type: cannot be inspected"}
-
-
-def _file_lease(directory: Path) -> dict[str, Any]:
-    files = lease_files(directory)
-    info: dict[str, Any] = {"kind": "file", "path": str(files.state)}
-    try:
-        doc = read_lease_state(files.state)
-    except DataCorrupt as err:
-        return {**info, "error": str(err)}
-    except OSError as err:
-        return {**info, "error": f"lease.json unreadable ({err})"}
-    if "holder" in doc:
-        info.update(holder=doc["holder"], token=doc.get("token"), expires_at=doc.get("expires_at"))
-    pid = _flock_pid(files.lock)
-    info["lock_held"] = None if pid == -1 else pid is not None
-    if pid not in (None, -1):
-        info["lock_pid"] = pid
-    return info
-
-
-def _flock_pid(path: Path) -> int | None:
-    """The pid holding a flock on `path` per /proc/locks; None when unlocked, -1 when unknown."""
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return None
-    try:
-        table = Path("/proc/locks").read_text()
-    except OSError:
-        return -1
-    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    for line in table.splitlines():
-        parts = line.split()
-        if "->" in parts:  # a waiter, not the holder
-            continue
-        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == want:
-            return int(parts[4]) if parts[4].isdigit() else -1
-    return None

@@ -22,7 +22,8 @@ from checkpointing.store.files import FileStore
 
 if TYPE_CHECKING:
     from agent.config import AgentSettings
-    from agent.session.inbox import Inbox, TurnIndex
+    from agent.session.inbox import Inbox
+    from agent.session.turn_index import TurnIndex
     from checkpointing.entry_log import EventLog
     from checkpointing.store.postgres import PostgresStore
 
@@ -139,6 +140,6 @@ def inbox(settings: AgentSettings, tenant_id: str, session_id: str) -> Inbox:
 
 def turn_index(settings: AgentSettings, tenant_id: str) -> TurnIndex:
     """The tenant's turn reservations on the record store."""
-    from agent.session.inbox import TurnIndex
+    from agent.session.turn_index import TurnIndex
 
     return TurnIndex.over(store(settings), tenant_id)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.errors import DataCorrupt, LeaseHeld
 from agent.session import blob_refs
-from agent.session.lease import RedisLease
+from agent.session.lease_redis import RedisLease
 from agent.session.record_store import inbox as record_inbox
 from agent.session.record_store import session_streams
 from agent.session.record_store import store as record_store

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.errors import DataCorrupt, LeaseHeld, quote_id
-from agent.session.lease import read_lease_state
+from agent.session.lease_file import read_lease_state
 from checkpointing.layout import lease_files, session_dir
 
 if TYPE_CHECKING:

@@ -29,10 +29,8 @@ makes it a session) is its last row. If anything fails, what this import wrote i
 still there is what an import killed midway left: the next import or `agentrt store migrate` of it
 removes it and starts over (under the session lease, so never while another import writes it).
 
-`agentrt store migrate --from files --to postgres` moves every session of a files base_dir this way,
-one session at a time, each under both leases (the files one of the source folder, the store's):
-one already in the store and identical is skipped, so a migrate killed midway is finished by
-running it again.
+`agentrt store migrate` (agent/transfer/store_migrate.py) moves sessions of a files base_dir
+into the store this way.
 """
 
 from __future__ import annotations
@@ -40,7 +38,7 @@ from __future__ import annotations
 import io
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -51,27 +49,21 @@ from agent.errors import (
     BackendUnavailable,
     DataCorrupt,
     InputError,
-    LeaseHeld,
     SessionExists,
-    SessionNotFound,
     quote_id,
 )
 from agent.faults import crash_point
 from agent.session.session import ChatSession
 from agent.transfer.exporter import not_found, read_image, room_entries
 from agent.transfer.fileformat import ExportFile, ExportWriter
-from agent.transfer.guard import file_lease_lock, session_guard
+from agent.transfer.guard import session_guard
 from agent.transfer.image import CHECKPOINTS, DOCUMENTS, SessionImage
 from agent.transfer.importer import _mkdirs, _undo, register, write_room
 from checkpointing.blobs import blob_ref
 from checkpointing.exceptions import BlobCorruptError, BlobMissingError, CheckpointingError
 from checkpointing.layout import (
-    is_id,
     room_dir,
     session_dir,
-    session_file,
-    sessions_root,
-    tenant_ids,
 )
 from checkpointing.records import decode_record, encode_record, fsync_dir
 from checkpointing.store.base import EVENTS, INBOX, JOURNAL
@@ -303,115 +295,3 @@ def _place_local(base_dir: Path, image: SessionImage, undo: list[Any], fsync: bo
         undo.append(("tree", room))
         if fsync:
             fsync_dir(room.parent)
-
-
-# -- migrate -----------------------------------------------------------------------------------
-
-
-@dataclass
-class Moved:
-    """What `migrate` did with one session of the files base_dir."""
-
-    tenant_id: str
-    session_id: str
-    outcome: Literal["moved", "skipped", "not moved", "would move"]
-    detail: str
-
-    def to_json(self) -> dict[str, str]:
-        """The JSON object of `agentrt store migrate --json`."""
-        return {
-            "tenant_id": self.tenant_id,
-            "session_id": self.session_id,
-            "outcome": self.outcome,
-            "detail": self.detail,
-        }
-
-
-def continued(moved: SessionImage, there: SessionImage) -> bool:
-    """Whether `there` (the store's) is `moved` run on since: every stream of `moved` is the start
-    of the store's, its fence not above the store's (its documents may have changed since)."""
-    return there.fence >= moved.fence and all(
-        there.streams.get(key, [])[: len(lines)] == lines for key, lines in moved.streams.items() if key[0] != OUTBOX
-    )
-
-
-def source_sessions(from_dir: Path) -> Iterator[tuple[str, str]]:
-    """(tenant, session) of every session folder under the files base_dir `from_dir`, sorted."""
-    for tenant in tenant_ids(from_dir):
-        root = sessions_root(from_dir, tenant)
-        try:
-            names = sorted(p.name for p in root.iterdir() if is_id(p.name) and p.is_dir() and not p.is_symlink())
-        except FileNotFoundError:
-            continue
-        for name in names:
-            yield tenant, name
-
-
-def migrate(
-    settings: AgentSettings,
-    store: PostgresStore,
-    manager: ChatSessionManager,
-    from_dir: Path,
-    dry_run: bool = False,
-    report: Callable[[Moved], None] | None = None,
-) -> list[Moved]:
-    """Move every session of the files base_dir `from_dir` into the store, one at a time."""
-    out = []
-    for tenant, sid in source_sessions(from_dir):
-        try:
-            done = migrate_one(settings, store, manager, from_dir, tenant, sid, dry_run)
-        except (LeaseHeld, DataCorrupt, SessionExists, SessionNotFound) as err:
-            done = Moved(tenant, sid, "not moved", str(err))
-        out.append(done)
-        if report is not None:
-            report(done)
-    return out
-
-
-def migrate_one(
-    settings: AgentSettings,
-    store: PostgresStore,
-    manager: ChatSessionManager,
-    from_dir: Path,
-    tenant: str,
-    sid: str,
-    dry_run: bool,
-) -> Moved:
-    """Move one session (see `migrate`): under the source folder's file lease and the store's."""
-    src = session_dir(from_dir, tenant, sid)
-    if not session_file(src).exists():
-        return Moved(tenant, sid, "skipped", "no session.json here (not a session of the files store)")
-    with file_lease_lock(src, sid, "migrated"):
-        image, blobs = read_image(from_dir, tenant, sid, None)
-        with session_guard(settings, tenant, sid, "migrated"):
-            found = state(store, tenant, sid)
-            if found == "present":
-                there, there_blobs = read_store_image(settings, store, tenant, sid, None)
-                same = session_bytes(there, there_blobs) == session_bytes(image, blobs)
-                if not same and continued(image, there):
-                    return Moved(tenant, sid, "skipped", "already in the store, continued there since")
-                if not same:
-                    return Moved(
-                        tenant,
-                        sid,
-                        "not moved",
-                        f"the store holds another session {sid} (it changed there since, or is another "
-                        f"session of that id); it is kept. Compare `agentrt export {sid}` of both",
-                    )
-                if not dry_run:  # this machine's rooms, if a run here has not made them yet
-                    _place_local(settings.base_dir, image, [], settings.persistence.fsync == "always")
-                return Moved(tenant, sid, "skipped", "already in the store, identical")
-            check_rooms(settings.base_dir, image)
-            files = sum(1 for entries in image.rooms.values() for e in entries if e.data is not None)
-            what = (
-                f"{len(image.streams[('events', None)])} events, "
-                f"{sum(1 for name, _ in image.streams if name == CHECKPOINTS)} runs, {files} room files, "
-                f"{len(image.blob_refs)} blobs"
-            )
-            if dry_run:
-                return Moved(tenant, sid, "would move", what)
-            export = ExportFile([image], blobs)
-            placed = upload(settings, store, export, {(tenant, sid): found == "partial"})
-            warnings = register(manager, placed)
-            store.session(tenant, sid, "batch").delete_doc(IMPORTING)
-            return Moved(tenant, sid, "moved", "; ".join([what, *warnings]))

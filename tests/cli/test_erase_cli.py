@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from agent.session.lease import FileLease
+from agent.session.lease_file import FileLease
 from agent.session.session import ChatSession, SessionStatus
 from agent.session.stores.jsonl import JsonlSessionStore
 from tests.cli.console import Ran, agentrt

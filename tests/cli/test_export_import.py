@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent.session.lease import FileLease
+from agent.session.lease_file import FileLease
 from tests.cli.console import Ran, agentrt
 
 DEMO = "Summarise the 2026 sales by region"

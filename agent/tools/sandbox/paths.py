@@ -1,10 +1,13 @@
 """Confinement primitives of the sandbox: path validation and descriptor-relative file access.
 
 `path_parts` is pure: it refuses what can never be a safe room path and resolves `..` lexically.
-`open_dir` walks from the room's directory descriptor one component at a time with `O_NOFOLLOW`,
-so a symlink that appears after the checks makes the operation fail instead of escaping.
-`replace_file` writes atomically through such a descriptor; `check_manifest` validates a manifest
-read back from a checkpoint. `fingerprint` and `sweep_temp` serve crash recovery.
+
+Closing the check-then-use gap: after the checks, every operation walks from the room's directory
+descriptor one component at a time with `O_NOFOLLOW | O_DIRECTORY` (`open_dir`) and acts with
+`dir_fd`, so a symlink swapped in after the check makes the call fail instead of escaping. Writes
+(`replace_file`) go to a temp file opened `O_CREAT | O_EXCL | O_NOFOLLOW` and are renamed over the
+target (atomic, never through a link). `check_manifest` validates a manifest read back from a
+checkpoint. `fingerprint` and `sweep_temp` serve crash recovery.
 `agent.tools.sandbox.room` explains the rules as a whole.
 """
 

@@ -14,11 +14,6 @@ write: a hard link inside the room may share its inode with a file outside, and 
 the other name lives, so reading would leak and writing would modify that outside file. Deleting
 such a file (or any symlink) only removes the name in the room, so delete allows it.
 
-Closing the check-then-use gap: after the checks, every operation walks from the room's directory
-descriptor one component at a time with `O_NOFOLLOW | O_DIRECTORY` and acts with `dir_fd`, so a
-symlink swapped in after the check makes the call fail instead of escaping. Writes go to a temp file
-opened `O_CREAT | O_EXCL | O_NOFOLLOW` and are renamed over the target (atomic, never through a link).
-
 Crashes: the rename is a write's only visible step, so a killed process leaves each file either as
 it was or as written, plus at most a temp file, which `sweep_temp()` removes when the room is opened
 for the next run (under the session's lease nobody else writes there). `fingerprint()` names what a
@@ -32,7 +27,7 @@ dropped on every write through the sandbox. `restore()` makes the room equal to 
 and verifies every needed blob before changing anything. `fork_room()` materializes a manifest into a
 new room (plain copies: hard links to blobs would be refused by the rules above), leaving this room
 untouched. Symlinks, special files and hard-linked files are not part of a manifest; restore removes
-them, and temp files a crash left behind. The primitives live in `agent.tools.sandbox.paths`.
+them, and temp files a crash left behind. The primitives (and the check-then-use gap): `agent.tools.sandbox.paths`.
 """
 
 from __future__ import annotations
@@ -41,8 +36,6 @@ import os
 import shutil
 import stat
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,33 +59,9 @@ from agent.tools.sandbox.paths import (
     scan,
     sweep_temp,
 )
+from agent.tools.sandbox.room_types import _RACY_NS, EventCallback, Manifest, TextWindow, _CacheKey
 from checkpointing.blobs import Blobs
 from checkpointing.exceptions import BlobError
-
-EventCallback = Callable[[str, dict[str, Any]], None]
-Manifest = dict[str, str]
-
-_RACY_NS = 100_000_000  # coarser than any file-system timestamp tick we know of
-_CacheKey = tuple[int, int, int, int]
-
-
-@dataclass(frozen=True)
-class TextWindow:
-    """A slice of a text file: `text` starts at character `offset` of `total_chars`."""
-
-    text: str
-    offset: int
-    total_chars: int
-
-    @property
-    def end(self) -> int:
-        """Character offset just past this slice (where the next read starts)."""
-        return self.offset + len(self.text)
-
-    @property
-    def truncated(self) -> bool:
-        """Whether the file goes on after this slice."""
-        return self.end < self.total_chars
 
 
 class Sandbox:

@@ -15,7 +15,7 @@ from agent.doctor import render
 from agent.doctor.repair import repair_session, repair_torn_tails
 from agent.errors import DataCorrupt, LeaseHeld
 from agent.runner import AgentRunner
-from agent.session.lease import FileLease
+from agent.session.lease_file import FileLease
 from agent.session.outbox import Outbox, Owed
 from agent.session.session import SessionDocumentCorrupt
 from checkpointing.records import decode_record as read_record_bytes

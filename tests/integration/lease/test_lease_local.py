@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from agent.errors import LeaseHeld
-from agent.session.lease import FileLease, InProcessLease, LeaseGrant, LeaseHeartbeat, make_holder
+from agent.session.lease import InProcessLease, LeaseGrant, LeaseHeartbeat, make_holder
+from agent.session.lease_file import FileLease
 from checkpointing.exceptions import InvalidIdError
 
 REPO = Path(__file__).resolve().parents[3]
@@ -37,7 +38,7 @@ def spawn(code: str, *args: str) -> subprocess.Popen[str]:
 RACER = """
     import json, os, sys
     from agent.errors import LeaseHeld
-    from agent.session.lease import FileLease
+    from agent.session.lease_file import FileLease
     lease = FileLease(sys.argv[1])
     print("ready", flush=True)
     sys.stdin.readline()

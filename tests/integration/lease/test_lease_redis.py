@@ -18,7 +18,8 @@ import pytest
 import redis
 
 from agent.errors import BackendUnavailable, LeaseHeld
-from agent.session.lease import LeaseHeartbeat, RedisLease
+from agent.session.lease import LeaseHeartbeat
+from agent.session.lease_redis import RedisLease
 from agent.tools.journal import ToolExecutionJournal
 from checkpointing.exceptions import StaleFencingTokenError
 from checkpointing.fencing import FencingGuard
@@ -79,7 +80,7 @@ def wait_until_gone(client: redis.Redis, key: str) -> None:
 RACER = """
     import json, sys
     from agent.errors import LeaseHeld
-    from agent.session.lease import RedisLease
+    from agent.session.lease_redis import RedisLease
     lease = RedisLease(key_prefix=sys.argv[1])
     lease.client.ping()
     print("ready", flush=True)
@@ -229,7 +230,8 @@ def test_redis_down_is_a_storage_error() -> None:
 PAUSED_HOLDER = """
     import json, sys
     from agent.errors import LeaseHeld
-    from agent.session.lease import LeaseHeartbeat, RedisLease
+    from agent.session.lease import LeaseHeartbeat
+    from agent.session.lease_redis import RedisLease
     from agent.tools.journal import ToolExecutionJournal
     from checkpointing.exceptions import StaleFencingTokenError
     from checkpointing.fencing import FencingGuard

@@ -28,11 +28,12 @@ from langchain_core.messages import HumanMessage
 
 from agent.errors import AgentrtError
 from agent.events import session_event_log
-from agent.session.inbox import Inbox, TurnIndex
-from agent.session.lease import FileLease
+from agent.session.inbox import Inbox
+from agent.session.lease_file import FileLease
 from agent.session.outbox import Outbox, Owed
 from agent.session.session import ChatSession
 from agent.session.stores.jsonl import JsonlSessionStore
+from agent.session.turn_index import TurnIndex
 from agent.tools.journal import ToolExecutionJournal
 from checkpointing.blobs import BlobStore
 from checkpointing.exceptions import CheckpointingError

@@ -33,7 +33,7 @@ import pytest
 
 from agent.errors import DataCorrupt
 from agent.session.inbox import Inbox
-from agent.session.lease import _granting_counter, read_lease_state, read_token_counter
+from agent.session.lease_file import _granting_counter, read_lease_state, read_token_counter
 from agent.session.outbox import Outbox, Owed
 from agent.session.stores.jsonl import read_session_file
 from checkpointing import indexfile, records

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from agent.errors import ConfigError, DataCorrupt, SessionNotFound
-from agent.session.inbox import Inbox, TurnIndex, TurnStatus
+from agent.session.inbox import Inbox, TurnStatus
+from agent.session.turn_index import TurnIndex
 from checkpointing.exceptions import CorruptRecordError
 from checkpointing.layout import inbox_file, session_dir, turn_file
 from checkpointing.records import encode_record
