@@ -212,7 +212,7 @@ def _doctor_store(args: argparse.Namespace, ctx: DoctorContext, tenant: str) -> 
 
     if args.repair:  # one walk of the session folders; asked for, it is always done
         say(printable(repair_index(ctx)), err=args.json)
-        from agent.doctor.items import repair_items
+        from agent.doctor.items_check import repair_items
 
         done = repair_items(ctx.settings)
         if done:

@@ -5,7 +5,7 @@
   `session.json` (a crash between the two writes); each names `agentrt doctor --repair`.
 - `store_report`: `agentrt doctor` without a session id: the store-wide checks (the index, the
   sessions whose outbox owes the SQL or Redis layer writes: `agent.doctor.behind`, LangGraph's
-  store of the store API's items: `agent.doctor.items`, and with a
+  store of the store API's items: `agent.doctor.items_check`, and with a
   broker the turns waiting in the workers' queues: `agent.doctor.queue_check`).
 - `repair_index`: `agentrt doctor --repair`: rebuild the index by one walk of the session folders
   (the documents are the truth; the old file, if damaged, is kept as `<file>.broken`).
@@ -81,7 +81,7 @@ def index_check(parts: RuntimeParts, tenant_id: str, session_id: str | None = No
 def store_report(parts: RuntimeParts, tenant_id: str) -> DoctorReport:
     """`agentrt doctor` with no session id: the store-wide checks."""
     from agent.doctor.behind import outbox_check
-    from agent.doctor.items import items_check
+    from agent.doctor.items_check import items_check
 
     report = DoctorReport(STORE, tenant_id)
     report.checks.append(index_check(parts, tenant_id))

@@ -149,8 +149,8 @@ def doctor_reference() -> str:
     from agent.doctor.checks import CHECKS
     from agent.doctor.index import NAME as INDEX
     from agent.doctor.index import index_check
-    from agent.doctor.items import NAME as ITEMS
-    from agent.doctor.items import items_check
+    from agent.doctor.items_check import NAME as ITEMS
+    from agent.doctor.items_check import items_check
     from agent.doctor.queue_check import NAME as QUEUE
     from agent.doctor.queue_check import queues_check
 
