@@ -220,3 +220,40 @@ def short(text: str, width: int) -> str:
     """`text` on one line (`one_line`), cut to `width` characters with an ellipsis."""
     one = one_line(str(text))
     return one if len(one) <= width else one[: max(0, width - 1)] + "…"
+
+
+def write_out(data: bytes, output: str | None, done: str) -> None:
+    """Bytes a command exports: to `output` whole or not at all (a temp file renamed), saying `done`
+    (with the file's name) on stderr, or to stdout."""
+    if output:
+        from pathlib import Path
+
+        from agent.text import printable
+
+        out = Path(output)
+        temp = out.with_name(f".{out.name}.part-{os.getpid()}")
+        temp.write_bytes(data)
+        os.replace(temp, out)
+        say(done.format(file=printable(str(out))), err=True)
+    else:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+
+
+def read_in(file: str, wrote_by: str) -> tuple[bytes, str]:
+    """The bytes of `file` (`-`: stdin) and the name to show for it; `InputError` naming `wrote_by`
+    (the command that writes such a file) when there is no such file or it is a folder."""
+    from pathlib import Path
+
+    from agent.errors import InputError
+    from agent.text import printable
+
+    if file == "-":
+        return sys.stdin.buffer.read(), "stdin"
+    try:
+        return Path(file).read_bytes(), printable(file)
+    except FileNotFoundError:
+        raise InputError(f"no file {printable(file)}; give the file `{wrote_by}` wrote") from None
+    except IsADirectoryError:
+        raise InputError(f"{printable(file)} is a folder; give the file `{wrote_by}` wrote") from None

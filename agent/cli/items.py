@@ -10,11 +10,8 @@ and every item against what is there (nothing is written when one differs: exit 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-from agent.cli.common import common_options, print_json, say, settings, tenant_of
-from agent.text import printable
+from agent.cli.common import common_options, print_json, read_in, say, settings, tenant_of, write_out
 
 
 def args_items(p: argparse.ArgumentParser) -> None:
@@ -46,7 +43,6 @@ def cmd_items(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    import os
 
     from agent.transfer.items import export_items
 
@@ -54,34 +50,17 @@ def _export(args: argparse.Namespace) -> int:
     tenant = tenant_of(args, conf)
     data = export_items(conf, tenant)
     count = data.count(b"\n") - 2
-    if args.output:
-        out = Path(args.output)
-        temp = out.with_name(f".{out.name}.part-{os.getpid()}")
-        temp.write_bytes(data)
-        os.replace(temp, out)
-        say(f"exported {count} item(s) of tenant {tenant} to {printable(str(out))}", err=True)
-    else:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
+    write_out(data, args.output, f"exported {count} item(s) of tenant {tenant} to {{file}}")
     return 0
 
 
 def _import(args: argparse.Namespace) -> int:
-    from agent.errors import InputError
     from agent.session.item_store import item_store
     from agent.session.tenant_store import TenantStore
     from agent.transfer.items import import_items, read_items, store_errors
 
     conf = settings(args)
-    if args.file == "-":
-        data, name = sys.stdin.buffer.read(), "stdin"
-    else:
-        try:
-            data, name = Path(args.file).read_bytes(), printable(args.file)
-        except (FileNotFoundError, IsADirectoryError) as err:
-            why = "no such file" if isinstance(err, FileNotFoundError) else "a folder"
-            raise InputError(f"{printable(args.file)}: {why}; give the file `agentrt items export` wrote") from None
+    data, name = read_in(args.file, "agentrt items export")
     found = read_items(data, name)
     with store_errors(conf):
         added, there = import_items(TenantStore(item_store(conf), found.tenant_id), found.items)

@@ -14,11 +14,10 @@ a files base_dir's sessions into the store.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.cli.common import common_options, print_json, say, settings, tenant_of
+from agent.cli.common import common_options, print_json, read_in, say, settings, tenant_of, write_out
 from agent.text import printable
 
 if TYPE_CHECKING:
@@ -42,7 +41,6 @@ def args_import(p: argparse.ArgumentParser) -> None:
 def cmd_export(args: argparse.Namespace) -> int:
     """agentrt export ID..."""
     import io
-    import os
 
     from agent.errors import InputError
     from agent.session.record_store import pg_store
@@ -80,22 +78,12 @@ def cmd_export(args: argparse.Namespace) -> int:
         writer.session(image, blobs)
     writer.close()
     data = buf.getvalue()
-    if args.output:
-        out = Path(args.output)
-        temp = out.with_name(f".{out.name}.part-{os.getpid()}")
-        temp.write_bytes(data)
-        os.replace(temp, out)
-        say(f"exported {len(ids)} session(s) to {printable(str(out))} ({len(data)} bytes)", err=True)
-    else:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
+    write_out(data, args.output, f"exported {len(ids)} session(s) to {{file}} ({len(data)} bytes)")
     return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     """agentrt import FILE."""
-    from agent.errors import InputError
     from agent.services import build_manager
     from agent.session.record_store import pg_store
     from agent.transfer.fileformat import read_export
@@ -103,15 +91,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from agent.transfer.store import import_sessions
 
     conf = settings(args)
-    if args.file == "-":
-        data, name = sys.stdin.buffer.read(), "stdin"
-    else:
-        try:
-            data, name = Path(args.file).read_bytes(), printable(args.file)
-        except FileNotFoundError:
-            raise InputError(f"no file {printable(args.file)}; give the file `agentrt export` wrote") from None
-        except IsADirectoryError:
-            raise InputError(f"{printable(args.file)} is a folder; give the file `agentrt export` wrote") from None
+    data, name = read_in(args.file, "agentrt export")
     export = read_export(data, name)
     store = pg_store(conf)
     if store is not None:  # uploaded as rows; registered in the session table
