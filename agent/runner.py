@@ -5,7 +5,10 @@ events in the session's event tree, writes checkpoints with `durability="sync"` 
 on disk before the next step starts) and goes through the tool journal, so a crash at any point
 resumes with `resume()` to the result an uncrashed run would have had.
 
-This class is a facade: each method hands over to one module of `agent.run` (see its docstring).
+This class is a facade over `agent.run.runner.Runner` (the parts a run composes): each method hands
+over to one module of `agent.run` (see its docstring). A caller that wants the graph's raw chunks
+too passes a sink, `AgentRunner(settings, chunks=GraphChunks())` (`agent.run.chunks`), as the
+server and the Celery workers do.
 """
 
 from __future__ import annotations
@@ -14,32 +17,37 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from langgraph.types import StreamMode
-
 from agent.config import load_settings
 from agent.results import RunEvent, RunResult
 from agent.run import branch_ops, lifecycle, reading
-from agent.run.core import RunnerCore
+from agent.run.chunks import GRAPH_EVENT, ChunkSink, GraphChunks, clean_stop
 from agent.run.options import RunOptions
 from agent.run.resume import stream_resume
+from agent.run.runner import Runner
 from agent.run.start import stream_turn
 from agent.run.streaming import final, in_thread
 from agent.services import build_saver
 from agent.session.session import ChatSession
 from agent.tools.tool_results import ToolResultSlice
-from agent.turns import EventRecorder
 
 if TYPE_CHECKING:
     from agent.submit import TurnHandle
 
-__all__ = ["GRAPH_EVENT", "AgentRunner", "ChunkRunner", "RunEvent", "RunResult", "build_saver"]
+__all__ = [
+    "GRAPH_EVENT",
+    "AgentRunner",
+    "ChunkSink",
+    "GraphChunks",
+    "RunEvent",
+    "RunResult",
+    "build_saver",
+    "clean_stop",
+]
 
-GRAPH_EVENT = "graph"
-"""The kind of the `RunEvent`s of a `ChunkRunner` that carry one raw graph chunk."""
 
-
-class AgentRunner(RunnerCore):
-    """Runs agent turns for sessions, and resumes, pauses, ends and forks them."""
+class AgentRunner(Runner):
+    """Runs agent turns for sessions, and resumes, pauses, ends and forks them (a facade: it adds
+    no behaviour of its own to `Runner`, only the names a caller uses)."""
 
     @classmethod
     def from_config(cls, path: str | Path | None = None, **overrides: Any) -> AgentRunner:
@@ -250,35 +258,3 @@ class AgentRunner(RunnerCore):
     ) -> ToolResultSlice:
         """Page through an archived tool result of a session (what `read_tool_result` gives the model)."""
         return reading.tool_result(self, session_id, tool_call_id, offset, limit, tenant_id, user_id)
-
-
-UNSAFE_NEXT = "acting"
-"""The node that runs a model reply's tool calls: a run stopped before it leaves them without results."""
-
-
-def clean_stop(ev: RunEvent) -> bool:
-    """Whether a `ChunkRunner` run may stop after `ev` and leave a state a new turn can follow: a
-    checkpoint of the graph whose next step is not the tools of a model reply."""
-    if ev.kind != GRAPH_EVENT or ev.data.get("mode") != "checkpoints" or ev.data.get("ns"):
-        return False
-    chunk: Any = ev.data.get("chunk") or {}
-    return UNSAFE_NEXT not in list(chunk.get("next") or [])
-
-
-class ChunkRunner(AgentRunner):
-    """`AgentRunner` whose streams also carry the raw graph chunks (kind `GRAPH_EVENT`: `mode`, `chunk`,
-    and `ns`, the subgraph's namespace, empty for the graph's own), subgraphs and LangGraph's `tasks`
-    and `debug` modes included, each chunk first, then the `RunEvent`s made of it.
-
-    What `agentrt serve` runs and the Celery workers run too, so a turn submitted by the server
-    streams the same modes from a worker (the API's `values`, `updates`, `messages`, `custom`...).
-    Lease, journal, event log and recovery are those of `AgentRunner`: it is the same run.
-    """
-
-    stream_messages = True  # the API's `messages` mode
-    extra_stream_modes: tuple[StreamMode, ...] = ("tasks", "debug")
-    stream_subgraphs = True
-
-    def _translate_in(self, ns: tuple[str, ...], mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEvent]:
-        yield RunEvent(GRAPH_EVENT, {"mode": mode, "chunk": chunk, "ns": list(ns)})
-        yield from super()._translate_in(ns, mode, chunk, recorder)

@@ -52,7 +52,7 @@ from agent.drain import OtherGraphVersion, Stopping, drain
 from agent.errors import BackendUnavailable, ConfigError, LeaseHeld
 from agent.live import LiveChannel
 from agent.routing import version_queue
-from agent.runner import AgentRunner, ChunkRunner
+from agent.runner import AgentRunner, GraphChunks
 from agent.session.inbox import TurnStatus
 from agent.session.record_store import inbox as record_inbox
 from agent.session.sweep import Sweeper
@@ -130,7 +130,7 @@ def runner() -> AgentRunner:
     global _runner
     if _runner is None:
         # The raw graph chunks too: a turn of `agentrt serve` streams them to its client (agent/live.py).
-        _runner = ChunkRunner(settings)
+        _runner = AgentRunner(settings, chunks=GraphChunks())
     return _runner
 
 

@@ -142,8 +142,8 @@ def read(args: argparse.Namespace, call: Callable[[Any], _T]) -> _T:
         except NeedsGraph:
             pass
     full = runner(args)
-    if reader is not None and reader._manager is not None:
-        full._manager = reader._manager  # what it read (and replayed) is not read again
+    if reader is not None and reader.opened_manager is not None:
+        full.manager = reader.opened_manager  # what it read (and replayed) is not read again
     return call(full)
 
 

@@ -153,7 +153,7 @@ class RunnerContext(DoctorContext):
             except Exception:  # an unreadable checkpoint log is reported by the reads below
                 facts.checkpoint_id = None
         get_document = getattr(saver, "get_document", None)
-        read = get_document if get_document is not None else self.runner._checkpoint_doc
+        read = get_document if get_document is not None else self.runner.checkpoint_doc
         self._read_state(facts, partial(read, facts.thread()), override)
         if facts.doc is None and facts.doc_error is not None:
             from checkpointing.codec import CheckpointStateCodec

@@ -6,17 +6,17 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import RecoveryBlocked
-from agent.run.drive import jsonable
+from agent.run.chunks import jsonable
 from agent.session.session import ChatSession
 from agent.statuses import RunStatus
 
 if TYPE_CHECKING:
-    from agent.run.core import RunnerCore
+    from agent.run.runner import Runner
 
 log = logging.getLogger("agentrt.runner")
 
 
-def record_blocked(rt: RunnerCore, session: ChatSession, token: int | None, err: RecoveryBlocked) -> None:
+def record_blocked(rt: Runner, session: ChatSession, token: int | None, err: RecoveryBlocked) -> None:
     """Log a `recovery_blocked` entry and mark the run RECOVERY_BLOCKED (best effort: the caller re-raises)."""
     payload = {
         "step": err.step,
@@ -31,7 +31,7 @@ def record_blocked(rt: RunnerCore, session: ChatSession, token: int | None, err:
         log.warning("could not record RECOVERY_BLOCKED for %s: %s", session.session_id, exc)
 
 
-def _record_entry(rt: RunnerCore, session: ChatSession, payload: dict[str, Any], token: int | None) -> None:
+def _record_entry(rt: Runner, session: ChatSession, payload: dict[str, Any], token: int | None) -> None:
     events = rt.manager.jsonl.event_log(session.tenant_id, session.session_id)
     leaf = session.current_leaf_entry_id
     if leaf is None or events.has(leaf):

@@ -24,12 +24,12 @@ from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
 
 if TYPE_CHECKING:
-    from agent.run.core import RunnerCore
+    from agent.run.runner import Runner
 
 
-def branches(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | None) -> list[dict[str, Any]]:
+def branches(rt: Runner, session_id: str, tenant_id: str | None, user_id: str | None) -> list[dict[str, Any]]:
     """Every live branch, main first: id, name, fork point, head entry, own turns, whether current."""
-    tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
+    tenant, user, sid = rt.ids(session_id, tenant_id, user_id)
     session = rt.manager.get(tenant, sid, user)
     events = rt.manager.jsonl.event_log(tenant, sid)
     return listing(session, events, read_book(events))
@@ -64,9 +64,9 @@ def listing(session: ChatSession, events: EventLog, book: BranchBook) -> list[di
     return rows
 
 
-def switch(rt: RunnerCore, session_id: str, branch: str, tenant_id: str | None, user_id: str | None) -> dict[str, Any]:
+def switch(rt: Runner, session_id: str, branch: str, tenant_id: str | None, user_id: str | None) -> dict[str, Any]:
     """Make `branch` (id or name) the current one: the next turn continues its leaf, room and checkpoints."""
-    tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
+    tenant, user, sid = rt.ids(session_id, tenant_id, user_id)
     rt.manager.get(tenant, sid, user)  # an unknown session or branch fails before the lease
     read_book(rt.manager.jsonl.event_log(tenant, sid)).resolve(sid, branch)
     with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:  # LeaseHeld while a run is going
@@ -98,14 +98,14 @@ def switch(rt: RunnerCore, session_id: str, branch: str, tenant_id: str | None, 
 
 
 def rename(
-    rt: RunnerCore, session_id: str, branch: str, name: str, tenant_id: str | None, user_id: str | None
+    rt: Runner, session_id: str, branch: str, name: str, tenant_id: str | None, user_id: str | None
 ) -> dict[str, Any]:
     """Give `branch` (id or name) the name `name`: an id-like word, unique among the session's branches."""
     try:
         validate_id(name, "branch name")
     except InvalidIdError as err:
         raise InputError(f"{err}; e.g. `east-only`") from None
-    tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
+    tenant, user, sid = rt.ids(session_id, tenant_id, user_id)
     rt.manager.get(tenant, sid, user)  # SessionNotFound before the lease
     with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:
         session = rt.manager.get(tenant, sid, user)
@@ -125,9 +125,9 @@ def rename(
         return _said(session, target, name)
 
 
-def delete(rt: RunnerCore, session_id: str, branch: str, tenant_id: str | None, user_id: str | None) -> dict[str, Any]:
+def delete(rt: Runner, session_id: str, branch: str, tenant_id: str | None, user_id: str | None) -> dict[str, Any]:
     """Take `branch` (id or name) out of every listing; its entries stay. Not main, not the current one."""
-    tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
+    tenant, user, sid = rt.ids(session_id, tenant_id, user_id)
     rt.manager.get(tenant, sid, user)  # SessionNotFound before the lease
     with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:
         session = rt.manager.get(tenant, sid, user)
@@ -154,7 +154,7 @@ def delete(rt: RunnerCore, session_id: str, branch: str, tenant_id: str | None, 
         return _said(session, target, name)
 
 
-def _unpin(rt: RunnerCore, session: ChatSession, events: EventLog, branch: str, others: set[str]) -> None:
+def _unpin(rt: Runner, session: ChatSession, events: EventLog, branch: str, others: set[str]) -> None:
     """Let retention drop the deleted branch's fork point, unless a live branch starts there too."""
     unpin = getattr(rt.saver, "unpin", None)
     point = fork_point_of(events, branch)

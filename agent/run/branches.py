@@ -20,7 +20,7 @@ from checkpointing.layout import room_path
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
 
-    from agent.run.core import RunnerCore
+    from agent.run.runner import Runner
 
 
 @dataclass(frozen=True)
@@ -87,9 +87,7 @@ def _cp_id(config: RunnableConfig) -> str | None:
     return str(cp) if cp else None
 
 
-def head(
-    rt: RunnerCore, session: ChatSession, branch_id: str | None = None, fork_point: str | None = None
-) -> BranchHead:
+def head(rt: Runner, session: ChatSession, branch_id: str | None = None, fork_point: str | None = None) -> BranchHead:
     """`head_of` with the runner's saver."""
     return head_of(rt.saver, session, branch_id, fork_point)
 

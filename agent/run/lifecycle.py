@@ -20,7 +20,7 @@ from checkpointing.ids import validate_id
 from checkpointing.layout import room_making_dir
 
 if TYPE_CHECKING:
-    from agent.run.core import RunnerCore
+    from agent.run.runner import Runner
 
 
 TOOL_STEP = "acting"
@@ -28,9 +28,9 @@ TOOL_STEP = "acting"
 that have no result yet."""
 
 
-def pause(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | None) -> ChatSession:
+def pause(rt: Runner, session_id: str, tenant_id: str | None, user_id: str | None) -> ChatSession:
     """Mark the session PAUSED: plain turns are refused until `resume` (or end + fork)."""
-    tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
+    tenant, user, sid = rt.ids(session_id, tenant_id, user_id)
     rt.manager.get(tenant, sid, user)  # SessionNotFound before the lease: a failed pause leaves nothing
     with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:  # LeaseHeld while a run is going
         session = rt.manager.pause(tenant, sid, user)
@@ -38,9 +38,9 @@ def pause(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str |
         return rt.manager.save(session)
 
 
-def end(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | None) -> ChatSession:
+def end(rt: Runner, session_id: str, tenant_id: str | None, user_id: str | None) -> ChatSession:
     """Mark the session ENDED (no new turns; forking a branch reopens it); rooms per `session.room_on_end`."""
-    tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
+    tenant, user, sid = rt.ids(session_id, tenant_id, user_id)
     rt.manager.get(tenant, sid, user)  # SessionNotFound before the lease: a failed end leaves nothing
     with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:
         session = rt.manager.end(tenant, sid, user)
@@ -50,11 +50,9 @@ def end(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | N
         return rt.manager.save(session)
 
 
-def fork(
-    rt: RunnerCore, session_id: str, from_entry_id: str, tenant_id: str | None, user_id: str | None
-) -> dict[str, Any]:
+def fork(rt: Runner, session_id: str, from_entry_id: str, tenant_id: str | None, user_id: str | None) -> dict[str, Any]:
     """Start a branch at an earlier entry; the next turn continues from that entry's checkpoint."""
-    tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
+    tenant, user, sid = rt.ids(session_id, tenant_id, user_id)
     try:
         validate_id(from_entry_id, "entry id")
     except InvalidIdError as err:
@@ -91,7 +89,7 @@ def fork(
 
 
 def start_branch_at(
-    rt: RunnerCore,
+    rt: Runner,
     session: ChatSession,
     branch_id: str,
     checkpoint_id: str,
@@ -113,7 +111,7 @@ def start_branch_at(
     rt.manager.save(session)
 
 
-def _entry_of(rt: RunnerCore, tenant: str, sid: str, entry_id: str) -> EventLog:
+def _entry_of(rt: Runner, tenant: str, sid: str, entry_id: str) -> EventLog:
     """The session's event log, which holds `entry_id` (`NotFound` otherwise)."""
     events = rt.manager.jsonl.event_log(tenant, sid)
     if not events.has(entry_id):
@@ -146,7 +144,7 @@ def forkable_entries(history: Sequence[Entry]) -> set[str]:
 
 
 def make_room(
-    rt: RunnerCore, session: ChatSession, manifest: dict[str, str], checkpoint_id: str, token: int | None
+    rt: Runner, session: ChatSession, manifest: dict[str, str], checkpoint_id: str, token: int | None
 ) -> None:
     """Make the current branch's room: the fork point's files, written aside and renamed into place.
 
@@ -167,7 +165,7 @@ def make_room(
     rt.manager.memory.record(session, "sandbox_created", payload, fencing_token=token)
 
 
-def remove_rooms(rt: RunnerCore, session: ChatSession, token: int | None, reason: str) -> None:
+def remove_rooms(rt: Runner, session: ChatSession, token: int | None, reason: str) -> None:
     """Delete every sandbox room of the session, one `sandbox_destroyed` entry each."""
     events = rt.manager.jsonl.event_log(session.tenant_id, session.session_id)
     for branch in sorted(events.branches()):

@@ -41,6 +41,11 @@ class RunnerFree:
             self._manager = build_manager(self.settings, lazy_sql=True)
         return self._manager
 
+    @property
+    def opened_manager(self) -> ChatSessionManager | None:
+        """The session manager if a read opened it (what it read is cached there), else None."""
+        return self._manager
+
 
 def readable_settings(config: str | Path | None) -> AgentSettings | None:
     """The settings of `config` when the records can be read without a runner (see the module

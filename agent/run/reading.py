@@ -20,19 +20,19 @@ from checkpointing.entry_log import EventLog
 from checkpointing.session_index import RowFilter
 
 if TYPE_CHECKING:
-    from agent.run.core import RunnerCore
+    from agent.run.runner import Runner
 
 
-def sessions(rt: RunnerCore, tenant_id: str | None, user_id: str | None) -> list[ChatSession]:
+def sessions(rt: Runner, tenant_id: str | None, user_id: str | None) -> list[ChatSession]:
     """The tenant's sessions (only the user's when given), oldest first, found by the index of sessions."""
-    tenant, user, _ = rt._ids(None, tenant_id, user_id)
+    tenant, user, _ = rt.ids(None, tenant_id, user_id)
     found = [item.session for item in rt.manager.page(tenant, RowFilter(user_id=user), limit=None).items]
     return sorted(found, key=lambda s: (s.created_at, s.session_id))
 
 
-def show(rt: RunnerCore, session_id: str, tenant_id: str | None, user_id: str | None, last: int) -> dict[str, Any]:
+def show(rt: Runner, session_id: str, tenant_id: str | None, user_id: str | None, last: int) -> dict[str, Any]:
     """Header, status, branches, the pending approvals (each with its `interrupt_id`) and the last entries."""
-    tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
+    tenant, user, sid = rt.ids(session_id, tenant_id, user_id)
     session = rt.manager.get(tenant, sid, user)
     events = rt.manager.jsonl.event_log(tenant, sid)
     at = head(rt, session)  # the current branch's checkpoint, not the thread's newest
@@ -71,27 +71,27 @@ class _WithoutHistory(BaseCheckpointSaver[Any]):
         return out
 
 
-def light_snapshot(rt: RunnerCore, config: RunnableConfig, keep: frozenset[str] = frozenset()) -> StateSnapshot:
+def light_snapshot(rt: Runner, config: RunnableConfig, keep: frozenset[str] = frozenset()) -> StateSnapshot:
     """The snapshot at `config` without the DeltaChannel values but `keep` (see `_WithoutHistory`):
     for the questions about the tail (checkpoint id, next nodes, pending tasks and interrupts)."""
     conf = {**(config.get("configurable") or {}), CONFIG_KEY_CHECKPOINTER: _WithoutHistory(rt.saver, keep)}
     return rt.graph.get_state(cast(RunnableConfig, {**config, "configurable": conf}))
 
 
-def state(rt: RunnerCore, session_id: str, tenant_id: str | None, branch_id: str | None = None) -> dict[str, Any]:
+def state(rt: Runner, session_id: str, tenant_id: str | None, branch_id: str | None = None) -> dict[str, Any]:
     """The graph state of a session's branch (default: its current one; {} if none)."""
     tenant = tenant_id or rt.settings.session.tenant_id
     thread = _branch_thread(rt, tenant, session_id, branch_id)
     return {} if thread is None else dict(rt.graph.get_state(thread).values or {})
 
 
-def result(rt: RunnerCore, session_id: str, tenant_id: str | None, config: RunnableConfig | None = None) -> RunResult:
+def result(rt: Runner, session_id: str, tenant_id: str | None, config: RunnableConfig | None = None) -> RunResult:
     """The state at `config` (default: the thread's newest checkpoint) summarized as a RunResult."""
     tenant = tenant_id or rt.settings.session.tenant_id
-    return result_from_snapshot(session_id, rt.graph.get_state(config or rt._thread(tenant, session_id)))
+    return result_from_snapshot(session_id, rt.graph.get_state(config or rt.thread(tenant, session_id)))
 
 
-def branch_result(rt: RunnerCore, session_id: str, tenant_id: str | None, branch_id: str | None) -> RunResult:
+def branch_result(rt: Runner, session_id: str, tenant_id: str | None, branch_id: str | None) -> RunResult:
     """The state of a session's branch (default: its current one) summarized as a RunResult."""
     tenant = tenant_id or rt.settings.session.tenant_id
     thread = _branch_thread(rt, tenant, session_id, branch_id)
@@ -101,7 +101,7 @@ def branch_result(rt: RunnerCore, session_id: str, tenant_id: str | None, branch
 
 
 def branch_pending_approvals(
-    rt: RunnerCore, session_id: str, tenant_id: str | None, branch_id: str | None
+    rt: Runner, session_id: str, tenant_id: str | None, branch_id: str | None
 ) -> list[dict[str, Any]]:
     """The approvals a branch's stopped run waits for (default: the current branch), read from the
     tail (`light_snapshot`): the same as `branch_result(...).pending_approval` without its messages."""
@@ -110,23 +110,23 @@ def branch_pending_approvals(
     return [] if thread is None else pending_approvals(light_snapshot(rt, thread))
 
 
-def _branch_thread(rt: RunnerCore, tenant: str, session_id: str, branch_id: str | None) -> RunnableConfig | None:
+def _branch_thread(rt: Runner, tenant: str, session_id: str, branch_id: str | None) -> RunnableConfig | None:
     """The config of a branch's checkpoint; None when the branch has none (the thread's newest is another's)."""
     at = branch_head(rt.manager, rt.saver, tenant, session_id, branch_id)
     if at is None:  # a thread without a session record (e.g. a bare saver): its newest checkpoint
-        return rt._thread(tenant, session_id)
+        return rt.thread(tenant, session_id)
     if at.checkpoint_id is None and not at.latest:
         return None
     return at.config(tenant, session_id)
 
 
-def branch_info(rt: RunnerCore, session: ChatSession, events: EventLog) -> list[dict[str, Any]]:
+def branch_info(rt: Runner, session: ChatSession, events: EventLog) -> list[dict[str, Any]]:
     """Each branch: where it forked, its room, its checkpoint and its page history (from the log alone)."""
     return views.branch_info(rt.saver, session, events)
 
 
 def tool_result(
-    rt: RunnerCore,
+    rt: Runner,
     session_id: str,
     tool_call_id: str,
     offset: int,
@@ -135,7 +135,7 @@ def tool_result(
     user_id: str | None,
 ) -> ToolResultSlice:
     """A page of an archived tool result of a session (what `read_tool_result` gives the model)."""
-    tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
+    tenant, user, sid = rt.ids(session_id, tenant_id, user_id)
     rt.manager.get(tenant, sid, user)  # tenant/user check
     thread = _branch_thread(rt, tenant, sid, None)
     # Only the archive's own channel is replayed: the messages are not decoded to read one result.

@@ -14,11 +14,11 @@ from agent.results import RunEvent, RunResult, pending_approvals, result_from_sn
 from agent.run.approvals import asked_approvals, check_decision, checked_interrupt_id
 from agent.run.blocked import record_blocked
 from agent.run.branches import BranchHead, head
-from agent.run.drive import drive, without
 from agent.run.options import RunOptions
 from agent.run.overrides import CONFIG_KEY as OVERRIDES_KEY
 from agent.run.overrides import decode
 from agent.run.reading import light_snapshot
+from agent.run.turn import Turn, without
 from agent.run.unfinished import (
     approval_answered,
     ended_past_checkpoint,
@@ -28,17 +28,17 @@ from agent.run.unfinished import (
 from agent.session.lifecycle import SessionAction, allowed, transition
 from agent.session.session import ChatSession, SessionStatus
 from agent.statuses import RunStatus
-from agent.turns import EventRecorder, SessionHold
+from agent.turns import EventRecorder
 
 if TYPE_CHECKING:
-    from agent.run.core import RunnerCore
+    from agent.run.runner import Runner
 
 PIN_STEPS = ("state_schema_version", "graph_version")
 SURFACE_PINS = ("tool_shape_hash", "permissions_hash", "toolset_hash", "projection_digest", "surface_digest")
 
 
 def stream_resume(
-    rt: RunnerCore,
+    rt: Runner,
     session_id: str,
     tenant_id: str | None,
     user_id: str | None,
@@ -55,7 +55,7 @@ def stream_resume(
     one pending); checked under the lease before anything is written (`agent.run.approvals`).
     `options` may set breakpoints for the continued run (`agent.run.options`).
     """
-    tenant, user, sid = rt._ids(session_id, tenant_id, user_id)
+    tenant, user, sid = rt.ids(session_id, tenant_id, user_id)
     interrupt_id = checked_interrupt_id(interrupt_id)
     if interrupt_id is not None and decision is None:
         raise InputError(f"--interrupt {interrupt_id} names an approval to answer: add --approve or --reject")
@@ -69,24 +69,24 @@ def stream_resume(
     except RecoveryBlocked as err:
         record_blocked(rt, session, None, err)
         raise
-    with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:
+    with rt.turn(tenant, sid) as turn:
         # Re-read under the lease: the process that held it before may have moved the session on
         # (answered the approval, or ended the session).
         rt.manager.l1.delete(tenant, sid)
         session = _resumable(rt.manager.get(tenant, sid, user))
-        recorder = EventRecorder(rt.manager, session, hold.token, session.last_run_id or "")
+        recorder = turn.open(session, session.last_run_id or "")
         try:
             with step("validate_identity"):  # a file recovery cannot read blocks it (e.g. format 1)
                 at = head(rt, session)  # the checkpoint of the branch being run, not the thread's newest
         except RecoveryBlocked as err:
-            record_blocked(rt, session, hold.token, err)
+            record_blocked(rt, session, turn.token, err)
             raise
         if not at.own:
             lost_first = turn_without_checkpoint(rt, session, events, "", interrupted=True)
             if lost_first is not None:  # the branch's first turn died before its first checkpoint
                 if decision is not None:
                     check_decision(sid, [], False, interrupt_id, lambda: asked_approvals(events))  # raises
-                yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_first, None, {}, at, asked)
+                yield from _rerun_lost_turn(turn, lost_first, None, {}, at, asked)
                 return
             if at.checkpoint_id is not None:
                 raise SessionError(
@@ -96,7 +96,7 @@ def stream_resume(
         try:
             doc, snap, accepted, overrides = _recover(rt, session, events, set(accept_changes), at, options)
         except RecoveryBlocked as err:
-            record_blocked(rt, session, hold.token, err)
+            record_blocked(rt, session, turn.token, err)
             raise
         run_id = str(doc.get("run_id") or session.last_run_id or "main")
         recorder.run_id = run_id
@@ -111,7 +111,7 @@ def stream_resume(
         lost_turn = turn_without_checkpoint(rt, session, events, run_id, interrupted=True) if not pending else None
         if lost_turn is not None:
             # A turn lost before its first checkpoint recorded nothing of its settings: those asked now.
-            yield from _rerun_lost_turn(rt, session, recorder, hold.token, lost_turn, doc, accepted, at, asked)
+            yield from _rerun_lost_turn(turn, lost_turn, doc, accepted, at, asked)
             return
         if not pending:
             yield from _finished(rt, session, events, recorder, doc, run_id, at, snap)
@@ -133,7 +133,7 @@ def stream_resume(
                 "recovery_override",
                 {"run_id": run_id, "accepted": accepted, "operator": operator or session.user_id, "reason": reason},
             )
-        replayed = rt.builder.journal(tenant, sid, hold.token).completed_count(run_id)
+        replayed = rt.builder.journal(tenant, sid, turn.token).completed_count(run_id)
         info = {
             "checkpoint_id": doc.get("checkpoint_id"),
             "next_nodes": pending,
@@ -149,8 +149,8 @@ def stream_resume(
         graph_input: Command[Any] | None = Command(resume=decision) if asks and decision is not None else None
         if decision is not None:
             recorder.record("hitl_decision", {"run_id": run_id, "interrupt_id": interrupt_id, **decision})
-        config = rt._config(session, run_id, hold.token, overrides, **at.run_extra())
-        yield from drive(rt, graph_input, config, session, recorder, options)
+        turn.overrides = overrides
+        yield from turn.stream(graph_input, options, **at.run_extra())
 
 
 def _resumable(session: ChatSession) -> ChatSession:
@@ -173,7 +173,7 @@ def _tool_calls_done(events: Any, run_id: str) -> int:
 
 
 def _finished(
-    rt: RunnerCore,
+    rt: Runner,
     session: ChatSession,
     events: Any,
     recorder: EventRecorder,
@@ -226,10 +226,7 @@ def _ended(session: ChatSession, events: Any, doc: dict[str, Any], run_id: str, 
 
 
 def _rerun_lost_turn(
-    rt: RunnerCore,
-    session: ChatSession,
-    recorder: EventRecorder,
-    token: int | None,
+    turn: Turn,
     lost: tuple[str, str],
     doc: dict[str, Any] | None,
     accepted: dict[str, Any],
@@ -238,7 +235,7 @@ def _rerun_lost_turn(
 ) -> Iterator[RunEvent]:
     """Run a turn that was recorded but killed before its first checkpoint (nothing of it ran)."""
     lost_run, text = lost
-    recorder.run_id = lost_run
+    turn.recorder.run_id = lost_run
     info = {
         "checkpoint_id": (doc or {}).get("checkpoint_id"),
         "next_nodes": ["init"],
@@ -246,22 +243,22 @@ def _rerun_lost_turn(
         "journal_completed": 0,
         "accepted": accepted,
     }
-    recorder.record("run_resume", info)
-    rt.manager.mark_run(session, lost_run, RunStatus.RUNNING)
+    turn.recorder.record("run_resume", info)
+    turn.runner.manager.mark_run(turn.session, lost_run, RunStatus.RUNNING)
     yield RunEvent("recovered", info)
-    config = rt._config(session, lost_run, token, overrides, **at.run_extra())
-    yield from drive(rt, {"user_input": text}, config, session, recorder)
+    turn.overrides = overrides
+    yield from turn.stream({"user_input": text}, **at.run_extra())
 
 
 def _recover(
-    rt: RunnerCore, session: ChatSession, events: Any, accept: set[str], at: BranchHead, options: RunOptions | None
+    rt: Runner, session: ChatSession, events: Any, accept: set[str], at: BranchHead, options: RunOptions | None
 ) -> tuple[dict[str, Any], Any, dict[str, Any], dict[str, Any]]:
     """Validate identity and pins, restore the state and its messages: (checkpoint doc, snapshot,
     re-pinned, the run's overrides). The run continues under the settings overrides it recorded in
     its checkpoint, unless `options` name overrides of their own (checked against the pins then)."""
     thread = at.config(session.tenant_id, session.session_id)
     with step("validate_identity"):
-        doc = rt._checkpoint_doc(thread)
+        doc = rt.checkpoint_doc(thread)
     if doc is None:
         raise SessionError(f"session {session.session_id} has no checkpoint: there is nothing to resume")
     asked = options.overrides if options is not None else None
@@ -282,7 +279,7 @@ def _recover(
 
 
 def _close_finished_run(
-    rt: RunnerCore, session: ChatSession, events: Any, recorder: EventRecorder, res: RunResult, at: BranchHead
+    rt: Runner, session: ChatSession, events: Any, recorder: EventRecorder, res: RunResult, at: BranchHead
 ) -> None:
     """A process killed after the graph's last checkpoint but before the run was closed left
     no answer on the page and the run RUNNING: write what is missing, once."""

@@ -1,4 +1,4 @@
-"""A new turn: check the input, get the session under its lease, record the turn, drive the graph."""
+"""A new turn: check the input, get the session under its lease (a `Turn`), record the turn, stream the graph."""
 
 from __future__ import annotations
 
@@ -11,20 +11,18 @@ from agent.config import max_input_chars
 from agent.errors import ConfigError, InputError, SessionExists, SessionNotFound, quote_id
 from agent.results import RunEvent
 from agent.run.branches import head, set_room
-from agent.run.drive import closed_as_failed, drive, interrupted
 from agent.run.options import RunOptions
 from agent.run.sigint import HeldSigint
 from agent.run.unfinished import refuse_unfinished
 from agent.session.session import ChatSession
-from agent.turns import EventRecorder, SessionHold
 from checkpointing.ids import shown
 
 if TYPE_CHECKING:
-    from agent.run.core import RunnerCore
+    from agent.run.runner import Runner
 
 
 def stream_turn(
-    rt: RunnerCore,
+    rt: Runner,
     text: str,
     session_id: str | None,
     tenant_id: str | None,
@@ -44,13 +42,13 @@ def stream_turn(
     check_input(rt, text, skill)
     if session_id is not None and new_session_id is not None:
         raise InputError("give either an existing session (--session) or a new one (--new-session), not both")
-    tenant, user, sid = rt._ids(session_id if session_id is not None else new_session_id, tenant_id, user_id)
+    tenant, user, sid = rt.ids(session_id if session_id is not None else new_session_id, tenant_id, user_id)
     new = session_id is None
     if new:
         _refuse_taken(rt, tenant, sid)
     else:
         _existing(rt, tenant, sid, user).check_can_start_turn()
-    with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:
+    with rt.turn(tenant, sid) as turn:
         # A Ctrl-C from here until the recorder exists is held: it lands before anything is stored,
         # or once the run can be closed as INTERRUPTED (at `deliver`), never in between.
         with HeldSigint() as sigint:
@@ -68,7 +66,7 @@ def stream_turn(
             set_room(session)
             # One durable save: the turn counted, the room, and the run RUNNING, before its first entry.
             session = rt.manager.start_turn(session, run_id=run_id)
-            recorder = EventRecorder(rt.manager, session, hold.token, run_id)
+            recorder = turn.open(session, run_id, opts.overrides)
         try:
             sigint.deliver()
             # run_start is made durable with the user turn right after it (one fsync for both).
@@ -77,24 +75,23 @@ def stream_turn(
                 {"run_id": run_id, "pins": rt.pins_for(opts.overrides).as_config(), "tools": list(rt.pins.tool_names)},
                 defer_commit=True,
             )
-            rt.manager.memory.add_user_turn(session, text, run_id, hold.token)
+            rt.manager.memory.add_user_turn(session, text, run_id, turn.token)
             yield RunEvent("started", {"session_id": sid, "run_id": run_id, "tenant_id": tenant})
             faults.crash_point("turn_recorded")
             # The turn continues the branch's own checkpoint (a fresh branch: its fork point).
             extra: dict[str, Any] = head(rt, session).run_extra()
-            config = rt._config(session, run_id, hold.token, opts.overrides, **extra)
         except KeyboardInterrupt as err:
-            raise interrupted(rt, session, recorder) from err
+            raise turn.interrupted() from err
         except Exception as err:  # e.g. the store went down: the run is FAILED, not left RUNNING
-            closed_as_failed(rt, session, recorder, run_id, err)
+            turn.failed(err)
             raise
         graph_input: dict[str, Any] = {"user_input": text}
         if skill is not None:
             graph_input["active_skill"] = skill
-        yield from drive(rt, graph_input, config, session, recorder, opts)
+        yield from turn.stream(graph_input, opts, **extra)
 
 
-def check_input(rt: RunnerCore, text: str, skill: str | None) -> None:
+def check_input(rt: Runner, text: str, skill: str | None) -> None:
     """Refuse, before anything is stored, input no turn could run: empty, too long, an unknown skill."""
     if not text or not text.strip():
         raise ConfigError('empty input: give the agent something to do, e.g. agentrt run "summarise notes.md"')
@@ -110,7 +107,7 @@ def check_input(rt: RunnerCore, text: str, skill: str | None) -> None:
         raise ConfigError(f"unknown skill {shown(skill)}; the skills folder has: {known}")
 
 
-def _existing(rt: RunnerCore, tenant: str, sid: str, user: str | None) -> ChatSession:
+def _existing(rt: Runner, tenant: str, sid: str, user: str | None) -> ChatSession:
     """The session to continue; `SessionNotFound` (never a new session) when the caller has none by this id."""
     try:
         return rt.manager.get(tenant, sid, user)
@@ -127,7 +124,7 @@ def _whose(tenant: str, user: str | None) -> str:
     return f"tenant {quote_id(tenant)}" + (f" and user {quote_id(user)}" if user else "")
 
 
-def _refuse_taken(rt: RunnerCore, tenant: str, sid: str) -> None:
+def _refuse_taken(rt: Runner, tenant: str, sid: str) -> None:
     if rt.manager.exists(tenant, sid):
         raise SessionExists(
             f"session {quote_id(sid)} already exists for tenant {quote_id(tenant)}; continue it with "

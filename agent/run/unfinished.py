@@ -14,14 +14,14 @@ from agent.statuses import RunStatus
 from agent.tools.journal import JournalStatus
 
 if TYPE_CHECKING:
-    from agent.run.core import RunnerCore
+    from agent.run.runner import Runner
 
 CLOSING = frozenset({"run_end", "run_fail", "run_pause"})
 USER_TURN = frozenset({"user_turn"})
 ENDED = frozenset({"run_end"})
 
 
-def refuse_unfinished(rt: RunnerCore, session: ChatSession, discardable: bool = False) -> None:
+def refuse_unfinished(rt: Runner, session: ChatSession, discardable: bool = False) -> None:
     """Raise `SessionError` when the session's last run has not finished (it must be resumed first).
 
     `discardable`: a run stopped with a step left may be discarded (a new turn over it, see
@@ -37,7 +37,7 @@ def refuse_unfinished(rt: RunnerCore, session: ChatSession, discardable: bool = 
         snap = light_snapshot(rt, thread)
         nodes = list(snap.next) or [t.name for t in snap.tasks]
     if not nodes:
-        doc = rt._checkpoint_doc(thread) if at.own else None
+        doc = rt.checkpoint_doc(thread) if at.own else None
         events = rt.manager.jsonl.event_log(session.tenant_id, sid)
         if turn_without_checkpoint(rt, session, events, str((doc or {}).get("run_id") or "")) is not None:
             nodes = ["init"]  # a turn was recorded, then killed before its first checkpoint
@@ -53,7 +53,7 @@ def refuse_unfinished(rt: RunnerCore, session: ChatSession, discardable: bool = 
         )
 
 
-def _refuse_undiscardable(rt: RunnerCore, session: ChatSession, thread: Any) -> None:
+def _refuse_undiscardable(rt: Runner, session: ChatSession, thread: Any) -> None:
     sid = session.session_id
     snap = rt.graph.get_state(thread)
     if snap.interrupts:
@@ -70,7 +70,7 @@ def _refuse_undiscardable(rt: RunnerCore, session: ChatSession, thread: Any) -> 
         ) from None
 
 
-def ended_past_checkpoint(rt: RunnerCore, session: ChatSession) -> bool:
+def ended_past_checkpoint(rt: Runner, session: ChatSession) -> bool:
     """Whether the session's last run is recorded COMPLETED, with its `run_end` entry, although
     its checkpoint still shows a step to run.
 
@@ -86,14 +86,14 @@ def ended_past_checkpoint(rt: RunnerCore, session: ChatSession) -> bool:
     return events.newest(ENDED, of_run(session.last_run_id)) is not None
 
 
-def run_closed(rt: RunnerCore, session: ChatSession) -> bool:
+def run_closed(rt: Runner, session: ChatSession) -> bool:
     """Whether the session's last run wrote its run_end / run_fail / run_pause entry."""
     events = rt.manager.jsonl.event_log(session.tenant_id, session.session_id)
     return events.newest(CLOSING, of_run(session.last_run_id)) is not None
 
 
 def turn_without_checkpoint(
-    rt: RunnerCore, session: ChatSession, events: Any, run_id: str, *, interrupted: bool = False
+    rt: Runner, session: ChatSession, events: Any, run_id: str, *, interrupted: bool = False
 ) -> tuple[str, str] | None:
     """(run id, user text) of a turn recorded as started whose graph never wrote a checkpoint: one
     killed (still RUNNING) or, with `interrupted` (what `resume` reruns), one stopped by Ctrl-C
@@ -111,7 +111,7 @@ def turn_without_checkpoint(
     return None if entry is None else (last, str(entry.payload.get("content") or ""))
 
 
-def approval_answered(rt: RunnerCore, tenant: str, sid: str, run_id: str, interrupts: Any) -> bool:
+def approval_answered(rt: Runner, tenant: str, sid: str, run_id: str, interrupts: Any) -> bool:
     """Whether the pending approval was already acted on: its tool call reached the journal."""
     journal = rt.builder.journal(tenant, sid, None)
     for intr in interrupts or ():
@@ -125,7 +125,7 @@ def approval_answered(rt: RunnerCore, tenant: str, sid: str, run_id: str, interr
 HITL = frozenset({"hitl_request", "hitl_decision"})
 
 
-def lost_approval(rt: RunnerCore, session: ChatSession, events: Any, run_id: str) -> dict[str, Any] | None:
+def lost_approval(rt: Runner, session: ChatSession, events: Any, run_id: str) -> dict[str, Any] | None:
     """The approval a PAUSED run waits for when its checkpoint no longer holds the request.
 
     The run's `hitl_request` entry (tool, args, call id, interrupt id) is recorded after the

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import SessionError
+from agent.runner import AgentRunner
 from agent.serve.run_on_pool import RunExecutor
 from agent.serve.run_record import ApiRunStatus, CancelAction, Job, RunRecord, Strategy
-from agent.serve.runner import ServeRunner
 
 KEEP_FINISHED_RUNS = 500
 KEEP_EVENTS_OF = 50
@@ -51,7 +51,7 @@ class _Thread:
 class RunEngine:
     """Starts runs on a thread pool, one per thread at a time, and keeps their records."""
 
-    def __init__(self, runner: ServeRunner, threads: int, rollback: Callable[[RunRecord], bool] | None = None) -> None:
+    def __init__(self, runner: AgentRunner, threads: int, rollback: Callable[[RunRecord], bool] | None = None) -> None:
         self.runner = runner
         self._exec = RunExecutor(runner, rollback, self._unlist)
         self.table = self._exec.table

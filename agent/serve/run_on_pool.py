@@ -12,15 +12,13 @@ from typing import Any
 
 from agent.errors import SessionError
 from agent.results import RunEvent
-from agent.runner import clean_stop
+from agent.runner import AgentRunner, clean_stop
 from agent.serve.encode import jsonable
 from agent.serve.run_record import THIS_SERVER, ApiRunStatus, CancelAction, RunRecord
 from agent.serve.run_table import RunTable
-from agent.serve.runner import ServeRunner
 from agent.statuses import RunStatus
 
 log = logging.getLogger("agentrt.serve")
-"""A run stopped before this node leaves a model's tool calls without results: no turn can follow."""
 
 
 class RunExecutor:
@@ -28,7 +26,7 @@ class RunExecutor:
 
     def __init__(
         self,
-        runner: ServeRunner,
+        runner: AgentRunner,
         rollback: Callable[[RunRecord], bool] | None,
         unlist: Callable[[RunRecord], None],
     ) -> None:

@@ -1,10 +1,12 @@
-"""The AgentRunner the server drives: `agent.runner.ChunkRunner` (every raw graph chunk for the API's
-stream modes) reading sessions from the shared layers only.
+"""The runner the server drives: an `AgentRunner` with the `GraphChunks` sink (every raw graph chunk
+for the API's stream modes) that reads sessions from the shared layers only.
 """
 
 from __future__ import annotations
 
-from agent.runner import ChunkRunner
+from agent.config import AgentSettings
+from agent.run.chunks import GraphChunks
+from agent.runner import AgentRunner
 from agent.services import build_manager
 from agent.session.manager import ChatSessionManager
 from agent.session.stores.memory_cache import MemorySessionStore
@@ -15,16 +17,15 @@ from agent.session.stores.memory_cache import MemorySessionStore
 L1_TTL_S = 1e-6
 
 
-class ServeRunner(ChunkRunner):
+def serve_runner(settings: AgentSettings) -> AgentRunner:
     """The server's runner: graph chunks in its streams, sessions always read from the shared layers."""
+    return AgentRunner(settings, chunks=GraphChunks(), sessions=uncached_manager)
 
-    @property
-    def manager(self) -> ChatSessionManager:
-        """The session manager, without a process-local cache worth the name (see `L1_TTL_S`)."""
-        if self._manager is None:
-            manager = build_manager(self.settings)
-            for layer in manager.read_order:
-                if isinstance(layer, MemorySessionStore):
-                    layer.ttl_seconds = L1_TTL_S
-            self._manager = manager
-        return self._manager
+
+def uncached_manager(settings: AgentSettings) -> ChatSessionManager:
+    """The session manager, without a process-local cache worth the name (see `L1_TTL_S`)."""
+    manager = build_manager(settings)
+    for layer in manager.read_order:
+        if isinstance(layer, MemorySessionStore):
+            layer.ttl_seconds = L1_TTL_S
+    return manager

@@ -23,7 +23,7 @@ from agent.serve.auth import Authenticator, Principal
 from agent.serve.encode import empty_state, jsonable, thread_state
 from agent.serve.engine import RunEngine
 from agent.serve.run_record import RunRecord
-from agent.serve.runner import ServeRunner
+from agent.serve.runner import serve_runner
 from agent.session.session import THREAD_METADATA, ChatSession
 from agent.statuses import RunStatus
 from agent.turns import SessionHold
@@ -52,7 +52,7 @@ class ServeContext:
     def __init__(self, settings: AgentSettings) -> None:
         self.settings = settings
         self.auth = Authenticator(settings)
-        self.runner = ServeRunner(settings)
+        self.runner = serve_runner(settings)
         self.engine = RunEngine(self.runner, settings.serve.run_threads, rollback=self._roll_back)
         self.on_workers = settings.serve.on_workers(settings.workers)
         """Runs go to the Celery workers (`serve.runs_on`), else they run in this process."""

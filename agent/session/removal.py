@@ -39,7 +39,7 @@ from checkpointing.store.pg_blobs import PostgresBlobStore
 from checkpointing.store.postgres import PostgresSessionStreams
 
 if TYPE_CHECKING:
-    from agent.run.core import RunnerCore
+    from agent.run.runner import Runner
 
 log = logging.getLogger("agentrt.sessions")
 ERASING_PREFIX = ".erasing-"
@@ -148,7 +148,7 @@ def _glob(text: str) -> str:
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
-def remove_session(runner: RunnerCore, tenant: str, sid: str, out: Removal, *, held_raises: bool = False) -> bool:
+def remove_session(runner: Runner, tenant: str, sid: str, out: Removal, *, held_raises: bool = False) -> bool:
     """Delete one session everywhere (see the module doc); False when it was skipped (`out.skipped`).
 
     `held_raises`: a session a run holds raises `LeaseHeld` instead of being skipped.
@@ -200,7 +200,7 @@ def remove_session(runner: RunnerCore, tenant: str, sid: str, out: Removal, *, h
     return True
 
 
-def _refs(runner: RunnerCore, tenant: str, sid: str, folder: Path, out: Removal) -> set[str]:
+def _refs(runner: Runner, tenant: str, sid: str, folder: Path, out: Removal) -> set[str]:
     """The blob references of the session's records: its folder's files, and on the PostgreSQL
     store its rows."""
     refs = blob_refs.folder_refs(folder)
@@ -212,7 +212,7 @@ def _refs(runner: RunnerCore, tenant: str, sid: str, folder: Path, out: Removal)
     return refs
 
 
-def _turn_ids(runner: RunnerCore, tenant: str, sid: str) -> set[str]:
+def _turn_ids(runner: Runner, tenant: str, sid: str) -> set[str]:
     try:
         return {
             str(r["turn_id"])
@@ -224,7 +224,7 @@ def _turn_ids(runner: RunnerCore, tenant: str, sid: str) -> set[str]:
         return set()
 
 
-def _external(runner: RunnerCore, tenant: str, sid: str, out: Removal) -> None:
+def _external(runner: Runner, tenant: str, sid: str, out: Removal) -> None:
     """SQL rows and Redis keys (errors propagate: the folder is then still there to retry from)."""
     manager = runner.manager
     manager.l1.delete(tenant, sid)
@@ -239,7 +239,7 @@ def _external(runner: RunnerCore, tenant: str, sid: str, out: Removal) -> None:
             out.redis_keys += l2.erase([l2.key(tenant, sid)], [live])
 
 
-def _saver(runner: RunnerCore, tenant: str, sid: str, out: Removal) -> None:
+def _saver(runner: Runner, tenant: str, sid: str, out: Removal) -> None:
     saver = runner.saver
     if isinstance(saver, JsonlCheckpointSaver):
         saver.delete_thread(sid, tenant_id=tenant)  # its files are in the folder (counted there)
@@ -255,7 +255,7 @@ def _saver(runner: RunnerCore, tenant: str, sid: str, out: Removal) -> None:
     saver.delete_thread(sid)
 
 
-def _lease_leftovers(runner: RunnerCore, tenant: str, sid: str, folder: Path, out: Removal) -> None:
+def _lease_leftovers(runner: Runner, tenant: str, sid: str, folder: Path, out: Removal) -> None:
     # Releasing a file lease re-makes its lock file in the folder; the Redis and PostgreSQL leases keep a
     # token counter (a key, a row).
     from agent.session.lease_postgres import PostgresLease
@@ -273,7 +273,7 @@ def _is_session(p: Path) -> bool:
     return p.is_dir() and (layout.is_id(p.name) or layout.is_digest_folder(p.name))
 
 
-def finish(runner: RunnerCore, out: Removal) -> None:
+def finish(runner: Runner, out: Removal) -> None:
     """Reclaim the blobs only the removed sessions used (after every removal of one command)."""
     if runner.settings.persistence.saver == "sqlite":
         if out.candidates:
@@ -303,7 +303,7 @@ def finish(runner: RunnerCore, out: Removal) -> None:
     out.blobs_kept += len(existing) - (len(got.deleted) if out.dry_run else 0)
 
 
-def _remaining(runner: RunnerCore, removed: set[tuple[str, str]]) -> list[Path]:
+def _remaining(runner: Runner, removed: set[tuple[str, str]]) -> list[Path]:
     """Every session folder of every tenant still there (in a dry run: but the ones it would remove)."""
     base = runner.settings.base_dir
     out: list[Path] = []

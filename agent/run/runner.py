@@ -1,26 +1,31 @@
-"""RunnerCore: what every part of a run shares: ids, run config, and the graph / saver / lease wiring."""
+"""Runner: what every run of a process shares, composed: the sessions (the session manager), the
+graph and its saver, the lease a `Turn` holds, the runtime builder, the pins, and the chunk sink
+the caller passed (the server's and the workers' `GraphChunks`; none on the CLI).
+
+A new turn (`agent.run.start`) and a resume (`agent.run.resume`, after recovery) each open a
+`Turn` (`agent.run.turn`) on it; the facade `agent.runner.AgentRunner` names them for the caller.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import StreamMode
 
 from agent import faults
 from agent.config import AgentSettings
 from agent.loop.models import build_chat_model
 from agent.loop.surface import SurfacePins, compute_pins, skills_digest
-from agent.results import RunEvent
 from agent.run.builder import RuntimeBuilder
-from agent.run.drive import translate
+from agent.run.chunks import ChunkSink
 from agent.run.overrides import CONFIG_KEY as OVERRIDES_KEY
 from agent.run.overrides import applied
 from agent.run.overrides import encode as encode_overrides
+from agent.run.turn import Turn
 from agent.run.views import checked_ids
 from agent.services import build_lease, build_manager, build_saver
 from agent.session.item_store import TTL_CONFIG, item_store
@@ -29,25 +34,30 @@ from agent.session.record_store import blobs as record_blobs
 from agent.session.session import ChatSession
 from agent.session.tenant_store import LazyStore, TenantStore
 from agent.tools.registry import build_toolset, toolset_descriptor
-from agent.turns import EventRecorder
 from checkpointing import layout
 from graph.build import GRAPH_VERSION, build_graph
 from graph.state import SCHEMA_VERSION
 
 
-class RunnerCore:
-    """The wiring of a runner: settings, toolset, saver, compiled graph, lease, session manager, pins."""
+class Runner:
+    """The parts of a runner: settings, toolset, saver, compiled graph, lease, sessions, pins, chunk sink.
 
-    stream_messages = False
-    """Whether runs also stream LangGraph's `messages` mode (tokens then come from its chunks)."""
-    extra_stream_modes: tuple[StreamMode, ...] = ()
-    """LangGraph stream modes only a subclass reads (the server's `tasks` and `debug`): none on the CLI."""
-    stream_subgraphs = False
-    """Whether runs stream the chunks of subgraphs too (`_translate_in` gets their namespace)."""
+    `chunks`: where the caller receives the graph's raw chunks (`agent.run.chunks.ChunkSink`; None:
+    only the run's own events). `sessions`: how the session manager is built (on first use; None:
+    `build_manager` with `lazy_sql`).
+    """
 
-    def __init__(self, settings: AgentSettings, saver: BaseCheckpointSaver | None = None) -> None:
+    def __init__(
+        self,
+        settings: AgentSettings,
+        saver: BaseCheckpointSaver | None = None,
+        *,
+        chunks: ChunkSink | None = None,
+        sessions: Callable[[AgentSettings], ChatSessionManager] | None = None,
+    ) -> None:
         faults.install()
         self.settings = settings
+        self.chunks = chunks
         self.tools = build_toolset(settings.tools)
         self.toolset = toolset_descriptor(self.tools)
         build_chat_model(settings.model)  # fail early on a bad model config / missing script
@@ -55,6 +65,7 @@ class RunnerCore:
         self.saver = saver if saver is not None else build_saver(settings)
         self.graph: CompiledStateGraph[Any, Any, Any, Any] = build_graph(self.saver)
         self.lease = build_lease(settings)
+        self._sessions = sessions
         self._manager: ChatSessionManager | None = None
         self.builder = RuntimeBuilder(settings, self.tools, self.blobs, self.saver)
         self.pins = compute_pins(settings, self.toolset, GRAPH_VERSION, skill=skills_digest(self.builder.skills))
@@ -71,14 +82,26 @@ class RunnerCore:
     def manager(self) -> ChatSessionManager:
         """The session manager (opened on first use, so a bad input fails before touching storage)."""
         if self._manager is None:
-            self._manager = build_manager(self.settings, lazy_sql=True)
+            if self._sessions is not None:
+                self._manager = self._sessions(self.settings)
+            else:  # an embedded SQL layer opened on first use (`open_manager`)
+                self._manager = build_manager(self.settings, lazy_sql=True)
         return self._manager
+
+    @manager.setter
+    def manager(self, manager: ChatSessionManager) -> None:
+        """Use `manager` (e.g. one a reader already opened: what it read is not read again)."""
+        self._manager = manager
+
+    def turn(self, tenant_id: str, session_id: str) -> Turn:
+        """A run of the session, to be entered (`with`): it holds the session's lease until it ends."""
+        return Turn(self, tenant_id, session_id)
 
     def session_dir(self, tenant_id: str, session_id: str) -> Path:
         """`base_dir/tenants/<tenant>/sessions/<session>` (`layout.session_dir`: ids validated)."""
         return layout.session_dir(self.settings.base_dir, tenant_id, session_id)
 
-    def _ids(self, session_id: str | None, tenant_id: str | None, user_id: str | None) -> tuple[str, str | None, str]:
+    def ids(self, session_id: str | None, tenant_id: str | None, user_id: str | None) -> tuple[str, str | None, str]:
         """(tenant, user, session id) checked; a fresh session id when none is given."""
         return checked_ids(self.settings, session_id, tenant_id, user_id)
 
@@ -94,7 +117,7 @@ class RunnerCore:
             self._override_pins[key] = pins
         return pins
 
-    def _config(
+    def run_config(
         self,
         session: ChatSession,
         run_id: str,
@@ -121,11 +144,11 @@ class RunnerCore:
         }
         return {"configurable": conf, "recursion_limit": max(60, settings.loop.max_iterations * 8)}
 
-    def _thread(self, tenant: str, sid: str) -> RunnableConfig:
+    def thread(self, tenant: str, sid: str) -> RunnableConfig:
         """The config that names a session's thread (its newest checkpoint)."""
         return {"configurable": {"thread_id": sid, "tenant_id": tenant}}
 
-    def _checkpoint_doc(self, thread: RunnableConfig) -> dict[str, Any] | None:
+    def checkpoint_doc(self, thread: RunnableConfig) -> dict[str, Any] | None:
         """The newest checkpoint's stored document (identity, pins), from any saver; None if none."""
         get_document = getattr(self.saver, "get_document", None)
         if get_document is not None:
@@ -146,13 +169,3 @@ class RunnerCore:
             "metadata": meta,
             "runtime_snapshot": {k: meta.get(k) for k in ("surface_digest", "toolset_hash")},
         }
-
-    def _translate_in(self, ns: tuple[str, ...], mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEvent]:
-        """A chunk of the graph (`ns` empty) or of a subgraph (its namespace): only the graph's own
-        chunks are the run's events."""
-        if not ns:
-            yield from self._translate(mode, chunk, recorder)
-
-    def _translate(self, mode: str, chunk: Any, recorder: EventRecorder) -> Iterator[RunEvent]:
-        """One graph stream chunk as RunEvents (a subclass may add its own, see `agent.runner.ChunkRunner`)."""
-        return translate(mode, chunk, recorder)
