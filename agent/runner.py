@@ -5,7 +5,7 @@ events in the session's event tree, writes checkpoints with `durability="sync"` 
 on disk before the next step starts) and goes through the tool journal, so a crash at any point
 resumes with `resume()` to the result an uncrashed run would have had.
 
-This class is a facade over `agent.run.runner.Runner` (the parts a run composes): each method hands
+This class is a facade over `agent.run.base_runner.Runner` (the parts a run composes): each method hands
 over to one module of `agent.run` (see its docstring). A caller that wants the graph's raw chunks
 too passes a sink, `AgentRunner(settings, chunks=GraphChunks())` (`agent.run.chunks`), as the
 server and the Celery workers do.
@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from agent.config import load_settings
 from agent.results import RunEvent, RunResult
-from agent.run import branch_ops, lifecycle, reading
+from agent.run import branch_ops, reading
+from agent.run import run_lifecycle as lifecycle
+from agent.run.base_runner import Runner
 from agent.run.chunks import GRAPH_EVENT, ChunkSink, GraphChunks, clean_stop
 from agent.run.options import RunOptions
 from agent.run.resume import stream_resume
-from agent.run.runner import Runner
 from agent.run.start import stream_turn
 from agent.run.streaming import final, in_thread
 from agent.services import build_saver

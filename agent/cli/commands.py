@@ -129,8 +129,8 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "items",
-        "agent.cli.items:cmd_items",
-        "agent.cli.items:args_items",
+        "agent.cli.items_commands:cmd_items",
+        "agent.cli.items_commands:args_items",
         "a tenant's items of the store API (long-term memory): `items export` to one file, `items import` it",
         "agentrt items export --tenant acme -o acme-items.jsonl",
     ),

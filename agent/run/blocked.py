@@ -11,7 +11,7 @@ from agent.session.session import ChatSession
 from agent.statuses import RunStatus
 
 if TYPE_CHECKING:
-    from agent.run.runner import Runner
+    from agent.run.base_runner import Runner
 
 log = logging.getLogger("agentrt.runner")
 

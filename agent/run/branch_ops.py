@@ -24,7 +24,7 @@ from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
 
 if TYPE_CHECKING:
-    from agent.run.runner import Runner
+    from agent.run.base_runner import Runner
 
 
 def branches(rt: Runner, session_id: str, tenant_id: str | None, user_id: str | None) -> list[dict[str, Any]]:

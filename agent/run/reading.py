@@ -20,7 +20,7 @@ from checkpointing.entry_log import EventLog
 from checkpointing.session_index import RowFilter
 
 if TYPE_CHECKING:
-    from agent.run.runner import Runner
+    from agent.run.base_runner import Runner
 
 
 def sessions(rt: Runner, tenant_id: str | None, user_id: str | None) -> list[ChatSession]:

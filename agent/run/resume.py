@@ -31,7 +31,7 @@ from agent.statuses import RunStatus
 from agent.turns import EventRecorder
 
 if TYPE_CHECKING:
-    from agent.run.runner import Runner
+    from agent.run.base_runner import Runner
 
 PIN_STEPS = ("state_schema_version", "graph_version")
 SURFACE_PINS = ("tool_shape_hash", "permissions_hash", "toolset_hash", "projection_digest", "surface_digest")

@@ -18,7 +18,7 @@ from agent.session.session import ChatSession
 from checkpointing.ids import shown
 
 if TYPE_CHECKING:
-    from agent.run.runner import Runner
+    from agent.run.base_runner import Runner
 
 
 def stream_turn(

@@ -34,7 +34,7 @@ from agent.turns import EventRecorder, SessionHold
 from graph.context import AgentContext
 
 if TYPE_CHECKING:
-    from agent.run.runner import Runner
+    from agent.run.base_runner import Runner
 
 log = logging.getLogger("agentrt.runner")
 

@@ -14,7 +14,7 @@ from agent.statuses import RunStatus
 from agent.tools.journal import JournalStatus
 
 if TYPE_CHECKING:
-    from agent.run.runner import Runner
+    from agent.run.base_runner import Runner
 
 CLOSING = frozenset({"run_end", "run_fail", "run_pause"})
 USER_TURN = frozenset({"user_turn"})

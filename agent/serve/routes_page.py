@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from agent.doctor import run_doctor
 from agent.errors import AgentrtError, ConfigError, ToolError, as_agentrt_error, quote_id
 from agent.results import RunEvent
-from agent.run.lifecycle import forkable_entries
+from agent.run.run_lifecycle import forkable_entries
 from agent.serve import page
 from agent.serve.auth import KEY_COOKIE, KEY_HEADER, Principal, Unauthorized
 from agent.serve.deps import get_ctx

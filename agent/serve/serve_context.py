@@ -23,7 +23,7 @@ from agent.serve.auth import Authenticator, Principal
 from agent.serve.encode import empty_state, jsonable, thread_state
 from agent.serve.engine import RunEngine
 from agent.serve.run_record import RunRecord
-from agent.serve.runner import serve_runner
+from agent.serve.serve_runner import serve_runner
 from agent.session.session import THREAD_METADATA, ChatSession
 from agent.statuses import RunStatus
 from agent.turns import SessionHold

@@ -18,7 +18,7 @@ from langgraph.errors import InvalidUpdateError
 from langgraph.types import StateSnapshot
 
 from agent.errors import ConfigError, SessionError, SessionNotFound
-from agent.run.lifecycle import start_branch_at
+from agent.run.run_lifecycle import start_branch_at
 from agent.serve.serve_context import ServeContext
 from agent.session.session import ChatSession
 from agent.turns import SessionHold

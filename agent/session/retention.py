@@ -38,7 +38,7 @@ from agent.statuses import SessionStatus
 from checkpointing.session_index import IndexUnusable
 
 if TYPE_CHECKING:
-    from agent.run.runner import Runner
+    from agent.run.base_runner import Runner
     from checkpointing.store.postgres import PostgresStore
 
 log = logging.getLogger("agentrt.sessions")

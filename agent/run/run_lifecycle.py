@@ -20,7 +20,7 @@ from checkpointing.ids import validate_id
 from checkpointing.layout import room_making_dir
 
 if TYPE_CHECKING:
-    from agent.run.runner import Runner
+    from agent.run.base_runner import Runner
 
 
 TOOL_STEP = "acting"
