@@ -44,8 +44,14 @@ def upgrade() -> None:
     op.execute(f"INSERT INTO {quoted}.jsonl_store_migrations (v) VALUES ({_MIGRATION}) ON CONFLICT DO NOTHING")
 
 
+def shares_record_store() -> bool:
+    """Whether this deployment has a table prefix: the record store's tables belong to the schema,
+    shared by every prefix in it, so only the unprefixed deployment's downgrade changes them."""
+    return bool(context.config.attributes.get("table_prefix"))
+
+
 def downgrade() -> None:
-    if op.get_bind().dialect.name != "postgresql":
+    if op.get_bind().dialect.name != "postgresql" or shares_record_store():
         return
     quoted = f'"{_schema()}"'
     op.execute(f"DROP INDEX IF EXISTS {quoted}.jsonl_streams_outbox")
