@@ -6,14 +6,12 @@ values, updates, messages-tuple and events modes up to the demo's approval, stat
 approval answered with a resume command, runs.wait, runs.list) and prints what the SDK returned,
 ids and times masked. The payloads must be equal field by field, except for the differences listed
 (with why) below; the user-visible facts are asserted on each server too, so both breaking the same
-way fails. The SDK is installed once per lockfile with `npm ci` into ~/.cache/agentrt/js/<sha256>.
+way fails. The SDK is installed once per lockfile with `npm ci` into ~/.cache/agentrt/js/js-<sha256>.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -24,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.support.langgraph_dev import langgraph_dev, needs_langgraph_cli
+from tests.support.npm import npm_modules
 from tests.support.runners import ROOT, make_config
 from tests.support.serve import serving
 
@@ -31,10 +30,7 @@ pytestmark = needs_langgraph_cli
 
 JS_DIR = ROOT / "tests" / "js"
 SCENARIOS = JS_DIR / "scenarios.mjs"
-NPM_BOUND_S = 300
 SCRIPT_BOUND_S = 180
-# What npm prints when it cannot reach the registry (the only reason to skip).
-OFFLINE = re.compile(r"ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|network", re.I)
 
 # --- Intended differences -------------------------------------------------------------------------
 # Each rule is a regex over a field's path (list indices written `[]`) naming a field that only one
@@ -161,36 +157,7 @@ def _events_outline(out: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def sdk_modules() -> Path:
     """node_modules for tests/js/package-lock.json, from `npm ci` once per lockfile hash."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.fail("needs Node.js 20 and npm on PATH")
-    digest = hashlib.sha256((JS_DIR / "package-lock.json").read_bytes()).hexdigest()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agentrt" / "js" / digest
-    modules = cache / "node_modules"
-    if modules.is_dir():
-        return modules
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    work = cache.parent / f"{digest}.{os.getpid()}.tmp"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir()
-    for name in ("package.json", "package-lock.json"):
-        shutil.copy(JS_DIR / name, work / name)
-    done = subprocess.run(
-        ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=NPM_BOUND_S,
-    )
-    if done.returncode != 0:
-        shutil.rmtree(work, ignore_errors=True)
-        if OFFLINE.search(done.stderr):
-            pytest.skip(f"npm cannot reach the registry: {done.stderr.strip()[-300:]}")
-        pytest.fail(f"npm ci failed:\n{done.stderr[-3000:]}")
-    try:
-        work.rename(cache)  # atomic: another session that got there first keeps its copy
-    except OSError:
-        shutil.rmtree(work, ignore_errors=True)
-    return modules
+    return npm_modules(JS_DIR)
 
 
 def _run_scenarios(url: str, modules: Path, where: Path) -> subprocess.Popen[str]:
