@@ -2,11 +2,11 @@
 posted to `POST /threads/{id}/commands`, events read from `POST /threads/{id}/stream/events`
 (server-sent events, `agent.serve.protocol_events`).
 
-Commands: `run.start` (`assistant_id`, `input`, `config`, `metadata`: a run as `runs.create` starts
-it; the thread is created on first use, with `metadata`), `input.respond` (`interrupt_id`,
-`response`: the answer to a pending approval, a run of its own), `state.get` (the thread's values
-and checkpoint). Each answers `{"type": "success", "id", "result"}`; a refused command answers
-the HTTP error any route gives (404, 409, 422 naming the field) and starts nothing.
+Commands (`agent.serve.protocol_commands`): `run.start`, `input.respond`, `input.inject`,
+`state.get`, `state.listCheckpoints`, `state.fork`, `agent.getTree`. Each answers `{"type":
+"success", "id", "result"}`; a refused command answers the HTTP error any route gives (404, 409,
+422 naming the field) and starts nothing. The `subscription.*` commands are the WebSocket's
+(`agent.serve.routes_protocol_ws`): over HTTP each event stream is a subscription.
 
 The event stream replays, from their first event, the thread's runs this server holds (as
 LangGraph's server replays the thread's stream), then follows new ones until the client goes
@@ -22,26 +22,19 @@ from typing import Any
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import StreamingResponse
-from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from agent.errors import ConfigError, SessionNotFound
-from agent.serve.assistants import ASSISTANT_ID
 from agent.serve.auth import Principal
 from agent.serve.deps import get_ctx, get_principal
+from agent.serve.protocol_commands import COMMANDS, execute
 from agent.serve.protocol_events import ProtocolTranslator, wanted
 from agent.serve.run_record import RunRecord
-from agent.serve.run_service import HEARTBEAT_S, start, stream_headers
+from agent.serve.run_service import HEARTBEAT_S, stream_headers
 from agent.serve.serve_context import ServeContext
-from agent.serve.stream_bodies import (
-    CHANNELS,
-    EventStreamRequest,
-    InputRespondParams,
-    ProtocolCommand,
-    RunStartParams,
-)
+from agent.serve.stream_bodies import CHANNELS, EventStreamRequest, ProtocolCommand
 from agent.serve.streams import sse
-from agent.serve.thread_follow import Start, ThreadFollower
+from agent.serve.thread_follow import END, Start, ThreadFollower, ThreadItem
 
 router = APIRouter(tags=["thread stream"])
 WATCHER_CHANNELS = frozenset({"lifecycle", "input"})
@@ -50,8 +43,6 @@ _unseen_ends: OrderedDict[str, None] = OrderedDict()
 _watched: OrderedDict[str, None] = OrderedDict()
 """Runs a lifecycle watcher has followed (one may find a run before its command has answered)."""
 UNSEEN_KEPT = 10000
-RUN_MODES = ["values", "updates", "messages-tuple", "custom", "tasks", "checkpoints"]
-"""What a run started by the protocol streams (what its events are made from)."""
 
 
 def _remember(kept: OrderedDict[str, None], run_id: str) -> None:
@@ -83,53 +74,6 @@ def follower_for(
     return ThreadFollower(ctx, principal.tenant_id, thread_id, Start.HISTORY, replay_finished=unseen)
 
 
-def _params(model: type[RunStartParams] | type[InputRespondParams], params: dict[str, Any]) -> dict[str, Any]:
-    try:
-        return model.model_validate(params).given()
-    except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in ("params", *first["loc"]))
-        raise ConfigError(f"{where}: {first['msg']}") from None
-
-
-async def run_start(ctx: ServeContext, principal: Principal, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
-    """`run.start`: a run as `runs.create` starts it, on the thread made on first use; `{"run_id"}`."""
-    given = _params(RunStartParams, params)
-    if given.get("input") is None:  # a continuation: of a thread that is there
-        try:
-            await run_in_threadpool(ctx.session, principal, thread_id)
-        except SessionNotFound:
-            raise ConfigError("params.input: a new thread's first run needs input") from None
-    body = {k: given[k] for k in ("assistant_id", "input", "config", "metadata") if given.get(k) is not None}
-    rec = await start(ctx, principal, thread_id, {**body, "if_not_exists": "create", "stream_mode": RUN_MODES})
-    _await_end(rec.run_id)
-    return {"run_id": rec.run_id}
-
-
-async def input_respond(
-    ctx: ServeContext, principal: Principal, thread_id: str, params: dict[str, Any]
-) -> dict[str, Any]:
-    """`input.respond`: the answer to the pending approval, as a run of its own; `{"run_id"}`."""
-    given = _params(InputRespondParams, params)
-    answers = given.get("responses") or ([given] if given.get("interrupt_id") else [])
-    if len(answers) != 1 or not answers[0].get("interrupt_id"):
-        raise ConfigError("params: send one answer: interrupt_id and response (agentrt asks one approval at a time)")
-    (answer,) = answers
-    resume = {str(answer["interrupt_id"]): answer.get("response")}
-    body = {"assistant_id": ASSISTANT_ID, "command": {"resume": resume}, "stream_mode": RUN_MODES}
-    if given.get("metadata"):
-        body["metadata"] = given["metadata"]
-    rec = await start(ctx, principal, thread_id, body)
-    _await_end(rec.run_id)
-    return {"run_id": rec.run_id}
-
-
-def state_get(ctx: ServeContext, principal: Principal, thread_id: str) -> dict[str, Any]:
-    """`state.get`: the thread's values and checkpoint."""
-    state = ctx.state(ctx.session(principal, thread_id))
-    return {"values": state["values"], "checkpoint": state.get("checkpoint")}
-
-
 @router.post("/threads/{thread_id}/commands")
 async def command(
     thread_id: str,
@@ -137,16 +81,28 @@ async def command(
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
 ) -> dict[str, Any]:
-    """One protocol command: `run.start`, `input.respond`, `state.get`."""
-    if request.method == "run.start":
-        result = await run_start(ctx, principal, thread_id, request.params)
-    elif request.method == "input.respond":
-        result = await input_respond(ctx, principal, thread_id, request.params)
-    elif request.method == "state.get":
-        result = await run_in_threadpool(state_get, ctx, principal, thread_id)
-    else:
-        raise ConfigError(f"method: {request.method!r} is not offered; send run.start, input.respond or state.get")
+    """One protocol command (`agent.serve.protocol_commands`): `run.start`, `input.respond`,
+    `input.inject`, `state.get`, `state.listCheckpoints`, `state.fork`, `agent.getTree`."""
+    result = await run_command(ctx, principal, thread_id, request.method, request.params)
+    if result is None:
+        if request.method.startswith("subscription."):
+            raise ConfigError(
+                f"method: {request.method} is a WebSocket command; over HTTP each POST .../stream/events "
+                "is a subscription, resumed with since"
+            )
+        raise ConfigError(f"method: {request.method!r} is not offered; send one of {', '.join(COMMANDS)}")
     return {"type": "success", "id": request.id, "result": result}
+
+
+async def run_command(
+    ctx: ServeContext, principal: Principal, thread_id: str, method: str, params: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The result of a protocol command (None: not a command of `agent.serve.protocol_commands`);
+    a run it starts is one whose end a lifecycle watcher is sent."""
+    result = await execute(ctx, principal, thread_id, method, params)
+    if result is not None and result.get("run_id"):
+        _await_end(str(result["run_id"]))
+    return result
 
 
 async def protocol_events(
@@ -163,6 +119,22 @@ async def protocol_events(
         for event in translator.translate(item):
             if event["seq"] > since and wanted(event, channels, request.namespaces):
                 yield event
+
+
+def held_count(follower: ThreadFollower, request: EventStreamRequest) -> int:
+    """How many of the events a subscription is sent were already held when it was made (what it
+    replays before it follows live ones)."""
+    channels, since = frozenset(request.channels), request.since or 0
+    translator = ProtocolTranslator()
+    count = 0
+    for rec, after in follower.starts:
+        items = [ThreadItem(rec, *item) for item in list(rec.streamed)[after:]]
+        if rec.done.is_set() and not rec.trimmed:
+            items.append(ThreadItem(rec, len(rec.streamed) + 1, END, {"status": END, "run_id": rec.run_id}))
+        for item in items:
+            events = translator.translate(item)
+            count += sum(e["seq"] > since and wanted(e, channels, request.namespaces) for e in events)
+    return count
 
 
 def check_channels(request: EventStreamRequest) -> None:

@@ -2,11 +2,15 @@
 (`client.threads.stream(..., transport="websocket")`).
 
 Frames in are commands `{"id", "method", "params"}`: `subscription.subscribe` (the params of
-`POST .../stream/events`; answers `{"subscription_id"}`, then sends the subscription's events),
-`subscription.unsubscribe`, and the commands of `POST .../commands` (`run.start`,
-`input.respond`, `state.get`). Each command is answered `{"type": "success", "id", "result"}` or
-`{"type": "error", "id", "error", "message"}`. A caller who may not open the socket, or a thread it
-cannot see, is closed with code 4000 + the HTTP status (4401, 4404), which the SDK does not retry.
+`POST .../stream/events`; answers `{"subscription_id", "replayed_events"}`, then sends the
+subscription's events: the thread's runs this server holds from their start, then live ones),
+`subscription.reconnect` (the same with a required `since`, the last `seq` the client got, and
+optionally the `subscription_id` to keep: what a client whose socket broke subscribes again with,
+sent only the events after `since`), `subscription.unsubscribe`, and the commands of
+`POST .../commands` (`agent.serve.protocol_commands`). Each command is answered `{"type":
+"success", "id", "result"}` or `{"type": "error", "id", "error", "message"}`. A caller who may not
+open the socket, or a thread it cannot see, is closed with code 4000 + the HTTP status (4401,
+4404), which the SDK does not retry.
 """
 
 from __future__ import annotations
@@ -23,18 +27,16 @@ from starlette.concurrency import run_in_threadpool
 
 from agent.errors import AgentrtError, ConfigError, NotFound
 from agent.serve.auth import Principal, Unauthorized
-from agent.serve.routes_protocol import (
-    check_channels,
-    follower_for,
-    input_respond,
-    protocol_events,
-    run_start,
-    state_get,
-)
+from agent.serve.routes_protocol import check_channels, follower_for, held_count, protocol_events, run_command
 from agent.serve.serve_context import ServeContext
-from agent.serve.stream_bodies import EventStreamRequest, ProtocolCommand
+from agent.serve.stream_bodies import EventStreamRequest, ProtocolCommand, ReconnectParams
+from agent.serve.thread_follow import ThreadFollower
 
 router = APIRouter()
+
+
+class SubscriptionNotFound(NotFound):
+    """An unsubscribe naming no subscription of the socket."""
 
 
 class _Socket:
@@ -49,35 +51,41 @@ class _Socket:
         async with self.lock:
             await self.ws.send_text(json.dumps(frame, ensure_ascii=False, separators=(",", ":"), default=repr))
 
-    async def _feed(self, request: EventStreamRequest) -> None:
-        follower = follower_for(self.ctx, self.principal, self.thread_id, request)
+    async def _feed(self, follower: ThreadFollower, request: EventStreamRequest) -> None:
         async for event in protocol_events(follower, request):
             if event is not None:
                 await self.send(event)
 
+    def subscribe(self, request: EventStreamRequest, sid: str | None = None) -> dict[str, Any]:
+        """Start sending the subscription's events (as `sid`: one of that id is replaced)."""
+        check_channels(request)
+        sid = sid or str(uuid.uuid4())
+        old = self.subs.pop(sid, None)
+        if old is not None:
+            old.cancel()
+        follower = follower_for(self.ctx, self.principal, self.thread_id, request)
+        replayed = held_count(follower, request)
+        self.subs[sid] = asyncio.create_task(self._feed(follower, request))
+        return {"subscription_id": sid, "replayed_events": replayed}
+
     async def handle(self, frame: dict[str, Any]) -> dict[str, Any]:
         command = ProtocolCommand.model_validate(frame)
-        params, tid, ctx, who = command.params, self.thread_id, self.ctx, self.principal
-        if command.method == "subscription.subscribe":
-            request = EventStreamRequest.model_validate(params)
-            check_channels(request)
-            sid = str(uuid.uuid4())
-            self.subs[sid] = asyncio.create_task(self._feed(request))
-            result: dict[str, Any] = {"subscription_id": sid}
-        elif command.method == "subscription.unsubscribe":
+        params, method = command.params, command.method
+        if method == "subscription.subscribe":
+            result: dict[str, Any] | None = self.subscribe(EventStreamRequest.model_validate(params))
+        elif method == "subscription.reconnect":
+            request = ReconnectParams.model_validate(params)
+            result = self.subscribe(request, request.subscription_id)
+        elif method == "subscription.unsubscribe":
             task = self.subs.pop(str(params.get("subscription_id")), None)
             if task is None:
-                raise NotFound(f"no subscription {params.get('subscription_id')!r} on this socket")
+                raise SubscriptionNotFound(f"no subscription {params.get('subscription_id')!r} on this socket")
             task.cancel()
             result = {}
-        elif command.method == "run.start":
-            result = await run_start(ctx, who, tid, params)
-        elif command.method == "input.respond":
-            result = await input_respond(ctx, who, tid, params)
-        elif command.method == "state.get":
-            result = await run_in_threadpool(state_get, ctx, who, tid)
         else:
-            raise ConfigError(f"method: {command.method!r} is not offered on this socket")
+            result = await run_command(self.ctx, self.principal, self.thread_id, method, params)
+        if result is None:
+            raise UnknownCommand(f"method: {method!r} is not offered on this socket")
         return {"type": "success", "id": command.id, "result": result}
 
     def close(self) -> None:
@@ -85,8 +93,18 @@ class _Socket:
             task.cancel()
 
 
+class UnknownCommand(ConfigError):
+    """A frame naming no command of the protocol."""
+
+
 def _error(frame: Any, err: Exception) -> dict[str, Any]:
-    code = "no_such_subscription" if isinstance(err, NotFound) else "invalid_argument"
+    code = "invalid_argument"
+    if isinstance(err, UnknownCommand):
+        code = "unknown_command"
+    elif isinstance(err, SubscriptionNotFound):
+        code = "no_such_subscription"
+    elif isinstance(err, NotFound):
+        code = "no_such_checkpoint" if "checkpoint" in str(err) else "no_such_run"
     if isinstance(err, ValidationError):
         first = err.errors()[0]
         message = f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"

@@ -69,6 +69,28 @@ def edit_state(
     }
 
 
+def fork_at(ctx: ServeContext, session: ChatSession, checkpoint_id: str) -> str:
+    """Start a new branch at `checkpoint_id` of the current branch, as `agentrt fork` does, and make
+    it current: the thread's state and its next run continue from that checkpoint, the branch it came
+    from keeps every checkpoint and entry as they were. The new branch's id."""
+    rt = ctx.runner
+    tenant, sid = session.tenant_id, session.session_id
+    _refuse_busy(ctx, session)
+    with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:  # LeaseHeld (409) while a run is going
+        _refuse_busy(ctx, session)
+        session = rt.manager.get(tenant, sid, session.user_id)
+        base = _base(ctx, session, checkpoint_id)
+        base_cp = str(base.config["configurable"]["checkpoint_id"])
+        entry_id = _entry_at(ctx, session, rt.manager.jsonl.event_log(tenant, sid), base)
+        pin = getattr(rt.saver, "pin", None)
+        if pin is not None:  # the fork point outlives retention while the new branch starts from it
+            pin(_at(session, base_cp))
+        branch_id = rt.manager.fork(session, entry_id, reason="forked", extra={"checkpoint_id": base_cp})
+        manifest = dict((base.values or {}).get("sandbox_manifest") or {})
+        start_branch_at(rt, session, branch_id, base_cp, manifest, hold.token)
+    return branch_id
+
+
 def _check_values(ctx: ServeContext, values: Any) -> None:
     """Refuse (422) what `update_state` would fail on only after the branch is made: keys the state
     does not have, messages that are not messages."""

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from agent.serve.bodies import Body, JsonObject, RunCreate
+from agent.serve.bodies import MAX_LIMIT, Body, JsonObject, RunCreate
 
 ThreadStreamMode = Literal["run_modes", "lifecycle", "state_update"]
 """What `threads.join_stream` can follow: the runs' events, their starts and ends, state edits."""
@@ -65,3 +65,50 @@ class InputRespondParams(Body):
     response: Any = None
     responses: list[dict[str, Any]] | None = None
     metadata: JsonObject | None = None
+
+
+class InjectedMessage(Body):
+    """The message of `input.inject`."""
+
+    role: Literal["user", "system"]
+    content: str = Field(max_length=100_000)
+    name: str | None = None
+
+
+class InjectParams(Body):
+    """The params of `input.inject`."""
+
+    namespace: list[str]
+    message: InjectedMessage
+
+
+class CheckpointListParams(Body):
+    """The params of `state.listCheckpoints` (`before`: a checkpoint id; those older than it)."""
+
+    namespace: list[str] | None = None
+    limit: int = Field(default=10, ge=1, le=MAX_LIMIT)
+    before: str | None = None
+
+
+class ForkParams(Body):
+    """The params of `state.fork` (`assistant_id`: agentrt's own when not given)."""
+
+    checkpoint_id: str = Field(min_length=1)
+    input: Any = None
+    config: JsonObject | None = None
+    metadata: JsonObject | None = None
+    assistant_id: str | None = None
+
+
+class TreeParams(Body):
+    """The params of `agent.getTree`."""
+
+    run_id: str | None = None
+
+
+class ReconnectParams(EventStreamRequest):
+    """The params of `subscription.reconnect` (WebSocket): a subscription's filter, the last `seq`
+    the client got (required) and, to keep it, the subscription's id."""
+
+    since: int = Field(ge=0)
+    subscription_id: str | None = Field(default=None, min_length=1, max_length=200)

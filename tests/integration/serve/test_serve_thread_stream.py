@@ -155,7 +155,8 @@ def test_the_event_stream_resumes_after_since_and_filters_channels(server: Serve
         ({"id": 1, "method": "run.start", "params": {"assistant_id": "agentrt", "input": {"x": 1}}}, "run input"),
         ({"id": 1, "method": "run.start", "params": {"assistant_id": "nobody", "input": ASK}}, "assistant"),
         ({"id": 1, "method": "run.start", "params": {"assistant_id": "agentrt"}}, "params.input"),
-        ({"id": 1, "method": "state.fork", "params": {}}, "method"),
+        ({"id": 1, "method": "state.rewind", "params": {}}, "method"),
+        ({"id": 1, "method": "state.fork", "params": {}}, "params.checkpoint_id"),
         ({"id": 1, "method": "input.respond", "params": {"response": True}}, "interrupt_id"),
     ],
 )
