@@ -1,12 +1,15 @@
 """Assistants of `agentrt serve`: the built-in `agentrt` one, and those a tenant creates, kept with
-every version in the server's LangGraph store (`agent.session.item_store`: SQLite under `base_dir`
-on the files store, PostgreSQL with `persistence.store: postgres`).
+every version in one document per tenant of the record store (`agent.session.assistant_doc`: a
+file under `base_dir` on the files store, a row with `persistence.store: postgres`), where the
+server's crons are kept too. Only these routes read it, and one tenant never reads another's.
 
-Each assistant is one item, under the namespace `("agentrt-assistants", <tenant>)` of the shared
-store: outside the `("tenants", ...)` part the store API serves, so no client reaches it but
-through these routes, and one tenant never reads another's. The item holds the assistant as it is
-now and every version of it; a change is one write of the whole item (a lock orders the writes of
-this process).
+Every change (create, update, set latest, delete) is a compare-and-swap of the tenant's document:
+two servers (or two requests) changing assistants at once never lose each other's change, and the
+versions of an assistant are numbered 1, 2, 3... without a gap or a number given twice.
+
+Assistants kept by an earlier agentrt, one item each under `("agentrt-assistants", <tenant>)` of
+the server's LangGraph store, are read from there until the tenant's first change, which moves them
+into the document (and then removes the items).
 
 An assistant's `config.configurable` (or `context`, the same thing: LangGraph keeps them equal)
 holds only the keys of `agent.run.overrides.ALLOWED`; a run that names the assistant applies them.
@@ -15,17 +18,17 @@ The built-in assistant (graph id `agentrt`) has none, and cannot be changed or d
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
-from langgraph.store.base import BaseStore
+from langgraph.store.base import BaseStore, PutOp
 
 from agent.config import AgentSettings, AssistantOverrides
 from agent.errors import AssistantConflict, AssistantNotFound, ConfigError, quote_id
 from agent.run.overrides import CONFIG_NAME, check_overrides, resolve
+from agent.session.assistant_doc import Assistants, assistants_session, change_assistants, read_assistants
 from agent.session.tenant_store import ASSISTANTS_ROOT
 
 GRAPH_ID = "agentrt"
@@ -33,8 +36,9 @@ GRAPH_ID = "agentrt"
 ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 ASSISTANT_ID = str(uuid.uuid5(ASSISTANT_NAMESPACE, GRAPH_ID))
 ROOT = ASSISTANTS_ROOT
-"""The first label of every assistant's namespace in the shared store."""
+"""The first label of the namespace of the assistants an earlier agentrt kept in the LangGraph store."""
 PAGE = 500
+T = TypeVar("T")
 VERSION_FIELDS = ("assistant_id", "graph_id", "config", "context", "metadata", "name", "description", "version")
 
 
@@ -132,22 +136,34 @@ def checked_id(assistant_id: str | None) -> str:
 
 
 class AssistantStore:
-    """The assistants of every tenant, in the server's LangGraph store."""
+    """The assistants of every tenant, in the record store (see the module docstring)."""
 
     def __init__(self, settings: AgentSettings, store: BaseStore, started_at: float) -> None:
         self.settings = settings
         self.store = store
+        """The LangGraph store, where an earlier agentrt kept assistants (read until moved)."""
         self.builtin = builtin(started_at)
-        self._lock = threading.Lock()
 
     # --- reading ---------------------------------------------------------------------------------------
+    def _legacy(self, tenant_id: str) -> Assistants:
+        """The tenant's assistants an earlier agentrt kept in the LangGraph store, by id."""
+        out: Assistants = {}
+        while True:
+            page = self.store.search((ROOT, tenant_id), limit=PAGE, offset=len(out), refresh_ttl=False)
+            out.update({i.key: dict(i.value) for i in page})
+            if len(page) < PAGE:
+                return out
+
+    def _items(self, tenant_id: str) -> Assistants:
+        found, _ = read_assistants(assistants_session(self.settings, tenant_id))
+        return self._legacy(tenant_id) if found is None else found
+
     def _item(self, tenant_id: str, assistant_id: str) -> dict[str, Any] | None:
         try:
             key = str(uuid.UUID(assistant_id))
         except ValueError:
             return None
-        item = self.store.get((ROOT, tenant_id), key, refresh_ttl=False)
-        return dict(item.value) if item is not None else None
+        return self._items(tenant_id).get(key)
 
     def get(self, tenant_id: str, assistant_id: str) -> dict[str, Any]:
         """The assistant as it is now (the built-in one by its id or graph id); `AssistantNotFound` else."""
@@ -160,14 +176,7 @@ class AssistantStore:
 
     def all(self, tenant_id: str) -> list[dict[str, Any]]:
         """Every assistant of the tenant, the built-in one first."""
-        out = [dict(self.builtin)]
-        offset = 0
-        while True:
-            page = self.store.search((ROOT, tenant_id), limit=PAGE, offset=offset, refresh_ttl=False)
-            out.extend(dict(i.value["assistant"]) for i in page)
-            if len(page) < PAGE:
-                return out
-            offset += PAGE
+        return [dict(self.builtin), *(dict(i["assistant"]) for i in self._items(tenant_id).values())]
 
     def versions(self, tenant_id: str, assistant_id: str) -> list[dict[str, Any]]:
         """Every version of the assistant, newest first."""
@@ -191,8 +200,20 @@ class AssistantStore:
         return resolve(self.settings, given)
 
     # --- writing ---------------------------------------------------------------------------------------
-    def _put(self, tenant_id: str, item: dict[str, Any]) -> None:
-        self.store.put((ROOT, tenant_id), item["assistant"]["assistant_id"], item, index=False, ttl=None)
+    def _change(self, tenant_id: str, edit: Callable[[Assistants], T]) -> T:
+        """Apply `edit` to the tenant's assistants by compare-and-swap of its document (made from the
+        LangGraph store's items the first time, which then go)."""
+        legacy: Assistants = {}
+
+        def first() -> Assistants:
+            legacy.clear()
+            legacy.update(self._legacy(tenant_id))
+            return legacy
+
+        out, made = change_assistants(assistants_session(self.settings, tenant_id), tenant_id, edit, first)
+        if made and legacy:
+            self.store.batch([PutOp((ROOT, tenant_id), key, None) for key in legacy])
+        return out
 
     def create(self, tenant_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """A new assistant (version 1) from a create body; with `if_exists: do_nothing` the one that
@@ -202,58 +223,65 @@ class AssistantStore:
         assistant_id = checked_id(body.get("assistant_id"))
         if is_builtin(assistant_id):
             raise AssistantConflict(f"assistant {assistant_id} is the built-in one; pick another id")
-        stamp = now()
-        version = {
-            "assistant_id": assistant_id,
-            "graph_id": graph_id,
-            "config": config,
-            "context": context,
-            "metadata": dict(body.get("metadata") or {}),
-            "name": body.get("name") or "Untitled",
-            "description": body.get("description"),
-            "version": 1,
-            "created_at": stamp,
-        }
-        with self._lock:
-            existing = self._item(tenant_id, assistant_id)
+
+        def edit(items: Assistants) -> dict[str, Any]:
+            existing = items.get(assistant_id)
             if existing is not None:
                 if body.get("if_exists") == "do_nothing":
                     return dict(existing["assistant"])
                 raise AssistantConflict(
                     f"assistant {assistant_id} already exists; update it, or send if_exists: do_nothing"
                 )
+            stamp = now()
+            version = {
+                "assistant_id": assistant_id,
+                "graph_id": graph_id,
+                "config": config,
+                "context": context,
+                "metadata": dict(body.get("metadata") or {}),
+                "name": body.get("name") or "Untitled",
+                "description": body.get("description"),
+                "version": 1,
+                "created_at": stamp,
+            }
             assistant = {**version, "updated_at": stamp}
-            self._put(tenant_id, {"assistant": assistant, "versions": [version]})
-        return assistant
+            items[assistant_id] = {"assistant": assistant, "versions": [version]}
+            return assistant
 
-    def _changeable(self, tenant_id: str, assistant_id: str) -> dict[str, Any]:
+        return self._change(tenant_id, edit)
+
+    def _changeable(self, items: Assistants, assistant_id: str) -> dict[str, Any]:
         if is_builtin(assistant_id):
             raise AssistantConflict(
                 f"assistant {quote_id(assistant_id)} is the server's own and cannot change; "
                 f"create one with graph_id {GRAPH_ID!r} and change that"
             )
-        item = self._item(tenant_id, assistant_id)
+        try:
+            item = items.get(str(uuid.UUID(assistant_id)))
+        except ValueError:
+            item = None
         if item is None:
             raise AssistantNotFound(f"assistant {quote_id(assistant_id)} not found")
         return item
 
     def update(self, tenant_id: str, assistant_id: str, body: dict[str, Any]) -> dict[str, Any]:
-        """A new version from a patch body (metadata merged, the other fields given replaced) made latest."""
+        """A new version from a patch body (metadata merged, the other fields given replaced) made
+        latest, numbered one past the highest version there is."""
         if "graph_id" in body:
             checked_graph(body["graph_id"])
         # As LangGraph's server: an empty config keeps the current one; a context (even empty) replaces it.
         given_config = bool(body.get("config")) or body.get("context") is not None
         if given_config:
             config, context = checked_config(self.settings, body.get("config"), body.get("context"))
-        with self._lock:
-            item = self._changeable(tenant_id, assistant_id)
+
+        def edit(items: Assistants) -> dict[str, Any]:
+            item = self._changeable(items, assistant_id)
             current = item["assistant"]
-            number = max(int(v["version"]) for v in item["versions"]) + 1
             stamp = now()
             version = {
                 **{k: current.get(k) for k in VERSION_FIELDS},
                 "metadata": {**(current.get("metadata") or {}), **(body.get("metadata") or {})},
-                "version": number,
+                "version": max(int(v["version"]) for v in item["versions"]) + 1,
                 "created_at": stamp,
             }
             if given_config:
@@ -262,22 +290,32 @@ class AssistantStore:
                 if body.get(key) is not None:
                     version[key] = body[key]
             assistant = {**current, **{k: version[k] for k in VERSION_FIELDS}, "updated_at": stamp}
-            self._put(tenant_id, {"assistant": assistant, "versions": [*item["versions"], version]})
-        return assistant
+            item["assistant"], item["versions"] = assistant, [*item["versions"], version]
+            return assistant
+
+        return self._change(tenant_id, edit)
 
     def set_latest(self, tenant_id: str, assistant_id: str, number: int) -> dict[str, Any]:
         """Make an earlier (or later) version the assistant's current one."""
-        with self._lock:
-            item = self._changeable(tenant_id, assistant_id)
+
+        def edit(items: Assistants) -> dict[str, Any]:
+            item = self._changeable(items, assistant_id)
             found = next((v for v in item["versions"] if int(v["version"]) == number), None)
             if found is None:
                 raise AssistantNotFound(f"version {number} not found for assistant {quote_id(assistant_id)}")
             assistant = {**item["assistant"], **{k: found[k] for k in VERSION_FIELDS}, "updated_at": now()}
-            self._put(tenant_id, {**item, "assistant": assistant})
-        return assistant
+            item["assistant"] = assistant
+            return assistant
 
-    def delete(self, tenant_id: str, assistant_id: str) -> None:
-        """Remove the assistant and its versions."""
-        with self._lock:
-            item = self._changeable(tenant_id, assistant_id)
-            self.store.delete((ROOT, tenant_id), item["assistant"]["assistant_id"])
+        return self._change(tenant_id, edit)
+
+    def delete(self, tenant_id: str, assistant_id: str) -> str:
+        """Remove the assistant and its versions; its id."""
+
+        def edit(items: Assistants) -> str:
+            item = self._changeable(items, assistant_id)
+            key = str(item["assistant"]["assistant_id"])
+            del items[key]
+            return key
+
+        return self._change(tenant_id, edit)

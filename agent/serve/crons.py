@@ -194,6 +194,17 @@ class CronBook:
 
         return self.change(edit) if any(c.get("thread_id") == thread_id for c in self.all()) else 0
 
+    def drop_assistant(self, assistant_id: str) -> int:
+        """Remove the crons that start runs of assistant `assistant_id` (it is gone); how many went."""
+
+        def edit(crons: dict[str, Cron]) -> int:
+            gone = [cid for cid, c in crons.items() if c.get("assistant_id") == assistant_id]
+            for cid in gone:
+                del crons[cid]
+            return len(gone)
+
+        return self.change(edit) if any(c.get("assistant_id") == assistant_id for c in self.all()) else 0
+
     def claim_due(self, now: datetime) -> list[Cron]:
         """Claim every firing due at `now`: each due cron's `next_run_date` moves past `now` (missed
         times are skipped: one run, not one per missed time) in one swap. The crons claimed, as

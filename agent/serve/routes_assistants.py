@@ -13,7 +13,9 @@ from agent.serve.assistant_bodies import AssistantCreate, AssistantLatest, Assis
 from agent.serve.assistants import GRAPH_ID, contains, settings_schema
 from agent.serve.auth import Principal
 from agent.serve.bodies import AssistantCount, AssistantSearch
+from agent.serve.crons import CronBook
 from agent.serve.deps import get_ctx, get_principal
+from agent.serve.run_record import CancelAction
 from agent.serve.serve_context import ServeContext
 
 router = APIRouter(prefix="/assistants", tags=["assistants"])
@@ -99,10 +101,17 @@ async def delete_assistant(
     ctx: ServeContext = Depends(get_ctx),
     principal: Principal = Depends(get_principal),
 ) -> Response:
-    """Remove the assistant and its versions (the built-in one cannot go: 409)."""
+    """Remove the assistant and its versions (the built-in one cannot go: 409), as LangGraph's server
+    does: its crons go too, and its runs in flight on this server are cancelled (`interrupt`: a
+    pending one never starts, a running one stops after its current step); a new run naming it is
+    refused (404)."""
     if delete_threads:
         raise ConfigError("delete_threads: threads are not tied to an assistant here; delete them with threads.delete")
-    await run_in_threadpool(ctx.assistants.delete, principal.tenant_id, assistant_id)
+    gone = await run_in_threadpool(ctx.assistants.delete, principal.tenant_id, assistant_id)
+    await run_in_threadpool(CronBook(ctx.settings, principal.tenant_id).drop_assistant, gone)
+    for rec in ctx.engine.live(principal.tenant_id):
+        if rec.assistant_id == gone:
+            await run_in_threadpool(ctx.engine.cancel, rec, CancelAction.INTERRUPT)
     return Response(status_code=204)
 
 

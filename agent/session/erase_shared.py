@@ -4,7 +4,8 @@ store items.
 - Crons (`agent.session.cron_doc`): a whole-tenant erase deletes the tenant's crons document; a
   one-user erase deletes that user's crons from it (a stateless cron would otherwise go on making
   threads for the erased user). They go before the sessions, so none fires a run meanwhile.
-- Assistants, every version (`(ASSISTANTS_ROOT, tenant)` of LangGraph's store) and store items
+- Assistants, every version (the tenant's document of `agent.session.assistant_doc`, and those an
+  earlier agentrt kept under `(ASSISTANTS_ROOT, tenant)` of LangGraph's store) and store items
   (every namespace under `("tenants", tenant)`): they belong to the whole tenant (its users share
   them), so only a whole-tenant erase deletes them.
 
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from langgraph.store.base import BaseStore, PutOp
 
+from agent.session.assistant_doc import assistants_session, read_assistants
 from agent.session.cron_doc import change_crons, crons_session, read_crons
 from agent.session.removal import Removal
 from agent.session.tenant_store import ASSISTANTS_ROOT, tenant_scope
@@ -53,6 +55,12 @@ def erase_crons(settings: AgentSettings, tenant: str, user: str | None, out: Rem
 
 def erase_items(settings: AgentSettings, tenant: str, out: Removal) -> None:
     """Delete (or, `out.dry_run`, count) the tenant's assistants and store items."""
+    assistants = assistants_session(settings, tenant)
+    kept, _ = read_assistants(assistants)
+    if kept is not None:
+        out.assistants += len(kept)
+        if not out.dry_run:
+            assistants.remove()  # the document and whatever else the pseudo-session holds
     store = _item_store(settings)
     if store is None:
         return
