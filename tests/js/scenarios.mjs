@@ -79,4 +79,56 @@ out.wait_runs = await client.runs.list(other.thread_id);
 
 out.search = await client.threads.search({ metadata: { suite: SUITE }, sortBy: "created_at", sortOrder: "asc" });
 
+// Assistants: create, get, update (a new version), versions, set latest, search, count, delete.
+const YEARLY = "0 0 1 1 *";
+const bot = await client.assistants.create({
+  graphId: ASSISTANT,
+  name: "JS bot",
+  metadata: { suite: SUITE, scenario: "assistant" },
+  context: { system_prompt: "First." },
+});
+const helper = await client.assistants.create({
+  graphId: ASSISTANT,
+  name: "JS helper",
+  metadata: { suite: SUITE, scenario: "helper" },
+});
+out.assistant_created = bot;
+out.assistant_got = await client.assistants.get(bot.assistant_id);
+out.assistant_updated = await client.assistants.update(bot.assistant_id, {
+  context: { system_prompt: "Second." },
+  metadata: { tier: "gold" },
+});
+out.assistant_versions = await client.assistants.getVersions(bot.assistant_id);
+out.assistant_gold_versions = await client.assistants.getVersions(bot.assistant_id, { metadata: { tier: "gold" } });
+out.assistant_latest = await client.assistants.setLatest(bot.assistant_id, 1);
+out.assistant_search = await client.assistants.search({ metadata: { suite: SUITE }, sortBy: "name", sortOrder: "asc" });
+out.assistant_search_name = await client.assistants.search({ name: "helper", metadata: { suite: SUITE } });
+out.assistant_count = await client.assistants.count({ metadata: { suite: SUITE } });
+out.assistant_count_gold = await client.assistants.count({ metadata: { suite: SUITE, tier: "gold" } });
+
+// Crons: for a thread and stateless, on the assistants above; search, count, delete. Deleting an
+// assistant deletes its crons.
+const cronThread = await client.threads.create({ metadata: { suite: SUITE, scenario: "cron" } });
+out.cron_for_thread = await client.crons.createForThread(cronThread.thread_id, bot.assistant_id, {
+  schedule: YEARLY,
+  input: INPUT,
+  metadata: { suite: SUITE },
+});
+out.cron_stateless = await client.crons.create(helper.assistant_id, { schedule: YEARLY, input: INPUT });
+out.cron_search = await client.crons.search({ assistantId: bot.assistant_id });
+out.cron_search_thread = await client.crons.search({ threadId: cronThread.thread_id });
+out.cron_count = await client.crons.count({ assistantId: bot.assistant_id });
+out.cron_count_helper = await client.crons.count({ assistantId: helper.assistant_id });
+await client.crons.delete(out.cron_stateless.cron_id);
+out.cron_count_helper_deleted = await client.crons.count({ assistantId: helper.assistant_id });
+
+await client.assistants.delete(bot.assistant_id);
+out.assistant_count_deleted = await client.assistants.count({ metadata: { suite: SUITE } });
+out.cron_count_assistant_deleted = await client.crons.count({ assistantId: bot.assistant_id });
+out.assistant_get_deleted = await client.assistants.get(bot.assistant_id).then(
+  () => "found",
+  (err) => err.status ?? String(err),
+);
+await client.assistants.delete(helper.assistant_id);
+
 process.stdout.write(JSON.stringify(mask(out)) + "\n");

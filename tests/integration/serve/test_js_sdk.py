@@ -3,10 +3,12 @@
 
 tests/js/scenarios.mjs runs the same calls on each (threads create/get/search, a stream in the
 values, updates, messages-tuple and events modes up to the demo's approval, state and history, the
-approval answered with a resume command, runs.wait, runs.list) and prints what the SDK returned,
-ids and times masked. The payloads must be equal field by field, except for the differences listed
-(with why) below; the user-visible facts are asserted on each server too, so both breaking the same
-way fails. The SDK is installed once per lockfile with `npm ci` into ~/.cache/agentrt/js/js-<sha256>.
+approval answered with a resume command, runs.wait, runs.list; assistants create/get/update/
+versions/set latest/search/count/delete; crons for a thread and stateless, search/count/delete, and
+an assistant's crons gone with it) and prints what the SDK returned, ids and times masked. The
+payloads must be equal field by field, except for the differences listed (with why) below; the
+user-visible facts are asserted on each server too, so both breaking the same way fails. The SDK is
+installed once per lockfile with `npm ci` into ~/.cache/agentrt/js/js-<sha256>.
 """
 
 from __future__ import annotations
@@ -56,6 +58,13 @@ REF_ONLY = [
     r"|temporary|webhook)",
     # langgraph dev merges the thread's metadata (and assistant, graph) into each run's metadata.
     r"\w*runs\[\]\.metadata\.(assistant_id|graph_id|suite|scenario)",
+    # A cron's payload: langgraph dev keeps the whole create request (with the cron's assistant and
+    # schedule, which agentrt keeps as the cron's own fields) and adds the cron id to its runs'
+    # configurable; agentrt keeps the body of the runs it starts, and names the cron in their metadata
+    # (a run's configurable holds only the settings an assistant may change).
+    r"cron_\w+(\[\])?\.payload\.(assistant_id|schedule|config)",
+    # Newer Agent Server field: agentrt reads every schedule in UTC.
+    r"cron_\w+(\[\])?\.timezone",
 ]
 OURS_ONLY = [
     # agentrt's session view of a thread: its branch, session status, error and pending interrupts.
@@ -72,6 +81,8 @@ OURS_ONLY = [
     # agentrt's own run id and the process that executed the run; kwargs it keeps for scheduling.
     r"\w*runs\[\]\.metadata\.(agentrt_run_id|executed_by)",
     r"\w*runs\[\]\.kwargs\.(after_seconds|on_completion)",
+    # A cron's newest firing (its run, status and error): how a cron whose run failed is seen.
+    r"cron_\w+(\[\])?\.last_run",
 ]
 # Fields on both whose values may differ.
 EITHER = [
@@ -80,6 +91,12 @@ EITHER = [
     # The modes a run records: agentrt sorts the requested ones and records all it produces for a
     # wait; langgraph dev records what the request said. The streams themselves are compared.
     r"\w*runs\[\]\.kwargs\.stream_mode",
+    # set_latest: agentrt makes the version's context current with its config (LangGraph keeps the two
+    # equal, and agentrt's runs read them as one); langgraph dev's in-memory server moves the config
+    # back and leaves the context at the newest version's.
+    r"assistant_(latest|search\[\])\.context",
+    # A cron made without a user: agentrt says null (the whole tenant's), langgraph dev "".
+    r"cron_\w+(\[\])?\.user_id",
 ]
 # The `events` mode is compared on its projection (`_events_outline`), not event by event:
 # agentrt builds it from the run's journal (node tasks, model chunks, its own custom events), while
@@ -255,3 +272,33 @@ def test_what_a_js_client_sees_the_answer_the_approval_and_the_statuses(
     assert out["state_done"]["next"] == [] and out["history"][0]["values"] == out["state_done"]["values"]
     assert out["history"][-1]["next"] == ["__start__"]
     assert [r["status"] for r in out["runs"]] == [r["status"] for r in out["wait_runs"]] == ["success", "success"]
+
+
+@pytest.mark.parametrize("server", ["agentrt", "langgraph dev"])
+def test_what_a_js_client_sees_of_assistants_and_crons(results: dict[str, dict[str, Any]], server: str) -> None:
+    out = results[server]
+    made, updated = out["assistant_created"], out["assistant_updated"]
+    assert (made["name"], made["version"], made["context"]) == ("JS bot", 1, {"system_prompt": "First."})
+    assert out["assistant_got"] == made
+    assert updated["version"] == 2 and updated["context"] == {"system_prompt": "Second."}
+    assert updated["metadata"] == {"suite": "<suite>", "scenario": "assistant", "tier": "gold"}  # merged
+    assert [v["version"] for v in out["assistant_versions"]] == [2, 1]
+    assert [v["version"] for v in out["assistant_gold_versions"]] == [2]
+    latest = out["assistant_latest"]
+    assert latest["version"] == 1 and latest["config"] == {"configurable": {"system_prompt": "First."}}
+    assert [a["name"] for a in out["assistant_search"]] == ["JS bot", "JS helper"]
+    assert [a["name"] for a in out["assistant_search_name"]] == ["JS helper"]
+    assert (out["assistant_count"], out["assistant_count_gold"]) == (2, 0)  # version 1 has no tier
+
+    for_thread, stateless = out["cron_for_thread"], out["cron_stateless"]
+    assert for_thread["schedule"] == stateless["schedule"] == "0 0 1 1 *"
+    assert for_thread["thread_id"] == "<id>" and stateless["thread_id"] is None
+    assert for_thread["next_run_date"] == "<time>" and for_thread["payload"]["input"] == {
+        "user_input": "Summarise the sales"
+    }
+    assert [c["cron_id"] for c in out["cron_search"]] == [c["cron_id"] for c in out["cron_search_thread"]]
+    assert len(out["cron_search"]) == 1 and out["cron_search"][0]["metadata"] == {"suite": "<suite>"}
+    assert (out["cron_count"], out["cron_count_helper"], out["cron_count_helper_deleted"]) == (1, 1, 0)
+    # Deleting an assistant: it is gone, and so are its crons.
+    assert out["assistant_count_deleted"] == 1 and out["assistant_get_deleted"] == 404
+    assert out["cron_count_assistant_deleted"] == 0
