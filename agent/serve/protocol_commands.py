@@ -8,7 +8,7 @@ on the thread's WebSocket), as LangGraph's protocol (`@langchain/protocol`) defi
 - `input.inject` (`namespace`, `message: {role, content}`): a user message as the thread's next
   turn, queued behind a run in flight (agentrt's graph reads input between turns, not inside one).
   `{"run_id"}`.
-- `state.get`: the thread's values and checkpoint.
+- `state.get` (`keys`): the thread's values (those keys only, when given) and checkpoint.
 - `state.listCheckpoints` (`limit`, `before`): the current branch's checkpoints, newest first:
   `{"checkpoints": [{"id", "timestamp", "step", "node_name", "metadata"}]}`.
 - `state.fork` (`checkpoint_id`, `input`, `config`): a new branch of the session's entry tree at that
@@ -43,6 +43,7 @@ from agent.serve.stream_bodies import (
     InjectParams,
     InputRespondParams,
     RunStartParams,
+    StateGetParams,
     TreeParams,
 )
 from agent.serve.thread_follow import announce_state
@@ -129,10 +130,16 @@ async def input_inject(
     return {"run_id": rec.run_id}
 
 
-def state_get(ctx: ServeContext, principal: Principal, thread_id: str) -> dict[str, Any]:
-    """`state.get`: the thread's values and checkpoint."""
+def state_get(ctx: ServeContext, principal: Principal, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    """`state.get`: the thread's values (only `keys` when given) and checkpoint."""
+    given = _params(StateGetParams, params)
+    if given.get("namespace"):
+        raise ConfigError(ROOT_ONLY)
     state = ctx.state(ctx.session(principal, thread_id))
-    return {"values": state["values"], "checkpoint": state.get("checkpoint")}
+    values = state["values"]
+    if given.get("keys") is not None:
+        values = {k: v for k, v in values.items() if k in given["keys"]}
+    return {"values": values, "checkpoint": state.get("checkpoint")}
 
 
 def list_checkpoints(ctx: ServeContext, principal: Principal, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -214,7 +221,7 @@ async def execute(
     if method == "state.fork":
         return await state_fork(ctx, principal, thread_id, params)
     if method == "state.get":
-        return await run_in_threadpool(state_get, ctx, principal, thread_id)
+        return await run_in_threadpool(state_get, ctx, principal, thread_id, params)
     if method == "state.listCheckpoints":
         return await run_in_threadpool(list_checkpoints, ctx, principal, thread_id, params)
     if method == "agent.getTree":

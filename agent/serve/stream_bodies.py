@@ -82,6 +82,13 @@ class InjectParams(Body):
     message: InjectedMessage
 
 
+class StateGetParams(Body):
+    """The params of `state.get` (`keys`: only those state keys)."""
+
+    namespace: list[str] | None = None
+    keys: list[str] | None = None
+
+
 class CheckpointListParams(Body):
     """The params of `state.listCheckpoints` (`before`: a checkpoint id; those older than it)."""
 

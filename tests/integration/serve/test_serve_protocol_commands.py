@@ -86,8 +86,11 @@ def test_list_checkpoints_gives_the_branch_newest_first_and_pages_with_before(
     history = acme.threads.get_history(tid, limit=100)
     with acme.threads.stream(tid, assistant_id=A, transport=transport, headers=_headers()) as thread:  # type: ignore[arg-type]
         listed = thread._send_command("state.listCheckpoints", {"limit": 100})["checkpoints"]
+        some = thread._send_command("state.get", {"namespace": [], "keys": ["messages", "nothing"]})
         page = thread._send_command("state.listCheckpoints", {"limit": 2, "before": listed[1]["id"]})["checkpoints"]
         first = thread._send_command("state.listCheckpoints", {})["checkpoints"]
+    assert some["values"] == {"messages": history[0]["values"]["messages"]}
+    assert some["checkpoint"]["checkpoint_id"] == history[0]["checkpoint"]["checkpoint_id"]
     assert [c["id"] for c in listed] == [h["checkpoint"]["checkpoint_id"] for h in history]
     assert [c["step"] for c in listed] == [h["metadata"]["step"] for h in history]
     assert [c["timestamp"] for c in listed] == [h["created_at"] for h in history]
@@ -195,7 +198,12 @@ def test_a_run_that_ends_at_an_approval_is_interrupted_in_the_tree(tmp_path: Pat
         ("state.fork", {"checkpoint_id": str(uuid.uuid4()), "input": {"user_input": "x"}}, 404, "checkpoint"),
         ("state.listCheckpoints", {"limit": 0}, 422, "params.limit"),
         ("state.listCheckpoints", {"before": str(uuid.uuid4())}, 404, "checkpoint"),
+        ("state.listCheckpoints", {"before": "../not an id"}, 404, "checkpoint"),
+        ("state.fork", {"checkpoint_id": "../not an id"}, 404, "checkpoint"),
+        ("agent.getTree", {"run_id": "../not an id"}, 404, "run"),
         ("state.listCheckpoints", {"namespace": ["sub"]}, 422, "params.namespace"),
+        ("state.get", {"namespace": ["sub"]}, 422, "params.namespace"),
+        ("state.get", {"keys": "messages"}, 422, "params.keys"),
         ("agent.getTree", {"run_id": "r-000000000000"}, 404, "run"),
         ("subscription.reconnect", {"channels": ["values"], "since": 0}, 422, "WebSocket"),
         ("state.rewind", {}, 422, "method"),
