@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from agent.errors import ConfigError, SessionNotFound
+from agent.errors import ConfigError, SessionError, SessionNotFound
 from agent.serve.assistants import ASSISTANT_ID, GRAPH_ID
 from agent.serve.auth import Principal
 from agent.serve.bodies import Body
@@ -118,7 +118,13 @@ async def input_inject(
     message = given["message"]
     if message["role"] != "user":
         raise ConfigError("params.message.role: agentrt takes a user's message as input; send role user")
-    await run_in_threadpool(ctx.session, principal, thread_id)  # 404: inject into a thread that is there
+    session = await run_in_threadpool(ctx.session, principal, thread_id)  # 404: a thread that is there
+    waiting = await run_in_threadpool(lambda: [i.id for i in ctx.snapshot(session).interrupts])
+    if waiting and not ctx.engine.busy(session.tenant_id, session.session_id):
+        raise SessionError(
+            f"thread {thread_id} waits for an answer to interrupt {waiting[0]}: send input.respond with that "
+            "interrupt_id, then inject"
+        )
     turn = {"role": "user", "content": message["content"]}
     body = {
         "assistant_id": ASSISTANT_ID,

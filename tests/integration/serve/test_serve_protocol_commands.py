@@ -178,13 +178,23 @@ def test_agent_get_tree_gives_the_root_with_its_runs_status(acme: SyncLangGraphC
     assert by_run == {"tree": {**root, "status": "completed"}}
 
 
-def test_a_run_that_ends_at_an_approval_is_interrupted_in_the_tree(tmp_path: Path) -> None:
+def test_a_thread_waiting_for_an_approval_is_interrupted_in_the_tree_and_refuses_inject_and_fork(
+    tmp_path: Path,
+) -> None:
     with serving(make_config(tmp_path), tmp_path) as srv:  # the demo asks to publish its report
         client = get_sync_client(url=srv.url)
         tid = client.threads.create()["thread_id"]
         client.runs.wait(tid, A, input={"user_input": "report revenue by region"})
         answer = _command(srv, tid, "agent.getTree", {}, key="")
-    assert answer.json()["result"]["tree"]["status"] == "interrupted"
+        assert answer.json()["result"]["tree"]["status"] == "interrupted"
+        cp = client.threads.get_state(tid)["checkpoint"]["checkpoint_id"]
+        inject = {"namespace": [], "message": {"role": "user", "content": "and also"}}
+        for method, params in (("input.inject", inject), ("state.fork", {"checkpoint_id": cp})):
+            refused = _command(srv, tid, method, params, key="")
+            assert refused.status_code == 409, (method, refused.text)
+            assert "input.respond" in refused.text or method == "state.fork", refused.text
+        thread = client.threads.get(tid)
+        assert (thread["status"], thread["branch_id"], len(client.runs.list(tid))) == ("interrupted", "main", 1)
 
 
 @pytest.mark.parametrize(
