@@ -34,6 +34,7 @@ from agent.errors import ConfigError, SessionError, SessionNotFound
 from agent.serve.assistants import ASSISTANT_ID, GRAPH_ID
 from agent.serve.auth import Principal
 from agent.serve.bodies import Body
+from agent.serve.run_requests import check_request, with_assistant
 from agent.serve.run_service import listed_run, runs_of, start
 from agent.serve.serve_context import ServeContext
 from agent.serve.state_edit import fork_at
@@ -190,6 +191,7 @@ async def state_fork(ctx: ServeContext, principal: Principal, thread_id: str, pa
     for key in ("input", "metadata"):
         if given.get(key) is not None:
             body[key] = given[key]
+    check_request(await run_in_threadpool(with_assistant, ctx, principal, body), ctx)  # before the fork
     await run_in_threadpool(fork_at, ctx, session, given["checkpoint_id"])
     await run_in_threadpool(announce_state, ctx, principal, thread_id)
     rec = await start(ctx, principal, thread_id, body)

@@ -210,6 +210,8 @@ def test_a_thread_waiting_for_an_approval_is_interrupted_in_the_tree_and_refuses
         ("state.listCheckpoints", {"before": str(uuid.uuid4())}, 404, "checkpoint"),
         ("state.listCheckpoints", {"before": "../not an id"}, 404, "checkpoint"),
         ("state.fork", {"checkpoint_id": "../not an id"}, 404, "checkpoint"),
+        ("state.fork", {"checkpoint_id": "HEAD", "input": {"x": 1}}, 422, "run input"),
+        ("state.fork", {"checkpoint_id": "HEAD", "assistant_id": str(uuid.uuid4())}, 404, "assistant"),
         ("agent.getTree", {"run_id": "../not an id"}, 404, "run"),
         ("state.listCheckpoints", {"namespace": ["sub"]}, 422, "params.namespace"),
         ("state.get", {"namespace": ["sub"]}, 422, "params.namespace"),
@@ -224,6 +226,8 @@ def test_a_refused_command_names_what_is_wrong_and_changes_nothing(
 ) -> None:
     tid = _thread(acme, "one")
     before, runs = acme.threads.get(tid), acme.runs.list(tid)
+    if params.get("checkpoint_id") == "HEAD":
+        params = {**params, "checkpoint_id": acme.threads.get_state(tid)["checkpoint"]["checkpoint_id"]}
     refused = _command(server, tid, method, params)
     assert refused.status_code == status and field in refused.text, refused.text
     after = acme.threads.get(tid)
