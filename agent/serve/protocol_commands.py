@@ -13,8 +13,8 @@ on the thread's WebSocket), as LangGraph's protocol (`@langchain/protocol`) defi
   `{"checkpoints": [{"id", "timestamp", "step", "node_name", "metadata"}]}`.
 - `state.fork` (`checkpoint_id`, `input`, `config`): a new branch of the session's entry tree at that
   checkpoint of the current branch, made current (the branch it came from stays as it was), and a
-  run on it: a new turn with `input`, else the continuation of that checkpoint. `{"run_id",
-  "thread_id"}`.
+  new turn on it with `input` (required: as after `agentrt fork`, the new branch has no run of its
+  own to continue). `{"run_id", "thread_id"}`.
 - `agent.getTree` (`run_id`): the thread's agent tree, one root (agentrt's graph has no subgraphs)
   with the status of that run, else of the thread's newest: `{"tree": {"namespace": [], "status",
   "graph_name"}}`.
@@ -179,9 +179,11 @@ def list_checkpoints(ctx: ServeContext, principal: Principal, thread_id: str, pa
 
 
 async def state_fork(ctx: ServeContext, principal: Principal, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
-    """`state.fork`: a new branch at the checkpoint, made current, and a run on it (a turn with
-    `input`, else the checkpoint's continuation); `{"run_id", "thread_id"}`."""
+    """`state.fork`: a new branch at the checkpoint, made current, and a new turn on it with `input`;
+    `{"run_id", "thread_id"}`."""
     given = _params(ForkParams, params)
+    if given.get("input") is None:  # a new branch has no run of its own to continue (as `agentrt fork`)
+        raise ConfigError("params.input: a fork starts a new turn on the new branch; send that turn's input")
     session = await run_in_threadpool(ctx.session, principal, thread_id)
     config = dict(given.get("config") or {})
     configurable = {k: v for k, v in (config.get("configurable") or {}).items() if k != "checkpoint_id"}

@@ -32,6 +32,7 @@ pytestmark = needs_langgraph_cli
 
 JS_DIR = ROOT / "tests" / "js"
 SCENARIOS = JS_DIR / "scenarios.mjs"
+PROTOCOL = JS_DIR / "protocol.mjs"
 SCRIPT_BOUND_S = 180
 
 # --- Intended differences -------------------------------------------------------------------------
@@ -177,13 +178,13 @@ def sdk_modules() -> Path:
     return npm_modules(JS_DIR)
 
 
-def _run_scenarios(url: str, modules: Path, where: Path) -> subprocess.Popen[str]:
+def _run_scenarios(url: str, modules: Path, where: Path, script: Path = SCENARIOS) -> subprocess.Popen[str]:
     # ESM resolves packages from the script's folder up: the script goes beside a link to the cache.
     where.mkdir()
-    shutil.copy(SCENARIOS, where / SCENARIOS.name)
+    shutil.copy(script, where / script.name)
     (where / "node_modules").symlink_to(modules, target_is_directory=True)
     return subprocess.Popen(
-        ["node", SCENARIOS.name, url], cwd=where, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ["node", script.name, url], cwd=where, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
 
 
@@ -302,3 +303,22 @@ def test_what_a_js_client_sees_of_assistants_and_crons(results: dict[str, dict[s
     # Deleting an assistant: it is gone, and so are its crons.
     assert out["assistant_count_deleted"] == 1 and out["assistant_get_deleted"] == 404
     assert out["cron_count_assistant_deleted"] == 0
+
+
+def test_the_js_thread_stream_lists_checkpoints_forks_injects_and_draws_the_tree(
+    sdk_modules: Path, tmp_path: Path
+) -> None:
+    """agentrt alone: LangGraph's own server does not answer these commands of its protocol."""
+    with serving(make_config(tmp_path), tmp_path) as server:
+        out = _result(_run_scenarios(server.url, sdk_modules, tmp_path / "js", PROTOCOL), "agentrt serve")
+    history = out["history"]
+    assert out["tree"] == {"tree": {"namespace": [], "status": "completed", "graph_name": "agentrt"}}
+    assert out["state"]["values"] == {"finish_reason": "completed"}
+    listed = out["checkpoints"]["checkpoints"]
+    assert [c["id"] for c in listed] == [h["checkpoint"]["checkpoint_id"] for h in history]
+    # The fork: a new current branch from the planning node's state, whose run pauses at the approval again.
+    assert out["fork"]["thread_id"] == out["thread_forked"]["thread_id"]
+    assert out["thread_forked"]["branch_id"] != out["branch_before"]
+    assert out["thread_forked"]["status"] == "interrupted"
+    assert out["tree_forked"]["tree"]["status"] == "interrupted"
+    assert "input.respond" in out["inject_refused"]

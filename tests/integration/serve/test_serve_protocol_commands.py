@@ -189,7 +189,8 @@ def test_a_thread_waiting_for_an_approval_is_interrupted_in_the_tree_and_refuses
         assert answer.json()["result"]["tree"]["status"] == "interrupted"
         cp = client.threads.get_state(tid)["checkpoint"]["checkpoint_id"]
         inject = {"namespace": [], "message": {"role": "user", "content": "and also"}}
-        for method, params in (("input.inject", inject), ("state.fork", {"checkpoint_id": cp})):
+        fork = {"checkpoint_id": cp, "input": {"user_input": "again"}}
+        for method, params in (("input.inject", inject), ("state.fork", fork)):
             refused = _command(srv, tid, method, params, key="")
             assert refused.status_code == 409, (method, refused.text)
             assert "input.respond" in refused.text or method == "state.fork", refused.text
@@ -205,13 +206,19 @@ def test_a_thread_waiting_for_an_approval_is_interrupted_in_the_tree_and_refuses
         ("input.inject", {"namespace": [], "message": {"role": "robot", "content": "x"}}, 422, "params.message.role"),
         ("input.inject", {"message": {"role": "user", "content": "x"}}, 422, "params.namespace"),
         ("state.fork", {}, 422, "params.checkpoint_id"),
+        ("state.fork", {"checkpoint_id": "HEAD"}, 422, "params.input"),
         ("state.fork", {"checkpoint_id": str(uuid.uuid4()), "input": {"user_input": "x"}}, 404, "checkpoint"),
         ("state.listCheckpoints", {"limit": 0}, 422, "params.limit"),
         ("state.listCheckpoints", {"before": str(uuid.uuid4())}, 404, "checkpoint"),
         ("state.listCheckpoints", {"before": "../not an id"}, 404, "checkpoint"),
-        ("state.fork", {"checkpoint_id": "../not an id"}, 404, "checkpoint"),
+        ("state.fork", {"checkpoint_id": "../not an id", "input": {"user_input": "x"}}, 404, "checkpoint"),
         ("state.fork", {"checkpoint_id": "HEAD", "input": {"x": 1}}, 422, "run input"),
-        ("state.fork", {"checkpoint_id": "HEAD", "assistant_id": str(uuid.uuid4())}, 404, "assistant"),
+        (
+            "state.fork",
+            {"checkpoint_id": "HEAD", "input": {"user_input": "x"}, "assistant_id": str(uuid.uuid4())},
+            404,
+            "assistant",
+        ),
         ("agent.getTree", {"run_id": "../not an id"}, 404, "run"),
         ("state.listCheckpoints", {"namespace": ["sub"]}, 422, "params.namespace"),
         ("state.get", {"namespace": ["sub"]}, 422, "params.namespace"),
