@@ -60,6 +60,7 @@ class DocumentBuilder:
 
     def __init__(self, codec: CheckpointStateCodec, item_min: int) -> None:
         self.codec = codec
+        self.item_min = item_min
         self.spiller = ItemSpiller(codec, item_min)
         self.loader = ItemLoader(codec)
 
