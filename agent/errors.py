@@ -31,6 +31,7 @@ boundary. Any other exception is a bug: exit 70.
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime
 from pathlib import PurePath
 from typing import Any
@@ -291,21 +292,58 @@ def _corrupt_next_step(path: str) -> str:
     return f"the file was left untouched. Restore it from a backup, or run {tail} to see what depends on it."
 
 
-# Library errors by the module that defines them; names only, so nothing is imported to check.
-_MODEL_MODULES = ("openai", "httpx", "httpcore", "langchain_openai", "anthropic")
-_BACKEND_MODULES = ("redis", "sqlalchemy", "psycopg", "psycopg2", "sqlite3")
+# The errors of the libraries below us, by their real classes: (module, names) of each library's
+# roots. They are looked up among the modules already imported, never imported here (psycopg and
+# SQLAlchemy take long to import, and an error of a library can only exist once it is loaded), so
+# mapping an error keeps a light command light.
+_GRAPH_MODEL_ERROR = (("graph.context", ("ModelCallError",)),)  # graph does not import agent: mapped here
+_MODEL_ERRORS = (
+    ("openai", ("OpenAIError",)),
+    ("anthropic", ("AnthropicError",)),
+    ("langchain_openai.chat_models.base", ("OpenAIRefusalError",)),
+    ("httpx", ("HTTPError", "InvalidURL", "CookieConflict", "StreamError")),
+    ("httpcore", ("ConnectionNotAvailable", "ProxyError", "UnsupportedProtocol", "ProtocolError")),
+    ("httpcore", ("NetworkError", "TimeoutException")),
+)
+_STORE_DB_ERRORS = (
+    ("sqlite3", ("Error",)),
+    ("psycopg", ("Error",)),
+    ("psycopg_pool", ("PoolTimeout", "PoolClosed", "TooManyRequests")),
+)
+_BACKEND_ERRORS = (
+    *_STORE_DB_ERRORS,
+    ("redis.exceptions", ("RedisError",)),
+    ("sqlalchemy.exc", ("SQLAlchemyError",)),
+    ("psycopg2", ("Error",)),
+)
+
+
+def _loaded(roots: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[type[BaseException], ...]:
+    """The exception classes `roots` names, of the modules already imported."""
+    found: list[type[BaseException]] = []
+    for module, names in roots:
+        mod = sys.modules.get(module)
+        for name in names if mod is not None else ():
+            cls = getattr(mod, name, None)
+            if isinstance(cls, type) and issubclass(cls, BaseException):
+                found.append(cls)
+    return tuple(found)
+
+
+def is_store_db_error(err: BaseException) -> bool:
+    """Whether `err` is an error of the database under LangGraph's store (SQLite, psycopg, its pool)."""
+    return isinstance(err, _loaded(_STORE_DB_ERRORS))
 
 
 def _map_library(err: BaseException) -> AgentrtError | None:
-    if (type(err).__module__, type(err).__name__) == ("graph.context", "ModelCallError"):
-        return ModelCallFailed(str(err))  # the graph package does not import agent: mapped here
-    module = type(err).__module__.split(".")[0]
     text = f"{type(err).__name__}: {err}".strip().rstrip(":")
-    if module in _MODEL_MODULES:
+    if isinstance(err, _loaded(_GRAPH_MODEL_ERROR)):
+        return ModelCallFailed(str(err))
+    if isinstance(err, _loaded(_MODEL_ERRORS)):
         return ModelCallFailed(
             f"the model call failed ({text}); check model.base_url / the API key, then `agentrt resume ID`"
         )
-    if module in _BACKEND_MODULES:
+    if isinstance(err, _loaded(_BACKEND_ERRORS)):
         return BackendUnavailable(f"a storage backend failed ({text}); check that it is running, then retry")
     if isinstance(err, OSError) and err.errno is not None:
         if err.filename is not None:  # the path may be long: its start and its file name

@@ -5,31 +5,41 @@ events in the session's event tree, writes checkpoints with `durability="sync"` 
 on disk before the next step starts) and goes through the tool journal, so a crash at any point
 resumes with `resume()` to the result an uncrashed run would have had.
 
-This class is a facade over `agent.run.base_runner.Runner` (the parts a run composes): each method hands
-over to one module of `agent.run` (see its docstring). A caller that wants the graph's raw chunks
-too passes a sink, `AgentRunner(settings, chunks=GraphChunks())` (`agent.run.chunks`), as the
-server and the Celery workers do.
+This class holds an `agent.run.base_runner.Runner` (the parts a run composes: `runner`) and
+gives the caller its methods: a new turn goes to `runner.starts`, a resume to `runner.resumes`,
+the others to one module of `agent.run` each (see its docstring). A caller that wants the graph's
+raw chunks too passes a sink, `AgentRunner(settings, chunks=GraphChunks())` (`agent.run.chunks`),
+as the server and the Celery workers do.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.config import load_settings
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph.state import CompiledStateGraph
+
+from agent.config import AgentSettings, load_settings
+from agent.loop.surface import SurfacePins
 from agent.results import RunEvent, RunResult
 from agent.run import branch_ops, reading
 from agent.run import run_lifecycle as lifecycle
 from agent.run.base_runner import Runner
+from agent.run.builder import RuntimeBuilder
 from agent.run.chunks import GRAPH_EVENT, ChunkSink, GraphChunks, clean_stop
 from agent.run.options import RunOptions
-from agent.run.resume import stream_resume
-from agent.run.start import stream_turn
 from agent.run.streaming import final, in_thread
 from agent.services import build_saver
+from agent.session.lease import SessionLease
+from agent.session.manager import ChatSessionManager
 from agent.session.session import ChatSession
+from agent.session.tenant_store import LazyStore
+from agent.tools.spec import ToolSpec
 from agent.tools.tool_results import ToolResultSlice
+from checkpointing.blobs import Blobs
 
 if TYPE_CHECKING:
     from agent.submit import TurnHandle
@@ -46,9 +56,91 @@ __all__ = [
 ]
 
 
-class AgentRunner(Runner):
-    """Runs agent turns for sessions, and resumes, pauses, ends and forks them (a facade: it adds
-    no behaviour of its own to `Runner`, only the names a caller uses)."""
+class AgentRunner:
+    """Runs agent turns for sessions, and resumes, pauses, ends and forks them.
+
+    It holds a `Runner` (`runner`: settings, saver, graph, lease, sessions) and adds no behaviour of
+    its own, only the names a caller uses. `chunks`: where the caller receives the graph's raw
+    chunks (None: only the run's own events); `sessions`: how the session manager is built.
+    """
+
+    def __init__(
+        self,
+        settings: AgentSettings,
+        saver: BaseCheckpointSaver | None = None,
+        *,
+        chunks: ChunkSink | None = None,
+        sessions: Callable[[AgentSettings], ChatSessionManager] | None = None,
+    ) -> None:
+        self.runner = Runner(settings, saver, chunks=chunks, sessions=sessions)
+
+    @property
+    def settings(self) -> AgentSettings:
+        """The runner's settings."""
+        return self.runner.settings
+
+    @property
+    def saver(self) -> BaseCheckpointSaver:
+        """The checkpoint saver the graph writes to."""
+        return self.runner.saver
+
+    @property
+    def graph(self) -> CompiledStateGraph[Any, Any, Any, Any]:
+        """The compiled agent graph."""
+        return self.runner.graph
+
+    @property
+    def manager(self) -> ChatSessionManager:
+        """The session manager (opened on first use)."""
+        return self.runner.manager
+
+    @manager.setter
+    def manager(self, manager: ChatSessionManager) -> None:
+        """Use `manager` (e.g. one a reader already opened)."""
+        self.runner.manager = manager
+
+    @property
+    def lease(self) -> SessionLease:
+        """The session lease each run holds."""
+        return self.runner.lease
+
+    @property
+    def blobs(self) -> Blobs:
+        """The blob store of large values (tool results, files)."""
+        return self.runner.blobs
+
+    @property
+    def pins(self) -> SurfacePins:
+        """The runner's pins (graph version, toolset and settings digests)."""
+        return self.runner.pins
+
+    @property
+    def builder(self) -> RuntimeBuilder:
+        """What builds each run's LoopRuntime (skills, tools, room)."""
+        return self.runner.builder
+
+    @property
+    def tools(self) -> dict[str, ToolSpec]:
+        """The toolset, by name."""
+        return self.runner.tools
+
+    @property
+    def toolset(self) -> list[dict[str, Any]]:
+        """The toolset's descriptor (names, shapes, permissions) the pins are computed from."""
+        return self.runner.toolset
+
+    @property
+    def items(self) -> LazyStore:
+        """LangGraph's store of these settings, opened when first used."""
+        return self.runner.items
+
+    def checkpoint_doc(self, thread: RunnableConfig) -> dict[str, Any] | None:
+        """The newest checkpoint's stored document of a thread (identity, pins); None if none."""
+        return self.runner.checkpoint_doc(thread)
+
+    def session_dir(self, tenant_id: str, session_id: str) -> Path:
+        """`base_dir/tenants/<tenant>/sessions/<session>` (ids validated)."""
+        return self.runner.session_dir(tenant_id, session_id)
 
     @classmethod
     def from_config(cls, path: str | Path | None = None, **overrides: Any) -> AgentRunner:
@@ -74,7 +166,7 @@ class AgentRunner(Runner):
         when given (`SessionExists` if the tenant has it already) or a generated one. `options`:
         breakpoints, and a turn over a stopped run (`agent.run.options.RunOptions`).
         """
-        return stream_turn(self, text, session_id, tenant_id, user_id, skill, new_session_id, options)
+        return self.runner.starts.stream(text, session_id, tenant_id, user_id, skill, new_session_id, options)
 
     def run(
         self,
@@ -142,8 +234,8 @@ class AgentRunner(Runner):
     ) -> Iterator[RunEvent]:
         """`resume` as a stream: a `recovered` event first, then the run's events, then `final`
         (`options`: breakpoints for the continued run)."""
-        return stream_resume(
-            self, session_id, tenant_id, user_id, decision, accept_changes, operator, reason, interrupt_id, options
+        return self.runner.resumes.stream(
+            session_id, tenant_id, user_id, decision, accept_changes, operator, reason, interrupt_id, options
         )
 
     async def astream_resume(self, session_id: str, **kwargs: Any) -> AsyncIterator[RunEvent]:
@@ -154,41 +246,41 @@ class AgentRunner(Runner):
     # --- lifecycle ---------------------------------------------------------------------------------------
     def pause(self, session_id: str, tenant_id: str | None = None, user_id: str | None = None) -> ChatSession:
         """Mark the session PAUSED: plain turns are refused until `resume` (or end + fork)."""
-        return lifecycle.pause(self, session_id, tenant_id, user_id)
+        return lifecycle.pause(self.runner, session_id, tenant_id, user_id)
 
     def end(self, session_id: str, tenant_id: str | None = None, user_id: str | None = None) -> ChatSession:
         """Mark the session ENDED (no new turns; forking a branch reopens it)."""
-        return lifecycle.end(self, session_id, tenant_id, user_id)
+        return lifecycle.end(self.runner, session_id, tenant_id, user_id)
 
     def fork(
         self, session_id: str, from_entry_id: str, tenant_id: str | None = None, user_id: str | None = None
     ) -> dict[str, Any]:
         """Start a branch at an earlier entry; the next turn continues from that entry's checkpoint."""
-        return lifecycle.fork(self, session_id, from_entry_id, tenant_id, user_id)
+        return lifecycle.fork(self.runner, session_id, from_entry_id, tenant_id, user_id)
 
     def branches(
         self, session_id: str, tenant_id: str | None = None, user_id: str | None = None
     ) -> list[dict[str, Any]]:
         """The session's live branches, main first: id, name, fork point, head entry, turns, current."""
-        return branch_ops.branches(self, session_id, tenant_id, user_id)
+        return branch_ops.branches(self.runner, session_id, tenant_id, user_id)
 
     def switch(
         self, session_id: str, branch: str, tenant_id: str | None = None, user_id: str | None = None
     ) -> dict[str, Any]:
         """Make `branch` (id or name) current: the next turn continues its leaf, room and checkpoints."""
-        return branch_ops.switch(self, session_id, branch, tenant_id, user_id)
+        return branch_ops.switch(self.runner, session_id, branch, tenant_id, user_id)
 
     def rename_branch(
         self, session_id: str, branch: str, name: str, tenant_id: str | None = None, user_id: str | None = None
     ) -> dict[str, Any]:
         """Name `branch` (id or name); the name is accepted wherever a branch id is."""
-        return branch_ops.rename(self, session_id, branch, name, tenant_id, user_id)
+        return branch_ops.rename(self.runner, session_id, branch, name, tenant_id, user_id)
 
     def delete_branch(
         self, session_id: str, branch: str, tenant_id: str | None = None, user_id: str | None = None
     ) -> dict[str, Any]:
         """Take `branch` (not main, not the current one) out of every listing; its entries stay."""
-        return branch_ops.delete(self, session_id, branch, tenant_id, user_id)
+        return branch_ops.delete(self.runner, session_id, branch, tenant_id, user_id)
 
     # --- workers -------------------------------------------------------------------------------------------
     def submit(
@@ -225,28 +317,28 @@ class AgentRunner(Runner):
     # --- reading -------------------------------------------------------------------------------------------
     def sessions(self, tenant_id: str | None = None, user_id: str | None = None) -> list[ChatSession]:
         """The tenant's sessions (only the user's when given)."""
-        return reading.sessions(self, tenant_id, user_id)
+        return reading.sessions(self.runner, tenant_id, user_id)
 
     def show(
         self, session_id: str, tenant_id: str | None = None, user_id: str | None = None, last: int = 15
     ) -> dict[str, Any]:
         """Header, status, branches, pending approvals (with their `interrupt_id`) and the last entries."""
-        return reading.show(self, session_id, tenant_id, user_id, last)
+        return reading.show(self.runner, session_id, tenant_id, user_id, last)
 
     def state(self, session_id: str, tenant_id: str | None = None, branch_id: str | None = None) -> dict[str, Any]:
         """The graph state of a session's branch (default: its current branch; {} if none)."""
-        return reading.state(self, session_id, tenant_id, branch_id)
+        return reading.state(self.runner, session_id, tenant_id, branch_id)
 
     def result(self, session_id: str, tenant_id: str | None = None, branch_id: str | None = None) -> RunResult:
         """Summarize the state of a session's branch (default: its current branch) as a RunResult."""
-        return reading.branch_result(self, session_id, tenant_id, branch_id)
+        return reading.branch_result(self.runner, session_id, tenant_id, branch_id)
 
     def pending_approvals(
         self, session_id: str, tenant_id: str | None = None, branch_id: str | None = None
     ) -> list[dict[str, Any]]:
         """The approvals a branch's stopped run waits for (default: the current branch), each with its
         `interrupt_id`; read from the tail of the history, not its messages."""
-        return reading.branch_pending_approvals(self, session_id, tenant_id, branch_id)
+        return reading.branch_pending_approvals(self.runner, session_id, tenant_id, branch_id)
 
     def tool_result(
         self,
@@ -258,4 +350,4 @@ class AgentRunner(Runner):
         user_id: str | None = None,
     ) -> ToolResultSlice:
         """Page through an archived tool result of a session (what `read_tool_result` gives the model)."""
-        return reading.tool_result(self, session_id, tool_call_id, offset, limit, tenant_id, user_id)
+        return reading.tool_result(self.runner, session_id, tool_call_id, offset, limit, tenant_id, user_id)

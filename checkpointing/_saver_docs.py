@@ -34,12 +34,9 @@ same write.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import orjson
-from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -47,32 +44,15 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     PendingWrite,
 )
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from checkpointing._saver_format import SCHEMA_VERSION
 from checkpointing._saver_graphinfo import current_node, next_nodes
-from checkpointing._saver_refs import (
-    _CONTAINER_TAGS,
-    CHUNK_KEY,
-    ITEM_KEY,
-    META_KEY,
-    _is_chunk,
-    _is_ref,
-    expand,
-    metadata_json,
-    pending_writes_raw,
-    resolve,
-    stored_value,
-    text_refs,
-)
-from checkpointing._saver_store import SCHEMA_VERSION, SessionStore, version_key
-from checkpointing.codec import TAG, CheckpointStateCodec
-
-CHUNK = 64
-META_MIN = 256  # metadata strings at least this long together are one shared item
-TEXT_MIN = 1024  # a text at least this long inside a stored item is an item of its own (stored once)
-_MEMO = 20_000  # messages remembered per session (object -> its stored reference)
-_DECODED_BYTES = 8 * 1024 * 1024  # decoded messages kept per session, by content size
-Items = dict[str, bytes]
+from checkpointing._saver_index import version_key
+from checkpointing._saver_load import ItemLoader
+from checkpointing._saver_refs import metadata_json, pending_writes_raw, resolve, stored_value
+from checkpointing._saver_spill import Items, ItemSpiller
+from checkpointing._saver_store import SessionStore
+from checkpointing.codec import CheckpointStateCodec
 
 
 class DocumentBuilder:
@@ -81,169 +61,29 @@ class DocumentBuilder:
     def __init__(self, codec: CheckpointStateCodec, item_min: int) -> None:
         self.codec = codec
         self.item_min = item_min
-
-    def decode(self, enc: Any) -> Any:
-        """Decode stored JSON (item references already resolved) into a fresh Python value."""
-        return self.codec.decode(enc)
+        self.spiller = ItemSpiller(codec, item_min)
+        self.loader = ItemLoader(codec)
 
     def encode_spill(self, value: Any, store: SessionStore, new: Items) -> Any:
-        """`spill(codec.encode(value))`, encoding and hashing each message of a list only once per
-        session: a message object seen before (same object, still stored) reuses its reference."""
-        items = value.value if isinstance(value, _DeltaSnapshot) else value
-        if type(items) is not list:
-            return self.spill(self.codec.encode(value), store, new)
-        memo = store.memo
-        refs = []
-        for x in items:
-            msg = isinstance(x, BaseMessage)
-            # add_messages assigns ids in place: a memo entry holds only while no field was reassigned.
-            shape = tuple(map(id, x.__dict__.values())) if msg else ()
-            hit = memo.get(id(x)) if msg else None
-            if (
-                hit is not None
-                and hit[0] is x
-                and hit[2] == shape
-                and (not _is_ref(hit[1]) or _known(hit[1], store, new))
-            ):
-                refs.append(hit[1])
-                continue
-            ref = self._item(self.codec.encode(x), store, new)
-            if msg:
-                memo[id(x)] = (x, ref, shape)
-                if len(memo) > _MEMO:
-                    memo.pop(next(iter(memo)))
-            refs.append(ref)
-        out = self._chunked(refs, store, new)
-        return {TAG: "delta_snapshot", "v": out} if isinstance(value, _DeltaSnapshot) else out
-
-    def spill(self, enc: Any, store: SessionStore, new: Items) -> Any:
-        """`enc` with its big items (one level deep) replaced by item references; new ones in `new`."""
-        if isinstance(enc, list):
-            return self._chunked([self._item(x, store, new) for x in enc], store, new)
-        if isinstance(enc, dict):
-            if TAG not in enc:
-                return {k: self._item(x, store, new) for k, x in enc.items()}
-            if enc[TAG] in _CONTAINER_TAGS and isinstance(enc.get("v"), list):
-                return {**enc, "v": self._chunked([self._item(x, store, new) for x in enc["v"]], store, new)}
-        return self._item(enc, store, new)
-
-    def _chunked(self, refs: list[Any], store: SessionStore, new: Items) -> list[Any]:
-        """Full runs of CHUNK elements (from index 0) become one shared chunk item each, so a list
-        that only grew writes a few chunk references plus its tail, not one reference per item."""
-        if len(refs) < 2 * CHUNK:
-            return refs
-        full = len(refs) - len(refs) % CHUNK
-        out: list[Any] = []
-        for i in range(0, full, CHUNK):
-            raw = orjson.dumps(refs[i : i + CHUNK])
-            h = _stored(raw, store, new)
-            out.append({CHUNK_KEY: h})
-        return out + refs[full:]
-
-    def _item(self, x: Any, store: SessionStore, new: Items) -> Any:
-        if not isinstance(x, (dict, list, str)) or (isinstance(x, str) and len(x) < self.item_min):
-            return x
-        if type(x) is dict:
-            x = self._inner(x, store, new)
-        raw = orjson.dumps(x)
-        if len(raw) < self.item_min:
-            return x
-        h = _stored(raw, store, new)
-        return {ITEM_KEY: h}
+        """`value` encoded, its big parts stored as items (`_saver_spill.ItemSpiller.encode_spill`)."""
+        return self.spiller.encode_spill(value, store, new)
 
     def load(self, enc: Any, store: SessionStore) -> Any:
-        """`decode(resolve(enc))`, decoding each stored message of a list once per session: a
-        message item (content-addressed, so never stale) is decoded on first read and every read
-        gets its own copy (`fresh_message`)."""
-        if isinstance(enc, list):
-            return self._load_list(enc, store)
-        if isinstance(enc, dict) and enc.get(TAG) == "delta_snapshot" and isinstance(enc.get("v"), list):
-            return _DeltaSnapshot(self._load_list(enc["v"], store))
-        return self.decode(self.resolve(enc, store))
-
-    def _load_list(self, items: list[Any], store: SessionStore) -> list[Any]:
-        chunks = [x[CHUNK_KEY] for x in items if _is_chunk(x)]
-        chunk_refs = dict(zip(chunks, store.items(chunks), strict=True)) if chunks else {}
-        flat: list[Any] = []
-        for x in items:
-            if _is_chunk(x):
-                flat.extend(chunk_refs[x[CHUNK_KEY]])
-            else:
-                flat.append(x)
-        fetched = _prefetch(flat, store)
-        return [self._load_item(x, store, fetched) for x in flat]
-
-    def _load_item(self, x: Any, store: SessionStore, fetched: dict[str, Any]) -> Any:
-        if not _is_ref(x):
-            return self.decode(x)
-        h = x[ITEM_KEY]
-        cache = store.decoded
-        hit = cache.get(h)
-        if hit is not None:
-            cache.move_to_end(h)
-            return fresh_message(hit[0])
-        raw = fetched[h] if h in fetched else store.item(h)
-        value = self.decode(expand(raw, store, fetched))
-        if not isinstance(value, BaseMessage):
-            return value
-        size = len(value.content) if isinstance(value.content, str) else 1024
-        cache[h] = (value, size)
-        store.decoded_bytes += size
-        while len(cache) > 1 and (len(cache) > _MEMO or store.decoded_bytes > _DECODED_BYTES):
-            _, (_, old) = cache.popitem(last=False)
-            store.decoded_bytes -= old
-        return fresh_message(value)
-
-    def _inner(self, x: dict[str, Any], store: SessionStore, new: Items) -> dict[str, Any]:
-        """`x` with its long texts stored as items of their own: a message's string content, and
-        the string values of a plain object (e.g. a tool-result record). The same text in a tool
-        message and in another record is then stored once."""
-        tag = x.get(TAG)
-        if tag == "msg":
-            v = x.get("v")
-            if isinstance(v, dict) and type(c := v.get("content")) is str and len(c) >= TEXT_MIN:
-                return {**x, "v": {**v, "content": self._text(c, store, new)}}
-            return x
-        if tag is None and any(type(y) is str and len(y) >= TEXT_MIN for y in x.values()):
-            return {k: self._text(y, store, new) if type(y) is str and len(y) >= TEXT_MIN else y for k, y in x.items()}
-        return x
+        """A stored value read back (`_saver_load.ItemLoader.load`)."""
+        return self.loader.load(enc, store)
 
     def text_ref(self, text: str, store: SessionStore, new: Items) -> dict[str, str]:
-        """The item reference of a long text, the same one `_inner` gives it inside a message."""
-        return self._text(text, store, new)
+        """The item reference of a long text (`ItemSpiller.text_ref`)."""
+        return self.spiller.text_ref(text, store, new)
 
     @staticmethod
     def text_hash(text: str) -> str:
         """The content hash a text is stored under as an item."""
-        return hashlib.blake2b(orjson.dumps(text), digest_size=16).hexdigest()
+        return ItemSpiller.text_hash(text)
 
-    def _text(self, text: str, store: SessionStore, new: Items) -> dict[str, str]:
-        raw = orjson.dumps(text)
-        h = _stored(raw, store, new)
-        return {ITEM_KEY: h}
-
-    def _meta(self, enc: Any, store: SessionStore, new: Items) -> Any:
-        """Encoded metadata with its string entries (the pins a caller copies into every checkpoint:
-        digests, ids) stored as one shared item `{"$m": hash}` when they are long enough."""
-        if type(enc) is not dict or TAG in enc:
-            return enc
-        strs = {k: v for k, v in enc.items() if type(v) is str}
-        raw = orjson.dumps(strs)
-        if len(raw) < META_MIN:
-            return enc
-        h = _stored(raw, store, new)
-        return {META_KEY: h, **{k: v for k, v in enc.items() if type(v) is not str}}
-
-    def _shared(self, enc: Any, store: SessionStore, new: Items) -> Any:
-        """An encoded plain dict stored whole as one shared item `{"$m": hash}` when it is long
-        enough (a runtime snapshot repeats from checkpoint to checkpoint: stored once)."""
-        if type(enc) is not dict or TAG in enc:
-            return enc
-        raw = orjson.dumps(enc)
-        if len(raw) < META_MIN:
-            return enc
-        h = _stored(raw, store, new)
-        return {META_KEY: h}
+    def decode(self, enc: Any) -> Any:
+        """Decode stored JSON (item references already resolved) into a fresh Python value."""
+        return self.codec.decode(enc)
 
     def runtime_snapshot(self, doc: dict[str, Any], store: SessionStore) -> Any:
         """The decoded runtime snapshot of a checkpoint record."""
@@ -293,7 +133,7 @@ class DocumentBuilder:
                 encoded[ch] = self.encode_spill(value, store, new)
                 home = cp_id
             task_state[ch] = [ver, home]
-        meta_enc = self._meta(self.codec.encode(metadata), store, new)
+        meta_enc = self.spiller.meta(self.codec.encode(metadata), store, new)
         sends = self.codec.encode(checkpoint["pending_sends"]) if "pending_sends" in checkpoint else None  # type: ignore[typeddict-item]
         values = encoded
         parent_writes = (
@@ -325,7 +165,7 @@ class DocumentBuilder:
             "updated_channels": checkpoint.get("updated_channels"),
             "parent_writes": parent_writes,
             "delta_channels": delta_channels,
-            "runtime_snapshot": self._shared(self.codec.encode(dict(snapshot)), store, new)
+            "runtime_snapshot": self.spiller.shared(self.codec.encode(dict(snapshot)), store, new)
             if isinstance(snapshot, Mapping)
             else {},
             "metadata": meta_enc,
@@ -424,53 +264,6 @@ class DocumentBuilder:
         out["metadata"] = self.metadata(doc, store)
         out["runtime_snapshot"] = self.runtime_snapshot(doc, store)
         return out
-
-
-def _stored(raw: bytes, store: SessionStore, new: Items) -> str:
-    """The content hash of item JSON `raw`, added to `new` unless the session already stores it."""
-    h = hashlib.blake2b(raw, digest_size=16).hexdigest()
-    if h not in new and h not in store.index.items:
-        new[h] = raw
-    return h
-
-
-def fresh_message(msg: BaseMessage) -> BaseMessage:
-    """A copy of a cached decoded message that shares nothing mutable with it: its list and dict
-    fields (tool calls, kwargs, metadata, extra attributes) are copied too, so a caller may change
-    what it got."""
-    out = msg.model_copy()
-    for fields in (out.__dict__, out.__pydantic_extra__ or {}):
-        for k, v in fields.items():
-            if v and (type(v) is dict or type(v) is list):
-                fields[k] = _copy_json(v)
-    return out
-
-
-def _copy_json(v: Any) -> Any:
-    t = type(v)
-    if t is dict:
-        return {k: _copy_json(x) for k, x in v.items()}
-    if t is list:
-        return [_copy_json(x) for x in v]
-    return v
-
-
-def _prefetch(flat: list[Any], store: SessionStore) -> dict[str, Any]:
-    """The items (and the texts they reference) that decoding `flat` will read, fetched in one pass
-    per run file (`SessionStore.items`) instead of one open and seek per item."""
-    wanted = list(dict.fromkeys(x[ITEM_KEY] for x in flat if _is_ref(x) and x[ITEM_KEY] not in store.decoded))
-    if not wanted:
-        return {}
-    got = dict(zip(wanted, store.items(wanted), strict=True))
-    texts = list(dict.fromkeys(t for v in got.values() for t in text_refs(v) if t not in got))
-    if texts:
-        got.update(zip(texts, store.items(texts), strict=True))
-    return got
-
-
-def _known(ref: dict[str, Any], store: SessionStore, new: Items) -> bool:
-    h = ref[ITEM_KEY]
-    return h in new or h in store.index.items
 
 
 def _known_home(store: SessionStore, ns: str, ch: str, ver: Any, parent: Any) -> str | None:

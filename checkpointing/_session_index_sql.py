@@ -1,4 +1,4 @@
-"""The SQL of `checkpointing.session_index`: the UPSERT, the row select, and the filters of a page.
+"""The SQL of `checkpointing.session_index`: its tables, the UPSERT, the row select, a page's filters.
 
 Private to that module. Every filter is a bound parameter (JSON paths included); every query's
 first condition is the tenant.
@@ -11,12 +11,11 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from checkpointing.exceptions import CheckpointingError
+from checkpointing.session_rows import SessionRow
 
-if TYPE_CHECKING:
-    from checkpointing.session_index import SessionRow
 MetaPath = tuple[str, ...]
 Order = Literal["activity", "created", "session_id", "status"]
 
@@ -81,6 +80,25 @@ def decode_cursor(cursor: str, order: Order) -> tuple[Any, str]:
         raise BadCursor(f"not a paging cursor of this listing: {cursor[:80]!r}")
     return value, sid
 
+
+SCHEMA_SQL = """
+BEGIN IMMEDIATE;
+CREATE TABLE IF NOT EXISTS index_info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    tenant_id TEXT NOT NULL, session_id TEXT NOT NULL, user_id TEXT NOT NULL,
+    status TEXT NOT NULL, created_us INTEGER NOT NULL, active_us INTEGER NOT NULL,
+    expires_us INTEGER, version INTEGER NOT NULL, meta TEXT NOT NULL,
+    touched_us INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, session_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ix_sessions_activity ON sessions (tenant_id, active_us, session_id);
+CREATE INDEX IF NOT EXISTS ix_sessions_user ON sessions (tenant_id, user_id, active_us, session_id);
+CREATE INDEX IF NOT EXISTS ix_sessions_status ON sessions (tenant_id, status, active_us, session_id);
+CREATE INDEX IF NOT EXISTS ix_sessions_expires ON sessions (expires_us);
+INSERT OR IGNORE INTO index_info VALUES ('schema', '1');
+COMMIT;
+"""
+"""The index file's tables, made on the first write (`SessionIndex._conn(create=True)`)."""
 
 UPSERT = """
 INSERT INTO sessions (tenant_id, session_id, user_id, status, created_us, active_us, expires_us, version, meta,
@@ -148,8 +166,7 @@ def filters_sql(tenant_id: str, where: RowFilter) -> tuple[str, list[Any]]:
 
 
 def row_of(r: Sequence[Any]) -> SessionRow:
-    from checkpointing.session_index import SessionRow
-
+    """The `SessionRow` of a result row of `SELECT`."""
     tenant, sid, user, stored, created, active, expires, version, meta, status = r
     return SessionRow(
         tenant_id=tenant,

@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from checkpointing._saver_format import task_pairs
 from checkpointing._saver_refs import chunk_refs, metadata_json, refs_of, text_refs
-from checkpointing._saver_store import task_pairs
 from checkpointing.tail import NeedsGraph
 
 __all__ = ["RunLog", "dangling_references", "newest_document"]

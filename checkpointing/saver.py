@@ -28,9 +28,7 @@ work in a worker thread, so the event loop never blocks.
 from __future__ import annotations
 
 import builtins
-import random
 import threading
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -47,37 +45,31 @@ from langgraph.checkpoint.base import (
     get_serializable_checkpoint_metadata,
 )
 
-from checkpointing import _saver_retention as retention
 from checkpointing._saver_async import AsyncSaverMethods
 from checkpointing._saver_delta import delta_history
-from checkpointing._saver_docs import TEXT_MIN, DocumentBuilder
-from checkpointing._saver_refs import ITEM_KEY
+from checkpointing._saver_docs import DocumentBuilder
+from checkpointing._saver_ids import call_ids, fencing_token, plain_id
 from checkpointing._saver_store import SessionStore
+from checkpointing._saver_texts import StoredTexts
+from checkpointing._saver_threads import ThreadMaintenance
+from checkpointing._saver_versions import Version, next_version
 from checkpointing.codec import CheckpointStateCodec, CodecSerializer
 from checkpointing.digest import scrub_secrets
-from checkpointing.exceptions import CheckpointingError, CorruptCheckpointError, InvalidIdError
-from checkpointing.ids import shown, validate_id
+from checkpointing.exceptions import InvalidIdError
+from checkpointing.ids import validate_id
 from checkpointing.records import CommitGroup, FsyncPolicy, fsync_policy_ok
 from checkpointing.store import Store, open_store
 from checkpointing.store.files import FileStore
 from checkpointing.typewalk import graph_classes
 from checkpointing.validation import validate_metadata
 
-_MAX_NS = 1024
 _MAX_OPEN_SESSIONS = 128
-Version = str | int | float
-"""A channel version: ours are strings; int and float ones come from threads other savers wrote
-(LangGraph's `V` is a constrained type variable, so the saver stays typed `[str]` and
-`get_next_version` returns `Any`)."""
 DocumentHook = Callable[[dict[str, Any]], None]
-_RETAIN_GROWTH = 4
-"""While a run goes on, retention rewrites its file once it is this many times what the last pass
-kept (fewer passes, each a pause of the run; the run's end applies `keep_last` exactly)."""
 SnapshotHook = Callable[[Checkpoint, Mapping[str, Any]], Mapping[str, Any] | None]
 """The `runtime_snapshot` hook: (checkpoint, metadata) -> the document's runtime snapshot."""
 
 
-class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
+class JsonlCheckpointSaver(StoredTexts, ThreadMaintenance, AsyncSaverMethods, BaseCheckpointSaver[str]):
     """LangGraph checkpointer over crash-safe JSONL files (sync and async).
 
     Args:
@@ -196,27 +188,8 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         return found
 
     def get_next_version(self, current: Version | None, channel: None = None) -> Any:
-        """The next channel version, of the type the thread already uses (LangGraph's rule).
-
-        An int version gives `current + 1` and a float `current + 1.0`, as BaseCheckpointSaver
-        does: a thread written by a saver with numeric versions keeps comparable versions (LangGraph
-        compares a channel's versions with `>` and takes their `max`, which mixed types refuse).
-        A string (or no version yet) gives `<counter, 12 digits>.<8 random hex digits>`.
-
-        That string scheme is InMemorySaver / SqliteSaver / PostgresSaver's (`<32 digits>.<random
-        float>`, 52 characters), shortened: every checkpoint stores every channel's version (twice,
-        with `versions_seen`), so the version text was a third of a checkpoint's bytes. Still
-        ordered as LangGraph compares them (as strings: fixed width), and still unique across forks
-        (the random part: versions index stored values, `by_version`). A 32-digit version (an older
-        file of ours, or a thread written by those savers) always sorts below every version made
-        from it here.
-        """
-        if isinstance(current, float):
-            return current + 1.0
-        if isinstance(current, int):
-            return current + 1
-        current_v = 0 if current is None else int(str(current).split(".")[0])
-        return f"{current_v + 1:012}.{random.getrandbits(32):08x}"
+        """The next channel version, of the type the thread already uses (`_saver_versions.next_version`)."""
+        return next_version(current)
 
     def index_from(self, tenant: str, thread: str, run: str, recs: list[tuple[int, dict[str, Any]]], good: int) -> None:
         """Index one run file of a session from records the caller has just read and verified
@@ -241,27 +214,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         return store
 
     def _ids(self, config: RunnableConfig) -> dict[str, Any]:
-        conf = config.get("configurable") or {}
-        if conf.get("thread_id") is None:
-            raise InvalidIdError("config['configurable']['thread_id'] is required: it names the session")
-        ns = conf.get("checkpoint_ns", "") or ""
-        if not isinstance(ns, str) or len(ns) > _MAX_NS or "\x00" in ns:
-            raise InvalidIdError(f"invalid checkpoint_ns {shown(ns)}: a string without NUL, <= {_MAX_NS} chars")
-        cp_id = conf.get("checkpoint_id")
-        return {
-            "tenant": validate_id(_str(conf.get("tenant_id") or self.default_tenant), "tenant_id"),
-            "thread": str(conf["thread_id"]),
-            "run": validate_id(_str(conf.get("run_id") or self.default_run), "run_id"),
-            "ns": ns,
-            "cp_id": str(cp_id) if cp_id else None,
-        }
-
-    @staticmethod
-    def _token(config: RunnableConfig) -> int | None:
-        """The lease's fencing token in the config: a write with one lower than the session's
-        highest is refused (stale owner)."""
-        token = (config.get("configurable") or {}).get("fencing_token")
-        return token if isinstance(token, int) and not isinstance(token, bool) else None
+        return call_ids(config, self.default_tenant, self.default_run)
 
     def _all_stores(self, tenant: str | None = None, thread: str | None = None) -> builtins.list[SessionStore]:
         return [self._store(t, n) for t, n in self.store.threads(tenant, thread)]
@@ -321,7 +274,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
         limit: int | None,
     ) -> builtins.list[CheckpointTuple]:
         conf = (config or {}).get("configurable") or {}
-        tenant = validate_id(_str(conf.get("tenant_id") or self.default_tenant), "tenant_id") if config else None
+        tenant = validate_id(plain_id(conf.get("tenant_id") or self.default_tenant), "tenant_id") if config else None
         thread = str(conf["thread_id"]) if conf.get("thread_id") is not None else None
         ns_filter = conf.get("checkpoint_ns") if "checkpoint_ns" in conf else None
         only_id = conf.get("checkpoint_id")
@@ -367,7 +320,7 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
             seen = parent["versions_seen"] if parent else None
             snap = self.runtime_snapshot(checkpoint, meta) if self.runtime_snapshot is not None else None
             rec = self.docs.checkpoint_record(ids, config, checkpoint, meta, new_versions, store, seen, new, snap)
-            wait = store.append(ids["run"], rec, items=new, token=self._token(config))
+            wait = store.append(ids["run"], rec, items=new, token=fencing_token(config))
             if self.keep_last is not None:
                 # A LangGraph run's last checkpoint (nothing next) ends the run: retention applies exactly.
                 final = not rec["next_nodes"] and meta.get("source") == "loop"
@@ -405,149 +358,9 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
             wait = None
             if rec is not None:
                 durable = False if self.fsync == "checkpoint" else None
-                wait = store.append(run, rec, durable=durable, items=new, token=self._token(config))
+                wait = store.append(run, rec, durable=durable, items=new, token=fencing_token(config))
         if wait is not None:
             wait()
-
-    # -- long texts stored ahead of the checkpoints that hold them -------------------------------
-
-    def put_text(self, config: RunnableConfig, text: str) -> dict[str, str] | None:
-        """Store a long text now as an item of the thread's run log (`config` names thread, tenant
-        and run), so that checkpoints and writes holding it later reference this one copy, and
-        return its reference (None for a text too short to be an item: keep it inline).
-
-        For what must outlive a crash before the checkpoint that will hold it is written (a tool's
-        result, recorded before the tool's writes): durable per the fsync policy like a write."""
-        if len(text) < TEXT_MIN:
-            return None
-        ids = self._ids(config)
-        with self._lock:
-            store = self._store(ids["tenant"], ids["thread"])
-            new: dict[str, bytes] = {}
-            ref = self.docs.text_ref(text, store, new)
-            wait = store.append(ids["run"], None, items=new, token=self._token(config)) if new else None
-        if wait is not None:
-            wait()
-        return ref
-
-    def get_text(self, config: RunnableConfig, ref: Mapping[str, Any]) -> str | None:
-        """The text `put_text` returned `ref` for (verified), or None when the thread stores no such
-        item (it never reached the disk)."""
-        ids = self._ids(config)
-        h = ref.get(ITEM_KEY) if isinstance(ref, Mapping) else None
-        if not isinstance(h, str):
-            raise InvalidIdError(f"not a stored text reference: {str(ref)[:80]!r}")
-        with self._lock:
-            store = self._store(ids["tenant"], ids["thread"])
-            if h not in store.index.items:
-                return None
-            value = store.item(h)
-        if not isinstance(value, str) or self.docs.text_hash(value) != h:
-            raise CorruptCheckpointError(str(store.runs_dir), 0, f"stored text {h} does not match its reference")
-        return value
-
-    def delete_thread(self, thread_id: str, *, tenant_id: str | None = None) -> None:
-        """Remove every checkpoint and write of `thread_id`: in one tenant when given, else in every tenant."""
-        thread = str(_str(thread_id))
-        with self._lock:
-            for store in self._all_stores(tenant_id, thread):
-                store.remove()
-                self._drop(store)
-
-    def _drop(self, store: SessionStore) -> None:
-        for k in [k for k, s in self._stores.items() if s is store]:
-            del self._stores[k]
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Remove checkpoints (and their writes) of these runs: run directory or metadata run_id."""
-        runs = {str(_str(r)) for r in run_ids}
-        if not runs:
-            return
-        with self._lock:
-            for store in self._all_stores():
-                drop = {k for k, loc in store.index.cps.items() if loc.run in runs or loc.meta_run in runs}
-                if drop:
-                    retention.rewrite(self.docs, store, set(store.index.cps) - drop)
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str, *, tenant_id: str | None = None) -> None:
-        """Copy every checkpoint and write of a thread (whole parent chains) to a new thread.
-
-        With `tenant_id` only that tenant's thread is copied (a server scoped to one tenant never
-        reaches across); without it, the thread of every tenant, as LangGraph's savers do.
-        """
-        src, dst = str(_str(source_thread_id)), str(_str(target_thread_id))
-        with self._lock:
-            for store in self._all_stores(tenant_id, src):
-                tenant = store.tenant
-                target = self._store(tenant, dst)
-                if target.exists():
-                    raise CheckpointingError(
-                        f"copy_thread: target thread {dst!r} already has checkpoints; pick a new id"
-                    )
-                retention.copy_session(store, target, dst)
-
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """ "keep_latest": keep the newest checkpoint per namespace (plus pinned ones and the
-        DeltaChannel bases they need); "delete": remove the threads."""
-        if strategy not in ("keep_latest", "delete"):
-            raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
-        for tid in thread_ids:
-            if strategy == "delete":
-                self.delete_thread(tid)
-                continue
-            with self._lock:
-                for store in self._all_stores(None, str(_str(tid))):
-                    idx = store.index
-                    seeds = {(ns, cp) for ns, cp in idx.latest.items()} | (store.pins() & set(idx.cps))
-                    keep = seeds
-                    if keep != set(idx.cps):
-                        retention.rewrite(self.docs, store, keep)
-
-    def retain(self, config: RunnableConfig) -> None:
-        """Apply `keep_last` to the run of `config` now (puts apply it as the run grows)."""
-        if self.keep_last is None:
-            raise ValueError("retain needs keep_last")
-        ids = self._ids(config)
-        with self._lock:
-            store = self._store(ids["tenant"], ids["thread"])
-            if store.exists():
-                retention.retain(self.docs, store, ids["run"], self.keep_last)
-
-    def _maybe_retain(self, store: SessionStore, run: str, final: bool) -> None:
-        """Apply `keep_last` when the run's graph finished (`final`), and while it runs when it holds
-        over twice `keep_last` checkpoints and its file has grown `_RETAIN_GROWTH` times since the
-        last pass (a pass rewrites the file: geometric growth keeps a long run's rewrites at O(its
-        size) in all)."""
-        assert self.keep_last is not None
-        idx = store.index
-        count = idx.counts.get(run, 0)
-        if count <= self.keep_last:
-            return
-        rkey = (store.key, run)
-        size = idx.ends.get(run, (0, 0))[0]
-        grown = count > 2 * max(self.keep_last, 4) and size >= _RETAIN_GROWTH * self._retained.get(rkey, 0)
-        if not (final or grown):
-            return
-        retention.retain(self.docs, store, run, self.keep_last)
-        self._retained[rkey] = store.index.ends.get(run, (0, 0))[0]
-
-    # -- pins ----------------------------------------------------------------------------------
-
-    def pin(self, config: RunnableConfig) -> None:
-        """Keep checkpoint `config` (e.g. a branch point) through retention and prune."""
-        ids = self._ids(config)
-        if not ids["cp_id"]:
-            raise InvalidIdError("pin needs config['configurable']['checkpoint_id']")
-        with self._lock:
-            store = self._store(ids["tenant"], ids["thread"])
-            store.update_pins(lambda pins: pins | {(ids["ns"], ids["cp_id"])})
-
-    def unpin(self, config: RunnableConfig) -> None:
-        """Let retention drop checkpoint `config` again."""
-        ids = self._ids(config)
-        with self._lock:
-            store = self._store(ids["tenant"], ids["thread"])
-            store.update_pins(lambda pins: pins - {(ids["ns"], ids["cp_id"] or "")})
 
     def flush(self) -> None:
         """Make every record appended so far durable (for fsync="batch"), and persist the indexes."""
@@ -580,7 +393,3 @@ class JsonlCheckpointSaver(AsyncSaverMethods, BaseCheckpointSaver[str]):
             store = self._store(ids["tenant"], ids["thread"])
             target = ids["cp_id"] or store.index.latest.get(ids["ns"])
             return delta_history(self.docs, store, ids["ns"], target, channels)
-
-
-def _str(v: Any) -> Any:
-    return str(v) if isinstance(v, uuid.UUID) else v

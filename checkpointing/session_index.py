@@ -39,14 +39,14 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from checkpointing._session_index_sql import (
     EVERY_ROW,
+    SCHEMA_SQL,
     SELECT,
     UPSERT,
     BadCursor,
@@ -59,8 +59,8 @@ from checkpointing._session_index_sql import (
     row_of,
     us,
 )
-from checkpointing.exceptions import CheckpointingError
 from checkpointing.layout import broken_file
+from checkpointing.session_rows import IndexHealth, IndexUnusable, SessionRow, instant
 
 __all__ = [
     "EVERY_ROW",
@@ -79,49 +79,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 SCHEMA = "1"
-State = Literal["ok", "missing", "damaged", "incomplete"]
 _COLUMNS = {"activity": "active_us", "created": "created_us", "session_id": "session_id", "status": "status"}
 _BUSY_MS = 5000
 _BATCH = 500
-
-
-class IndexUnusable(CheckpointingError):
-    """The index cannot answer: its file is missing, damaged, or incomplete (rebuild it)."""
-
-    def __init__(self, path: Path, state: State, detail: str = "") -> None:
-        self.path = path
-        self.state = state
-        super().__init__(f"the session index {path} is {state}" + (f" ({detail})" if detail else ""))
-
-
-@dataclass(frozen=True)
-class SessionRow:
-    """One session as the index holds it."""
-
-    tenant_id: str
-    session_id: str
-    user_id: str
-    status: str
-    """As stored; in rows read back, the status at read time (an expired `live` row reads `expired`)."""
-    created_at: datetime
-    last_activity: datetime
-    expires_at: datetime | None
-    """When a `live` session becomes `expired` if nothing happens (None: never)."""
-    version: int
-    """The version of the session document this row was made from (rows never go backwards)."""
-    meta: Mapping[str, Any] = field(default_factory=dict)
-    """Small searchable JSON values (filtered by `page(meta=...)`)."""
-    stored_status: str | None = None
-    """In rows read back: the status as stored, before expiry was applied."""
-
-
-@dataclass(frozen=True)
-class IndexHealth:
-    """What `health()` found: the state of the file and how many rows it holds."""
-
-    state: State
-    rows: int = 0
-    detail: str = ""
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -130,11 +90,6 @@ def _identity(path: Path) -> tuple[int, int] | None:
     except FileNotFoundError:
         return None
     return (st.st_dev, st.st_ino)
-
-
-def instant(micros: int) -> datetime:
-    """The instant a cursor's activity value (microseconds since the epoch) names, tz-aware UTC."""
-    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
 
 
 class SessionIndex:
@@ -198,25 +153,7 @@ class SessionIndex:
         self._close()
 
     def _schema(self, conn: sqlite3.Connection) -> None:
-        conn.executescript(
-            """
-            BEGIN IMMEDIATE;
-            CREATE TABLE IF NOT EXISTS index_info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-            CREATE TABLE IF NOT EXISTS sessions (
-                tenant_id TEXT NOT NULL, session_id TEXT NOT NULL, user_id TEXT NOT NULL,
-                status TEXT NOT NULL, created_us INTEGER NOT NULL, active_us INTEGER NOT NULL,
-                expires_us INTEGER, version INTEGER NOT NULL, meta TEXT NOT NULL,
-                touched_us INTEGER NOT NULL,
-                PRIMARY KEY (tenant_id, session_id)
-            ) WITHOUT ROWID;
-            CREATE INDEX IF NOT EXISTS ix_sessions_activity ON sessions (tenant_id, active_us, session_id);
-            CREATE INDEX IF NOT EXISTS ix_sessions_user ON sessions (tenant_id, user_id, active_us, session_id);
-            CREATE INDEX IF NOT EXISTS ix_sessions_status ON sessions (tenant_id, status, active_us, session_id);
-            CREATE INDEX IF NOT EXISTS ix_sessions_expires ON sessions (expires_us);
-            INSERT OR IGNORE INTO index_info VALUES ('schema', '1');
-            COMMIT;
-            """
-        )
+        conn.executescript(SCHEMA_SQL)
 
     @contextlib.contextmanager
     def _tx(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from checkpointing._saver_store import READABLE_SCHEMA_VERSIONS
-from checkpointing._saver_store import SCHEMA_VERSION as SCHEMA_VERSION
+from checkpointing._saver_format import READABLE_SCHEMA_VERSIONS
+from checkpointing._saver_format import SCHEMA_VERSION as SCHEMA_VERSION
 from checkpointing.exceptions import DocumentMismatch, UnknownSchemaError
 
 KNOWN_SCHEMA_VERSIONS = READABLE_SCHEMA_VERSIONS

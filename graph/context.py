@@ -17,6 +17,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from checkpointing.exceptions import CheckpointingError
+
 
 class LoopRuntimeProtocol(Protocol):
     """What nodes need from the session's LoopRuntime (implemented by `agent.loop.runtime.LoopRuntime`)."""
@@ -26,6 +28,8 @@ class LoopRuntimeProtocol(Protocol):
     fencing_token: int | None
     dataset_info: list[dict[str, Any]]
     settings: Any  # agent.config.AgentSettings
+    own_errors: tuple[type[BaseException], ...]
+    """The runtime's error classes: raised inside a model call, they pass through `invoke_model` unchanged."""
 
     def chat_model(self, call_index: int, *, with_tools: bool) -> BaseChatModel:
         """The chat model for the `call_index`-th model call of the session (tools bound or not)."""
@@ -121,14 +125,24 @@ class ModelCallError(RuntimeError):
     """A model call failed (server down, bad response); the run can be resumed once it is fixed."""
 
 
-def invoke_model(model: BaseChatModel, prompt: Any, config: RunnableConfig, session_id: str, call_index: int) -> Any:
-    """Call the model; a provider/network failure becomes one clear error that says how to go on."""
+def invoke_model(
+    model: BaseChatModel,
+    prompt: Any,
+    config: RunnableConfig,
+    session_id: str,
+    call_index: int,
+    own: tuple[type[BaseException], ...] = (),
+) -> Any:
+    """Call the model; a provider/network failure becomes one clear error that says how to go on.
+
+    The checkpointing errors and the runtime's own (`own`: `LoopRuntimeProtocol.own_errors`, e.g.
+    a scripted model's) pass through unchanged: they already say what to do."""
     try:
         return model.invoke(prompt, config)
     except (KeyboardInterrupt, SystemExit):
         raise
     except Exception as err:
-        if type(err).__module__.startswith(("agent.", "checkpointing.")):
+        if isinstance(err, (CheckpointingError, *own)):
             raise
         raise ModelCallError(
             f"model call #{call_index + 1} failed ({type(err).__name__}: {err}); "

@@ -68,7 +68,7 @@ def planning_node(state: TaskExecutionState, config: RunnableConfig, runtime: Ru
         ask += f" The previous approach failed ({state.get('error') or 'too many failures'}); plan differently."
     prompt = [SystemMessage(rt.system_prompt(state)), *history, HumanMessage(ask)]
     model = rt.chat_model(call_index, with_tools=False)
-    reply = invoke_model(model, prompt, config, rt.session_id, call_index)
+    reply = invoke_model(model, prompt, config, rt.session_id, call_index, rt.own_errors)
     text = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
     plan, titles, skill = parse_plan(text)
     plan, titles, issues = out.checked_plan(text, plan, titles, state.get("user_input"))

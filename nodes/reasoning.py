@@ -23,7 +23,7 @@ def reasoning_node(state: TaskExecutionState, config: RunnableConfig, runtime: R
     prompt = prompt_messages(state, rt.system_prompt(state))
     prompt = out.with_retry_hint(prompt, state.get("last_iteration_result"))
     model = rt.chat_model(call_index, with_tools=True)
-    reply = invoke_model(model, prompt, config, rt.session_id, call_index)
+    reply = invoke_model(model, prompt, config, rt.session_id, call_index, rt.own_errors)
     answered = out.answered_ids(prompt)  # the context's tool results: the prompt holds all of them
     reply, issues = out.sanitize_reply(reply, prefix=f"call-{call_index}", seen_ids=answered)
     if reply.id is None:

@@ -81,7 +81,7 @@ def cmd_erase(args: argparse.Namespace) -> int:
     r = runner(args)
     dry = args.dry_run or not args.yes
     tenant, user = args.erase_tenant, args.erase_user
-    out = erase(r, tenant, user, dry_run=dry)
+    out = erase(r.runner, tenant, user, dry_run=dry)
     who = f"tenant {tenant}" + (f" user {user}" if user else "")
     if out.empty():
         if args.json:
@@ -119,7 +119,7 @@ def cmd_store(args: argparse.Namespace) -> int:
     if args.action == "converge":
         return _converge(args)
 
-    out = collect(runner(args), dry_run=args.dry_run)
+    out = collect(runner(args).runner, dry_run=args.dry_run)
     _report(out, args.json)
     return 4 if out.skipped and not args.dry_run else 0
 
@@ -142,7 +142,7 @@ def _converge(args: argparse.Namespace) -> int:
             tenants = [validate_id(args.store_tenant, "tenant id")]
         except InvalidIdError as err:
             raise InputError(str(err)) from err
-    out = sweep(runner(args), tenants, args.limit)
+    out = sweep(runner(args).runner, tenants, args.limit)
     if args.json:
         print_json(out.to_json())
     else:

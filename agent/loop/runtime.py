@@ -52,6 +52,8 @@ class LoopRuntime:
     dataset_info: list[dict[str, Any]] = field(default_factory=list)  # schema + stats, for state.dataset_list
     journal_knows: Callable[[str], bool] = field(default=lambda _call_id: False)
     store_entry_factory: Callable[[dict[str, Any], str], dict[str, Any] | None] | None = None
+    own_errors: tuple[type[BaseException], ...] = (AgentrtError,)
+    """Errors that pass through a model call unchanged (`graph.context.invoke_model`)."""
     _bound: BaseChatModel | None = None
 
     # --- model -----------------------------------------------------------------------------

@@ -2,8 +2,10 @@
 graph and its saver, the lease a `Turn` holds, the runtime builder, the pins, and the chunk sink
 the caller passed (the server's and the workers' `GraphChunks`; none on the CLI).
 
-A new turn (`agent.run.start`) and a resume (`agent.run.resume`, after recovery) each open a
-`Turn` (`agent.run.turn`) on it; the facade `agent.runner.AgentRunner` names them for the caller.
+Its two ways into a run are parts of it: `starts` (`agent.run.start.TurnStart`: a new turn) and
+`resumes` (`agent.run.resume.Resume`: recovery, then the stopped run continued); each opens a
+`Turn` (`agent.run.turn`) on the runner. `agent.runner.AgentRunner` holds a Runner and gives the
+caller its public methods.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from agent.run.chunks import ChunkSink
 from agent.run.overrides import CONFIG_KEY as OVERRIDES_KEY
 from agent.run.overrides import applied
 from agent.run.overrides import encode as encode_overrides
+from agent.run.resume import Resume
+from agent.run.start import TurnStart
 from agent.run.turn import Turn
 from agent.run.views import checked_ids
 from agent.services import build_lease, build_manager, build_saver
@@ -72,6 +76,10 @@ class Runner:
         self._override_pins: dict[str, SurfacePins] = {}
         self.items = LazyStore(lambda: item_store(settings), TTL_CONFIG)
         """LangGraph's store of these settings (`agent.session.item_store`), opened when first used."""
+        self.starts = TurnStart(self)
+        """A new turn: `starts.stream(text, ...)`."""
+        self.resumes = Resume(self)
+        """A stopped run resumed: `resumes.stream(session_id, ...)`."""
 
     def graph_for(self, tenant_id: str) -> CompiledStateGraph[Any, Any, Any, Any]:
         """The graph a run of `tenant_id` streams: its LangGraph store (`runtime.store`, and

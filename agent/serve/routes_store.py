@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from fastapi import APIRouter, Depends, Query, Response
 from langgraph.store.base import BaseStore
 
-from agent.errors import BackendUnavailable, ConfigError
+from agent.errors import BackendUnavailable, ConfigError, is_store_db_error
 from agent.serve.auth import Principal
 from agent.serve.deps import get_ctx, get_principal
 from agent.serve.serve_context import ServeContext
@@ -20,8 +20,6 @@ from agent.session.tenant_store import TenantStore
 
 router = APIRouter(prefix="/store", tags=["store"])
 T = TypeVar("T")
-BACKENDS = ("sqlite3", "psycopg", "psycopg_pool")
-"""The modules of the stores' database errors."""
 
 
 def _store(ctx: ServeContext, principal: Principal) -> BaseStore:
@@ -33,7 +31,7 @@ def _call(op: Callable[[], T]) -> T:
     try:
         return op()
     except Exception as err:
-        if type(err).__module__.split(".")[0] not in BACKENDS:
+        if not is_store_db_error(err):
             raise
         raise BackendUnavailable(
             f"LangGraph's store failed ({type(err).__name__}: {err}); check that its database is reachable, then retry"

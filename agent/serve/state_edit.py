@@ -58,7 +58,7 @@ def edit_state(
         if pin is not None:
             pin(_at(session, new_cp))
         manifest = dict(rt.graph.get_state(_at(session, new_cp)).values.get("sandbox_manifest") or {})
-        start_branch_at(rt, session, branch_id, new_cp, manifest, hold.token)
+        start_branch_at(rt.runner, session, branch_id, new_cp, manifest, hold.token)
     conf = written["configurable"]
     return {
         "checkpoint": {

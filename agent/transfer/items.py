@@ -30,7 +30,7 @@ from langgraph.store.base import BaseStore, Item
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.config import AgentSettings
-from agent.errors import BackendUnavailable, Conflict, InputError
+from agent.errors import BackendUnavailable, Conflict, InputError, is_store_db_error
 from agent.session.item_sql import StoreNotMade, read_store, store_where, tenant_condition
 from agent.session.item_values import (
     MAX_TTL_MINUTES,
@@ -85,7 +85,7 @@ def store_errors(settings: AgentSettings) -> Iterator[None]:
     try:
         yield
     except Exception as err:
-        if type(err).__module__.split(".")[0] not in ("sqlite3", "psycopg", "psycopg_pool"):
+        if not is_store_db_error(err):
             raise
         raise BackendUnavailable(
             f"LangGraph's store {store_where(settings)} failed ({type(err).__name__}: {str(err).splitlines()[0]}); "

@@ -55,7 +55,7 @@ from typing import Any, NoReturn
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from checkpointing import indexfile
 from checkpointing.exceptions import (
@@ -127,15 +127,13 @@ class PostgresStore:
         try:
             with self.pool.connection() as conn:
                 yield conn
+        except (PoolTimeout, PoolClosed) as err:  # before OperationalError: they are ones
+            raise StoreUnavailableError(f"{self.name}: {what}: no connection ({err})") from err
         except (psycopg.OperationalError, psycopg.InterfaceError) as err:
             raise StoreUnavailableError(
                 f"{self.name}: {what} failed, PostgreSQL is unreachable or the connection was lost ({err}). "
                 "A write in progress was committed whole or not at all: read the thread again and retry."
             ) from err
-        except Exception as err:
-            if type(err).__module__.startswith("psycopg_pool"):  # PoolTimeout, PoolClosed
-                raise StoreUnavailableError(f"{self.name}: {what}: no connection ({err})") from err
-            raise
 
     def setup(self) -> None:
         """Create the schema and tables if missing (apply the migrations not run yet). Safe to call

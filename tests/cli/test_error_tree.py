@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
+
+import psycopg
 import pytest
 
 from agent import errors as e
@@ -56,17 +59,48 @@ def test_checkpointing_errors_are_mapped_with_their_cause() -> None:
     assert e.exit_code(ce.DocumentMismatch("validate_graph", "changed", "a", "b")) == 5
 
 
-def _foreign(module: str, name: str) -> Exception:
+def _look_alike(module: str, name: str) -> Exception:
+    """An error whose class only has a library's module and name, not its class."""
     cls = type(name, (Exception,), {"__module__": module})
     err: Exception = cls("boom")
     return err
 
 
-def test_library_errors_are_mapped_by_their_package() -> None:
-    """Redis / SQLAlchemy -> backend unavailable, the OpenAI client -> model call failed, else a bug."""
-    assert e.exit_code(_foreign("redis.exceptions", "ConnectionError")) == 6
-    assert e.exit_code(_foreign("sqlalchemy.exc", "OperationalError")) == 6
-    assert e.exit_code(_foreign("openai", "APIConnectionError")) == 7
-    assert e.exit_code(_foreign("graph.context", "ModelCallError")) == 7
+def test_library_errors_are_mapped_by_their_class() -> None:
+    """Redis / SQLAlchemy / psycopg / SQLite -> backend unavailable, the OpenAI client and the graph's
+    model call -> model call failed, else a bug."""
+    import httpx
+    import openai
+    import redis
+    import sqlalchemy.exc
+
+    from graph.context import ModelCallError
+
+    assert e.exit_code(redis.exceptions.ConnectionError("down")) == 6
+    assert e.exit_code(sqlalchemy.exc.OperationalError("SELECT 1", {}, Exception("down"))) == 6
+    assert e.exit_code(psycopg.OperationalError("down")) == 6
+    assert e.exit_code(sqlite3.OperationalError("locked")) == 6
+    request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    assert e.exit_code(openai.APIConnectionError(request=request)) == 7
+    assert e.exit_code(httpx.ConnectError("refused", request=request)) == 7
+    assert e.exit_code(ModelCallError("model call #1 failed")) == 7
     assert e.exit_code(OSError(28, "No space left on device")) == 6
     assert e.exit_code(ValueError("a bug")) == e.EXIT_BUG
+
+
+def test_a_look_alike_of_a_library_error_is_a_bug() -> None:
+    """Only the libraries' own classes are mapped: a class merely named like one is not."""
+    assert e.exit_code(_look_alike("redis.exceptions", "ConnectionError")) == e.EXIT_BUG
+    assert e.exit_code(_look_alike("openai", "APIConnectionError")) == e.EXIT_BUG
+    assert e.exit_code(_look_alike("graph.context", "ModelCallError")) == e.EXIT_BUG
+    assert not e.is_store_db_error(_look_alike("psycopg", "OperationalError"))
+
+
+def test_store_database_errors_are_recognised_by_class() -> None:
+    """What LangGraph's store's database raises (SQLite, psycopg, its pool) and nothing else."""
+    import psycopg_pool
+
+    assert e.is_store_db_error(sqlite3.OperationalError("database is locked"))
+    assert e.is_store_db_error(psycopg.errors.UndefinedTable("no table"))
+    assert e.is_store_db_error(psycopg_pool.PoolTimeout("no connection"))
+    assert not e.is_store_db_error(ValueError("bad value"))

@@ -186,7 +186,7 @@ def test_a_record_holding_histories_is_refused_by_a_reader_of_schema_4(
     """A retention-cut checkpoint says schema 5; the others stay 4 (an older saver reads those)."""
     import orjson
 
-    from checkpointing import _saver_store
+    from checkpointing import _saver_format
     from checkpointing.exceptions import UnknownSchemaError
 
     saver = JsonlCheckpointSaver(tmp_path, fsync="batch", keep_last=KEEP)
@@ -195,7 +195,7 @@ def test_a_record_holding_histories_is_refused_by_a_reader_of_schema_4(
     cps = [orjson.loads(line) for line in log.read_bytes().splitlines() if b'"k":"c"' in line]
     assert {c["schema_version"] for c in cps if c.get("histories")} == {5}
     assert {c["schema_version"] for c in cps if not c.get("histories")} == {4}
-    monkeypatch.setattr(_saver_store, "READABLE_SCHEMA_VERSIONS", frozenset({2, 3, 4}))  # a saver from before 5
+    monkeypatch.setattr(_saver_format, "READABLE_SCHEMA_VERSIONS", frozenset({2, 3, 4}))  # a saver from before 5
     with pytest.raises(UnknownSchemaError):
         list(JsonlCheckpointSaver(tmp_path).list(_cfg("t")))
 

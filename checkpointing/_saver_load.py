@@ -1,0 +1,108 @@
+"""Stored values back to Python values: item references resolved (each run file read once per
+value, `_prefetch`), then decoded by the codec; a stored message is decoded once per session and
+every read gets its own copy (`fresh_message`).
+
+The inverse of `_saver_spill`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+
+from checkpointing._saver_refs import CHUNK_KEY, ITEM_KEY, _is_chunk, _is_ref, expand, resolve, text_refs
+from checkpointing._saver_spill import MEMO
+from checkpointing._saver_store import SessionStore
+from checkpointing.codec import TAG, CheckpointStateCodec
+
+_DECODED_BYTES = 8 * 1024 * 1024  # decoded messages kept per session, by content size
+
+
+class ItemLoader:
+    """Reads stored values back, decoding each stored message once per session."""
+
+    def __init__(self, codec: CheckpointStateCodec) -> None:
+        self.codec = codec
+
+    def decode(self, enc: Any) -> Any:
+        """Decode stored JSON (item references already resolved) into a fresh Python value."""
+        return self.codec.decode(enc)
+
+    def load(self, enc: Any, store: SessionStore) -> Any:
+        """`decode(resolve(enc))`, decoding each stored message of a list once per session: a
+        message item (content-addressed, so never stale) is decoded on first read and every read
+        gets its own copy (`fresh_message`)."""
+        if isinstance(enc, list):
+            return self._load_list(enc, store)
+        if isinstance(enc, dict) and enc.get(TAG) == "delta_snapshot" and isinstance(enc.get("v"), list):
+            return _DeltaSnapshot(self._load_list(enc["v"], store))
+        return self.decode(resolve(enc, store))
+
+    def _load_list(self, items: list[Any], store: SessionStore) -> list[Any]:
+        chunks = [x[CHUNK_KEY] for x in items if _is_chunk(x)]
+        chunk_refs = dict(zip(chunks, store.items(chunks), strict=True)) if chunks else {}
+        flat: list[Any] = []
+        for x in items:
+            if _is_chunk(x):
+                flat.extend(chunk_refs[x[CHUNK_KEY]])
+            else:
+                flat.append(x)
+        fetched = _prefetch(flat, store)
+        return [self._load_item(x, store, fetched) for x in flat]
+
+    def _load_item(self, x: Any, store: SessionStore, fetched: dict[str, Any]) -> Any:
+        if not _is_ref(x):
+            return self.decode(x)
+        h = x[ITEM_KEY]
+        cache = store.decoded
+        hit = cache.get(h)
+        if hit is not None:
+            cache.move_to_end(h)
+            return fresh_message(hit[0])
+        raw = fetched[h] if h in fetched else store.item(h)
+        value = self.decode(expand(raw, store, fetched))
+        if not isinstance(value, BaseMessage):
+            return value
+        size = len(value.content) if isinstance(value.content, str) else 1024
+        cache[h] = (value, size)
+        store.decoded_bytes += size
+        while len(cache) > 1 and (len(cache) > MEMO or store.decoded_bytes > _DECODED_BYTES):
+            _, (_, old) = cache.popitem(last=False)
+            store.decoded_bytes -= old
+        return fresh_message(value)
+
+
+def fresh_message(msg: BaseMessage) -> BaseMessage:
+    """A copy of a cached decoded message that shares nothing mutable with it: its list and dict
+    fields (tool calls, kwargs, metadata, extra attributes) are copied too, so a caller may change
+    what it got."""
+    out = msg.model_copy()
+    for fields in (out.__dict__, out.__pydantic_extra__ or {}):
+        for k, v in fields.items():
+            if v and (type(v) is dict or type(v) is list):
+                fields[k] = _copy_json(v)
+    return out
+
+
+def _copy_json(v: Any) -> Any:
+    t = type(v)
+    if t is dict:
+        return {k: _copy_json(x) for k, x in v.items()}
+    if t is list:
+        return [_copy_json(x) for x in v]
+    return v
+
+
+def _prefetch(flat: list[Any], store: SessionStore) -> dict[str, Any]:
+    """The items (and the texts they reference) that decoding `flat` will read, fetched in one pass
+    per run file (`SessionStore.items`) instead of one open and seek per item."""
+    wanted = list(dict.fromkeys(x[ITEM_KEY] for x in flat if _is_ref(x) and x[ITEM_KEY] not in store.decoded))
+    if not wanted:
+        return {}
+    got = dict(zip(wanted, store.items(wanted), strict=True))
+    texts = list(dict.fromkeys(t for v in got.values() for t in text_refs(v) if t not in got))
+    if texts:
+        got.update(zip(texts, store.items(texts), strict=True))
+    return got

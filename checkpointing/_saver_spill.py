@@ -1,0 +1,164 @@
+"""Values to their stored form: the items of a list value (and the values of a dict value, and a
+whole write value) of at least `item_min` bytes, long texts and long metadata are stored once per
+session under their content hash and referenced (`{"$i": hash}`, `{"$c": hash}` for a chunk of
+CHUNK references, `{"$m": hash}` for shared metadata); the new ones are collected in `new`
+(hash -> JSON) for the caller to append before the record that references them.
+
+`_saver_load` reads them back; `_saver_docs` describes the record layout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+
+from checkpointing._saver_refs import _CONTAINER_TAGS, CHUNK_KEY, ITEM_KEY, META_KEY, _is_ref
+from checkpointing._saver_store import SessionStore
+from checkpointing.codec import TAG, CheckpointStateCodec
+
+CHUNK = 64
+META_MIN = 256  # metadata strings at least this long together are one shared item
+TEXT_MIN = 1024  # a text at least this long inside a stored item is an item of its own (stored once)
+MEMO = 20_000  # messages remembered per session (object -> its stored reference)
+Items = dict[str, bytes]
+
+
+class ItemSpiller:
+    """Encodes values and stores their big parts as content-addressed items of the session."""
+
+    def __init__(self, codec: CheckpointStateCodec, item_min: int) -> None:
+        self.codec = codec
+        self.item_min = item_min
+
+    def encode_spill(self, value: Any, store: SessionStore, new: Items) -> Any:
+        """`spill(codec.encode(value))`, encoding and hashing each message of a list only once per
+        session: a message object seen before (same object, still stored) reuses its reference."""
+        items = value.value if isinstance(value, _DeltaSnapshot) else value
+        if type(items) is not list:
+            return self.spill(self.codec.encode(value), store, new)
+        memo = store.memo
+        refs = []
+        for x in items:
+            msg = isinstance(x, BaseMessage)
+            # add_messages assigns ids in place: a memo entry holds only while no field was reassigned.
+            shape = tuple(map(id, x.__dict__.values())) if msg else ()
+            hit = memo.get(id(x)) if msg else None
+            if (
+                hit is not None
+                and hit[0] is x
+                and hit[2] == shape
+                and (not _is_ref(hit[1]) or _known(hit[1], store, new))
+            ):
+                refs.append(hit[1])
+                continue
+            ref = self._item(self.codec.encode(x), store, new)
+            if msg:
+                memo[id(x)] = (x, ref, shape)
+                if len(memo) > MEMO:
+                    memo.pop(next(iter(memo)))
+            refs.append(ref)
+        out = self._chunked(refs, store, new)
+        return {TAG: "delta_snapshot", "v": out} if isinstance(value, _DeltaSnapshot) else out
+
+    def spill(self, enc: Any, store: SessionStore, new: Items) -> Any:
+        """`enc` with its big items (one level deep) replaced by item references; new ones in `new`."""
+        if isinstance(enc, list):
+            return self._chunked([self._item(x, store, new) for x in enc], store, new)
+        if isinstance(enc, dict):
+            if TAG not in enc:
+                return {k: self._item(x, store, new) for k, x in enc.items()}
+            if enc[TAG] in _CONTAINER_TAGS and isinstance(enc.get("v"), list):
+                return {**enc, "v": self._chunked([self._item(x, store, new) for x in enc["v"]], store, new)}
+        return self._item(enc, store, new)
+
+    def _chunked(self, refs: list[Any], store: SessionStore, new: Items) -> list[Any]:
+        """Full runs of CHUNK elements (from index 0) become one shared chunk item each, so a list
+        that only grew writes a few chunk references plus its tail, not one reference per item."""
+        if len(refs) < 2 * CHUNK:
+            return refs
+        full = len(refs) - len(refs) % CHUNK
+        out: list[Any] = []
+        for i in range(0, full, CHUNK):
+            raw = orjson.dumps(refs[i : i + CHUNK])
+            h = _stored(raw, store, new)
+            out.append({CHUNK_KEY: h})
+        return out + refs[full:]
+
+    def _item(self, x: Any, store: SessionStore, new: Items) -> Any:
+        if not isinstance(x, (dict, list, str)) or (isinstance(x, str) and len(x) < self.item_min):
+            return x
+        if type(x) is dict:
+            x = self._inner(x, store, new)
+        raw = orjson.dumps(x)
+        if len(raw) < self.item_min:
+            return x
+        h = _stored(raw, store, new)
+        return {ITEM_KEY: h}
+
+    def _inner(self, x: dict[str, Any], store: SessionStore, new: Items) -> dict[str, Any]:
+        """`x` with its long texts stored as items of their own: a message's string content, and
+        the string values of a plain object (e.g. a tool-result record). The same text in a tool
+        message and in another record is then stored once."""
+        tag = x.get(TAG)
+        if tag == "msg":
+            v = x.get("v")
+            if isinstance(v, dict) and type(c := v.get("content")) is str and len(c) >= TEXT_MIN:
+                return {**x, "v": {**v, "content": self._text(c, store, new)}}
+            return x
+        if tag is None and any(type(y) is str and len(y) >= TEXT_MIN for y in x.values()):
+            return {k: self._text(y, store, new) if type(y) is str and len(y) >= TEXT_MIN else y for k, y in x.items()}
+        return x
+
+    def text_ref(self, text: str, store: SessionStore, new: Items) -> dict[str, str]:
+        """The item reference of a long text, the same one `_inner` gives it inside a message."""
+        return self._text(text, store, new)
+
+    @staticmethod
+    def text_hash(text: str) -> str:
+        """The content hash a text is stored under as an item."""
+        return hashlib.blake2b(orjson.dumps(text), digest_size=16).hexdigest()
+
+    def _text(self, text: str, store: SessionStore, new: Items) -> dict[str, str]:
+        raw = orjson.dumps(text)
+        h = _stored(raw, store, new)
+        return {ITEM_KEY: h}
+
+    def meta(self, enc: Any, store: SessionStore, new: Items) -> Any:
+        """Encoded metadata with its string entries (the pins a caller copies into every checkpoint:
+        digests, ids) stored as one shared item `{"$m": hash}` when they are long enough."""
+        if type(enc) is not dict or TAG in enc:
+            return enc
+        strs = {k: v for k, v in enc.items() if type(v) is str}
+        raw = orjson.dumps(strs)
+        if len(raw) < META_MIN:
+            return enc
+        h = _stored(raw, store, new)
+        return {META_KEY: h, **{k: v for k, v in enc.items() if type(v) is not str}}
+
+    def shared(self, enc: Any, store: SessionStore, new: Items) -> Any:
+        """An encoded plain dict stored whole as one shared item `{"$m": hash}` when it is long
+        enough (a runtime snapshot repeats from checkpoint to checkpoint: stored once)."""
+        if type(enc) is not dict or TAG in enc:
+            return enc
+        raw = orjson.dumps(enc)
+        if len(raw) < META_MIN:
+            return enc
+        h = _stored(raw, store, new)
+        return {META_KEY: h}
+
+
+def _stored(raw: bytes, store: SessionStore, new: Items) -> str:
+    """The content hash of item JSON `raw`, added to `new` unless the session already stores it."""
+    h = hashlib.blake2b(raw, digest_size=16).hexdigest()
+    if h not in new and h not in store.index.items:
+        new[h] = raw
+    return h
+
+
+def _known(ref: dict[str, Any], store: SessionStore, new: Items) -> bool:
+    h = ref[ITEM_KEY]
+    return h in new or h in store.index.items
