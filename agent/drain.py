@@ -28,7 +28,12 @@ resumable, the lease released, and `Stopping` raised so the task is requeued.
 A `live` turn (submitted by `agentrt serve`) has its events published on the `LiveChannel`, and
 its client's cancel checked before it starts and after every node: a cancelled turn is closed at
 that step boundary (resumable, as `agentrt resume` continues it) and settled as FAILED with
-`run_status: INTERRUPTED`.
+`run_status: INTERRUPTED`. A cancel asking for a rollback (`multitask_strategy: rollback`) also
+moves the session back to before the turn's run, here, before the next queued turn can start: the
+session is forked at the entry before the run began (the run's entries stay on the branch left).
+The turn's result says what became of the run under `rollback`: `forked`, `nothing` (it never
+began), `first_turn` (no state before it: the server renews the thread) or `kept` (a continuation
+of an earlier run, which cannot be undone this way).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from agent.loop.surface import compute_pins, skills_digest
 from agent.results import RunEvent
 from agent.routing import session_graph_version
 from agent.run.options import RunOptions
+from agent.run.run_lifecycle import fork_before_run
 from agent.runner import GRAPH_EVENT, AgentRunner, clean_stop
 from agent.services import postgres_lease
 from agent.session.inbox import Inbox, Turn, TurnStatus
@@ -86,8 +92,12 @@ class _Live:
         self.channel = channel if turn.live else None
         self.ids = (turn.tenant_id, turn.session_id, turn.turn_id)
         self.worker = worker
+        self.run_id: str | None = None
+        """The agentrt run the turn's events belong to (from its `started` event)."""
 
     def emit(self, ev: RunEvent) -> None:
+        if ev.kind == "started":
+            self.run_id = str(ev.data.get("run_id") or "") or None
         if self.channel is None:
             return
         kind, data = encode_event(ev)
@@ -117,7 +127,15 @@ class _Live:
         except BackendUnavailable as err:
             log.warning("turn %s: cannot read its cancel flag: %s", self.ids[2], err)
             return False
-        return (mode == "now" and ev.kind == "node") or (mode == "clean" and clean_stop(ev))
+        return (mode in ("now", "rollback") and ev.kind == "node") or (mode == "clean" and clean_stop(ev))
+
+    def rollback(self) -> bool:
+        """Whether the client's cancel asks for the run to be rolled back."""
+        try:
+            return self.channel is not None and self.channel.cancel_mode(*self.ids) == "rollback"
+        except BackendUnavailable as err:
+            log.warning("turn %s: cannot read its cancel flag: %s", self.ids[2], err)
+            return False
 
     def end(self, inbox: Inbox) -> None:
         if self.channel is None:
@@ -210,6 +228,8 @@ def _process(
             "session_id": sid,
             "error": CANCELLED,
         }
+        if live.rollback():
+            cancelled["rollback"] = "nothing"
         inbox.mark_done(turn.turn_id, cancelled, worker)
         live.end(inbox)
         return
@@ -221,6 +241,7 @@ def _process(
         last = ""
     first = turn.attempts == 0
     inbox.mark_started(turn.turn_id, last if first else turn.baseline_run_id, worker)
+    new = False
     try:
         if turn.decision is not None:
             result = _resume_with(runner, turn, turn.decision, stop, live, adopting)
@@ -228,6 +249,7 @@ def _process(
             result = _resume_with(runner, turn, None, stop, live, adopting)
         elif first or last == turn.baseline_run_id or not _run_began(runner, tenant, sid, last):
             # its run was never created, or died before recording the user's text: nothing of it ran
+            new = True
             result = _final(_new_turn(runner, turn, last), stop, live)
         else:
             result = _resume_with(runner, turn, None, stop, live, adopting)
@@ -235,6 +257,8 @@ def _process(
         raise  # left RUNNING: the requeued or retried task continues it
     except Cancelled:
         result = {"status": RunStatus.INTERRUPTED, "session_id": sid, "error": CANCELLED}
+        if live.rollback():  # the run has let go of the session; no other turn starts before this
+            result["rollback"] = _roll_back(runner, tenant, sid, live.run_id if new else None)
     except AgentrtError as err:
         result = {"status": RunStatus.FAILED, "session_id": sid, "error": str(err)}
     except Exception as err:  # a bug must not leave callers waiting forever
@@ -247,6 +271,18 @@ def _process(
             result = {**result, "run_status": result.get("status"), "status": TurnStatus.FAILED}
         inbox.mark_done(turn.turn_id, result, worker)
     live.end(inbox)
+
+
+def _roll_back(runner: AgentRunner, tenant: str, sid: str, run_id: str | None) -> str:
+    """Move the session back to before the cancelled new turn's run (see the module's docstring)."""
+    if run_id is None:
+        return "kept"
+    try:
+        forked = fork_before_run(runner, tenant, sid, run_id)
+    except Exception as err:  # the run stays, interrupted and resumable, as after a plain cancel
+        log.warning("turn of session %s: run %s not rolled back: %s", sid, run_id, err, exc_info=True)
+        return "kept"
+    return "nothing" if forked is None else "forked" if forked else "first_turn"
 
 
 def _new_turn(runner: AgentRunner, turn: Turn, last: str) -> Iterator[RunEvent]:

@@ -43,6 +43,8 @@ def redis_url(settings: AgentSettings) -> str:
 
 CLEAN = b"clean"
 """The cancel flag of a turn that may stop only where a new turn can follow (`multitask_strategy: interrupt`)."""
+ROLLBACK = b"rollback"
+"""The cancel flag of a turn whose run is to be rolled back once stopped (`multitask_strategy: rollback`)."""
 
 
 class LiveChannel:
@@ -89,21 +91,27 @@ class LiveChannel:
                 out.append((_text(rid), str(rec["kind"]), rec.get("data")))
         return out
 
-    def request_cancel(self, tenant_id: str, session_id: str, turn_id: str, clean: bool = False) -> None:
+    def request_cancel(
+        self, tenant_id: str, session_id: str, turn_id: str, clean: bool = False, rollback: bool = False
+    ) -> None:
         """Ask the worker running the turn to stop at its next step boundary (or not to start it);
-        `clean`: only at a step a new turn can follow (never overrides a plain cancel)."""
+        `clean`: only at a step a new turn can follow (never overrides a plain cancel); `rollback`:
+        at the next step, and the worker then moves the session back to before the turn's run."""
         key = self._key("cancel", tenant_id, session_id, turn_id)
-        if clean:
+        if rollback:
+            self._call(self._redis.set, key, ROLLBACK, ex=self.ttl_s)
+        elif clean:
             self._call(self._redis.set, key, CLEAN, ex=self.ttl_s, nx=True)
         else:
             self._call(self._redis.set, key, b"1", ex=self.ttl_s)
 
     def cancel_mode(self, tenant_id: str, session_id: str, turn_id: str) -> str | None:
-        """None (not cancelled), `clean` (stop at a step a new turn can follow) or `now` (the next step)."""
+        """None (not cancelled), `clean` (stop at a step a new turn can follow), `now` (the next
+        step) or `rollback` (the next step, then roll the run back)."""
         value = self._call(self._redis.get, self._key("cancel", tenant_id, session_id, turn_id))
         if value is None:
             return None
-        return "clean" if value == CLEAN else "now"
+        return {CLEAN: "clean", ROLLBACK: "rollback"}.get(value, "now")
 
     def clear_cancel(self, tenant_id: str, session_id: str, turn_id: str) -> None:
         """Forget an earlier cancel (the turn is submitted again: an answer to its approval)."""

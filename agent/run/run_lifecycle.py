@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from agent.run.base_runner import Runner
 
 
+ROLLED_BACK_BRANCH = "rolled_back_branch"
+"""The key of a rollback's `branch_created` entry naming the branch it left (the run's entries stay there)."""
 TOOL_STEP = "acting"
 """The graph node that runs the model's tool calls (`graph.build`): a checkpoint before it holds calls
 that have no result yet."""
@@ -50,8 +52,17 @@ def end(rt: Runner, session_id: str, tenant_id: str | None, user_id: str | None)
         return rt.manager.save(session)
 
 
-def fork(rt: Runner, session_id: str, from_entry_id: str, tenant_id: str | None, user_id: str | None) -> dict[str, Any]:
-    """Start a branch at an earlier entry; the next turn continues from that entry's checkpoint."""
+def fork(
+    rt: Runner,
+    session_id: str,
+    from_entry_id: str,
+    tenant_id: str | None,
+    user_id: str | None,
+    reason: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Start a branch at an earlier entry; the next turn continues from that entry's checkpoint
+    (`reason` and `extra` go into the branch's `branch_created` entry)."""
     tenant, user, sid = rt.ids(session_id, tenant_id, user_id)
     try:
         validate_id(from_entry_id, "entry id")
@@ -76,7 +87,8 @@ def fork(rt: Runner, session_id: str, from_entry_id: str, tenant_id: str | None,
         if pin is not None:  # before the branch exists: its fork point must outlive retention
             pin(fork_config)
         manifest = dict(rt.graph.get_state(fork_config).values.get("sandbox_manifest") or {})
-        branch_id = rt.manager.fork(session, from_entry_id, extra={"checkpoint_id": checkpoint_id})
+        made = {**(extra or {}), "checkpoint_id": checkpoint_id}
+        branch_id = rt.manager.fork(session, from_entry_id, reason, extra=made)
         start_branch_at(rt, session, branch_id, checkpoint_id, manifest, hold.token)
         return {
             "session_id": sid,
@@ -86,6 +98,24 @@ def fork(rt: Runner, session_id: str, from_entry_id: str, tenant_id: str | None,
             "room_id": session.room_id,
             "status": session.status.value,
         }
+
+
+def fork_before_run(rt: Runner, tenant_id: str, session_id: str, run_id: str) -> bool | None:
+    """Move the session back to just before run `run_id` began: fork at the entry before its
+    `run_start` (the run's entries stay on the branch left, which the new branch's `branch_created`
+    entry names as `rolled_back_branch`). True when forked; False when there is no state before the
+    run to go back to (the session's first turn); None when the run is unknown. The caller knows
+    the run has let go of the session."""
+    events = rt.manager.jsonl.event_log(tenant_id, session_id)
+    start = events.newest(frozenset({"run_start"}), {"run_id": run_id})
+    if start is None:
+        return None
+    before = start.parent_id
+    if before is None or fork_checkpoint(events.path_to_root(before, types=frozenset({"node_end"}))) is None:
+        return False
+    left = {"rolled_back_run_id": run_id, ROLLED_BACK_BRANCH: events.envelope(before)["branch_id"]}
+    fork(rt, session_id, before, tenant_id, None, reason="run rolled back", extra=left)
+    return True
 
 
 def start_branch_at(

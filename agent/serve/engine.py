@@ -15,6 +15,7 @@ the one before has let go of the session (its lease released), so a session neve
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -28,6 +29,7 @@ from agent.runner import AgentRunner
 from agent.serve.run_on_pool import RunExecutor
 from agent.serve.run_record import ApiRunStatus, CancelAction, Job, RunRecord, Strategy
 
+log = logging.getLogger("agentrt.serve")
 KEEP_FINISHED_RUNS = 500
 KEEP_EVENTS_OF = 50
 
@@ -51,9 +53,15 @@ class _Thread:
 class RunEngine:
     """Starts runs on a thread pool, one per thread at a time, and keeps their records."""
 
-    def __init__(self, runner: AgentRunner, threads: int, rollback: Callable[[RunRecord], bool] | None = None) -> None:
+    def __init__(
+        self,
+        runner: AgentRunner,
+        threads: int,
+        rollback: Callable[[RunRecord], bool] | None = None,
+        on_workers: bool = False,
+    ) -> None:
         self.runner = runner
-        self._exec = RunExecutor(runner, rollback, self._unlist)
+        self._exec = RunExecutor(runner, rollback, self._unlist, on_workers)
         self.table = self._exec.table
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="agentrt-serve-run")
         self._lock = threading.Lock()
@@ -87,12 +95,15 @@ class RunEngine:
             inflight = self._check(rec, strategy)
             runs = self._threads.setdefault(rec.key, _Thread())
             stopped = self._supersede(runs, rec, strategy) if inflight else []
+            superseded = runs.active if rec.supersedes else None
             immediate = not inflight and rec.due <= time.time()
             if immediate:
                 self._starts[rec.run_id] = lambda err: _call_soon(loop, resolve, err)
             runs.pending.append(rec)
             runs.pending.sort(key=lambda r: r.due)
             self._remember(rec)
+        if superseded is not None:
+            await asyncio.to_thread(_relay, superseded)
         for old in stopped:
             await asyncio.to_thread(self._drop_pending, old)
         self._pump(rec.key)
@@ -162,13 +173,17 @@ class RunEngine:
             runs = self._threads.get(rec.key)
             if runs is None or rec.done.is_set():
                 return
-            if runs.active is rec:
+            running = runs.active is rec
+            if running:
                 self._cancel_active(rec, action)
+            elif rec in runs.pending:
+                runs.pending.remove(rec)
+                rec.cancel_action = action
+            else:
                 return
-            if rec not in runs.pending:
-                return
-            runs.pending.remove(rec)
-            rec.cancel_action = action
+        if running:
+            _relay(rec)
+            return
         self._drop_pending(rec)
         self._pump(rec.key)
 
@@ -285,6 +300,17 @@ class RunEngine:
             rec.cancel_action = CancelAction.INTERRUPT
             self._drop_pending(rec)
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _relay(rec: RunRecord) -> None:
+    """Tell the worker running `rec` of its cancel now (its job tells it too, at its next read)."""
+    tell = rec.relay_cancel
+    if tell is None:
+        return
+    try:
+        tell()
+    except Exception as err:
+        log.warning("run %s: the cancel is relayed to its worker at its next read: %s", rec.run_id, err)
 
 
 def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[BaseException | None], None], arg: Any) -> None:

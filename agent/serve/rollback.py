@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.run.run_lifecycle import fork_checkpoint
+from agent.run.run_lifecycle import fork_before_run
 from agent.serve.auth import Principal
 from agent.serve.run_record import RunRecord
 from agent.serve.serve_context import METADATA_KEY
@@ -25,24 +25,22 @@ from agent.serve.thread_ops import delete_thread
 if TYPE_CHECKING:
     from agent.serve.serve_context import ServeContext
 
-NODE_END = frozenset({"node_end"})
-
 
 def roll_back(ctx: ServeContext, rec: RunRecord) -> bool:
     """Undo `rec`'s writes (its run has stopped and let go of the session); False when it cannot be."""
     if rec.segment or not rec.agent_run_id:
         return False
-    runner = ctx.runner
-    events = runner.manager.jsonl.event_log(rec.tenant_id, rec.thread_id)
-    start = events.newest(frozenset({"run_start"}), {"run_id": rec.agent_run_id})
-    if start is None:
+    forked = fork_before_run(ctx.runner, rec.tenant_id, rec.thread_id, rec.agent_run_id)
+    if forked is None:
         return False
-    before = start.parent_id
-    if before is not None and fork_checkpoint(events.path_to_root(before, types=NODE_END)) is not None:
-        runner.fork(rec.thread_id, before, tenant_id=rec.tenant_id)
-        return True
-    session = runner.manager.get(rec.tenant_id, rec.thread_id)
+    if not forked:
+        renew_thread(ctx, rec)
+    return True
+
+
+def renew_thread(ctx: ServeContext, rec: RunRecord) -> None:
+    """The thread of a rolled-back first turn: removed and made again, empty, same id and metadata."""
+    session = ctx.runner.manager.get(rec.tenant_id, rec.thread_id)
     metadata = dict(session.context.get(METADATA_KEY) or {})
     delete_thread(ctx, session)
     ctx.create_session(Principal(rec.tenant_id, session.user_id), rec.thread_id, metadata or None)
-    return True

@@ -137,8 +137,6 @@ async def cancel_run(
     """Cancel the run: a pending one never starts; a running one stops after its current step, its
     last checkpoint kept (a run without input continues it), or with `action=rollback` its writes
     are rolled back and the run is deleted. With `wait`, answers the run's final values."""
-    if action == CancelAction.ROLLBACK and ctx.on_workers:
-        raise ConfigError("action: rollback is not offered on the workers (serve.runs_on: workers); send interrupt")
     rec = await run_in_threadpool(live_run, ctx, principal, thread_id, run_id)
     if rec is None:
         await run_in_threadpool(listed_run, ctx, principal, thread_id, run_id)  # 404 unless it exists (not live here)

@@ -9,7 +9,6 @@ from fastapi import APIRouter, Depends, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from agent.errors import ConfigError
 from agent.serve.auth import Principal
 from agent.serve.bodies import RunCreate, RunsCancel
 from agent.serve.deps import get_ctx, get_principal
@@ -59,8 +58,6 @@ async def cancel_many(
 ) -> Response:
     """Cancel the caller's runs in flight by `thread_id` and/or `run_ids`, or by `status` (pending,
     running, all)."""
-    if action == CancelAction.ROLLBACK and ctx.on_workers:
-        raise ConfigError("action: rollback is not offered on the workers (serve.runs_on: workers); send interrupt")
     body = request.given() if request else {}
     ids = set(body.get("run_ids") or [])
     thread = body.get("thread_id")

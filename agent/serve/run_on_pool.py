@@ -29,8 +29,11 @@ class RunExecutor:
         runner: AgentRunner,
         rollback: Callable[[RunRecord], bool] | None,
         unlist: Callable[[RunRecord], None],
+        on_workers: bool = False,
     ) -> None:
         self.runner = runner
+        self.on_workers = on_workers
+        """Runs execute on the Celery workers: a worker rolls back the run it stopped (agent/drain.py)."""
         self.rollback = rollback
         """Rolls a stopped run's writes back (True: done, the run is deleted; False: it stays, interrupted)."""
         self.unlist = unlist
@@ -44,7 +47,7 @@ class RunExecutor:
         """Run `rec` to its end. `on_start` (a run whose request waits to see it start) is called once:
         with None at its first event, or with why it could not start (nothing of it is kept then)."""
         status = ApiRunStatus.ERROR
-        started = False
+        started = following = False
         try:
             if rec.job is None:
                 raise SessionError(f"run {rec.run_id} has nothing to run")
@@ -57,15 +60,22 @@ class RunExecutor:
                         on_start(None)
                 if ev.kind == "final":
                     rec.result = ev.data
+                if following:  # stopped; its worker rolls it back, then settles its turn
+                    continue
                 rec.push(ev)
                 stop = ev.kind != "final" and rec.cancel_requested.is_set()
                 if stop and (not rec.stop_clean or clean_stop(ev)):
+                    if self.on_workers and rec.cancel_action is CancelAction.ROLLBACK:
+                        # Followed to the end: the next run starts only once the rollback is made.
+                        following = True
+                        continue
                     if isinstance(gen, Generator):
                         gen.close()  # the runner releases the lease; the last checkpoint stays resumable
                     status = ApiRunStatus.INTERRUPTED
                     break
             else:
-                status = _status_of(rec.result)
+                rolled = "rollback" in (rec.result or {})  # only a rollback asked for says so
+                status = ApiRunStatus.INTERRUPTED if rolled else _status_of(rec.result)
         except BaseException as err:  # handed to the request (before start) or to the stream (after)
             if not started and on_start is not None:
                 rec.done.set()
@@ -109,8 +119,14 @@ class RunExecutor:
         if not started and not self._thread_exists(rec):  # deleted meanwhile: nothing to keep the run in
             rec.finish(status)
             return
+        outcome = (rec.result or {}).get("rollback")
         if status is ApiRunStatus.INTERRUPTED and rec.cancel_action is CancelAction.ROLLBACK and started:
-            rec.deleted = self._roll_back(rec)
+            # On the workers the worker made the fork (or found nothing to undo); a first turn's
+            # thread is renewed here, as in-process.
+            if outcome is None:
+                rec.deleted = self._roll_back(rec) if not self.on_workers else False
+            else:
+                rec.deleted = outcome in ("forked", "nothing") or (outcome == "first_turn" and self._roll_back(rec))
         if rec.deleted:
             rec.error = {"error": "RunRolledBack", "message": f"run {rec.run_id} was rolled back"}
             status = ApiRunStatus.ERROR

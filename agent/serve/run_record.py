@@ -118,6 +118,8 @@ class RunRecord:
     interrupts: list[dict[str, Any]] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
     cancel_requested: threading.Event = field(default_factory=threading.Event)
+    relay_cancel: Callable[[], None] | None = None
+    """Tells the worker running it at once that it is cancelled (a run on the workers, once submitted)."""
     modes: frozenset[str] = frozenset({"values"})
     """The stream modes its events are made for (what a join can ask for)."""
     subgraphs: bool = False

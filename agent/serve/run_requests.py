@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from agent.errors import ConfigError
+from agent.results import RunEvent
 from agent.run.options import RunOptions
 from agent.run.overrides import check_overrides
 from agent.serve.auth import Principal
-from agent.serve.run_record import Job, RunRecord, Strategy
+from agent.serve.run_record import CancelAction, Job, RunRecord, Strategy
 from agent.serve.serve_context import ASSISTANT_ID, ServeContext
+from agent.serve.state_edit import fork_for_run, run_fork_point
 from agent.serve.streams import SUPPORTED_MODES, normalize_modes
 from agent.serve.workers import worker_job
 from graph.state import normalize_decision
 
-UNSUPPORTED = ("checkpoint", "checkpoint_id", "webhook")
+UNSUPPORTED = ("webhook",)
+FORK_AT = "_fork_at"
+"""The body key `start_point` puts the checkpoint a run forks at under (not a field a client can send)."""
 KWARGS = ("input", "command", "interrupt_before", "interrupt_after", "after_seconds", "on_completion")
 """The request fields a Run shows in its `kwargs`."""
 RESUMING, RESUME_MAP = "__pregel_resuming", "__pregel_resume_map"
@@ -154,6 +159,8 @@ def check_request(body: dict[str, Any], ctx: ServeContext, stateless: bool = Fal
         input_text(body.get("input"))
     elif stateless:
         raise ConfigError("command: a stateless run has no interrupted thread to resume; send it to the thread")
+    if stateless and asked_checkpoint(body):
+        raise ConfigError("checkpoint: a stateless run has no checkpoint to start from; send it to the thread")
     nodes = set(ctx.runner.graph.nodes) - {"__start__"}
     for key in ("interrupt_before", "interrupt_after"):
         asked = body.get(key)
@@ -171,11 +178,26 @@ def _check_on_workers(body: dict[str, Any]) -> None:
             "assistant_id: an assistant's settings are not offered on the workers (serve.runs_on: workers); "
             "run the built-in assistant, agentrt"
         )
-    if body.get("multitask_strategy") == Strategy.ROLLBACK:
-        raise ConfigError(
-            "multitask_strategy rollback is not offered on the workers (serve.runs_on: workers); "
-            "send reject, enqueue or interrupt"
-        )
+
+
+def asked_checkpoint(body: dict[str, Any]) -> str | None:
+    """The checkpoint a run asks to start from (`checkpoint.checkpoint_id`, else `checkpoint_id`)."""
+    given = body.get("checkpoint") or {}
+    return str(given.get("checkpoint_id") or body.get("checkpoint_id") or "") or None
+
+
+def start_point(ctx: ServeContext, principal: Principal, thread_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The body with the checkpoint the run forks at (a run from an earlier checkpoint: see
+    agent/serve/state_edit.py); 404 for a checkpoint the thread lacks, 422 for a resume from one."""
+    asked = asked_checkpoint(body)
+    if asked is None:
+        return body
+    at = run_fork_point(ctx, ctx.session(principal, thread_id), asked)
+    if at is None:
+        return body
+    if resume_decision(body.get("command")) is not None:
+        raise ConfigError("checkpoint: a resume answers the thread's head; leave checkpoint out")
+    return {**body, FORK_AT: at}
 
 
 def make_record(body: dict[str, Any], thread_id: str, principal: Principal, streaming: bool = True) -> RunRecord:
@@ -208,9 +230,30 @@ def make_job(ctx: ServeContext, principal: Principal, thread_id: str, body: dict
     """A new turn (input), or the continuation of the thread's unfinished run (command, or no input):
     in this process, or on the Celery workers when `serve.runs_on` says so. A turn of a run that
     interrupted another may discard that run's unfinished step (read when the run starts)."""
-    runner = ctx.runner
     decision = resume_decision(body.get("command"))
     text = None if decision is not None else input_text(body.get("input"))
+    job = _job(ctx, principal, thread_id, body, rec, decision, text)
+    fork_at = body.get(FORK_AT)
+    if fork_at is None:
+        return job
+
+    def forked() -> Iterator[RunEvent]:  # forked when the run starts: the run before it has let go
+        fork_for_run(ctx, principal.tenant_id, thread_id, str(fork_at))
+        return job()
+
+    return forked
+
+
+def _job(
+    ctx: ServeContext,
+    principal: Principal,
+    thread_id: str,
+    body: dict[str, Any],
+    rec: RunRecord,
+    decision: dict[str, Any] | None,
+    text: str | None,
+) -> Job:
+    runner = ctx.runner
     before, after = body.get("interrupt_before"), body.get("interrupt_after")
     if ctx.on_workers:
 
@@ -228,6 +271,8 @@ def make_job(ctx: ServeContext, principal: Principal, thread_id: str, body: dict
             rec.cancel_requested.is_set,
             options,
             lambda: rec.stop_clean,
+            lambda: rec.cancel_action is CancelAction.ROLLBACK,
+            lambda tell: setattr(rec, "relay_cancel", tell),
         )
     if text is not None:
         return lambda: runner.stream(

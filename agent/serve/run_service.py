@@ -28,6 +28,7 @@ from agent.serve.run_requests import (
     make_job,
     make_record,
     remote_resume,
+    start_point,
     strategy_of,
     with_assistant,
 )
@@ -75,6 +76,7 @@ async def start(
             created = await run_in_threadpool(ctx.create_session, principal, thread_id, body.get("metadata"))
         if created is None:
             body = await run_in_threadpool(remote_resume, ctx, principal, thread_id, body)
+            body = await run_in_threadpool(start_point, ctx, principal, thread_id, body)
     rec = make_record(body, thread_id, principal, streaming)
     try:
         rec = await ctx.engine.submit(rec, make_job(ctx, principal, thread_id, body, rec), strategy_of(body))

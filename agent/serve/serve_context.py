@@ -2,7 +2,7 @@
 
 A thread is a session of the caller's tenant (and user, when the key names one); its state is the
 session's checkpoint on its current branch (the fork point until a forked branch has run), and its
-history walks that branch's parent chain, so another branch's checkpoints never show.
+history holds every branch of the thread (agent/serve/thread_history.py).
 """
 
 from __future__ import annotations
@@ -53,9 +53,9 @@ class ServeContext:
         self.settings = settings
         self.auth = Authenticator(settings)
         self.runner = serve_runner(settings)
-        self.engine = RunEngine(self.runner, settings.serve.run_threads, rollback=self._roll_back)
         self.on_workers = settings.serve.on_workers(settings.workers)
         """Runs go to the Celery workers (`serve.runs_on`), else they run in this process."""
+        self.engine = RunEngine(self.runner, settings.serve.run_threads, self._roll_back, self.on_workers)
         if self.on_workers:
             celery_config(settings)  # no broker: say so at start, not at the first run
             redis_url(settings)
@@ -144,17 +144,10 @@ class ServeContext:
         checkpoint_id: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
-        """States of the current branch, newest first (parents followed from the head)."""
-        snap: StateSnapshot | None = self.snapshot(session, checkpoint_id)
-        if before:
-            snap = self.parent(session, self.snapshot(session, before))
-        out: list[dict[str, Any]] = []
-        while snap is not None and snap.metadata is not None and len(out) < max(1, limit):
-            meta = dict(snap.metadata or {})
-            if not metadata or all(meta.get(k) == v for k, v in metadata.items()):
-                out.append(thread_state(session.session_id, snap))
-            snap = self.parent(session, snap)
-        return out
+        """States of the thread, newest first: of every branch shown (agent/serve/thread_history.py)."""
+        from agent.serve.thread_history import thread_history  # it reads the thread through this context
+
+        return thread_history(self, session, limit, before, checkpoint_id, metadata)
 
     def parent(self, session: ChatSession, snap: StateSnapshot) -> StateSnapshot | None:
         """The state before `snap` on its branch (None at the first)."""

@@ -6,6 +6,10 @@ base checkpoint (the one given, else the current head), writes the new values as
 of it with LangGraph's own `update_state`, and makes that checkpoint the branch's fork point: the
 thread's state and its next run continue from the edit, while the branch it came from keeps every
 checkpoint and entry as they were.
+
+A run from an earlier checkpoint (a run's `checkpoint` / `checkpoint_id`: Studio's "rerun from
+here", agent-chat-ui's edit of a message) forks the same way, without writing anything: the new
+branch starts at that checkpoint (on any branch of the thread) and the run goes on from there.
 """
 
 from __future__ import annotations
@@ -87,8 +91,36 @@ def fork_at(ctx: ServeContext, session: ChatSession, checkpoint_id: str) -> str:
             pin(_at(session, base_cp))
         branch_id = rt.manager.fork(session, entry_id, reason="forked", extra={"checkpoint_id": base_cp})
         manifest = dict((base.values or {}).get("sandbox_manifest") or {})
-        start_branch_at(rt, session, branch_id, base_cp, manifest, hold.token)
+        start_branch_at(rt.runner, session, branch_id, base_cp, manifest, hold.token)
     return branch_id
+
+
+def run_fork_point(ctx: ServeContext, session: ChatSession, checkpoint_id: str) -> str | None:
+    """The checkpoint a run asking to start at `checkpoint_id` forks at: None when it is the thread's
+    head (the run just goes on); `SessionNotFound` when the thread has no such checkpoint."""
+    head = ctx.snapshot(session)
+    if head.config["configurable"].get("checkpoint_id") == checkpoint_id:
+        return None
+    if ctx.snapshot(session, checkpoint_id).metadata is None:
+        raise SessionNotFound(f"checkpoint {checkpoint_id} not found in thread {session.session_id}")
+    return checkpoint_id
+
+
+def fork_for_run(ctx: ServeContext, tenant_id: str, thread_id: str, checkpoint_id: str) -> None:
+    """Make a new branch starting at `checkpoint_id` the thread's current one (before a run from it)."""
+    rt = ctx.runner
+    with SessionHold(rt.settings, rt.lease, tenant_id, thread_id) as hold:
+        session = rt.manager.get(tenant_id, thread_id)
+        base = _base(ctx, session, checkpoint_id)
+        events = rt.manager.jsonl.event_log(tenant_id, thread_id)
+        entry_id = _entry_at(ctx, session, events, base)
+        pin = getattr(rt.saver, "pin", None)
+        if pin is not None:  # the base outlives retention while the new branch starts from it
+            pin(_at(session, checkpoint_id))
+        extra = {"checkpoint_id": checkpoint_id}
+        branch_id = rt.manager.fork(session, entry_id, reason="run from an earlier checkpoint", extra=extra)
+        manifest = dict(base.values.get("sandbox_manifest") or {})
+        start_branch_at(rt.runner, session, branch_id, checkpoint_id, manifest, hold.token)
 
 
 def _check_values(ctx: ServeContext, values: Any) -> None:
@@ -125,7 +157,7 @@ def _at(session: ChatSession, checkpoint_id: str) -> RunnableConfig:
 
 
 def _base(ctx: ServeContext, session: ChatSession, checkpoint_id: str | None) -> StateSnapshot:
-    """The snapshot the edit starts from: `checkpoint_id` on the current branch's history, else the head."""
+    """The snapshot the edit starts from: `checkpoint_id` on any branch of the thread, else the head."""
     head = ctx.snapshot(session)
     if head.metadata is None:
         raise SessionError(f"thread {session.session_id} has no state yet; run it once, then edit its state")
@@ -136,12 +168,15 @@ def _base(ctx: ServeContext, session: ChatSession, checkpoint_id: str | None) ->
         if snap.config["configurable"].get("checkpoint_id") == checkpoint_id:
             return snap
         snap = ctx.parent(session, snap)
-    raise SessionNotFound(f"checkpoint {checkpoint_id} not found on the current branch of thread {session.session_id}")
+    other = ctx.snapshot(session, checkpoint_id)  # on another branch of the thread
+    if other.metadata is not None:
+        return other
+    raise SessionNotFound(f"checkpoint {checkpoint_id} not found in thread {session.session_id}")
 
 
 def _entry_at(ctx: ServeContext, session: ChatSession, events: EventLog, base: StateSnapshot) -> str:
-    """The entry the new branch starts at: the current leaf for the head, else the node end on the
-    current branch that wrote the base checkpoint (or its nearest checkpointed ancestor)."""
+    """The entry the new branch starts at: the current leaf for the head, else the node end that wrote
+    the base checkpoint (or its nearest checkpointed ancestor), on the current branch first."""
     leaf = session.current_leaf_entry_id
     if leaf is None:
         raise SessionError(f"thread {session.session_id} has no entries to branch from; run it once first")
@@ -158,5 +193,8 @@ def _entry_at(ctx: ServeContext, session: ChatSession, events: EventLog, base: S
         cp = str(snap.config["configurable"].get("checkpoint_id"))
         if cp in ends:
             return ends[cp]
+        elsewhere = events.newest(NODE_END, {"checkpoint_id": cp})  # a checkpoint of another branch
+        if elsewhere is not None:
+            return elsewhere.id
         snap = ctx.parent(session, snap)
     return leaf

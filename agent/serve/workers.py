@@ -33,17 +33,26 @@ def worker_job(
     cancelled: Callable[[], bool],
     options: Callable[[], dict[str, Any] | None] = lambda: None,
     clean: Callable[[], bool] = lambda: False,
+    rollback: Callable[[], bool] = lambda: False,
+    relay: Callable[[Callable[[], None] | None], None] = lambda _: None,
 ) -> Callable[[], Iterator[RunEvent]]:
     """The job the engine runs: submit the turn (with `options()`, its `RunOptions` as a dict, read
     when it starts), then follow its events until it is settled. A cancel stops it at the next
-    step, or with `clean()` at the next step a new turn can follow."""
+    step, or with `clean()` at the next step a new turn can follow; with `rollback()` the worker
+    also rolls the run back (agent/drain.py) and the job follows the turn until it is settled, its
+    final event saying under `rollback` what became of the run. `relay` is handed, once the turn is
+    submitted, what tells its worker of a cancel at once (and None when the job is over): the job
+    itself tells it too, but only between its reads of the turn's events."""
 
     def job() -> Iterator[RunEvent]:
         channel = LiveChannel(settings)
         try:
             handle, after = _submit(settings, channel, tenant_id, user_id, thread_id, text, decision, options())
-            yield from _follow(channel, handle, after, cancelled, clean)
+            ids = (handle.tenant_id, handle.session_id, handle.turn_id)
+            relay(lambda: channel.request_cancel(*ids, clean=clean(), rollback=rollback()))
+            yield from _follow(channel, handle, after, cancelled, clean, rollback)
         finally:
+            relay(None)
             channel.close()
 
     return job
@@ -77,7 +86,12 @@ def _submit(
 
 
 def _follow(
-    channel: LiveChannel, handle: TurnHandle, after: str, cancelled: Callable[[], bool], clean: Callable[[], bool]
+    channel: LiveChannel,
+    handle: TurnHandle,
+    after: str,
+    cancelled: Callable[[], bool],
+    clean: Callable[[], bool],
+    rollback: Callable[[], bool],
 ) -> Iterator[RunEvent]:
     ids = (handle.tenant_id, handle.session_id, handle.turn_id)
     started = final_seen = asked = False
@@ -92,7 +106,7 @@ def _follow(
                 started, final_seen = True, final_seen or kind == "final"
                 yield RunEvent(kind, data if isinstance(data, dict) else {"value": data})
             if not asked and cancelled():  # at once, also while events flow: the worker checks every step
-                channel.request_cancel(*ids, clean=clean())
+                channel.request_cancel(*ids, clean=clean(), rollback=rollback())
                 asked = True
             if records:
                 continue
@@ -107,11 +121,15 @@ def _follow(
     except GeneratorExit:
         # The engine closes the job when its client cancels, or (a new turn waits to follow) once
         # the run reached a step that turn can follow: the worker then stops there, not later.
-        channel.request_cancel(*ids, clean=clean())
+        channel.request_cancel(*ids, clean=clean(), rollback=rollback())
         raise
 
 
 def _closing(result: dict[str, Any], started: bool, final_seen: bool) -> Iterator[RunEvent]:
+    if "rollback" in result:  # what became of a run to roll back: the engine reads it from the final event
+        status = str(result.get("run_status") or result.get("status") or RunStatus.FAILED)
+        yield RunEvent("final", {**result, "status": status})
+        return
     if not started:
         # Refused before its run began (e.g. the thread waits for an approval): the request fails, as in-process.
         raise SessionError(str(result.get("error") or "the workers could not start the run; see their log"))
