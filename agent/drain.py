@@ -278,7 +278,7 @@ def _roll_back(runner: AgentRunner, tenant: str, sid: str, run_id: str | None) -
     if run_id is None:
         return "kept"
     try:
-        forked = fork_before_run(runner, tenant, sid, run_id)
+        forked = fork_before_run(runner.runner, tenant, sid, run_id)
     except Exception as err:  # the run stays, interrupted and resumable, as after a plain cancel
         log.warning("turn of session %s: run %s not rolled back: %s", sid, run_id, err, exc_info=True)
         return "kept"
