@@ -303,7 +303,8 @@ def _one(row: Any) -> int:
 
 def _drop(conn: psycopg.Connection[Any], q: dict[str, bytes], which: str, key: tuple[str, ...]) -> None:
     """Delete streams (`drop_run`, `drop_streams`), then their records: two statements, so that the
-    second sees the rows of every append that held a stream row while the first waited for it."""
+    second sees the rows of every conditional append that held a stream row while the first waited
+    for it (the caller holds the session's lock exclusive: no plain append is in flight)."""
     ids = [int(sid) for (sid,) in conn.execute(q[which], key)]
     if ids:
         conn.execute(q["drop_records"], (ids,))
