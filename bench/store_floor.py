@@ -59,6 +59,7 @@ from checkpointing.store.postgres import PostgresStore
 
 URL = os.environ.get("AGENTRT_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
 GOAL = 0.7
+SIDES = ("floor", "fenced", "store")
 
 
 def record(size: int) -> bytes:
@@ -69,18 +70,36 @@ def record(size: int) -> bytes:
     return out
 
 
+def _cpu(backend: int) -> tuple[float, float | None]:
+    """CPU seconds used so far by this process and by server process `backend` (None when the
+    server is not on this machine: its /proc entry is not readable)."""
+    try:
+        with open(f"/proc/{backend}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        server: float | None = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        server = None
+    return time.process_time(), server
+
+
+def _measured(backend: int, go: Event, end: Any, out: Any, step: Any) -> None:
+    """Run `step` until the deadline; put (count, client CPU s, server CPU s or None)."""
+    go.wait()
+    (c0, s0), n, deadline = _cpu(backend), 0, end.value
+    while time.monotonic() < deadline:
+        step()
+        n += 1
+    c1, s1 = _cpu(backend)
+    out.put((n, c1 - c0, None if s0 is None or s1 is None else s1 - s0))
+
+
 def _floor_worker(schema: str, line: bytes, sync: str, ready: Barrier, go: Event, end: Any, out: Any) -> None:
     with psycopg.connect(URL, autocommit=True, prepare_threshold=None) as conn:
         conn.execute("SELECT set_config('synchronous_commit', %s, false)", (sync,))
-        insert = sql.SQL("INSERT INTO {}.floor (line) VALUES (%s)").format(sql.Identifier(schema))
+        insert = sql.SQL("INSERT INTO {}.floor (line) VALUES (%s)").format(sql.Identifier(schema)).as_bytes(conn)
         conn.execute(insert, (line,))
         ready.wait()
-        go.wait()
-        n, deadline = 0, end.value
-        while time.monotonic() < deadline:
-            conn.execute(insert, (line,))
-            n += 1
-        out.put(n)
+        _measured(conn.info.backend_pid, go, end, out, lambda: conn.execute(insert, (line,)))
 
 
 FENCED = (
@@ -97,17 +116,16 @@ def _fenced_worker(schema: str, line: bytes, sync: str, i: int, ready: Barrier, 
         conn.execute("SELECT set_config('synchronous_commit', %s, false)", (sync,))
         fence = "INSERT INTO {}.fenced_fence (id, token) VALUES (%s, 1) ON CONFLICT (id) DO NOTHING"
         conn.execute(sql.SQL(fence).format(sql.Identifier(schema)), (i,))
-        append = sql.SQL(FENCED.replace("{s}", "{}")).format(*[sql.Identifier(schema)] * 3)
+        append = sql.SQL(FENCED.replace("{s}", "{}")).format(*[sql.Identifier(schema)] * 3).as_bytes(conn)
         args = {"i": i, "t": 1, "l": line}
         conn.execute(append, args)
         ready.wait()
-        go.wait()
-        n, deadline = 0, end.value
-        while time.monotonic() < deadline:
+
+        def step() -> None:
             if conn.execute(append, args).rowcount != 1:
                 raise SystemExit("the fenced floor's append inserted nothing")
-            n += 1
-        out.put(n)
+
+        _measured(conn.info.backend_pid, go, end, out, step)
 
 
 def _store_worker(schema: str, line: bytes, fsync: str, i: int, ready: Barrier, go: Event, end: Any, out: Any) -> None:
@@ -115,19 +133,21 @@ def _store_worker(schema: str, line: bytes, fsync: str, i: int, ready: Barrier, 
     try:
         streams = store.session("bench", f"session-{i:03d}", fsync)  # type: ignore[arg-type]
         streams.append("run-1", [line], None, 1)
+        with store.connection("finding the server process") as conn:  # the pool's one connection
+            backend = conn.info.backend_pid
         ready.wait()
-        go.wait()
-        n, deadline = 0, end.value
-        while time.monotonic() < deadline:
-            streams.append("run-1", [line], None, 1)
-            n += 1
-        out.put(n)
+        _measured(backend, go, end, out, lambda: streams.append("run-1", [line], None, 1))
     finally:
         store.close()
 
 
-def run_level(kind: str, schema: str, level: int, seconds: float, line: bytes, fsync: str) -> float:
-    """Records/s of `level` processes of `kind` ("floor", "fenced" or "store") for `seconds`."""
+Measured = tuple[float, tuple[float, float] | None]
+"""Records/s, and the CPU microseconds each record took in the client and in its server process
+(None: not measurable)."""
+
+
+def run_level(kind: str, schema: str, level: int, seconds: float, line: bytes, fsync: str) -> Measured:
+    """`Measured` of `level` processes of `kind` ("floor", "fenced" or "store") for `seconds`."""
     ctx = mp.get_context("fork")
     ready, go, out = ctx.Barrier(level + 1), ctx.Event(), ctx.Queue()
     end = ctx.Value("d", 0.0)
@@ -148,13 +168,17 @@ def run_level(kind: str, schema: str, level: int, seconds: float, line: bytes, f
     t0 = time.monotonic()
     end.value = t0 + seconds
     go.set()
-    counts = [out.get(timeout=seconds + 120) for _ in procs]
+    got = [out.get(timeout=seconds + 120) for _ in procs]
     elapsed = max(seconds, time.monotonic() - t0)
     for p in procs:
         p.join(timeout=30)
         if p.exitcode != 0:
             raise SystemExit(f"a {kind} worker failed (exit code {p.exitcode})")
-    return sum(counts) / elapsed
+    records = sum(n for n, _, _ in got)
+    if not records or any(s is None for _, _, s in got):
+        return records / elapsed, None
+    client, server = sum(c for _, c, _ in got), sum(s for _, _, s in got)
+    return records / elapsed, (client * 1e6 / records, server * 1e6 / records)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -193,7 +217,7 @@ def main(argv: list[str] | None = None) -> None:
         f"both sides run with synchronous_commit = {sync} (store fsync {args.fsync!r}); "
         f"records of {args.size} bytes; {args.seconds:g} s per level and side; {args.rounds} round(s); processes"
     )
-    got: dict[tuple[str, int], list[float]] = {}
+    got: dict[tuple[str, int], list[Measured]] = {}
     try:
         for r in range(args.rounds):
             for level in args.levels:
@@ -206,24 +230,48 @@ def main(argv: list[str] | None = None) -> None:
         with psycopg.connect(URL, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
         store.close()
+    report(got, args.levels)
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def _median_ratio(top: list[float], bottom: list[float]) -> float:
+    """The median of the rounds' ratios (each round's sides ran next to each other: a busy spell of
+    the machine weighs on both)."""
+    return statistics.median(t / b if b else 0.0 for t, b in zip(top, bottom, strict=True))
+
+
+def report(got: dict[tuple[str, int], list[Measured]], levels: list[int]) -> None:
+    """The table: records/s (medians over rounds), ratios (medians of the rounds' ratios), and the
+    CPU each record took, client and server process together (medians)."""
     print(
         f"{'sessions':>8} {'floor rec/s':>12} {'fenced rec/s':>13} {'store rec/s':>12} {'ratio':>7}"
         f"  goal >= {GOAL}x  {'fenced/floor':>12} {'store/fenced':>12}"
     )
     met = True
-    for level in args.levels:
-        floor = statistics.median(got[("floor", level)])
-        fenced = statistics.median(got[("fenced", level)])
-        ours = statistics.median(got[("store", level)])
-        ratio = ours / floor if floor else 0.0
+    for level in levels:
+        rate = {k: [r for r, _ in got[(k, level)]] for k in ("floor", "fenced", "store")}
+        ratio = _median_ratio(rate["store"], rate["floor"])
         met = met and ratio >= GOAL
         print(
-            f"{level:>8} {floor:>12.0f} {fenced:>13.0f} {ours:>12.0f} {ratio:>6.2f}x  "
-            f"{'met    ' if ratio >= GOAL else 'NOT met'}   {fenced / floor if floor else 0:>11.2f}x "
-            f"{ours / fenced if fenced else 0:>11.2f}x"
+            f"{level:>8} {statistics.median(rate['floor']):>12.0f} {statistics.median(rate['fenced']):>13.0f}"
+            f" {statistics.median(rate['store']):>12.0f} {ratio:>6.2f}x  {'met    ' if ratio >= GOAL else 'NOT met'}"
+            f"   {_median_ratio(rate['fenced'], rate['floor']):>11.2f}x"
+            f" {_median_ratio(rate['store'], rate['fenced']):>11.2f}x"
         )
     print(f"goal (>= {GOAL}x the floor at every level): {'met' if met else 'not met'}")
-    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    cpu = {key: [c for _, c in runs if c is not None] for key, runs in got.items()}
+    if not all(cpu.values()):
+        print("CPU per record: not measured (the server is not on this machine)")
+        return
+    print(
+        "CPU per record in us, client + server process (medians); when the cores are what runs out, the"
+        " store's records/s reach at most (floor CPU / store CPU) of the floor's:"
+    )
+    print(f"{'sessions':>8} {'floor':>14} {'fenced':>14} {'store':>14} {'floor/store':>12}")
+    for level in levels:
+        c, s = ({k: statistics.median(x[i] for x in cpu[(k, level)]) for k in SIDES} for i in (0, 1))
+        cells = " ".join(f"{f'{c[k]:.0f} + {s[k]:.0f}':>14}" for k in SIDES)
+        print(f"{level:>8} {cells} {(c['floor'] + s['floor']) / (c['store'] + s['store']):>11.2f}x")
 
 
 if __name__ == "__main__":

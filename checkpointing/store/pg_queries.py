@@ -7,6 +7,7 @@ with the quoted schema name. Tables: `pg_schema`.
 from __future__ import annotations
 
 from checkpointing.store.base import SESSION_STREAM_PREFIX
+from checkpointing.store.pg_schema import SESSION_LOCK
 
 END = (
     "coalesce((SELECT r.pos + octet_length(r.line) FROM {s}.jsonl_records r"
@@ -33,11 +34,11 @@ QUERIES: dict[str, str] = {
     "touch": "SELECT s.id, " + END + " FROM {s}.jsonl_streams s WHERE s.id = %s FOR KEY SHARE",
     "scan": "SELECT pos, line FROM {s}.jsonl_records WHERE stream = %s AND pos >= %s ORDER BY pos",
     "read": "SELECT pos, line FROM {s}.jsonl_records WHERE stream = %s AND pos = ANY(%s)",
-    # The whole append (`pg_schema`'s `jsonl_append`): (stream id, start), (NULL, NULL) when the
-    # token is stale.
-    "append": "SELECT o_stream, o_start FROM {s}.jsonl_append(%s, %s, %s, %s, %s, %s, %s)",
-    # append_if: the stream row locked until commit (a row lock, not a session advisory lock:
-    # PgBouncer's transaction pooling keeps it), so the end compared is the end appended at.
+    # The whole append (`pg_schema`'s procedure `jsonl_append`): (stream id, start), (NULL, NULL)
+    # when the fence is not at the token.
+    "append": "CALL {s}.jsonl_append(%s, %s, %s, %s, %s, %s, %s, NULL, NULL)",
+    # append_if, replace_if: the stream row locked until commit (a row lock, not a session advisory
+    # lock: PgBouncer's transaction pooling keeps it), so no other of them slips in between.
     "head_lock": "SELECT id FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s AND run = %s FOR UPDATE",
     "create": (
         "INSERT INTO {s}.jsonl_streams (tenant, thread, run) VALUES (%s, %s, %s)"
@@ -66,11 +67,17 @@ QUERIES: dict[str, str] = {
         "UPDATE {s}.jsonl_documents SET body = %s, version = version + 1"
         " WHERE tenant = %s AND thread = %s AND name = %s AND version = %s RETURNING version"
     ),
+    # Raising the fence waits for the session's appends in flight (they hold its advisory lock
+    # shared), and the appends that wait for it then read the token it wrote.
     "fence": (
-        "INSERT INTO {s}.jsonl_fences AS f (tenant, thread, token) VALUES (%s, %s, %s)"
+        "WITH l AS (SELECT pg_advisory_xact_lock(" + SESSION_LOCK + "))"
+        " INSERT INTO {s}.jsonl_fences AS f (tenant, thread, token) SELECT %s, %s, %s FROM l"
         " ON CONFLICT (tenant, thread) DO UPDATE SET token = EXCLUDED.token, updated_at = now()"
         " WHERE f.token <= EXCLUDED.token RETURNING f.token"
     ),
+    # First in a transaction that rewrites or deletes streams or the fence: no append is in flight
+    # in the session until it commits.
+    "lock_session": "SELECT pg_advisory_xact_lock(" + SESSION_LOCK + ")",
     "fence_get": "SELECT token FROM {s}.jsonl_fences WHERE tenant = %s AND thread = %s",
     "reserve": (
         "INSERT INTO {s}.jsonl_reservations (tenant, key, body) VALUES (%s, %s, %s)"

@@ -15,7 +15,8 @@
     jsonl_reservations  ids claimed once per tenant (a turn id -> its session: `Store.reserve`),
                       the value one framed line
     jsonl_store_migrations   which of `MIGRATIONS` ran
-    jsonl_append()    the append (`PostgresSessionStreams.append`): fence, stream, lines
+    jsonl_append      the append, a procedure (`PostgresSessionStreams.append`): fence, stream,
+                      lines, under the session's advisory lock held shared (`SESSION_LOCK`)
 
 `jsonl_streams_outbox` indexes the sessions that hold an `@outbox` stream (what a layer still
 owes), so finding every debtor of the store (`PostgresStore.outbox_holders`) reads that index only.
@@ -146,8 +147,69 @@ MIGRATIONS: tuple[str, ...] = (
     END
     $fn$;
     """,
+    # An append takes no row lock: it holds the session's transaction-scoped advisory lock shared
+    # (`SESSION_LOCK`; kept in the lock table, nothing written to a page or the WAL), and whatever
+    # must not overlap an append (raising the fence, rewriting or deleting a stream, a session)
+    # takes it exclusive first. The usual append (its fence at the token, its stream there) is
+    # then one statement that checks the fence, finds the stream's end and inserts the line; the
+    # rest (a new stream, more lines) follows it. A fence at another token (or none) returns
+    # (NULL, NULL) and writes nothing: the client raises the fence, or refuses the write
+    # (`PostgresSessionStreams.append`). A procedure, run by `CALL`: no query around it to plan
+    # and no result set to materialise, a third of the server's work per append. The function
+    # of migration 4 goes: a process still calling it fails rather than append without the lock.
+    """
+    DROP FUNCTION IF EXISTS {schema}.jsonl_append(text, text, text, bigint, bytea, bytea[], boolean);
+    CREATE OR REPLACE PROCEDURE {schema}.jsonl_append(
+        p_tenant text, p_thread text, p_run text, p_token bigint, p_line bytea, p_more bytea[], p_quick boolean,
+        INOUT o_stream bigint DEFAULT NULL, INOUT o_start bigint DEFAULT NULL
+    ) LANGUAGE plpgsql AS $fn$
+    BEGIN
+        PERFORM pg_advisory_xact_lock_shared(hashtext('{schema}'), hashtext(p_tenant || '/' || p_thread)),
+            CASE WHEN p_quick THEN set_config('synchronous_commit', 'off', true) END;
+        INSERT INTO {schema}.jsonl_records (stream, pos, line)
+            SELECT s.id, coalesce((SELECT r.pos + octet_length(r.line) FROM {schema}.jsonl_records r
+                WHERE r.stream = s.id ORDER BY r.pos DESC LIMIT 1), 0), p_line
+            FROM {schema}.jsonl_streams s
+            WHERE s.tenant = p_tenant AND s.thread = p_thread AND s.run = p_run
+                AND (p_token IS NULL OR EXISTS (SELECT FROM {schema}.jsonl_fences f
+                    WHERE f.tenant = p_tenant AND f.thread = p_thread AND f.token = p_token))
+            RETURNING stream, pos INTO o_stream, o_start;
+        IF o_stream IS NULL THEN
+            IF p_token IS NOT NULL THEN
+                PERFORM FROM {schema}.jsonl_fences f
+                    WHERE f.tenant = p_tenant AND f.thread = p_thread AND f.token = p_token;
+                IF NOT FOUND THEN
+                    RETURN;
+                END IF;
+            END IF;
+            INSERT INTO {schema}.jsonl_streams (tenant, thread, run) VALUES (p_tenant, p_thread, p_run)
+                ON CONFLICT (tenant, thread, run) DO NOTHING RETURNING id INTO o_stream;
+            o_start = 0;
+            IF o_stream IS NULL THEN
+                SELECT s.id, coalesce((SELECT r.pos + octet_length(r.line) FROM {schema}.jsonl_records r
+                    WHERE r.stream = s.id ORDER BY r.pos DESC LIMIT 1), 0) INTO o_stream, o_start
+                FROM {schema}.jsonl_streams s WHERE s.tenant = p_tenant AND s.thread = p_thread AND s.run = p_run;
+            END IF;
+            INSERT INTO {schema}.jsonl_records (stream, pos, line) VALUES (o_stream, o_start, p_line);
+        END IF;
+        IF p_more IS NOT NULL THEN
+            INSERT INTO {schema}.jsonl_records (stream, pos, line)
+                SELECT o_stream, o_start + octet_length(p_line)
+                    + coalesce(sum(octet_length(m.line))
+                        OVER (ORDER BY m.n ROWS UNBOUNDED PRECEDING EXCLUDE CURRENT ROW), 0),
+                    m.line
+                FROM unnest(p_more) WITH ORDINALITY AS m(line, n);
+        END IF;
+    END
+    $fn$;
+    """,
 )
 """Schema changes, oldest first; never edit one that shipped, append a new one."""
+
+SESSION_LOCK = "hashtext('{s}'), hashtext(%s || '/' || %s)"
+"""The key of a session's transaction-scoped advisory lock (schema, then tenant and thread, bound),
+as `jsonl_append` computes it: an append holds it shared, a fence raise or a rewrite exclusive.
+Two sessions whose keys collide only wait for each other."""
 
 MIGRATIONS_TABLE = "CREATE TABLE IF NOT EXISTS {schema}.jsonl_store_migrations (v integer PRIMARY KEY)"
 SETUP_LOCK = 0x6A736F6E_73746F72  # "jsonstor": the advisory lock key setup() takes per transaction

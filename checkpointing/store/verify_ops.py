@@ -180,6 +180,7 @@ def _cut_tail(streams: PostgresSessionStreams, report: FileReport, kept: Path) -
     run = _run_of(report.name)
     key = (streams.tenant, streams.thread)
     with streams.store.connection("repairing a session") as conn, conn.transaction():
+        conn.execute(streams.q["lock_session"], key)  # no append of the session in flight until commit
         row = conn.execute(_q(streams, "lock"), (*key, run)).fetchone()
         if row is None:
             return None
