@@ -36,6 +36,7 @@ shutdown: no new tasks are taken, and the running ones are told to stop at their
 
 from __future__ import annotations
 
+import gc
 import logging
 import multiprocessing
 import os
@@ -100,6 +101,10 @@ def _warm_up(**_: Any) -> None:
         runner()
     except Exception as err:  # reported again (and the turn failed) when a task needs it
         log.error("agentrt worker: cannot build the runtime: %s", err)
+    # What start-up built lives as long as the process: out of the collector's full passes (each
+    # walks it again, ~0.1 s), as `agentrt` commands do; collected first, so no garbage is kept.
+    gc.collect()
+    gc.freeze()
     # Debts of dead processes are paid even while no task comes (one pool process per period: a claim).
     global _sweeper
     every = settings.session.converge_every_s

@@ -10,7 +10,12 @@ exponent, and the latency of `get_state` / `get_tuple` on the latest checkpoint 
 steps, each also as a ratio to SqliteSaver. Then the floor (the graph with no checkpointer, and
 with InMemorySaver, as a ratio to SqliteSaver: when even no saver costs more than half of
 SqliteSaver's ms/step, no saver can reach 0.5x) and each saver's own cost (its ms/step minus the
-no-saver ms/step of the same round) as a ratio to SqliteSaver's own cost. Nothing is asserted.
+no-saver ms/step of the same round) as a ratio to SqliteSaver's own cost. Then "jsonl" against
+its durable floor: an untimed run records the very bytes it appended and the fdatasyncs it issued
+(`durable_floor.trace`), each round replays them alone in a fresh folder (`durable_floor.replay`),
+and the floor is that round's no-saver ms/step plus the replay's ms/step (goal: jsonl within
+1.15x). `time^` is the growth exponent of the run's time (steps/4 -> steps; 1.0: each step costs
+the same), `growth^` that of the bytes stored. Nothing is asserted.
 
     python bench/checkpointers.py                      # defaults finish in about 2-3 minutes
     python bench/checkpointers.py --plain-steps 400 --delta-steps 2000 --rounds 3
@@ -53,6 +58,9 @@ from langgraph.graph.message import add_messages
 
 from checkpointing import records
 from checkpointing.saver import JsonlCheckpointSaver
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from durable_floor import replay, summary, trace
 
 SAVERS = ("jsonl", "jsonl-ckpt", "memory", "sqlite", "postgres", "none")
 MILESTONES = (100, 1000)
@@ -167,16 +175,26 @@ def _median_ms(fn: Callable[[], Any], repeats: int = 5) -> float:
     return statistics.median(times)
 
 
-def run_one(name: str, mode: str, steps: int) -> dict[str, Any]:
-    """Run the workload on one saver; measures at the milestones and at steps/4 and steps."""
+def run_one(name: str, mode: str, steps: int, ops: list | None = None) -> dict[str, Any]:
+    """Run the workload on one saver; measures at the milestones and at steps/4 and steps. With
+    `ops`, the writes and syncs of the saver's folder are recorded there (`durable_floor.trace`)."""
     work = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
+    if ops is not None:
+        with trace(work) as traced:
+            out = _run_in(work, name, mode, steps)
+        ops.extend(traced)
+        return out
+    return _run_in(work, name, mode, steps)
+
+
+def _run_in(work: Path, name: str, mode: str, steps: int) -> dict[str, Any]:
     saver, size, close = make_saver(name, work)
     limit = {"n": 0}
     graph = build_graph(mode, saver, limit)
     thread = f"bench-{uuid.uuid4().hex[:8]}"
     cfg: RunnableConfig = {"configurable": {"thread_id": thread}, "recursion_limit": 10 * steps + 100}
     marks = sorted({m for m in MILESTONES if m <= steps} | {max(1, steps // 4), steps})
-    out: dict[str, Any] = {"bytes": {}, "get_state": {}, "get_tuple": {}, "ms": 0.0}
+    out: dict[str, Any] = {"bytes": {}, "get_state": {}, "get_tuple": {}, "ms": 0.0, "elapsed": {}}
     elapsed, state = 0.0, None
     fsyncs = records.fsync_count()
     try:
@@ -190,6 +208,7 @@ def run_one(name: str, mode: str, steps: int) -> dict[str, Any]:
                 inp = {"messages": [*state["messages"], HumanMessage("go on")], "i": state["i"]}
             state = graph.invoke(inp, cfg)
             elapsed += time.perf_counter() - t0
+            out["elapsed"][mark] = elapsed
             if saver is None:
                 continue
             out["bytes"][mark] = size()
@@ -221,7 +240,7 @@ def _exponent(b: dict[int, float], steps: int) -> float | None:
     return math.log(b[steps] / b[lo]) / math.log(steps / lo)
 
 
-def report(mode: str, steps: int, runs: dict[str, list[dict[str, Any]]]) -> None:
+def report(mode: str, steps: int, runs: dict[str, list[dict[str, Any]]], io_ms: list[float]) -> None:
     """Print one mode's table (medians over rounds) with ratios to SqliteSaver."""
 
     def med(name: str, key: str, mark: int | None = None) -> float | None:
@@ -231,7 +250,7 @@ def report(mode: str, steps: int, runs: dict[str, list[dict[str, Any]]]) -> None
 
     print(f"\n== mode: {mode} ({'DeltaChannel' if mode == 'delta' else 'plain add_messages'}), {steps} steps ==")
     marks = [m for m in MILESTONES if m <= steps]
-    head = f"{'saver':<11}{'ms/step':>9}{'vs sqlite':>10}{'fsync/st':>9}{'growth^':>9}"
+    head = f"{'saver':<11}{'ms/step':>9}{'vs sqlite':>10}{'fsync/st':>9}{'growth^':>9}{'time^':>7}"
     head += "".join(f"{'bytes@' + str(m):>11}{'vs sqlite':>10}" for m in marks)
     head += "".join(f"{'get_state@' + str(m):>18}{'get_tuple@' + str(m):>15}" for m in marks)
     print(head)
@@ -242,6 +261,8 @@ def report(mode: str, steps: int, runs: dict[str, list[dict[str, Any]]]) -> None
         fs = med(name, "fsync")
         row = f"{name:<11}{ms or 0:>9.2f}{_ratio(ms, sq_ms):>10}{(f'{fs:.2f}' if fs is not None else '-'):>9}"
         row += f"{(f'{exp:.2f}' if exp else '-'):>9}"
+        tex = [e for r in runs[name] if (e := _exponent(r["elapsed"], steps)) is not None]
+        row += f"{(f'{statistics.median(tex):.2f}' if tex else '-'):>7}"
         for m in marks:
             b = med(name, "bytes", m)
             row += f"{_fmt_bytes(b):>11}{_ratio(b, med('sqlite', 'bytes', m)):>10}"
@@ -252,6 +273,31 @@ def report(mode: str, steps: int, runs: dict[str, list[dict[str, Any]]]) -> None
             row += f"{(f'{gt:.2f}ms') if gt is not None else '-':>15}"
         print(row)
     floor_and_own_cost(runs)
+    if io_ms:
+        durable_floor_report(runs, io_ms, steps)
+
+
+def durable_floor_report(runs: dict[str, list[dict[str, Any]]], io_ms: list[float], steps: int) -> None:
+    """Print "jsonl" against its durable floor: per round, the no-saver ms/step of that round plus
+    the ms/step of replaying the saver's own writes and syncs (`durable_floor.replay`); medians."""
+    jsonl, none = runs.get("jsonl", []), runs.get("none", [])
+    if not jsonl or len(none) != len(io_ms):
+        return
+    floors = [n["ms"] + io for n, io in zip(none, io_ms, strict=True)]
+    ratios = [j["ms"] / f for j, f in zip(jsonl, floors, strict=True)]
+    j_ms, f_ms = statistics.median(r["ms"] for r in jsonl), statistics.median(floors)
+    print(
+        f"durable floor at {steps} steps: no saver {statistics.median(n['ms'] for n in none):.2f} + the saver's "
+        f"appends and syncs replayed {statistics.median(io_ms):.2f} = {f_ms:.2f} ms/step; "
+        f"jsonl {j_ms:.2f} ms/step = {statistics.median(ratios):.2f}x the floor "
+        f"(per-round ratios {' '.join(f'{r:.2f}' for r in ratios)}; goal <= 1.15x)"
+    )
+    own = [j["ms"] - n["ms"] for j, n in zip(jsonl, none, strict=True)]
+    beyond = statistics.median(o / i for o, i in zip(own, io_ms, strict=True))
+    print(
+        f"  the saver's own cost {statistics.median(own):.2f} ms/step against its I/O alone "
+        f"{statistics.median(io_ms):.2f} ms/step: {beyond:.2f}x"
+    )
 
 
 def floor_and_own_cost(runs: dict[str, list[dict[str, Any]]]) -> None:
@@ -312,13 +358,22 @@ def main(argv: list[str] | None = None) -> None:
     for mode in args.modes.split(","):
         steps = args.delta_steps if mode == "delta" else args.plain_steps
         runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+        ops: list = []
+        if "jsonl" in names and "none" in names:  # an untimed run that records what the floor replays
+            run_one("jsonl", mode, steps, ops)
+            writes, size, syncs = summary(ops)
+            print(f"  [{mode}] jsonl wrote {writes} times ({size / 1e6:.2f} MB) and synced {syncs} times")
+        io_ms: list[float] = []
         for r in range(args.rounds):
             order = names[r % len(names) :] + names[: r % len(names)]
             for name in order:
                 t0 = time.perf_counter()
                 runs[name].append(run_one(name, mode, steps))
                 print(f"  [{mode} round {r + 1}] {name}: {time.perf_counter() - t0:.1f}s", flush=True)
-        report(mode, steps, runs)
+            if ops:
+                with tempfile.TemporaryDirectory(prefix="bench-floor-") as floor_dir:
+                    io_ms.append(replay(ops, Path(floor_dir)) * 1000 / steps)
+        report(mode, steps, runs, io_ms)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"\ntotal {time.perf_counter() - t_start:.0f}s; load average at end: {load}")
 

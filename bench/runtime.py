@@ -438,6 +438,8 @@ def report(args: argparse.Namespace, res: dict[tuple[str, int], list[dict[str, A
         ("bare+JSONL saver bytes (MB)", "bare-jsonl", "bytes", 1e6, "{:.2f}"),
         ("agentrt peak RSS (MB)", "agentrt", "rss_mb", 1.0, "{:.0f}"),
         ("bare+SqliteSaver peak RSS (MB)", "bare-sqlite", "rss_mb", 1.0, "{:.0f}"),
+        ("bare+JSONL saver peak RSS (MB)", "bare-jsonl", "rss_mb", 1.0, "{:.0f}"),
+        ("floor: no ckpt peak RSS (MB)", "bare-none", "rss_mb", 1.0, "{:.0f}"),
     ]
     for label, kind, key, div, fmt in rows:
         print(f"{label:30}" + "".join(f"{fmt.format(med(kind, n, key) / div):>14}" for n in args.steps))
@@ -484,7 +486,11 @@ def report(args: argparse.Namespace, res: dict[tuple[str, int], list[dict[str, A
     print(
         f"{'agentrt/bare sqlite peak RSS':30}"
         + "".join(f"{med('agentrt', n, 'rss_mb') / med('bare-sqlite', n, 'rss_mb'):>13.2f}x" for n in args.steps)
-        + "   (goal <= 2x)"
+        + "   (goal <= 1.2x at N=1,000; VmHWM of each child)"
+    )
+    print(
+        f"{'agentrt/bare JSONL peak RSS':30}"
+        + "".join(f"{med('agentrt', n, 'rss_mb') / med('bare-jsonl', n, 'rss_mb'):>13.2f}x" for n in args.steps)
     )
     for kind_name in KINDS:
         vals = [statistics.median(d["by_kind"][kind_name] for d in res[("agentrt", n)]) / 1e6 for n in args.steps]

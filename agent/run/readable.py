@@ -1,8 +1,9 @@
 """Whether a read-only command may read a session's records without a runner (no LangGraph).
 
-It may when a runner would read the checkpoints with our JSONL saver on the files under
-`base_dir` and would start without an error a reader would not raise: the configured saver is our
-JSONL one, the record store is not PostgreSQL, fault injection is not armed, and the config's model,
+It may when a runner would read the checkpoints with our JSONL saver on the record store (the
+files under `base_dir`, or PostgreSQL's rows: both are read through `checkpointing.tail`) and would
+start without an error a reader would not raise: the configured saver is our JSONL one, fault
+injection is not armed, and the config's model,
 tools, skills and datasets are the built-in ones (a runner checks those when it starts, and a
 command that would fail there must fail with the same error). `agent.run.reader.SessionReader`
 (`show`, `tool-result`) and `agent.doctor.light.LightContext` (`doctor`) ask it.
@@ -49,7 +50,7 @@ class RunnerFree:
 
 def readable_settings(config: str | Path | None) -> AgentSettings | None:
     """The settings of `config` when the records can be read without a runner (see the module
-    doc: our JSONL saver on base_dir, the built-in model, tools and skills, no fault injection);
+    doc: our JSONL saver on the record store, the built-in model, tools and skills, no fault injection);
     None when only a runner answers as it does today."""
     from agent import faults
     from agent.config import load_settings
@@ -61,13 +62,13 @@ def readable_settings(config: str | Path | None) -> AgentSettings | None:
 
 def _readable(settings: AgentSettings) -> bool:
     """Whether a runner built from `settings` would start without an error a reader would not
-    raise, and read the checkpoints with our JSONL saver on the files under base_dir."""
+    raise, and read the checkpoints with our JSONL saver on the record store."""
     from agent.config import load_settings
     from checkpointing.exceptions import CheckpointingError
     from checkpointing.ids import validate_id
 
     p = settings.persistence
-    if p.saver != "jsonl" or settings.store_url() is not None:
+    if p.saver != "jsonl":
         return False
     if (p.keep_last is not None and p.keep_last < 1) or p.item_min_bytes < 16:
         return False

@@ -563,9 +563,11 @@ def open_manager(
     `record_store`: the PostgreSQL record store the JSONL layer's records live in (None: the files
     under `base_dir`). `lazy_sql` (for one-shot readers): the embedded SQLite layer is opened on first
     use, and a read it would answer with a miss is answered without loading SQLAlchemy
-    (`LazySqlSessionStore`).
+    (`LazySqlSessionStore`); a PostgreSQL one is checked and read with psycopg until another call
+    needs SQLAlchemy (`LazyPgSessionStore`).
     """
     from agent.session.stores.sql_lazy import LazySqlSessionStore, sqlite_url
+    from agent.session.stores.sql_lazy_pg import LazyPgSessionStore
 
     sql: SqlSessionStore | None = None
     if mode != "JSONL_ONLY":
@@ -573,6 +575,8 @@ def open_manager(
         create = url.startswith("sqlite") if create_tables is None else create_tables
         if lazy_sql and create and LazySqlSessionStore.embedded(url):
             sql = cast("SqlSessionStore", LazySqlSessionStore(url))
+        elif lazy_sql and not create and LazyPgSessionStore.server(url):
+            sql = cast("SqlSessionStore", LazyPgSessionStore(url))
         else:
             from agent.session.stores.sql import SqlSessionStore
 
