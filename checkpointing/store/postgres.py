@@ -58,6 +58,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from checkpointing import indexfile
+from checkpointing.commit_group import CommitGroup
 from checkpointing.exceptions import (
     CorruptCheckpointError,
     CorruptRecordError,
@@ -67,16 +68,8 @@ from checkpointing.exceptions import (
 )
 from checkpointing.indexfile import Snapshot
 from checkpointing.layout import EVENTS_FILE, INBOX_FILE, JOURNAL_FILE, OUTBOX_FILE, folder_name
-from checkpointing.records import (
-    CommitGroup,
-    Durable,
-    FsyncPolicy,
-    Scan,
-    decode_file,
-    encode_record,
-    record_crc,
-    scan_bytes,
-)
+from checkpointing.record_log import Durable
+from checkpointing.records import FsyncPolicy, Scan, decode_file, encode_record, record_crc, scan_bytes
 from checkpointing.store.base import EVENTS, INBOX, JOURNAL, OUTBOX, is_session_stream, served_file
 from checkpointing.store.pg_blobs import PostgresBlobStore
 from checkpointing.store.pg_queries import QUERIES
@@ -560,6 +553,19 @@ class PostgresSessionStreams:
                         "yet (it crashed or failed over); nothing was half-written"
                     )
         self._unflushed.clear()
+
+    held = False
+    """Never: each commit is durable on its own (`hold` defers nothing)."""
+
+    def hold(self) -> None:
+        """Nothing to defer: each commit is durable on its own."""
+
+    def release(self) -> None:
+        """Nothing was deferred."""
+
+    def commit(self, run: str) -> None:
+        """`sync(run)`: the commits that did not wait for the WAL flush are flushed and checked."""
+        self.sync(run)
 
     def close(self) -> None:
         """Nothing is held between calls (connections go back to the pool)."""

@@ -14,7 +14,9 @@ from agent.errors import RecoveryBlocked
 from agent.runner import AgentRunner
 from agent.session.lease_file import FileLease
 from agent.session.lease_redis import RedisLease
-from checkpointing.records import RecordLog, atomic_write, canonical_json, read_records
+from checkpointing.fsyncs import atomic_write
+from checkpointing.record_log import RecordLog
+from checkpointing.records import canonical_json, read_records
 from tests.support.doctor_sessions import REDIS_URL, SHOUT, SID, _doctor, _ev
 from tests.support.runners import make_config, make_runner
 
