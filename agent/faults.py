@@ -15,7 +15,7 @@ are recorded, its graph has not started), `result_printed` (the CLI printed a ru
 over the target), `mid_import` (`agentrt import`: before each session is renamed into place; on
 the PostgreSQL store, `import` and `store migrate`: after each session's streams are uploaded,
 before its documents), `mid_event_write` (crash only). The last one is not called by
-code: `install()` hooks `checkpointing.records.write_hook`, so the n-th framed-record append of the
+code: `install()` hooks `checkpointing.record_log.write_hook`, so the n-th framed-record append of the
 process (event log, checkpoints, writes or journal: whatever comes n-th) writes only the first half
 of its bytes, fsyncs them and exits; the file is left with a torn last line.
 """
@@ -28,7 +28,7 @@ import threading
 from collections.abc import Mapping
 
 from agent.errors import ConfigError
-from checkpointing import records
+from checkpointing import record_log
 
 ENV_VAR = "AGENTRT_CRASH_AT"
 INTERRUPT_ENV_VAR = "AGENTRT_INTERRUPT_AT"
@@ -101,7 +101,7 @@ def install(environ: Mapping[str, str] | None = None) -> None:
         _interrupts.update(interrupts)
         _counts.clear()
         if "mid_event_write" in _targets:
-            records.write_hook = _mid_write_hook
+            record_log.write_hook = _mid_write_hook
         _installed = True
 
 
@@ -112,8 +112,8 @@ def reset() -> None:
         _targets.clear()
         _interrupts.clear()
         _counts.clear()
-        if records.write_hook is _mid_write_hook:
-            records.write_hook = None
+        if record_log.write_hook is _mid_write_hook:
+            record_log.write_hook = None
         _installed = False
 
 
@@ -150,7 +150,7 @@ def crash_point(name: str) -> None:
 
 
 def _mid_write_hook(fd: int, data: bytes) -> None:
-    """`records.write_hook`: on the armed append, leave half a record on disk and die."""
+    """`record_log.write_hook`: on the armed append, leave half a record on disk and die."""
     if _reached("mid_event_write"):
         cut = max(1, len(data) // 2)
         if data[cut - 1 : cut] == b"\n":

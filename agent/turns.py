@@ -3,6 +3,12 @@
 `SessionHold` (agent/session/hold.py) acquires the session lease (fencing token checked at once,
 heartbeat running) and releases it; `EventRecorder` is the LoopRuntime's event sink that appends entries to the
 session's event tree (with the fencing token) and tracks which checkpoint each step produced.
+
+Recording an event reads in three modules: `EventRecorder.record` -> `ChatMemory.record`
+(agent/session/chat_memory.py: redaction, the branch cursor, the SQL page rows) ->
+`EventLog.append` (checkpointing/entry_log.py, through the store's `SessionStreams.append`).
+Durability is the store's: `EventRecorder.commit` -> `ChatMemory.commit` -> `EventLog.commit`
+-> `SessionStreams.commit` (on files the session's group commit, on PostgreSQL a flush check).
 """
 
 from __future__ import annotations
@@ -15,7 +21,6 @@ from agent.logs import log_event
 from agent.session.hold import SessionHold
 from agent.session.manager import ChatSessionManager
 from agent.session.session import ChatSession
-from checkpointing.records import TIER_EVENTS
 
 __all__ = ["COMMIT_AFTER", "RECORDED_EVENTS", "EventRecorder", "SessionHold"]
 
@@ -104,13 +109,10 @@ class EventRecorder:
     def commit(self) -> None:
         """Make the deferred entries durable: one fsync for a tool step's events (group commit).
 
-        While the run holds the session's commit group (`RuntimeBuilder.attach`), this is the
-        group's step barrier: the checkpoint data written so far, then the event log, one fsync
-        per file. The tool journal's lazy records wait for the next unsafe tool or the run's end.
+        The store does it (`ChatMemory.commit` -> `EventLog.commit` -> `SessionStreams.commit`):
+        while the run holds its session (`RuntimeBuilder.attach`), the checkpoint data written so
+        far, then the event log, one fsync per file. The tool journal's lazy records wait for the
+        next unsafe tool or the run's end.
         """
         with self.lock:
-            memory = self.manager.memory
-            group = memory.jsonl.event_log(self.session.tenant_id, self.session.session_id).streams.group
-            if group is not None and group.active:
-                group.barrier(TIER_EVENTS)
-            memory.commit(self.session)
+            self.manager.memory.commit(self.session)

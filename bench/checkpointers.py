@@ -56,7 +56,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from checkpointing import records
+from checkpointing.fsyncs import fsync_count
 from checkpointing.saver import JsonlCheckpointSaver
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -196,7 +196,7 @@ def _run_in(work: Path, name: str, mode: str, steps: int) -> dict[str, Any]:
     marks = sorted({m for m in MILESTONES if m <= steps} | {max(1, steps // 4), steps})
     out: dict[str, Any] = {"bytes": {}, "get_state": {}, "get_tuple": {}, "ms": 0.0, "elapsed": {}}
     elapsed, state = 0.0, None
-    fsyncs = records.fsync_count()
+    fsyncs = fsync_count()
     try:
         for mark in marks:
             limit["n"] = mark
@@ -215,8 +215,8 @@ def _run_in(work: Path, name: str, mode: str, steps: int) -> dict[str, Any]:
             out["get_state"][mark] = _median_ms(lambda: graph.get_state(cfg))
             out["get_tuple"][mark] = _median_ms(lambda: saver.get_tuple(cfg))
         out["ms"] = elapsed * 1000 / steps
-        # Counted in records.py; only our saver's fsyncs go through it (and reads cost none).
-        out["fsync"] = (records.fsync_count() - fsyncs) / steps if name.startswith("jsonl") else None
+        # Counted in checkpointing/fsyncs.py; only our saver's fsyncs go through it (and reads cost none).
+        out["fsync"] = (fsync_count() - fsyncs) / steps if name.startswith("jsonl") else None
     finally:
         close()
         shutil.rmtree(work, ignore_errors=True)

@@ -41,7 +41,8 @@ from checkpointing._saver_index import (
 )
 from checkpointing._saver_reads import RecordReads
 from checkpointing.exceptions import CorruptCheckpointError, CorruptRecordError
-from checkpointing.records import Durable, FsyncPolicy, frame
+from checkpointing.record_log import Durable
+from checkpointing.records import FsyncPolicy, frame
 from checkpointing.store.base import SessionStreams
 
 _SAVE_EVERY = 256 * 1024

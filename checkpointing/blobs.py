@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from checkpointing.exceptions import BlobCorruptError, BlobMissingError
+from checkpointing.fsyncs import atomic_write
 from checkpointing.layout import blob_path, blobs_root
-from checkpointing.records import atomic_write
 
 _REF_RE = re.compile(r"^sha256:([0-9a-f]{64})$")
 _HEX2 = re.compile(r"^[0-9a-f]{2}$")

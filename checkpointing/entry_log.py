@@ -21,6 +21,10 @@ Where the lines live is the store's (`checkpointing.store`, stream `EVENTS` of a
 `base_dir`, byte for byte the file it always was (its persisted index `events.jsonl.idx`);
 `EventLog.over(streams, blobs)` the log of any store's session (PostgreSQL: rows of stream
 `@events`). Framing, checksums and the torn-tail rule are those of `checkpointing.records`.
+
+The log is its session's handle for recording: `append` writes an entry at once (to the store's
+`SessionStreams.append`), `commit` asks the store to make the appends durable
+(`SessionStreams.commit`); its owner needs nothing else of the store to record.
 """
 
 from __future__ import annotations
@@ -35,20 +39,11 @@ from typing import Any
 from checkpointing._events_index import Rec, StreamIndex
 from checkpointing._events_types import ANY_EVENTS, SCHEMA_VERSION, Entry, EventSchema, new_entry_id
 from checkpointing.blobs import BLOB_KEY, Blobs, BlobStore, is_blob_ref
+from checkpointing.commit_group import TIER_EVENTS, CommitGroup
 from checkpointing.exceptions import CorruptRecordError
 from checkpointing.ids import validate_id
 from checkpointing.layout import session_dir
-from checkpointing.records import (
-    TIER_EVENTS,
-    CommitGroup,
-    FsyncPolicy,
-    canonical_json,
-    dumps,
-    encode_record,
-    frame,
-    read_first_record,
-)
-from checkpointing.records import scan as scan  # kept for callers that patch it: the log scans via its store
+from checkpointing.records import FsyncPolicy, canonical_json, dumps, encode_record, frame, read_first_record
 from checkpointing.store.base import EVENTS, SessionStreams
 from checkpointing.store.files import FileSessionStreams
 
@@ -67,7 +62,8 @@ class EventLog:
 
     `EventLog(base_dir, tenant_id, session_id, ...)` is the log on the `files` store of
     `base_dir` (appends durable per `fsync`, joining commit group `group` at `tier`); `over`
-    opens it on any store.
+    opens it on any store. `commits`: what `commit` does outside a held session ("always": make
+    every append durable; else nothing, the OS writes it).
     """
 
     def __init__(
@@ -81,10 +77,11 @@ class EventLog:
         group: CommitGroup | None = None,
         tier: int = TIER_EVENTS,
         schema: EventSchema = ANY_EVENTS,
+        commits: FsyncPolicy = "always",
     ) -> None:
         directory = session_dir(base_dir, tenant_id, session_id)
         streams = FileSessionStreams(directory, tenant_id, session_id, fsync, group, tiers={EVENTS: tier})
-        self._attach(streams, blobs or BlobStore(base_dir), inline_payload_max_bytes, fsync, schema)
+        self._attach(streams, blobs or BlobStore(base_dir), inline_payload_max_bytes, fsync, schema, commits)
         self.base_dir: Path | None = Path(base_dir)
 
     @classmethod
@@ -96,13 +93,15 @@ class EventLog:
         inline_payload_max_bytes: int = 8192,
         fsync: FsyncPolicy | None = None,
         schema: EventSchema = ANY_EVENTS,
+        commits: FsyncPolicy = "always",
     ) -> EventLog:
         """The event log of session `streams` (of any store: `Store.session(tenant, session,
-        fsync)`), large payloads in `blobs`; appends durable per `fsync` (None: the streams')."""
+        fsync)`), large payloads in `blobs`; appends durable per `fsync` (None: the streams'),
+        `commit` per `commits`."""
         validate_id(streams.tenant, "tenant id")
         validate_id(streams.thread, "session id")
         log = cls.__new__(cls)
-        log._attach(streams, blobs, inline_payload_max_bytes, fsync, schema)
+        log._attach(streams, blobs, inline_payload_max_bytes, fsync, schema, commits)
         log.base_dir = None
         return log
 
@@ -113,6 +112,7 @@ class EventLog:
         inline_payload_max_bytes: int,
         fsync: FsyncPolicy | None,
         schema: EventSchema,
+        commits: FsyncPolicy,
     ) -> None:
         self.streams = streams
         """Where the log's lines are (its stream `EVENTS`)."""
@@ -124,6 +124,7 @@ class EventLog:
         self.inline_payload_max_bytes = inline_payload_max_bytes
         self.blobs = blobs
         self._policy = fsync
+        self._commits = commits
         self._lock = threading.RLock()
         self._ix = StreamIndex(streams, self.path)
 
@@ -361,6 +362,12 @@ class EventLog:
         """Make every append so far durable (for `fsync="batch"`)."""
         self.streams.sync(EVENTS)
 
+    def commit(self) -> None:
+        """Make the appends so far durable by the store's `commit` (a held session: after the
+        checkpoint data written before them), unless `commits` is not "always" and nothing is held."""
+        if self._commits == "always" or self.streams.held:
+            self.streams.commit(EVENTS)
+
 
 _ABSENT = object()
 
@@ -384,13 +391,4 @@ def read_header(path: Path) -> dict[str, Any] | None:
     return rec
 
 
-__all__ = [
-    "ANY_EVENTS",
-    "SCHEMA_VERSION",
-    "Entry",
-    "EventLog",
-    "EventSchema",
-    "new_entry_id",
-    "read_header",
-    "session_dir",
-]
+__all__ = ["ANY_EVENTS", "SCHEMA_VERSION", "Entry", "EventLog", "EventSchema", "new_entry_id", "read_header"]

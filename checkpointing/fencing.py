@@ -27,8 +27,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from checkpointing.exceptions import CorruptRecordError, StaleFencingTokenError
+from checkpointing.fsyncs import atomic_write
 from checkpointing.layout import fence_file, fence_lock_file, session_dir
-from checkpointing.records import atomic_write, decode_file, encode_record
+from checkpointing.records import decode_file, encode_record
 
 _FileId = tuple[int, int, int]
 

@@ -33,8 +33,9 @@ from typing import Any
 import orjson
 
 from checkpointing.exceptions import CorruptRecordError
+from checkpointing.fsyncs import atomic_write
 from checkpointing.layout import INDEX_SUFFIX, index_file
-from checkpointing.records import atomic_write, check_line, frame, read_line_at, verify_file
+from checkpointing.records import check_line, frame, read_line_at, verify_file
 from checkpointing.records import record_crc as record_crc  # the owners' name for it since before records had it
 
 SUFFIX = INDEX_SUFFIX

@@ -54,12 +54,13 @@ from checkpointing._saver_texts import StoredTexts
 from checkpointing._saver_threads import ThreadMaintenance
 from checkpointing._saver_versions import Version, next_version
 from checkpointing.codec import CheckpointStateCodec, CodecSerializer
+from checkpointing.commit_group import CommitGroup
 from checkpointing.digest import scrub_secrets
 from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
-from checkpointing.records import CommitGroup, FsyncPolicy, fsync_policy_ok
+from checkpointing.records import FsyncPolicy, fsync_policy_ok
 from checkpointing.store import Store, open_store
-from checkpointing.store.files import FileStore
+from checkpointing.store.file_store import FileStore
 from checkpointing.typewalk import graph_classes
 from checkpointing.validation import validate_metadata
 
@@ -83,7 +84,7 @@ class JsonlCheckpointSaver(StoredTexts, ThreadMaintenance, AsyncSaverMethods, Ba
             crash may lose the writes of finished tasks, which then run again), or "batch"
             (durable at `flush()`, at the `group` barrier, or when the OS writes back). On
             PostgreSQL: a commit that does not wait for the WAL flush stands for "no fsync".
-        group: a `records.CommitGroup` shared with other logs (event log, tool journal): inside
+        group: a `commit_group.CommitGroup` shared with other logs (event log, tool journal): inside
             `group.deferred()` this saver's appends reach disk at the group's one barrier.
         keep_last: checkpoints kept per run and namespace (None: keep all); never drops one a
             kept checkpoint needs (its DeltaChannel bases), a branch head, nor a pinned one.

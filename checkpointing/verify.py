@@ -14,7 +14,7 @@ Three kinds of file live in a session folder (`checkpointing.layout`):
   back. A complete line that does not verify is `CORRUPT` (the repair leaves it: restore the file
   from a backup).
 - documents (`session.json`, `fence.json`, `pins.json`): one framed record, replaced whole by
-  `records.atomic_write`, so a crash never tears them: any damage is `CORRUPT`. The repair moves a
+  `fsyncs.atomic_write`, so a crash never tears them: any damage is `CORRUPT`. The repair moves a
   damaged `session.json` aside (its owner rebuilds it from its other copies and the event log) and
   rewrites a damaged `fence.json` above every fencing token the session's records carry (and the
   caller's `fence_floor`). A damaged `pins.json` (the checkpoints retention must keep) is moved
@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
-from checkpointing import indexfile, records
+from checkpointing import fsyncs, indexfile, records
 from checkpointing.exceptions import CorruptRecordError, OldFormatError
 from checkpointing.layout import (
     EVENTS_FILE,
@@ -49,6 +49,7 @@ from checkpointing.layout import (
     index_file,
     run_ids,
 )
+from checkpointing.torn_tail import cut_torn_tail
 
 log = logging.getLogger(__name__)
 
@@ -240,12 +241,12 @@ def repair_file(report: FileReport, fence_floor: int = 0) -> Repair | None:
     """
     path = report.path
     if report.health is Health.TORN:
-        if not records.cut_torn_tail(path):
+        if not cut_torn_tail(path):
             return None
         kept = broken_file(path)
         return Repair(path, f"cut the torn tail of {report.name} at byte {report.good}", kept)
     if report.health is Health.TERMINATOR:
-        if not records.cut_torn_tail(path):
+        if not cut_torn_tail(path):
             return None
         return Repair(path, f"put back the damaged newline of the last record of {report.name}", broken_file(path))
     if report.health is Health.STALE:
@@ -257,7 +258,7 @@ def repair_file(report: FileReport, fence_floor: int = 0) -> Repair | None:
     if report.name == FENCE_FILE:
         token = max(highest_fence_token(path.parent), fence_floor)
         doc = {"highest_token": token, "updated_at": datetime.now(UTC).isoformat()}
-        records.atomic_write(path, records.encode_record(doc))
+        fsyncs.atomic_write(path, records.encode_record(doc))
         return Repair(path, f"rewrote the damaged {report.name} with the highest fencing token found ({token})", kept)
     if report.name == PINS_FILE:
         return Repair(path, f"moved the damaged {report.name} aside (its checkpoints are pinned again)", kept)
@@ -271,9 +272,9 @@ def _move_aside(path: Path) -> Path:
     with open(kept, "ab") as fh:
         fh.write(data)
         fh.flush()
-        records.fsync_fd(fh.fileno())
+        fsyncs.fsync_fd(fh.fileno())
     os.unlink(path)
-    records.fsync_dir(path.parent)
+    fsyncs.fsync_dir(path.parent)
     log.warning("moved the damaged %s aside to %s (%d bytes)", path, kept, len(data))
     return kept
 

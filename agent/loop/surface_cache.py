@@ -34,7 +34,7 @@ from agent.config import AgentSettings
 from agent.loop.skills import load_skills
 from agent.loop.surface import SurfacePins, ToolsetDigests, pins_of, skills_digest
 from checkpointing.digest import digest_of
-from checkpointing.records import atomic_write
+from checkpointing.fsyncs import atomic_write
 
 PACKAGES = ("agent", "graph", "nodes", "checkpointing")
 """agentrt's top-level packages: their source files are part of the key."""

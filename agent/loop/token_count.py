@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.errors import BackendUnavailable
-from checkpointing.records import atomic_write
+from checkpointing.fsyncs import atomic_write
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage

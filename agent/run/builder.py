@@ -32,7 +32,7 @@ from agent.tools.spec import ToolContext, ToolSpec
 from agent.tools.tool_results import ToolResultStore, make_entry
 from checkpointing.blobs import Blobs
 from checkpointing.layout import room_dir, session_dir
-from checkpointing.records import CommitGroup
+from checkpointing.store.base import SessionStreams
 
 LAST_KEPT = 16  # runtimes `last_runtime` can still show (the runs own them; this is only a view)
 
@@ -47,7 +47,8 @@ class RuntimeBuilder:
         self.tools = tools
         self.blobs = blobs
         self._sinks: dict[str, EventSink] = {}
-        self._holds: dict[str, CommitGroup] = {}
+        self._holds: dict[str, SessionStreams] = {}
+        """The sessions a run holds (`SessionStreams.hold`), released at `detach`."""
         self._datasets: dict[tuple[str, str], Any] = {}
         self._last: OrderedDict[tuple[str, str], LoopRuntime] = OrderedDict()  # newest LAST_KEPT only
         self._lock = threading.Lock()
@@ -58,31 +59,31 @@ class RuntimeBuilder:
         """Send the session's runtime events to `sink` while a run is driven.
 
         With `fsync: always` (and a checkpoint policy other than "batch") the run also holds the
-        session's commit group until `detach`: the checkpoints, pending writes, events and
-        journal records of the run reach disk at the group's barriers (one per tool step, see
-        `agent.turns.EventRecorder.commit`; before an unsafe tool runs, see the journal) instead
-        of one fsync per record, and `detach` makes everything durable.
+        session on the record store (`SessionStreams.hold`) until `detach`: the checkpoints,
+        pending writes, events and journal records of the run reach disk at the store's commits
+        (one per tool step, see `agent.turns.EventRecorder.commit`; before an unsafe tool runs,
+        see the journal) instead of one fsync per record, and `detach` makes everything durable.
         """
-        group = self._run_group(session_id, sink)
-        if group is not None:
-            group.hold()
+        held = self._run_streams(session_id, sink)
+        if held is not None:
+            held.hold()
         with self._lock:
             self._sinks[session_id] = sink
             old = self._holds.pop(session_id, None)
-            if group is not None:
-                self._holds[session_id] = group
+            if held is not None:
+                self._holds[session_id] = held
         if old is not None:
             old.release()
 
     def detach(self, session_id: str) -> None:
-        """Stop recording the session's events (and release the run's commit group: full barrier)."""
+        """Stop recording the session's events (and release the run's hold: everything durable)."""
         with self._lock:
             self._sinks.pop(session_id, None)
-            group = self._holds.pop(session_id, None)
-        if group is not None:
-            group.release()
+            held = self._holds.pop(session_id, None)
+        if held is not None:
+            held.release()
 
-    def _run_group(self, session_id: str, sink: EventSink) -> CommitGroup | None:
+    def _run_streams(self, session_id: str, sink: EventSink) -> SessionStreams | None:
         p = self.settings.persistence
         if p.fsync != "always" or (p.checkpoint_fsync or p.fsync) == "batch" or p.saver != "jsonl":
             return None
@@ -90,8 +91,8 @@ class RuntimeBuilder:
         tenant = getattr(session, "tenant_id", None)
         if not isinstance(tenant, str):
             return None
-        # The store owns the group (None on PostgreSQL: each commit is durable on its own).
-        return session_streams(self.settings, tenant, session_id, "batch").group
+        # The store owns group commit (on PostgreSQL each commit is durable on its own: a hold is free).
+        return session_streams(self.settings, tenant, session_id, "batch")
 
     def journal(self, tenant: str, session_id: str, token: int | None) -> ToolExecutionJournal:
         """The session's tool journal on the record store, fenced with the run's lease token.
@@ -99,9 +100,8 @@ class RuntimeBuilder:
         Only an unsafe tool's INTENT is made durable before the tool runs. The rest is written at
         once, so a killed process loses nothing; a machine crash may lose a finished call's record,
         and the call is then "outcome unknown" (unsafe) or runs again (read-only), unless the
-        step's checkpoint, which holds its result, reached the disk. On the files store the
-        journal joins the session's commit group at its lazy tier: a held group makes it durable
-        before an unsafe tool runs and when the run ends."""
+        step's checkpoint, which holds its result, reached the disk. A held session (`attach`)
+        makes its records durable before an unsafe tool runs and when the run ends."""
         texts = _SaverTexts(self.saver, tenant, session_id, token) if hasattr(self.saver, "put_text") else None
         return ToolExecutionJournal.over(
             session_streams(self.settings, tenant, session_id, "batch"),

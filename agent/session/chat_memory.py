@@ -7,6 +7,11 @@ same messages are kept as rows of the SQL `chat_messages` table when a SQL store
 a SQL write that fails (or is skipped while SQL is known down) is logged once per outage and
 reported to `on_sql_missed` (the manager records it in the session's durable outbox); `sync_all_sql`
 repairs it from the event log (rows are keyed by entry id, so re-syncing never duplicates).
+
+Recording an event: `record` appends the entry through the session's event log
+(`JsonlSessionStore.event_log`: the session's handle, `checkpointing.entry_log.EventLog.append`)
+and, unless deferred, commits it (`EventLog.commit`, which asks the store for durability); a
+run's deferred entries are committed by `commit`, once per step (`agent.turns.EventRecorder`).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from agent.session.lifecycle import SessionAction, allowed, transition
 from agent.session.session import ChatSession, PageMessage
 from agent.session.stores.jsonl import PAGE_TYPES, JsonlSessionStore, page_messages
 from checkpointing.digest import redact
-from checkpointing.entry_log import Entry, EventLog, new_entry_id
+from checkpointing.entry_log import Entry, new_entry_id
 
 if TYPE_CHECKING:
     from agent.session.stores.sql import SqlSessionStore
@@ -134,28 +139,23 @@ class ChatMemory:
                 f"event not written to {events.path} ({err}); check that base_dir is writable"
             ) from err
         if not defer_commit:
-            self._sync(events)
+            events.commit()
         session.current_leaf_entry_id = entry.id
         if not defer_commit:
             self._flush_rows(session)
         return entry
 
     def commit(self, session: ChatSession) -> None:
-        """Make the entries recorded with `defer_commit` durable (one fsync for all of them)."""
+        """Make the entries recorded with `defer_commit` durable (one fsync for all of them; while a
+        run holds the session, after the checkpoint data of its step: `EventLog.commit`)."""
         events = self.jsonl.event_log(session.tenant_id, session.session_id)
         try:
-            self._sync(events)
+            events.commit()
         except OSError as err:
             raise BackendUnavailable(
                 f"events not synced to {events.path} ({err}); check that base_dir is writable"
             ) from err
         self._flush_rows(session)
-
-    def _sync(self, events: EventLog) -> None:
-        """Make every append to `events` so far durable (when the store's policy is `fsync: always`;
-        while a run holds the session's commit group, the group's barrier does it)."""
-        if self.jsonl.fsync == "always":
-            events.sync()
 
     def fork(
         self,

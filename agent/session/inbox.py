@@ -43,7 +43,7 @@ from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
 from checkpointing.records import Scan, encode_record
 from checkpointing.store.base import INBOX, SessionStreams
-from checkpointing.store.files import FileStore
+from checkpointing.store.file_store import FileStore
 
 
 class TurnStatus(StrEnum):

@@ -18,8 +18,9 @@ from typing import Any
 from agent.errors import BackendUnavailable, DataCorrupt, LeaseHeld
 from agent.session.lease import DEFAULT_TTL_S, LeaseGrant, _check_ids, _lost, make_holder
 from checkpointing.exceptions import CorruptRecordError
+from checkpointing.fsyncs import atomic_write
 from checkpointing.layout import lease_files, session_dir
-from checkpointing.records import atomic_write, decode_file, encode_record
+from checkpointing.records import decode_file, encode_record
 
 log = logging.getLogger(__name__)
 

@@ -33,11 +33,13 @@ from typing import Any, Protocol
 
 from agent.errors import DataCorrupt
 from checkpointing.exceptions import CorruptRecordError, OldFormatError
+from checkpointing.fsyncs import fsync_fd
 from checkpointing.ids import validate_id
 from checkpointing.layout import OUTBOX_FILE, broken_file, is_id
-from checkpointing.records import FsyncPolicy, Scan, encode_record, fsync_fd, loads
+from checkpointing.records import FsyncPolicy, Scan, encode_record, loads
 from checkpointing.store.base import OUTBOX, SessionStreams, Store
-from checkpointing.store.files import FileSessionStreams, FileStore
+from checkpointing.store.file_store import FileStore
+from checkpointing.store.files import FileSessionStreams
 
 log = logging.getLogger("agentrt.sessions")
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from checkpointing.blobs import Blobs
 from checkpointing.records import FsyncPolicy
 from checkpointing.store.base import SessionStreams, Store
-from checkpointing.store.files import FileStore
+from checkpointing.store.file_store import FileStore
 
 if TYPE_CHECKING:
     from agent.config import AgentSettings

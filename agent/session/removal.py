@@ -182,12 +182,9 @@ def remove_session(runner: Runner, tenant: str, sid: str, out: Removal, *, held_
             # The saver deletes only a thread that has run streams: a session that never ran (an API
             # thread made and not run) keeps its document and event log rows without this.
             streams.remove()
-        jsonl = runner.manager.jsonl
-        with jsonl._lock:
-            jsonl._logs.pop((tenant, sid), None)
         if folder.exists():
             os.replace(folder, aside)
-        jsonl.forget(tenant, sid)
+        runner.manager.jsonl.forget(tenant, sid)
         store = record_store(runner.settings)
         for turn in turns:
             store.unreserve(tenant, turn)

@@ -10,6 +10,7 @@ from pathlib import Path
 from agent.errors import ConfigError, DataCorrupt, SessionNotFound
 from agent.session.inbox import _valid
 from checkpointing.exceptions import CorruptRecordError, OldFormatError
+from checkpointing.fsyncs import atomic_write
 from checkpointing.layout import (
     broken_file,
     inbox_file,
@@ -18,9 +19,9 @@ from checkpointing.layout import (
     turn_file,
     turns_dir,
 )
-from checkpointing.records import atomic_write, decode_file, encode_record, read_records
+from checkpointing.records import decode_file, encode_record, read_records
 from checkpointing.store.base import Store
-from checkpointing.store.files import FileStore
+from checkpointing.store.file_store import FileStore
 
 log = logging.getLogger(__name__)
 

@@ -60,7 +60,7 @@ from checkpointing.blobs import BLOB_KEY, Blobs, BlobStore, is_blob_ref
 from checkpointing.fencing import FencingGuard
 from checkpointing.ids import validate_id
 from checkpointing.layout import session_dir
-from checkpointing.records import TIER_STATE, CommitGroup, FsyncPolicy, encode_record
+from checkpointing.records import FsyncPolicy, encode_record
 from checkpointing.store.base import JOURNAL, SessionStreams
 from checkpointing.store.files import FileSessionStreams
 
@@ -77,8 +77,9 @@ class ToolExecutionJournal:
     """The journal of one session (see the module docstring).
 
     `ToolExecutionJournal(base_dir, tenant, session, ...)` is the journal on the `files` store of
-    `base_dir`: appends durable per `fsync`, joining commit group `group` at `tier`, fenced with
-    `token` when `fencing` (the session folder's guard) is given. `over` opens it on any store.
+    `base_dir` (outside any commit group): appends durable per `fsync`, fenced with `token` when
+    `fencing` (the session folder's guard) is given. `over` opens it on any store's session,
+    whose commits it then shares (`SessionStreams.hold` / `commit`).
     """
 
     def __init__(
@@ -91,12 +92,10 @@ class ToolExecutionJournal:
         token: int | None = None,
         blobs: Blobs | None = None,
         inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES,
-        group: CommitGroup | None = None,
-        tier: int = TIER_STATE,
         texts: ResultTexts | None = None,
     ) -> None:
         directory = session_dir(base_dir, tenant, session)
-        streams = FileSessionStreams(directory, tenant, session, fsync, group, tiers={JOURNAL: tier}, fence=fencing)
+        streams = FileSessionStreams(directory, tenant, session, fsync, None, fence=fencing)
         self._attach(streams, blobs if blobs is not None else BlobStore(base_dir), fsync, inline_max_bytes, texts)
         self.fencing = fencing
         self.token = token
@@ -143,10 +142,9 @@ class ToolExecutionJournal:
         self.blobs = blobs
         self.inline_max_bytes = inline_max_bytes
         self.texts = texts
-        # Both stores keep their policy (and the files store its commit group) on the streams.
+        # Both stores keep their policy on the streams.
         own: FsyncPolicy = getattr(streams, "fsync", "always")
         self._policy: FsyncPolicy = fsync or own
-        self._group: CommitGroup | None = getattr(streams, "group", None)
         self._lock = threading.RLock()
         self._index: CallIndex | None = None
 
@@ -215,19 +213,15 @@ class ToolExecutionJournal:
             _, _, durable = self.streams.append(JOURNAL, [encode_record(rec)], self._policy, token)
             if durable is not None:
                 durable()
-            group = self._group
-            deferred = group is not None and group.active
             unsafe = rec["kind"] == "intent" and rec["effect"] not in RERUNNABLE
-            if unsafe and (self._policy == "batch" or deferred):
+            if unsafe and (self._policy == "batch" or self.streams.held):
                 # An unsafe tool's INTENT must be durable before it runs, even in batch mode or a
-                # held group; a read-only or idempotent one may simply run again if it is lost.
-                # In a held group the checkpoint data written so far (the step that asked for
-                # this call) is made durable first: a crash can then never lose the call's
-                # request while keeping its INTENT, so a resume cannot ask the model again and
-                # run the same effect under a new call id.
-                if group is not None and deferred:
-                    group.barrier(TIER_STATE)
-                self.streams.sync(JOURNAL)
+                # held session; a read-only or idempotent one may simply run again if it is lost.
+                # In a held session the store's commit makes the checkpoint data written so far
+                # (the step that asked for this call) durable first: a crash can then never lose
+                # the call's request while keeping its INTENT, so a resume cannot ask the model
+                # again and run the same effect under a new call id.
+                self.streams.commit(JOURNAL)
             crash_point("after_journal_append")
             index_record(index, rec)
 

@@ -28,6 +28,7 @@ from agent.session.session import ChatSession
 from agent.transfer.fileformat import ExportFile
 from agent.transfer.guard import session_guard
 from agent.transfer.image import CHECKPOINTS, DOCUMENTS, STREAMS, RoomEntry, SessionImage
+from checkpointing.fsyncs import fsync_dir, fsync_fd
 from checkpointing.layout import (
     blob_path,
     checkpoints_file,
@@ -36,7 +37,7 @@ from checkpointing.layout import (
     session_dir,
     sessions_root,
 )
-from checkpointing.records import decode_record, encode_record, fsync_dir, fsync_fd
+from checkpointing.records import decode_record, encode_record
 
 if TYPE_CHECKING:
     from agent.config import AgentSettings

@@ -61,11 +61,12 @@ from agent.transfer.image import CHECKPOINTS, DOCUMENTS, SessionImage
 from agent.transfer.importer import _mkdirs, _undo, register, write_room
 from checkpointing.blobs import blob_ref
 from checkpointing.exceptions import BlobCorruptError, BlobMissingError, CheckpointingError
+from checkpointing.fsyncs import fsync_dir
 from checkpointing.layout import (
     room_dir,
     session_dir,
 )
-from checkpointing.records import decode_record, encode_record, fsync_dir
+from checkpointing.records import decode_record, encode_record
 from checkpointing.store.base import EVENTS, INBOX, JOURNAL
 from checkpointing.store.base import OUTBOX as OUTBOX_STREAM
 

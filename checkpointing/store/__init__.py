@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from checkpointing.store.base import SessionStreams, Store
-from checkpointing.store.files import FileStore
+from checkpointing.store.file_store import FileStore
 
 if TYPE_CHECKING:
-    from checkpointing.records import CommitGroup
+    from checkpointing.commit_group import CommitGroup
     from checkpointing.store.postgres import PostgresStore
 
 __all__ = ["FileStore", "PostgresStore", "SessionStreams", "Store", "open_store"]

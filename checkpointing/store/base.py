@@ -19,6 +19,10 @@ A `Store` holds sessions, keyed (tenant, thread). A session (`SessionStreams`) h
   compare-and-swap on their version;
 - a fencing token: an append carrying a lease token lower than the highest one seen is refused,
   checked atomically with the append.
+- durability, which the store owns: a client makes its stream durable with `commit(stream)`; a
+  run holds its session while it is driven (`hold` / `release`), and on files the session's
+  appends then wait for its commits, one fsync per file and step (`checkpointing.commit_group`,
+  never touched by a client); on PostgreSQL each commit is durable on its own.
 
 The store also holds the content-addressed blobs its sessions reference (`Store.blobs`), shared by
 all sessions.
@@ -36,8 +40,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from checkpointing.blobs import Blobs
+from checkpointing.commit_group import CommitGroup
 from checkpointing.indexfile import Snapshot
-from checkpointing.records import CommitGroup, Durable, FsyncPolicy, Scan
+from checkpointing.record_log import Durable
+from checkpointing.records import FsyncPolicy, Scan
 from checkpointing.verify import FileReport, Repair
 
 DocVersion = Any
@@ -93,10 +99,9 @@ class SessionStreams(Protocol):
     """Whether the saver's index of a stream is kept beside it (`indexfile`'s framed line: a
     `.idx` file, an index row), so that a new process reads only the stream's tail."""
     group: CommitGroup | None
-    """The session's commit group, owned by the store: every client of the session (saver,
-    event log, journal) joins it, and a run that holds it (`CommitGroup.hold`) has their
-    appends made durable together at its barriers, one fsync per file and step. None when each
-    append is durable on its own (a PostgreSQL commit)."""
+    """The session's commit group, the store's own: every stream of the session joins it (files).
+    None when each append is durable on its own (a PostgreSQL commit). Clients never touch it:
+    they ask `hold`, `release` and `commit`."""
 
     def path(self, run: str) -> Path:
         """The name of stream `run` (a run id or a session stream) in messages and errors (for
@@ -193,6 +198,30 @@ class SessionStreams(Protocol):
     def sync(self, run: str | None = None) -> None:
         """Make every append so far durable (with `run`: at least those to stream `run`, whoever
         in this process made them)."""
+        ...
+
+    @property
+    def held(self) -> bool:
+        """Whether a `hold` defers the durability of the session's appends to its `commit`s."""
+        ...
+
+    def hold(self) -> None:
+        """Start deferring the durability of every append to the session (its checkpoints, events,
+        journal records) to the session's commits: a run holds its session while it is driven, so
+        a step's appends reach the disk together, one fsync per file, instead of one per append.
+        Holds nest; end each with `release`. Nothing on a store whose every commit is durable on
+        its own (PostgreSQL)."""
+        ...
+
+    def release(self) -> None:
+        """End one `hold`; the outermost one makes every append to the session durable."""
+        ...
+
+    def commit(self, run: str) -> None:
+        """Make stream `run` durable now, and, while the session is held, the checkpoint data (the
+        run streams) appended before it first: after a crash no reader finds the event log or the
+        journal ahead of the checkpoints they follow. Other held streams stay deferred (the event
+        log at a journal's commit, the journal at an event log's). Unheld: `sync(run)`."""
         ...
 
     def close(self) -> None:

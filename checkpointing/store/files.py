@@ -1,4 +1,5 @@
-"""The `files` store: sessions as folders of JSONL files under `base_dir` (the default).
+"""The `files` store's session: a folder of JSONL files under `base_dir` (the default store;
+`file_store.FileStore` is every folder, `file_docs.FolderDocs` a folder's documents and fence).
 
     base_dir/tenants/<tenant>/sessions/<thread>/runs/<run>/checkpoints.jsonl   a run stream
     base_dir/tenants/<tenant>/sessions/<thread>/events.jsonl                   session stream EVENTS
@@ -7,11 +8,11 @@
     base_dir/tenants/<tenant>/turns/<turn>.json                                a reservation
 
 (paths from `checkpointing.layout`). Appends are one `O_APPEND` write of framed lines
-(`records.RecordLog`, fsync per policy, commit groups shared with the session's other logs);
+(`record_log.RecordLog`, fsync per policy, in the session's commit group, `commit_group`);
 a stream's identity is its file's inode; a session stream (`base.SESSION_STREAMS`) is its file
 in the session folder (`journal.jsonl` for JOURNAL, `inbox.jsonl`, `outbox.jsonl` for the reserved ones),
 opened for each append as its owner always did (a run file's descriptor is kept open);
-documents are rewritten whole (`records.atomic_write`) under an exclusive `flock` of the session
+documents are rewritten whole (`fsyncs.atomic_write`) under an exclusive `flock` of the session
 folder when compared-and-swapped; the fence is `fencing.FencingGuard`'s. This is the tree the
 saver, the event log and the tool journal always wrote: nothing here changes a byte of it. Blobs are
 `base_dir/blobs/sha256/...` (`store.blobs`, a `checkpointing.blobs.BlobStore`).
@@ -25,58 +26,40 @@ import os
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from checkpointing import indexfile
-from checkpointing.blobs import BlobStore
-from checkpointing.exceptions import CorruptCheckpointError, CorruptRecordError
+from checkpointing.commit_group import TIER_EVENTS, TIER_LAZY, TIER_STATE, CommitGroup
 from checkpointing.fencing import FencingGuard
+from checkpointing.fsyncs import atomic_write
 from checkpointing.layout import (
     OUTBOX_DUE,
     checkpoints_file,
     events_file,
     inbox_file,
     inbox_lock_file,
-    is_digest_folder,
     is_id,
     journal_file,
     outbox_file,
     run_dir,
-    run_ids,
     runs_dir,
-    sessions_root,
-    tenant_ids,
-    thread_dir,
-    turn_file,
-    turns_dir,
 )
+from checkpointing.record_log import Durable, RecordLog
 from checkpointing.records import (
-    TIER_EVENTS,
-    TIER_LAZY,
-    TIER_STATE,
-    CommitGroup,
-    Durable,
     FsyncPolicy,
-    RecordLog,
     Scan,
-    atomic_write,
     crc_at,
-    decode_file,
-    encode_record,
-    group_for,
     read_line_at,
     read_lines_at,
-    read_records,
     scan,
 )
 from checkpointing.store.base import EVENTS, INBOX, JOURNAL, OUTBOX, is_session_stream, served_file
+from checkpointing.store.file_docs import FolderDocs
 from checkpointing.verify import FileReport, Repair, repair_file, verify_session
 
 _SEEKS_MAX = 32
 """Reading more lines than this from one file at once reads the span in one go."""
-_FileId = tuple[int, int, int]
 _SESSION_FILES: dict[str, Callable[[Path], Path]] = {
     EVENTS: events_file,
     JOURNAL: journal_file,
@@ -85,12 +68,12 @@ _SESSION_FILES: dict[str, Callable[[Path], Path]] = {
 }
 """The file of each session stream in the session folder (`layout`)."""
 _TIERS = {EVENTS: TIER_EVENTS, JOURNAL: TIER_LAZY}
-"""The commit group tier of a stream's appends when not TIER_STATE (`records.CommitGroup`): the
+"""The commit group tier of a stream's appends when not TIER_STATE (`commit_group.CommitGroup`): the
 event log is durable at every step barrier; the tool journal's records only at a full barrier
 (before an unsafe tool runs, the journal makes its intent durable itself, and at the run's end)."""
 
 
-class FileSessionStreams:
+class FileSessionStreams(FolderDocs):
     """The files of one session folder (see the module docstring).
 
     `tiers`: the commit group tier of the appends to some streams, when not the default
@@ -283,28 +266,6 @@ class FileSessionStreams:
             self.replace(run, frames)
             return True
 
-    @contextmanager
-    def _fenced(self, token: int | None) -> Iterator[None]:
-        if token is None:
-            yield
-            return
-        if self._guard is None:
-            self._guard = FencingGuard(self.dir)
-        with self._guard.fenced(token):
-            yield
-
-    def highest_fence(self) -> int | None:
-        """`FencingGuard.highest` of the session folder."""
-        if self._guard is None:
-            self._guard = FencingGuard(self.dir)
-        return self._guard.highest()
-
-    def advance_fence(self, token: int) -> None:
-        """`FencingGuard.check_and_raise` of the session folder."""
-        if self._guard is None:
-            self._guard = FencingGuard(self.dir)
-        self._guard.check_and_raise(token)
-
     def replace(self, run: str, frames: list[bytes]) -> None:
         """Atomic rewrite of the stream's file (its persisted index removed first)."""
         self.close()
@@ -324,43 +285,6 @@ class FileSessionStreams:
         self._logs.clear()
         self._runs_sig = None
         shutil.rmtree(self.dir, ignore_errors=True)
-
-    def _doc_path(self, name: str) -> Path:
-        if not is_id(name.removesuffix(".json")):
-            raise ValueError(f"document name {name!r} is not an id")
-        return self.dir / name
-
-    def load_doc(self, name: str) -> tuple[dict[str, Any] | None, Any]:
-        """The document file `name` (one framed record), verified; its version is the file's identity."""
-        path = self._doc_path(name)
-        try:
-            with open(path, "rb") as fh:
-                st = os.fstat(fh.fileno())
-                raw = fh.read()
-        except FileNotFoundError:
-            return None, None
-        try:  # written only by `atomic_write`, fsynced: an empty or zeroed file is damage too
-            return decode_file(path, raw), (st.st_ino, st.st_mtime_ns, st.st_size)
-        except CorruptRecordError as err:
-            raise CorruptCheckpointError(err.path, err.line, err.reason) from err
-
-    def save_doc(self, name: str, doc: dict[str, Any], expect: Any) -> bool:
-        """Rewrite document `name` under the folder's lock if it is still the version read."""
-        path = self._doc_path(name)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            if _file_id(path) != expect:
-                return False
-            atomic_write(path, encode_record(doc))
-            return True
-        finally:
-            os.close(fd)
-
-    def delete_doc(self, name: str) -> None:
-        """Unlink document file `name`."""
-        self._doc_path(name).unlink(missing_ok=True)
 
     def load_index(self, run: str) -> indexfile.Snapshot | None:
         """`indexfile.load` of the run's file."""
@@ -382,6 +306,28 @@ class FileSessionStreams:
         for log in [self._log(run)] if run is not None else list(self._logs.values()):
             log.sync()
 
+    @property
+    def held(self) -> bool:
+        """Whether the session's commit group is held (its appends wait for a barrier)."""
+        return self.group is not None and self.group.active
+
+    def hold(self) -> None:
+        """Hold the session's commit group (`CommitGroup.hold`)."""
+        if self.group is not None:
+            self.group.hold()
+
+    def release(self) -> None:
+        """End one hold of the session's commit group; the outermost is a full barrier."""
+        if self.group is not None:
+            self.group.release()
+
+    def commit(self, run: str) -> None:
+        """While held: the group's barrier of the checkpoint data (`TIER_STATE`), then `run`'s file;
+        else only `run`'s file (`sync`)."""
+        if self.group is not None and self.group.active:
+            self.group.barrier(TIER_STATE)
+        self.sync(run)
+
     def close(self) -> None:
         """Close the kept append descriptors (and list the run folders again next time)."""
         for log in self._logs.values():
@@ -397,127 +343,3 @@ class FileSessionStreams:
         next append reopens the file as the repair left it."""
         self.close()
         return repair_file(report, fence_floor)
-
-
-def _file_id(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_ino, st.st_mtime_ns, st.st_size)
-
-
-class FileStore:
-    """Sessions as folders under `base_dir` (see the module docstring)."""
-
-    def __init__(self, base_dir: str | Path, group: CommitGroup | None = None) -> None:
-        self.base_dir = Path(base_dir)
-        self.url = str(self.base_dir)
-        self.group = group
-
-    @cached_property
-    def blobs(self) -> BlobStore:
-        """The store's blobs: `base_dir/blobs/sha256/...` (`checkpointing.blobs.BlobStore`)."""
-        return BlobStore(self.base_dir)
-
-    def session(self, tenant: str, thread: str, fsync: FsyncPolicy) -> FileSessionStreams:
-        """The session folder of (tenant, thread); its files join the folder's process-wide commit
-        group unless a group was given (a runtime holding it defers their fsyncs to its barriers)."""
-        directory = thread_dir(self.base_dir, tenant, thread)
-        return FileSessionStreams(directory, tenant, thread, fsync, self.group or group_for(directory))
-
-    def holding(self, tenant: str, run: str) -> list[str]:
-        """The tenant's sessions whose stream `run` holds anything, by id: for OUTBOX one read of
-        the due markers (`FileSessionStreams._due_marker`), for another stream a folder walk."""
-        if run == OUTBOX:
-            try:
-                names = sorted(p.name for p in (sessions_root(self.base_dir, tenant).parent / OUTBOX_DUE).iterdir())
-            except (FileNotFoundError, NotADirectoryError):
-                return []
-        else:
-            try:
-                names = sorted(p.name for p in sessions_root(self.base_dir, tenant).iterdir())
-            except (FileNotFoundError, NotADirectoryError):
-                return []
-        return [n for n in names if is_id(n) and self.session(tenant, n, "batch").head(run)[0] > 0]
-
-    def outbox_holders(self, tenant: str | None = None) -> list[tuple[str, str]]:
-        """(tenant, session) of every session of `tenant` (None: of every tenant) whose OUTBOX
-        holds anything, sorted: one folder read for the tenants, one per tenant for its markers."""
-        tenants = [tenant] if tenant is not None else tenant_ids(self.base_dir)
-        return [(t, sid) for t in sorted(tenants) for sid in self.holding(t, OUTBOX)]
-
-    def threads(self, tenant: str | None = None, thread: str | None = None) -> list[tuple[str, str]]:
-        """Sessions with a runs folder."""
-        out: list[tuple[str, str]] = []
-        for t in [tenant] if tenant else tenant_ids(self.base_dir):
-            sessions = sessions_root(self.base_dir, t)
-            if thread is not None:
-                names = [thread]
-            else:
-                names = sorted(_thread_of(p) for p in sessions.iterdir()) if sessions.exists() else []
-            out.extend((t, n) for n in names if runs_dir(thread_dir(self.base_dir, t, n)).exists())
-        return out
-
-    def doc_tenants(self, thread: str, name: str) -> list[str]:
-        """The tenants whose session folder of `thread` holds document file `name` (one stat each)."""
-        return [t for t in tenant_ids(self.base_dir) if (thread_dir(self.base_dir, t, thread) / name).is_file()]
-
-    def reserve(self, tenant: str, key: str, value: dict[str, Any]) -> dict[str, Any] | None:
-        """Create `tenants/<tenant>/turns/<key>.json` exclusively (`O_EXCL`), one framed record,
-        fsynced: the file `agent.session.inbox.TurnIndex` always wrote."""
-        path = turn_file(self.base_dir, tenant, key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            try:
-                return self.reserved(tenant, key) or {}
-            except CorruptRecordError:
-                return {}
-        try:
-            os.write(fd, encode_record(value))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        return None
-
-    def reserved(self, tenant: str, key: str) -> dict[str, Any] | None:
-        """The reservation file's record; None when missing or empty (a crash cut it short)."""
-        path = turn_file(self.base_dir, tenant, key)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        return decode_file(path, data) if data.strip(b"\x00") else None
-
-    def unreserve(self, tenant: str, key: str | None = None) -> int:
-        """Delete the reservation file of `key` (None: every one of the tenant); how many went."""
-        paths = (
-            [turn_file(self.base_dir, tenant, key)]
-            if key is not None
-            else list(turns_dir(self.base_dir, tenant).glob("*.json"))
-        )
-        gone = 0
-        for path in paths:
-            try:
-                path.unlink()
-                gone += 1
-            except FileNotFoundError:
-                pass
-        return gone
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-
-def _thread_of(folder: Path) -> str:
-    """The thread id a session folder belongs to (read from a record when the name is a digest,
-    `layout.folder_name`)."""
-    if not is_digest_folder(folder.name):
-        return folder.name
-    for run in run_ids(folder):
-        for rec in read_records(checkpoints_file(folder, run)):
-            if rec.get("k") == "c":
-                return str(rec["session_id"])
-    return folder.name

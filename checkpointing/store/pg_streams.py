@@ -35,9 +35,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import psycopg
 
+from checkpointing.commit_group import CommitGroup
 from checkpointing.exceptions import CorruptRecordError, StaleFencingTokenError, StoreUnavailableError
 from checkpointing.layout import folder_name
-from checkpointing.records import CommitGroup, Durable, FsyncPolicy, Scan, scan_bytes
+from checkpointing.record_log import Durable
+from checkpointing.records import FsyncPolicy, Scan, scan_bytes
 from checkpointing.store.pg_docs import PostgresSessionDocs, _index_doc
 from checkpointing.verify import FileReport, Repair
 
@@ -268,6 +270,19 @@ class PostgresSessionStreams(PostgresSessionDocs):
                         "yet (it crashed or failed over); nothing was half-written"
                     )
         self._unflushed.clear()
+
+    held = False
+    """Never: each commit is durable on its own (`hold` defers nothing)."""
+
+    def hold(self) -> None:
+        """Nothing to defer: each commit is durable on its own."""
+
+    def release(self) -> None:
+        """Nothing was deferred."""
+
+    def commit(self, run: str) -> None:
+        """`sync(run)`: the commits that did not wait for the WAL flush are flushed and checked."""
+        self.sync(run)
 
     def close(self) -> None:
         """Nothing is held between calls (connections go back to the pool)."""

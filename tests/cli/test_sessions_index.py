@@ -10,8 +10,9 @@ from pathlib import Path
 
 from agent.session.session import THREAD_METADATA, ChatSession
 from agent.session.stores.jsonl import JsonlSessionStore
+from checkpointing.fsyncs import atomic_write
 from checkpointing.layout import session_index_file
-from checkpointing.records import atomic_write, encode_record
+from checkpointing.records import encode_record
 from tests.cli.console import agentrt
 
 T0 = datetime.now(UTC) - timedelta(hours=1)

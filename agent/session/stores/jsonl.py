@@ -11,6 +11,10 @@ it only when no layer of the mode holds the session. A saved leaf that lags behi
 (events appended after the last save) is moved forward to the log's branch leaf: the log is the
 truth. `delete` removes only `session.json`; the event log is never deleted here.
 
+`event_log` hands out each session's event log (`checkpointing.entry_log.EventLog`), opened once
+per process: the handle `ChatMemory` records through (`append`, then `commit`, which asks the
+record store for durability per `fsync`), and every reader's view of the session's history.
+
 Listing goes by the index of sessions (`base_dir/sessions.index.sqlite`, see `stores/listing.py`):
 `create_log` and `put` write the session's row right after its header / document, in one tiny
 transaction; a failure to write the row is logged, never the caller's failure (the row is a cache:
@@ -39,15 +43,12 @@ from agent.statuses import RunStatus
 from checkpointing.blobs import Blobs
 from checkpointing.entry_log import EventLog
 from checkpointing.exceptions import CheckpointingError
+from checkpointing.fsyncs import fsync_dir
 from checkpointing.layout import is_id, session_dir, session_file, session_index_file, sessions_root, tenant_ids
-from checkpointing.records import (
-    FsyncPolicy,
-    decode_file,
-    fsync_dir,
-)
+from checkpointing.records import FsyncPolicy, decode_file
 from checkpointing.session_index import SessionIndex, SessionRow
 from checkpointing.store.base import SessionStreams, Store
-from checkpointing.store.files import FileStore
+from checkpointing.store.file_store import FileStore
 
 logger = logging.getLogger("agentrt.sessions")
 PAGE_TYPES = {"user_turn": "user", "assistant_message": "assistant"}
@@ -110,7 +111,8 @@ def read_session_file(path: Path) -> ChatSession | None:
 
 
 class JsonlSessionStore:
-    """Sessions as `session.json` beside `events.jsonl`; also the owner of the open event logs."""
+    """Sessions as `session.json` beside `events.jsonl`; also the owner of the open event logs
+    (`event_log`: each session's handle for recording, opened once per process)."""
 
     name = "JSONL"
 
@@ -177,7 +179,9 @@ class JsonlSessionStore:
         self.index_put(row)
 
     def forget(self, tenant_id: str, session_id: str) -> None:
-        """Drop a session's index row (its folder was removed for good)."""
+        """Drop a session's open event log and its index row (its folder was removed for good)."""
+        with self._lock:
+            self._logs.pop((tenant_id, session_id), None)
         if self.store is not None:
             return
         try:
@@ -188,20 +192,21 @@ class JsonlSessionStore:
     # -- event logs ---------------------------------------------------------------------------
 
     def event_log(self, tenant_id: str, session_id: str) -> EventLog:
-        """The (cached, indexed) event log of one session."""
+        """The session's event log: its handle for recording (`append`, `commit`) and reading,
+        opened once per process (the newest `max_open_logs` stay open, indexed)."""
         key = (tenant_id, session_id)
         with self._lock:
             log = self._logs.get(key)
             if log is None:
-                # Appends are written at once and made durable by `ChatMemory` (after each
-                # append), or, while a run holds the session's commit group (the store's), at the
-                # group's step barrier with the checkpoint of the step (see agent.turns).
+                # Appends are written at once; `commit` makes them durable per the store's policy
+                # (the store's `commit`: while a run holds the session, with the step's checkpoint).
                 log = EventLog.over(
                     self.records.session(tenant_id, session_id, "batch"),
                     self.blobs,
                     inline_payload_max_bytes=self.inline_payload_max_bytes,
                     fsync="batch",
                     schema=SESSION_EVENTS,
+                    commits=self.fsync,
                 )
                 self._logs[key] = log
                 while len(self._logs) > self.max_open_logs:
@@ -244,20 +249,20 @@ class JsonlSessionStore:
 
     def path(self, tenant_id: str, session_id: str) -> Path:
         """The session.json of one session (in messages: the store's name for it)."""
-        if self.store is not None:
-            return self.streams(tenant_id, session_id).path("session.json")
-        return session_file(session_dir(self.base_dir, tenant_id, session_id))
+        return self._docs(tenant_id, session_id)[1]
 
-    def streams(self, tenant_id: str, session_id: str) -> SessionStreams:
-        """The session as a store session (its documents: `session.json`, `document`): its folder,
-        or its rows on the PostgreSQL store."""
-        return self.records.session(tenant_id, session_id, self.fsync)
+    def _docs(self, tenant_id: str, session_id: str) -> tuple[SessionStreams, Path]:
+        """The store session holding the session document, and the document's name in messages."""
+        streams = self.records.session(tenant_id, session_id, self.fsync)
+        if self.store is not None:
+            return streams, streams.path("session.json")
+        return streams, session_file(session_dir(self.base_dir, tenant_id, session_id))
 
     def get(self, tenant_id: str, session_id: str) -> ChatSession | None:
         """The session from session.json (leaf moved forward to the log's), or None."""
-        path = self.path(tenant_id, session_id)
+        streams, path = self._docs(tenant_id, session_id)
         with self._errors(session_id, path):
-            session = load_session(self.streams(tenant_id, session_id))
+            session = load_session(streams)
             if session is None:
                 return None
             log = self.event_log(tenant_id, session_id)
@@ -321,12 +326,12 @@ class JsonlSessionStore:
 
     def put(self, session: ChatSession) -> None:
         """Rewrite session.json atomically (writing the log header first if the log is missing)."""
-        path = self.path(session.tenant_id, session.session_id)
+        streams, path = self._docs(session.tenant_id, session.session_id)
         if not self.event_log(session.tenant_id, session.session_id).exists():
             # A session refilled from SQL must be able to take new events (the folder is fsynced below).
             self.create_log(session, sync_dir=False)
         try:
-            save_session(self.streams(session.tenant_id, session.session_id), session)
+            save_session(streams, session)
         except OSError as err:
             raise BackendUnavailable(f"cannot write {path} ({err}); check that base_dir is writable") from err
         self.index_session(session)
@@ -335,7 +340,7 @@ class JsonlSessionStore:
         """Remove session.json. The event log stays (history is append-only), so `get` still rebuilds
         the session from it; to remove a session for good, remove its folder."""
         try:
-            delete_session(self.streams(tenant_id, session_id))
+            delete_session(self.records.session(tenant_id, session_id, self.fsync))
         except OSError as err:
             raise BackendUnavailable(f"cannot delete session {session_id} ({err})") from err
 

@@ -13,8 +13,9 @@ import pytest
 
 from agent import faults
 from agent.errors import ConfigError
-from checkpointing import records
-from checkpointing.records import cut_torn_tail, read_records
+from checkpointing import record_log
+from checkpointing.records import read_records
+from checkpointing.torn_tail import cut_torn_tail
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -61,12 +62,12 @@ def test_bad_spec_is_a_config_error_listing_valid_points(spec: str) -> None:
 
 
 def test_unset_env_means_no_crash_and_no_hook() -> None:
-    """Without the variable every crash point is a no-op and records.write_hook stays unset."""
+    """Without the variable every crash point is a no-op and record_log.write_hook stays unset."""
     faults.install({})
     for point in faults.CRASH_POINTS:
         faults.crash_point(point)
     assert faults.armed() == {}
-    assert records.write_hook is None
+    assert record_log.write_hook is None
 
 
 def test_install_is_idempotent() -> None:
@@ -119,7 +120,7 @@ def test_mid_event_write_leaves_a_torn_record_that_is_cut(tmp_path: Path) -> Non
     code = f"""
         from pathlib import Path
         from agent import faults
-        from checkpointing.records import RecordLog
+        from checkpointing.record_log import RecordLog
         faults.install()
         log = RecordLog(Path({str(log)!r}))
         for i in range(3):

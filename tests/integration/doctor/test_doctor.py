@@ -14,7 +14,9 @@ from agent.errors import RecoveryBlocked
 from agent.runner import AgentRunner
 from agent.session.lease_file import FileLease
 from agent.session.lease_redis import RedisLease
-from checkpointing.records import RecordLog, atomic_write, canonical_json, read_records
+from checkpointing.fsyncs import atomic_write
+from checkpointing.record_log import RecordLog
+from checkpointing.records import canonical_json, read_records
 from tests.support.doctor_sessions import REDIS_URL, SHOUT, SID, _doctor, _ev
 from tests.support.runners import make_config, make_runner
 
@@ -105,7 +107,7 @@ def test_changed_toolset_blocks_recovery(tmp_path: Path) -> None:
 def test_duplicated_tool_execution_fails(runner: AgentRunner) -> None:
     """A second COMPLETED record for one tool call in the journal is a FAIL naming the call."""
     path = runner.session_dir("default", SID) / "journal.jsonl"
-    completed = next(r for r in read_records(path, repair=False) if r["kind"] == "completed")
+    completed = next(r for r in read_records(path) if r["kind"] == "completed")
     RecordLog(path).append(dict(completed))
     report = _doctor(runner)
     check = report.check("tool_journal")
@@ -116,7 +118,7 @@ def test_duplicated_tool_execution_fails(runner: AgentRunner) -> None:
 def test_a_journal_result_missing_from_the_checkpoint_logs_warns(runner: AgentRunner) -> None:
     """A COMPLETED record whose result item no run log holds (a machine crash lost it) is named."""
     path = runner.session_dir("default", SID) / "journal.jsonl"
-    completed = next(r for r in read_records(path, repair=False) if r["kind"] == "completed")
+    completed = next(r for r in read_records(path) if r["kind"] == "completed")
     lost = {**completed, "tool_call_id": "call-lost", "result_item": {"$i": "0" * 32}}
     lost.pop("result", None)
     RecordLog(path).append(lost)

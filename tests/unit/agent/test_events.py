@@ -251,7 +251,7 @@ def test_reopened_log_answers_tail_questions_like_the_writer(tmp_path: Path) -> 
 
 def test_entries_written_with_another_key_order_still_read(tmp_path: Path) -> None:
     """An entry whose fields are in another order (another writer) is indexed from its full record."""
-    from checkpointing.records import RecordLog
+    from checkpointing.record_log import RecordLog
 
     log = new_log(tmp_path)
     a = log.append("user_turn", {"content": "hi"})

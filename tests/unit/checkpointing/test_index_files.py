@@ -21,7 +21,6 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import END, START, StateGraph
 
 from agent.events import session_event_log
-from checkpointing import entry_log as events
 from checkpointing import indexfile
 from checkpointing.entry_log import EventLog
 from checkpointing.exceptions import CheckpointingError
@@ -94,8 +93,7 @@ def scans(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple[str, in
 
         return scan
 
-    monkeypatch.setattr(store_files, "scan", spy(store_files.scan))  # the files store's scan of a run file
-    monkeypatch.setattr(events, "scan", spy(events.scan))
+    monkeypatch.setattr(store_files, "scan", spy(store_files.scan))  # every files store scan: run files, event logs
     return seen
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from checkpointing.exceptions import CorruptRecordError
+from checkpointing.record_log import RecordLog
 from checkpointing.records import (
-    RecordLog,
     check_line,
     crc_at,
     decode_file,

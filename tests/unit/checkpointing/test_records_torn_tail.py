@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from checkpointing.records import RecordLog, cut_torn_tail, read_records
+from checkpointing.record_log import RecordLog
+from checkpointing.records import read_records
+from checkpointing.torn_tail import cut_torn_tail
 
 TORN = b'{"_crc":"0a1b2c3d","api_key":"sk-s3cret-value","te'
 

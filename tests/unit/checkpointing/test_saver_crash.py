@@ -9,7 +9,7 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
-from checkpointing import records
+from checkpointing import record_log
 from checkpointing.exceptions import CorruptCheckpointError
 from checkpointing.saver import JsonlCheckpointSaver
 
@@ -86,10 +86,10 @@ def test_crash_mid_append_keeps_previous_checkpoints(tmp_path: Path, monkeypatch
             os.write(fd, data[: len(data) // 2])
             raise Killed
 
-    monkeypatch.setattr(records, "write_hook", half_then_die)
+    monkeypatch.setattr(record_log, "write_hook", half_then_die)
     with pytest.raises(Killed):
         _put(JsonlCheckpointSaver(tmp_path), ids[-1], "lost", 4)
-    monkeypatch.setattr(records, "write_hook", None)
+    monkeypatch.setattr(record_log, "write_hook", None)
     before = (tmp_path / RUN / "checkpoints.jsonl").read_bytes()
     latest = JsonlCheckpointSaver(tmp_path).get_tuple(_cfg())
     assert latest is not None and latest.checkpoint["id"] == ids[-1]

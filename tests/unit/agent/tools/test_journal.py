@@ -14,7 +14,8 @@ from agent.tools.journal import JournalStatus, ToolExecutionJournal
 from agent.tools.spec import ToolContext, ToolSpec
 from checkpointing.exceptions import StaleFencingTokenError
 from checkpointing.fencing import FencingGuard
-from checkpointing.records import RecordLog, read_records
+from checkpointing.record_log import RecordLog
+from checkpointing.records import read_records
 
 TENANT = "acme"
 SESSION = "s1"
