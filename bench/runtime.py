@@ -37,7 +37,6 @@ import argparse
 import gc
 import itertools
 import json
-import math
 import os
 import resource
 import shutil
@@ -50,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+KINDS = ("checkpoints", "events", "journal", "chat SQLite", "blobs", "other")
 STAMPS: list[float] = []
 CPU_STAMPS: list[float] = []
 RESULT_BYTES = 2048
@@ -112,9 +112,6 @@ def write_config(work: Path, n: int) -> Path:
 
 def _dir_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root.exists() else 0
-
-
-KINDS = ("checkpoints", "events", "journal", "chat SQLite", "blobs", "other")
 
 
 def _kind(rel: Path) -> str:
@@ -310,38 +307,6 @@ def _parse_strace(text: str) -> dict[str, int]:
     return counts
 
 
-def _cli(work: Path, *args: str) -> float:
-    t0 = time.perf_counter()
-    out = subprocess.run(
-        [sys.executable, "-m", "agent.cli", *args], env=_env(), capture_output=True, text=True, check=False, cwd=work
-    )
-    wall = time.perf_counter() - t0
-    if out.returncode not in (0, 1):
-        raise SystemExit(f"agentrt {' '.join(args)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
-    return wall
-
-
-def _in_process(work: Path) -> dict[str, float]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "commands", "--dir", str(work), "--n", "0"]
-    cmd += ["--code", str(CODE)]
-    out = subprocess.run(cmd, env=_env(), capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        raise SystemExit(f"commands child failed:\n{out.stderr[-3000:]}")
-    data: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return data
-
-
-def session_commands(work: Path) -> dict[str, float]:
-    """Wall seconds of show / doctor / resume (finished run) / next turn on the session under `work`."""
-    cfg = str(work / "config.yaml")
-    return {
-        "show": _cli(work, "show", "s-bench", "--config", cfg, "--json"),
-        "doctor": _cli(work, "doctor", "s-bench", "--config", cfg, "--json"),
-        "resume": _cli(work, "resume", "s-bench", "--config", cfg, "--json"),
-        "next_turn": _cli(work, "run", "--session", "s-bench", "--config", cfg, "--json", NEXT_TURN),
-    }
-
-
 def _mean(xs: list[float]) -> float:
     return statistics.mean(xs) if xs else float("nan")
 
@@ -366,8 +331,15 @@ def main() -> None:
     ap.add_argument("--dir", help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    # Only the parent prints: the children and `agentrt` (which imports this module for its tool)
+    # have no `bench/` on their path.
+    import runtime_sessions
+    from runtime_report import report
+    from runtime_sessions import sessions, sessions_on
+
     global CODE
     CODE = Path(args.code).resolve() if args.code else ROOT
+    runtime_sessions.CODE = CODE
     if args.child:
         work = Path(args.dir)
         work.mkdir(parents=True, exist_ok=True)
@@ -405,202 +377,12 @@ def main() -> None:
                     )
         report(args, res)
         if not args.no_sessions:
-            sessions(args, top, res)
+            sessions(args, top, run_child)
     finally:
         if args.keep:
             print(f"work folder kept: {top}")
         else:
             shutil.rmtree(top, ignore_errors=True)
-
-
-def report(args: argparse.Namespace, res: dict[tuple[str, int], list[dict[str, Any]]]) -> None:
-    """Print the per-N table, flatness and growth."""
-
-    def med(kind: str, n: int, key: str) -> float:
-        vals = [d[key] if key != "steps" else _mean(d["steps"]) for d in res[(kind, n)]]
-        return statistics.median(vals)
-
-    print("\n== one turn of N tool steps (median of rounds)")
-    print(f"{'':30}" + "".join(f"{'N=' + str(n):>14}" for n in args.steps))
-    rows = [
-        ("agentrt ms/tool step", "agentrt", "steps", 1.0, "{:.2f}"),
-        ("bare+SqliteSaver ms/tool step", "bare-sqlite", "steps", 1.0, "{:.2f}"),
-        ("bare+JSONL saver ms/tool step", "bare-jsonl", "steps", 1.0, "{:.2f}"),
-        ("floor: bare+InMemorySaver", "bare-memory", "steps", 1.0, "{:.2f}"),
-        ("floor: bare, no checkpointer", "bare-none", "steps", 1.0, "{:.2f}"),
-        ("agentrt CPU ms/tool step", "agentrt", "cpu_ms", 1.0, "{:.2f}"),
-        ("bare+SqliteSaver CPU ms/step", "bare-sqlite", "cpu_ms", 1.0, "{:.2f}"),
-        ("bare+JSONL saver CPU ms/step", "bare-jsonl", "cpu_ms", 1.0, "{:.2f}"),
-        ("floor: InMemorySaver CPU ms/step", "bare-memory", "cpu_ms", 1.0, "{:.2f}"),
-        ("floor: no ckpt CPU ms/step", "bare-none", "cpu_ms", 1.0, "{:.2f}"),
-        ("agentrt bytes (MB)", "agentrt", "bytes", 1e6, "{:.2f}"),
-        ("bare+SqliteSaver bytes (MB)", "bare-sqlite", "bytes", 1e6, "{:.2f}"),
-        ("bare+JSONL saver bytes (MB)", "bare-jsonl", "bytes", 1e6, "{:.2f}"),
-        ("agentrt peak RSS (MB)", "agentrt", "rss_mb", 1.0, "{:.0f}"),
-        ("bare+SqliteSaver peak RSS (MB)", "bare-sqlite", "rss_mb", 1.0, "{:.0f}"),
-        ("bare+JSONL saver peak RSS (MB)", "bare-jsonl", "rss_mb", 1.0, "{:.0f}"),
-        ("floor: no ckpt peak RSS (MB)", "bare-none", "rss_mb", 1.0, "{:.0f}"),
-    ]
-    for label, kind, key, div, fmt in rows:
-        print(f"{label:30}" + "".join(f"{fmt.format(med(kind, n, key) / div):>14}" for n in args.steps))
-    print(
-        f"{'ratio agentrt/bare sqlite':30}"
-        + "".join(f"{med('agentrt', n, 'steps') / med('bare-sqlite', n, 'steps'):>13.2f}x" for n in args.steps)
-        + "   (goal <= 1.0x at N=50, 200)"
-    )
-    print(
-        f"{'ratio agentrt/bare JSONL':30}"
-        + "".join(f"{med('agentrt', n, 'steps') / med('bare-jsonl', n, 'steps'):>13.2f}x" for n in args.steps)
-        + "   (goal <= 1.2x at N=1,000)"
-    )
-    print(
-        f"{'CPU ratio agentrt/bare sqlite':30}"
-        + "".join(f"{med('agentrt', n, 'cpu_ms') / med('bare-sqlite', n, 'cpu_ms'):>13.2f}x" for n in args.steps)
-        + "   (CPU of all threads per tool step; steadier on a busy machine)"
-    )
-    print(
-        f"{'CPU ratio agentrt/bare JSONL':30}"
-        + "".join(f"{med('agentrt', n, 'cpu_ms') / med('bare-jsonl', n, 'cpu_ms'):>13.2f}x" for n in args.steps)
-    )
-    for floor in ("bare-memory", "bare-none"):
-        print(
-            f"{'ratio ' + floor + '/bare sqlite':30}"
-            + "".join(f"{med(floor, n, 'steps') / med('bare-sqlite', n, 'steps'):>13.2f}x" for n in args.steps)
-            + "   (floor)"
-        )
-    print(
-        f"{'agentrt own: minus no-ckpt floor':30}"
-        + "".join(f"{med('agentrt', n, 'steps') - med('bare-none', n, 'steps'):>14.2f}" for n in args.steps)
-        + "   ms/step"
-    )
-    print(
-        f"{'bare sqlite own: minus floor':30}"
-        + "".join(f"{med('bare-sqlite', n, 'steps') - med('bare-none', n, 'steps'):>14.2f}" for n in args.steps)
-        + "   ms/step"
-    )
-    print(
-        f"{'ratio bytes agentrt/JSONL alone':30}"
-        + "".join(f"{med('agentrt', n, 'bytes') / med('bare-jsonl', n, 'bytes'):>13.2f}x" for n in args.steps)
-        + "   (goal <= 3x)"
-    )
-    print(
-        f"{'agentrt/bare sqlite peak RSS':30}"
-        + "".join(f"{med('agentrt', n, 'rss_mb') / med('bare-sqlite', n, 'rss_mb'):>13.2f}x" for n in args.steps)
-        + "   (goal <= 1.2x at N=1,000; VmHWM of each child)"
-    )
-    print(
-        f"{'agentrt/bare JSONL peak RSS':30}"
-        + "".join(f"{med('agentrt', n, 'rss_mb') / med('bare-jsonl', n, 'rss_mb'):>13.2f}x" for n in args.steps)
-    )
-    for kind_name in KINDS:
-        vals = [statistics.median(d["by_kind"][kind_name] for d in res[("agentrt", n)]) / 1e6 for n in args.steps]
-        print(f"{'  agentrt ' + kind_name + ' (MB)':30}" + "".join(f"{v:>14.2f}" for v in vals))
-    for kind in ("agentrt", "bare-sqlite", "bare-jsonl"):
-        fs = [statistics.median(d["fsyncs"] for d in res[(kind, n)]) / n for n in args.steps]
-        print(f"{kind + ' fsyncs/tool step':30}" + "".join(f"{f:>14.1f}" for f in fs) + "   (python-level)")
-    if len(args.steps) > 1:
-        # The claim "2 fsyncs per tool step" measured: the slope between the smallest and largest N,
-        # and what is left at N=0 (the turn's own: lease, fence, session document, run entries).
-        lo, hi = min(args.steps), max(args.steps)
-        for kind in ("agentrt", "bare-jsonl"):
-            f_lo = statistics.median(d["fsyncs"] for d in res[(kind, lo)])
-            f_hi = statistics.median(d["fsyncs"] for d in res[(kind, hi)])
-            marginal = (f_hi - f_lo) / (hi - lo)
-            goal = "   (goal <= 2)" if kind == "agentrt" else ""
-            print(
-                f"{kind + ' marginal fsyncs/step':30}{marginal:>14.2f}   N={lo}..{hi}{goal}; "
-                f"per-turn constant {f_lo - marginal * lo:.1f}"
-            )
-    if args.strace:
-        for kind in ("agentrt", "bare-sqlite", "bare-jsonl"):
-            for call in ("fsync", "fdatasync", "write", "openat"):
-                vals = [res[(kind, n)][0].get("strace", {}).get(call, 0) / n for n in args.steps]
-                print(f"{kind + ' strace ' + call + '/step':30}" + "".join(f"{v:>14.1f}" for v in vals))
-    for n in args.steps:
-        for kind in ("agentrt", "bare-sqlite", "bare-jsonl", "bare-none"):
-            # Each round's ratio, then the median over rounds (a single round swings with the machine).
-            rounds = [d["steps"] for d in res[(kind, n)]]
-            first = statistics.median(_mean(s[:50]) for s in rounds)
-            if n >= 200:
-                late = statistics.median(_mean(s[149:200]) for s in rounds)
-                ratio = statistics.median(_mean(s[149:200]) / _mean(s[:50]) for s in rounds)
-                print(
-                    f"flatness {kind} N={n}: steps 150-200 {late:.2f} ms vs 1-50 {first:.2f} ms = "
-                    f"{ratio:.2f}x (median of {len(rounds)} rounds)"
-                )
-            if n > 100:
-                last = statistics.median(_mean(s[-50:]) for s in rounds)
-                ratio = statistics.median(_mean(s[-50:]) / _mean(s[:50]) for s in rounds)
-                print(
-                    f"flatness {kind} N={n}: last 50 steps {last:.2f} ms vs first 50 {first:.2f} ms = "
-                    f"{ratio:.2f}x (median of {len(rounds)} rounds; goal <= 1.1x)"
-                )
-    if len(args.steps) > 1:
-        lo, hi = min(args.steps), max(args.steps)
-        for kind in ("agentrt", "bare-sqlite", "bare-jsonl"):
-            b_lo, b_hi = med(kind, lo, "bytes"), med(kind, hi, "bytes")
-            exp = math.log(b_hi / b_lo) / math.log(hi / lo)
-            print(f"growth exponent {kind} N={lo}..{hi}: {exp:.2f}" + (" (goal <= 1.1)" if kind == "agentrt" else ""))
-
-
-def sessions(args: argparse.Namespace, top: Path, res: dict[tuple[str, int], list[dict[str, Any]]]) -> None:
-    """Time the session commands on a 20-step session and on the largest one."""
-    small_work = top / "agentrt-20-s"
-    run_child("agentrt", small_work, 20)
-    _session_figures(top, small_work, top / f"agentrt-{max(args.steps)}-0", max(args.steps))
-
-
-def sessions_on(top: Path, small: Path, large: Path) -> None:
-    """The session figures on copies of two existing bench sessions (`--on SMALL LARGE`)."""
-    works = []
-    for src in (small, large):
-        dst = top / src.name
-        shutil.copytree(src, dst)
-        cfg = dst / "config.yaml"
-        cfg.write_text(cfg.read_text().replace(str(src), str(dst)))
-        works.append(dst)
-    _session_figures(top, works[0], works[1], (large / "script.yaml").read_text().count('"blob2k"'))
-
-
-def _wall(*argv: str) -> float:
-    """Best of three walls of a fresh `python argv...` (process start is the noisiest figure)."""
-    walls = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, *argv], env=_env(), capture_output=True, check=False)
-        walls.append(time.perf_counter() - t0)
-    return min(walls)
-
-
-def _session_figures(top: Path, small_work: Path, big_work: Path, big: int) -> None:
-    start = _wall("-m", "agent.cli", "--help")
-    floor = _wall("-c", "import langgraph.graph")
-    # In-process first (each command's own work), on copies: the CLI round then runs on the originals.
-    copies = []
-    for src in (small_work, big_work):
-        dst = src.with_name(src.name + "-copy")
-        shutil.copytree(src, dst)
-        cfg = dst / "config.yaml"
-        cfg.write_text(cfg.read_text().replace(str(src), str(dst)))
-        copies.append(dst)
-    small_in = _in_process(copies[0])
-    large_in = _in_process(copies[1])
-    print(f"\n== session commands, in process (s of work, runner already built; code: {CODE})")
-    print(f"{'':12}{'20 steps':>10}{f'{big} steps':>12}{'ratio':>8}")
-    for k in small_in:
-        print(f"{k:12}{small_in[k]:>10.3f}{large_in[k]:>12.3f}{large_in[k] / small_in[k]:>7.2f}x   (goal <= 2x, < 1 s)")
-    small = session_commands(small_work)
-    large = session_commands(big_work)
-    print(
-        f"\n== session commands (wall s; `agentrt --help` = {start:.2f} s process start; "
-        f"`python -c 'import langgraph.graph'` = {floor:.2f} s, the floor of any LangGraph program)"
-    )
-    print(f"{'':12}{'20 steps':>10}{f'{big} steps':>12}{'ratio':>8}{'- --help':>10}{'- langgraph':>13}")
-    for k in small:
-        print(
-            f"{k:12}{small[k]:>10.2f}{large[k]:>12.2f}{large[k] / small[k]:>7.2f}x{large[k] - start:>9.2f}s"
-            f"{large[k] - floor:>12.2f}s   (goal <= 2x and < 1 s beyond start)"
-        )
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ With the embedded set-up (PRIMARY on SQLite, or JSONL_ONLY) the listing reads th
 index (`base_dir/sessions.index.sqlite`) and the page's `session.json` files directly, without
 building a runner: no LangGraph, no SQL engine, so it starts fast. With a server database (or
 MIRROR) it goes through the manager, whose SQL session table is the index there, and which also
-refuses a database whose schema is not current (`agentrt db upgrade`).
+refuses a database whose schema is not current (`agentrt db upgrade`); on PostgreSQL the manager
+checks and lists that table with psycopg, without SQLAlchemy (`stores/sql_lazy_pg.py`).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def _page(args: argparse.Namespace) -> Any:
         return page_sessions(store, tenant, where, after=args.after, limit=limit)
     from agent.services import build_manager
 
-    manager = build_manager(conf)
+    manager = build_manager(conf, lazy_sql=not embedded)  # PostgreSQL: listed with psycopg, no SQLAlchemy
     return manager.page(tenant, where, after=args.after, limit=limit)
 
 

@@ -221,9 +221,16 @@ def sql_page(
         if not isinstance(value, int):
             raise InputError("not a paging cursor of this listing; pass the cursor a previous listing printed")
         key = (instant(value), sid)
-    from agent.session.stores.sql_listing import sessions_page
+    from agent.session.stores.sql_lazy_pg import LazyPgSessionStore
 
-    got = sessions_page(sql, tenant_id, where, after=key, limit=None if limit is None else limit + 1)
+    store: object = sql
+    more_one = None if limit is None else limit + 1
+    if isinstance(store, LazyPgSessionStore):  # PostgreSQL read with psycopg, no SQLAlchemy
+        got = store.sessions_page(tenant_id, where, after=key, limit=more_one)
+    else:
+        from agent.session.stores.sql_listing import sessions_page
+
+        got = sessions_page(sql, tenant_id, where, after=key, limit=more_one)
     more = limit is not None and len(got) > limit
     items = []
     for session, at_read in got[:limit] if limit is not None else got:

@@ -5,7 +5,8 @@ the lease in the same database) read the session from the record store with psyc
 embedded default they read the files: each command runs as a user runs it (a fresh process calling
 `agent.cli.main`) and prints the very bytes, with the same exit status, as the same command answered
 by an AgentRunner in that process. A session table at an older schema revision is refused in the
-runner's words.
+runner's words. `sessions` lists the session table with psycopg and prints what the SQLAlchemy
+listing prints, for every filter and page of the command, each tenant and user seeing only their own.
 """
 
 from __future__ import annotations
@@ -45,10 +46,16 @@ _RUNNER_ONLY = (
     "import agent.doctor.light as d; d.LightContext.open = classmethod(lambda cls, config: None)"
 )
 
+_SQLALCHEMY = (
+    "import agent.session.stores.sql_lazy_pg as p; p.LazyPgSessionStore.server = staticmethod(lambda url: False)"
+)
 
-def _cli(work: Path, args: list[str], *, runner: bool = False) -> tuple[int, str, str, list[str]]:
+
+def _cli(
+    work: Path, args: list[str], *, runner: bool = False, sqlalchemy: bool = False
+) -> tuple[int, str, str, list[str]]:
     """(exit status, stdout, stderr without the marker line, forbidden modules loaded)."""
-    code = _CLI.format(prelude=_RUNNER_ONLY if runner else "")
+    code = _CLI.format(prelude=_SQLALCHEMY if sqlalchemy else _RUNNER_ONLY if runner else "")
     p = subprocess.run(
         [sys.executable, "-c", code, *args], cwd=work, env=env(), capture_output=True, text=True, timeout=300
     )
@@ -121,3 +128,99 @@ def test_an_older_session_table_is_refused_in_the_runners_words(deployment: tupl
             assert (code, out, err) == _cli(work, args, runner=True)[:3]
         finally:
             conn.execute("UPDATE alembic_version SET version_num = %s", (head[0],))
+
+
+OTHER_TENANT, OTHER_USER = "tenant-two", "user-two"
+
+
+@pytest.fixture(scope="module")
+def listed(deployment: tuple[Path, Path, str]) -> dict[tuple[str, str], list[str]]:
+    """Sessions written through the session manager: (tenant, user) -> their ids; one of them expired,
+    two with thread metadata."""
+    from agent.config import load_settings
+    from agent.services import build_manager
+    from agent.session.session import THREAD_METADATA
+
+    _, config, sid = deployment
+    manager = build_manager(load_settings(str(config)))
+    made: dict[tuple[str, str], list[str]] = {("default", "local"): [sid]}
+    for n, (tenant, user) in enumerate([("default", "local")] * 3 + [("default", OTHER_USER), (OTHER_TENANT, "local")]):
+        session = manager.create(tenant, "default", user)
+        if n < 2:
+            session.context[THREAD_METADATA] = {"team": "blue"}
+        if n == 2:
+            session.expire_minutes = 1
+            session.last_active_time = session.last_active_time.replace(year=2020)
+        manager.save(session)
+        made.setdefault((tenant, user), []).append(session.session_id)
+    return made
+
+
+_LISTINGS = [
+    ["sessions"],
+    ["sessions", "--json"],
+    ["sessions", "--limit", "2"],
+    ["sessions", "--limit", "0", "--json"],
+    ["sessions", "--user", OTHER_USER],
+    ["sessions", "--tenant", OTHER_TENANT, "--json"],
+    ["sessions", "--status", "ACTIVE"],
+    ["sessions", "--status", "EXPIRED", "--json"],
+    ["sessions", "--status", "FAILED"],
+    ["sessions", "--meta", "team=blue", "--json"],
+    ["sessions", "--after", "not-a-cursor"],
+]
+
+
+@pytest.mark.parametrize("index", range(len(_LISTINGS)))
+def test_sessions_on_postgres_lists_with_psycopg_what_sqlalchemy_lists(
+    deployment: tuple[Path, Path, str], listed: dict[tuple[str, str], list[str]], index: int
+) -> None:
+    """No LangGraph, LangChain or SQLAlchemy loaded; the SQLAlchemy listing's bytes and exit status."""
+    work, config, _ = deployment
+    args = [*_LISTINGS[index], "--config", str(config)]
+    code, out, err, loaded = _cli(work, args)
+    assert loaded == [], f"agentrt {' '.join(args)} loaded {loaded}"
+    old = _cli(work, args, sqlalchemy=True)
+    assert "sqlalchemy" in old[3] or code != 0, "the comparison did not take the SQLAlchemy path"
+    assert (code, out, err) == old[:3], f"agentrt {' '.join(args)} changed its output"
+    if "--json" in args and code == 0:
+        ids = {row["session_id"] for row in json.loads(out)}
+        tenant = OTHER_TENANT if OTHER_TENANT in args else "default"
+        assert ids and ids <= {s for (t, _), got in listed.items() if t == tenant for s in got}
+
+
+def test_each_tenant_and_user_sees_only_their_own_sessions(
+    deployment: tuple[Path, Path, str], listed: dict[tuple[str, str], list[str]]
+) -> None:
+    """A second tenant and a second user list exactly their rows."""
+    work, config, _ = deployment
+    for who, (tenant, user) in (
+        (["--tenant", OTHER_TENANT], (OTHER_TENANT, "local")),
+        (["--user", OTHER_USER], ("default", OTHER_USER)),
+    ):
+        code, out, err, loaded = _cli(work, ["sessions", "--json", *who, "--config", str(config)])
+        assert (code, loaded) == (0, []), err
+        assert [row["session_id"] for row in json.loads(out)] == listed[(tenant, user)]
+
+
+def test_paging_with_after_continues_where_the_page_ended(
+    deployment: tuple[Path, Path, str], listed: dict[tuple[str, str], list[str]]
+) -> None:
+    """Pages of 2 by cursor cover the tenant's sessions once each, as the SQLAlchemy listing pages them."""
+    work, config, _ = deployment
+    seen: list[str] = []
+    after: list[str] = []
+    while True:
+        args = ["sessions", "--json", "--limit", "2", *after, "--config", str(config)]
+        code, out, err, loaded = _cli(work, args)
+        assert (code, loaded) == (0, []), err
+        assert (code, out, err) == _cli(work, args, sqlalchemy=True)[:3]
+        rows = json.loads(out)
+        seen += [row["session_id"] for row in rows]
+        if len(rows) < 2:
+            break
+        after = ["--after", rows[-1]["cursor"]]
+    text = _cli(work, ["sessions", "--limit", "2", "--config", str(config)])[1]
+    assert "more: agentrt sessions --after " in text
+    mine = [s for (t, _), got in listed.items() if t == "default" for s in got]
+    assert sorted(seen) == sorted(mine) and len(seen) == len(set(seen))

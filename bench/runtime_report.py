@@ -1,0 +1,142 @@
+"""The figures `bench/runtime.py` prints for its runs: the per-N table, flatness, growth, fsyncs, memory."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+from typing import Any
+
+
+def _mean(xs: list[float]) -> float:
+    return statistics.mean(xs) if xs else float("nan")
+
+
+def report(args: argparse.Namespace, res: dict[tuple[str, int], list[dict[str, Any]]]) -> None:
+    """Print the per-N table, flatness and growth."""
+
+    def med(kind: str, n: int, key: str) -> float:
+        vals = [d[key] if key != "steps" else _mean(d["steps"]) for d in res[(kind, n)]]
+        return statistics.median(vals)
+
+    print("\n== one turn of N tool steps (median of rounds)")
+    print(f"{'':30}" + "".join(f"{'N=' + str(n):>14}" for n in args.steps))
+    rows = [
+        ("agentrt ms/tool step", "agentrt", "steps", 1.0, "{:.2f}"),
+        ("bare+SqliteSaver ms/tool step", "bare-sqlite", "steps", 1.0, "{:.2f}"),
+        ("bare+JSONL saver ms/tool step", "bare-jsonl", "steps", 1.0, "{:.2f}"),
+        ("floor: bare+InMemorySaver", "bare-memory", "steps", 1.0, "{:.2f}"),
+        ("floor: bare, no checkpointer", "bare-none", "steps", 1.0, "{:.2f}"),
+        ("agentrt CPU ms/tool step", "agentrt", "cpu_ms", 1.0, "{:.2f}"),
+        ("bare+SqliteSaver CPU ms/step", "bare-sqlite", "cpu_ms", 1.0, "{:.2f}"),
+        ("bare+JSONL saver CPU ms/step", "bare-jsonl", "cpu_ms", 1.0, "{:.2f}"),
+        ("floor: InMemorySaver CPU ms/step", "bare-memory", "cpu_ms", 1.0, "{:.2f}"),
+        ("floor: no ckpt CPU ms/step", "bare-none", "cpu_ms", 1.0, "{:.2f}"),
+        ("agentrt bytes (MB)", "agentrt", "bytes", 1e6, "{:.2f}"),
+        ("bare+SqliteSaver bytes (MB)", "bare-sqlite", "bytes", 1e6, "{:.2f}"),
+        ("bare+JSONL saver bytes (MB)", "bare-jsonl", "bytes", 1e6, "{:.2f}"),
+        ("agentrt peak RSS (MB)", "agentrt", "rss_mb", 1.0, "{:.0f}"),
+        ("bare+SqliteSaver peak RSS (MB)", "bare-sqlite", "rss_mb", 1.0, "{:.0f}"),
+        ("bare+JSONL saver peak RSS (MB)", "bare-jsonl", "rss_mb", 1.0, "{:.0f}"),
+        ("floor: no ckpt peak RSS (MB)", "bare-none", "rss_mb", 1.0, "{:.0f}"),
+    ]
+    for label, kind, key, div, fmt in rows:
+        print(f"{label:30}" + "".join(f"{fmt.format(med(kind, n, key) / div):>14}" for n in args.steps))
+    print(
+        f"{'ratio agentrt/bare sqlite':30}"
+        + "".join(f"{med('agentrt', n, 'steps') / med('bare-sqlite', n, 'steps'):>13.2f}x" for n in args.steps)
+        + "   (goal <= 1.0x at N=50, 200)"
+    )
+    print(
+        f"{'ratio agentrt/bare JSONL':30}"
+        + "".join(f"{med('agentrt', n, 'steps') / med('bare-jsonl', n, 'steps'):>13.2f}x" for n in args.steps)
+        + "   (goal <= 1.2x at N=1,000)"
+    )
+    print(
+        f"{'CPU ratio agentrt/bare sqlite':30}"
+        + "".join(f"{med('agentrt', n, 'cpu_ms') / med('bare-sqlite', n, 'cpu_ms'):>13.2f}x" for n in args.steps)
+        + "   (CPU of all threads per tool step; steadier on a busy machine)"
+    )
+    print(
+        f"{'CPU ratio agentrt/bare JSONL':30}"
+        + "".join(f"{med('agentrt', n, 'cpu_ms') / med('bare-jsonl', n, 'cpu_ms'):>13.2f}x" for n in args.steps)
+    )
+    for floor in ("bare-memory", "bare-none"):
+        print(
+            f"{'ratio ' + floor + '/bare sqlite':30}"
+            + "".join(f"{med(floor, n, 'steps') / med('bare-sqlite', n, 'steps'):>13.2f}x" for n in args.steps)
+            + "   (floor)"
+        )
+    print(
+        f"{'agentrt own: minus no-ckpt floor':30}"
+        + "".join(f"{med('agentrt', n, 'steps') - med('bare-none', n, 'steps'):>14.2f}" for n in args.steps)
+        + "   ms/step"
+    )
+    print(
+        f"{'bare sqlite own: minus floor':30}"
+        + "".join(f"{med('bare-sqlite', n, 'steps') - med('bare-none', n, 'steps'):>14.2f}" for n in args.steps)
+        + "   ms/step"
+    )
+    print(
+        f"{'ratio bytes agentrt/JSONL alone':30}"
+        + "".join(f"{med('agentrt', n, 'bytes') / med('bare-jsonl', n, 'bytes'):>13.2f}x" for n in args.steps)
+        + "   (goal <= 3x)"
+    )
+    print(
+        f"{'agentrt/bare sqlite peak RSS':30}"
+        + "".join(f"{med('agentrt', n, 'rss_mb') / med('bare-sqlite', n, 'rss_mb'):>13.2f}x" for n in args.steps)
+        + "   (goal <= 1.2x at N=1,000; VmHWM of each child)"
+    )
+    print(
+        f"{'agentrt/bare JSONL peak RSS':30}"
+        + "".join(f"{med('agentrt', n, 'rss_mb') / med('bare-jsonl', n, 'rss_mb'):>13.2f}x" for n in args.steps)
+    )
+    for kind_name in res[("agentrt", args.steps[0])][0]["by_kind"]:  # in the order of runtime.KINDS
+        vals = [statistics.median(d["by_kind"][kind_name] for d in res[("agentrt", n)]) / 1e6 for n in args.steps]
+        print(f"{'  agentrt ' + kind_name + ' (MB)':30}" + "".join(f"{v:>14.2f}" for v in vals))
+    for kind in ("agentrt", "bare-sqlite", "bare-jsonl"):
+        fs = [statistics.median(d["fsyncs"] for d in res[(kind, n)]) / n for n in args.steps]
+        print(f"{kind + ' fsyncs/tool step':30}" + "".join(f"{f:>14.1f}" for f in fs) + "   (python-level)")
+    if len(args.steps) > 1:
+        # The claim "2 fsyncs per tool step" measured: the slope between the smallest and largest N,
+        # and what is left at N=0 (the turn's own: lease, fence, session document, run entries).
+        lo, hi = min(args.steps), max(args.steps)
+        for kind in ("agentrt", "bare-jsonl"):
+            f_lo = statistics.median(d["fsyncs"] for d in res[(kind, lo)])
+            f_hi = statistics.median(d["fsyncs"] for d in res[(kind, hi)])
+            marginal = (f_hi - f_lo) / (hi - lo)
+            goal = "   (goal <= 2)" if kind == "agentrt" else ""
+            print(
+                f"{kind + ' marginal fsyncs/step':30}{marginal:>14.2f}   N={lo}..{hi}{goal}; "
+                f"per-turn constant {f_lo - marginal * lo:.1f}"
+            )
+    if args.strace:
+        for kind in ("agentrt", "bare-sqlite", "bare-jsonl"):
+            for call in ("fsync", "fdatasync", "write", "openat"):
+                vals = [res[(kind, n)][0].get("strace", {}).get(call, 0) / n for n in args.steps]
+                print(f"{kind + ' strace ' + call + '/step':30}" + "".join(f"{v:>14.1f}" for v in vals))
+    for n in args.steps:
+        for kind in ("agentrt", "bare-sqlite", "bare-jsonl", "bare-none"):
+            # Each round's ratio, then the median over rounds (a single round swings with the machine).
+            rounds = [d["steps"] for d in res[(kind, n)]]
+            first = statistics.median(_mean(s[:50]) for s in rounds)
+            if n >= 200:
+                late = statistics.median(_mean(s[149:200]) for s in rounds)
+                ratio = statistics.median(_mean(s[149:200]) / _mean(s[:50]) for s in rounds)
+                print(
+                    f"flatness {kind} N={n}: steps 150-200 {late:.2f} ms vs 1-50 {first:.2f} ms = "
+                    f"{ratio:.2f}x (median of {len(rounds)} rounds)"
+                )
+            if n > 100:
+                last = statistics.median(_mean(s[-50:]) for s in rounds)
+                ratio = statistics.median(_mean(s[-50:]) / _mean(s[:50]) for s in rounds)
+                print(
+                    f"flatness {kind} N={n}: last 50 steps {last:.2f} ms vs first 50 {first:.2f} ms = "
+                    f"{ratio:.2f}x (median of {len(rounds)} rounds; goal <= 1.1x)"
+                )
+    if len(args.steps) > 1:
+        lo, hi = min(args.steps), max(args.steps)
+        for kind in ("agentrt", "bare-sqlite", "bare-jsonl"):
+            b_lo, b_hi = med(kind, lo, "bytes"), med(kind, hi, "bytes")
+            exp = math.log(b_hi / b_lo) / math.log(hi / lo)
+            print(f"growth exponent {kind} N={lo}..{hi}: {exp:.2f}" + (" (goal <= 1.1)" if kind == "agentrt" else ""))
