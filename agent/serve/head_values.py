@@ -24,7 +24,7 @@ from langgraph.types import StateSnapshot
 from agent.serve.encode import jsonable
 
 Values = tuple[dict[str, Any], dict[str, list[Any]]]
-_KEPT = 2048  # threads' answers kept: a few pages of every list agent-chat-ui shows
+_KEPT = 256  # threads kept: a few pages of the lists agent-chat-ui shows; each holds its values (messages)
 
 
 class HeadValues:
