@@ -22,6 +22,7 @@ from agent.serve.assistants import ASSISTANT_ID, GRAPH_ID, AssistantStore
 from agent.serve.auth import Authenticator, Principal
 from agent.serve.encode import empty_state, jsonable, thread_state
 from agent.serve.engine import RunEngine
+from agent.serve.head_values import HeadValues
 from agent.serve.run_record import RunRecord
 from agent.serve.serve_runner import serve_runner
 from agent.session.session import THREAD_METADATA, ChatSession
@@ -62,6 +63,8 @@ class ServeContext:
         self.items = self.runner.items.store
         """LangGraph's store (`agent.session.item_store`), opened and set up now: the store routes
         and the graphs of this server's runs read it, each through its tenant's `TenantStore`."""
+        self.head_values = HeadValues(self.runner.graph)
+        """Threads' values and interrupts as JSON, kept by head checkpoint (agent/serve/head_values.py)."""
         self.started_at = time.time()
         self.assistants = AssistantStore(settings, self.items, self.started_at)
         """The built-in assistant and the tenants' own (`agent.serve.assistants`)."""
@@ -187,9 +190,7 @@ class ServeContext:
 
     def _values(self, config: RunnableConfig) -> tuple[dict[str, Any], dict[str, list[Any]]]:
         """The values and pending interrupts (by task id) of the checkpoint `config` names."""
-        snap = self.runner.graph.get_state(config)
-        interrupts = {t.id: [jsonable(i) for i in t.interrupts] for t in snap.tasks if t.interrupts}
-        return jsonable(snap.values or {}), interrupts
+        return self.head_values.read(config)
 
     def thread_of_row(self, row: SessionRow, with_values: bool = False) -> dict[str, Any]:
         """The API's Thread object from a session's index row, with the values of its head checkpoint
