@@ -1,7 +1,7 @@
 """agentrt: a graph-orchestrated agent runtime on LangGraph that survives crashes, long tasks and branching.
 
 The public face: `AgentRunner` (run / stream / resume / pause / end / fork), `load_settings`,
-the exception tree in `agent.errors`, and `ScriptedChatModel` for tests.
+the exception tree in `agent.core.errors`, and `ScriptedChatModel` for tests.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ install_offline_encodings()
 __all__ = ["AgentRunner", "RunEvent", "RunResult", "ScriptedChatModel", "load_settings"]
 
 if TYPE_CHECKING:
-    from agent.config import load_settings
+    from agent.core.config import load_settings
     from agent.loop.models import ScriptedChatModel
     from agent.runner import AgentRunner, RunEvent, RunResult
 
@@ -32,7 +32,7 @@ def __getattr__(name: str) -> Any:
 
         return ScriptedChatModel
     if name == "load_settings":
-        from agent.config import load_settings
+        from agent.core.config import load_settings
 
         return load_settings
     raise AttributeError(name)

@@ -14,8 +14,8 @@ from typing import Any
 
 from celery import Celery
 
-from agent.config import AgentSettings
-from agent.errors import ConfigError
+from agent.core.config import AgentSettings
+from agent.core.errors import ConfigError
 
 TASK_NAME = "agentrt.drain_session"
 

@@ -42,12 +42,20 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from agent.config import AgentSettings
-from agent.errors import AgentrtError, ApprovalNotPending, BackendUnavailable, LeaseHeld, SessionError, SessionNotFound
-from agent.events import of_run
+from agent.core.config import AgentSettings
+from agent.core.errors import (
+    AgentrtError,
+    ApprovalNotPending,
+    BackendUnavailable,
+    LeaseHeld,
+    SessionError,
+    SessionNotFound,
+)
+from agent.core.events import of_run
+from agent.core.results import RunEvent
+from agent.core.statuses import RunStatus
 from agent.live import END, LiveChannel, encode_event
 from agent.loop.surface import compute_pins, skills_digest
-from agent.results import RunEvent
 from agent.routing import session_graph_version
 from agent.run.options import RunOptions
 from agent.run.run_lifecycle import fork_before_run
@@ -58,7 +66,6 @@ from agent.session.lease import InProcessLease, LeaseHeartbeat, SessionLease, ma
 from agent.session.lease_file import FileLease
 from agent.session.lease_redis import RedisLease
 from agent.session.record_store import inbox as record_inbox
-from agent.statuses import RunStatus
 from checkpointing import layout
 
 log = logging.getLogger("agentrt.drain")

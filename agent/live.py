@@ -22,9 +22,9 @@ from typing import Any
 
 import redis
 
-from agent.config import AgentSettings
-from agent.errors import BackendUnavailable, ConfigError
-from agent.results import RunEvent, jsonable
+from agent.core.config import AgentSettings
+from agent.core.errors import BackendUnavailable, ConfigError
+from agent.core.results import RunEvent, jsonable
 
 END = "end"
 MAX_EVENTS = 20_000  # per turn; older ones are trimmed (a reader that far behind re-reads the state)

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import RecoveryBlocked
+from agent.core.errors import RecoveryBlocked
 from agent.loop.message_view import MessageView, check_tool_pairs
 from agent.loop.surface import SurfacePins
 from agent.session.session import ChatSession

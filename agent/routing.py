@@ -17,7 +17,7 @@ moved on between submission and delivery) sends it on to that version's queue (a
 
 from __future__ import annotations
 
-from agent.config import AgentSettings, valid_version
+from agent.core.config import AgentSettings, valid_version
 from agent.session.record_store import event_log as record_event_log
 
 _START = frozenset({"run_start"})

@@ -22,9 +22,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
-from agent.config import AgentSettings, load_settings
+from agent.core.config import AgentSettings, load_settings
+from agent.core.results import RunEvent, RunResult
 from agent.loop.surface import SurfacePins
-from agent.results import RunEvent, RunResult
 from agent.run import branch_ops, reading
 from agent.run import run_lifecycle as lifecycle
 from agent.run.base_runner import Runner

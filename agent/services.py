@@ -6,9 +6,9 @@ import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from agent import faults
-from agent.config import AgentSettings, config_hint
-from agent.errors import ConfigError
+from agent.core import faults
+from agent.core.config import AgentSettings, config_hint
+from agent.core.errors import ConfigError
 from agent.session.manager import ChatSessionManager, open_manager
 from checkpointing.layout import sqlite_checkpoints_file
 

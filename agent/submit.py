@@ -19,8 +19,8 @@ from typing import Any
 from celery import Celery
 
 from agent.celery_app import TASK_NAME, celery_config
-from agent.config import AgentSettings, load_settings
-from agent.errors import BackendUnavailable, ConfigError, SessionExists, SessionNotFound, quote_id
+from agent.core.config import AgentSettings, load_settings
+from agent.core.errors import BackendUnavailable, ConfigError, SessionExists, SessionNotFound, quote_id
 from agent.routing import turn_queue
 from agent.run.approvals import check_decision, checked_interrupt_id
 from agent.session.inbox import Inbox, Turn, TurnStatus, new_turn_id
@@ -282,7 +282,7 @@ def cmd_queue_decision(args: argparse.Namespace, decision: dict[str, Any], inter
 
 def print_turn(turn: Turn, as_json: bool) -> int:
     """Print a settled turn (one JSON object with --json); the exit code."""
-    from agent.text import json_safe, printable
+    from agent.core.text import json_safe, printable
 
     data = turn.to_json()
     if as_json:

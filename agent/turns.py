@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.logs import log_event
+from agent.core.logs import log_event
 from agent.session.hold import SessionHold
 from agent.session.manager import ChatSessionManager
 from agent.session.session import ChatSession

@@ -48,9 +48,9 @@ from celery import Task, signals
 from celery.exceptions import Reject
 
 from agent.celery_app import TASK_NAME, make_app
-from agent.config import load_settings
+from agent.core.config import load_settings
+from agent.core.errors import BackendUnavailable, ConfigError, LeaseHeld
 from agent.drain import OtherGraphVersion, Stopping, drain
-from agent.errors import BackendUnavailable, ConfigError, LeaseHeld
 from agent.live import LiveChannel
 from agent.routing import version_queue
 from agent.runner import AgentRunner, GraphChunks

@@ -395,5 +395,5 @@ def _tagged(d: dict[str, Any], messages: bool) -> Any:
 
 
 def interrupt_requests(interrupts: Sequence[tuple[str, Any]]) -> list[dict[str, Any]]:
-    """The approvals among `interrupts`, as `agent.results.pending_approvals` lists them."""
+    """The approvals among `interrupts`, as `agent.core.results.pending_approvals` lists them."""
     return [{**value, "interrupt_id": iid} for iid, value in interrupts if isinstance(value, dict)]

@@ -27,7 +27,7 @@ class LoopRuntimeProtocol(Protocol):
     run_id: str
     fencing_token: int | None
     dataset_info: list[dict[str, Any]]
-    settings: Any  # agent.config.AgentSettings
+    settings: Any  # agent.core.config.AgentSettings
     own_errors: tuple[type[BaseException], ...]
     """The runtime's error classes: raised inside a model call, they pass through `invoke_model` unchanged."""
 

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 def describe(request: dict[str, Any]) -> str:
     """`name(args)` of an approval request, secrets masked, on one line, escaped (`printable`)."""
-    from agent.text import printable
+    from agent.core.text import printable
     from checkpointing.digest import redact
 
     args = json.dumps(redact(request.get("args") or {}), ensure_ascii=False, default=str)
@@ -38,7 +38,7 @@ def ask(
     """Prompt a human on the terminal for one request and return the decision."""
     src = stdin if stdin is not None else sys.stdin
     dst = out if out is not None else sys.stderr
-    from agent.text import printable
+    from agent.core.text import printable
 
     call_id = request.get("tool_call_id")
     call = printable(f"  (call {call_id})") if call_id else ""

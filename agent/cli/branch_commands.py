@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from agent.cli.common import common_options, print_json, runner, say, session_argument
-from agent.text import printable
+from agent.core.text import printable
 
 
 def args_branches(p: argparse.ArgumentParser) -> None:
@@ -78,7 +78,7 @@ def cmd_switch(args: argparse.Namespace) -> int:
 
 def cmd_branch(args: argparse.Namespace) -> int:
     """agentrt branch rename ID BRANCH NAME | agentrt branch delete ID BRANCH."""
-    from agent.errors import InputError
+    from agent.core.errors import InputError
 
     r = runner(args)
     if args.action == "rename":

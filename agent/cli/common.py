@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 _T = TypeVar("_T")
 
 if TYPE_CHECKING:
-    from agent.config import AgentSettings
+    from agent.core.config import AgentSettings
     from agent.runner import AgentRunner
 
 
@@ -39,7 +39,7 @@ def session_argument(p: argparse.ArgumentParser) -> None:
 def one_line(text: str) -> str:
     """`text` for one line of stderr: unsafe characters escaped (no raw `\\r`, ESC or U+202E of a
     hostile id reaches the terminal), then its lines and runs of blanks joined by single spaces."""
-    from agent.text import printable
+    from agent.core.text import printable
 
     return " ".join(printable(text, keep="\n\t").split())
 
@@ -69,7 +69,7 @@ class _Warnings(logging.Handler):
 def configure_output(live_warnings: bool) -> _Warnings | None:
     """Logging from the environment (AGENTRT_LOG), else our warning lines; stdout/stderr that never
     fail on a character. Returns the warning handler when it is ours."""
-    from agent.logs import configure_logging
+    from agent.core.logs import configure_logging
 
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
@@ -110,7 +110,7 @@ def drop_warnings_since(mark: int) -> None:
 
 def settings(args: argparse.Namespace) -> AgentSettings:
     """The settings of `--config` (the built-in defaults without it)."""
-    from agent.config import load_settings
+    from agent.core.config import load_settings
 
     return load_settings(args.config)
 
@@ -149,7 +149,7 @@ def read(args: argparse.Namespace, call: Callable[[Any], _T]) -> _T:
 
 def tenant_of(args: argparse.Namespace, conf: AgentSettings) -> str:
     """The tenant the command acts for, validated."""
-    from agent.errors import InputError
+    from agent.core.errors import InputError
     from checkpointing.exceptions import InvalidIdError
     from checkpointing.ids import validate_id
 
@@ -161,7 +161,7 @@ def tenant_of(args: argparse.Namespace, conf: AgentSettings) -> str:
 
 def print_json(data: Any) -> int:
     """One JSON document on stdout: every id exact, no control or format character raw (`json_safe`)."""
-    from agent.text import json_safe
+    from agent.core.text import json_safe
 
     sys.stdout.write(json_safe(json.dumps(data, ensure_ascii=False, default=str, indent=2)) + "\n")
     return 0
@@ -177,7 +177,7 @@ def say(text: str = "", *, err: bool = False, end: str = "\n") -> None:
 def styled(text: str, style: str, stream: Any = None) -> str:
     """`text` (escaped: `printable`) in an ANSI style when `stream` (default stdout) is a terminal
     and the environment sets no `NO_COLOR` (no-color.org)."""
-    from agent.text import printable
+    from agent.core.text import printable
 
     text = printable(text, keep="\n\t")
     target = stream if stream is not None else sys.stdout
@@ -228,7 +228,7 @@ def write_out(data: bytes, output: str | None, done: str) -> None:
     if output:
         from pathlib import Path
 
-        from agent.text import printable
+        from agent.core.text import printable
 
         out = Path(output)
         temp = out.with_name(f".{out.name}.part-{os.getpid()}")
@@ -246,8 +246,8 @@ def read_in(file: str, wrote_by: str) -> tuple[bytes, str]:
     (the command that writes such a file) when there is no such file or it is a folder."""
     from pathlib import Path
 
-    from agent.errors import InputError
-    from agent.text import printable
+    from agent.core.errors import InputError
+    from agent.core.text import printable
 
     if file == "-":
         return sys.stdin.buffer.read(), "stdin"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 from agent.cli.common import common_options, print_json, runner, say
-from agent.text import printable
+from agent.core.text import printable
 
 
 def args_erase(p: argparse.ArgumentParser) -> None:
@@ -75,7 +75,7 @@ def _report(out: object, as_json: bool) -> None:
 
 def cmd_erase(args: argparse.Namespace) -> int:
     """agentrt erase --tenant T [--user U] [--yes | --dry-run]."""
-    from agent.errors import Conflict, InputError
+    from agent.core.errors import Conflict, InputError
     from agent.session.erase import erase
 
     r = runner(args)
@@ -103,7 +103,7 @@ def cmd_erase(args: argparse.Namespace) -> int:
 def cmd_store(args: argparse.Namespace) -> int:
     """agentrt store gc [--dry-run] | agentrt store converge [--tenant T] [--limit N] |
     agentrt store migrate --from files --to postgres."""
-    from agent.errors import InputError
+    from agent.core.errors import InputError
     from agent.session.retention import collect
 
     if args.action != "converge" and (args.store_tenant is not None or args.limit is not None):
@@ -127,7 +127,7 @@ def cmd_store(args: argparse.Namespace) -> int:
 def _converge(args: argparse.Namespace) -> int:
     """`agentrt store converge`: exit 0 when nothing is owed any more, 4 when a run holds a debtor,
     6 when a layer still does not answer."""
-    from agent.errors import BackendUnavailable, InputError
+    from agent.core.errors import BackendUnavailable, InputError
     from agent.session.sweep import sweep
     from checkpointing.exceptions import InvalidIdError
     from checkpointing.ids import validate_id

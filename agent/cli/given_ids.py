@@ -49,7 +49,7 @@ CHECKS: dict[str, tuple[str, Callable[[str, str], str], str]] = {
 
 def check_ids(args: argparse.Namespace) -> None:
     """Raise `InputError` (exit 2) for the first id or name of `args` that can never be valid."""
-    from agent.errors import InputError
+    from agent.core.errors import InputError
 
     for dest, (what, check, hint) in CHECKS.items():
         value = getattr(args, dest, None)

@@ -29,7 +29,7 @@ def args_items(p: argparse.ArgumentParser) -> None:
 
 def cmd_items(args: argparse.Namespace) -> int:
     """agentrt items export [--tenant T] [-o FILE] | agentrt items import FILE."""
-    from agent.errors import InputError
+    from agent.core.errors import InputError
 
     if args.action == "export":
         if args.file is not None:

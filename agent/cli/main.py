@@ -1,7 +1,7 @@
 """Parsing, dispatch and the one error boundary of `agentrt`.
 
 Every error ends here: one line on stderr (`agentrt: error: ...`) and the exit status of its class
-in `agent.errors` (docs/reference/exit-codes.md); the traceback only with AGENTRT_DEBUG=1. The line stays
+in `agent.core.errors` (docs/reference/exit-codes.md); the traceback only with AGENTRT_DEBUG=1. The line stays
 under `MAX_ERROR_CHARS`: a longer message keeps its start (what happened) and its next step
 (`brief`), and says that AGENTRT_DEBUG=1 shows it whole.
 """
@@ -131,7 +131,7 @@ def _guarded(cmd: Command, call: Callable[[], Any]) -> int:
         return code
     except KeyboardInterrupt as err:
         from agent.cli import common
-        from agent.errors import RunInterrupted
+        from agent.core.errors import RunInterrupted
 
         _wake_orphan_workers()
         if common.DONE_CODE is not None and not isinstance(err, RunInterrupted):
@@ -171,7 +171,7 @@ def _wake_orphan_workers() -> None:
 
 def _report(err: Exception) -> int:
     from agent.cli.common import one_line
-    from agent.errors import EXIT_BUG, as_agentrt_error
+    from agent.core.errors import EXIT_BUG, as_agentrt_error
 
     mapped = as_agentrt_error(err)
     if mapped is None:

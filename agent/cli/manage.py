@@ -17,7 +17,7 @@ from agent.cli.common import (
     settings,
     warnings_mark,
 )
-from agent.text import printable
+from agent.core.text import printable
 
 if TYPE_CHECKING:
     from agent.doctor.subject import DoctorContext
@@ -135,7 +135,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     On the embedded default the report is made without LangGraph (`agent.doctor.light`); where
     only LangGraph reads the session exactly (`NeedsGraph`), or with `--repair` (it takes the
     session lease and writes), it is made with a runner, and says the same."""
-    from agent.errors import InputError
+    from agent.core.errors import InputError
     from checkpointing.exceptions import InvalidIdError
     from checkpointing.ids import validate_id
     from checkpointing.tail import NeedsGraph
@@ -168,8 +168,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def _doctor(args: argparse.Namespace, ctx: DoctorContext) -> int:
     """The report of `agentrt doctor` through `ctx` (with `--repair`: a `RunnerContext`)."""
     from agent.cli.common import tenant_of
+    from agent.core.errors import NotFound
     from agent.doctor import render, run_doctor
-    from agent.errors import NotFound
     from agent.session.record_store import session_streams
     from checkpointing.store.files import FileSessionStreams
 

@@ -13,7 +13,7 @@ import time
 from typing import Any, TextIO
 
 from agent.cli.common import short, styled
-from agent.text import printable
+from agent.core.text import printable
 
 # Events emitted from inside a node that do not name it.
 _NODE_OF = {"tool_call": "acting", "tool_result": "acting"}

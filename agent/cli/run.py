@@ -8,8 +8,8 @@ from typing import Any
 
 from agent.cli import common
 from agent.cli.common import common_options, print_json, runner, say, session_argument, styled
-from agent.faults import crash_point
-from agent.statuses import RunStatus
+from agent.core.faults import crash_point
+from agent.core.statuses import RunStatus
 
 
 def args_run(p: argparse.ArgumentParser) -> None:
@@ -67,7 +67,7 @@ def _consume(events: Any, args: argparse.Namespace, progress: Any) -> dict[str, 
             elif progress is not None:
                 progress(ev.kind, ev.data)
     except KeyboardInterrupt as err:
-        from agent.errors import RunInterrupted
+        from agent.core.errors import RunInterrupted
 
         # Ctrl-C while an event was being shown: hand it to the run (suspended at its yield), which
         # closes itself as INTERRUPTED and raises the message naming its session.
@@ -108,7 +108,7 @@ def _decide(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any]
 
 def pause_lines(session_id: str, pending: list[dict[str, Any]]) -> list[str]:
     """The pause message: which approval is pending, and the exact commands that answer it (escaped)."""
-    from agent.text import printable
+    from agent.core.text import printable
 
     return [printable(line) for line in _pause_lines(session_id, pending)]
 
@@ -132,7 +132,7 @@ def _print_result(result: dict[str, Any], args: argparse.Namespace, streamed: st
     if args.json:
         print_json(result)
     else:
-        from agent.text import printable
+        from agent.core.text import printable
 
         answer = result.get("answer") or ""
         shown = bool(streamed) and streamed.strip() == answer.strip() and sys.stdout.isatty() and not args.quiet
@@ -223,7 +223,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         )
         return _consume(events, args, progress)
 
-    from agent.errors import ApprovalNotPending
+    from agent.core.errors import ApprovalNotPending
 
     try:
         final = resume(decision, interrupt)

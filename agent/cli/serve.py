@@ -8,8 +8,8 @@ import socket
 import sys
 from collections.abc import Sequence
 
-from agent.config import load_settings
-from agent.errors import AgentrtError, ConfigError
+from agent.core.config import load_settings
+from agent.core.errors import AgentrtError, ConfigError
 from agent.serve.auth import Authenticator, check_bind
 
 

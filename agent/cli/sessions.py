@@ -20,8 +20,8 @@ import shlex
 from typing import Any
 
 from agent.cli.common import common_options, print_json, relative_time, say, settings, short, styled, tenant_of
-from agent.statuses import SessionStatus
-from agent.text import printable
+from agent.core.statuses import SessionStatus
+from agent.core.text import printable
 
 STATUSES = tuple(s.value for s in SessionStatus)
 
@@ -46,7 +46,7 @@ def args_sessions(p: argparse.ArgumentParser) -> None:
 
 
 def _page(args: argparse.Namespace) -> Any:
-    from agent.errors import InputError
+    from agent.core.errors import InputError
     from agent.session.stores.listing import meta_filters
     from checkpointing.exceptions import InvalidIdError
     from checkpointing.ids import validate_id

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from agent.cli.common import common_options, print_json, read, relative_time, say, session_argument, short, styled
-from agent.text import printable, printable_all, shown
+from agent.core.text import printable, printable_all, shown
 
 SHOWN = frozenset(
     {
@@ -61,7 +61,7 @@ def _show(args: argparse.Namespace, r: Any) -> int:
 def render(info: dict[str, Any], log: Any, branch: str, pending: list[dict[str, Any]]) -> list[str]:
     """The text of `agentrt show`."""
     from agent.cli.approval import describe
-    from agent.errors import NotFound
+    from agent.core.errors import NotFound
 
     s = printable_all(info["session"])  # every id and name escaped: data, never terminal commands
     sid = s["session_id"]

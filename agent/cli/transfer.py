@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.cli.common import common_options, print_json, read_in, say, settings, tenant_of, write_out
-from agent.text import printable
+from agent.core.text import printable
 
 if TYPE_CHECKING:
     from agent.session.session import ChatSession
@@ -42,7 +42,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     """agentrt export ID..."""
     import io
 
-    from agent.errors import InputError
+    from agent.core.errors import InputError
     from agent.session.record_store import pg_store
     from agent.transfer.exporter import read_image
     from agent.transfer.fileformat import ExportWriter
@@ -128,7 +128,7 @@ def _imported(args: argparse.Namespace, export: ExportFile, placed: list[ChatSes
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     """agentrt store migrate --from files --to postgres [--from-dir DIR] [--dry-run]."""
-    from agent.errors import Conflict, InputError
+    from agent.core.errors import Conflict, InputError
     from agent.services import build_manager
     from agent.session.record_store import pg_store
     from agent.transfer.store_migrate import Moved, migrate

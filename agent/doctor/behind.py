@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agent.core.errors import AgentrtError, quote_id
 from agent.doctor.facts import Check
 from agent.doctor.finding import finding
-from agent.errors import AgentrtError, quote_id
 
 if TYPE_CHECKING:
     from agent.doctor.subject import RuntimeParts

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agent.errors import BackendUnavailable
+from agent.core.errors import BackendUnavailable
 from agent.session.outbox import Lag
 from agent.session.session import ChatSession, SessionDocumentCorrupt
 from agent.session.stores.jsonl import read_session_file

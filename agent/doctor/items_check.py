@@ -15,7 +15,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.config import AgentSettings
+from agent.core.config import AgentSettings
 from agent.doctor.facts import Check
 from agent.doctor.finding import finding
 from agent.session.item_sql import StoreNotMade, read_store, store_where, tenant_of_prefix

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent.core.errors import AgentrtError, DataCorrupt
 from agent.doctor.facts import Check, SessionFacts
 from agent.doctor.finding import finding
-from agent.errors import AgentrtError, DataCorrupt
 from agent.session.lease import InProcessLease
 from agent.session.lease_file import FileLease, read_lease_state
 from agent.session.lease_redis import RedisLease

@@ -36,7 +36,7 @@ from agent.run.readable import RunnerFree
 from checkpointing.tail import ABSENT, History, NeedsGraph, StoredMessage, ThreadTail
 
 if TYPE_CHECKING:
-    from agent.config import AgentSettings
+    from agent.core.config import AgentSettings
     from agent.doctor.facts import SessionFacts
     from agent.loop.surface import SurfacePins
     from agent.session.lease import SessionLease

@@ -17,7 +17,7 @@ from agent.doctor.facts import Check, SessionFacts
 from agent.doctor.finding import finding
 
 if TYPE_CHECKING:  # the inbox and the routing load when a broker is configured (these checks run)
-    from agent.config import AgentSettings
+    from agent.core.config import AgentSettings
     from agent.doctor.subject import RuntimeParts
 
 NAME = "worker_queue"

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.core.errors import RecoveryBlocked
+from agent.core.statuses import RunStatus
 from agent.doctor.context_checks import _messages
 from agent.doctor.facts import Check, SessionFacts
 from agent.doctor.finding import NOTHING, finding
-from agent.errors import RecoveryBlocked
 from agent.recovery import (
     PIN_REASONS,
     check_header,
@@ -16,7 +17,6 @@ from agent.recovery import (
     compare_pins,
     stored_pins,
 )
-from agent.statuses import RunStatus
 from checkpointing.validation import KNOWN_SCHEMA_VERSIONS
 from graph.schema import SCHEMA_VERSION as STATE_SCHEMA_VERSION
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.errors import AgentrtError, DataCorrupt
+from agent.core.errors import AgentrtError, DataCorrupt
 from agent.session.record_store import session_streams
 from checkpointing import records
 from checkpointing.exceptions import CorruptRecordError, OldFormatError

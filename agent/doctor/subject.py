@@ -27,7 +27,7 @@ from checkpointing.audit import newest_document
 from checkpointing.layout import session_dir as layout_session_dir
 
 if TYPE_CHECKING:
-    from agent.config import AgentSettings
+    from agent.core.config import AgentSettings
     from agent.doctor.facts import SessionFacts
     from agent.loop.surface import SurfacePins
     from agent.runner import AgentRunner

@@ -33,7 +33,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from pydantic import BaseModel, Field, model_validator
 
-from agent.errors import ConfigError, ModelCallFailed
+from agent.core.errors import ConfigError, ModelCallFailed
 from agent.loop.message_view import ARCHIVED_KEY as ARCHIVED_KEY  # re-exported
 from agent.loop.token_count import MessageCounter, TokenCounter
 from agent.loop.tool_pairs import ToolPairingError as ToolPairingError  # re-exported
@@ -72,7 +72,7 @@ class CompressionSettings(BaseModel):
 
     @classmethod
     def from_config(cls, config: Any) -> CompressionSettings:
-        """Settings from `agent.config.CompressionConfig` (or any object with these attribute names)."""
+        """Settings from `agent.core.config.CompressionConfig` (or any object with these attribute names)."""
         return cls(**{k: getattr(config, k) for k in cls.model_fields if hasattr(config, k)})
 
     @model_validator(mode="after")

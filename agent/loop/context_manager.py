@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, SystemMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from agent.config import AgentSettings
+from agent.core.config import AgentSettings
 from agent.loop.compression import (
     CompressionSettings,
     CompressionTier,

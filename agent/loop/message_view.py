@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from agent.errors import AgentrtError
+from agent.core.errors import AgentrtError
 
 ARCHIVED_KEY = "agentrt_archived"
 """The `additional_kwargs` marker of a pointer / placeholder ToolMessage (compression archived its result)."""

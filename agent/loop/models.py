@@ -48,10 +48,10 @@ from langchain_core.output_parsers.openai_tools import make_invalid_tool_call, p
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from agent.config import ModelSettings
-from agent.errors import ConfigError, ModelCallFailed
-from agent.text import shown_path
-from agent.yaml_errors import yaml_problem
+from agent.core.config import ModelSettings
+from agent.core.errors import ConfigError, ModelCallFailed
+from agent.core.text import shown_path
+from agent.core.yaml_errors import yaml_problem
 
 
 class ScriptedToolCall(BaseModel):

@@ -18,8 +18,8 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.config import get_stream_writer
 from pydantic import ValidationError
 
-from agent.config import AgentSettings
-from agent.errors import AgentrtError
+from agent.core.config import AgentSettings
+from agent.core.errors import AgentrtError
 from agent.loop.models import ScriptedChatModel
 from agent.loop.todos import TodoManager
 from agent.tools.journal import digest_text

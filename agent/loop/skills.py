@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
-from agent.errors import ConfigError
-from agent.yaml_errors import yaml_problem
+from agent.core.errors import ConfigError
+from agent.core.yaml_errors import yaml_problem
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 

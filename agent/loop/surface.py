@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from agent.config import AgentSettings
+from agent.core.config import AgentSettings
 from checkpointing.digest import digest_form, digest_of, is_secret_key
 from checkpointing.records import canonical_json
 

@@ -30,7 +30,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from agent.config import AgentSettings
+from agent.core.config import AgentSettings
 from agent.loop.skills import load_skills
 from agent.loop.surface import SurfacePins, ToolsetDigests, pins_of, skills_digest
 from checkpointing.digest import digest_of

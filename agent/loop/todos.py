@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from agent.errors import ToolError
+from agent.core.errors import ToolError
 
 TODO_STATUSES = ("pending", "in_progress", "done", "failed")
 

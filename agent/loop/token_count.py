@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agent.errors import BackendUnavailable
+from agent.core.errors import BackendUnavailable
 from checkpointing.fsyncs import atomic_write
 
 if TYPE_CHECKING:

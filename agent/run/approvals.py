@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from agent.errors import ApprovalNotFound, ApprovalNotPending, InputError
+from agent.core.errors import ApprovalNotFound, ApprovalNotPending, InputError
 from checkpointing.ids import shown
 
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

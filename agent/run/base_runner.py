@@ -18,8 +18,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
-from agent import faults
-from agent.config import AgentSettings
+from agent.core import faults
+from agent.core.config import AgentSettings
 from agent.loop.models import build_chat_model
 from agent.loop.surface import SurfacePins, compute_pins, skills_digest
 from agent.run.builder import RuntimeBuilder

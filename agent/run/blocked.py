@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import RecoveryBlocked
+from agent.core.errors import RecoveryBlocked
+from agent.core.statuses import RunStatus
 from agent.run.chunks import jsonable
 from agent.session.session import ChatSession
-from agent.statuses import RunStatus
 
 if TYPE_CHECKING:
     from agent.run.base_runner import Runner

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import Conflict, InputError, quote_id
+from agent.core.errors import Conflict, InputError, quote_id
 from agent.run.branches import fork_point_of, room_id, set_room
 from agent.run.unfinished import refuse_unfinished
 from agent.session.branch_book import DELETED, RENAMED, BranchBook, read_book

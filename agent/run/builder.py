@@ -17,7 +17,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from agent.config import AgentSettings
+from agent.core.config import AgentSettings
 from agent.loop.context_manager import ContextManager
 from agent.loop.models import build_chat_model
 from agent.loop.runtime import EventSink, LoopRuntime

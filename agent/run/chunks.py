@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from langgraph.types import StreamMode
 
-from agent.results import RunEvent
+from agent.core.results import RunEvent
 from agent.turns import EventRecorder
 
 STREAM_MODES: list[StreamMode] = ["updates", "custom", "checkpoints"]

@@ -1,6 +1,6 @@
 """A run's overrides of the server's settings: what an assistant of `agentrt serve` may change.
 
-The allowlist is `agent.config.AssistantOverrides` (model name and sampling, system prompt, planning,
+The allowlist is `agent.core.config.AssistantOverrides` (model name and sampling, system prompt, planning,
 step limit) plus `config_name`, which picks a named entry of `serve.assistant_configs` (the server's
 YAML). An override from a client may lower a limit the server sets, never raise it; a named entry is
 the operator's and may set any value. Nothing here names a file, a module or a tool.
@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent.config import AgentSettings, AssistantOverrides
-from agent.errors import ConfigError
+from agent.core.config import AgentSettings, AssistantOverrides
+from agent.core.errors import ConfigError
 
 CONFIG_NAME = "config_name"
 ALLOWED: tuple[str, ...] = (*AssistantOverrides.model_fields, CONFIG_NAME)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
 if TYPE_CHECKING:
-    from agent.config import AgentSettings
+    from agent.core.config import AgentSettings
     from agent.session.manager import ChatSessionManager
 
 
@@ -52,8 +52,8 @@ def readable_settings(config: str | Path | None) -> AgentSettings | None:
     """The settings of `config` when the records can be read without a runner (see the module
     doc: our JSONL saver on the record store, the built-in model, tools and skills, no fault injection);
     None when only a runner answers as it does today."""
-    from agent import faults
-    from agent.config import load_settings
+    from agent.core import faults
+    from agent.core.config import load_settings
 
     settings = load_settings(config)
     faults.install()
@@ -63,7 +63,7 @@ def readable_settings(config: str | Path | None) -> AgentSettings | None:
 def _readable(settings: AgentSettings) -> bool:
     """Whether a runner built from `settings` would start without an error a reader would not
     raise, and read the checkpoints with our JSONL saver on the record store."""
-    from agent.config import load_settings
+    from agent.core.config import load_settings
     from checkpointing.exceptions import CheckpointingError
     from checkpointing.ids import validate_id
 

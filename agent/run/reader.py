@@ -23,7 +23,7 @@ from agent.run.views import archived_slice, branch_head, checked_ids, show_info
 from checkpointing.tail import NeedsGraph, ThreadTail, interrupt_requests
 
 if TYPE_CHECKING:
-    from agent.config import AgentSettings
+    from agent.core.config import AgentSettings
     from agent.tools.tool_results import ToolResultSlice
 
 __all__ = ["NeedsGraph", "SessionReader"]

@@ -10,7 +10,7 @@ from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, DeltaChannelHistory
 from langgraph.types import StateSnapshot
 
-from agent.results import RunResult, pending_approvals, result_from_snapshot
+from agent.core.results import RunResult, pending_approvals, result_from_snapshot
 from agent.run import views
 from agent.run.branches import head
 from agent.run.views import archived_slice, branch_head, show_info

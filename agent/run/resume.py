@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.types import Command
 
-from agent.errors import InputError, RecoveryBlocked, SessionError
-from agent.events import of_run
+from agent.core.errors import InputError, RecoveryBlocked, SessionError
+from agent.core.events import of_run
+from agent.core.results import RunEvent, RunResult, pending_approvals, result_from_snapshot
+from agent.core.statuses import RunStatus
 from agent.recovery import check_header, check_identity, compare_pins, restore_messages, step, stored_pins
-from agent.results import RunEvent, RunResult, pending_approvals, result_from_snapshot
 from agent.run.approvals import asked_approvals, check_decision, checked_interrupt_id
 from agent.run.blocked import record_blocked
 from agent.run.branches import BranchHead, head
@@ -27,7 +28,6 @@ from agent.run.unfinished import (
 )
 from agent.session.lifecycle import SessionAction, allowed, transition
 from agent.session.session import ChatSession, SessionStatus
-from agent.statuses import RunStatus
 from agent.turns import EventRecorder
 
 if TYPE_CHECKING:

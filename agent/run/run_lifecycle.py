@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 
-from agent.errors import ConfigError, InputError, NotFound, quote_id
+from agent.core.errors import ConfigError, InputError, NotFound, quote_id
 from agent.run.branches import room_id, set_room
 from agent.session.session import ChatSession
 from agent.tools.sandbox.room import Sandbox

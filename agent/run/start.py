@@ -6,10 +6,10 @@ import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from agent import faults
-from agent.config import max_input_chars
-from agent.errors import ConfigError, InputError, SessionExists, SessionNotFound, quote_id
-from agent.results import RunEvent
+from agent.core import faults
+from agent.core.config import max_input_chars
+from agent.core.errors import ConfigError, InputError, SessionExists, SessionNotFound, quote_id
+from agent.core.results import RunEvent
 from agent.run.branches import head, set_room
 from agent.run.options import RunOptions
 from agent.run.sigint import HeldSigint

@@ -7,7 +7,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from agent.results import RunEvent, RunResult
+from agent.core.results import RunEvent, RunResult
 
 
 async def in_thread(make: Callable[[], Iterator[RunEvent]]) -> AsyncIterator[RunEvent]:

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
-from agent.config import AgentSettings, load_settings
+from agent.core.config import AgentSettings, load_settings
 from agent.loop.surface import compute_pins, skills_digest
 from agent.run.builder import RuntimeBuilder
 from agent.services import jsonl_saver

@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StreamMode
 
-from agent.errors import RunInterrupted, SessionError
-from agent.results import RunEvent, RunResult, result_from_snapshot
+from agent.core.errors import RunInterrupted, SessionError
+from agent.core.results import RunEvent, RunResult, result_from_snapshot
+from agent.core.statuses import RunStatus
 from agent.run.chunks import STREAM_MODES, translate
 from agent.run.options import RunOptions
 from agent.run.reading import light_snapshot, result
 from agent.run.tokens import TokenStream
 from agent.run.unfinished import refuse_unfinished
 from agent.session.session import ChatSession
-from agent.statuses import RunStatus
 from agent.turns import EventRecorder, SessionHold
 from graph.context import AgentContext
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import SessionError
-from agent.events import of_run
+from agent.core.errors import SessionError
+from agent.core.events import of_run
+from agent.core.statuses import RunStatus
 from agent.loop.tool_pairs import ToolPairingError, assert_tool_pairs
 from agent.run.branches import head
 from agent.run.reading import light_snapshot
 from agent.session.session import ChatSession
-from agent.statuses import RunStatus
 from agent.tools.journal import JournalStatus
 
 if TYPE_CHECKING:

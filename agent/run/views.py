@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import ConfigError, InputError, ToolError, UnknownToolResult
+from agent.core.errors import ConfigError, InputError, ToolError, UnknownToolResult
 from agent.run.branches import BranchHead, branch_pages, fork_point_of, head_of, room_id
 from agent.session.branch_book import live_branches, read_book
 from agent.tools.tool_results import ToolResultSlice, ToolResultStore
@@ -20,7 +20,7 @@ from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
 
 if TYPE_CHECKING:
-    from agent.config import AgentSettings
+    from agent.core.config import AgentSettings
     from agent.session.manager import ChatSessionManager
     from agent.session.session import ChatSession
     from checkpointing.blobs import Blobs
@@ -102,7 +102,7 @@ def branch_head(
 ) -> BranchHead | None:
     """The head of a session's branch (default: its current one); None when the session has no
     record (the caller reads the thread's newest checkpoint)."""
-    from agent.errors import SessionNotFound
+    from agent.core.errors import SessionNotFound
 
     try:
         session = manager.get(tenant, session_id)

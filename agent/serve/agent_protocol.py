@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
-from agent.errors import SessionNotFound, quote_id
+from agent.core.errors import SessionNotFound, quote_id
 from agent.serve.assistants import ASSISTANT_ID, GRAPH_ID
 from agent.serve.bodies import MAX_LIMIT, Body, JsonObject, SearchMetadata, StreamMode, _storable
 from agent.serve.serve_context import ServeContext

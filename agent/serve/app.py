@@ -25,8 +25,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 
-from agent.config import AgentSettings
-from agent.errors import (
+from agent.core.config import AgentSettings
+from agent.core.errors import (
     AgentrtError,
     BackendUnavailable,
     ConfigError,

@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 
 from langgraph.store.base import BaseStore, PutOp
 
-from agent.config import AgentSettings, AssistantOverrides
-from agent.errors import AssistantConflict, AssistantNotFound, ConfigError, quote_id
+from agent.core.config import AgentSettings, AssistantOverrides
+from agent.core.errors import AssistantConflict, AssistantNotFound, ConfigError, quote_id
 from agent.run.overrides import CONFIG_NAME, check_overrides, resolve
 from agent.session.assistant_doc import Assistants, assistants_session, change_assistants, read_assistants
 from agent.session.tenant_store import ASSISTANTS_ROOT

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent.config import AgentSettings
-from agent.errors import ConfigError
+from agent.core.config import AgentSettings
+from agent.core.errors import ConfigError
 from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
 

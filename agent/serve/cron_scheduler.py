@@ -18,7 +18,7 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from agent.errors import AgentrtError
+from agent.core.errors import AgentrtError
 from agent.serve.auth import Principal
 from agent.serve.crons import Cron, CronBook, iso, utcnow
 from agent.serve.run_record import RunRecord

@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 
 from croniter import croniter
 
-from agent.config import AgentSettings
-from agent.errors import NotFound, quote_id
+from agent.core.config import AgentSettings
+from agent.core.errors import NotFound, quote_id
 from agent.session.cron_doc import change_crons, crons_session, read_crons
 
 _PENDING = {"run_id": None, "status": "pending", "error": None}

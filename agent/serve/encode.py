@@ -1,6 +1,6 @@
 """Graph values, snapshots and stream chunks as the JSON the LangGraph Agent Server API sends.
 
-Values go through `agent.results.jsonable`: LangChain messages become their `model_dump()` (what
+Values go through `agent.core.results.jsonable`: LangChain messages become their `model_dump()` (what
 `langgraph_sdk` and Studio read back), interrupts `{"value", "id"}`; anything else without a JSON
 form becomes its `repr`, never a pickle.
 """
@@ -14,7 +14,7 @@ from typing import Any
 from langgraph.types import StateSnapshot
 from starlette.responses import Response
 
-from agent.results import jsonable  # the server's encoding of every value; also what workers publish live
+from agent.core.results import jsonable  # the server's encoding of every value; also what workers publish live
 
 INTERRUPT_KEY = "__interrupt__"
 

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.errors import SessionError
+from agent.core.errors import SessionError
 from agent.runner import AgentRunner
 from agent.serve.run_on_pool import RunExecutor
 from agent.serve.run_record import ApiRunStatus, CancelAction, Job, RunRecord, Strategy

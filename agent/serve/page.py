@@ -13,9 +13,9 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
+from agent.core.text import printable
 from agent.doctor.facts import DoctorReport
 from agent.session.session import MAIN_BRANCH, ChatSession
-from agent.text import printable
 from checkpointing.entry_log import Entry
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"

@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from agent.errors import ConfigError, SessionError, SessionNotFound
+from agent.core.errors import ConfigError, SessionError, SessionNotFound
 from agent.serve.assistants import ASSISTANT_ID, GRAPH_ID
 from agent.serve.auth import Principal
 from agent.serve.bodies import Body

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Header, Query, Response, WebSocket
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from agent.errors import ConfigError, NotFound, SessionNotFound
+from agent.core.errors import ConfigError, NotFound, SessionNotFound
 from agent.serve import routes_assistants, routes_protocol, routes_protocol_ws, routes_runs, routes_store
 from agent.serve.agent_protocol import (
     PREFIX,

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Response
 from starlette.concurrency import run_in_threadpool
 
-from agent.errors import ConfigError
+from agent.core.errors import ConfigError
 from agent.serve.assistant_bodies import AssistantCreate, AssistantLatest, AssistantPatch, AssistantVersions
 from agent.serve.assistants import GRAPH_ID, contains, settings_schema
 from agent.serve.auth import Principal

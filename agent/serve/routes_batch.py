@@ -10,7 +10,7 @@ from fastapi import APIRouter, Body, Depends
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from agent.errors import ConfigError, SessionNotFound
+from agent.core.errors import ConfigError, SessionNotFound
 from agent.serve.auth import Principal
 from agent.serve.deps import get_ctx, get_principal
 from agent.serve.engine import ThreadBusy

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Response
 from starlette.concurrency import run_in_threadpool
 
-from agent.errors import ConfigError
+from agent.core.errors import ConfigError
 from agent.serve.assistants import ASSISTANT_ID, GRAPH_ID
 from agent.serve.auth import Principal
 from agent.serve.cron_bodies import PAYLOAD, CronCount, CronCreate, CronPatch, CronRun, CronSearch

@@ -17,9 +17,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from agent.core.errors import AgentrtError, ConfigError, ToolError, as_agentrt_error, quote_id
+from agent.core.results import RunEvent
+from agent.core.text import printable
 from agent.doctor import run_doctor
-from agent.errors import AgentrtError, ConfigError, ToolError, as_agentrt_error, quote_id
-from agent.results import RunEvent
 from agent.run.run_lifecycle import forkable_entries
 from agent.serve import page
 from agent.serve.auth import KEY_COOKIE, KEY_HEADER, Principal, Unauthorized
@@ -30,7 +31,6 @@ from agent.serve.serve_context import ServeContext
 from agent.serve.streams import sse
 from agent.serve.workers import CANCELLING
 from agent.session.lifecycle import SessionAction, allowed
-from agent.text import printable
 from checkpointing.exceptions import CheckpointingError
 from checkpointing.session_index import RowFilter
 

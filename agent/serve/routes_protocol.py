@@ -24,7 +24,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from agent.errors import ConfigError, SessionNotFound
+from agent.core.errors import ConfigError, SessionNotFound
 from agent.serve.auth import Principal
 from agent.serve.deps import get_ctx, get_principal
 from agent.serve.protocol_commands import COMMANDS, execute

@@ -25,7 +25,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from agent.errors import AgentrtError, ConfigError, NotFound
+from agent.core.errors import AgentrtError, ConfigError, NotFound
 from agent.serve.auth import Principal, Unauthorized
 from agent.serve.routes_protocol import check_channels, follower_for, held_count, protocol_events, run_command
 from agent.serve.serve_context import ServeContext

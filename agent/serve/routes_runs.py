@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from agent.errors import ConfigError, SessionNotFound, quote_id
+from agent.core.errors import ConfigError, SessionNotFound, quote_id
 from agent.serve.auth import Principal
 from agent.serve.bodies import MAX_LIMIT, RunCreate, RunStatusName, StreamMode
 from agent.serve.deps import get_ctx, get_principal

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from fastapi import APIRouter, Depends, Query, Response
 from langgraph.store.base import BaseStore
 
-from agent.errors import BackendUnavailable, ConfigError, is_store_db_error
+from agent.core.errors import BackendUnavailable, ConfigError, is_store_db_error
 from agent.serve.auth import Principal
 from agent.serve.deps import get_ctx, get_principal
 from agent.serve.serve_context import ServeContext

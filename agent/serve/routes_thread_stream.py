@@ -19,7 +19,7 @@ from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from agent.errors import ConfigError
+from agent.core.errors import ConfigError
 from agent.serve.auth import Principal
 from agent.serve.deps import get_ctx, get_principal
 from agent.serve.run_service import HEARTBEAT_S, stream_headers

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from agent.errors import ConfigError, SessionNotFound
+from agent.core.errors import ConfigError, SessionNotFound
 from agent.serve.auth import Principal
 from agent.serve.bodies import (
     MAX_LIMIT,

@@ -10,13 +10,13 @@ import logging
 from collections.abc import Callable, Generator
 from typing import Any
 
-from agent.errors import SessionError
-from agent.results import RunEvent
+from agent.core.errors import SessionError
+from agent.core.results import RunEvent
+from agent.core.statuses import RunStatus
 from agent.runner import AgentRunner, clean_stop
 from agent.serve.encode import jsonable
 from agent.serve.run_record import THIS_SERVER, ApiRunStatus, CancelAction, RunRecord
 from agent.serve.run_table import RunTable
-from agent.statuses import RunStatus
 
 log = logging.getLogger("agentrt.serve")
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import uuid6
 
-from agent.config import AgentSettings
-from agent.results import RunEvent
+from agent.core.config import AgentSettings
+from agent.core.results import RunEvent
 from agent.serve.stream_log import StreamLog
 from agent.serve.streams import StreamTranslator
 
@@ -39,7 +39,7 @@ AGENT_RUN_KEY = "agentrt_run_id"
 
 
 class ApiRunStatus(StrEnum):
-    """A run's status as the Agent Server API names it (an agentrt turn's own is `agent.statuses.RunStatus`)."""
+    """A run's status as the Agent Server API names it (an agentrt turn's own is `agent.core.statuses.RunStatus`)."""
 
     PENDING = "pending"
     RUNNING = "running"

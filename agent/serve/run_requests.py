@@ -6,8 +6,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from agent.errors import ConfigError
-from agent.results import RunEvent
+from agent.core.errors import ConfigError
+from agent.core.results import RunEvent
 from agent.run.options import RunOptions
 from agent.run.overrides import check_overrides
 from agent.serve.auth import Principal

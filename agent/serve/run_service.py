@@ -18,7 +18,7 @@ from typing import Any
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from agent.errors import AgentrtError, LeaseHeld, SessionNotFound, quote_id
+from agent.core.errors import AgentrtError, LeaseHeld, SessionNotFound, quote_id
 from agent.serve.auth import Principal
 from agent.serve.encode import INTERRUPT_KEY
 from agent.serve.run_log import logged_runs, thread_runs

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from agent.core.statuses import RunStatus
 from agent.serve.auth import Principal
 from agent.serve.serve_context import ASSISTANT_ID, GRAPH_ID, ServeContext
-from agent.statuses import RunStatus
 from checkpointing.session_index import RowFilter
 
 SORT_KEYS = {"updated_at": "activity", "created_at": "created", "thread_id": "session_id", "status": "status"}

@@ -15,8 +15,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
 from agent.celery_app import celery_config
-from agent.config import AgentSettings
-from agent.errors import ConfigError, SessionNotFound, quote_id
+from agent.core.config import AgentSettings
+from agent.core.errors import ConfigError, SessionNotFound, quote_id
+from agent.core.statuses import RunStatus
 from agent.live import redis_url
 from agent.serve.assistants import ASSISTANT_ID, GRAPH_ID, AssistantStore
 from agent.serve.auth import Authenticator, Principal
@@ -26,7 +27,6 @@ from agent.serve.head_values import HeadValues
 from agent.serve.run_record import RunRecord
 from agent.serve.serve_runner import serve_runner
 from agent.session.session import THREAD_METADATA, ChatSession
-from agent.statuses import RunStatus
 from agent.turns import SessionHold
 from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id

@@ -4,7 +4,7 @@ for the API's stream modes) that reads sessions from the shared layers only.
 
 from __future__ import annotations
 
-from agent.config import AgentSettings
+from agent.core.config import AgentSettings
 from agent.run.chunks import GraphChunks
 from agent.runner import AgentRunner
 from agent.services import build_manager

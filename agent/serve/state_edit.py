@@ -21,7 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.errors import InvalidUpdateError
 from langgraph.types import StateSnapshot
 
-from agent.errors import ConfigError, SessionError, SessionNotFound
+from agent.core.errors import ConfigError, SessionError, SessionNotFound
 from agent.run.run_lifecycle import start_branch_at
 from agent.serve.serve_context import ServeContext
 from agent.session.session import ChatSession

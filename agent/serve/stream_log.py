@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from agent.config import AgentSettings
+from agent.core.config import AgentSettings
 from agent.session.record_store import session_streams
 from checkpointing.records import encode_record
 from checkpointing.store.base import SessionStreams, served_stream

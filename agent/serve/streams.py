@@ -22,7 +22,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from agent.results import RunEvent, jsonable
+from agent.core.results import RunEvent, jsonable
 from agent.runner import GRAPH_EVENT
 from agent.serve.encode import INTERRUPT_KEY
 

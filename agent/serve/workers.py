@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from agent.config import AgentSettings
-from agent.errors import SessionError
+from agent.core.config import AgentSettings
+from agent.core.errors import SessionError
+from agent.core.results import RunEvent
+from agent.core.statuses import RunStatus
 from agent.live import END, LiveChannel
-from agent.results import RunEvent
-from agent.statuses import RunStatus
 from agent.submit import TurnHandle, paused_turn, submit_decision, submit_resume, submit_turn
 
 BLOCK_MS = 1000

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.errors import NotFound, quote_id
+from agent.core.errors import NotFound, quote_id
 from checkpointing.entry_log import EventLog
 from checkpointing.layout import MAIN_BRANCH
 

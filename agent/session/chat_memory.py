@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import BackendUnavailable, NotFound, quote_id
+from agent.core.errors import BackendUnavailable, NotFound, quote_id
 from agent.session.lifecycle import SessionAction, allowed, transition
 from agent.session.session import ChatSession, PageMessage
 from agent.session.stores.jsonl import PAGE_TYPES, JsonlSessionStore, page_messages

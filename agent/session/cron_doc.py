@@ -13,8 +13,8 @@ import copy
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from agent.config import AgentSettings
-from agent.errors import BackendUnavailable
+from agent.core.config import AgentSettings
+from agent.core.errors import BackendUnavailable
 from agent.session.record_store import store
 from checkpointing.store.base import SessionStreams
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.config import AgentSettings
-from agent.errors import ConfigError
+from agent.core.config import AgentSettings
+from agent.core.errors import ConfigError
 from agent.session.stores import schema_version as schema
 from agent.session.stores.sql import SqlSessionStore, sqlite_url
 
@@ -50,6 +50,6 @@ def render(data: dict[str, Any]) -> str:
 
 
 def _display(url: str) -> str:
-    from agent.text import display_url
+    from agent.core.text import display_url
 
     return display_url(url)

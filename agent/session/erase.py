@@ -16,7 +16,7 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING
 
-from agent.errors import BackendUnavailable
+from agent.core.errors import BackendUnavailable
 from agent.session import blob_refs, erase_shared, removal
 from agent.session.record_store import pg_store
 from agent.session.removal import Removal, Skipped

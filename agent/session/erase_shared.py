@@ -26,7 +26,7 @@ from agent.session.tenant_store import ASSISTANTS_ROOT, tenant_scope
 from checkpointing.layout import langgraph_store_file
 
 if TYPE_CHECKING:
-    from agent.config import AgentSettings
+    from agent.core.config import AgentSettings
 
 PAGE = 500
 

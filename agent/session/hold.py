@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from types import TracebackType
 
-from agent.config import AgentSettings
+from agent.core.config import AgentSettings
 from agent.session.lease import LeaseGrant, LeaseHeartbeat, SessionLease, make_holder
 from agent.session.record_store import session_streams
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import orjson
 
-from agent.errors import ConfigError
+from agent.core.errors import ConfigError
 from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
 from checkpointing.records import Scan, encode_record

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from agent.config import AgentSettings, StoreIndexSettings
-from agent.errors import ConfigError
+from agent.core.config import AgentSettings, StoreIndexSettings
+from agent.core.errors import ConfigError
 
 NO_KEY = "not-needed"
 """The key sent to a local endpoint that needs none (the client refuses to start without one)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from agent.config import AgentSettings
+from agent.core.config import AgentSettings
 from checkpointing.layout import langgraph_store_file
 
 

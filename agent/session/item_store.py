@@ -26,8 +26,8 @@ from typing import Any
 
 from langgraph.store.base import BaseStore, TTLConfig
 
-from agent.config import AgentSettings
-from agent.errors import BackendUnavailable, ConfigError
+from agent.core.config import AgentSettings
+from agent.core.errors import BackendUnavailable, ConfigError
 from agent.session.item_index import index_config
 from checkpointing.layout import langgraph_store_file
 

@@ -21,7 +21,7 @@ from typing import Any
 from langgraph.store.base import GetOp, ListNamespacesOp, Op, Result, SearchOp, TTLConfig
 from langgraph.store.sqlite import SqliteStore
 
-from agent.errors import BackendUnavailable
+from agent.core.errors import BackendUnavailable
 
 CAN_LOAD_EXTENSIONS = hasattr(sqlite3.Connection, "enable_load_extension")
 """Whether this Python's `sqlite3` can load sqlite-vec as an extension."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
-from agent.errors import BackendUnavailable, DataCorrupt
+from agent.core.errors import BackendUnavailable, DataCorrupt
 from agent.session.chat_memory import ChatMemory
 from agent.session.outbox import Debt, Lag, Owed, SessionOutbox
 from agent.session.retrier import Retrier

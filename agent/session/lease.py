@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import ClassVar, Protocol
 
-from agent.errors import AgentrtError, ConfigError, LeaseHeld
+from agent.core.errors import AgentrtError, ConfigError, LeaseHeld
 from checkpointing.ids import validate_id
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from agent.errors import BackendUnavailable, DataCorrupt, LeaseHeld
+from agent.core.errors import BackendUnavailable, DataCorrupt, LeaseHeld
 from agent.session.lease import DEFAULT_TTL_S, LeaseGrant, _check_ids, _lost, make_holder
 from checkpointing.exceptions import CorruptRecordError
 from checkpointing.fsyncs import atomic_write

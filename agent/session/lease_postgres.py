@@ -33,7 +33,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from agent.errors import BackendUnavailable, ConfigError, LeaseHeld, SchemaOutdated
+from agent.core.errors import BackendUnavailable, ConfigError, LeaseHeld, SchemaOutdated
 from agent.session.lease import DEFAULT_TTL_S, LeaseGrant, _check_ids, _lost, make_holder
 
 TABLE = "session_leases"

@@ -7,7 +7,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import BackendUnavailable, LeaseHeld
+from agent.core.errors import BackendUnavailable, LeaseHeld
 from agent.session.lease import DEFAULT_TTL_S, LeaseGrant, _check_ids, _lost, make_holder
 
 if TYPE_CHECKING:  # redis loads when a Redis lease is made: a file lease (the default) never needs it

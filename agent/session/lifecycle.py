@@ -40,8 +40,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from agent.errors import LifecycleError, quote_id
-from agent.statuses import RunStatus, SessionStatus
+from agent.core.errors import LifecycleError, quote_id
+from agent.core.statuses import RunStatus, SessionStatus
 
 if TYPE_CHECKING:
     from agent.session.session import ChatSession

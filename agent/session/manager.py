@@ -52,7 +52,15 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
-from agent.errors import BackendUnavailable, ConfigError, SessionExists, SessionNotActive, SessionNotFound, quote_id
+from agent.core.errors import (
+    BackendUnavailable,
+    ConfigError,
+    SessionExists,
+    SessionNotActive,
+    SessionNotFound,
+    quote_id,
+)
+from agent.core.statuses import RunStatus
 from agent.session.chat_memory import ChatMemory
 from agent.session.layers import Down as _Down
 from agent.session.layers import Health as _Health
@@ -64,7 +72,6 @@ from agent.session.session import ChatSession, PageMessage, SessionStatus, Sessi
 from agent.session.session_reads import SessionReads
 from agent.session.stores.jsonl import JsonlSessionStore
 from agent.session.stores.memory_cache import MemorySessionStore
-from agent.statuses import RunStatus
 from checkpointing.records import FsyncPolicy
 from checkpointing.store.base import Store
 

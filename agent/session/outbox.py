@@ -31,7 +31,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
-from agent.errors import DataCorrupt
+from agent.core.errors import DataCorrupt
 from checkpointing.exceptions import CorruptRecordError, OldFormatError
 from checkpointing.fsyncs import fsync_fd
 from checkpointing.ids import validate_id

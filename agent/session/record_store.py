@@ -21,7 +21,7 @@ from checkpointing.store.base import SessionStreams, Store
 from checkpointing.store.file_store import FileStore
 
 if TYPE_CHECKING:
-    from agent.config import AgentSettings
+    from agent.core.config import AgentSettings
     from agent.session.inbox import Inbox
     from agent.session.turn_index import TurnIndex
     from checkpointing.entry_log import EventLog
@@ -49,7 +49,7 @@ def pg_store(settings: AgentSettings) -> PostgresStore | None:
 
 
 def _hint(settings: AgentSettings) -> str:
-    from agent.config import config_hint
+    from agent.core.config import config_hint
 
     return config_hint(settings)
 
@@ -57,7 +57,7 @@ def _hint(settings: AgentSettings) -> str:
 def _open(url: str, hint: str) -> PostgresStore:
     import psycopg
 
-    from agent.errors import BackendUnavailable, SchemaOutdated
+    from agent.core.errors import BackendUnavailable, SchemaOutdated
     from checkpointing.store.pg_schema import MIGRATIONS
     from checkpointing.store.postgres import PostgresStore
 
@@ -120,7 +120,7 @@ def session_streams(
 
 def event_log(settings: AgentSettings, tenant_id: str, session_id: str) -> EventLog:
     """The session's event log on the record store, to read (the manager keeps the logs it writes)."""
-    from agent.events import SESSION_EVENTS
+    from agent.core.events import SESSION_EVENTS
     from checkpointing.entry_log import EventLog
 
     return EventLog.over(

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import DataCorrupt, LeaseHeld
+from agent.core.errors import DataCorrupt, LeaseHeld
 from agent.session import blob_refs
 from agent.session.lease_redis import RedisLease
 from agent.session.record_store import inbox as record_inbox

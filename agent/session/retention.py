@@ -29,12 +29,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.errors import BackendUnavailable, DataCorrupt
+from agent.core.errors import BackendUnavailable, DataCorrupt
+from agent.core.statuses import SessionStatus
 from agent.session import removal
 from agent.session.record_store import pg_store
 from agent.session.removal import Removal
 from agent.session.session import ChatSession
-from agent.statuses import SessionStatus
 from checkpointing.session_index import IndexUnusable
 
 if TYPE_CHECKING:

@@ -13,9 +13,9 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agent.errors import BackendUnavailable, SessionNotActive, quote_id
+from agent.core.errors import BackendUnavailable, SessionNotActive, quote_id
+from agent.core.statuses import RunStatus, SessionStatus
 from agent.session.lifecycle import SessionAction, transition
-from agent.statuses import RunStatus, SessionStatus
 from checkpointing import layout
 
 __all__ = ["THREAD_METADATA", "ChatSession", "PageMessage", "SessionStatus", "SessionStore", "utcnow"]
@@ -169,7 +169,7 @@ class SessionStore(Protocol):
     """The small protocol every session layer implements (L1, L2, L3 SQL, JSONL).
 
     Stores key on (tenant_id, session_id) and never return another tenant's session; backend
-    failures surface as `agent.errors.BackendUnavailable` with the original error as cause.
+    failures surface as `agent.core.errors.BackendUnavailable` with the original error as cause.
     """
 
     name: str

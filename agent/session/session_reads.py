@@ -15,7 +15,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agent.errors import BackendUnavailable, ConfigError, quote_id
+from agent.core.errors import BackendUnavailable, ConfigError, quote_id
 from agent.session.layers import Down as _Down
 from agent.session.layers import Health as _Health
 from agent.session.layers import LayerKeeper

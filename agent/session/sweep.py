@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import AgentrtError, LeaseHeld
+from agent.core.errors import AgentrtError, LeaseHeld
 from agent.session.record_store import pg_store
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ import logging
 import os
 from pathlib import Path
 
-from agent.errors import ConfigError, DataCorrupt, SessionNotFound
+from agent.core.errors import ConfigError, DataCorrupt, SessionNotFound
 from agent.session.inbox import _valid
 from checkpointing.exceptions import CorruptRecordError, OldFormatError
 from checkpointing.fsyncs import atomic_write

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, Field
 
-from agent.errors import ToolError
+from agent.core.errors import ToolError
 from agent.tools.spec import ToolContext, ToolSpec
 
 MAX_EXPRESSION_CHARS = 1_000

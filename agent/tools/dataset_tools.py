@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agent.errors import ToolError
+from agent.core.errors import ToolError
 from agent.tools.datasets.dataset_registry import HARD_MAX_ROWS, DatasetCatalog
 from agent.tools.spec import ToolContext, ToolSpec
 

@@ -26,8 +26,8 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from agent.errors import ModelCallFailed, ToolError
-from agent.faults import crash_point
+from agent.core.errors import ModelCallFailed, ToolError
+from agent.core.faults import crash_point
 from agent.tools.journal import RERUNNABLE, JournalEntryState, JournalStatus, ToolExecutionJournal
 from agent.tools.spec import ToolContext, ToolSpec
 

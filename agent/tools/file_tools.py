@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from agent.errors import ToolError
+from agent.core.errors import ToolError
 from agent.tools.sandbox.paths import content_digest, encode_text
 from agent.tools.sandbox.room import Sandbox
 from agent.tools.spec import RoomEffect, ToolContext, ToolSpec

@@ -41,8 +41,8 @@ from typing import Any
 
 import orjson
 
-from agent.errors import BackendUnavailable
-from agent.faults import crash_point
+from agent.core.errors import BackendUnavailable
+from agent.core.faults import crash_point
 from agent.tools.journal_records import (
     RERUNNABLE,
     CallIndex,

@@ -15,7 +15,7 @@ import re
 
 from pydantic import BaseModel, Field
 
-from agent.errors import ToolError
+from agent.core.errors import ToolError
 from agent.tools.spec import ToolContext, ToolSpec
 from agent.tools.tool_results import ToolResultSlice, ToolResultStore
 

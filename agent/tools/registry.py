@@ -16,8 +16,8 @@ from typing import Any
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, create_model
 
-from agent.config import ToolEntry, ToolsSettings
-from agent.errors import ConfigError
+from agent.core.config import ToolEntry, ToolsSettings
+from agent.core.errors import ConfigError
 from agent.tools.spec import ToolContext, ToolSpec
 
 BUILTIN_MODULES = (

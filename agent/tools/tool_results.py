@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
-from agent.errors import BackendUnavailable, DataCorrupt, ToolError, UnknownToolResult
+from agent.core.errors import BackendUnavailable, DataCorrupt, ToolError, UnknownToolResult
 from checkpointing.blobs import Blobs, is_blob_ref
 from checkpointing.exceptions import BlobCorruptError, BlobMissingError
 from checkpointing.ids import shown

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agent.errors import DataCorrupt, SessionNotFound, quote_id
+from agent.core.errors import DataCorrupt, SessionNotFound, quote_id
 from agent.session.lease_file import read_token_counter
 from agent.session.session import ChatSession
 from agent.transfer.image import CHECKPOINTS, DOCUMENTS, STREAMS, RoomEntry, SessionImage, blob_digests

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from agent.errors import InputError
+from agent.core.errors import InputError
 from agent.session.session import ChatSession
 from agent.transfer.image import (
     CHECKPOINTS,

@@ -16,12 +16,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.errors import DataCorrupt, LeaseHeld, quote_id
+from agent.core.errors import DataCorrupt, LeaseHeld, quote_id
 from agent.session.lease_file import read_lease_state
 from checkpointing.layout import lease_files, session_dir
 
 if TYPE_CHECKING:
-    from agent.config import AgentSettings
+    from agent.core.config import AgentSettings
 
 
 _AGAIN = {"exported": "export", "migrated": "migrate"}

@@ -22,8 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import BackendUnavailable, InputError, SessionExists, quote_id
-from agent.faults import crash_point
+from agent.core.errors import BackendUnavailable, InputError, SessionExists, quote_id
+from agent.core.faults import crash_point
 from agent.session.session import ChatSession
 from agent.transfer.fileformat import ExportFile
 from agent.transfer.guard import session_guard
@@ -40,7 +40,7 @@ from checkpointing.layout import (
 from checkpointing.records import decode_record, encode_record
 
 if TYPE_CHECKING:
-    from agent.config import AgentSettings
+    from agent.core.config import AgentSettings
     from agent.session.manager import ChatSessionManager
 
 

@@ -29,8 +29,8 @@ from typing import Any
 from langgraph.store.base import BaseStore, Item
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agent.config import AgentSettings
-from agent.errors import BackendUnavailable, Conflict, InputError, is_store_db_error
+from agent.core.config import AgentSettings
+from agent.core.errors import BackendUnavailable, Conflict, InputError, is_store_db_error
 from agent.session.item_sql import StoreNotMade, read_store, store_where, tenant_condition
 from agent.session.item_values import (
     MAX_TTL_MINUTES,

@@ -45,14 +45,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agent.errors import (
+from agent.core.errors import (
     BackendUnavailable,
     DataCorrupt,
     InputError,
     SessionExists,
     quote_id,
 )
-from agent.faults import crash_point
+from agent.core.faults import crash_point
 from agent.session.session import ChatSession
 from agent.transfer.exporter import not_found, read_image, room_entries
 from agent.transfer.fileformat import ExportFile, ExportWriter
@@ -71,7 +71,7 @@ from checkpointing.store.base import EVENTS, INBOX, JOURNAL
 from checkpointing.store.base import OUTBOX as OUTBOX_STREAM
 
 if TYPE_CHECKING:
-    from agent.config import AgentSettings
+    from agent.core.config import AgentSettings
     from agent.session.manager import ChatSessionManager
     from checkpointing.store.postgres import PostgresSessionStreams, PostgresStore
 

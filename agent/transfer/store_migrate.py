@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from agent.errors import (
+from agent.core.errors import (
     DataCorrupt,
     LeaseHeld,
     SessionExists,
@@ -43,7 +43,7 @@ from checkpointing.layout import (
 )
 
 if TYPE_CHECKING:
-    from agent.config import AgentSettings
+    from agent.core.config import AgentSettings
     from agent.session.manager import ChatSessionManager
     from checkpointing.store.postgres import PostgresStore
 

@@ -2,7 +2,7 @@
 
 `<!-- generated: cli -->` in a page becomes every command's `--help` (from `agent.cli.main.build_parser`
 and `agent.cli.serve.build_parser`); `<!-- generated: config -->` becomes a table per section of
-`agent.config.AgentSettings` (type, default, environment override, the field's docstring or comment);
+`agent.core.config.AgentSettings` (type, default, environment override, the field's docstring or comment);
 `<!-- generated: doctor -->` becomes the doctor's checks in the order they run (`agent.doctor`).
 """
 
@@ -104,7 +104,7 @@ def _cell(text: str) -> str:
 
 def config_reference() -> str:
     """Markdown: one table per section of the settings, top-level keys first."""
-    from agent.config import _ENV, AgentSettings
+    from agent.core.config import _ENV, AgentSettings
 
     env = {path: var for var, path in _ENV.items()}
     out: list[str] = []

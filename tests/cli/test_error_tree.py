@@ -7,7 +7,7 @@ import sqlite3
 import psycopg
 import pytest
 
-from agent import errors as e
+from agent.core import errors as e
 from checkpointing import exceptions as ce
 
 

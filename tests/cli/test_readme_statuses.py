@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from agent.statuses import SessionStatus
+from agent.core.statuses import SessionStatus
 from tests.cli.console import ROOT
 from tests.cli.test_references import _texts
 

@@ -27,8 +27,8 @@ def test_the_cli_reference_is_the_parser(site: Path) -> None:
 
 
 def test_the_config_reference_is_the_settings(site: Path) -> None:
-    """The config page has a table per settings section with every field, from agent/config.py."""
-    from agent.config import AgentSettings
+    """The config page has a table per settings section with every field, from agent/core/config.py."""
+    from agent.core.config import AgentSettings
 
     page = _page(site, "reference/config")
     assert "generated: config" not in page

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 
-from agent.errors import ApprovalNotFound, ApprovalNotPending, InputError
+from agent.core.errors import ApprovalNotFound, ApprovalNotPending, InputError
 from agent.runner import AgentRunner
 from tests.support.runners import make_config
 from tests.support.serve import serving

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import SessionNotActive
+from agent.core.errors import SessionNotActive
 from agent.runner import AgentRunner
 from tests.support.runners import make_config
 

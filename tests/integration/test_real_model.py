@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 import yaml
 
-from agent.events import EVENT_TYPES
+from agent.core.events import EVENT_TYPES
+from agent.core.results import RunEvent
 from agent.loop.local_llm import LocalLlamaServer, missing_extra
 from agent.loop.tool_pairs import assert_tool_pairs
-from agent.results import RunEvent
 from agent.runner import AgentRunner
 from checkpointing.entry_log import EventLog
 from tests.support.crash import child_env, run_cli, start_cli, wait_for

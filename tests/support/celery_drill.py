@@ -29,8 +29,8 @@ from typing import Any
 import redis
 import sqlalchemy as sa
 
-from agent.config import AgentSettings, load_settings
-from agent.errors import SessionNotFound
+from agent.core.config import AgentSettings, load_settings
+from agent.core.errors import SessionNotFound
 from agent.runner import AgentRunner
 from agent.session.db_cli import db_init
 from agent.session.inbox import Inbox, Turn, TurnStatus

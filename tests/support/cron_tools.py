@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from agent.config import load_settings
+from agent.core.config import load_settings
 from agent.serve.crons import CronBook, iso
 
 

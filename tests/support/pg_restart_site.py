@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agent.config import load_settings
+from agent.core.config import load_settings
 from agent.runner import AgentRunner
 from agent.session.record_store import blobs, close_stores, session_streams
 from agent.tools.journal import ToolExecutionJournal

@@ -51,7 +51,7 @@ class StoreSetup:
             sections["serve"] = {"runs_on": "server", **sections.get("serve", {})}
             path = make_config(where, responses, base="production.yaml", **sections)
             if first:
-                from agent.config import load_settings
+                from agent.core.config import load_settings
                 from agent.session.db_cli import db_init
 
                 db_init(load_settings(path))

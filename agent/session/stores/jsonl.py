@@ -34,12 +34,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agent.errors import BackendUnavailable, LifecycleError
-from agent.events import SESSION_EVENTS
+from agent.core.errors import BackendUnavailable, LifecycleError
+from agent.core.events import SESSION_EVENTS
+from agent.core.statuses import RunStatus
 from agent.session.lifecycle import SessionAction, transition
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt
 from agent.session.stores.document import delete_session, load_session, save_session
-from agent.statuses import RunStatus
 from checkpointing.blobs import Blobs
 from checkpointing.entry_log import EventLog
 from checkpointing.exceptions import CheckpointingError

@@ -24,10 +24,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import BackendUnavailable, InputError
+from agent.core.errors import BackendUnavailable, InputError
+from agent.core.statuses import SessionStatus
 from agent.session.branch_book import live_branches
 from agent.session.session import THREAD_METADATA, ChatSession
-from agent.statuses import SessionStatus
 from checkpointing.entry_log import EventLog
 from checkpointing.exceptions import CheckpointingError
 from checkpointing.layout import is_id, sessions_root, tenant_ids, tenants_root

@@ -15,7 +15,7 @@ from typing import Any
 import redis
 from redis.exceptions import RedisError
 
-from agent.errors import BackendUnavailable
+from agent.core.errors import BackendUnavailable
 from agent.session.session import ChatSession, SessionDocumentCorrupt, SessionStatus, utcnow
 from checkpointing.ids import validate_id
 

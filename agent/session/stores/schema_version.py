@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError, ProgrammingError, SQLAlchemyError
 
-from agent.errors import BackendUnavailable, SchemaOutdated
+from agent.core.errors import BackendUnavailable, SchemaOutdated
 from agent.session.stores.sql_lazy import HEAD as HEAD  # one constant: the light SQLite path checks it too
 
 REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007")

@@ -29,7 +29,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from agent.errors import BackendUnavailable
+from agent.core.errors import BackendUnavailable
 from agent.session.session import ChatSession, PageMessage, SessionDocumentCorrupt
 from agent.session.stores import schema_version as sql_schema
 from agent.session.stores.listing import index_meta

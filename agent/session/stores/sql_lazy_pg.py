@@ -141,8 +141,8 @@ class LazyPgSessionStore:
         """The page read here, or None for the real store to answer."""
         import psycopg
 
+        from agent.core.statuses import SessionStatus
         from agent.session.session import ChatSession
-        from agent.statuses import SessionStatus
 
         live, expired = SessionStatus.ACTIVE.value, SessionStatus.EXPIRED.value
         now = datetime.now(UTC)

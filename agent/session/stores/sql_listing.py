@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
+from agent.core.statuses import SessionStatus
 from agent.session.session import ChatSession
-from agent.statuses import SessionStatus
 from checkpointing.session_index import EVERY_ROW, MetaPath, Order, RowFilter, SessionRow
 
 if TYPE_CHECKING:

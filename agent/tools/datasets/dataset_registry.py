@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.errors import ToolError
+from agent.core.errors import ToolError
 from agent.tools.datasets.limits import QueryBudget, QueryLimits, apply_limits, cell_size, stopped_error
 from agent.tools.datasets.loaders import Table, display_url, read_csv, read_json, read_parquet, read_sql
 

@@ -25,8 +25,8 @@ import sqlite3
 import time
 from typing import Any
 
-from agent.config import QueryLimits  # the settings' type: config sits below the tools
-from agent.errors import ToolError
+from agent.core.config import QueryLimits  # the settings' type: config sits below the tools
+from agent.core.errors import ToolError
 
 # A printf conversion: flags, width (digits or *), precision (digits or *), then the type letter.
 _SPEC = re.compile(r"%([-+ 0#!,]*)(\*|\d+)?(?:\.(\*|\d+))?(ll|l)?([a-zA-Z%])")

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.errors import ToolError
-from agent.text import display_url
+from agent.core.errors import ToolError
+from agent.core.text import display_url
 
 SqlValue = int | float | str | None
 MAX_COLUMNS = 500

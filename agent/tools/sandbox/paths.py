@@ -22,8 +22,8 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from agent.errors import BackendUnavailable, ToolError
-from agent.faults import crash_point
+from agent.core.errors import BackendUnavailable, ToolError
+from agent.core.faults import crash_point
 
 MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 4096

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.errors import BackendUnavailable, ConfigError, ToolError
+from agent.core.errors import BackendUnavailable, ConfigError, ToolError
 from agent.tools.sandbox.paths import (
     CLOEXEC,
     NOFOLLOW,

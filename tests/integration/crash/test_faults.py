@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agent import faults
-from agent.errors import ConfigError
+from agent.core import faults
+from agent.core.errors import ConfigError
 from checkpointing import record_log
 from checkpointing.records import read_records
 from checkpointing.torn_tail import cut_torn_tail
@@ -80,7 +80,7 @@ def test_install_is_idempotent() -> None:
 def test_process_exits_137_on_the_nth_arrival(tmp_path: Path) -> None:
     """AGENTRT_CRASH_AT=point:3 lets two arrivals pass and hard-exits with 137 on the third."""
     code = """
-        from agent import faults
+        from agent.core import faults
         faults.install()
         for i in range(1, 6):
             faults.crash_point("before_journal_append")
@@ -96,7 +96,7 @@ def test_process_exits_137_on_the_nth_arrival(tmp_path: Path) -> None:
 def test_unarmed_process_runs_to_the_end(tmp_path: Path) -> None:
     """The same program without the variable finishes with status 0."""
     code = """
-        from agent import faults
+        from agent.core import faults
         faults.install()
         for _ in range(3):
             faults.crash_point("after_tool_execute")
@@ -119,7 +119,7 @@ def test_mid_event_write_leaves_a_torn_record_that_is_cut(tmp_path: Path) -> Non
     log = tmp_path / "events.jsonl"
     code = f"""
         from pathlib import Path
-        from agent import faults
+        from agent.core import faults
         from checkpointing.record_log import RecordLog
         faults.install()
         log = RecordLog(Path({str(log)!r}))
@@ -146,7 +146,7 @@ def test_journal_crash_after_intent_leaves_intent_only(tmp_path: Path) -> None:
     code = f"""
         from pathlib import Path
         from pydantic import BaseModel
-        from agent import faults
+        from agent.core import faults
         from agent.tools.spec import ToolContext, ToolSpec
         from agent.tools.execute import execute_with_journal
         from agent.tools.journal import ToolExecutionJournal
@@ -174,7 +174,7 @@ DRILL = """
     import sys
     from pathlib import Path
     from pydantic import BaseModel
-    from agent import faults
+    from agent.core import faults
     from agent.tools.spec import ToolContext, ToolSpec
     from agent.tools.execute import execute_with_journal
     from agent.tools.journal import ToolExecutionJournal
@@ -233,7 +233,7 @@ def test_interrupt_point_says_so_when_sigint_is_ignored(tmp_path: Path) -> None:
     default the same point raises KeyboardInterrupt."""
     code = """
         import signal, sys
-        from agent import faults
+        from agent.core import faults
         faults.install({faults.INTERRUPT_ENV_VAR: "turn_recorded:1"})
         if sys.argv[1] == "ignored":
             signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from agent.config import load_settings
+from agent.core.config import load_settings
 from agent.routing import session_graph_version
 from tests.support.crash import (
     DRILL_TEXT,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from agent.core.errors import RecoveryBlocked
 from agent.doctor import render
-from agent.errors import RecoveryBlocked
 from agent.runner import AgentRunner
 from agent.session.lease_file import FileLease
 from agent.session.lease_redis import RedisLease

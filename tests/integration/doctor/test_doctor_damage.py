@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from agent.core.errors import DataCorrupt, LeaseHeld
 from agent.doctor import render
 from agent.doctor.repair import repair_session, repair_torn_tails
-from agent.errors import DataCorrupt, LeaseHeld
 from agent.runner import AgentRunner
 from agent.session.lease_file import FileLease
 from agent.session.outbox import Outbox, Owed

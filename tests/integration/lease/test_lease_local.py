@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agent.errors import LeaseHeld
+from agent.core.errors import LeaseHeld
 from agent.session.lease import InProcessLease, LeaseGrant, LeaseHeartbeat, make_holder
 from agent.session.lease_file import FileLease
 from checkpointing.exceptions import InvalidIdError
@@ -37,7 +37,7 @@ def spawn(code: str, *args: str) -> subprocess.Popen[str]:
 
 RACER = """
     import json, os, sys
-    from agent.errors import LeaseHeld
+    from agent.core.errors import LeaseHeld
     from agent.session.lease_file import FileLease
     lease = FileLease(sys.argv[1])
     print("ready", flush=True)

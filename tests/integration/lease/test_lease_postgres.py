@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from agent.errors import BackendUnavailable, LeaseHeld, SchemaOutdated, exit_code
+from agent.core.errors import BackendUnavailable, LeaseHeld, SchemaOutdated, exit_code
 from agent.session.lease import LeaseHeartbeat
 from agent.session.lease_postgres import PostgresLease
 from agent.session.stores.sql import SqlSessionStore
@@ -222,7 +222,7 @@ def test_missing_table_says_db_upgrade(schema: str) -> None:
 # both by this host's clock, so recorded holds lie inside the real ones.
 RACER = """
     import json, sys, time
-    from agent.errors import LeaseHeld
+    from agent.core.errors import LeaseHeld
     from agent.session.lease_postgres import PostgresLease
     url, schema, sid, name, holds = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
     lease = PostgresLease(url, schema=schema)
@@ -264,7 +264,7 @@ def test_eight_processes_looping_on_one_session_never_overlap(url: str, schema: 
 
 PAUSED_HOLDER = """
     import json, sys
-    from agent.errors import LeaseHeld
+    from agent.core.errors import LeaseHeld
     from agent.session.lease import LeaseHeartbeat
     from agent.session.lease_postgres import PostgresLease
     from agent.tools.journal import ToolExecutionJournal
@@ -328,7 +328,7 @@ def test_holder_paused_past_its_ttl_cannot_write_after_takeover(url: str, schema
 def test_settings_build_the_run_and_drain_leases_on_database_url() -> None:
     """`persistence.lease: postgres` builds the run lease and the workers' drain lease on the
     database of `persistence.database_url`."""
-    from agent.config import load_settings
+    from agent.core.config import load_settings
     from agent.drain import drain_lease
     from agent.services import build_lease
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import redis
 
-from agent.errors import BackendUnavailable, LeaseHeld
+from agent.core.errors import BackendUnavailable, LeaseHeld
 from agent.session.lease import LeaseHeartbeat
 from agent.session.lease_redis import RedisLease
 from agent.tools.journal import ToolExecutionJournal
@@ -79,7 +79,7 @@ def wait_until_gone(client: redis.Redis, key: str) -> None:
 
 RACER = """
     import json, sys
-    from agent.errors import LeaseHeld
+    from agent.core.errors import LeaseHeld
     from agent.session.lease_redis import RedisLease
     lease = RedisLease(key_prefix=sys.argv[1])
     lease.client.ping()
@@ -229,7 +229,7 @@ def test_redis_down_is_a_storage_error() -> None:
 
 PAUSED_HOLDER = """
     import json, sys
-    from agent.errors import LeaseHeld
+    from agent.core.errors import LeaseHeld
     from agent.session.lease import LeaseHeartbeat
     from agent.session.lease_redis import RedisLease
     from agent.tools.journal import ToolExecutionJournal

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from agent.config import load_settings
+from agent.core.config import load_settings
 from agent.serve.crons import CronBook, iso, new_cron, parse
 from agent.session.cron_doc import cron_tenants
 from tests.support.store_configs import StoreSetup

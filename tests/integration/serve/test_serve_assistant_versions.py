@@ -16,7 +16,7 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import NotFoundError
 
-from agent.config import load_settings
+from agent.core.config import load_settings
 from agent.serve.assistants import ROOT, AssistantStore
 from agent.session.assistant_doc import assistants_session, read_assistants
 from agent.session.item_store import item_store

@@ -29,7 +29,7 @@ import redis
 import sqlalchemy as sa
 import yaml
 
-from agent.config import load_settings
+from agent.core.config import load_settings
 from agent.services import build_lease
 from agent.turns import SessionHold
 from tests.integration.test_stores_support import DATABASE_URL, REDIS_URL, Relay, pg_host_port

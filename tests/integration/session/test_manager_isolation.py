@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agent.errors import SessionNotFound
+from agent.core.errors import SessionNotFound
 from agent.session.manager import ChatSessionManager
 from agent.session.stores.redis import RedisSessionStore
 from agent.session.stores.sql import SqlSessionStore

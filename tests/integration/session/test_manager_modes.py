@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import SessionNotFound
+from agent.core.errors import SessionNotFound
 from agent.session.manager import ChatSessionManager, Mode
 from agent.session.stores.redis import RedisSessionStore
 from agent.session.stores.sql import SqlSessionStore

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import BackendUnavailable
+from agent.core.errors import BackendUnavailable
 from agent.session.manager import ChatSessionManager
 from agent.session.stores.jsonl import JsonlSessionStore
 from agent.session.stores.memory_cache import MemorySessionStore

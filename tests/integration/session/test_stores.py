@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from agent.errors import BackendUnavailable
+from agent.core.errors import BackendUnavailable
 from agent.session.session import ChatSession, PageMessage, SessionStatus, utcnow
 from agent.session.stores.redis import RedisSessionStore
 from agent.session.stores.sql import SqlSessionStore

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from agent.errors import ToolError
+from agent.core.errors import ToolError
 from agent.tools.datasets.dataset_registry import DatasetCatalog
 
 DATABASE_URL = os.environ.get("AGENTRT_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")

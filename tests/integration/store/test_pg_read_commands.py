@@ -137,7 +137,7 @@ OTHER_TENANT, OTHER_USER = "tenant-two", "user-two"
 def listed(deployment: tuple[Path, Path, str]) -> dict[tuple[str, str], list[str]]:
     """Sessions written through the session manager: (tenant, user) -> their ids; one of them expired,
     two with thread metadata."""
-    from agent.config import load_settings
+    from agent.core.config import load_settings
     from agent.services import build_manager
     from agent.session.session import THREAD_METADATA
 

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import redis as redis_lib
 
-from agent.config import load_settings
-from agent.errors import LeaseHeld, SessionExists, SessionNotFound
+from agent.core.config import load_settings
+from agent.core.errors import LeaseHeld, SessionExists, SessionNotFound
 from agent.routing import session_graph_version, turn_queue, version_queue
 from agent.runner import AgentRunner
 from agent.session import record_store

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from celery.result import AsyncResult
 
-from agent.config import load_settings
-from agent.errors import BackendUnavailable, SessionNotFound
+from agent.core.config import load_settings
+from agent.core.errors import BackendUnavailable, SessionNotFound
 from agent.runner import AgentRunner
 from agent.session.inbox import Inbox, TurnStatus
 from agent.submit import TurnHandle, handle_for, producer_app, submit_turn

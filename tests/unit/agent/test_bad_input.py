@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from agent.cli import main
-from agent.config import load_settings
-from agent.errors import ConfigError
+from agent.core.config import load_settings
+from agent.core.errors import ConfigError
 from agent.runner import AgentRunner
 from tests.support.runners import make_config
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.events import EVENT_TYPES, SESSION_EVENTS
+from agent.core.events import EVENT_TYPES, SESSION_EVENTS
 from checkpointing.entry_log import EventLog, EventSchema, read_header
 from checkpointing.exceptions import CorruptRecordError, InvalidIdError, StaleFencingTokenError
 from checkpointing.records import frame

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
-from agent.logs import EVENT_LOG, JsonFormatter, log_event
+from agent.core.logs import EVENT_LOG, JsonFormatter, log_event
 
 
 class _Keep(logging.Handler):

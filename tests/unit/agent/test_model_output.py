@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from agent.core.results import RunEvent
 from agent.loop.tool_pairs import assert_tool_pairs
-from agent.results import RunEvent
 from agent.runner import AgentRunner
 from checkpointing.entry_log import EventLog
 from checkpointing.messages import messages_to_dtos

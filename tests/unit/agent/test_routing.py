@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import load_settings
+from agent.core.config import load_settings
+from agent.core.errors import ConfigError
 from agent.doctor.index import store_report
-from agent.errors import ConfigError
 from agent.routing import session_graph_version, turn_queue, version_queue
 from graph.build import GRAPH_VERSION
 from tests.support.runners import make_runner

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import load_settings
-from agent.errors import ConfigError
+from agent.core.config import load_settings
+from agent.core.errors import ConfigError
 from agent.session.inbox import Inbox
 from agent.submit import submit_turn
 

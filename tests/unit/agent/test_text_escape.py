@@ -6,8 +6,8 @@ import json
 import sys
 import unicodedata
 
-from agent.errors import quote_id
-from agent.text import json_safe, printable, printable_all, shown
+from agent.core.errors import quote_id
+from agent.core.text import json_safe, printable, printable_all, shown
 from checkpointing.ids import UNSAFE_CATEGORIES, is_call_id
 
 UNSAFE = [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) in UNSAFE_CATEGORIES]

@@ -7,7 +7,7 @@ from pathlib import Path
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 
-from agent.events import session_event_log
+from agent.core.events import session_event_log
 from agent.tools.journal import ToolExecutionJournal
 from checkpointing import fsyncs, records
 from checkpointing.blobs import BlobStore

@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import END, START, StateGraph
 
-from agent.events import session_event_log
+from agent.core.events import session_event_log
 from checkpointing import indexfile
 from checkpointing.entry_log import EventLog
 from checkpointing.exceptions import CheckpointingError

@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
-from agent.errors import as_agentrt_error
+from agent.core.errors import as_agentrt_error
 from checkpointing import _saver_store
 from checkpointing.exceptions import (
     DocumentMismatch,

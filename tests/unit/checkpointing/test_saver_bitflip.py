@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from agent.errors import AgentrtError
-from agent.events import session_event_log
+from agent.core.errors import AgentrtError
+from agent.core.events import session_event_log
 from agent.session.inbox import Inbox
 from agent.session.lease_file import FileLease
 from agent.session.outbox import Outbox, Owed

@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from agent.errors import DataCorrupt
+from agent.core.errors import DataCorrupt
 from agent.session.inbox import Inbox
 from agent.session.lease_file import _granting_counter, read_lease_state, read_token_counter
 from agent.session.outbox import Outbox, Owed

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from agent.errors import as_agentrt_error
+from agent.core.errors import as_agentrt_error
 from checkpointing import records
 from checkpointing.exceptions import CheckpointingError
 from checkpointing.layout import broken_file

@@ -8,8 +8,8 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from pydantic import ValidationError
 
-from agent.config import CompressionConfig
-from agent.errors import ConfigError, ModelCallFailed
+from agent.core.config import CompressionConfig
+from agent.core.errors import ConfigError, ModelCallFailed
 from agent.loop.compression import (
     CompressionSettings,
     CompressionTier,

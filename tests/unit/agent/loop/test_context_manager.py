@@ -8,7 +8,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, Remove
 from langchain_core.messages.ai import UsageMetadata
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from agent.config import AgentSettings
+from agent.core.config import AgentSettings
 from agent.loop.compression import SUMMARY_KEY, CompressionTier, assert_tool_pairs, is_archived, is_summary
 from agent.loop.context_manager import SUMMARY_INSTRUCTIONS, ContextManager
 from agent.loop.models import ModelScript, ScriptedChatModel, ScriptedResponse

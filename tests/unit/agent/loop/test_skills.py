@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import ConfigError
+from agent.core.errors import ConfigError
 from agent.loop.skills import load_skills
 from agent.runner import AgentRunner
 from tests.support.runners import make_config

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import load_settings
+from agent.core.config import load_settings
 from agent.loop import surface_cache
 from tests.support.runners import make_config, make_runner
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from langgraph.types import StreamMode
 
-from agent.config import load_settings
-from agent.results import RunEvent
+from agent.core.config import load_settings
+from agent.core.results import RunEvent
 from agent.runner import GRAPH_EVENT, AgentRunner, GraphChunks
 from tests.support.runners import make_config
 

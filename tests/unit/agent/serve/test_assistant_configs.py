@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import load_settings
-from agent.errors import ConfigError
+from agent.core.config import load_settings
+from agent.core.errors import ConfigError
 
 
 def test_a_named_assistant_config_loads(tmp_path: Path) -> None:

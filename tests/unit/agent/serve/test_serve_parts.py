@@ -8,10 +8,10 @@ import pytest
 from langchain_core.messages import AIMessageChunk
 from langgraph.types import Interrupt
 
-from agent.config import load_settings
-from agent.errors import ConfigError
+from agent.core.config import load_settings
+from agent.core.errors import ConfigError
+from agent.core.results import RunEvent, jsonable
 from agent.live import encode_event
-from agent.results import RunEvent, jsonable
 from agent.runner import GRAPH_EVENT
 from agent.serve.auth import Authenticator, Principal, Unauthorized, check_bind
 from agent.serve.run_requests import input_text, resume_decision

@@ -8,7 +8,7 @@ from typing import Any, TypedDict
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
-from agent.results import RunEvent
+from agent.core.results import RunEvent
 from agent.runner import GRAPH_EVENT
 from agent.serve.streams import StreamTranslator
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import ConfigError, SessionNotFound
+from agent.core.errors import ConfigError, SessionNotFound
 from agent.session.inbox import Inbox, TurnStatus, new_turn_id
 from agent.session.turn_index import TurnIndex
 from checkpointing.exceptions import CorruptRecordError

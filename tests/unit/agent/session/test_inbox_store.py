@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import ConfigError, DataCorrupt, SessionNotFound
+from agent.core.errors import ConfigError, DataCorrupt, SessionNotFound
 from agent.session.inbox import Inbox, TurnStatus
 from agent.session.turn_index import TurnIndex
 from checkpointing.exceptions import CorruptRecordError

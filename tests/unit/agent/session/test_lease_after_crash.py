@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import DataCorrupt, LeaseHeld
+from agent.core.errors import DataCorrupt, LeaseHeld
 from agent.session.lease_file import FileLease
 from checkpointing.fencing import FencingGuard, session_dir
 

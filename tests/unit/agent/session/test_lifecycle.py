@@ -6,11 +6,11 @@ import itertools
 
 import pytest
 
-from agent.errors import EXIT_BUG, LifecycleError, SessionNotActive, exit_code, quote_id
+from agent.core.errors import EXIT_BUG, LifecycleError, SessionNotActive, exit_code, quote_id
+from agent.core.statuses import FinishReason, RunStatus, SessionStatus
 from agent.session.lifecycle import RUN_TRANSITIONS, SESSION_TRANSITIONS, SessionAction, allowed, transition
 from agent.session.session import ChatSession
 from agent.session.session import SessionStatus as ReExported
-from agent.statuses import FinishReason, RunStatus, SessionStatus
 from nodes import refining
 
 S, A, R = SessionStatus, SessionAction, RunStatus

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import DataCorrupt
+from agent.core.errors import DataCorrupt
 from agent.session.outbox import Outbox, Owed, SessionOutbox, StoreOutbox
 from tests.support.savers import SaverKit
 

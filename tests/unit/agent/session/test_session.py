@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agent.errors import SessionNotActive
+from agent.core.errors import SessionNotActive
 from agent.session.session import ChatSession, PageMessage, SessionStatus
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

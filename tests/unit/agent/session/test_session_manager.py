@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import ConfigError, NotFound, SessionExists, SessionNotActive, SessionNotFound
+from agent.core.errors import ConfigError, NotFound, SessionExists, SessionNotActive, SessionNotFound
 from agent.session.manager import ChatSessionManager, Mode
 from agent.session.session import SessionDocumentCorrupt, SessionStatus, utcnow
 from agent.session.stores.jsonl import JsonlSessionStore

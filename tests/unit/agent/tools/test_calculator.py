@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.errors import ToolError
+from agent.core.errors import ToolError
 from agent.tools.calculator import CALCULATOR, evaluate
 from agent.tools.spec import ToolContext
 

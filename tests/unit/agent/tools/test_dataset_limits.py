@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import ToolError
+from agent.core.errors import ToolError
 from agent.tools.datasets.dataset_registry import DatasetCatalog
 from agent.tools.datasets.limits import QueryLimits, check_format
 
@@ -38,7 +38,7 @@ CROSS_JOIN = "SELECT count(*) FROM sales a, sales b, sales c, sales d"
 
 _PROBE = r"""
 import json, sys, time
-from agent.errors import ToolError
+from agent.core.errors import ToolError
 from agent.tools.spec import ToolContext
 from agent.tools.dataset_tools import builtin_dataset_tools
 from agent.tools.datasets.dataset_registry import DatasetCatalog

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agent.errors import ToolError
+from agent.core.errors import ToolError
 from agent.tools.dataset_tools import builtin_dataset_tools
 from agent.tools.datasets.dataset_registry import DatasetCatalog
 from agent.tools.spec import ToolContext

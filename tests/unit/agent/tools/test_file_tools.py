@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from agent.errors import ToolError
+from agent.core.errors import ToolError
 from agent.tools.file_tools import builtin_file_tools
 from agent.tools.sandbox.room import Sandbox
 from agent.tools.spec import ToolContext, ToolSpec

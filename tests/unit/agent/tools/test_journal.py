@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from agent.errors import ModelCallFailed, ToolError
+from agent.core.errors import ModelCallFailed, ToolError
 from agent.tools.execute import execute_with_journal
 from agent.tools.journal import JournalStatus, ToolExecutionJournal
 from agent.tools.spec import ToolContext, ToolSpec

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from agent import faults
+from agent.core import faults
 from agent.tools.execute import execute_with_journal
 from agent.tools.journal import JournalStatus, ToolExecutionJournal
 from agent.tools.spec import ToolContext, ToolSpec

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import BackendUnavailable, DataCorrupt, ToolError
+from agent.core.errors import BackendUnavailable, DataCorrupt, ToolError
 from agent.tools.read_tool_result import READ_TOOL_RESULT, parse_read_output
 from agent.tools.spec import ToolContext
 from agent.tools.tool_results import ToolResultStore, make_entry

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent.errors import BackendUnavailable, ConfigError, ToolError
+from agent.core.errors import BackendUnavailable, ConfigError, ToolError
 from agent.tools.sandbox.room import Sandbox
 from checkpointing.blobs import BlobStore
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import ToolError
+from agent.core.errors import ToolError
 from agent.tools.sandbox.room import Sandbox
 from checkpointing.blobs import BlobStore
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from agent.events import SESSION_EVENTS
+from agent.core.events import SESSION_EVENTS
 from agent.session.inbox import Inbox
 from agent.tools.journal import ToolExecutionJournal
 from checkpointing.entry_log import EventLog

@@ -347,7 +347,7 @@ def _map_library(err: BaseException) -> AgentrtError | None:
         return BackendUnavailable(f"a storage backend failed ({text}); check that it is running, then retry")
     if isinstance(err, OSError) and err.errno is not None:
         if err.filename is not None:  # the path may be long: its start and its file name
-            from agent.text import shown_path
+            from agent.core.text import shown_path
 
             text = f"{type(err).__name__}: [Errno {err.errno}] {err.strerror}: {shown_path(err.filename)}"
         return BackendUnavailable(f"the disk failed ({text}); check space and permissions on base_dir, then retry")

@@ -11,7 +11,7 @@ Environment overrides: `AGENTRT_BASE_DIR`, `AGENTRT_REDIS_URL`, `AGENTRT_DATABAS
 `AGENTRT_MODEL_BASE_URL`, `AGENTRT_MODEL_NAME`, `AGENTRT_PERSISTENCE_MODE`, `AGENTRT_BROKER_URL`,
 `AGENTRT_RESULT_BACKEND`, `AGENTRT_QUEUE`.
 
-The sections are defined in agent/config_sections.py and agent/config_serve.py and named from here.
+The sections are defined in agent/core/config_sections.py and agent/core/config_serve.py and named from here.
 """
 
 from __future__ import annotations
@@ -24,30 +24,30 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
-from agent.config_sections import DEMO_SCRIPT as DEMO_SCRIPT
-from agent.config_sections import CompressionConfig as CompressionConfig
-from agent.config_sections import DatasetEntry as DatasetEntry
-from agent.config_sections import LoopSettings as LoopSettings
-from agent.config_sections import ModelSettings as ModelSettings
-from agent.config_sections import PersistenceSettings as PersistenceSettings
-from agent.config_sections import QueryLimits as QueryLimits
-from agent.config_sections import QueryLimitsSettings as QueryLimitsSettings
-from agent.config_sections import SessionSettings as SessionSettings
-from agent.config_sections import ToolEntry as ToolEntry
-from agent.config_sections import ToolsSettings as ToolsSettings
-from agent.config_sections import WorkerSettings as WorkerSettings
-from agent.config_sections import _demo_datasets, _shipped, _Strict
-from agent.config_sections import valid_version as valid_version
-from agent.config_serve import ApiKeyEntry as ApiKeyEntry
-from agent.config_serve import AssistantOverrides as AssistantOverrides
-from agent.config_serve import ServeSettings as ServeSettings
-from agent.config_serve import StoreIndexSettings as StoreIndexSettings
-from agent.config_serve import StoreSettings as StoreSettings
-from agent.errors import ConfigError
-from agent.text import shown_path
-from agent.yaml_errors import yaml_problem
+from agent.core.config_sections import DEMO_SCRIPT as DEMO_SCRIPT
+from agent.core.config_sections import CompressionConfig as CompressionConfig
+from agent.core.config_sections import DatasetEntry as DatasetEntry
+from agent.core.config_sections import LoopSettings as LoopSettings
+from agent.core.config_sections import ModelSettings as ModelSettings
+from agent.core.config_sections import PersistenceSettings as PersistenceSettings
+from agent.core.config_sections import QueryLimits as QueryLimits
+from agent.core.config_sections import QueryLimitsSettings as QueryLimitsSettings
+from agent.core.config_sections import SessionSettings as SessionSettings
+from agent.core.config_sections import ToolEntry as ToolEntry
+from agent.core.config_sections import ToolsSettings as ToolsSettings
+from agent.core.config_sections import WorkerSettings as WorkerSettings
+from agent.core.config_sections import _demo_datasets, _shipped, _Strict
+from agent.core.config_sections import valid_version as valid_version
+from agent.core.config_serve import ApiKeyEntry as ApiKeyEntry
+from agent.core.config_serve import AssistantOverrides as AssistantOverrides
+from agent.core.config_serve import ServeSettings as ServeSettings
+from agent.core.config_serve import StoreIndexSettings as StoreIndexSettings
+from agent.core.config_serve import StoreSettings as StoreSettings
+from agent.core.errors import ConfigError
+from agent.core.text import shown_path
+from agent.core.yaml_errors import yaml_problem
 
-DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
+DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "configs" / "default.yaml"
 """The documented copy of the built-in defaults (in a checkout; the defaults themselves are below)."""
 
 

@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage
 from langgraph.types import Interrupt, StateSnapshot
 from pydantic import BaseModel
 
-from agent.statuses import FinishReason, RunStatus
+from agent.core.statuses import FinishReason, RunStatus
 
 
 @dataclass

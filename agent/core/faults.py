@@ -27,7 +27,7 @@ import signal
 import threading
 from collections.abc import Mapping
 
-from agent.errors import ConfigError
+from agent.core.errors import ConfigError
 from checkpointing import record_log
 
 ENV_VAR = "AGENTRT_CRASH_AT"

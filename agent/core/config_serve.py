@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from agent.config_sections import WorkerSettings, _Strict
+from agent.core.config_sections import WorkerSettings, _Strict
 
 
 class ApiKeyEntry(_Strict):

@@ -15,7 +15,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.text import json_safe, printable
+from agent.core.text import json_safe, printable
 
 EVENT_LOG = logging.getLogger("agentrt.events")
 _FIELDS = (
