@@ -77,22 +77,8 @@ def fork_at(ctx: ServeContext, session: ChatSession, checkpoint_id: str) -> str:
     """Start a new branch at `checkpoint_id` of the current branch, as `agentrt fork` does, and make
     it current: the thread's state and its next run continue from that checkpoint, the branch it came
     from keeps every checkpoint and entry as they were. The new branch's id."""
-    rt = ctx.runner
-    tenant, sid = session.tenant_id, session.session_id
     _refuse_busy(ctx, session)
-    with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:  # LeaseHeld (409) while a run is going
-        _refuse_busy(ctx, session)
-        session = rt.manager.get(tenant, sid, session.user_id)
-        base = _base(ctx, session, checkpoint_id)
-        base_cp = str(base.config["configurable"]["checkpoint_id"])
-        entry_id = _entry_at(ctx, session, rt.manager.jsonl.event_log(tenant, sid), base)
-        pin = getattr(rt.saver, "pin", None)
-        if pin is not None:  # the fork point outlives retention while the new branch starts from it
-            pin(_at(session, base_cp))
-        branch_id = rt.manager.fork(session, entry_id, reason="forked", extra={"checkpoint_id": base_cp})
-        manifest = dict((base.values or {}).get("sandbox_manifest") or {})
-        start_branch_at(rt.runner, session, branch_id, base_cp, manifest, hold.token)
-    return branch_id
+    return _fork(ctx, session.tenant_id, session.session_id, session.user_id, checkpoint_id, "forked", busy=session)
 
 
 def run_fork_point(ctx: ServeContext, session: ChatSession, checkpoint_id: str) -> str | None:
@@ -108,19 +94,36 @@ def run_fork_point(ctx: ServeContext, session: ChatSession, checkpoint_id: str) 
 
 def fork_for_run(ctx: ServeContext, tenant_id: str, thread_id: str, checkpoint_id: str) -> None:
     """Make a new branch starting at `checkpoint_id` the thread's current one (before a run from it)."""
+    _fork(ctx, tenant_id, thread_id, None, checkpoint_id, "run from an earlier checkpoint")
+
+
+def _fork(
+    ctx: ServeContext,
+    tenant: str,
+    sid: str,
+    user_id: str | None,
+    checkpoint_id: str,
+    reason: str,
+    busy: ChatSession | None = None,
+) -> str:
+    """Fork at `checkpoint_id` under the session's lease (`LeaseHeld`, 409, while a run holds it; with
+    `busy`, a run the server still has pending or running is refused too) and make the new branch,
+    starting from that checkpoint, the current one. The new branch's id."""
     rt = ctx.runner
-    with SessionHold(rt.settings, rt.lease, tenant_id, thread_id) as hold:
-        session = rt.manager.get(tenant_id, thread_id)
+    with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:
+        if busy is not None:
+            _refuse_busy(ctx, busy)
+        session = rt.manager.get(tenant, sid, user_id)
         base = _base(ctx, session, checkpoint_id)
-        events = rt.manager.jsonl.event_log(tenant_id, thread_id)
-        entry_id = _entry_at(ctx, session, events, base)
+        base_cp = str(base.config["configurable"]["checkpoint_id"])
+        entry_id = _entry_at(ctx, session, rt.manager.jsonl.event_log(tenant, sid), base)
         pin = getattr(rt.saver, "pin", None)
-        if pin is not None:  # the base outlives retention while the new branch starts from it
-            pin(_at(session, checkpoint_id))
-        extra = {"checkpoint_id": checkpoint_id}
-        branch_id = rt.manager.fork(session, entry_id, reason="run from an earlier checkpoint", extra=extra)
-        manifest = dict(base.values.get("sandbox_manifest") or {})
-        start_branch_at(rt.runner, session, branch_id, checkpoint_id, manifest, hold.token)
+        if pin is not None:  # the fork point outlives retention while the new branch starts from it
+            pin(_at(session, base_cp))
+        branch_id = rt.manager.fork(session, entry_id, reason=reason, extra={"checkpoint_id": base_cp})
+        manifest = dict((base.values or {}).get("sandbox_manifest") or {})
+        start_branch_at(rt.runner, session, branch_id, base_cp, manifest, hold.token)
+    return branch_id
 
 
 def _check_values(ctx: ServeContext, values: Any) -> None:
