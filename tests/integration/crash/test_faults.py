@@ -109,7 +109,7 @@ def test_unarmed_process_runs_to_the_end(tmp_path: Path) -> None:
 
 def test_unknown_point_in_env_fails_clearly(tmp_path: Path) -> None:
     """A typo in AGENTRT_CRASH_AT stops the process with a ConfigError naming the valid points."""
-    proc = run_py("from agent import faults; faults.install()", "after_tool_exec:1", tmp_path)
+    proc = run_py("from agent.core import faults; faults.install()", "after_tool_exec:1", tmp_path)
     assert proc.returncode == 1
     assert "ConfigError" in proc.stderr and "after_tool_execute" in proc.stderr
 
