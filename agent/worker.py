@@ -7,18 +7,18 @@ Start workers (on every machine, as many as you like; docs/how-to/workers.md):
 Each worker also consumes the queue of its own graph version, `agentrt.<GRAPH_VERSION>` (added at
 start, whatever `-Q` says): a turn of a session that has run goes there, so during a rolling upgrade
 a session's turns run only on workers of the graph version its checkpoints were written under
-(agent/routing.py). A task of a session of another version that still reaches this worker is sent
+(agent/runner/routing.py). A task of a session of another version that still reaches this worker is sent
 on to that version's queue, untouched. `workers.adopt_graph_versions` makes a worker take over the
 sessions of older versions too (it consumes their queues; a resume accepts the graph change).
 
 `agentrt submit` / `runner.submit()` append a turn to the session's inbox and send
-`agentrt.drain_session(tenant, session, turn_id)`; the task runs `agent.drain.drain`. A busy
+`agentrt.drain_session(tenant, session, turn_id)`; the task runs `agent.runner.drain.drain`. A busy
 session (another worker holds its drain lease, or a run holds its session lease) retries the task
 with a growing delay (up to 5 s); a backend outage (Redis, PostgreSQL, disk) too, until it is over.
 
 A turn submitted by `agentrt serve` is `live`: the worker publishes its events (graph chunks included)
 to Redis for the server to stream, and stops it at a step boundary when its client cancels
-(agent/live.py).
+(agent/runner/live.py).
 
 With `session.retention_days` set, a worker reclaims old sessions after a task, at most every
 `session.gc_every_minutes` and one worker at a time (agent/session/retention.py).
@@ -47,13 +47,14 @@ from typing import Any
 from celery import Task, signals
 from celery.exceptions import Reject
 
-from agent.celery_app import TASK_NAME, make_app
 from agent.core.config import load_settings
 from agent.core.errors import BackendUnavailable, ConfigError, LeaseHeld
-from agent.drain import OtherGraphVersion, Stopping, drain
-from agent.live import LiveChannel
-from agent.routing import version_queue
-from agent.runner import AgentRunner, GraphChunks
+from agent.runner.agent_runner import AgentRunner
+from agent.runner.celery_app import TASK_NAME, make_app
+from agent.runner.chunks import GraphChunks
+from agent.runner.drain import OtherGraphVersion, Stopping, drain
+from agent.runner.live import LiveChannel
+from agent.runner.routing import version_queue
 from agent.session.inbox import TurnStatus
 from agent.session.record_store import inbox as record_inbox
 from agent.session.sweep import Sweeper
@@ -134,7 +135,7 @@ def runner() -> AgentRunner:
     """This pool process's runner (built on first use, after the fork)."""
     global _runner
     if _runner is None:
-        # The raw graph chunks too: a turn of `agentrt serve` streams them to its client (agent/live.py).
+        # The raw graph chunks too: a turn of `agentrt serve` streams them to its client (agent/runner/live.py).
         _runner = AgentRunner(settings, chunks=GraphChunks())
     return _runner
 

@@ -110,7 +110,7 @@ class ThreadTail:
     """Read-only questions to the checkpoint threads of one record store (see the module doc).
 
     `get_tuple` / `list` answer as `JsonlCheckpointSaver`'s do for a thread config, with a `Found`
-    (config and metadata) in place of a LangGraph tuple: enough for `agent.run.branches.head_of`.
+    (config and metadata) in place of a LangGraph tuple: enough for `agent.runner.branches.head_of`.
     """
 
     def __init__(self, store: Store, default_tenant: str = "default") -> None:

@@ -71,7 +71,7 @@ class LoopRuntimeProtocol(Protocol):
 
 
 RuntimeFactory = Callable[[str, Mapping[str, Any], RunnableConfig], LoopRuntimeProtocol]
-"""Builds a session's LoopRuntime: (session id, state, config) -> runtime (agent.run.builder.RuntimeBuilder)."""
+"""Builds a session's LoopRuntime: (session id, state, config) -> runtime (agent.runner.builder.RuntimeBuilder)."""
 
 
 def session_id_of(config: RunnableConfig) -> str:

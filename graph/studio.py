@@ -2,7 +2,7 @@
 
 Settings come from the file named by `AGENTRT_CONFIG` (default: configs/default.yaml), with the
 usual `AGENTRT_*` overrides (e.g. `AGENTRT_BASE_DIR`). What is served is built by one factory,
-`agent.run.studio_graph.studio_parts`: the agent graph (compiled without a checkpointer, as `langgraph dev`
+`agent.runner.studio_graph.studio_parts`: the agent graph (compiled without a checkpointer, as `langgraph dev`
 requires, with a default context so runs without one execute the same nodes, tools and journal as
 `agentrt run`) and our JSONL saver.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from agent.run.studio_graph import studio_parts
+from agent.runner.studio_graph import studio_parts
 
 CONFIG_ENV = "AGENTRT_CONFIG"
 

@@ -14,7 +14,7 @@ _T = TypeVar("_T")
 
 if TYPE_CHECKING:
     from agent.core.config import AgentSettings
-    from agent.runner import AgentRunner
+    from agent.runner.agent_runner import AgentRunner
 
 
 DONE_CODE: int | None = None
@@ -119,7 +119,7 @@ def runner(args: argparse.Namespace) -> AgentRunner:
     """An AgentRunner for `--config`."""
     import gc
 
-    from agent.runner import AgentRunner
+    from agent.runner.agent_runner import AgentRunner
 
     built = AgentRunner.from_config(args.config)
     # A command is one short process: what start-up loaded (LangGraph, pydantic, the graph) lives
@@ -133,7 +133,7 @@ def read(args: argparse.Namespace, call: Callable[[Any], _T]) -> _T:
     """`call(reader)` for a read-only command: a `SessionReader` (no LangGraph, no SQL unless a read
     reaches it) when one answers for `--config`, else, or when the checkpoint needs LangGraph to be
     read exactly (`NeedsGraph`), an AgentRunner (`runner`). Both answer with the same methods."""
-    from agent.run.reader import NeedsGraph, SessionReader
+    from agent.runner.reader import NeedsGraph, SessionReader
 
     reader = SessionReader.open(args.config)
     if reader is not None:

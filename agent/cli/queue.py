@@ -1,4 +1,4 @@
-"""`agentrt submit` / `agentrt wait`: turns for the Celery workers (the work is in agent.submit).
+"""`agentrt submit` / `agentrt wait`: turns for the Celery workers (the work is in agent.runner.submit).
 
 Only the arguments live here, so `agentrt --help` does not import Celery.
 """
@@ -29,13 +29,13 @@ def args_wait(p: argparse.ArgumentParser) -> None:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     """agentrt submit --session ID "text": prints the turn id."""
-    from agent.submit import cmd_submit as submit
+    from agent.runner.submit import cmd_submit as submit
 
     return submit(args)
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
     """agentrt wait TURN_ID: 0 when COMPLETED or PAUSED, 1 when FAILED, 3 on --timeout."""
-    from agent.submit import cmd_wait as wait
+    from agent.runner.submit import cmd_wait as wait
 
     return wait(args)

@@ -202,7 +202,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if decision is not None and _operator(args):
         decision["operator"] = _operator(args)
     if decision is not None and r.settings.workers.enabled:
-        from agent.submit import cmd_queue_decision, has_paused_turn
+        from agent.runner.submit import cmd_queue_decision, has_paused_turn
 
         # A submitted turn is continued by the workers; one started by `agentrt run` is resumed here.
         if has_paused_turn(r.settings, args.session_id, args.tenant):

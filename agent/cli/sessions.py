@@ -68,7 +68,7 @@ def _page(args: argparse.Namespace) -> Any:
 
         store = JsonlSessionStore(conf.base_dir, inline_payload_max_bytes=p.inline_payload_max_bytes, fsync=p.fsync)
         return page_sessions(store, tenant, where, after=args.after, limit=limit)
-    from agent.services import build_manager
+    from agent.runner.services import build_manager
 
     manager = build_manager(conf, lazy_sql=not embedded)  # PostgreSQL: listed with psycopg, no SQLAlchemy
     return manager.page(tenant, where, after=args.after, limit=limit)

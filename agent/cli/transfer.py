@@ -84,7 +84,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """agentrt import FILE."""
-    from agent.services import build_manager
+    from agent.runner.services import build_manager
     from agent.session.record_store import pg_store
     from agent.transfer.fileformat import read_export
     from agent.transfer.importer import check_targets, place, register
@@ -129,7 +129,7 @@ def _imported(args: argparse.Namespace, export: ExportFile, placed: list[ChatSes
 def cmd_migrate(args: argparse.Namespace) -> int:
     """agentrt store migrate --from files --to postgres [--from-dir DIR] [--dry-run]."""
     from agent.core.errors import Conflict, InputError
-    from agent.services import build_manager
+    from agent.runner.services import build_manager
     from agent.session.record_store import pg_store
     from agent.transfer.store_migrate import Moved, migrate
 

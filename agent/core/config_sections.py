@@ -266,7 +266,7 @@ class WorkerSettings(_Strict):
     soft_shutdown_s: float = 60.0  # SIGQUIT: how long running tasks get before they are requeued
     result_expires_s: int = 7 * 24 * 3600
     live_events_ttl_s: int = 3600
-    """How long a turn's live events stay in Redis for `agentrt serve` to stream (agent/live.py)."""
+    """How long a turn's live events stay in Redis for `agentrt serve` to stream (agent/runner/live.py)."""
     adopt_graph_versions: list[str] = Field(default_factory=list)
     """Graph versions whose sessions these workers take over (docs/production.md "Rolling upgrade"):
     they also consume those versions' queues, and resume a run of one with the graph change accepted."""

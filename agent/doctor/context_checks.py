@@ -8,7 +8,7 @@ from typing import Any
 from agent.doctor.facts import Check, SessionFacts
 from agent.doctor.finding import NOTHING, RESTORE_CP, finding
 from agent.loop.message_view import ARCHIVED_KEY, MessageKind, MessageView, ToolPairingError, check_tool_pairs
-from agent.recovery import (
+from agent.runner.recovery import (
     stored_pins,
 )
 from agent.tools.journal_records import CallIndex, index_record

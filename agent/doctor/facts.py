@@ -213,7 +213,7 @@ class SessionFacts:
     reports: list[FileReport] = field(default_factory=list)
     """Every record log, document and index of the folder, per `checkpointing.verify.verify_session`."""
     checkpoint_id: str | None = None
-    """The current branch's checkpoint (None: the thread's newest; see `agent.run.branches`)."""
+    """The current branch's checkpoint (None: the thread's newest; see `agent.runner.branches`)."""
     base: Path | None = None
     """Where the session's records were read (None: `persistence.base_dir`; on the PostgreSQL
     store, the temporary copy of `agent.doctor.store_copy`)."""

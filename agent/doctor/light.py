@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.doctor.subject import DoctorContext
 from agent.loop.message_view import MessageKind, MessageView
-from agent.run.readable import RunnerFree
+from agent.runner.readable import RunnerFree
 from checkpointing.tail import ABSENT, History, NeedsGraph, StoredMessage, ThreadTail
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ class LightContext(RunnerFree, DoctorContext):
     def lease(self) -> SessionLease:
         """The configured lease (read, never taken)."""
         if self._lease is None:
-            from agent.services import build_lease
+            from agent.runner.services import build_lease
 
             self._lease = build_lease(self.settings)
         return self._lease
@@ -123,7 +123,7 @@ def _read(tail: ThreadTail, facts: SessionFacts) -> None:
         except Exception:  # the reads below meet what stopped it
             break
     if facts.session is not None:
-        from agent.run.branches import head_of
+        from agent.runner.branches import head_of
 
         facts.checkpoint_id = head_of(tail, facts.session, fork_point=facts.fork_point()).checkpoint_id
     facts.doc = tail.document(tenant, sid, facts.checkpoint_id)

@@ -7,7 +7,7 @@ from typing import Any
 from agent.doctor.behind import lag_lines
 from agent.doctor.facts import Check, SessionFacts
 from agent.doctor.finding import NOTHING, RESTORE_CP, finding
-from agent.recovery import (
+from agent.runner.recovery import (
     OLD_FORMAT,
 )
 from checkpointing import audit

@@ -2,7 +2,7 @@
 session runs on, and its turns that wait for a worker of that version (a rolling upgrade left them
 on a version no worker runs any more).
 
-Read-only: the session's event log (its newest `run_start`, agent/routing.py) and its inbox.
+Read-only: the session's event log (its newest `run_start`, agent/runner/routing.py) and its inbox.
 
 `worker_queues` (`agentrt doctor` without a session id, with a broker): how many turns wait in the
 shared queue and in this agentrt's graph version's queue, asked of the broker (a passive declare:
@@ -26,7 +26,7 @@ UPGRADE = "see 'Rolling upgrade' in docs/production.md"
 
 def worker_queue(f: SessionFacts) -> Check:
     """OK unless turns of a session of another graph version than this agentrt's wait for a worker (WARN)."""
-    from agent.routing import session_graph_version, version_queue
+    from agent.runner.routing import session_graph_version, version_queue
     from agent.session.inbox import TurnStatus
     from agent.session.record_store import inbox as record_inbox
 
@@ -62,7 +62,7 @@ QUEUES = "worker_queues"
 def queues_check(parts: RuntimeParts) -> Check:
     """`agentrt doctor` without a session id, with a broker: how many turns wait in the shared queue
     and in the queues of this agentrt's graph version (and of the versions it adopts)."""
-    from agent.routing import version_queue
+    from agent.runner.routing import version_queue
 
     settings = parts.settings
     versions = [parts.pins.graph_version, *settings.workers.adopt_graph_versions]
@@ -85,7 +85,7 @@ def queues_check(parts: RuntimeParts) -> Check:
 
 def waiting_in(settings: AgentSettings, names: list[str]) -> dict[str, int]:
     """The tasks waiting (not yet taken by a worker) in each queue; 0 for a queue never declared."""
-    from agent.submit import producer_app
+    from agent.runner.submit import producer_app
 
     counts: dict[str, int] = {}
     with producer_app(settings).connection_for_read() as conn:

@@ -9,7 +9,7 @@ from agent.core.statuses import RunStatus
 from agent.doctor.context_checks import _messages
 from agent.doctor.facts import Check, SessionFacts
 from agent.doctor.finding import NOTHING, finding
-from agent.recovery import (
+from agent.runner.recovery import (
     PIN_REASONS,
     check_header,
     check_identity,
@@ -107,7 +107,7 @@ def recovery(f: SessionFacts) -> Check:
 
 def _ended_past_checkpoint(f: SessionFacts) -> bool:
     """The session's last run is recorded COMPLETED with its run_end entry although the checkpoint
-    shows a step left (see `agent.run.unfinished.ended_past_checkpoint`)."""
+    shows a step left (see `agent.runner.unfinished.ended_past_checkpoint`)."""
     s = f.session
     if s is None or s.last_run_status != RunStatus.COMPLETED or not s.last_run_id:
         return False

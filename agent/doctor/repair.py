@@ -53,7 +53,7 @@ from checkpointing.store.files import FileSessionStreams
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from agent.runner import AgentRunner
+    from agent.runner.agent_runner import AgentRunner
 
 __all__ = ["fork_points", "repair_session", "repair_torn_tails", "repin_fork_points", "session_streams_of"]
 

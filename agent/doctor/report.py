@@ -36,7 +36,7 @@ from checkpointing.ids import printable, validate_id
 
 if TYPE_CHECKING:
     from agent.doctor.subject import DoctorContext
-    from agent.runner import AgentRunner
+    from agent.runner.agent_runner import AgentRunner
 
 __all__ = ["render", "run_doctor"]
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from agent.core.config import AgentSettings
     from agent.doctor.facts import SessionFacts
     from agent.loop.surface import SurfacePins
-    from agent.runner import AgentRunner
+    from agent.runner.agent_runner import AgentRunner
     from agent.session.lease import SessionLease
     from agent.session.manager import ChatSessionManager
     from checkpointing.blobs import Blobs
@@ -146,7 +146,7 @@ class RunnerContext(DoctorContext):
         was built."""
         saver, override = self._fresh_reader(facts)
         if facts.session is not None:
-            from agent.run.branches import head_of
+            from agent.runner.branches import head_of
 
             try:  # the checkpoint of the branch the session is on, not the thread's newest
                 facts.checkpoint_id = head_of(saver, facts.session, fork_point=facts.fork_point()).checkpoint_id

@@ -12,7 +12,7 @@ the server's LangGraph store, are read from there until the tenant's first chang
 into the document (and then removes the items).
 
 An assistant's `config.configurable` (or `context`, the same thing: LangGraph keeps them equal)
-holds only the keys of `agent.run.overrides.ALLOWED`; a run that names the assistant applies them.
+holds only the keys of `agent.runner.overrides.ALLOWED`; a run that names the assistant applies them.
 The built-in assistant (graph id `agentrt`) has none, and cannot be changed or deleted.
 """
 
@@ -27,7 +27,7 @@ from langgraph.store.base import BaseStore, PutOp
 
 from agent.core.config import AgentSettings, AssistantOverrides
 from agent.core.errors import AssistantConflict, AssistantNotFound, ConfigError, quote_id
-from agent.run.overrides import CONFIG_NAME, check_overrides, resolve
+from agent.runner.overrides import CONFIG_NAME, check_overrides, resolve
 from agent.session.assistant_doc import Assistants, assistants_session, change_assistants, read_assistants
 from agent.session.tenant_store import ASSISTANTS_ROOT
 

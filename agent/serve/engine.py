@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.core.errors import SessionError
-from agent.runner import AgentRunner
+from agent.runner.agent_runner import AgentRunner
 from agent.serve.run_on_pool import RunExecutor
 from agent.serve.run_record import ApiRunStatus, CancelAction, Job, RunRecord, Strategy
 

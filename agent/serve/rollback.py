@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.run.run_lifecycle import fork_before_run
+from agent.runner.run_lifecycle import fork_before_run
 from agent.serve.auth import Principal
 from agent.serve.run_record import RunRecord
 from agent.serve.serve_context import METADATA_KEY

@@ -21,7 +21,7 @@ from agent.core.errors import AgentrtError, ConfigError, ToolError, as_agentrt_e
 from agent.core.results import RunEvent
 from agent.core.text import printable
 from agent.doctor import run_doctor
-from agent.run.run_lifecycle import forkable_entries
+from agent.runner.run_lifecycle import forkable_entries
 from agent.serve import page
 from agent.serve.auth import KEY_COOKIE, KEY_HEADER, Principal, Unauthorized
 from agent.serve.deps import get_ctx

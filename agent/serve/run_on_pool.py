@@ -13,7 +13,8 @@ from typing import Any
 from agent.core.errors import SessionError
 from agent.core.results import RunEvent
 from agent.core.statuses import RunStatus
-from agent.runner import AgentRunner, clean_stop
+from agent.runner.agent_runner import AgentRunner
+from agent.runner.chunks import clean_stop
 from agent.serve.encode import jsonable
 from agent.serve.run_record import THIS_SERVER, ApiRunStatus, CancelAction, RunRecord
 from agent.serve.run_table import RunTable
@@ -33,7 +34,7 @@ class RunExecutor:
     ) -> None:
         self.runner = runner
         self.on_workers = on_workers
-        """Runs execute on the Celery workers: a worker rolls back the run it stopped (agent/drain.py)."""
+        """Runs execute on the Celery workers: a worker rolls back the run it stopped (agent/runner/drain.py)."""
         self.rollback = rollback
         """Rolls a stopped run's writes back (True: done, the run is deleted; False: it stays, interrupted)."""
         self.unlist = unlist

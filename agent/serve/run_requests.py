@@ -8,8 +8,8 @@ from typing import Any
 
 from agent.core.errors import ConfigError
 from agent.core.results import RunEvent
-from agent.run.options import RunOptions
-from agent.run.overrides import check_overrides
+from agent.runner.options import RunOptions
+from agent.runner.overrides import check_overrides
 from agent.serve.auth import Principal
 from agent.serve.run_record import CancelAction, Job, RunRecord, Strategy
 from agent.serve.serve_context import ASSISTANT_ID, ServeContext
@@ -99,7 +99,7 @@ def is_langgraph_key(key: str) -> bool:
 def with_assistant(ctx: ServeContext, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
     """The body with the assistant it names resolved: its id, and the overrides the run applies (the
     assistant's, then the run's own `config.configurable` / `context`, both from the allowlist of
-    agent/run/overrides.py). 404 for an assistant the caller's tenant lacks, 422 naming a key."""
+    agent/runner/overrides.py). 404 for an assistant the caller's tenant lacks, 422 naming a key."""
     assistant_id, overrides = ctx.run_assistant(principal, str(body.get("assistant_id") or ""))
     configurable = (body.get("config") or {}).get("configurable") or {}
     if not isinstance(configurable, dict):

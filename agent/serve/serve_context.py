@@ -14,11 +14,12 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
-from agent.celery_app import celery_config
 from agent.core.config import AgentSettings
 from agent.core.errors import ConfigError, SessionNotFound, quote_id
 from agent.core.statuses import RunStatus
-from agent.live import redis_url
+from agent.runner.celery_app import celery_config
+from agent.runner.live import redis_url
+from agent.runner.turns import SessionHold
 from agent.serve.assistants import ASSISTANT_ID, GRAPH_ID, AssistantStore
 from agent.serve.auth import Authenticator, Principal
 from agent.serve.encode import empty_state, jsonable, thread_state
@@ -27,7 +28,6 @@ from agent.serve.head_values import HeadValues
 from agent.serve.run_record import RunRecord
 from agent.serve.serve_runner import serve_runner
 from agent.session.session import THREAD_METADATA, ChatSession
-from agent.turns import SessionHold
 from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
 from checkpointing.session_index import SessionRow

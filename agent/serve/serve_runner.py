@@ -5,9 +5,9 @@ for the API's stream modes) that reads sessions from the shared layers only.
 from __future__ import annotations
 
 from agent.core.config import AgentSettings
-from agent.run.chunks import GraphChunks
-from agent.runner import AgentRunner
-from agent.services import build_manager
+from agent.runner.agent_runner import AgentRunner
+from agent.runner.chunks import GraphChunks
+from agent.runner.services import build_manager
 from agent.session.manager import ChatSessionManager
 from agent.session.stores.memory_cache import MemorySessionStore
 

@@ -22,10 +22,10 @@ from langgraph.errors import InvalidUpdateError
 from langgraph.types import StateSnapshot
 
 from agent.core.errors import ConfigError, SessionError, SessionNotFound
-from agent.run.run_lifecycle import start_branch_at
+from agent.runner.run_lifecycle import start_branch_at
+from agent.runner.turns import SessionHold
 from agent.serve.serve_context import ServeContext
 from agent.session.session import ChatSession
-from agent.turns import SessionHold
 from checkpointing.entry_log import EventLog
 
 NODE_END = frozenset({"node_end"})

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from agent.core.results import RunEvent, jsonable
-from agent.runner import GRAPH_EVENT
+from agent.runner.chunks import GRAPH_EVENT
 from agent.serve.encode import INTERRUPT_KEY
 
 SUPPORTED_MODES = frozenset(

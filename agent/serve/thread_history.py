@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.types import StateSnapshot
 
-from agent.run.branches import fork_point_of, head_of
-from agent.run.run_lifecycle import ROLLED_BACK_BRANCH
+from agent.runner.branches import fork_point_of, head_of
+from agent.runner.run_lifecycle import ROLLED_BACK_BRANCH
 from agent.serve.encode import thread_state
 from agent.session.branch_book import read_book
 from agent.session.session import ChatSession

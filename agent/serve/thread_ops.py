@@ -8,11 +8,11 @@ it never reaches across. Both hold the session lease: not while a run is going.
 from __future__ import annotations
 
 from agent.core.errors import ConfigError
+from agent.runner.turns import SessionHold
 from agent.serve.auth import Principal
 from agent.serve.serve_context import METADATA_KEY, ServeContext
 from agent.session.removal import Removal, finish, remove_session
 from agent.session.session import ChatSession
-from agent.turns import SessionHold
 from checkpointing.saver import JsonlCheckpointSaver
 
 

@@ -2,7 +2,7 @@
 
 A run is a turn submitted as `agentrt submit` does (marked `live`), an answer to an approval as
 `agentrt resume --approve` queues it, or a continuation of the thread's unfinished run. The job
-below follows the turn's live events (agent/live.py) and yields them as the `RunEvent`s an
+below follows the turn's live events (agent/runner/live.py) and yields them as the `RunEvent`s an
 in-process run gives, so the engine, the stream modes and the page treat both alike. The turn's
 inbox is the fallback: once it is settled and the channel is quiet, the job ends with its result.
 """
@@ -16,8 +16,8 @@ from agent.core.config import AgentSettings
 from agent.core.errors import SessionError
 from agent.core.results import RunEvent
 from agent.core.statuses import RunStatus
-from agent.live import END, LiveChannel
-from agent.submit import TurnHandle, paused_turn, submit_decision, submit_resume, submit_turn
+from agent.runner.live import END, LiveChannel
+from agent.runner.submit import TurnHandle, paused_turn, submit_decision, submit_resume, submit_turn
 
 BLOCK_MS = 1000
 CANCELLING = "cancelling"  # yielded while a cancel is pending, so the engine closes the job at once
@@ -39,7 +39,7 @@ def worker_job(
     """The job the engine runs: submit the turn (with `options()`, its `RunOptions` as a dict, read
     when it starts), then follow its events until it is settled. A cancel stops it at the next
     step, or with `clean()` at the next step a new turn can follow; with `rollback()` the worker
-    also rolls the run back (agent/drain.py) and the job follows the turn until it is settled, its
+    also rolls the run back (agent/runner/drain.py) and the job follows the turn until it is settled, its
     final event saying under `rollback` what became of the run. `relay` is handed, once the turn is
     submitted, what tells its worker of a cancel at once (and None when the job is over): the job
     itself tells it too, but only between its reads of the turn's events."""

@@ -11,7 +11,7 @@ repairs it from the event log (rows are keyed by entry id, so re-syncing never d
 Recording an event: `record` appends the entry through the session's event log
 (`JsonlSessionStore.event_log`: the session's handle, `checkpointing.entry_log.EventLog.append`)
 and, unless deferred, commits it (`EventLog.commit`, which asks the store for durability); a
-run's deferred entries are committed by `commit`, once per step (`agent.turns.EventRecorder`).
+run's deferred entries are committed by `commit`, once per step (`agent.runner.turns.EventRecorder`).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from checkpointing import layout
 from checkpointing.session_index import IndexUnusable
 
 if TYPE_CHECKING:
-    from agent.run.base_runner import Runner
+    from agent.runner.base_runner import Runner
 
 KEPT_NOTE = "the tenant's store items and assistants are kept: its users share them (erase without --user deletes them)"
 

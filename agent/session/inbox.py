@@ -7,7 +7,7 @@ writer read (retried when another writer appended first), so submitters and work
 machines never interleave:
 
     submitted  {turn_id, text, user_id}        the turn exists (durable before it is enqueued);
-               + live: true                    its worker publishes live events (agent/live.py)
+               + live: true                    its worker publishes live events (agent/runner/live.py)
                + resume: true, decision        a continuation: resume the session's unfinished
                                                run (with the human's decision), no new text
                + options {before, after,       its run's breakpoints, and whether it may start over
@@ -76,10 +76,10 @@ class Turn:
     decision: dict[str, Any] | None = None  # the approval to apply on the next pass
     result: dict[str, Any] = field(default_factory=dict)  # `done`/`paused` payload: status, run_id, answer...
     attempts: int = 0  # how many times a worker started it (more than one: it was resumed)
-    live: bool = False  # its worker publishes live events for `agentrt serve` (agent/live.py)
+    live: bool = False  # its worker publishes live events for `agentrt serve` (agent/runner/live.py)
     resume: bool = False  # continues the session's unfinished run instead of starting one with `text`
     new_session: bool = False  # submitted with --new-session: its run creates the session
-    options: dict[str, Any] | None = None  # {"before", "after", "discard_unfinished"}: agent.run.options
+    options: dict[str, Any] | None = None  # {"before", "after", "discard_unfinished"}: agent.runner.options
 
     @property
     def finished(self) -> bool:

@@ -39,7 +39,7 @@ from checkpointing.store.pg_blobs import PostgresBlobStore
 from checkpointing.store.postgres import PostgresSessionStreams
 
 if TYPE_CHECKING:
-    from agent.run.base_runner import Runner
+    from agent.runner.base_runner import Runner
 
 log = logging.getLogger("agentrt.sessions")
 ERASING_PREFIX = ".erasing-"

@@ -38,7 +38,7 @@ from agent.session.session import ChatSession
 from checkpointing.session_index import IndexUnusable
 
 if TYPE_CHECKING:
-    from agent.run.base_runner import Runner
+    from agent.runner.base_runner import Runner
     from checkpointing.store.postgres import PostgresStore
 
 log = logging.getLogger("agentrt.sessions")

@@ -35,7 +35,7 @@ from agent.core.errors import AgentrtError, LeaseHeld
 from agent.session.record_store import pg_store
 
 if TYPE_CHECKING:
-    from agent.run.base_runner import Runner
+    from agent.runner.base_runner import Runner
     from agent.session.outbox import Lag
     from checkpointing.store.postgres import PostgresStore
 

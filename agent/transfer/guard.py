@@ -68,7 +68,7 @@ def session_guard(settings: AgentSettings, tenant: str, session_id: str, what: s
     if kind not in ("redis", "postgres"):
         yield  # an in-process lease: no other process can hold it
         return
-    from agent.services import build_lease
+    from agent.runner.services import build_lease
 
     lease = build_lease(settings)
     try:

@@ -36,7 +36,7 @@ finally:
 sys.exit(code)
 """
 _RUNNER_ONLY = (
-    "import agent.run.reader as r; r.SessionReader.open = classmethod(lambda cls, config: None)\n"
+    "import agent.runner.reader as r; r.SessionReader.open = classmethod(lambda cls, config: None)\n"
     "import agent.doctor.light as d; d.LightContext.open = classmethod(lambda cls, config: None)"
 )
 

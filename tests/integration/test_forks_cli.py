@@ -27,7 +27,7 @@ import pytest
 import redis
 import sqlalchemy as sa
 
-from agent.run.branches import branch_pages
+from agent.runner.branches import branch_pages
 from checkpointing.entry_log import EventLog
 from tests.cli.console import Ran, agentrt, env, script
 from tests.integration.test_stores_support import DATABASE_URL, REDIS_URL

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from agent.doctor import run_doctor
-from agent.recovery import OLD_FORMAT
 from agent.runner import AgentRunner
+from agent.runner.recovery import OLD_FORMAT
 from checkpointing.records import decode_record, json_std_canonical
 from tests.support.runners import ROOT, make_config
 

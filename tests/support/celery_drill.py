@@ -32,12 +32,12 @@ import sqlalchemy as sa
 from agent.core.config import AgentSettings, load_settings
 from agent.core.errors import SessionNotFound
 from agent.runner import AgentRunner
+from agent.runner.submit import TurnHandle, submit_turn
 from agent.session.db_cli import db_init
 from agent.session.inbox import Inbox, Turn, TurnStatus
 from agent.session.record_store import close_stores
 from agent.session.record_store import inbox as record_inbox
 from agent.session.stores.sql import SqlSessionStore
-from agent.submit import TurnHandle, submit_turn
 from tests.support.runners import ROOT, make_config
 
 REDIS_URL = os.environ.get("AGENTRT_REDIS_URL", "redis://127.0.0.1:6379")

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def serve() -> None:
     """Server loop (runs in the child interpreter): one JSON request a line, two JSON replies."""
     import agent.cli
-    import agent.runner
+    import agent.runner.agent_runner
     import tests.support.drill_tools  # noqa: F401
 
     print(json.dumps({"ready": True}), flush=True)

@@ -38,3 +38,14 @@ def test_every_module_of_agent_and_graph_is_on_a_floor() -> None:
     for package in ("agent", "graph"):
         children = {f"{package}.{m.name}" for m in pkgutil.iter_modules([str(ROOT / package)])}
         assert children - placed == set(), f"on no floor of [tool.importlinter]: {sorted(children - placed)}"
+
+
+def test_every_module_of_the_runner_is_on_one_of_its_floors() -> None:
+    """The runner package has floors of its own (the drain above the facade above a turn's parts):
+    a new module of `agent.runner` must be placed there too."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    inner = next(c for c in contracts if c.get("containers") == ["agent.runner"])
+    placed = {name.strip() for layer in inner["layers"] for name in layer.replace("|", ":").split(":")}
+    modules = {m.name for m in pkgutil.iter_modules([str(ROOT / "agent" / "runner")])}
+    assert modules, "agent/runner holds no module"
+    assert modules - placed == set(), f"on no floor of the runner's contract: {sorted(modules - placed)}"

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from agent.core.config import load_settings
-from agent.routing import session_graph_version
+from agent.runner.routing import session_graph_version
 from tests.support.crash import (
     DRILL_TEXT,
     DRILL_TOOLS,
@@ -55,7 +55,7 @@ sys.exit(main(sys.argv[1:]))
 # A resume in a process whose state schema version was bumped (before the runtime is imported).
 SCHEMA_HOOK = """
 import sys
-import graph.schema  # where the version lives; graph.state and agent.recovery import it from here
+import graph.schema  # where the version lives; graph.state and agent.runner.recovery import it from here
 graph.schema.SCHEMA_VERSION = graph.schema.SCHEMA_VERSION + 1
 from agent.cli import main
 sys.exit(main(sys.argv[1:]))

@@ -329,8 +329,8 @@ def test_settings_build_the_run_and_drain_leases_on_database_url() -> None:
     """`persistence.lease: postgres` builds the run lease and the workers' drain lease on the
     database of `persistence.database_url`."""
     from agent.core.config import load_settings
-    from agent.drain import drain_lease
-    from agent.services import build_lease
+    from agent.runner.drain import drain_lease
+    from agent.runner.services import build_lease
 
     settings = load_settings(overrides={"persistence.lease": "postgres", "persistence.database_url": DATABASE_URL})
     run, drain = build_lease(settings), drain_lease(settings)

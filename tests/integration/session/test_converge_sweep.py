@@ -30,8 +30,8 @@ import sqlalchemy as sa
 import yaml
 
 from agent.core.config import load_settings
-from agent.services import build_lease
-from agent.turns import SessionHold
+from agent.runner.services import build_lease
+from agent.runner.turns import SessionHold
 from tests.integration.test_stores_support import DATABASE_URL, REDIS_URL, Relay, pg_host_port
 from tests.support.runners import ROOT, make_config
 from tests.support.serve import serving

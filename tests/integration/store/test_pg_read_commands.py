@@ -42,7 +42,7 @@ finally:
 sys.exit(code)
 """
 _RUNNER_ONLY = (
-    "import agent.run.reader as r; r.SessionReader.open = classmethod(lambda cls, config: None)\n"
+    "import agent.runner.reader as r; r.SessionReader.open = classmethod(lambda cls, config: None)\n"
     "import agent.doctor.light as d; d.LightContext.open = classmethod(lambda cls, config: None)"
 )
 
@@ -138,7 +138,7 @@ def listed(deployment: tuple[Path, Path, str]) -> dict[tuple[str, str], list[str
     """Sessions written through the session manager: (tenant, user) -> their ids; one of them expired,
     two with thread metadata."""
     from agent.core.config import load_settings
-    from agent.services import build_manager
+    from agent.runner.services import build_manager
     from agent.session.session import THREAD_METADATA
 
     _, config, sid = deployment

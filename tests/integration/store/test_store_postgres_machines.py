@@ -24,8 +24,9 @@ import redis as redis_lib
 
 from agent.core.config import load_settings
 from agent.core.errors import LeaseHeld, SessionExists, SessionNotFound
-from agent.routing import session_graph_version, turn_queue, version_queue
 from agent.runner import AgentRunner
+from agent.runner.routing import session_graph_version, turn_queue, version_queue
+from agent.runner.submit import submit_turn
 from agent.session import record_store
 from agent.session.db_cli import db_init
 from agent.session.erase import erase
@@ -34,7 +35,6 @@ from agent.session.record_store import inbox as record_inbox
 from agent.session.record_store import session_streams
 from agent.session.record_store import turn_index as record_turns
 from agent.session.retention import GC_LOCK_FILE, collect, maybe_collect
-from agent.submit import submit_turn
 from agent.tools.journal import ToolExecutionJournal
 from graph.build import GRAPH_VERSION
 from tests.integration.test_stores_support import Relay

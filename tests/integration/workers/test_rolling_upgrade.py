@@ -20,10 +20,10 @@ import yaml
 import graph.build
 from agent.doctor import Check, run_doctor
 from agent.doctor.index import store_report
-from agent.routing import session_graph_version
 from agent.runner import AgentRunner
+from agent.runner.routing import session_graph_version
+from agent.runner.submit import TurnHandle, submit_decision
 from agent.session.inbox import Turn, TurnStatus
-from agent.submit import TurnHandle, submit_decision
 from tests.support.celery_drill import BROKERS, Cluster, open_cluster, turn_script
 from tests.support.hooked_celery import hooked_version
 
@@ -63,7 +63,7 @@ def _stop(c: Cluster, name: str) -> None:
 def _on_the_shared_queue(c: Cluster, monkeypatch: pytest.MonkeyPatch, sid: str, text: str) -> TurnHandle:
     """A turn sent to the shared queue, as an agentrt from before routing by graph version sent every turn."""
     with monkeypatch.context() as m:
-        m.setattr("agent.submit.turn_queue", lambda settings, tenant, session: settings.workers.queue)
+        m.setattr("agent.runner.submit.turn_queue", lambda settings, tenant, session: settings.workers.queue)
         return c.submit(sid, text)
 
 

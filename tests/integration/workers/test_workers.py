@@ -16,8 +16,8 @@ from celery.result import AsyncResult
 from agent.core.config import load_settings
 from agent.core.errors import BackendUnavailable, SessionNotFound
 from agent.runner import AgentRunner
+from agent.runner.submit import TurnHandle, handle_for, producer_app, submit_turn
 from agent.session.inbox import Inbox, TurnStatus
-from agent.submit import TurnHandle, handle_for, producer_app, submit_turn
 from tests.support.celery_drill import (
     BROKERS,
     REDIS_URL,

@@ -8,7 +8,7 @@ import pytest
 
 from agent.core.config import load_settings
 from agent.core.errors import ConfigError
-from agent.services import jsonl_saver
+from agent.runner.services import jsonl_saver
 
 
 def _saver(tmp_path: Path, **persistence: object):  # type: ignore[no-untyped-def]

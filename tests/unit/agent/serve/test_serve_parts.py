@@ -11,8 +11,8 @@ from langgraph.types import Interrupt
 from agent.core.config import load_settings
 from agent.core.errors import ConfigError
 from agent.core.results import RunEvent, jsonable
-from agent.live import encode_event
 from agent.runner import GRAPH_EVENT
+from agent.runner.live import encode_event
 from agent.serve.auth import Authenticator, Principal, Unauthorized, check_bind
 from agent.serve.run_requests import input_text, resume_decision
 from agent.serve.serve_context import ServeContext

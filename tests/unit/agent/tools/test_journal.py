@@ -278,7 +278,7 @@ def test_state_only_tool_bypasses_the_journal(tmp_path: Path) -> None:
 
 
 def _with_saver_texts(tmp_path: Path) -> tuple[ToolExecutionJournal, Any]:
-    from agent.run.builder import _SaverTexts
+    from agent.runner.builder import _SaverTexts
     from checkpointing.saver import JsonlCheckpointSaver
 
     saver = JsonlCheckpointSaver(tmp_path)

@@ -101,10 +101,10 @@ def test_the_clients_never_reach_past_the_store() -> None:
     clients = [
         "agent/session/inbox.py",
         "agent/session/chat_memory.py",
-        "agent/turns.py",
-        "agent/run/builder.py",
-        "agent/routing.py",
-        "agent/submit.py",
+        "agent/runner/turns.py",
+        "agent/runner/builder.py",
+        "agent/runner/routing.py",
+        "agent/runner/submit.py",
     ]
     banned = {"fcntl", "FencingGuard", "group_for", "pg_store", "PostgresSessionStreams", "JsonlSessionStore.commit"}
     banned |= {"CommitGroup", "TIER_STATE", "TIER_EVENTS", "TIER_LAZY"}

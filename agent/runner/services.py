@@ -47,7 +47,7 @@ def build_saver(settings: AgentSettings) -> BaseCheckpointSaver:
 def jsonl_saver(settings: AgentSettings) -> JsonlCheckpointSaver:
     """Our JSONL saver on the settings' record store (`base_dir`, or PostgreSQL with `store: postgres`).
 
-    Recovery pins (graph version, digests) are checked by `agent.recovery`, not by the saver's
+    Recovery pins (graph version, digests) are checked by `agent.runner.recovery`, not by the saver's
     `expect_metadata`: `--accept-changes` must be able to re-pin a mismatch the saver would refuse.
     """
     from agent.session.record_store import pg_store

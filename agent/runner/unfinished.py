@@ -8,13 +8,13 @@ from agent.core.errors import SessionError
 from agent.core.events import of_run
 from agent.core.statuses import RunStatus
 from agent.loop.tool_pairs import ToolPairingError, assert_tool_pairs
-from agent.run.branches import head
-from agent.run.reading import light_snapshot
+from agent.runner.branches import head
+from agent.runner.reading import light_snapshot
 from agent.session.session import ChatSession
 from agent.tools.journal import JournalStatus
 
 if TYPE_CHECKING:
-    from agent.run.base_runner import Runner
+    from agent.runner.base_runner import Runner
 
 CLOSING = frozenset({"run_end", "run_fail", "run_pause"})
 USER_TURN = frozenset({"user_turn"})

@@ -2,9 +2,9 @@
 graph and its saver, the lease a `Turn` holds, the runtime builder, the pins, and the chunk sink
 the caller passed (the server's and the workers' `GraphChunks`; none on the CLI).
 
-Its two ways into a run are parts of it: `starts` (`agent.run.start.TurnStart`: a new turn) and
-`resumes` (`agent.run.resume.Resume`: recovery, then the stopped run continued); each opens a
-`Turn` (`agent.run.turn`) on the runner. `agent.runner.AgentRunner` holds a Runner and gives the
+Its two ways into a run are parts of it: `starts` (`agent.runner.start.TurnStart`: a new turn) and
+`resumes` (`agent.runner.resume.Resume`: recovery, then the stopped run continued); each opens a
+`Turn` (`agent.runner.turn`) on the runner. `agent.runner.AgentRunner` holds a Runner and gives the
 caller its public methods.
 """
 
@@ -22,16 +22,16 @@ from agent.core import faults
 from agent.core.config import AgentSettings
 from agent.loop.models import build_chat_model
 from agent.loop.surface import SurfacePins, compute_pins, skills_digest
-from agent.run.builder import RuntimeBuilder
-from agent.run.chunks import ChunkSink
-from agent.run.overrides import CONFIG_KEY as OVERRIDES_KEY
-from agent.run.overrides import applied
-from agent.run.overrides import encode as encode_overrides
-from agent.run.resume import Resume
-from agent.run.start import TurnStart
-from agent.run.turn import Turn
-from agent.run.views import checked_ids
-from agent.services import build_lease, build_manager, build_saver
+from agent.runner.builder import RuntimeBuilder
+from agent.runner.chunks import ChunkSink
+from agent.runner.overrides import CONFIG_KEY as OVERRIDES_KEY
+from agent.runner.overrides import applied
+from agent.runner.overrides import encode as encode_overrides
+from agent.runner.resume import Resume
+from agent.runner.services import build_lease, build_manager, build_saver
+from agent.runner.start import TurnStart
+from agent.runner.turn import Turn
+from agent.runner.views import checked_ids
 from agent.session.item_store import TTL_CONFIG, item_store
 from agent.session.manager import ChatSessionManager
 from agent.session.record_store import blobs as record_blobs
@@ -46,7 +46,7 @@ from graph.state import SCHEMA_VERSION
 class Runner:
     """The parts of a runner: settings, toolset, saver, compiled graph, lease, sessions, pins, chunk sink.
 
-    `chunks`: where the caller receives the graph's raw chunks (`agent.run.chunks.ChunkSink`; None:
+    `chunks`: where the caller receives the graph's raw chunks (`agent.runner.chunks.ChunkSink`; None:
     only the run's own events). `sessions`: how the session manager is built (on first use; None:
     `build_manager` with `lazy_sql`).
     """
@@ -114,7 +114,7 @@ class Runner:
         return checked_ids(self.settings, session_id, tenant_id, user_id)
 
     def pins_for(self, overrides: Mapping[str, Any] | None) -> SurfacePins:
-        """The pins of a run with these overrides (`agent.run.overrides`): the runner's own without."""
+        """The pins of a run with these overrides (`agent.runner.overrides`): the runner's own without."""
         if not overrides:
             return self.pins
         key = encode_overrides(overrides)

@@ -6,7 +6,7 @@
         yield from turn.stream(graph_input, **head)       # the graph to its end or pause; `final` last
 
 `stream` drives the graph (checkpoints synced per step), hands each chunk to the runner's chunk sink
-when it has one, turns the graph's own chunks into the run's events (`agent.run.chunks.translate`)
+when it has one, turns the graph's own chunks into the run's events (`agent.runner.chunks.translate`)
 and closes the run: its closing entry, the branch head and the run status. A run that fails is
 closed FAILED (`failed`), one stopped by Ctrl-C INTERRUPTED (`interrupted`), both resumable.
 """
@@ -24,17 +24,17 @@ from langgraph.types import StreamMode
 from agent.core.errors import RunInterrupted, SessionError
 from agent.core.results import RunEvent, RunResult, result_from_snapshot
 from agent.core.statuses import RunStatus
-from agent.run.chunks import STREAM_MODES, translate
-from agent.run.options import RunOptions
-from agent.run.reading import light_snapshot, result
-from agent.run.tokens import TokenStream
-from agent.run.unfinished import refuse_unfinished
+from agent.runner.chunks import STREAM_MODES, translate
+from agent.runner.options import RunOptions
+from agent.runner.reading import light_snapshot, result
+from agent.runner.tokens import TokenStream
+from agent.runner.turns import EventRecorder, SessionHold
+from agent.runner.unfinished import refuse_unfinished
 from agent.session.session import ChatSession
-from agent.turns import EventRecorder, SessionHold
 from graph.context import AgentContext
 
 if TYPE_CHECKING:
-    from agent.run.base_runner import Runner
+    from agent.runner.base_runner import Runner
 
 log = logging.getLogger("agentrt.runner")
 
@@ -51,7 +51,7 @@ class Turn:
         self.runner = runner
         self.hold = SessionHold(runner.settings, runner.lease, tenant_id, session_id)
         self.overrides: Mapping[str, Any] | None = None
-        """The settings overrides the run streams under (`agent.run.overrides`; None: the runner's
+        """The settings overrides the run streams under (`agent.runner.overrides`; None: the runner's
         settings). Set by `open`; a resume sets those the run's checkpoint recorded once it read them."""
 
     def __enter__(self) -> Turn:

@@ -7,7 +7,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from agent.loop.models import ModelScript, ScriptedChatModel
-from agent.run.tokens import TokenStream
+from agent.runner.tokens import TokenStream
 
 
 class _Recording(TokenStream):

@@ -10,7 +10,7 @@ import pytest
 from agent.core.config import load_settings
 from agent.core.errors import ConfigError
 from agent.doctor.index import store_report
-from agent.routing import session_graph_version, turn_queue, version_queue
+from agent.runner.routing import session_graph_version, turn_queue, version_queue
 from graph.build import GRAPH_VERSION
 from tests.support.runners import make_runner
 

@@ -8,8 +8,8 @@ import pytest
 
 from agent.core.config import load_settings
 from agent.core.errors import ConfigError
+from agent.runner.submit import submit_turn
 from agent.session.inbox import Inbox
-from agent.submit import submit_turn
 
 
 def test_submit_without_a_broker_says_what_to_set_and_records_nothing(

@@ -11,16 +11,17 @@ from agent.core.errors import InputError, RecoveryBlocked, SessionError
 from agent.core.events import of_run
 from agent.core.results import RunEvent, RunResult, pending_approvals, result_from_snapshot
 from agent.core.statuses import RunStatus
-from agent.recovery import check_header, check_identity, compare_pins, restore_messages, step, stored_pins
-from agent.run.approvals import asked_approvals, check_decision, checked_interrupt_id
-from agent.run.blocked import record_blocked
-from agent.run.branches import BranchHead, head
-from agent.run.options import RunOptions
-from agent.run.overrides import CONFIG_KEY as OVERRIDES_KEY
-from agent.run.overrides import decode
-from agent.run.reading import light_snapshot
-from agent.run.turn import Turn, without
-from agent.run.unfinished import (
+from agent.runner.approvals import asked_approvals, check_decision, checked_interrupt_id
+from agent.runner.blocked import record_blocked
+from agent.runner.branches import BranchHead, head
+from agent.runner.options import RunOptions
+from agent.runner.overrides import CONFIG_KEY as OVERRIDES_KEY
+from agent.runner.overrides import decode
+from agent.runner.reading import light_snapshot
+from agent.runner.recovery import check_header, check_identity, compare_pins, restore_messages, step, stored_pins
+from agent.runner.turn import Turn, without
+from agent.runner.turns import EventRecorder
+from agent.runner.unfinished import (
     approval_answered,
     ended_past_checkpoint,
     lost_approval,
@@ -28,10 +29,9 @@ from agent.run.unfinished import (
 )
 from agent.session.lifecycle import SessionAction, allowed, transition
 from agent.session.session import ChatSession, SessionStatus
-from agent.turns import EventRecorder
 
 if TYPE_CHECKING:
-    from agent.run.base_runner import Runner
+    from agent.runner.base_runner import Runner
 
 PIN_STEPS = ("state_schema_version", "graph_version")
 SURFACE_PINS = ("tool_shape_hash", "permissions_hash", "toolset_hash", "projection_digest", "surface_digest")
@@ -59,8 +59,8 @@ class Resume:
         """`resume` as a stream: a `recovered` event first, then the run's events, then `final`.
 
         A `decision` applies only to the pending approval `interrupt_id` names (without it: to the only
-        one pending); checked under the lease before anything is written (`agent.run.approvals`).
-        `options` may set breakpoints for the continued run (`agent.run.options`).
+        one pending); checked under the lease before anything is written (`agent.runner.approvals`).
+        `options` may set breakpoints for the continued run (`agent.runner.options`).
         """
         rt = self.rt
         tenant, user, sid = rt.ids(session_id, tenant_id, user_id)

@@ -4,7 +4,7 @@ LangGraph's `messages` mode handler looks through every node's whole input for m
 node start, so with it one tool step costs more the longer the session's history. A run only needs
 the model's tokens: `TokenStream` is a streaming callback handler (so chat models stream) that hands
 each text token to the run's `custom` stream as `{"event": "token", "text", "node"}`, which
-`agent.run.chunks.translate` turns into the same `token` RunEvent the `messages` chunks gave.
+`agent.runner.chunks.translate` turns into the same `token` RunEvent the `messages` chunks gave.
 """
 
 from __future__ import annotations

@@ -10,15 +10,15 @@ from agent.core import faults
 from agent.core.config import max_input_chars
 from agent.core.errors import ConfigError, InputError, SessionExists, SessionNotFound, quote_id
 from agent.core.results import RunEvent
-from agent.run.branches import head, set_room
-from agent.run.options import RunOptions
-from agent.run.sigint import HeldSigint
-from agent.run.unfinished import refuse_unfinished
+from agent.runner.branches import head, set_room
+from agent.runner.options import RunOptions
+from agent.runner.sigint import HeldSigint
+from agent.runner.unfinished import refuse_unfinished
 from agent.session.session import ChatSession
 from checkpointing.ids import shown
 
 if TYPE_CHECKING:
-    from agent.run.base_runner import Runner
+    from agent.runner.base_runner import Runner
 
 
 class TurnStart:
@@ -43,7 +43,7 @@ class TurnStart:
         `session_id` continues that session (it must exist for the tenant and user); without it a new
         session is made, named `new_session_id` when given (which must not exist yet). The new session
         is created only once its lease is held. `options`: breakpoints, and whether the turn may
-        discard a stopped run's unfinished step (`agent.run.options`).
+        discard a stopped run's unfinished step (`agent.runner.options`).
         """
         rt = self.rt
         opts = options or RunOptions()

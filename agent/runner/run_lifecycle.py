@@ -10,17 +10,17 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 
 from agent.core.errors import ConfigError, InputError, NotFound, quote_id
-from agent.run.branches import room_id, set_room
+from agent.runner.branches import room_id, set_room
+from agent.runner.turns import SessionHold
 from agent.session.session import ChatSession
 from agent.tools.sandbox.room import Sandbox
-from agent.turns import SessionHold
 from checkpointing.entry_log import Entry, EventLog
 from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
 from checkpointing.layout import room_making_dir
 
 if TYPE_CHECKING:
-    from agent.run.base_runner import Runner
+    from agent.runner.base_runner import Runner
 
 
 ROLLED_BACK_BRANCH = "rolled_back_branch"

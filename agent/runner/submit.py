@@ -18,11 +18,11 @@ from typing import Any
 
 from celery import Celery
 
-from agent.celery_app import TASK_NAME, celery_config
 from agent.core.config import AgentSettings, load_settings
 from agent.core.errors import BackendUnavailable, ConfigError, SessionExists, SessionNotFound, quote_id
-from agent.routing import turn_queue
-from agent.run.approvals import check_decision, checked_interrupt_id
+from agent.runner.approvals import check_decision, checked_interrupt_id
+from agent.runner.celery_app import TASK_NAME, celery_config
+from agent.runner.routing import turn_queue
 from agent.session.inbox import Inbox, Turn, TurnStatus, new_turn_id
 from agent.session.record_store import event_log as record_event_log
 from agent.session.record_store import inbox as record_inbox
@@ -115,7 +115,7 @@ def submit_turn(
 
     The session must exist for the tenant (and user), else `SessionNotFound`; with `new_session`
     it must not (`SessionExists`), and the turn's run creates it (under the session lease).
-    `live`: its worker publishes the run's events for `agentrt serve` (agent/live.py);
+    `live`: its worker publishes the run's events for `agentrt serve` (agent/runner/live.py);
     `options` (`{"before", "after", "discard_unfinished"}`): its run's `RunOptions`, as `agentrt serve` asks.
     """
     celery_config(settings)  # no broker configured: say so before recording anything

@@ -12,19 +12,19 @@ import shutil
 from typing import TYPE_CHECKING, Any
 
 from agent.core.errors import Conflict, InputError, quote_id
-from agent.run.branches import fork_point_of, room_id, set_room
-from agent.run.unfinished import refuse_unfinished
+from agent.runner.branches import fork_point_of, room_id, set_room
+from agent.runner.turns import SessionHold
+from agent.runner.unfinished import refuse_unfinished
 from agent.session.branch_book import DELETED, RENAMED, BranchBook, read_book
 from agent.session.lifecycle import SessionAction, transition
 from agent.session.session import MAIN_BRANCH, ChatSession
 from agent.session.stores.jsonl import page_messages
-from agent.turns import SessionHold
 from checkpointing.entry_log import EventLog
 from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
 
 if TYPE_CHECKING:
-    from agent.run.base_runner import Runner
+    from agent.runner.base_runner import Runner
 
 
 def branches(rt: Runner, session_id: str, tenant_id: str | None, user_id: str | None) -> list[dict[str, Any]]:

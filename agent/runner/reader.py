@@ -4,11 +4,11 @@
 would spend most of its time starting (LangGraph, the compiled graph, the model, the SQL layer).
 A reader answers from what the session keeps: the session document (through the session manager,
 its SQL layer opened only when a read reaches it), the event log and the branch book, and the
-checkpoint thread's records (`checkpointing.tail.ThreadTail`), with `agent.run.views` building
-the same answers the runner's `agent.run.reading` builds.
+checkpoint thread's records (`checkpointing.tail.ThreadTail`), with `agent.runner.views` building
+the same answers the runner's `agent.runner.reading` builds.
 
 `SessionReader.open` returns None when only a runner answers the command as it does today
-(`agent.run.readable`). A reader method
+(`agent.runner.readable`). A reader method
 raises `NeedsGraph` when the checkpoint holds what only LangGraph reads exactly (see
 `checkpointing.tail`); the caller then asks a runner, built with the reader's session manager.
 """
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agent.run.branches import head_of
-from agent.run.readable import RunnerFree
-from agent.run.views import archived_slice, branch_head, checked_ids, show_info
+from agent.runner.branches import head_of
+from agent.runner.readable import RunnerFree
+from agent.runner.views import archived_slice, branch_head, checked_ids, show_info
 from checkpointing.tail import NeedsGraph, ThreadTail, interrupt_requests
 
 if TYPE_CHECKING:

@@ -22,8 +22,8 @@ from agent.loop.context_manager import ContextManager
 from agent.loop.models import build_chat_model
 from agent.loop.runtime import EventSink, LoopRuntime
 from agent.loop.skills import check_skill_tools, load_skills
-from agent.run.overrides import CONFIG_KEY as OVERRIDES_KEY
-from agent.run.overrides import applied, decode
+from agent.runner.overrides import CONFIG_KEY as OVERRIDES_KEY
+from agent.runner.overrides import applied, decode
 from agent.session.record_store import session_streams
 from agent.tools.execute import execute_with_journal
 from agent.tools.journal import JournalStatus, ToolExecutionJournal
@@ -61,7 +61,7 @@ class RuntimeBuilder:
         With `fsync: always` (and a checkpoint policy other than "batch") the run also holds the
         session on the record store (`SessionStreams.hold`) until `detach`: the checkpoints,
         pending writes, events and journal records of the run reach disk at the store's commits
-        (one per tool step, see `agent.turns.EventRecorder.commit`; before an unsafe tool runs,
+        (one per tool step, see `agent.runner.turns.EventRecorder.commit`; before an unsafe tool runs,
         see the journal) instead of one fsync per record, and `detach` makes everything durable.
         """
         held = self._run_streams(session_id, sink)

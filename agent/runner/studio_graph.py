@@ -21,8 +21,8 @@ from langgraph.graph.state import CompiledStateGraph
 
 from agent.core.config import AgentSettings, load_settings
 from agent.loop.surface import compute_pins, skills_digest
-from agent.run.builder import RuntimeBuilder
-from agent.services import jsonl_saver
+from agent.runner.builder import RuntimeBuilder
+from agent.runner.services import jsonl_saver
 from agent.tools.registry import build_toolset, toolset_descriptor
 from checkpointing.blobs import BlobStore
 from checkpointing.saver import JsonlCheckpointSaver

@@ -18,7 +18,7 @@ in submission order, each to its end or its approval pause:
 
 A drainer given its `graph_version` (a worker) first checks, under the lease, that the session's
 latest run is of that version (or that it has none): a session of another version is left alone
-(`OtherGraphVersion`), and the worker sends the task to that version's queue (agent/routing.py),
+(`OtherGraphVersion`), and the worker sends the task to that version's queue (agent/runner/routing.py),
 unless the operator made the worker adopt that version (`workers.adopt_graph_versions`): then its
 turns run here, a resume accepting the graph change (recorded in a `recovery_override` event).
 
@@ -54,13 +54,14 @@ from agent.core.errors import (
 from agent.core.events import of_run
 from agent.core.results import RunEvent
 from agent.core.statuses import RunStatus
-from agent.live import END, LiveChannel, encode_event
 from agent.loop.surface import compute_pins, skills_digest
-from agent.routing import session_graph_version
-from agent.run.options import RunOptions
-from agent.run.run_lifecycle import fork_before_run
-from agent.runner import GRAPH_EVENT, AgentRunner, clean_stop
-from agent.services import postgres_lease
+from agent.runner.agent_runner import AgentRunner
+from agent.runner.chunks import GRAPH_EVENT, clean_stop
+from agent.runner.live import END, LiveChannel, encode_event
+from agent.runner.options import RunOptions
+from agent.runner.routing import session_graph_version
+from agent.runner.run_lifecycle import fork_before_run
+from agent.runner.services import postgres_lease
 from agent.session.inbox import Inbox, Turn, TurnStatus
 from agent.session.lease import InProcessLease, LeaseHeartbeat, SessionLease, make_holder
 from agent.session.lease_file import FileLease

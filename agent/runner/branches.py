@@ -20,7 +20,7 @@ from checkpointing.layout import room_path
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
 
-    from agent.run.base_runner import Runner
+    from agent.runner.base_runner import Runner
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.run.base_runner import Runner
-from agent.run.resume import Resume
-from agent.run.start import TurnStart
-from agent.run.streaming import final
 from agent.runner import AgentRunner
+from agent.runner.base_runner import Runner
+from agent.runner.resume import Resume
+from agent.runner.start import TurnStart
+from agent.runner.streaming import final
 from tests.support.runners import make_config
 
 

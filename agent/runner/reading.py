@@ -11,16 +11,16 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, Delt
 from langgraph.types import StateSnapshot
 
 from agent.core.results import RunResult, pending_approvals, result_from_snapshot
-from agent.run import views
-from agent.run.branches import head
-from agent.run.views import archived_slice, branch_head, show_info
+from agent.runner import views
+from agent.runner.branches import head
+from agent.runner.views import archived_slice, branch_head, show_info
 from agent.session.session import ChatSession
 from agent.tools.tool_results import ToolResultSlice
 from checkpointing.entry_log import EventLog
 from checkpointing.session_index import RowFilter
 
 if TYPE_CHECKING:
-    from agent.run.base_runner import Runner
+    from agent.runner.base_runner import Runner
 
 
 def sessions(rt: Runner, tenant_id: str | None, user_id: str | None) -> list[ChatSession]:

@@ -14,10 +14,10 @@ from typing import Any, Protocol
 from langgraph.types import StreamMode
 
 from agent.core.results import RunEvent
-from agent.turns import EventRecorder
+from agent.runner.turns import EventRecorder
 
 STREAM_MODES: list[StreamMode] = ["updates", "custom", "checkpoints"]
-"""What a run streams; tokens come through `custom` (`agent.run.tokens.TokenStream`), not LangGraph's
+"""What a run streams; tokens come through `custom` (`agent.runner.tokens.TokenStream`), not LangGraph's
 `messages` mode, whose handler rescans every node's input (a step would cost more as history grows).
 A sink that asks for `messages` (the server's, whose API offers that mode) gets tokens from it."""
 

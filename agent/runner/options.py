@@ -26,4 +26,4 @@ class RunOptions:
     discarded, as LangGraph discards a thread's pending tasks on new input. Refused all the same
     while an approval is pending or the stop left a model's tool calls without results."""
     overrides: Mapping[str, Any] | None = None
-    """The server settings this run changes (an assistant's: `agent.run.overrides`)."""
+    """The server settings this run changes (an assistant's: `agent.runner.overrides`)."""

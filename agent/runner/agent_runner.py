@@ -5,10 +5,10 @@ events in the session's event tree, writes checkpoints with `durability="sync"` 
 on disk before the next step starts) and goes through the tool journal, so a crash at any point
 resumes with `resume()` to the result an uncrashed run would have had.
 
-This class holds an `agent.run.base_runner.Runner` (the parts a run composes: `runner`) and
+This class holds an `agent.runner.base_runner.Runner` (the parts a run composes: `runner`) and
 gives the caller its methods: a new turn goes to `runner.starts`, a resume to `runner.resumes`,
-the others to one module of `agent.run` each (see its docstring). A caller that wants the graph's
-raw chunks too passes a sink, `AgentRunner(settings, chunks=GraphChunks())` (`agent.run.chunks`),
+the others to one module of `agent.runner` each (see its docstring). A caller that wants the graph's
+raw chunks too passes a sink, `AgentRunner(settings, chunks=GraphChunks())` (`agent.runner.chunks`),
 as the server and the Celery workers do.
 """
 
@@ -25,14 +25,14 @@ from langgraph.graph.state import CompiledStateGraph
 from agent.core.config import AgentSettings, load_settings
 from agent.core.results import RunEvent, RunResult
 from agent.loop.surface import SurfacePins
-from agent.run import branch_ops, reading
-from agent.run import run_lifecycle as lifecycle
-from agent.run.base_runner import Runner
-from agent.run.builder import RuntimeBuilder
-from agent.run.chunks import GRAPH_EVENT, ChunkSink, GraphChunks, clean_stop
-from agent.run.options import RunOptions
-from agent.run.streaming import final, in_thread
-from agent.services import build_saver
+from agent.runner import branch_ops, reading
+from agent.runner import run_lifecycle as lifecycle
+from agent.runner.base_runner import Runner
+from agent.runner.builder import RuntimeBuilder
+from agent.runner.chunks import GRAPH_EVENT, ChunkSink, GraphChunks, clean_stop
+from agent.runner.options import RunOptions
+from agent.runner.services import build_saver
+from agent.runner.streaming import final, in_thread
 from agent.session.lease import SessionLease
 from agent.session.manager import ChatSessionManager
 from agent.session.session import ChatSession
@@ -42,7 +42,7 @@ from agent.tools.tool_results import ToolResultSlice
 from checkpointing.blobs import Blobs
 
 if TYPE_CHECKING:
-    from agent.submit import TurnHandle
+    from agent.runner.submit import TurnHandle
 
 __all__ = [
     "GRAPH_EVENT",
@@ -164,7 +164,7 @@ class AgentRunner:
         `session_id` continues that session: it must exist for the tenant (and user), else
         `SessionNotFound`. Without it the turn starts a new session, with the id `new_session_id`
         when given (`SessionExists` if the tenant has it already) or a generated one. `options`:
-        breakpoints, and a turn over a stopped run (`agent.run.options.RunOptions`).
+        breakpoints, and a turn over a stopped run (`agent.runner.options.RunOptions`).
         """
         return self.runner.starts.stream(text, session_id, tenant_id, user_id, skill, new_session_id, options)
 
@@ -297,7 +297,7 @@ class AgentRunner:
 
         `session_id` must exist, unless `new_session` (then it must not: the turn creates it).
         """
-        from agent.submit import submit_turn
+        from agent.runner.submit import submit_turn
 
         return submit_turn(self.settings, text, session_id, tenant_id, user_id, turn_id, new_session=new_session)
 
@@ -310,7 +310,7 @@ class AgentRunner:
     ) -> TurnHandle:
         """Approve or reject a submitted turn that paused for approval (the one `interrupt_id` names);
         a worker continues it."""
-        from agent.submit import submit_decision
+        from agent.runner.submit import submit_decision
 
         return submit_decision(self.settings, session_id, decision, tenant_id, interrupt_id=interrupt_id)
 

@@ -1,7 +1,7 @@
 """What the read commands report, built from the session, its event log and its checkpoint thread.
 
-Shared by `agent.run.reading` (the runner: LangGraph reads the checkpoint) and
-`agent.run.reader` (the read-only commands: the saver's records are read directly). Nothing here
+Shared by `agent.runner.reading` (the runner: LangGraph reads the checkpoint) and
+`agent.runner.reader` (the read-only commands: the saver's records are read directly). Nothing here
 imports LangGraph: a `saver` is anything with `get_tuple` and `list` (`head_of`).
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from agent.core.errors import ConfigError, InputError, ToolError, UnknownToolResult
-from agent.run.branches import BranchHead, branch_pages, fork_point_of, head_of, room_id
+from agent.runner.branches import BranchHead, branch_pages, fork_point_of, head_of, room_id
 from agent.session.branch_book import live_branches, read_book
 from agent.tools.tool_results import ToolResultSlice, ToolResultStore
 from checkpointing.exceptions import InvalidIdError

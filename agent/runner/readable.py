@@ -5,7 +5,7 @@ files under `base_dir`, or PostgreSQL's rows: both are read through `checkpointi
 start without an error a reader would not raise: the configured saver is our JSONL one, fault
 injection is not armed, and the config's model,
 tools, skills and datasets are the built-in ones (a runner checks those when it starts, and a
-command that would fail there must fail with the same error). `agent.run.reader.SessionReader`
+command that would fail there must fail with the same error). `agent.runner.reader.SessionReader`
 (`show`, `tool-result`) and `agent.doctor.light.LightContext` (`doctor`) ask it.
 """
 
@@ -37,7 +37,7 @@ class RunnerFree:
     def manager(self) -> ChatSessionManager:
         """The session manager (built on first use)."""
         if self._manager is None:
-            from agent.services import build_manager
+            from agent.runner.services import build_manager
 
             self._manager = build_manager(self.settings, lazy_sql=True)
         return self._manager

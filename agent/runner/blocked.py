@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from agent.core.errors import RecoveryBlocked
 from agent.core.statuses import RunStatus
-from agent.run.chunks import jsonable
+from agent.runner.chunks import jsonable
 from agent.session.session import ChatSession
 
 if TYPE_CHECKING:
-    from agent.run.base_runner import Runner
+    from agent.runner.base_runner import Runner
 
 log = logging.getLogger("agentrt.runner")
 
