@@ -31,7 +31,7 @@ import uuid
 from pathlib import Path
 
 import yaml
-from cli_timing import ROOT, add_options, agentrt, wall_and_cpu
+from cli_timing import ROOT, add_options, agentrt, byte_compile, wall_and_cpu
 
 GOALS = {"files": 0.3, "postgres": 0.5}
 SERVER = os.environ.get("AGENTRT_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -95,6 +95,7 @@ def main() -> int:
     add_options(parser)
     parser.add_argument("--store", choices=sorted(GOALS), default="files", help="the embedded default or postgres")
     args = parser.parse_args()
+    byte_compile(args.pythonpath)
     exe = agentrt()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRT_")}
     env["PYTHONPATH"] = args.pythonpath

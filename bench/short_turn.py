@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from cli_timing import ROOT, add_options, wall_and_cpu
+from cli_timing import ROOT, add_options, byte_compile, wall_and_cpu
 
 GOAL = 1.0
 
@@ -102,6 +102,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_options(parser)
     args = parser.parse_args()
+    byte_compile(args.pythonpath)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRT_")}
     env["PYTHONPATH"] = args.pythonpath
     py = sys.executable
