@@ -1,6 +1,6 @@
-"""TaskExecutionState: the graph-state boundary (seed §2), with its reducers and field registry.
+"""TaskExecutionState: the graph-state boundary, with its reducers and field registry.
 
-Field groups (seed §2, snake_case):
+Field groups (snake_case):
 
 | group      | fields                                                               | written by            |
 |------------|----------------------------------------------------------------------|-----------------------|
@@ -19,9 +19,9 @@ returns only the increment, and a checkpoint stores only that increment (plus a 
 tool messages, tool calls paired), with `add_messages` semantics (`merge_messages`): a message with
 a known id replaces it, `RemoveMessage(id)` deletes one, and compression rewrites the whole list by
 writing `RemoveMessage(REMOVE_ALL_MESSAGES)` followed by the new list. It is also what Studio's chat
-shows. The seed's canonical message DTOs (`checkpointing.messages`) are its on-disk form only.
+shows. The canonical message DTOs (`checkpointing.messages`) are its on-disk form only.
 
-The seed's "add in step" rule: a new field must also be added to `FIELD_REGISTRY` (and so to the
+The "add in step" rule: a new field must also be added to `FIELD_REGISTRY` (and so to the
 codec, recovery validation and the tests); `tests/unit/graph/test_state.py` fails otherwise. Changing
 the set of fields or their reducers needs a new `SCHEMA_VERSION`.
 """

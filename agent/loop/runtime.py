@@ -1,4 +1,4 @@
-"""LoopRuntime (seed §3): the session's live objects, never persisted, rebuilt from config.
+"""LoopRuntime: the session's live objects, never persisted, rebuilt from config.
 
 It holds the chat model, the tool specs, the TodoManager, the ToolResultStore, the sandbox
 handle, the active skill and the stream handler, and implements the seam the nodes use

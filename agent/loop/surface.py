@@ -1,4 +1,4 @@
-"""The runtime surface a checkpoint is taken under, as digests that recovery compares (seed §5).
+"""The runtime surface a checkpoint is taken under, as digests that recovery compares (docs/concepts/recovery.md).
 
 | pin                  | covers                                                             |
 |----------------------|--------------------------------------------------------------------|
@@ -58,7 +58,7 @@ def surface_digest(
 
     `toolset` is a `toolset_hash`, `message_projection` names how canonical messages are
     projected for the model, `model` the model settings that shape behaviour (provider, name...);
-    a change in any of them is what recovery must notice (seed §5).
+    a change in any of them is what recovery must notice (docs/concepts/recovery.md).
     """
     return digest_of(
         {

@@ -2,8 +2,8 @@
 
 It is the factory of the graph's context (`graph.context.AgentContext`): the init node calls it at
 the start of each turn, and the first node of a resumed run calls it when the run's context has no
-runtime yet (seed §5: "rebuild LoopRuntime / Sandbox"). The runner attaches the run's
-EventRecorder while it drives.
+runtime yet (the recovery order rebuilds LoopRuntime and the sandbox: docs/concepts/recovery.md).
+The runner attaches the run's EventRecorder while it drives.
 """
 
 from __future__ import annotations

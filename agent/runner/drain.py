@@ -8,8 +8,8 @@ worker is draining: the task retries later) and runs the session's open turns on
 in submission order, each to its end or its approval pause:
 
 - a turn never started runs as a new turn (`runner.stream`);
-- a turn started by a worker that died or was stopped resumes (`runner.stream_resume`: the seed
-  §5 checks, the tool journal, so no completed tool runs again and an unsafe tool in doubt is
+- a turn started by a worker that died or was stopped resumes (`runner.stream_resume`: the
+  recovery order's checks, the tool journal, so no completed tool runs again and an unsafe tool in doubt is
   reported), unless its run was never created (the session's last run id is still the one
   recorded before it started), then it runs as a new turn;
 - a turn approved after a pause resumes with the human's decision;

@@ -1,4 +1,4 @@
-"""The ordered recovery procedure of seed §5, used by `AgentRunner.resume`.
+"""The ordered recovery procedure (docs/concepts/recovery.md), used by `AgentRunner.resume`.
 
     read the session header
      -> acquire the SessionLease

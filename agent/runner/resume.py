@@ -1,4 +1,4 @@
-"""Resume: the ordered recovery of seed §5, then continue, re-run or close the stopped run."""
+"""Resume: the ordered recovery (docs/concepts/recovery.md), then continue, re-run or close the stopped run."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Layer 1 of the seed: the business session (ChatSession), its stores, manager, page history and lease."""
+"""The business session (ChatSession), its stores, manager, page history and lease."""
 
 from agent.session.session import ChatSession, SessionStatus
 

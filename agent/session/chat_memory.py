@@ -1,4 +1,4 @@
-"""ChatMemory and branches (seed §7): the page history for display and next-turn input (never
+"""ChatMemory and branches (docs/concepts/entry-tree.md): the page history for display and next-turn input (never
 the graph state's `messages`), and the branch cursor (current branch + leaf) over the event tree.
 
 The source is the event log: `user_turn` and `assistant_message` entries on the path from the
@@ -169,7 +169,7 @@ class ChatMemory:
 
         Appends a `branch_created` entry parented to `from_entry_id`, moves the session's current
         branch and leaf to it, reprojects the page history, and reopens an ENDED/EXPIRED session as
-        ACTIVE (seed §1: end, then branch). A PAUSED session must be resumed or ended first. The
+        ACTIVE (docs/concepts/lifecycle.md: end, then branch). A PAUSED session must be resumed or ended first. The
         caller saves the session. `extra` goes into the entry's payload (e.g. the `checkpoint_id`
         the LangGraph state of the new branch is forked from).
         """
@@ -201,7 +201,7 @@ class ChatMemory:
             session.current_branch_id, session.current_leaf_entry_id = from_branch, from_leaf
             raise
         session.messages = page_messages(events, entry.id)
-        transition(session, SessionAction.FORK)  # ENDED / EXPIRED reopen as ACTIVE (seed §1: end, then branch)
+        transition(session, SessionAction.FORK)  # ENDED / EXPIRED reopen as ACTIVE (end, then branch)
         return session.current_branch_id
 
     def history(self, session: ChatSession, limit: int | None = None) -> list[PageMessage]:

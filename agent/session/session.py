@@ -1,4 +1,6 @@
-"""ChatSession: the business session container of seed §1 (identity, status, branch/leaf, page history).
+"""ChatSession: the business session container (identity, status, branch/leaf, page history).
+
+Its statuses and their transitions: docs/concepts/lifecycle.md.
 
 It is the business layer only: `messages` is the page/display projection, never the agent loop's
 graph-state `messages` (the model's context). Every store (L1 memory, L2 Redis, L3 SQL, the JSONL projection) keeps the
