@@ -20,10 +20,9 @@ from pydantic import ValidationError
 
 from agent.core.config import AgentSettings
 from agent.core.errors import AgentrtError
+from agent.core.tool_spec import ToolContext, ToolSpec, digest_text
 from agent.loop.models import ScriptedChatModel
 from agent.loop.todos import TodoManager
-from agent.tools.journal import digest_text
-from agent.tools.spec import ToolContext, ToolSpec
 
 log = logging.getLogger("agentrt.runtime")
 

@@ -24,6 +24,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from agent.core.config import AgentSettings, load_settings
 from agent.core.results import RunEvent, RunResult
+from agent.core.tool_spec import ToolSpec
 from agent.loop.surface import SurfacePins
 from agent.runner import branch_ops, reading
 from agent.runner import run_lifecycle as lifecycle
@@ -37,7 +38,6 @@ from agent.session.lease import SessionLease
 from agent.session.manager import ChatSessionManager
 from agent.session.session import ChatSession
 from agent.session.tenant_store import LazyStore
-from agent.tools.spec import ToolSpec
 from agent.tools.tool_results import ToolResultSlice
 from checkpointing.blobs import Blobs
 

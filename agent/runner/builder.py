@@ -18,6 +18,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from agent.core.config import AgentSettings
+from agent.core.tool_spec import ToolContext, ToolSpec
 from agent.loop.context_manager import ContextManager
 from agent.loop.models import build_chat_model
 from agent.loop.runtime import EventSink, LoopRuntime
@@ -28,7 +29,6 @@ from agent.session.record_store import session_streams
 from agent.tools.execute import execute_with_journal
 from agent.tools.journal import JournalStatus, ToolExecutionJournal
 from agent.tools.sandbox.room import Sandbox
-from agent.tools.spec import ToolContext, ToolSpec
 from agent.tools.tool_results import ToolResultStore, make_entry
 from checkpointing.blobs import Blobs
 from checkpointing.layout import room_dir, session_dir

@@ -24,12 +24,12 @@ from checkpointing import layout
 from checkpointing.session_index import IndexUnusable
 
 if TYPE_CHECKING:
-    from agent.runner.base_runner import Runner
+    from agent.session.runner_parts import RunnerParts
 
 KEPT_NOTE = "the tenant's store items and assistants are kept: its users share them (erase without --user deletes them)"
 
 
-def _user_of(runner: Runner, tenant: str, sid: str) -> str | None:
+def _user_of(runner: RunnerParts, tenant: str, sid: str) -> str | None:
     jsonl = runner.manager.jsonl
     try:
         row = jsonl.index.get(tenant, sid)
@@ -44,7 +44,7 @@ def _user_of(runner: Runner, tenant: str, sid: str) -> str | None:
     return doc.user_id if doc is not None else None
 
 
-def sessions_of(runner: Runner, tenant: str, user: str | None, out: Removal) -> list[str]:
+def sessions_of(runner: RunnerParts, tenant: str, user: str | None, out: Removal) -> list[str]:
     """The tenant's session ids to erase (only `user`'s when given), sorted; a folder whose user
     cannot be told is skipped (named in `out.skipped`) when only one user's are erased."""
     base = runner.settings.base_dir
@@ -67,7 +67,7 @@ def sessions_of(runner: Runner, tenant: str, user: str | None, out: Removal) -> 
     return sorted(found)
 
 
-def erase(runner: Runner, tenant: str, user: str | None, dry_run: bool) -> Removal:
+def erase(runner: RunnerParts, tenant: str, user: str | None, dry_run: bool) -> Removal:
     """Erase (or, `dry_run`, list) the sessions of `tenant` (only `user`'s when given)."""
     out = Removal(dry_run=dry_run)
     try:
@@ -85,7 +85,7 @@ def erase(runner: Runner, tenant: str, user: str | None, dry_run: bool) -> Remov
     return out
 
 
-def _leftovers(runner: Runner, tenant: str, user: str | None, out: Removal) -> None:
+def _leftovers(runner: RunnerParts, tenant: str, user: str | None, out: Removal) -> None:
     base = runner.settings.base_dir
     root = layout.sessions_root(base, tenant)
     for aside in root.glob(removal.ERASING_PREFIX + "*") if root.is_dir() else []:

@@ -39,7 +39,7 @@ from checkpointing.store.pg_blobs import PostgresBlobStore
 from checkpointing.store.postgres import PostgresSessionStreams
 
 if TYPE_CHECKING:
-    from agent.runner.base_runner import Runner
+    from agent.session.runner_parts import RunnerParts
 
 log = logging.getLogger("agentrt.sessions")
 ERASING_PREFIX = ".erasing-"
@@ -148,7 +148,7 @@ def _glob(text: str) -> str:
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
-def remove_session(runner: Runner, tenant: str, sid: str, out: Removal, *, held_raises: bool = False) -> bool:
+def remove_session(runner: RunnerParts, tenant: str, sid: str, out: Removal, *, held_raises: bool = False) -> bool:
     """Delete one session everywhere (see the module doc); False when it was skipped (`out.skipped`).
 
     `held_raises`: a session a run holds raises `LeaseHeld` instead of being skipped.
@@ -197,7 +197,7 @@ def remove_session(runner: Runner, tenant: str, sid: str, out: Removal, *, held_
     return True
 
 
-def _refs(runner: Runner, tenant: str, sid: str, folder: Path, out: Removal) -> set[str]:
+def _refs(runner: RunnerParts, tenant: str, sid: str, folder: Path, out: Removal) -> set[str]:
     """The blob references of the session's records: its folder's files, and on the PostgreSQL
     store its rows."""
     refs = blob_refs.folder_refs(folder)
@@ -209,7 +209,7 @@ def _refs(runner: Runner, tenant: str, sid: str, folder: Path, out: Removal) -> 
     return refs
 
 
-def _turn_ids(runner: Runner, tenant: str, sid: str) -> set[str]:
+def _turn_ids(runner: RunnerParts, tenant: str, sid: str) -> set[str]:
     try:
         return {
             str(r["turn_id"])
@@ -221,7 +221,7 @@ def _turn_ids(runner: Runner, tenant: str, sid: str) -> set[str]:
         return set()
 
 
-def _external(runner: Runner, tenant: str, sid: str, out: Removal) -> None:
+def _external(runner: RunnerParts, tenant: str, sid: str, out: Removal) -> None:
     """SQL rows and Redis keys (errors propagate: the folder is then still there to retry from)."""
     manager = runner.manager
     manager.l1.delete(tenant, sid)
@@ -236,7 +236,7 @@ def _external(runner: Runner, tenant: str, sid: str, out: Removal) -> None:
             out.redis_keys += l2.erase([l2.key(tenant, sid)], [live])
 
 
-def _saver(runner: Runner, tenant: str, sid: str, out: Removal) -> None:
+def _saver(runner: RunnerParts, tenant: str, sid: str, out: Removal) -> None:
     saver = runner.saver
     if isinstance(saver, JsonlCheckpointSaver):
         saver.delete_thread(sid, tenant_id=tenant)  # its files are in the folder (counted there)
@@ -252,7 +252,7 @@ def _saver(runner: Runner, tenant: str, sid: str, out: Removal) -> None:
     saver.delete_thread(sid)
 
 
-def _lease_leftovers(runner: Runner, tenant: str, sid: str, folder: Path, out: Removal) -> None:
+def _lease_leftovers(runner: RunnerParts, tenant: str, sid: str, folder: Path, out: Removal) -> None:
     # Releasing a file lease re-makes its lock file in the folder; the Redis and PostgreSQL leases keep a
     # token counter (a key, a row).
     from agent.session.lease_postgres import PostgresLease
@@ -270,7 +270,7 @@ def _is_session(p: Path) -> bool:
     return p.is_dir() and (layout.is_id(p.name) or layout.is_digest_folder(p.name))
 
 
-def finish(runner: Runner, out: Removal) -> None:
+def finish(runner: RunnerParts, out: Removal) -> None:
     """Reclaim the blobs only the removed sessions used (after every removal of one command)."""
     if runner.settings.persistence.saver == "sqlite":
         if out.candidates:
@@ -300,7 +300,7 @@ def finish(runner: Runner, out: Removal) -> None:
     out.blobs_kept += len(existing) - (len(got.deleted) if out.dry_run else 0)
 
 
-def _remaining(runner: Runner, removed: set[tuple[str, str]]) -> list[Path]:
+def _remaining(runner: RunnerParts, removed: set[tuple[str, str]]) -> list[Path]:
     """Every session folder of every tenant still there (in a dry run: but the ones it would remove)."""
     base = runner.settings.base_dir
     out: list[Path] = []

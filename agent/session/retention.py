@@ -38,7 +38,7 @@ from agent.session.session import ChatSession
 from checkpointing.session_index import IndexUnusable
 
 if TYPE_CHECKING:
-    from agent.runner.base_runner import Runner
+    from agent.session.runner_parts import RunnerParts
     from checkpointing.store.postgres import PostgresStore
 
 log = logging.getLogger("agentrt.sessions")
@@ -54,7 +54,7 @@ def _due(doc: ChatSession, cutoff: datetime) -> bool:
     return doc.status is SessionStatus.ENDED and doc.last_active_time < cutoff
 
 
-def _document(runner: Runner, tenant: str, sid: str) -> ChatSession | None:
+def _document(runner: RunnerParts, tenant: str, sid: str) -> ChatSession | None:
     manager = runner.manager
     if manager.mode == "MIRROR" and manager.sql is not None:
         got = manager.sql.get(tenant, sid)
@@ -63,7 +63,7 @@ def _document(runner: Runner, tenant: str, sid: str) -> ChatSession | None:
     return manager.jsonl.get(tenant, sid) or manager.jsonl.rebuild(tenant, sid)
 
 
-def collect(runner: Runner, dry_run: bool = False, now: datetime | None = None) -> Removal:
+def collect(runner: RunnerParts, dry_run: bool = False, now: datetime | None = None) -> Removal:
     """Delete (or, `dry_run`, list) the sessions past `session.retention_days`."""
     out = Removal(dry_run=dry_run)
     days = runner.settings.session.retention_days
@@ -80,7 +80,7 @@ def collect(runner: Runner, dry_run: bool = False, now: datetime | None = None) 
     return out
 
 
-def _candidates(runner: Runner, cutoff: datetime) -> list[tuple[str, str]]:
+def _candidates(runner: RunnerParts, cutoff: datetime) -> list[tuple[str, str]]:
     """(tenant, session) of the index rows past the retention. On the PostgreSQL record store the
     session table is the index (the files store's index under base_dir is never written there)."""
     manager = runner.manager
@@ -96,7 +96,7 @@ def _candidates(runner: Runner, cutoff: datetime) -> list[tuple[str, str]]:
     return [(row.tenant_id, row.session_id) for row in rows]
 
 
-def _one(runner: Runner, tenant: str, sid: str, cutoff: datetime, out: Removal) -> None:
+def _one(runner: RunnerParts, tenant: str, sid: str, cutoff: datetime, out: Removal) -> None:
     try:
         doc = _document(runner, tenant, sid)
     except (BackendUnavailable, ValueError) as err:
@@ -110,7 +110,7 @@ def _one(runner: Runner, tenant: str, sid: str, cutoff: datetime, out: Removal) 
         removal.remove_session(runner, tenant, sid, out)
 
 
-def maybe_collect(runner: Runner) -> Removal | None:
+def maybe_collect(runner: RunnerParts) -> Removal | None:
     """Run `collect` if retention is set, it is due, and no other worker runs it; else None."""
     conf = runner.settings.session
     if conf.retention_days is None:
@@ -151,7 +151,7 @@ STORE_CLAIM = ("@store", "@retention", "gc")
 id alphabet, so never a session's."""
 
 
-def _collect_claimed(runner: Runner, store: PostgresStore, every: float) -> Removal | None:
+def _collect_claimed(runner: RunnerParts, store: PostgresStore, every: float) -> Removal | None:
     """`collect` by the one worker of the fleet that claims this period (see the module doc)."""
     tenant, thread, name = STORE_CLAIM
     streams = store.session(tenant, thread, "always")

@@ -35,8 +35,8 @@ from agent.core.errors import AgentrtError, LeaseHeld
 from agent.session.record_store import pg_store
 
 if TYPE_CHECKING:
-    from agent.runner.base_runner import Runner
     from agent.session.outbox import Lag
+    from agent.session.runner_parts import RunnerParts
     from checkpointing.store.postgres import PostgresStore
 
 log = logging.getLogger("agentrt.sessions")
@@ -113,7 +113,7 @@ def _changes(lags: dict[str, Lag]) -> dict[str, int]:
     return {layer: lag.changes for layer, lag in lags.items()}
 
 
-def sweep(runner: Runner, tenants: Sequence[str] | None = None, limit: int | None = None) -> Sweep:
+def sweep(runner: RunnerParts, tenants: Sequence[str] | None = None, limit: int | None = None) -> Sweep:
     """Replay what the layers missed for every session that owes one, in `tenants` (None: all),
     at most `limit` sessions; a session a run holds is skipped (see the module doc)."""
     from agent.session.hold import SessionHold
@@ -144,7 +144,7 @@ def sweep(runner: Runner, tenants: Sequence[str] | None = None, limit: int | Non
     return out
 
 
-def _replay(runner: Runner, tenant: str, sid: str) -> Debtor:
+def _replay(runner: RunnerParts, tenant: str, sid: str) -> Debtor:
     manager = runner.manager
     try:
         before = _changes(manager.behind(tenant, sid))
@@ -157,7 +157,7 @@ def _replay(runner: Runner, tenant: str, sid: str) -> Debtor:
     return Debtor(tenant, sid, replayed=replayed, owed=after)
 
 
-def maybe_sweep(runner: Runner) -> Sweep | None:
+def maybe_sweep(runner: RunnerParts) -> Sweep | None:
     """Run `sweep` if `session.converge_every_s` is set, it is due, and no other process of the
     fleet runs it; else None."""
     every = runner.settings.session.converge_every_s
@@ -191,7 +191,7 @@ def maybe_sweep(runner: Runner) -> Sweep | None:
         os.close(fd)
 
 
-def _sweep_claimed(runner: Runner, store: PostgresStore, every: float) -> Sweep | None:
+def _sweep_claimed(runner: RunnerParts, store: PostgresStore, every: float) -> Sweep | None:
     """`sweep` by the one process of the fleet that claims this period."""
     tenant, thread, name = STORE_CLAIM
     streams = store.session(tenant, thread, "always")
@@ -216,7 +216,7 @@ class Sweeper:
 
     def __init__(
         self,
-        runner: Callable[[], Runner],
+        runner: Callable[[], RunnerParts],
         every_s: float,
         stopping: Callable[[], bool] = lambda: False,
         name: str = "agentrt-converge",

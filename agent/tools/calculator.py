@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pydantic import BaseModel, Field
 
 from agent.core.errors import ToolError
-from agent.tools.spec import ToolContext, ToolSpec
+from agent.core.tool_spec import ToolContext, ToolSpec
 
 MAX_EXPRESSION_CHARS = 1_000
 MAX_RESULT_BITS = 4_096

@@ -7,8 +7,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agent.core.errors import ToolError
+from agent.core.tool_spec import ToolContext, ToolSpec
 from agent.tools.datasets.dataset_registry import HARD_MAX_ROWS, DatasetCatalog
-from agent.tools.spec import ToolContext, ToolSpec
 
 
 def _catalog(ctx: ToolContext) -> DatasetCatalog:

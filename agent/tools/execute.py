@@ -28,8 +28,8 @@ from pydantic import ValidationError
 
 from agent.core.errors import ModelCallFailed, ToolError
 from agent.core.faults import crash_point
+from agent.core.tool_spec import ToolContext, ToolSpec
 from agent.tools.journal import RERUNNABLE, JournalEntryState, JournalStatus, ToolExecutionJournal
-from agent.tools.spec import ToolContext, ToolSpec
 
 log = logging.getLogger("agentrt.tools")
 

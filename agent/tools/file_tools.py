@@ -16,16 +16,16 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from agent.core.errors import ToolError
+from agent.core.tool_spec import RoomEffect, ToolContext, ToolSpec
 from agent.tools.sandbox.paths import content_digest, encode_text
 from agent.tools.sandbox.room import Sandbox
-from agent.tools.spec import RoomEffect, ToolContext, ToolSpec
 
 MAX_READ_CHARS = 100_000
 MAX_LIST_ENTRIES = 500
 
 
 def _sandbox(ctx: ToolContext) -> Sandbox:
-    if ctx.sandbox is None:
+    if not isinstance(ctx.sandbox, Sandbox):
         raise ToolError("this session has no sandbox room; file tools are unavailable")
     return ctx.sandbox
 

@@ -43,6 +43,7 @@ import orjson
 
 from agent.core.errors import BackendUnavailable
 from agent.core.faults import crash_point
+from agent.core.tool_spec import RoomEffect, digest_text
 from agent.tools.journal_records import (
     RERUNNABLE,
     CallIndex,
@@ -52,10 +53,8 @@ from agent.tools.journal_records import (
     ResultTexts,
     anomalies,
     args_digest,
-    digest_text,
     index_record,
 )
-from agent.tools.spec import RoomEffect
 from checkpointing.blobs import BLOB_KEY, Blobs, BlobStore, is_blob_ref
 from checkpointing.fencing import FencingGuard
 from checkpointing.ids import validate_id

@@ -1,5 +1,5 @@
 """The values of the tool execution journal (`agent.tools.journal`): a call's status and state,
-the anomalies doctor shows, the digests records carry, and the in-memory index of one call."""
+the anomalies doctor shows, the arguments' digest records carry, and the in-memory index of one call."""
 
 from __future__ import annotations
 
@@ -52,11 +52,6 @@ class JournalAnomaly:
     tool_call_id: str
     kind: Literal["completed_twice", "intent_without_end", "end_without_intent"]
     detail: str
-
-
-def digest_text(text: str) -> str:
-    """`sha256:<hex>` of a text's UTF-8 bytes."""
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def args_digest(args: Any) -> str:

@@ -13,9 +13,9 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from agent.core.errors import ToolError
+from agent.core.tool_spec import RoomEffect, ToolContext, ToolSpec
 from agent.tools.sandbox.paths import content_digest
 from agent.tools.sandbox.room import Sandbox
-from agent.tools.spec import RoomEffect, ToolContext, ToolSpec
 
 
 class PublishArgs(BaseModel):
@@ -27,7 +27,7 @@ class PublishArgs(BaseModel):
 
 def _publication(ctx: ToolContext, path: str, channel: str) -> tuple[Sandbox, str, str, str]:
     """(room, outbox file, text to publish, the call's result) of a publication; nothing changed."""
-    if ctx.sandbox is None:
+    if not isinstance(ctx.sandbox, Sandbox):
         raise ToolError("this session has no sandbox room")
     if not channel.isidentifier():
         raise ToolError(f"channel {channel!r} must be a simple name (letters, digits, _)")

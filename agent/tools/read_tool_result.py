@@ -16,7 +16,7 @@ import re
 from pydantic import BaseModel, Field
 
 from agent.core.errors import ToolError
-from agent.tools.spec import ToolContext, ToolSpec
+from agent.core.tool_spec import ToolContext, ToolSpec
 from agent.tools.tool_results import ToolResultSlice, ToolResultStore
 
 NAME = "read_tool_result"

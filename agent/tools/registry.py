@@ -18,7 +18,7 @@ from pydantic import BaseModel, create_model
 
 from agent.core.config import ToolEntry, ToolsSettings
 from agent.core.errors import ConfigError
-from agent.tools.spec import ToolContext, ToolSpec
+from agent.core.tool_spec import ToolContext, ToolSpec
 
 BUILTIN_MODULES = (
     "agent.tools.file_tools",

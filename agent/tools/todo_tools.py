@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agent.core.errors import ToolError
-from agent.tools.spec import ToolContext, ToolSpec
+from agent.core.tool_spec import ToolContext, ToolSpec
 
 
 class UpdateTodoArgs(BaseModel):

@@ -11,12 +11,12 @@ import yaml
 from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
+from agent.core.tool_spec import digest_text
 from agent.loop.compression import CompressionSettings, assert_tool_pairs, choose_tier, is_archived, is_summary
 from agent.loop.context_manager import SUMMARY_INSTRUCTIONS
 from agent.loop.models import ScriptedChatModel
 from agent.loop.token_count import TokenCounter
 from agent.runner import AgentRunner, RunEvent
-from agent.tools.journal import digest_text
 from agent.tools.tool_results import ToolResultStore
 from tests.support.runners import ROOT, make_config
 

@@ -14,7 +14,7 @@ import time
 
 import redis
 
-from agent.tools.spec import ToolContext
+from agent.core.tool_spec import ToolContext
 
 GATE_BOUND_S = 120.0
 NAP_S = 0.2

@@ -18,7 +18,7 @@ Crashes: the rename is a write's only visible step, so a killed process leaves e
 it was or as written, plus at most a temp file, which `sweep_temp()` removes when the room is opened
 for the next run (under the session's lease nobody else writes there). `fingerprint()` names what a
 path holds, so a resume can tell whether an interrupted call's write happened (`RoomEffect` in
-`agent.tools.spec`): the room a resumed run leaves is the room an uncrashed run leaves.
+`agent.core.tool_spec`): the room a resumed run leaves is the room an uncrashed run leaves.
 
 Snapshots: `manifest()` maps each regular file (room-relative POSIX path) to `sha256:<hex>` and puts
 its bytes in the `BlobStore`; unchanged files are skipped via a (size, mtime_ns, inode, ctime_ns)

@@ -147,7 +147,7 @@ def test_journal_crash_after_intent_leaves_intent_only(tmp_path: Path) -> None:
         from pathlib import Path
         from pydantic import BaseModel
         from agent.core import faults
-        from agent.tools.spec import ToolContext, ToolSpec
+        from agent.core.tool_spec import ToolContext, ToolSpec
         from agent.tools.execute import execute_with_journal
         from agent.tools.journal import ToolExecutionJournal
         class A(BaseModel):
@@ -175,7 +175,7 @@ DRILL = """
     from pathlib import Path
     from pydantic import BaseModel
     from agent.core import faults
-    from agent.tools.spec import ToolContext, ToolSpec
+    from agent.core.tool_spec import ToolContext, ToolSpec
     from agent.tools.execute import execute_with_journal
     from agent.tools.journal import ToolExecutionJournal
     class A(BaseModel):

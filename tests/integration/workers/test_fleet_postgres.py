@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from agent.core.tool_spec import digest_text
 from agent.runner import AgentRunner
 from agent.session.record_store import close_stores
-from agent.tools.journal_records import digest_text
 from tests.support.celery_drill import (
     Cluster,
     check_once_in_order,

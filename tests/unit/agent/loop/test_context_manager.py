@@ -9,11 +9,11 @@ from langchain_core.messages.ai import UsageMetadata
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from agent.core.config import AgentSettings
+from agent.core.tool_spec import ToolContext
 from agent.loop.compression import SUMMARY_KEY, CompressionTier, assert_tool_pairs, is_archived, is_summary
 from agent.loop.context_manager import SUMMARY_INSTRUCTIONS, ContextManager
 from agent.loop.models import ModelScript, ScriptedChatModel, ScriptedResponse
 from agent.loop.runtime import LoopRuntime
-from agent.tools.spec import ToolContext
 from graph.state import merge_messages
 
 RESULT_CHARS = 2000  # about 500 tokens for the estimator

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agent.core.errors import ToolError
+from agent.core.tool_spec import ToolContext
 from agent.tools.calculator import CALCULATOR, evaluate
-from agent.tools.spec import ToolContext
 
 CTX = ToolContext(session_id="s1", tenant_id="t1", run_id="r1")
 

@@ -39,7 +39,7 @@ CROSS_JOIN = "SELECT count(*) FROM sales a, sales b, sales c, sales d"
 _PROBE = r"""
 import json, sys, time
 from agent.core.errors import ToolError
-from agent.tools.spec import ToolContext
+from agent.core.tool_spec import ToolContext
 from agent.tools.dataset_tools import builtin_dataset_tools
 from agent.tools.datasets.dataset_registry import DatasetCatalog
 catalog = DatasetCatalog([{"name": "sales", "path": "sales.csv"}], base_dir=sys.argv[1])

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from agent.core.errors import ToolError
+from agent.core.tool_spec import ToolContext
 from agent.tools.dataset_tools import builtin_dataset_tools
 from agent.tools.datasets.dataset_registry import DatasetCatalog
-from agent.tools.spec import ToolContext
 
 SAMPLES = Path(__file__).resolve().parents[4] / "agent" / "assets" / "datasets"
 

@@ -8,9 +8,9 @@ import pytest
 from pydantic import ValidationError
 
 from agent.core.errors import ToolError
+from agent.core.tool_spec import ToolContext, ToolSpec
 from agent.tools.file_tools import builtin_file_tools
 from agent.tools.sandbox.room import Sandbox
-from agent.tools.spec import ToolContext, ToolSpec
 
 
 @pytest.fixture

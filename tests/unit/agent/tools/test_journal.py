@@ -9,9 +9,9 @@ import pytest
 from pydantic import BaseModel
 
 from agent.core.errors import ModelCallFailed, ToolError
+from agent.core.tool_spec import ToolContext, ToolSpec
 from agent.tools.execute import execute_with_journal
 from agent.tools.journal import JournalStatus, ToolExecutionJournal
-from agent.tools.spec import ToolContext, ToolSpec
 from checkpointing.exceptions import StaleFencingTokenError
 from checkpointing.fencing import FencingGuard
 from checkpointing.record_log import RecordLog

@@ -19,9 +19,9 @@ import pytest
 from pydantic import BaseModel
 
 from agent.core import faults
+from agent.core.tool_spec import ToolContext, ToolSpec
 from agent.tools.execute import execute_with_journal
 from agent.tools.journal import JournalStatus, ToolExecutionJournal
-from agent.tools.spec import ToolContext, ToolSpec
 from checkpointing.exceptions import CorruptRecordError, StaleFencingTokenError
 from checkpointing.layout import journal_file, session_dir
 from checkpointing.store.base import JOURNAL
@@ -154,7 +154,7 @@ _CHILD = """
     import sys
     from pathlib import Path
     from pydantic import BaseModel
-    from agent.tools.spec import ToolContext, ToolSpec
+    from agent.core.tool_spec import ToolContext, ToolSpec
     from agent.tools.execute import execute_with_journal
     from agent.tools.journal import ToolExecutionJournal
 

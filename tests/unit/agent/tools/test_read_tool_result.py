@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from agent.core.errors import BackendUnavailable, DataCorrupt, ToolError
+from agent.core.tool_spec import ToolContext
 from agent.tools.read_tool_result import READ_TOOL_RESULT, parse_read_output
-from agent.tools.spec import ToolContext
 from agent.tools.tool_results import ToolResultStore, make_entry
 from checkpointing.blobs import BlobStore
 

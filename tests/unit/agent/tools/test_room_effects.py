@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from agent.core.tool_spec import ToolContext, ToolSpec
 from agent.tools.execute import execute_with_journal
 from agent.tools.journal import JournalStatus, ToolExecutionJournal
 from agent.tools.registry import builtin_tools
 from agent.tools.sandbox.room import Sandbox
-from agent.tools.spec import ToolContext, ToolSpec
 from checkpointing.blobs import BlobStore
 from tests.support.crash import room_files
 

@@ -8,19 +8,25 @@ An `unsafe` tool whose only effect is one file of the sandbox room may also decl
 `room_effect`: worked out before the call runs and kept in the journal's INTENT, it lets a resume
 tell a call that a crash interrupted before its effect from one interrupted after it (see
 `agent.tools.journal`), instead of reporting "outcome unknown" for a change it can see.
+
+These types sit on the core floor because both the loop (`agent.loop.runtime` holds and runs the
+specs) and the tools (which define them) use them, and neither imports the other. The sandbox room
+is seen here as the `Room` protocol; a tool that needs the whole room
+(`agent.tools.sandbox.room.Sandbox`) narrows to it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    from agent.tools.sandbox.room import Sandbox
+    from checkpointing.blobs import Blobs
 
 EffectClass = Literal["read_only", "idempotent", "unsafe"]
 EFFECT_CLASSES: tuple[str, ...] = ("read_only", "idempotent", "unsafe")
@@ -45,6 +51,32 @@ class RoomEffect:
     """The text the call returns when it succeeds."""
 
 
+class Room(Protocol):
+    """What the loop and the tool journal use of a session's sandbox room (`Sandbox` has it all)."""
+
+    blobs: Blobs | None
+    """Where the room's files are put when a manifest is taken (None: no snapshots)."""
+    refilled: bool
+    """Whether the room was rebuilt from a checkpoint's manifest (a resume in a new process)."""
+
+    @property
+    def room_id(self) -> str:
+        """The room's id."""
+        ...
+
+    def manifest(self) -> dict[str, str]:
+        """Path -> blob digest of every file of the room (its files put in `blobs`)."""
+        ...
+
+    def restore(self, manifest: dict[str, str]) -> int:
+        """Make the room hold exactly `manifest`; returns how many files were written."""
+        ...
+
+    def fingerprint(self, room_path: str) -> str | None:
+        """A digest of the file at `room_path` (None: nothing there)."""
+        ...
+
+
 @dataclass
 class ToolContext:
     """What a running tool may touch: handles of the session's LoopRuntime, never persisted."""
@@ -52,7 +84,7 @@ class ToolContext:
     session_id: str
     tenant_id: str
     run_id: str
-    sandbox: Sandbox | None = None
+    sandbox: Room | None = None
     tool_results: Any = None  # the session's ToolResultStore (read_tool_result uses it)
     datasets: Any = None  # the session's DatasetCatalog
     todos: Any = None  # the session's TodoManager
@@ -105,3 +137,9 @@ class ToolSpec:
         if self.room_effect is None:
             return None
         return self.room_effect(ctx, **self.args_schema.model_validate(args).model_dump())
+
+
+def digest_text(text: str) -> str:
+    """`sha256:<hex>` of a text's UTF-8 bytes: a tool result's digest, as the journal and the event
+    log keep it (the result itself is stored once)."""
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
