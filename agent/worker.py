@@ -110,7 +110,7 @@ def _warm_up(**_: Any) -> None:
     global _sweeper
     every = settings.session.converge_every_s
     if every is not None and _sweeper is None:
-        _sweeper = Sweeper(lambda: runner().runner, every, stopping).start()
+        _sweeper = Sweeper(runner, every, stopping).start()
 
 
 @signals.task_postrun.connect
@@ -121,7 +121,7 @@ def _reclaim_old_sessions(**_: Any) -> None:
     from agent.session.retention import maybe_collect
 
     try:
-        maybe_collect(runner().runner)
+        maybe_collect(runner())
     except Exception as err:  # never fails a turn; the next task tries again
         log.warning("agentrt worker: session retention not run: %s", err)
 

@@ -78,7 +78,7 @@ def latency(broker: str, samples: int, tmp: Path, store: str = "files") -> tuple
             sid = f"lat{i:03d}"
             c.submit(sid, "One turn.").wait(timeout=120)
             submitted = next(r["ts"] for r in c.inbox(sid).records() if r["kind"] == "submitted")
-            entries = runner.manager.jsonl.event_log(c.tenant, sid).entries()
+            entries = runner.manager.event_log(c.tenant, sid).entries()
             started = next(datetime.fromisoformat(e.ts).timestamp() for e in entries if e.type == "run_start")
             out.append((started - float(submitted)) * 1000)
         out.sort()

@@ -49,7 +49,7 @@ def _show(args: argparse.Namespace, r: Any) -> int:
     if args.json:
         return print_json(info)
     s = info["session"]
-    log = r.manager.jsonl.event_log(s["tenant_id"], s["session_id"])
+    log = r.manager.event_log(s["tenant_id"], s["session_id"])
     names = {name: b for b, name in info.get("branch_names", {}).items()}
     branch = names.get(args.branch, args.branch) if args.branch else s["current_branch_id"]
     pending = r.pending_approvals(s["session_id"], s["tenant_id"], branch) if branch in info["branches"] else []

@@ -115,7 +115,7 @@ def _realign_leaf(runner: AgentRunner, tenant: str, session_id: str) -> str | No
         session = manager.get(tenant, session_id)
     except AgentrtError:  # no readable session document: the next read rebuilds it from the log
         return None
-    events = manager.jsonl.event_log(tenant, session_id)
+    events = manager.event_log(tenant, session_id)
     leaf = session.current_leaf_entry_id
     if leaf is None or events.has(leaf):
         return None

@@ -32,7 +32,7 @@ def record_blocked(rt: Runner, session: ChatSession, token: int | None, err: Rec
 
 
 def _record_entry(rt: Runner, session: ChatSession, payload: dict[str, Any], token: int | None) -> None:
-    events = rt.manager.jsonl.event_log(session.tenant_id, session.session_id)
+    events = rt.manager.event_log(session.tenant_id, session.session_id)
     leaf = session.current_leaf_entry_id
     if leaf is None or events.has(leaf):
         rt.manager.memory.record(session, "recovery_blocked", payload, fencing_token=token)

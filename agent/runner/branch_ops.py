@@ -31,7 +31,7 @@ def branches(rt: Runner, session_id: str, tenant_id: str | None, user_id: str | 
     """Every live branch, main first: id, name, fork point, head entry, own turns, whether current."""
     tenant, user, sid = rt.ids(session_id, tenant_id, user_id)
     session = rt.manager.get(tenant, sid, user)
-    events = rt.manager.jsonl.event_log(tenant, sid)
+    events = rt.manager.event_log(tenant, sid)
     return listing(session, events, read_book(events))
 
 
@@ -68,10 +68,10 @@ def switch(rt: Runner, session_id: str, branch: str, tenant_id: str | None, user
     """Make `branch` (id or name) the current one: the next turn continues its leaf, room and checkpoints."""
     tenant, user, sid = rt.ids(session_id, tenant_id, user_id)
     rt.manager.get(tenant, sid, user)  # an unknown session or branch fails before the lease
-    read_book(rt.manager.jsonl.event_log(tenant, sid)).resolve(sid, branch)
+    read_book(rt.manager.event_log(tenant, sid)).resolve(sid, branch)
     with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:  # LeaseHeld while a run is going
         session = rt.manager.get(tenant, sid, user)
-        events = rt.manager.jsonl.event_log(tenant, sid)
+        events = rt.manager.event_log(tenant, sid)
         book = read_book(events)
         target = book.resolve(sid, branch)
         session.refresh_status()
@@ -109,7 +109,7 @@ def rename(
     rt.manager.get(tenant, sid, user)  # SessionNotFound before the lease
     with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:
         session = rt.manager.get(tenant, sid, user)
-        events = rt.manager.jsonl.event_log(tenant, sid)
+        events = rt.manager.event_log(tenant, sid)
         book = read_book(events)
         target = book.resolve(sid, branch)
         taken = book.find(name)
@@ -131,7 +131,7 @@ def delete(rt: Runner, session_id: str, branch: str, tenant_id: str | None, user
     rt.manager.get(tenant, sid, user)  # SessionNotFound before the lease
     with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:
         session = rt.manager.get(tenant, sid, user)
-        events = rt.manager.jsonl.event_log(tenant, sid)
+        events = rt.manager.event_log(tenant, sid)
         book = read_book(events)
         target = book.resolve(sid, branch)
         if target == MAIN_BRANCH:

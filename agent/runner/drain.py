@@ -310,7 +310,7 @@ def _options(turn: Turn) -> RunOptions | None:
 
 
 def _run_began(runner: AgentRunner, tenant: str, sid: str, run_id: str) -> bool:
-    events = runner.manager.jsonl.event_log(tenant, sid)
+    events = runner.manager.event_log(tenant, sid)
     return events.newest(frozenset({"user_turn"}), of_run(run_id)) is not None
 
 
@@ -359,7 +359,7 @@ def _adopted_changes(runner: AgentRunner, turn: Turn, version: str) -> tuple[str
     """The pins a resume of a run of the adopted `version` accepts: the graph version, and the
     surface digest too when the graph is all that changed in it (it digests the graph version with
     the model and skills, which stay checked)."""
-    start = runner.manager.jsonl.event_log(turn.tenant_id, turn.session_id).newest(frozenset({"run_start"}))
+    start = runner.manager.event_log(turn.tenant_id, turn.session_id).newest(frozenset({"run_start"}))
     stored = ((start.payload if start else {}).get("pins") or {}).get("surface_digest")
     skill = skills_digest(runner.builder.skills)
     if stored == compute_pins(runner.settings, runner.toolset, version, skill=skill).surface_digest:

@@ -45,7 +45,7 @@ class SessionReader(RunnerFree):
         """`AgentRunner.show`."""
         tenant, user, sid = checked_ids(self.settings, session_id, tenant_id, user_id)
         session = self.manager.get(tenant, sid, user)
-        events = self.manager.jsonl.event_log(tenant, sid)
+        events = self.manager.event_log(tenant, sid)
         at = head_of(self.tail, session)
         tail = self.tail.tail(tenant, sid, at.checkpoint_id)
         pending = interrupt_requests(tail.interrupts)

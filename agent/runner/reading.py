@@ -34,7 +34,7 @@ def show(rt: Runner, session_id: str, tenant_id: str | None, user_id: str | None
     """Header, status, branches, the pending approvals (each with its `interrupt_id`) and the last entries."""
     tenant, user, sid = rt.ids(session_id, tenant_id, user_id)
     session = rt.manager.get(tenant, sid, user)
-    events = rt.manager.jsonl.event_log(tenant, sid)
+    events = rt.manager.event_log(tenant, sid)
     at = head(rt, session)  # the current branch's checkpoint, not the thread's newest
     snap = light_snapshot(rt, at.config(tenant, sid))
     checkpoint_id = (snap.config.get("configurable") or {}).get("checkpoint_id") if snap.config else None

@@ -69,7 +69,7 @@ class Resume:
             raise InputError(f"--interrupt {interrupt_id} names an approval to answer: add --approve or --reject")
         session = _resumable(rt.manager.get(tenant, sid, user))
         asked = options.overrides if options is not None else None
-        events = rt.manager.jsonl.event_log(tenant, sid)
+        events = rt.manager.event_log(tenant, sid)
         try:
             with step("read_header"):
                 header = events.header()

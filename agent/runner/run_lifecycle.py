@@ -106,7 +106,7 @@ def fork_before_run(rt: Runner, tenant_id: str, session_id: str, run_id: str) ->
     entry names as `rolled_back_branch`). True when forked; False when there is no state before the
     run to go back to (the session's first turn); None when the run is unknown. The caller knows
     the run has let go of the session."""
-    events = rt.manager.jsonl.event_log(tenant_id, session_id)
+    events = rt.manager.event_log(tenant_id, session_id)
     start = events.newest(frozenset({"run_start"}), {"run_id": run_id})
     if start is None:
         return None
@@ -143,7 +143,7 @@ def start_branch_at(
 
 def _entry_of(rt: Runner, tenant: str, sid: str, entry_id: str) -> EventLog:
     """The session's event log, which holds `entry_id` (`NotFound` otherwise)."""
-    events = rt.manager.jsonl.event_log(tenant, sid)
+    events = rt.manager.event_log(tenant, sid)
     if not events.has(entry_id):
         raise NotFound(f"entry {quote_id(entry_id)} is not in session {sid}; `agentrt show {sid}` lists the entry ids")
     return events
@@ -197,7 +197,7 @@ def make_room(
 
 def remove_rooms(rt: Runner, session: ChatSession, token: int | None, reason: str) -> None:
     """Delete every sandbox room of the session, one `sandbox_destroyed` entry each."""
-    events = rt.manager.jsonl.event_log(session.tenant_id, session.session_id)
+    events = rt.manager.event_log(session.tenant_id, session.session_id)
     for branch in sorted(events.branches()):
         room = rt.builder.room_dir(session.tenant_id, session.session_id, branch)
         if not room.exists():

@@ -127,7 +127,7 @@ class Turn:
             save_indexes = getattr(rt.saver, "save_indexes", None)
             if save_indexes is not None:
                 save_indexes()
-            rt.manager.jsonl.event_log(session.tenant_id, session.session_id).save_index()
+            rt.manager.event_log(session.tenant_id, session.session_id).save_index()
         res = self._result()
         res.run_id = recorder.run_id
         self._finish(res)

@@ -38,7 +38,7 @@ def refuse_unfinished(rt: Runner, session: ChatSession, discardable: bool = Fals
         nodes = list(snap.next) or [t.name for t in snap.tasks]
     if not nodes:
         doc = rt.checkpoint_doc(thread) if at.own else None
-        events = rt.manager.jsonl.event_log(session.tenant_id, sid)
+        events = rt.manager.event_log(session.tenant_id, sid)
         if turn_without_checkpoint(rt, session, events, str((doc or {}).get("run_id") or "")) is not None:
             nodes = ["init"]  # a turn was recorded, then killed before its first checkpoint
     if nodes and ended_past_checkpoint(rt, session):
@@ -82,13 +82,13 @@ def ended_past_checkpoint(rt: Runner, session: ChatSession) -> bool:
     """
     if session.last_run_status != RunStatus.COMPLETED or not session.last_run_id:
         return False
-    events = rt.manager.jsonl.event_log(session.tenant_id, session.session_id)
+    events = rt.manager.event_log(session.tenant_id, session.session_id)
     return events.newest(ENDED, of_run(session.last_run_id)) is not None
 
 
 def run_closed(rt: Runner, session: ChatSession) -> bool:
     """Whether the session's last run wrote its run_end / run_fail / run_pause entry."""
-    events = rt.manager.jsonl.event_log(session.tenant_id, session.session_id)
+    events = rt.manager.event_log(session.tenant_id, session.session_id)
     return events.newest(CLOSING, of_run(session.last_run_id)) is not None
 
 

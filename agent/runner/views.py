@@ -109,7 +109,7 @@ def branch_head(
     except SessionNotFound:
         return None
     branch = branch_id or session.current_branch_id
-    events = manager.jsonl.event_log(tenant, session_id)
+    events = manager.event_log(tenant, session_id)
     return head_of(saver, session, branch, fork_point_of(events, branch))
 
 

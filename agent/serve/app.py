@@ -96,7 +96,7 @@ def create_app(settings: AgentSettings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # While it serves, it also replays what SQL / Redis missed for sessions whose process died.
         every = settings.session.converge_every_s
-        sweeper = Sweeper(lambda: ctx.runner.runner, every).start() if every is not None else None
+        sweeper = Sweeper(lambda: ctx.parts, every).start() if every is not None else None
         start_sweeper(ctx.items)  # LangGraph's store: expired items deleted now and then
         poll = settings.serve.cron_poll_s
         crons = asyncio.create_task(CronScheduler(ctx, poll).run()) if poll is not None else None

@@ -30,7 +30,7 @@ def roll_back(ctx: ServeContext, rec: RunRecord) -> bool:
     """Undo `rec`'s writes (its run has stopped and let go of the session); False when it cannot be."""
     if rec.segment or not rec.agent_run_id:
         return False
-    forked = fork_before_run(ctx.runner.runner, rec.tenant_id, rec.thread_id, rec.agent_run_id)
+    forked = fork_before_run(ctx.parts, rec.tenant_id, rec.thread_id, rec.agent_run_id)
     if forked is None:
         return False
     if not forked:

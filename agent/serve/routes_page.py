@@ -115,7 +115,7 @@ async def new_session(request: Request, ctx: ServeContext = Depends(get_ctx)) ->
 
 def _view(ctx: ServeContext, principal: Principal, sid: str) -> dict[str, Any]:
     s = ctx.session(principal, sid)
-    events = ctx.runner.manager.jsonl.event_log(s.tenant_id, sid)
+    events = ctx.runner.manager.event_log(s.tenant_id, sid)
     entries = events.projection(s.current_leaf_entry_id) if s.current_leaf_entry_id else []
     live = ctx.engine.active(s.tenant_id, sid) is not None
     snap = ctx.snapshot(s)

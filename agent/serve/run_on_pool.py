@@ -109,7 +109,7 @@ class RunExecutor:
     def _resume_entry(self, rec: RunRecord) -> str:
         """The `run_resume` entry this run wrote (its run holds the lease: no other can be newer)."""
         try:
-            events = self.runner.manager.jsonl.event_log(rec.tenant_id, rec.thread_id)
+            events = self.runner.manager.event_log(rec.tenant_id, rec.thread_id)
             entry = events.newest(frozenset({"run_resume"}), {"run_id": rec.agent_run_id})
         except Exception as err:  # listed as the event log has it; the run itself goes on
             log.warning("could not read the resume entry of run %s: %s", rec.run_id, err)

@@ -133,7 +133,7 @@ def final_values(rec: RunRecord) -> dict[str, Any]:
 def runs_of(ctx: ServeContext, tenant_id: str, thread_id: str) -> list[dict[str, Any]]:
     """The thread's runs, newest first (agent/serve/run_log.py)."""
     session = ctx.runner.manager.get(tenant_id, thread_id)
-    parts = logged_runs(ctx.runner.manager.jsonl.event_log(tenant_id, thread_id), session)
+    parts = logged_runs(ctx.runner.manager.event_log(tenant_id, thread_id), session)
     table = RunTable(ctx.settings, tenant_id, thread_id).read()
     return thread_runs(parts, table, ctx.engine.for_thread(tenant_id, thread_id))
 

@@ -54,6 +54,9 @@ class ServeContext:
         self.settings = settings
         self.auth = Authenticator(settings)
         self.runner = serve_runner(settings)
+        self.parts = self.runner.runner
+        """The runner's parts (`agent.runner.base_runner.Runner`): what a rollback forks with and
+        what the session upkeep (deleting a thread, the sweep) is handed."""
         self.on_workers = settings.serve.on_workers(settings.workers)
         """Runs go to the Celery workers (`serve.runs_on`), else they run in this process."""
         self.engine = RunEngine(self.runner, settings.serve.run_threads, self._roll_back, self.on_workers)

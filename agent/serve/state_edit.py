@@ -47,7 +47,7 @@ def edit_state(
         session = rt.manager.get(tenant, sid, session.user_id)
         base = _base(ctx, session, checkpoint_id)
         base_cp = str(base.config["configurable"]["checkpoint_id"])
-        events = rt.manager.jsonl.event_log(tenant, sid)
+        events = rt.manager.event_log(tenant, sid)
         entry_id = _entry_at(ctx, session, events, base)
         pin = getattr(rt.saver, "pin", None)
         if pin is not None:  # the base outlives retention while the new branch starts from it
@@ -116,7 +116,7 @@ def _fork(
         session = rt.manager.get(tenant, sid, user_id)
         base = _base(ctx, session, checkpoint_id)
         base_cp = str(base.config["configurable"]["checkpoint_id"])
-        entry_id = _entry_at(ctx, session, rt.manager.jsonl.event_log(tenant, sid), base)
+        entry_id = _entry_at(ctx, session, rt.manager.event_log(tenant, sid), base)
         pin = getattr(rt.saver, "pin", None)
         if pin is not None:  # the fork point outlives retention while the new branch starts from it
             pin(_at(session, base_cp))

@@ -31,7 +31,7 @@ BRANCH_CREATED = frozenset({"branch_created"})
 
 def other_heads(ctx: ServeContext, session: ChatSession) -> list[str]:
     """The head checkpoints of the thread's other branches shown in its history (see the module)."""
-    events = ctx.runner.manager.jsonl.event_log(session.tenant_id, session.session_id)
+    events = ctx.runner.manager.event_log(session.tenant_id, session.session_id)
     if not events.exists() or len(events.branch_stats()) <= 1:
         return []
     left = {str(e.payload.get(ROLLED_BACK_BRANCH)) for e in events.entries(BRANCH_CREATED) if e.payload}

@@ -29,9 +29,9 @@ def delete_thread(ctx: ServeContext, session: ChatSession) -> None:
     _jsonl_saver(ctx, "deleting")
     out = Removal()
     try:
-        remove_session(ctx.runner.runner, session.tenant_id, session.session_id, out, held_raises=True)
+        remove_session(ctx.parts, session.tenant_id, session.session_id, out, held_raises=True)
     finally:
-        finish(ctx.runner.runner, out)
+        finish(ctx.parts, out)
 
 
 def copy_thread(ctx: ServeContext, principal: Principal, session: ChatSession) -> ChatSession:

@@ -1,4 +1,5 @@
-"""The reads of `ChatSessionManager` across its layers: find a session, list, page and search.
+"""The reads of `ChatSessionManager` across its layers: find a session, list, page and search, and
+the session's event log.
 
 `SessionReads._find` reads the layers of the mode in order (module docstring of
 agent/session/manager.py: what each mode reads, when a damaged copy stops the read), fills the
@@ -27,6 +28,7 @@ from checkpointing.session_index import EVERY_ROW, RowFilter, SessionRow
 
 if TYPE_CHECKING:
     from agent.session.stores.sql import SqlSessionStore
+    from checkpointing.entry_log import EventLog
 
 _T = TypeVar("_T")
 log = logging.getLogger("agentrt.sessions")
@@ -237,6 +239,12 @@ class SessionReads(LayerKeeper):
                         f"cannot list sessions: the session table does not answer ({err})"
                     ) from err
         return on_files()
+
+    def event_log(self, tenant_id: str, session_id: str) -> EventLog:
+        """The session's event log (its runs, messages and branches), to read and to record in:
+        the one handle the manager keeps open for the session, so a read sees what a turn of this
+        process appended."""
+        return self.jsonl.event_log(tenant_id, session_id)
 
     def sql_index(self) -> SqlSessionStore | None:
         """The SQL session table when it holds every session (MIRROR; PRIMARY on a server database)."""

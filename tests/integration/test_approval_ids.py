@@ -51,7 +51,7 @@ def test_python_api_names_the_approval_it_answers(tmp_path: Path) -> None:
     assert _files(folder) == before
     done = runner.resume(paused.session_id, decision={"approved": True}, interrupt_id=iid)
     assert done.status == "COMPLETED" and (folder / "workspace" / "outbox" / "team-r.md").exists()
-    entries = runner.manager.jsonl.event_log("default", paused.session_id).entries()
+    entries = runner.manager.event_log("default", paused.session_id).entries()
     asked = [e.payload for e in entries if e.type == "hitl_request"]
     decided = [e.payload for e in entries if e.type == "hitl_decision"]
     assert [a["interrupt_id"] for a in asked] == [iid] and [d["interrupt_id"] for d in decided] == [iid]

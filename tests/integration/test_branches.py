@@ -39,7 +39,7 @@ def test_fork_continues_from_the_entry_and_leaves_the_original_alone(tmp_path: P
     assert second.answer == "two"
     events_path = main_runner.session_dir("default", sid) / "events.jsonl"
     before = events_path.read_bytes()
-    log = main_runner.manager.jsonl.event_log("default", sid)
+    log = main_runner.manager.event_log("default", sid)
     answer_one = next(e for e in log.entries() if e.type == "assistant_message" and e.payload["content"] == "one")
 
     fork = main_runner.fork(sid, answer_one.id)
@@ -68,8 +68,8 @@ def test_fork_continues_from_the_entry_and_leaves_the_original_alone(tmp_path: P
     # projections: each branch's page history is its own path to the root
     session = branch_runner.manager.get("default", sid)
     assert [m.content for m in branch_runner.manager.history(session)] == ["turn one", "one", "turn three", "three"]
-    leaf_main = branch_runner.manager.jsonl.event_log("default", sid).branch_leaf("main")
-    main_path = branch_runner.manager.jsonl.event_log("default", sid).projection(leaf_main)
+    leaf_main = branch_runner.manager.event_log("default", sid).branch_leaf("main")
+    main_path = branch_runner.manager.event_log("default", sid).projection(leaf_main)
     texts = [e.payload.get("content") for e in main_path if e.type in ("user_turn", "assistant_message")]
     assert texts == ["turn one", "one", "turn two", "two"]
 
@@ -80,7 +80,7 @@ def test_end_with_room_on_end_delete_removes_every_room_and_a_fork_restores_its_
     runner = AgentRunner.from_config(make_config(tmp_path, MAIN, session={"room_on_end": "delete"}))
     sid = runner.run("turn one").session_id
     runner.run("turn two", session_id=sid)
-    log = runner.manager.jsonl.event_log("default", sid)
+    log = runner.manager.event_log("default", sid)
     answer_one = next(e for e in log.entries() if e.type == "assistant_message" and e.payload["content"] == "one")
     runner.end(sid)
     session_dir = runner.session_dir("default", sid)

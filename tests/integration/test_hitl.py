@@ -39,7 +39,7 @@ def test_approve_runs_the_tool_once(tmp_path: Path) -> None:
     assert (room / "outbox" / "team-r.md").read_text() == "# r\n"
     session = runner.manager.get("default", sid)
     assert session.status.value == "ACTIVE"
-    types = [e.type for e in runner.manager.jsonl.event_log("default", sid).entries()]
+    types = [e.type for e in runner.manager.event_log("default", sid).entries()]
     assert "hitl_request" in types and "hitl_decision" in types
 
 

@@ -359,7 +359,7 @@ def check_once_in_order(
         assert sorted(done) == sorted(t.turn_id for t in turns), f"{sid}: a turn finished twice or never"
         run_ids = [t.result["run_id"] for t in turns]
         assert len(set(run_ids)) == len(expected)
-        events = runner.manager.jsonl.event_log(c.tenant, sid).entries()
+        events = runner.manager.event_log(c.tenant, sid).entries()
         asked = [(e.payload["run_id"], e.payload["content"]) for e in events if e.type == "user_turn"]
         assert asked == list(zip(run_ids, expected, strict=True)), f"{sid}: turns out of order"
         ended = [e.payload["run_id"] for e in events if e.type == "run_end"]

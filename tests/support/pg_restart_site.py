@@ -249,7 +249,7 @@ def check_session(session: Session) -> None:
     settings = load_settings(session.site.config)
     tenant = settings.session.tenant_id
     runner = AgentRunner.from_config(session.site.config)
-    entries = runner.manager.jsonl.event_log(tenant, session.sid).entries()
+    entries = runner.manager.event_log(tenant, session.sid).entries()
     seen: set[str] = set()
     for before, e in zip([None, *entries], entries, strict=False):  # one chain, in id (time) order
         assert e.parent_id is None or e.parent_id in seen, f"{story}\nentry {e.id} ({e.type}) has no parent"

@@ -50,7 +50,7 @@ def test_fork_then_turn_leaves_the_original_branch_untouched(mode: Mode, tmp_pat
     fork_point = s.current_leaf_entry_id
     run_turn(m, s, "two", "R2" * 6000)
     old_leaf, old_branch = s.current_leaf_entry_id, s.current_branch_id
-    events = m.jsonl.event_log("t1", "s1")
+    events = m.event_log("t1", "s1")
     before_bytes = events.path.read_bytes()
     before_blobs = blob_files(tmp_path)
     old_path = [events.raw(e.id) for e in events.path_to_root(old_leaf)]

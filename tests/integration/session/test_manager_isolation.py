@@ -108,7 +108,7 @@ def test_no_cross_tenant_or_cross_user_reads_in_any_layer(
     for t, _, s in data:
         if store is None:
             m.jsonl.delete(t, s)
-            m.jsonl.event_log(t, s).path.unlink()
+            m.event_log(t, s).path.unlink()
         else:  # every row of the session: its document and its event log
             store.session(t, s, "never").remove()
     drop_redis_prefix(layers[0].client, layers[0].key_prefix)

@@ -71,7 +71,7 @@ def drop(m: ChatSessionManager, layers: tuple, name: str) -> None:
         layers[1].delete("t1", "s1")
     else:
         m.jsonl.delete("t1", "s1")
-        m.jsonl.event_log("t1", "s1").path.unlink(missing_ok=True)
+        m.event_log("t1", "s1").path.unlink(missing_ok=True)
 
 
 @pytest.mark.parametrize(
@@ -108,7 +108,7 @@ def test_a_miss_fills_the_upper_layers(mode: Mode, tmp_path: Path, layers: tuple
     layers[0].delete("t1", "s1")
     if mode == "PRIMARY":
         m.jsonl.delete("t1", "s1")
-        m.jsonl.event_log("t1", "s1").path.unlink(missing_ok=True)
+        m.event_log("t1", "s1").path.unlink(missing_ok=True)
     m.get("t1", "s1")
     assert m.last_read_trace[-1][1] == "hit"
     assert m.l1.get("t1", "s1") is not None and layers[0].get("t1", "s1") is not None

@@ -174,7 +174,7 @@ def test_retention_reclaims_an_old_session_that_another_machine_ran(config: Path
     assert gone.sessions == [("default", SID)], gone.summary()
     b.manager.l1.delete("default", SID)
     assert [s.session_id for s in b.sessions()] == []
-    assert b.manager.jsonl.event_log("default", SID).entries() == []
+    assert b.manager.event_log("default", SID).entries() == []
     with pytest.raises(SessionNotFound):
         b.run("Turn 2.", session_id=SID)
 
@@ -231,7 +231,7 @@ def test_erase_on_another_machine_reclaims_the_blobs_only_the_erased_user_used(c
     assert done.sessions == [("default", SID)], done.summary()
     assert not blobs.exists(two) and blobs.exists(one)
     assert done.blobs >= 1 and done.blobs_kept >= 1, done.summary()
-    assert not b.manager.jsonl.event_log("default", SID).entries()
+    assert not b.manager.event_log("default", SID).entries()
     b.manager.l1.delete("default", "s-bob")
     bob = b.run("Turn 2.", session_id="s-bob", user_id="bob")
     assert bob.answer == "Answer 2."

@@ -60,7 +60,7 @@ def fleet(tmp_path: Path) -> Iterator[Cluster]:
 def _reads(runner: AgentRunner, c: Cluster, sid: str, run_ids: list[str]) -> dict[int, list[str]]:
     """What each turn's read_file calls returned (the event log keeps each result's digest; a call a
     resume replayed counts once, its last result)."""
-    events = runner.manager.jsonl.event_log(c.tenant, sid).entries()
+    events = runner.manager.event_log(c.tenant, sid).entries()
     wanted = {digest_text(text): text for text in (ONE[1], TWO[1])}
     results: dict[str, tuple[int, str]] = {}
     for e in events:
@@ -75,7 +75,7 @@ def _reads(runner: AgentRunner, c: Cluster, sid: str, run_ids: list[str]) -> dic
 
 def _bumps(runner: AgentRunner, c: Cluster, sid: str) -> dict[str, str]:
     """The last status of each run's bump call, by run id."""
-    events = runner.manager.jsonl.event_log(c.tenant, sid).entries()
+    events = runner.manager.event_log(c.tenant, sid).entries()
     return {
         e.payload["run_id"]: e.payload["status"]
         for e in events

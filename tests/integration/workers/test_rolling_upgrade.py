@@ -127,7 +127,7 @@ def test_each_session_runs_only_on_workers_of_its_graph_version(
         assert len(turns) == (1 if sid == "n0" else 3), sid
         ran_on = {r["worker"].split("-", 1)[0] for r in c.inbox(sid).records() if r.get("worker")}
         assert {version_of[w] for w in ran_on} == {version}, f"{sid} ({version}) ran on {ran_on}"
-        events = runner.manager.jsonl.event_log(c.tenant, sid).entries()
+        events = runner.manager.event_log(c.tenant, sid).entries()
         started = [e.payload["pins"]["graph_version"] for e in events if e.type == "run_start"]
         assert started == [version] * len(turns), sid
         assert not [e for e in events if e.type == "recovery_blocked"], sid
@@ -157,7 +157,7 @@ def test_each_session_runs_only_on_workers_of_its_graph_version(
     done = left.wait(timeout=BOUND_S)
     assert done.status is TurnStatus.COMPLETED, (done.to_json(), c.log_tail())
     assert str(done.result["worker"]).startswith("wc-"), done.to_json()
-    events = runner.manager.jsonl.event_log(c.tenant, "b1").entries()
+    events = runner.manager.event_log(c.tenant, "b1").entries()
     assert not [e for e in events if e.type == "recovery_blocked"]
     (override,) = [e.payload for e in events if e.type == "recovery_override"]
     assert override["operator"] == "workers.adopt_graph_versions"

@@ -157,7 +157,7 @@ def test_sigterm_stops_the_run_at_a_step_boundary_and_another_worker_finishes_it
     assert turn.attempts == 2
     assert stopped_in < 30, f"SIGTERM took {stopped_in:.1f} s"
     runner = AgentRunner.from_config(c.config)
-    kinds = [e.type for e in runner.manager.jsonl.event_log(c.tenant, "s-term").entries()]
+    kinds = [e.type for e in runner.manager.event_log(c.tenant, "s-term").entries()]
     assert kinds.count("run_start") == 1 and kinds.count("run_resume") == 1 and kinds.count("run_end") == 1
     assert int(c.redis.get(f"{c.keys}:bump:s-term") or 0) == 1
 
@@ -182,7 +182,7 @@ def test_a_task_redelivered_after_its_turn_finished_does_not_run_it_again(cluste
     kinds = [r["kind"] for r in c.inbox("s-again").records()]
     assert kinds == ["submitted", "started", "done"]
     runner = AgentRunner.from_config(c.config)
-    events = [e.type for e in runner.manager.jsonl.event_log(c.tenant, "s-again").entries()]
+    events = [e.type for e in runner.manager.event_log(c.tenant, "s-again").entries()]
     assert events.count("run_start") == 1 and events.count("run_resume") == 0
     assert int(c.redis.get(f"{c.keys}:bump:s-again") or 0) == 1
 
@@ -268,12 +268,12 @@ def test_a_turn_submitted_after_a_fork_runs_on_the_new_branch(make_cluster: Make
     c.start_worker("w0", concurrency=1)
     assert c.submit("s-fork", "First.").wait(timeout=BOUND_S).status is TurnStatus.COMPLETED
     runner = AgentRunner.from_config(c.config)
-    events = runner.manager.jsonl.event_log(c.tenant, "s-fork").entries()
+    events = runner.manager.event_log(c.tenant, "s-fork").entries()
     end = next(e for e in events if e.type == "run_end")
     fork = runner.fork("s-fork", end.id, tenant_id=c.tenant)
     turn = c.submit("s-fork", "Second, on the branch.").wait(timeout=BOUND_S)
     assert turn.status is TurnStatus.COMPLETED and turn.result.get("answer") == "Answer 2.", turn.to_json()
     runner.manager.l1.delete(c.tenant, "s-fork")
-    entries = runner.manager.jsonl.event_log(c.tenant, "s-fork").entries()
+    entries = runner.manager.event_log(c.tenant, "s-fork").entries()
     asked = [(e.branch_id, e.payload["content"]) for e in entries if e.type == "user_turn"]
     assert asked == [("main", "First."), (fork["branch_id"], "Second, on the branch.")]

@@ -172,7 +172,7 @@ def test_fork_keeps_the_original_branch_byte_identical(tmp_path: Path) -> None:
     old_leaf = s.current_leaf_entry_id
     log_path = tmp_path / "tenants/t1/sessions/s1/events.jsonl"
     before = log_path.read_bytes()
-    events = m.jsonl.event_log("t1", "s1")
+    events = m.event_log("t1", "s1")
     old_path = [events.raw(e.id) for e in events.path_to_root(old_leaf)]
 
     branch = m.fork(s, first.entry_id or "", reason="try again")
