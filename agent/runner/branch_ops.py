@@ -9,6 +9,9 @@ unpins its fork point, so retention may reclaim its checkpoints.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent.core.errors import Conflict, InputError, quote_id
@@ -64,16 +67,37 @@ def listing(session: ChatSession, events: EventLog, book: BranchBook) -> list[di
     return rows
 
 
-def switch(rt: Runner, session_id: str, branch: str, tenant_id: str | None, user_id: str | None) -> dict[str, Any]:
-    """Make `branch` (id or name) the current one: the next turn continues its leaf, room and checkpoints."""
+@dataclass(frozen=True)
+class _Held:
+    """A session as a branch operation reads it under the session's lease, and its branch."""
+
+    session: ChatSession
+    events: EventLog
+    book: BranchBook
+    target: str
+    """The branch the operation names, resolved (an id)."""
+    token: int | None
+    """The lease's fencing token, for the entries the operation records."""
+
+
+@contextmanager
+def _held(rt: Runner, session_id: str, branch: str, tenant_id: str | None, user_id: str | None) -> Iterator[_Held]:
+    """The session read under its lease (`LeaseHeld` while a run is going), `branch` resolved; an
+    unknown session or branch fails before the lease is taken."""
     tenant, user, sid = rt.ids(session_id, tenant_id, user_id)
-    rt.manager.get(tenant, sid, user)  # an unknown session or branch fails before the lease
+    rt.manager.get(tenant, sid, user)
     read_book(rt.manager.event_log(tenant, sid)).resolve(sid, branch)
-    with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:  # LeaseHeld while a run is going
+    with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:
         session = rt.manager.get(tenant, sid, user)
         events = rt.manager.event_log(tenant, sid)
         book = read_book(events)
-        target = book.resolve(sid, branch)
+        yield _Held(session, events, book, book.resolve(sid, branch), hold.token)
+
+
+def switch(rt: Runner, session_id: str, branch: str, tenant_id: str | None, user_id: str | None) -> dict[str, Any]:
+    """Make `branch` (id or name) the current one: the next turn continues its leaf, room and checkpoints."""
+    with _held(rt, session_id, branch, tenant_id, user_id) as held:
+        session, events, book, target = held.session, held.events, held.book, held.target
         session.refresh_status()
         transition(session.model_copy(), SessionAction.SWITCH)  # PAUSED, ENDED, EXPIRED: refused
         refuse_unfinished(rt, session)  # a run left a step on the current branch: resume it first
@@ -83,7 +107,7 @@ def switch(rt: Runner, session_id: str, branch: str, tenant_id: str | None, user
             session.current_leaf_entry_id = book.live[target]
             # On the branch switched to, so a session rebuilt from the log alone lands there too.
             rt.manager.memory.record(
-                session, "branch_switched", {"branch_id": target, "from_branch_id": came_from}, hold.token
+                session, "branch_switched", {"branch_id": target, "from_branch_id": came_from}, held.token
             )
             session.messages = page_messages(events, session.current_leaf_entry_id)
             context = {k: v for k, v in session.context.items() if k != "fork_checkpoint_id"}
@@ -105,13 +129,8 @@ def rename(
         validate_id(name, "branch name")
     except InvalidIdError as err:
         raise InputError(f"{err}; e.g. `east-only`") from None
-    tenant, user, sid = rt.ids(session_id, tenant_id, user_id)
-    rt.manager.get(tenant, sid, user)  # SessionNotFound before the lease
-    with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:
-        session = rt.manager.get(tenant, sid, user)
-        events = rt.manager.event_log(tenant, sid)
-        book = read_book(events)
-        target = book.resolve(sid, branch)
+    with _held(rt, session_id, branch, tenant_id, user_id) as held:
+        session, events, book, target, sid = held.session, held.events, held.book, held.target, held.session.session_id
         taken = book.find(name)
         if (taken is not None and taken != target) or (name in events.branches() and name != target):
             raise Conflict(
@@ -120,20 +139,16 @@ def rename(
             )
         if book.name_of(target) != name:
             payload = {"branch_id": target, "name": name, "old_name": book.name_of(target)}
-            rt.manager.memory.record(session, RENAMED, payload, hold.token)
+            rt.manager.memory.record(session, RENAMED, payload, held.token)
             rt.manager.save(session)
         return _said(session, target, name)
 
 
 def delete(rt: Runner, session_id: str, branch: str, tenant_id: str | None, user_id: str | None) -> dict[str, Any]:
     """Take `branch` (id or name) out of every listing; its entries stay. Not main, not the current one."""
-    tenant, user, sid = rt.ids(session_id, tenant_id, user_id)
-    rt.manager.get(tenant, sid, user)  # SessionNotFound before the lease
-    with SessionHold(rt.settings, rt.lease, tenant, sid) as hold:
-        session = rt.manager.get(tenant, sid, user)
-        events = rt.manager.event_log(tenant, sid)
-        book = read_book(events)
-        target = book.resolve(sid, branch)
+    with _held(rt, session_id, branch, tenant_id, user_id) as held:
+        session, events, book, target = held.session, held.events, held.book, held.target
+        tenant, sid = session.tenant_id, session.session_id
         if target == MAIN_BRANCH:
             raise Conflict(f"branch main is the root of session {sid} and cannot be deleted")
         if target == session.current_branch_id:
@@ -143,12 +158,12 @@ def delete(rt: Runner, session_id: str, branch: str, tenant_id: str | None, user
             )
         name = book.name_of(target)
         payload = {"branch_id": target, "name": name, "leaf_entry_id": book.live[target]}
-        rt.manager.memory.record(session, DELETED, payload, hold.token)
+        rt.manager.memory.record(session, DELETED, payload, held.token)
         room = rt.builder.room_dir(tenant, sid, target)
         if room.exists():  # only a run of the current branch works in a room, and none runs (the lease)
             shutil.rmtree(room)
             gone = {"room_id": room_id(target), "branch_id": target, "reason": "branch deleted"}
-            rt.manager.memory.record(session, "sandbox_destroyed", gone, hold.token)
+            rt.manager.memory.record(session, "sandbox_destroyed", gone, held.token)
         _unpin(rt, session, events, target, set(book.live) - {target})
         rt.manager.save(session)
         return _said(session, target, name)

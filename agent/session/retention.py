@@ -11,35 +11,27 @@ the same as `agentrt erase`.
 This is not the saver's `persistence.keep_last`, which trims old checkpoints inside a session that
 is kept; retention removes whole sessions.
 
-Workers (`maybe_collect`, after a task): at most every `session.gc_every_minutes`, by one worker at
-a time: a non-blocking `flock` on `base_dir/gc.lock` picks it, and the lock file's time records
-the last run (an empty file: none yet), so the others skip at the cost of one `stat`. On the
-PostgreSQL record store, where each machine has its own base_dir, the whole fleet shares one
-claim instead: a document of the store (`gc`, outside every tenant) holding when the last run
-started, taken by compare-and-swap, so one worker of the fleet runs it per period.
+Workers (`maybe_collect`, after a task): at most every `session.gc_every_minutes`, by one worker of
+the fleet at a time (`agent.session.periodic`): a `flock` on `base_dir/gc.lock`, or on the
+PostgreSQL record store a document of the store (`gc`, outside every tenant).
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
-import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.core.errors import BackendUnavailable, DataCorrupt
 from agent.core.statuses import SessionStatus
 from agent.session import removal
-from agent.session.record_store import pg_store
+from agent.session.periodic import run_claimed
 from agent.session.removal import Removal
 from agent.session.session import ChatSession
 from checkpointing.session_index import IndexUnusable
 
 if TYPE_CHECKING:
     from agent.session.runner_parts import RunnerParts
-    from checkpointing.store.postgres import PostgresStore
 
 log = logging.getLogger("agentrt.sessions")
 GC_LOCK_FILE = "gc.lock"
@@ -115,35 +107,9 @@ def maybe_collect(runner: RunnerParts) -> Removal | None:
     conf = runner.settings.session
     if conf.retention_days is None:
         return None
-    every = conf.gc_every_minutes * 60
-    store = pg_store(runner.settings)
-    if store is not None:
-        return _collect_claimed(runner, store, every)
-    lock = Path(runner.settings.base_dir) / GC_LOCK_FILE
-    try:
-        st = lock.stat()
-        if st.st_size and time.time() - st.st_mtime < every:
-            return None
-    except FileNotFoundError:
-        pass
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return None  # another worker is at it
-        st = os.fstat(fd)
-        if st.st_size and time.time() - st.st_mtime < every:
-            return None  # it finished while we looked
-        os.write(fd, b"x")  # marks that a run happened (a fresh lock file has size 0)
-        os.utime(fd)
-        out = collect(runner)
-        if out.sessions or out.skipped:
-            log.info("session retention: %s", out.summary())
-        return out
-    finally:
-        os.close(fd)
+    return run_claimed(
+        runner.settings, GC_LOCK_FILE, STORE_CLAIM, conf.gc_every_minutes * 60, lambda: _logged(collect(runner))
+    )
 
 
 STORE_CLAIM = ("@store", "@retention", "gc")
@@ -151,17 +117,7 @@ STORE_CLAIM = ("@store", "@retention", "gc")
 id alphabet, so never a session's."""
 
 
-def _collect_claimed(runner: RunnerParts, store: PostgresStore, every: float) -> Removal | None:
-    """`collect` by the one worker of the fleet that claims this period (see the module doc)."""
-    tenant, thread, name = STORE_CLAIM
-    streams = store.session(tenant, thread, "always")
-    doc, version = streams.load_doc(name)
-    now = store.clock()
-    if doc is not None and now - float(doc.get("started", 0)) < every:
-        return None
-    if not streams.save_doc(name, {"started": now}, version):
-        return None  # another worker claimed it meanwhile
-    out = collect(runner)
+def _logged(out: Removal) -> Removal:
     if out.sessions or out.skipped:
         log.info("session retention: %s", out.summary())
     return out

@@ -14,30 +14,24 @@ would wait for the next process that reads or writes the session. `sweep` pays i
   replayed by a later sweep.
 
 `maybe_sweep` is the periodic form, run by the Celery workers and `agentrt serve` at most every
-`session.converge_every_s`, by one process at a time: on the files store a non-blocking `flock`
-on `base_dir/converge.lock` (its time is the last run), on the PostgreSQL record store a document
-of the store taken by compare-and-swap (the fleet shares it, as retention's claim).
+`session.converge_every_s`, by one process of the fleet at a time (`agent.session.periodic`): a
+`flock` on `base_dir/converge.lock`, or on the PostgreSQL record store a document of the store.
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.core.errors import AgentrtError, LeaseHeld
-from agent.session.record_store import pg_store
+from agent.session.periodic import run_claimed
 
 if TYPE_CHECKING:
     from agent.session.outbox import Lag
     from agent.session.runner_parts import RunnerParts
-    from checkpointing.store.postgres import PostgresStore
 
 log = logging.getLogger("agentrt.sessions")
 SWEEP_LOCK_FILE = "converge.lock"
@@ -163,45 +157,7 @@ def maybe_sweep(runner: RunnerParts) -> Sweep | None:
     every = runner.settings.session.converge_every_s
     if every is None:
         return None
-    store = pg_store(runner.settings)
-    if store is not None:
-        return _sweep_claimed(runner, store, every)
-    lock = Path(runner.settings.base_dir) / SWEEP_LOCK_FILE
-    try:
-        st = lock.stat()
-        if st.st_size and time.time() - st.st_mtime < every:
-            return None
-    except FileNotFoundError:
-        pass
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return None  # another process is at it
-        st = os.fstat(fd)
-        if st.st_size and time.time() - st.st_mtime < every:
-            return None  # it finished while we looked
-        if not st.st_size:
-            os.write(fd, b"x")  # marks that a run happened (a fresh lock file has size 0)
-        os.utime(fd)
-        return _logged(sweep(runner))
-    finally:
-        os.close(fd)
-
-
-def _sweep_claimed(runner: RunnerParts, store: PostgresStore, every: float) -> Sweep | None:
-    """`sweep` by the one process of the fleet that claims this period."""
-    tenant, thread, name = STORE_CLAIM
-    streams = store.session(tenant, thread, "always")
-    doc, version = streams.load_doc(name)
-    now = store.clock()
-    if doc is not None and now - float(doc.get("started", 0)) < every:
-        return None
-    if not streams.save_doc(name, {"started": now}, version):
-        return None  # another process claimed it meanwhile
-    return _logged(sweep(runner))
+    return run_claimed(runner.settings, SWEEP_LOCK_FILE, STORE_CLAIM, every, lambda: _logged(sweep(runner)))
 
 
 def _logged(out: Sweep) -> Sweep:
