@@ -11,22 +11,17 @@ top of it, with the next version number.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from agent.core.config import AgentSettings
-from agent.core.errors import BackendUnavailable
+from agent.session.doc_swap import T, swap_doc
 from agent.session.record_store import store
 from checkpointing.store.base import DocVersion, SessionStreams
 
 ASSISTANTS_THREAD = "@assistants"
 """The session holding a tenant's assistants (never a thread id: `@` is outside the id alphabet)."""
 ASSISTANTS_DOC = "assistants.json"
-SWAP_TRIES = 200
-"""How often a change is tried again when another writer changed the document in between."""
-
-T = TypeVar("T")
 Assistants = dict[str, dict[str, Any]]
 """A tenant's assistants by id: `{"assistant": <as it is now>, "versions": [<each version>]}`."""
 
@@ -53,11 +48,4 @@ def change_assistants(
     """Apply `edit` to the assistants (by id) and save them if nobody changed them meanwhile, else
     read them again and retry; what `edit` returns, and whether this call made the document (from
     `first()`, the assistants kept before there was one). An `edit` that raises saves nothing."""
-    for _ in range(SWAP_TRIES):
-        found, version = read_assistants(session)
-        made = found is None
-        assistants = copy.deepcopy(first() if found is None else found)
-        out = edit(assistants)
-        if session.save_doc(ASSISTANTS_DOC, {"assistants": assistants}, version):
-            return out, made
-    raise BackendUnavailable(f"the assistants of tenant {tenant_id} changed {SWAP_TRIES} times while saving; try again")
+    return swap_doc(session, ASSISTANTS_DOC, "assistants", edit, first, f"the assistants of tenant {tenant_id}")

@@ -9,22 +9,17 @@ compare-and-swap of that document, so writers over one store never lose each oth
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from agent.core.config import AgentSettings
-from agent.core.errors import BackendUnavailable
+from agent.session.doc_swap import T, swap_doc
 from agent.session.record_store import store
 from checkpointing.store.base import SessionStreams
 
 CRONS_THREAD = "@crons"
 """The session holding a tenant's crons (never a thread id: `@` is outside the id alphabet)."""
 CRONS_DOC = "crons.json"
-SWAP_TRIES = 200
-"""How often a change is tried again when another writer changed the document in between."""
-
-T = TypeVar("T")
 Crons = dict[str, dict[str, Any]]
 """A tenant's crons by id (each LangGraph's `Cron`, see `agent.serve.crons`)."""
 
@@ -43,13 +38,8 @@ def read_crons(session: SessionStreams) -> Crons:
 def change_crons(session: SessionStreams, tenant_id: str, edit: Callable[[Crons], T]) -> T:
     """Apply `edit` to the crons (by id) and save them if nobody changed them meanwhile, else read
     them again and retry; what `edit` returns. An `edit` that raises saves nothing."""
-    for _ in range(SWAP_TRIES):
-        doc, version = session.load_doc(CRONS_DOC)
-        crons: Crons = copy.deepcopy((doc or {}).get("crons") or {})
-        out = edit(crons)
-        if session.save_doc(CRONS_DOC, {"crons": crons}, version):
-            return out
-    raise BackendUnavailable(f"the crons of tenant {tenant_id} changed {SWAP_TRIES} times while saving; try again")
+    out, _ = swap_doc(session, CRONS_DOC, "crons", edit, dict, f"the crons of tenant {tenant_id}")
+    return out
 
 
 def cron_tenants(settings: AgentSettings) -> list[str]:

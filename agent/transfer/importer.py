@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,25 +45,41 @@ if TYPE_CHECKING:
     from agent.session.manager import ChatSessionManager
 
 
-def check_targets(settings: AgentSettings, manager: ChatSessionManager | None, export: ExportFile) -> None:
-    """Refuse (nothing written) a session of the file that exists here already (its folder, or its
-    SQL row: `manager` None when there is no store yet), saying so first when a run holds it."""
+def each_once(export: ExportFile) -> Iterator[tuple[SessionImage, tuple[str, str]]]:
+    """Each session of the file with its (tenant, session) key; one that appears twice refuses the
+    import (`InputError`, before anything is written)."""
     seen: set[tuple[str, str]] = set()
     for image in export.images:
         key = (image.tenant_id, image.session_id)
-        sid, tenant = quote_id(image.session_id), quote_id(image.tenant_id)
         if key in seen:
+            sid = quote_id(image.session_id)
             raise InputError(f"session {sid} appears twice in the file; nothing was imported: export it once")
         seen.add(key)
+        yield image, key
+
+
+def sql_holds(manager: ChatSessionManager, key: tuple[str, str]) -> bool:
+    """Whether the SQL session table has a row of (tenant, session) `key`; False without a table, or
+    when it does not answer (the row is owed on registration)."""
+    if manager.sql is None:
+        return False
+    try:
+        return manager.sql.get(*key) is not None
+    except BackendUnavailable:
+        return False
+
+
+def check_targets(settings: AgentSettings, manager: ChatSessionManager | None, export: ExportFile) -> None:
+    """Refuse (nothing written) a session of the file that exists here already (its folder, or its
+    SQL row: `manager` None when there is no store yet), saying so first when a run holds it."""
+    for image, key in each_once(export):
+        sid, tenant = quote_id(image.session_id), quote_id(image.tenant_id)
         taken = session_dir(settings.base_dir, *key).exists()
         if taken:
             with session_guard(settings, *key, "imported"):  # a running session: say so
                 pass
-        elif manager is not None and manager.sql is not None:
-            try:
-                taken = manager.sql.get(*key) is not None
-            except BackendUnavailable:
-                pass  # SQL down: the folder is the check; the row is owed on registration
+        elif manager is not None:
+            taken = sql_holds(manager, key)  # SQL down: the folder is the check
         if taken:
             raise SessionExists(
                 f"session {sid} already exists for tenant {tenant} here; nothing was imported. "

@@ -46,9 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent.core.errors import (
-    BackendUnavailable,
     DataCorrupt,
-    InputError,
     SessionExists,
     quote_id,
 )
@@ -58,7 +56,7 @@ from agent.transfer.exporter import not_found, read_image, room_entries
 from agent.transfer.fileformat import ExportFile, ExportWriter
 from agent.transfer.guard import session_guard
 from agent.transfer.image import CHECKPOINTS, DOCUMENTS, SessionImage
-from agent.transfer.importer import _mkdirs, _undo, register, write_room
+from agent.transfer.importer import _mkdirs, _undo, each_once, register, sql_holds, write_room
 from checkpointing.blobs import blob_ref
 from checkpointing.exceptions import BlobCorruptError, BlobMissingError, CheckpointingError
 from checkpointing.fsyncs import fsync_dir
@@ -154,23 +152,15 @@ def import_sessions(
     """Upload every session of `export` to the store (all or none) and register them; returns
     their documents and warnings. A session that exists here (rows, or a SQL row) is refused, and
     one a run holds is refused saying so, before anything is written."""
-    seen: set[tuple[str, str]] = set()
     with ExitStack() as guards:
         partial: dict[tuple[str, str], bool] = {}
-        for image in export.images:
-            key = (image.tenant_id, image.session_id)
+        for image, key in each_once(export):
             sid, tenant = quote_id(image.session_id), quote_id(image.tenant_id)
-            if key in seen:
-                raise InputError(f"session {sid} appears twice in the file; nothing was imported: export it once")
-            seen.add(key)
             guards.enter_context(session_guard(settings, *key, "imported"))  # a running session: say so
             found = state(store, *key)
             taken = found == "present"
-            if found == "absent" and manager.sql is not None:
-                try:
-                    taken = manager.sql.get(*key) is not None
-                except BackendUnavailable:
-                    pass  # SQL down: the rows are the check; the row is owed on registration
+            if found == "absent":
+                taken = sql_holds(manager, key)  # SQL down: the rows are the check
             if taken:
                 raise SessionExists(
                     f"session {sid} already exists for tenant {tenant} in the store {store.name}; nothing was "
