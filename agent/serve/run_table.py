@@ -81,6 +81,23 @@ class RunTable:
             out.rows.pop(run_id, None)
         return out
 
+    def tail(self, start: int = 0) -> tuple[list[dict[str, Any]], int]:
+        """The rows appended from position `start` (each run's newest of them; a rolled-back run's
+        row is left out) and the position to read from next; an unreadable table reads as empty."""
+        try:
+            scan = self._streams.scan(self._name, start)
+        except Exception as err:
+            log.warning("could not read the run table: %s", err)
+            return [], start
+        rows: dict[str, dict[str, Any]] = {}
+        for _, body in scan.records:
+            rec = orjson.loads(body)
+            if isinstance(rec.get("run"), dict):
+                rows[str(rec["run"].get("run_id"))] = rec["run"]
+            elif isinstance(rec.get("deleted"), dict):
+                rows.pop(str(rec["deleted"].get("run_id")), None)
+        return list(rows.values()), scan.good
+
 
 def _run_id(record: dict[str, Any]) -> str:
     row = record.get("run") or record.get("deleted") or {}
