@@ -17,6 +17,7 @@ from typing import Any
 
 from agent.core.config import AgentSettings
 from agent.serve.encode import INTERRUPT_KEY
+from agent.serve.run_log import holder_gone
 from agent.serve.run_record import HELD_BY, THIS_SERVER, ApiRunStatus, RunRecord
 from agent.serve.run_table import RunTable
 from agent.serve.stream_log import StreamLog
@@ -34,8 +35,9 @@ def is_remote(row: dict[str, Any]) -> bool:
 
 
 def in_flight(row: dict[str, Any]) -> bool:
-    """Whether a run-table row says its run is pending or running."""
-    return row.get("status") in IN_FLIGHT
+    """Whether a run-table row says its run is pending or running (and the server process holding
+    it is not known to be gone: one of this host that exited never ends its runs' rows)."""
+    return row.get("status") in IN_FLIGHT and not holder_gone(str(row.get(HELD_BY) or ""))
 
 
 def shadow(row: dict[str, Any], tenant_id: str) -> RunRecord:
@@ -89,7 +91,9 @@ def _settle(rec: RunRecord, table: RunTable) -> bool:
         return True
     if in_flight(row):
         return False
-    rec.status = ApiRunStatus(row["status"])
+    status = str(row.get("status"))
+    # A row still in flight here names a server process that is gone: its run was cut off.
+    rec.status = ApiRunStatus.INTERRUPTED if status in IN_FLIGHT else ApiRunStatus(status)
     return True
 
 
