@@ -105,7 +105,7 @@ async def delete_assistant(
     """Remove the assistant and its versions (the built-in one cannot go: 409), as LangGraph's server
     does: its crons go too, and its runs in flight are cancelled (`interrupt`: a pending one never
     starts, a running one stops after its current step): those of this server at once, those of
-    other servers over the store at their next check (agent/serve/assistant_watch.py); a new run
+    other servers over the store at their next check (agent/serve/run_watch.py); a new run
     naming it is refused (404). With `delete_threads`, its threads go too
     (agent/serve/assistant_threads.py)."""
     gone = await run_in_threadpool(ctx.assistants.delete, principal.tenant_id, assistant_id)

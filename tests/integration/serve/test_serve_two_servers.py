@@ -1,7 +1,8 @@
 """Two `agentrt serve` processes over one store (the embedded files store, and PostgreSQL), through
 `langgraph_sdk` and the thread-stream protocol: deleting an assistant on one server stops its runs
 on the other (a running one after its current step, a pending one before it starts; another
-assistant's run goes on), and a thread followed on one server (`threads.join_stream`, the
+assistant's run goes on), so does `runs.cancel` / `runs.cancel_many` sent to the server that does
+not hold the run (which lists it as its holder does), and a thread followed on one server (`threads.join_stream`, the
 protocol's `/threads/{id}/stream/events`) gets the runs the other server runs on it, from their
 first event to their end."""
 
@@ -69,6 +70,25 @@ def test_deleting_an_assistant_on_one_server_stops_its_runs_on_the_other(tmp_pat
         time.sleep(1.0)  # several checks later, another assistant's run is still waiting
         assert there.runs.get(kept_tid, kept["run_id"])["status"] == "pending"
         there.runs.cancel(kept_tid, kept["run_id"])
+
+
+def test_a_run_cancelled_through_one_server_stops_on_the_other(tmp_path: Path, store: StoreSetup) -> None:
+    with two_servers(tmp_path, store, SLOW_SCRIPT, tools=SLOW_TOOLS) as (one, other):
+        here, there = get_sync_client(url=one.url), get_sync_client(url=other.url)
+        tid, queued_tid = (there.threads.create()["thread_id"] for _ in range(2))
+        running = there.runs.create(tid, A, input={"user_input": "rest"})
+        queued = there.runs.create(queued_tid, A, input={"user_input": "later"}, after_seconds=600)
+        _status_within(there, tid, running["run_id"], {"running"})
+        assert here.runs.get(tid, running["run_id"])["status"] == "running"  # as the server holding it says
+
+        here.runs.cancel(tid, running["run_id"])
+        here.runs.cancel_many(thread_id=queued_tid)
+
+        for client in (there, here):
+            assert _status_within(client, tid, running["run_id"], TERMINAL) == "interrupted"
+            assert _status_within(client, queued_tid, queued["run_id"], TERMINAL) == "interrupted"
+        said = [m["content"] for m in there.threads.get_state(tid)["values"].get("messages") or []]
+        assert "Rested four times." not in said  # stopped before its last step
 
 
 def _answer_config(tmp_path: Path) -> dict[str, Any]:
