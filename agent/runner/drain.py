@@ -302,11 +302,17 @@ def _new_turn(runner: AgentRunner, turn: Turn, last: str) -> Iterator[RunEvent]:
 
 def _options(turn: Turn) -> RunOptions | None:
     """The options `agentrt serve` asked for the turn's run (None: a plain run): breakpoints, and
-    whether a new turn may start over the run it interrupted."""
+    whether a new turn may start over the run it interrupted, or a run continue a new branch from its
+    fork point."""
     asked = turn.options or {}
     if not asked:
         return None
-    return RunOptions(asked.get("before"), asked.get("after"), bool(asked.get("discard_unfinished")))
+    return RunOptions(
+        asked.get("before"),
+        asked.get("after"),
+        bool(asked.get("discard_unfinished")),
+        from_fork_point=bool(asked.get("from_fork_point")),
+    )
 
 
 def _run_began(runner: AgentRunner, tenant: str, sid: str, run_id: str) -> bool:

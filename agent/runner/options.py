@@ -27,3 +27,7 @@ class RunOptions:
     while an approval is pending or the stop left a model's tool calls without results."""
     overrides: Mapping[str, Any] | None = None
     """The server settings this run changes (an assistant's: `agent.runner.overrides`)."""
+    from_fork_point: bool = False
+    """A run without input on a branch that has not run yet continues from the branch's fork point,
+    as LangGraph continues from a checkpoint: the nodes that checkpoint still has next run again
+    (none: the run is reported finished). Without it such a branch has nothing to resume."""

@@ -96,7 +96,7 @@ class Resume:
                         check_decision(sid, [], False, interrupt_id, lambda: asked_approvals(events))  # raises
                     yield from _rerun_lost_turn(turn, lost_first, None, {}, at, asked)
                     return
-                if at.checkpoint_id is not None:
+                if at.checkpoint_id is not None and not (options is not None and options.from_fork_point):
                     raise SessionError(
                         f"session {sid}: branch {session.current_branch_id} has not run a turn yet, so there is "
                         f'nothing to resume; start one with `agentrt run --session {sid} "..."`'
@@ -120,6 +120,9 @@ class Resume:
             if lost_turn is not None:
                 # A turn lost before its first checkpoint recorded nothing of its settings: those asked now.
                 yield from _rerun_lost_turn(turn, lost_turn, doc, accepted, at, asked)
+                return
+            if not pending and not at.own:  # a new branch going on from a finished checkpoint
+                yield from self._at_fork_point(session, doc, run_id, at)
                 return
             if not pending:
                 yield from self._finished(session, events, recorder, doc, run_id, at, snap)
@@ -218,6 +221,19 @@ class Resume:
             res.run_id = run_id
             self._close_finished_run(session, events, recorder, res, at)
         # Same object shape as `run --json`; the `recovered` event says it had finished.
+        yield RunEvent("final", res.to_json())
+
+    def _at_fork_point(
+        self, session: ChatSession, doc: dict[str, Any], run_id: str, at: BranchHead
+    ) -> Iterator[RunEvent]:
+        """A new branch whose fork point has nothing left to run (`RunOptions.from_fork_point`): the
+        run ends at once with that checkpoint's state; nothing is written (the run it belongs to was
+        closed on the branch it ran on)."""
+        yield RunEvent("recovered", {"finished": True, "checkpoint_id": doc.get("checkpoint_id"), "run_id": run_id})
+        with step("restore_state"):
+            full = self.rt.graph.get_state(at.config(session.tenant_id, session.session_id))
+        res = result_from_snapshot(session.session_id, full)
+        res.run_id = run_id
         yield RunEvent("final", res.to_json())
 
     def _close_finished_run(

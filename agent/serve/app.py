@@ -3,7 +3,8 @@
 While the app runs, a `Sweeper` thread replays, every `session.converge_every_s`, what the SQL and
 Redis layers missed for sessions whose own process died (agent/session/sweep.py), and the cron
 scheduler starts the runs of the crons that are due, every `serve.cron_poll_s`
-(agent/serve/cron_scheduler.py).
+(agent/serve/cron_scheduler.py); the runs in flight whose assistant was deleted, on any server over
+the store, and those another server was asked to cancel, are cancelled (agent/serve/run_watch.py).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from agent.serve import (
 from agent.serve.agent_protocol import PREFIX
 from agent.serve.auth import Unauthorized
 from agent.serve.cron_scheduler import CronScheduler
+from agent.serve.run_watch import watch as watch_cancels
 from agent.serve.serve_context import ServeContext
 from agent.session.item_store import start_sweeper, stop_sweeper
 from agent.session.sweep import Sweeper
@@ -100,11 +102,13 @@ def create_app(settings: AgentSettings) -> FastAPI:
         start_sweeper(ctx.items)  # LangGraph's store: expired items deleted now and then
         poll = settings.serve.cron_poll_s
         crons = asyncio.create_task(CronScheduler(ctx, poll).run()) if poll is not None else None
+        watched = asyncio.create_task(watch_cancels(ctx))  # cancels asked of other servers
         yield
-        if crons is not None:
-            crons.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await crons
+        for task in (crons, watched):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         stop_sweeper(ctx.items)
         if sweeper is not None:
             sweeper.stop()

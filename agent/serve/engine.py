@@ -287,6 +287,11 @@ class RunEngine:
         with self._lock:
             return [r for (t, _), runs in self._threads.items() if t == tenant_id for r in runs.inflight()]
 
+    def inflight(self) -> list[RunRecord]:
+        """Every run in flight in this process (running, then pending, thread by thread)."""
+        with self._lock:
+            return [r for runs in self._threads.values() for r in runs.inflight()]
+
     def shutdown(self) -> None:
         """Stop taking runs: pending ones are marked interrupted; running ones finish on their threads."""
         with self._lock:

@@ -13,8 +13,9 @@ on the thread's WebSocket), as LangGraph's protocol (`@langchain/protocol`) defi
   `{"checkpoints": [{"id", "timestamp", "step", "node_name", "metadata"}]}`.
 - `state.fork` (`checkpoint_id`, `input`, `config`): a new branch of the session's entry tree at that
   checkpoint of the current branch, made current (the branch it came from stays as it was), and a
-  new turn on it with `input` (required: as after `agentrt fork`, the new branch has no run of its
-  own to continue). `{"run_id", "thread_id"}`.
+  run on it: a new turn with `input`, or without it, as LangGraph does, the run goes on from the
+  checkpoint (the nodes it still has next run again; none: the run ends at once, the thread's state
+  that checkpoint's). `{"run_id", "thread_id"}`.
 - `agent.getTree` (`run_id`): the thread's agent tree, one root (agentrt's graph has no subgraphs)
   with the status of that run, else of the thread's newest: `{"tree": {"namespace": [], "status",
   "graph_name"}}`.
@@ -34,7 +35,7 @@ from agent.core.errors import ConfigError, SessionError, SessionNotFound
 from agent.serve.assistants import ASSISTANT_ID, GRAPH_ID
 from agent.serve.auth import Principal
 from agent.serve.bodies import Body
-from agent.serve.run_requests import check_request, with_assistant
+from agent.serve.run_requests import FROM_FORK, check_request, with_assistant
 from agent.serve.run_service import listed_run, runs_of, start
 from agent.serve.serve_context import ServeContext
 from agent.serve.state_edit import fork_at
@@ -179,11 +180,9 @@ def list_checkpoints(ctx: ServeContext, principal: Principal, thread_id: str, pa
 
 
 async def state_fork(ctx: ServeContext, principal: Principal, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
-    """`state.fork`: a new branch at the checkpoint, made current, and a new turn on it with `input`;
-    `{"run_id", "thread_id"}`."""
+    """`state.fork`: a new branch at the checkpoint, made current, and a run on it (a new turn with
+    `input`, else going on from the checkpoint); `{"run_id", "thread_id"}`."""
     given = _params(ForkParams, params)
-    if given.get("input") is None:  # a new branch has no run of its own to continue (as `agentrt fork`)
-        raise ConfigError("params.input: a fork starts a new turn on the new branch; send that turn's input")
     session = await run_in_threadpool(ctx.session, principal, thread_id)
     config = dict(given.get("config") or {})
     configurable = {k: v for k, v in (config.get("configurable") or {}).items() if k != "checkpoint_id"}
@@ -193,6 +192,8 @@ async def state_fork(ctx: ServeContext, principal: Principal, thread_id: str, pa
     for key in ("input", "metadata"):
         if given.get(key) is not None:
             body[key] = given[key]
+    if given.get("input") is None:  # as LangGraph: the run goes on from the checkpoint
+        body[FROM_FORK] = True
     check_request(await run_in_threadpool(with_assistant, ctx, principal, body), ctx)  # before the fork
     await run_in_threadpool(fork_at, ctx, session, given["checkpoint_id"])
     await run_in_threadpool(announce_state, ctx, principal, thread_id)

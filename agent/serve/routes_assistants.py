@@ -10,6 +10,7 @@ from starlette.concurrency import run_in_threadpool
 
 from agent.core.errors import ConfigError
 from agent.serve.assistant_bodies import AssistantCreate, AssistantLatest, AssistantPatch, AssistantVersions
+from agent.serve.assistant_threads import delete_assistant_threads
 from agent.serve.assistants import GRAPH_ID, contains, settings_schema
 from agent.serve.auth import Principal
 from agent.serve.bodies import AssistantCount, AssistantSearch
@@ -102,16 +103,18 @@ async def delete_assistant(
     principal: Principal = Depends(get_principal),
 ) -> Response:
     """Remove the assistant and its versions (the built-in one cannot go: 409), as LangGraph's server
-    does: its crons go too, and its runs in flight on this server are cancelled (`interrupt`: a
-    pending one never starts, a running one stops after its current step); a new run naming it is
-    refused (404)."""
-    if delete_threads:
-        raise ConfigError("delete_threads: threads are not tied to an assistant here; delete them with threads.delete")
+    does: its crons go too, and its runs in flight are cancelled (`interrupt`: a pending one never
+    starts, a running one stops after its current step): those of this server at once, those of
+    other servers over the store at their next check (agent/serve/run_watch.py); a new run
+    naming it is refused (404). With `delete_threads`, its threads go too
+    (agent/serve/assistant_threads.py)."""
     gone = await run_in_threadpool(ctx.assistants.delete, principal.tenant_id, assistant_id)
     await run_in_threadpool(CronBook(ctx.settings, principal.tenant_id).drop_assistant, gone)
     for rec in ctx.engine.live(principal.tenant_id):
         if rec.assistant_id == gone:
             await run_in_threadpool(ctx.engine.cancel, rec, CancelAction.INTERRUPT)
+    if delete_threads:
+        await delete_assistant_threads(ctx, principal, gone)
     return Response(status_code=204)
 
 

@@ -10,8 +10,9 @@ Commands (`agent.serve.protocol_commands`): `run.start`, `input.respond`, `input
 
 The event stream replays, from their first event, the thread's runs this server holds (as
 LangGraph's server replays the thread's stream), then follows new ones until the client goes
-away; `since` (the last `seq` the client got) skips what it already has, and `channels` /
-`namespaces` filter.
+away, those another server over the same store runs on the thread too (agent/serve/remote_runs.py);
+`since` (the last `seq` the client got) skips what it already has, and `channels` / `namespaces`
+filter.
 """
 
 from __future__ import annotations

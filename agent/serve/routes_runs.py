@@ -9,6 +9,7 @@ the run it continues). What a run does when the thread has runs in flight is its
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Response
@@ -19,6 +20,7 @@ from agent.core.errors import ConfigError, SessionNotFound, quote_id
 from agent.serve.auth import Principal
 from agent.serve.bodies import MAX_LIMIT, RunCreate, RunStatusName, StreamMode
 from agent.serve.deps import get_ctx, get_principal
+from agent.serve.remote_runs import IN_FLIGHT, REMOTE_POLL_S
 from agent.serve.run_record import CancelAction
 from agent.serve.run_service import (
     final_values,
@@ -31,12 +33,15 @@ from agent.serve.run_service import (
     stream_headers,
     stream_response,
 )
+from agent.serve.run_table import RunTable
 from agent.serve.serve_context import ServeContext
 from agent.serve.stream_log import StreamLog, parse_event_id
 from agent.serve.streams import SUPPORTED_MODES, normalize_modes
 from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
 
+REMOTE_WAIT_S = 60.0
+"""How long a cancel with `wait` of a run another server holds waits for it to end."""
 router = APIRouter(tags=["runs"])
 
 
@@ -136,16 +141,34 @@ async def cancel_run(
 ) -> Response:
     """Cancel the run: a pending one never starts; a running one stops after its current step, its
     last checkpoint kept (a run without input continues it), or with `action=rollback` its writes
-    are rolled back and the run is deleted. With `wait`, answers the run's final values."""
+    are rolled back and the run is deleted. With `wait`, answers the run's final values. A run
+    another server over the same store holds is cancelled by that server, at its next check
+    (agent/serve/run_watch.py)."""
     rec = await run_in_threadpool(live_run, ctx, principal, thread_id, run_id)
     if rec is None:
-        await run_in_threadpool(listed_run, ctx, principal, thread_id, run_id)  # 404 unless it exists (not live here)
+        run = await run_in_threadpool(listed_run, ctx, principal, thread_id, run_id)  # 404 unless it exists
+        if run["status"] in IN_FLIGHT:  # held by another server
+            await run_in_threadpool(RunTable(ctx.settings, principal.tenant_id, thread_id).cancel, run_id, action)
+            if wait:
+                return JSONResponse(await settled_elsewhere(ctx, principal, thread_id, run_id))
         return Response(status_code=202)
     await run_in_threadpool(ctx.engine.cancel, rec, CancelAction(action))
     if not wait:
         return Response(status_code=202)
     await rec.wait()
     return JSONResponse(final_values(rec))
+
+
+async def settled_elsewhere(ctx: ServeContext, principal: Principal, thread_id: str, run_id: str) -> dict[str, Any]:
+    """Once the run another server holds is over (or `REMOTE_WAIT_S` passed), the thread's values."""
+    deadline = asyncio.get_running_loop().time() + REMOTE_WAIT_S
+    while asyncio.get_running_loop().time() < deadline:
+        run = await run_in_threadpool(listed_run, ctx, principal, thread_id, run_id)
+        if run["status"] not in IN_FLIGHT:
+            break
+        await asyncio.sleep(REMOTE_POLL_S)
+    session = await run_in_threadpool(ctx.session, principal, thread_id)
+    return dict((await run_in_threadpool(ctx.state, session))["values"])
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/join")

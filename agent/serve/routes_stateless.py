@@ -9,11 +9,15 @@ from fastapi import APIRouter, Depends, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from agent.core.errors import SessionNotFound
 from agent.serve.auth import Principal
 from agent.serve.bodies import RunCreate, RunsCancel
 from agent.serve.deps import get_ctx, get_principal
+from agent.serve.remote_runs import IN_FLIGHT
 from agent.serve.routes_runs import create, stream, wait
 from agent.serve.run_record import CancelAction
+from agent.serve.run_service import runs_of
+from agent.serve.run_table import RunTable
 from agent.serve.serve_context import ServeContext
 
 router = APIRouter(tags=["runs"])
@@ -57,7 +61,8 @@ async def cancel_many(
     principal: Principal = Depends(get_principal),
 ) -> Response:
     """Cancel the caller's runs in flight by `thread_id` and/or `run_ids`, or by `status` (pending,
-    running, all)."""
+    running, all); with `thread_id`, the thread's runs another server over the store holds too (that
+    server cancels them at its next check: agent/serve/run_watch.py)."""
     body = request.given() if request else {}
     ids = set(body.get("run_ids") or [])
     thread = body.get("thread_id")
@@ -68,4 +73,18 @@ async def cancel_many(
         if not (ids or thread) and (status is None or status not in ("all", rec.status.value)):
             continue  # by status alone: only runs of that status (nothing named: nothing cancelled)
         await run_in_threadpool(ctx.engine.cancel, rec, CancelAction(action))
+    if thread:  # the thread's runs another server holds: that server cancels them at its next check
+        await run_in_threadpool(_mark_elsewhere, ctx, principal, str(thread), ids, action)
     return Response(status_code=204)
+
+
+def _mark_elsewhere(ctx: ServeContext, principal: Principal, thread_id: str, ids: set[str], action: str) -> None:
+    try:
+        runs = runs_of(ctx, principal.tenant_id, ctx.session(principal, thread_id).session_id)
+    except SessionNotFound:
+        return
+    table = RunTable(ctx.settings, principal.tenant_id, thread_id)
+    for run in runs:
+        here = ctx.engine.get(principal.tenant_id, str(run["run_id"])) is not None
+        if run["status"] in IN_FLIGHT and not here and (not ids or run["run_id"] in ids):
+            table.cancel(str(run["run_id"]), action)

@@ -7,7 +7,8 @@ event and ends with `metadata` `{"status": "run_done", "run_id"}`), `lifecycle` 
 `state_update` each state edit (`{"state": ThreadState, "thread_id"}`). Event ids are
 `<run id>:<n>`; a `Last-Event-ID` of that form resumes after that event (the rest of that run,
 then the runs after it, while this server holds them); without one the stream starts now (a
-running run from its next event).
+running run from its next event). Runs another server over the same store holds are followed too
+(agent/serve/remote_runs.py).
 """
 
 from __future__ import annotations

@@ -18,14 +18,13 @@ from agent.serve.bodies import (
     ThreadPatch,
     ThreadSearch,
 )
-from agent.serve.crons import CronBook
 from agent.serve.deps import get_ctx, get_principal
 from agent.serve.encode import json_response
 from agent.serve.search import SORT_KEYS, search_filters
 from agent.serve.serve_context import METADATA_KEY, ServeContext
 from agent.serve.state_edit import edit_state
 from agent.serve.thread_follow import announce_state
-from agent.serve.thread_ops import copy_thread, delete_thread
+from agent.serve.thread_ops import copy_thread, remove_thread
 from checkpointing.session_index import SessionRow
 
 router = APIRouter(prefix="/threads", tags=["threads"])
@@ -127,16 +126,13 @@ def get_thread(
 
 
 @router.delete("/{thread_id}", status_code=204)
-def remove_thread(
+async def delete_one_thread(
     thread_id: str, ctx: ServeContext = Depends(get_ctx), principal: Principal = Depends(get_principal)
 ) -> Response:
-    """Delete the session for good (refused while a run holds it); its pending runs never start, its
-    crons are deleted with it."""
-    session = ctx.session(principal, thread_id)
-    if ctx.engine.active(session.tenant_id, session.session_id) is None:
-        ctx.engine.forget(session.tenant_id, session.session_id)
-    delete_thread(ctx, session)
-    CronBook(ctx.settings, session.tenant_id).drop_thread(session.session_id)
+    """Delete the session for good, as LangGraph's server does: a run going on it here is cancelled
+    first, its pending runs never start, its crons are deleted with it (409 while a run of another
+    server holds it)."""
+    await remove_thread(ctx, principal, thread_id)
     return Response(status_code=204)
 
 

@@ -92,9 +92,12 @@ def thread_runs(parts: dict[Segment, dict[str, Any]], table: Runs, live: Iterabl
             continue
         shown = {k: v for k, v in row.items() if k not in ("segment", HELD_BY)}
         logged = parts.get(seg) if seg is not None else None
+        holder = str(row.get(HELD_BY) or "")
+        if logged is not None and logged["status"] == ApiRunStatus.INTERRUPTED and holder and not holder_gone(holder):
+            logged = None  # unclosed in the log: still going on the server that holds it (not this one)
         if logged is not None and row.get("status") in (ApiRunStatus.PENDING, ApiRunStatus.RUNNING):
             shown["status"], shown["updated_at"] = logged["status"], logged["updated_at"]
-        elif row.get("status") == ApiRunStatus.PENDING and _holder_gone(str(row.get(HELD_BY) or "")):
+        elif row.get("status") in (ApiRunStatus.PENDING, ApiRunStatus.RUNNING) and holder_gone(holder):
             shown["status"] = ApiRunStatus.INTERRUPTED.value  # queued in a server process that is gone
         out[run_id] = shown
     for seg, part in parts.items():
@@ -105,7 +108,7 @@ def thread_runs(parts: dict[Segment, dict[str, Any]], table: Runs, live: Iterabl
     return sorted(out.values(), key=lambda r: str(r["created_at"]), reverse=True)
 
 
-def _holder_gone(holder: str) -> bool:
+def holder_gone(holder: str) -> bool:
     """Whether the server process `holder` (`server HOST:PID`) is this one (which would list the run
     live) or a process of this host that is no longer there; another host's cannot be told."""
     if holder == THIS_SERVER:

@@ -21,6 +21,9 @@ from graph.state import normalize_decision
 UNSUPPORTED = ("webhook",)
 FORK_AT = "_fork_at"
 """The body key `start_point` puts the checkpoint a run forks at under (not a field a client can send)."""
+FROM_FORK = "_from_fork"
+"""The body key of a run without input that continues a just-forked branch from its fork point (set
+by `start_point`, or by `state.fork`; not a field a client can send)."""
 KWARGS = ("input", "command", "interrupt_before", "interrupt_after", "after_seconds", "on_completion")
 """The request fields a Run shows in its `kwargs`."""
 RESUMING, RESUME_MAP = "__pregel_resuming", "__pregel_resume_map"
@@ -197,7 +200,7 @@ def start_point(ctx: ServeContext, principal: Principal, thread_id: str, body: d
         return body
     if resume_decision(body.get("command")) is not None:
         raise ConfigError("checkpoint: a resume answers the thread's head; leave checkpoint out")
-    return {**body, FORK_AT: at}
+    return {**body, FORK_AT: at, FROM_FORK: input_text(body.get("input")) is None}
 
 
 def make_record(body: dict[str, Any], thread_id: str, principal: Principal, streaming: bool = True) -> RunRecord:
@@ -258,7 +261,12 @@ def _job(
     if ctx.on_workers:
 
         def options() -> dict[str, Any] | None:  # read when the run starts, as in-process
-            asked = {"before": before, "after": after, "discard_unfinished": rec.supersedes}
+            asked = {
+                "before": before,
+                "after": after,
+                "discard_unfinished": rec.supersedes,
+                "from_fork_point": bool(body.get(FROM_FORK)),
+            }
             return {k: v for k, v in asked.items() if v} or None
 
         return worker_job(
@@ -290,5 +298,7 @@ def _job(
         decision=decision,
         interrupt_id=iid,
         # No settings of its own: the run continues under those it started with (its checkpoint has them).
-        options=RunOptions(before, after, overrides=body.get(OVERRIDES) or None),
+        options=RunOptions(
+            before, after, overrides=body.get(OVERRIDES) or None, from_fork_point=bool(body.get(FROM_FORK))
+        ),
     )

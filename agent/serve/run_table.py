@@ -8,7 +8,8 @@ it, "" for the turn's start). The table keeps each run's newest row, appended wh
 change to the served stream `api.runs` of the session (`served/api.runs.jsonl` on the files
 store, rows on PostgreSQL), without an fsync per row: a machine crash may lose the last rows, and
 then the runs they named are listed as the event log has them. A rolled-back run is a tombstone.
-The stream goes with its thread.
+A cancel sent to another server than the one holding the run is a mark in the same stream, which
+the holder reads (agent/serve/run_watch.py). The stream goes with its thread.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from checkpointing.records import encode_record
 from checkpointing.store.base import SessionStreams, served_stream
 
 log = logging.getLogger("agentrt.serve")
+CANCEL_KEY = "cancel"
+"""A record asking the server that holds a run to cancel it (`runs.cancel` sent to another server)."""
 TABLE_NAME = "api.runs"
 """Not an id a run can have (a dot is outside the id alphabet), so no run's stream is this one."""
 
@@ -54,6 +57,21 @@ class RunTable:
         """Mark the run rolled back: it is listed no more."""
         self._append({"deleted": row})
 
+    def cancel(self, run_id: str, action: str) -> None:
+        """Ask the server holding the run to cancel it (`action`: interrupt or rollback): a mark its
+        watch reads (agent/serve/run_watch.py)."""
+        self._append({CANCEL_KEY: {"run_id": run_id, "action": action}})
+
+    def marks(self, start: int = 0) -> tuple[list[dict[str, Any]], int]:
+        """The cancel marks appended from position `start`, and the position to read from next."""
+        try:
+            scan = self._streams.scan(self._name, start)
+        except Exception as err:
+            log.warning("could not read the run table: %s", err)
+            return [], start
+        found = [orjson.loads(body) for _, body in scan.records]
+        return [r[CANCEL_KEY] for r in found if isinstance(r.get(CANCEL_KEY), dict)], scan.good
+
     def _append(self, record: dict[str, Any]) -> None:
         try:
             self._streams.append(self._name, [encode_record(record)], "never", None)
@@ -80,6 +98,23 @@ class RunTable:
         for run_id in out.deleted:
             out.rows.pop(run_id, None)
         return out
+
+    def tail(self, start: int = 0) -> tuple[list[dict[str, Any]], int]:
+        """The rows appended from position `start` (each run's newest of them; a rolled-back run's
+        row is left out) and the position to read from next; an unreadable table reads as empty."""
+        try:
+            scan = self._streams.scan(self._name, start)
+        except Exception as err:
+            log.warning("could not read the run table: %s", err)
+            return [], start
+        rows: dict[str, dict[str, Any]] = {}
+        for _, body in scan.records:
+            rec = orjson.loads(body)
+            if isinstance(rec.get("run"), dict):
+                rows[str(rec["run"].get("run_id"))] = rec["run"]
+            elif isinstance(rec.get("deleted"), dict):
+                rows.pop(str(rec["deleted"].get("run_id")), None)
+        return list(rows.values()), scan.good
 
 
 def _run_id(record: dict[str, Any]) -> str:

@@ -89,6 +89,20 @@ class StreamLog:
             return None
         return out
 
+    def tail(self, start: int = 0) -> tuple[list[tuple[int, str, Any]], bool, int]:
+        """The events appended from position `start`, whether the end mark is among them, and the
+        position to read from next (a run another server holds, followed as it goes)."""
+        scan = self._streams.scan(self.name, start)
+        events: list[tuple[int, str, Any]] = []
+        ended = False
+        for _, body in scan.records:
+            rec = orjson.loads(body)
+            if rec.get(END_KEY):
+                ended = True
+            else:
+                events.append((int(rec["i"]), str(rec["e"]), rec.get("d")))
+        return events, ended, scan.good
+
     def remove(self) -> None:
         """Drop the stream."""
         self._streams.replace(self.name, [])

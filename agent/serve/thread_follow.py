@@ -1,9 +1,11 @@
-"""Following a thread: the server-sent events of every run this process holds on it, run after run,
-with an end mark per run, and the thread's state edits, as one stream that lasts until the client
-goes away (`threads.join_stream` and the thread-stream protocol read it).
+"""Following a thread: the server-sent events of every run on it, run after run, with an end mark
+per run, and the thread's state edits, as one stream that lasts until the client goes away
+(`threads.join_stream` and the thread-stream protocol read it).
 
 Runs are found by looking at the engine's runs of the thread every `POLL_S`, so a run started by any
-route (or queued behind another) is picked up; state edits are announced by `announce_state`.
+route (or queued behind another) is picked up, and at the thread's run table every `REMOTE_POLL_S`,
+so a run another server process over the same store holds is too (its events read from the store:
+agent/serve/remote_runs.py); state edits made here are announced by `announce_state`.
 Runs are followed at once (a pending run simply sends nothing until it starts); a thread runs one
 run at a time, so the events of two runs never interleave.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -19,9 +22,11 @@ from enum import StrEnum
 from typing import Any
 
 from agent.serve.auth import Principal
+from agent.serve.remote_runs import RemoteRows, follow_remote, in_flight, shadow
 from agent.serve.run_record import RunRecord
 from agent.serve.serve_context import ServeContext
 
+log = logging.getLogger("agentrt.serve")
 POLL_S = 0.1
 """How often the engine is asked for new runs of the thread."""
 
@@ -69,6 +74,15 @@ def announce_state(ctx: ServeContext, principal: Principal, thread_id: str) -> N
             loop.call_soon_threadsafe(queue.put_nowait, item)
 
 
+async def _pump_remote(ctx: ServeContext, rec: RunRecord, after: int | None, queue: asyncio.Queue[ThreadItem]) -> None:
+    """A run another server holds, read from the record store (agent/serve/remote_runs.py)."""
+    async for event_id, name, data in follow_remote(ctx.settings, rec, after):
+        if name is None:
+            await queue.put(ThreadItem(rec, event_id, END, {"status": END, "run_id": rec.run_id}))
+            return
+        await queue.put(ThreadItem(rec, event_id, name, data))
+
+
 async def _pump(rec: RunRecord, after: int, queue: asyncio.Queue[ThreadItem]) -> None:
     last = after
     async for item in rec.follow_streamed(after):
@@ -96,6 +110,8 @@ class ThreadFollower:
         """`replay_finished`: with `Start.HISTORY`, which finished runs to replay (all without it;
         asked of every run the follower meets, in flight or found later too)."""
         self.ctx, self.key, self.replay_finished = ctx, (tenant_id, thread_id), replay_finished
+        self.start = start
+        self.remote = RemoteRows(ctx.settings, tenant_id, thread_id)
         self.seen: set[str] = set()
         self.starts: list[tuple[RunRecord, int]] = []
         held = list(reversed(ctx.engine.for_thread(tenant_id, thread_id)))  # oldest first
@@ -121,6 +137,7 @@ class ThreadFollower:
         with _listeners_lock:
             _listeners.setdefault(self.key, set()).add(listener)
         try:
+            tasks += await self._remote(queue, first=True)
             quiet = 0.0
             while True:
                 try:
@@ -132,6 +149,8 @@ class ThreadFollower:
                             if self.replay_finished is not None:
                                 self.replay_finished(rec)  # it is followed whole: told so
                             tasks.append(asyncio.create_task(_pump(rec, 0, queue)))
+                    if self.remote.due():
+                        tasks += await self._remote(queue)
                     quiet += POLL_S
                     if heartbeat_s is not None and quiet >= heartbeat_s:
                         quiet = 0.0
@@ -148,3 +167,27 @@ class ThreadFollower:
                         del _listeners[self.key]
             for task in tasks:
                 task.cancel()
+
+    async def _remote(self, queue: asyncio.Queue[ThreadItem], first: bool = False) -> list[asyncio.Task[None]]:
+        """Follow the runs of other servers new in the run table. The first read finds those already
+        there: one in flight is followed from its start (`Start.HISTORY`) or from now; one over is
+        not replayed (this server replays only the runs it holds). Any found later is followed whole."""
+        try:
+            rows = await asyncio.to_thread(self.remote.poll)
+        except Exception as err:  # the store is unreadable now: the next poll tries again
+            log.warning("could not read the runs of thread %s other servers hold: %s", self.key[1], err)
+            return []
+        tasks = []
+        for row in rows:
+            run_id = str(row.get("run_id"))
+            if run_id in self.seen or self.ctx.engine.get(self.key[0], run_id) is not None:
+                continue
+            if first and not in_flight(row):
+                continue
+            self.seen.add(run_id)
+            rec = shadow(row, self.key[0])
+            if self.replay_finished is not None:
+                self.replay_finished(rec)  # followed from where it is: told so
+            after = None if first and self.start is Start.LIVE else 0
+            tasks.append(asyncio.create_task(_pump_remote(self.ctx, rec, after, queue)))
+        return tasks

@@ -206,7 +206,6 @@ def test_a_thread_waiting_for_an_approval_is_interrupted_in_the_tree_and_refuses
         ("input.inject", {"namespace": [], "message": {"role": "robot", "content": "x"}}, 422, "params.message.role"),
         ("input.inject", {"message": {"role": "user", "content": "x"}}, 422, "params.namespace"),
         ("state.fork", {}, 422, "params.checkpoint_id"),
-        ("state.fork", {"checkpoint_id": "HEAD"}, 422, "params.input"),
         ("state.fork", {"checkpoint_id": str(uuid.uuid4()), "input": {"user_input": "x"}}, 404, "checkpoint"),
         ("state.listCheckpoints", {"limit": 0}, 422, "params.limit"),
         ("state.listCheckpoints", {"before": str(uuid.uuid4())}, 404, "checkpoint"),
