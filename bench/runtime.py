@@ -6,6 +6,13 @@ durability sync, `fsync: always`). The anchor is a bare LangGraph ReAct loop doi
 the same run: a model node (the same scripted model) + `ToolNode` + `add_messages`, with
 SqliteSaver, and the same loop on agentrt's JsonlCheckpointSaver ("the saver alone").
 
+Beside them, the same loop in agentrt's graph shape ("shape4"): four supersteps per tool step (model,
+tools, then two nodes that write nothing, as agentrt's refining and memory), on SqliteSaver, on the
+JSONL saver, on InMemorySaver and with no checkpointer (SqliteSaver and InMemorySaver only up to
+N=200, where they are not yet quadratic). agentrt / shape4+JSONL is what the runtime adds around
+the saver for the same supersteps; agentrt / shape4 with no checkpointer is its own cost beyond
+LangGraph's.
+
 Every measurement runs in a fresh child process (so peak memory is that run's), in the same
 invocation of this script. Each child calls `gc.freeze()` once its runner or graph is built, as
 `agentrt run` does: the collector's full passes then walk only what the turn allocates, not the
@@ -49,11 +56,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-KINDS = ("checkpoints", "events", "journal", "chat SQLite", "blobs", "other")
 STAMPS: list[float] = []
 CPU_STAMPS: list[float] = []
 RESULT_BYTES = 2048
 NEXT_TURN = "And one more thing?"
+SHAPE4 = ("shape4-sqlite", "shape4-jsonl", "shape4-memory", "shape4-none")
+"""The bare loop in agentrt's graph shape: four supersteps per tool step."""
+QUADRATIC = frozenset({"shape4-sqlite", "shape4-memory"})
+"""Run up to N=200 only (their cost per step grows with N: at 1,000 they add minutes and no anchor)."""
 
 
 def blob2k(i: int) -> str:
@@ -114,33 +124,6 @@ def _dir_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root.exists() else 0
 
 
-def _kind(rel: Path) -> str:
-    """Which part of agentrt's storage a file under base_dir is (for the bytes breakdown)."""
-    from agent.session.stores.sql import SQLITE_FILE
-    from checkpointing import layout
-
-    name = rel.name
-    if layout.RUNS in rel.parts:
-        return "checkpoints"
-    if name.startswith(layout.EVENTS_FILE):
-        return "events"
-    if name.startswith(layout.JOURNAL_FILE):
-        return "journal"
-    if name.startswith(SQLITE_FILE):
-        return "chat SQLite"
-    if layout.BLOBS[0] in rel.parts:
-        return "blobs"
-    return "other"  # session.json, fence/lease files, outbox, inbox
-
-
-def _bytes_by_kind(root: Path) -> dict[str, int]:
-    out = dict.fromkeys(KINDS, 0)
-    for p in root.rglob("*") if root.exists() else ():
-        if p.is_file():
-            out[_kind(p.relative_to(root))] += p.stat().st_size
-    return out
-
-
 def _steps(stamps: list[float]) -> list[float]:
     """ms between consecutive tool calls: the cost of one tool step (model call + tool + bookkeeping)."""
     return [(b - a) * 1000 for a, b in itertools.pairwise(stamps)]
@@ -148,6 +131,8 @@ def _steps(stamps: list[float]) -> list[float]:
 
 def child_agentrt(work: Path, n: int, profile: str | None) -> dict[str, Any]:
     """One agentrt turn of n tool steps."""
+    from runtime_report import bytes_by_kind
+
     counts = _count_fsyncs()
     sys.path.insert(0, str(CODE))
     import bench.runtime as me
@@ -173,17 +158,19 @@ def child_agentrt(work: Path, n: int, profile: str | None) -> dict[str, Any]:
         "steps": _steps(me.STAMPS),
         "wall": wall,
         "cpu_ms": _mean(_steps(me.CPU_STAMPS)),
+        "cpu_steps": _steps(me.CPU_STAMPS),
         "cpu_turn_s": cpu,
         "fsyncs": counts["fsync"],
         "bytes": _dir_bytes(work / "agentrt"),
-        "by_kind": _bytes_by_kind(work / "agentrt"),
+        "by_kind": bytes_by_kind(work / "agentrt"),
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "tool_calls": result.tool_calls,
     }
 
 
-def child_bare(work: Path, n: int, saver_name: str) -> dict[str, Any]:
-    """The bare LangGraph ReAct loop: model node + ToolNode + add_messages, checkpointed."""
+def child_bare(work: Path, n: int, saver_name: str, shape: int = 2) -> dict[str, Any]:
+    """The bare LangGraph ReAct loop: model node + ToolNode + add_messages, checkpointed; with
+    `shape` 4, two more nodes that write nothing after the tools (agentrt's supersteps per step)."""
     counts = _count_fsyncs()
     sys.path.insert(0, str(CODE))
     import sqlite3
@@ -205,7 +192,14 @@ def child_bare(work: Path, n: int, saver_name: str) -> dict[str, Any]:
     g.add_node("tools", ToolNode([me.blob2k]))
     g.add_edge(START, "model")
     g.add_conditional_edges("model", tools_condition)
-    g.add_edge("tools", "model")
+    if shape == 4:
+        g.add_node("refine", lambda state: {})
+        g.add_node("memory", lambda state: {})
+        g.add_edge("tools", "refine")
+        g.add_edge("refine", "memory")
+        g.add_edge("memory", "model")
+    else:
+        g.add_edge("tools", "model")
     root = work / saver_name
     root.mkdir(parents=True)
     saver: Any
@@ -229,7 +223,7 @@ def child_bare(work: Path, n: int, saver_name: str) -> dict[str, Any]:
     t0, c0 = time.perf_counter(), time.process_time()
     graph.invoke(
         {"messages": [HumanMessage("Call the tool until done.")]},
-        {"configurable": {"thread_id": "s-bench"}, "recursion_limit": 4 * n + 20},
+        {"configurable": {"thread_id": "s-bench"}, "recursion_limit": 2 * shape * n + 20},
         # LangGraph refuses a durability without a checkpointer (the floor without one).
         **({"durability": "sync"} if saver is not None else {}),
     )
@@ -238,6 +232,7 @@ def child_bare(work: Path, n: int, saver_name: str) -> dict[str, Any]:
         "steps": _steps(me.STAMPS),
         "wall": wall,
         "cpu_ms": _mean(_steps(me.CPU_STAMPS)),
+        "cpu_steps": _steps(me.CPU_STAMPS),
         "cpu_turn_s": cpu,
         "fsyncs": counts["fsync"],
         "bytes": _dir_bytes(root),
@@ -294,17 +289,10 @@ def run_child(kind: str, work: Path, n: int, *, strace: bool = False, profile: s
         raise SystemExit(f"child {kind} n={n} failed:\n{out.stderr[-3000:]}")
     data: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     if strace:
-        data["strace"] = _parse_strace(trace.read_text())
+        from runtime_report import parse_strace
+
+        data["strace"] = parse_strace(trace.read_text())
     return data
-
-
-def _parse_strace(text: str) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) >= 5 and parts[-1] in ("fsync", "fdatasync", "write", "openat") and parts[3].isdigit():
-            counts[parts[-1]] = int(parts[3])
-    return counts
 
 
 def _mean(xs: list[float]) -> float:
@@ -348,7 +336,8 @@ def main() -> None:
         elif args.child == "commands":
             data = child_commands(work)
         else:
-            data = child_bare(work, args.n, args.child.removeprefix("bare-"))
+            shape, _, saver_name = args.child.partition("-")
+            data = child_bare(work, args.n, saver_name, 4 if shape == "shape4" else 2)
         print(json.dumps(data))
         return
 
@@ -359,12 +348,14 @@ def main() -> None:
         finally:
             shutil.rmtree(top, ignore_errors=True)
         return
-    kinds = ("agentrt", "bare-sqlite", "bare-jsonl", "bare-memory", "bare-none")
+    kinds = ("agentrt", "bare-sqlite", "bare-jsonl", "bare-memory", "bare-none", *SHAPE4)
     res: dict[tuple[str, int], list[dict[str, Any]]] = {}
     try:
         for n in args.steps:
             for r in range(args.rounds):
-                for kind in kinds:  # interleaved: the same machine state for all three
+                for kind in kinds:  # interleaved: the same machine state for all of them
+                    if kind in QUADRATIC and n > 200:
+                        continue
                     work = top / f"{kind}-{n}-{r}"
                     profile = args.profile if (kind == "agentrt" and n == max(args.steps) and r == 0) else None
                     data = run_child(kind, work, n, strace=args.strace, profile=profile)

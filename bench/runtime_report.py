@@ -5,19 +5,111 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
+from pathlib import Path
 from typing import Any
+
+KINDS = ("checkpoints", "events", "journal", "chat SQLite", "blobs", "other")
 
 
 def _mean(xs: list[float]) -> float:
     return statistics.mean(xs) if xs else float("nan")
 
 
+def _kind(rel: Path) -> str:
+    """Which part of agentrt's storage a file under base_dir is (for the bytes breakdown)."""
+    from agent.session.stores.sql_lazy import SQLITE_FILE
+    from checkpointing import layout
+
+    name = rel.name
+    if layout.RUNS in rel.parts:
+        return "checkpoints"
+    if name.startswith(layout.EVENTS_FILE):
+        return "events"
+    if name.startswith(layout.JOURNAL_FILE):
+        return "journal"
+    if name.startswith(SQLITE_FILE):
+        return "chat SQLite"
+    if layout.BLOBS[0] in rel.parts:
+        return "blobs"
+    return "other"  # session.json, fence/lease files, outbox, inbox
+
+
+def bytes_by_kind(root: Path) -> dict[str, int]:
+    """Bytes under agentrt's base_dir by kind of storage (`KINDS`)."""
+    out = dict.fromkeys(KINDS, 0)
+    for p in root.rglob("*") if root.exists() else ():
+        if p.is_file():
+            out[_kind(p.relative_to(root))] += p.stat().st_size
+    return out
+
+
+def parse_strace(text: str) -> dict[str, int]:
+    """The call counts of `strace -c` output for fsync, fdatasync, write and openat."""
+    counts: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[-1] in ("fsync", "fdatasync", "write", "openat") and parts[3].isdigit():
+            counts[parts[-1]] = int(parts[3])
+    return counts
+
+
+def own_lines(args: argparse.Namespace, med: Any) -> None:
+    """The ratios against the same graph shape (four supersteps per tool step), wall and CPU, and
+    each side's own cost: its figure minus the same shape with no checkpointer."""
+    for key, what in (("steps", "wall"), ("cpu_ms", "CPU")):
+        for anchor in ("shape4-sqlite", "shape4-jsonl"):
+            print(
+                f"{what + ' agentrt/' + anchor:30}"
+                + "".join(f"{med('agentrt', n, key) / med(anchor, n, key):>13.2f}x" for n in args.steps)
+                + "   (same supersteps per tool step)"
+            )
+        floor = {n: med("shape4-none", n, key) for n in args.steps}
+        for kind in ("agentrt", "shape4-sqlite", "shape4-jsonl"):
+            print(
+                f"{what + ' ' + kind + ' own':30}"
+                + "".join(f"{med(kind, n, key) - floor[n]:>14.2f}" for n in args.steps)
+                + "   ms/step beyond shape4 with no checkpointer"
+            )
+        for anchor in ("shape4-sqlite", "shape4-jsonl"):
+            print(
+                f"{what + ' own agentrt/' + anchor:30}"
+                + "".join(
+                    f"{(med('agentrt', n, key) - floor[n]) / (med(anchor, n, key) - floor[n]):>13.2f}x"
+                    for n in args.steps
+                )
+                + "   (agentrt's own cost over the anchor's own)"
+            )
+
+
+def flatness(res: dict[tuple[str, int], list[dict[str, Any]]], kind: str, n: int, key: str, what: str) -> None:
+    """Steps 150-200 (N >= 200) and the last 50 steps (N > 100) against the first 50, wall time
+    (`steps`) or CPU (`cpu_steps`): each round's ratio, then the median over rounds (a single round
+    swings with the machine)."""
+    rounds = [d[key] for d in res.get((kind, n), ()) if d.get(key)]
+    if not rounds or n <= 100:
+        return
+    first = statistics.median(_mean(s[:50]) for s in rounds)
+    if n >= 200:
+        late = statistics.median(_mean(s[149:200]) for s in rounds)
+        ratio = statistics.median(_mean(s[149:200]) / _mean(s[:50]) for s in rounds)
+        print(
+            f"flatness{what} {kind} N={n}: steps 150-200 {late:.2f} ms vs 1-50 {first:.2f} ms = "
+            f"{ratio:.2f}x (median of {len(rounds)} rounds)"
+        )
+    last = statistics.median(_mean(s[-50:]) for s in rounds)
+    ratio = statistics.median(_mean(s[-50:]) / _mean(s[:50]) for s in rounds)
+    print(
+        f"flatness{what} {kind} N={n}: last 50 steps {last:.2f} ms vs first 50 {first:.2f} ms = "
+        f"{ratio:.2f}x (median of {len(rounds)} rounds; goal <= 1.1x)"
+    )
+
+
 def report(args: argparse.Namespace, res: dict[tuple[str, int], list[dict[str, Any]]]) -> None:
     """Print the per-N table, flatness and growth."""
 
     def med(kind: str, n: int, key: str) -> float:
-        vals = [d[key] if key != "steps" else _mean(d["steps"]) for d in res[(kind, n)]]
-        return statistics.median(vals)
+        vals = [d[key] if key != "steps" else _mean(d["steps"]) for d in res.get((kind, n), ())]
+        return statistics.median(vals) if vals else float("nan")
 
     print("\n== one turn of N tool steps (median of rounds)")
     print(f"{'':30}" + "".join(f"{'N=' + str(n):>14}" for n in args.steps))
@@ -27,11 +119,18 @@ def report(args: argparse.Namespace, res: dict[tuple[str, int], list[dict[str, A
         ("bare+JSONL saver ms/tool step", "bare-jsonl", "steps", 1.0, "{:.2f}"),
         ("floor: bare+InMemorySaver", "bare-memory", "steps", 1.0, "{:.2f}"),
         ("floor: bare, no checkpointer", "bare-none", "steps", 1.0, "{:.2f}"),
+        ("shape4+SqliteSaver ms/tool step", "shape4-sqlite", "steps", 1.0, "{:.2f}"),
+        ("shape4+JSONL saver ms/tool step", "shape4-jsonl", "steps", 1.0, "{:.2f}"),
+        ("floor: shape4+InMemorySaver", "shape4-memory", "steps", 1.0, "{:.2f}"),
+        ("floor: shape4, no checkpointer", "shape4-none", "steps", 1.0, "{:.2f}"),
         ("agentrt CPU ms/tool step", "agentrt", "cpu_ms", 1.0, "{:.2f}"),
         ("bare+SqliteSaver CPU ms/step", "bare-sqlite", "cpu_ms", 1.0, "{:.2f}"),
         ("bare+JSONL saver CPU ms/step", "bare-jsonl", "cpu_ms", 1.0, "{:.2f}"),
         ("floor: InMemorySaver CPU ms/step", "bare-memory", "cpu_ms", 1.0, "{:.2f}"),
         ("floor: no ckpt CPU ms/step", "bare-none", "cpu_ms", 1.0, "{:.2f}"),
+        ("shape4+SqliteSaver CPU ms/step", "shape4-sqlite", "cpu_ms", 1.0, "{:.2f}"),
+        ("shape4+JSONL saver CPU ms/step", "shape4-jsonl", "cpu_ms", 1.0, "{:.2f}"),
+        ("floor: shape4 no ckpt CPU ms/step", "shape4-none", "cpu_ms", 1.0, "{:.2f}"),
         ("agentrt bytes (MB)", "agentrt", "bytes", 1e6, "{:.2f}"),
         ("bare+SqliteSaver bytes (MB)", "bare-sqlite", "bytes", 1e6, "{:.2f}"),
         ("bare+JSONL saver bytes (MB)", "bare-jsonl", "bytes", 1e6, "{:.2f}"),
@@ -77,6 +176,7 @@ def report(args: argparse.Namespace, res: dict[tuple[str, int], list[dict[str, A
         + "".join(f"{med('bare-sqlite', n, 'steps') - med('bare-none', n, 'steps'):>14.2f}" for n in args.steps)
         + "   ms/step"
     )
+    own_lines(args, med)
     print(
         f"{'ratio bytes agentrt/JSONL alone':30}"
         + "".join(f"{med('agentrt', n, 'bytes') / med('bare-jsonl', n, 'bytes'):>13.2f}x" for n in args.steps)
@@ -116,24 +216,9 @@ def report(args: argparse.Namespace, res: dict[tuple[str, int], list[dict[str, A
                 vals = [res[(kind, n)][0].get("strace", {}).get(call, 0) / n for n in args.steps]
                 print(f"{kind + ' strace ' + call + '/step':30}" + "".join(f"{v:>14.1f}" for v in vals))
     for n in args.steps:
-        for kind in ("agentrt", "bare-sqlite", "bare-jsonl", "bare-none"):
-            # Each round's ratio, then the median over rounds (a single round swings with the machine).
-            rounds = [d["steps"] for d in res[(kind, n)]]
-            first = statistics.median(_mean(s[:50]) for s in rounds)
-            if n >= 200:
-                late = statistics.median(_mean(s[149:200]) for s in rounds)
-                ratio = statistics.median(_mean(s[149:200]) / _mean(s[:50]) for s in rounds)
-                print(
-                    f"flatness {kind} N={n}: steps 150-200 {late:.2f} ms vs 1-50 {first:.2f} ms = "
-                    f"{ratio:.2f}x (median of {len(rounds)} rounds)"
-                )
-            if n > 100:
-                last = statistics.median(_mean(s[-50:]) for s in rounds)
-                ratio = statistics.median(_mean(s[-50:]) / _mean(s[:50]) for s in rounds)
-                print(
-                    f"flatness {kind} N={n}: last 50 steps {last:.2f} ms vs first 50 {first:.2f} ms = "
-                    f"{ratio:.2f}x (median of {len(rounds)} rounds; goal <= 1.1x)"
-                )
+        for kind in ("agentrt", "bare-sqlite", "bare-jsonl", "bare-none", "shape4-jsonl", "shape4-none"):
+            for key, what in (("steps", ""), ("cpu_steps", " CPU")):
+                flatness(res, kind, n, key, what)
     if len(args.steps) > 1:
         lo, hi = min(args.steps), max(args.steps)
         for kind in ("agentrt", "bare-sqlite", "bare-jsonl"):

@@ -54,6 +54,8 @@ class LoopRuntime:
     own_errors: tuple[type[BaseException], ...] = (AgentrtError,)
     """Errors that pass through a model call unchanged (`graph.context.invoke_model`)."""
     _bound: BaseChatModel | None = None
+    _room_empty: bool = False
+    """This runtime found the room empty and no tool that may write has run since."""
 
     # --- model -----------------------------------------------------------------------------
     def chat_model(self, call_index: int, *, with_tools: bool) -> BaseChatModel:
@@ -174,9 +176,12 @@ class LoopRuntime:
             and not spec.state_only
             for c in tool_calls
         )
-        if not may_write and state.get("sandbox_manifest") is not None:
+        if not may_write and (state.get("sandbox_manifest") is not None or self._room_empty):
+            # Read-only calls changed nothing: the state's manifest (or the empty room this
+            # runtime scanned, which state keeps as none) still holds, so no scan, no snapshot event.
             return {}
         manifest = sandbox.manifest()
+        self._room_empty = not manifest
         if manifest == (state.get("sandbox_manifest") or {}):
             return {}
         self.emit("sandbox", {"kind": "snapshot", "files": len(manifest), "room_id": sandbox.room_id})
