@@ -199,11 +199,15 @@ class EventLog:
                 "branch_id": branch_id,
                 "type": type,
                 "ts": _now(),
-                "payload": self._store_payload(body),
+                "payload": body,
             }
             if fencing_token is not None:
                 rec["fence"] = fencing_token
-            framed = frame(dumps(rec))
+            raw = dumps(rec)
+            if len(raw) > self.inline_payload_max_bytes:  # else the payload, a part of it, is small enough
+                rec["payload"] = self._store_payload(body)
+                raw = dumps(rec)
+            framed = frame(raw)
             offs, _, durable = self.streams.append(EVENTS, [framed], self._policy, fencing_token)
             if durable is not None:
                 durable()

@@ -147,6 +147,18 @@ def test_large_payload_goes_to_a_blob_and_reads_back(tmp_path: Path) -> None:
     assert log.raw(small.id)["payload"] == {"content": "y"}
 
 
+def test_payload_at_the_limit_stays_inline_in_a_longer_record(tmp_path: Path) -> None:
+    """The limit is the payload's size, not the record's: a payload of exactly the limit stays in the
+    line though the line (ids, time) is longer, one byte more goes to a blob."""
+    log = new_log(tmp_path, inline_payload_max_bytes=100)
+    at = {"content": "z" * (100 - len('{"content":""}'))}
+    e = log.append("tool_result", at)
+    assert log.raw(e.id)["payload"] == at
+    over = log.append("tool_result", {"content": at["content"] + "z"}, parent_id=e.id)
+    assert set(log.raw(over.id)["payload"]) == {"$blob", "size"}
+    assert EventLog(tmp_path, "t1", "s1").entry(over.id).payload == {"content": "z" * 87}
+
+
 def test_torn_tail_is_skipped_by_reads_and_cut_by_the_next_append(tmp_path: Path) -> None:
     """A half-written last line is ignored by reads (file untouched), moved to .broken by the next append."""
     log = new_log(tmp_path)
