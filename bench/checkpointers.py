@@ -292,6 +292,14 @@ def durable_floor_report(runs: dict[str, list[dict[str, Any]]], io_ms: list[floa
         f"jsonl {j_ms:.2f} ms/step = {statistics.median(ratios):.2f}x the floor "
         f"(per-round ratios {' '.join(f'{r:.2f}' for r in ratios)}; goal <= 1.15x)"
     )
+    floor_exp = [e for r in none if (e := _exponent(r["elapsed"], steps)) is not None]
+    saver_exp = [e for r in jsonl if (e := _exponent(r["elapsed"], steps)) is not None]
+    if floor_exp and saver_exp:
+        print(
+            f"  time exponent (steps/4 -> steps): the floor's graph alone {statistics.median(floor_exp):.2f}, "
+            f"jsonl {statistics.median(saver_exp):.2f} (above 1.0 the floor itself grows per step: plain "
+            "add_messages merges the whole list at every step, and LangGraph hands a saver the whole list)"
+        )
     own = [j["ms"] - n["ms"] for j, n in zip(jsonl, none, strict=True)]
     beyond = statistics.median(o / i for o, i in zip(own, io_ms, strict=True))
     print(

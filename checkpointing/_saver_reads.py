@@ -124,6 +124,14 @@ class RecordReads:
             if items or not body.startswith(ITEM_HEAD)
         ]
 
+    def records_at(self, run: str, places: list[tuple[int, int]]) -> list[dict[str, Any]]:
+        """The records at the (offset, line) `places` of a run file, in file order, each verified and
+        none cached: a rewrite parses only the records it keeps, not every record of a long run
+        (parsing them all left the process's memory fragmented and its peak higher)."""
+        places = sorted(places)
+        raws = self.streams.read_at(run, [off for off, _ in places]) if places else []
+        return [self._verified(raw, run, off, line, cache=False) for (off, line), raw in zip(places, raws, strict=True)]
+
     def item(self, h: str) -> Any:
         """The JSON value stored under content hash `h` (its record checksum-verified)."""
         loc = self.index.items.get(h)

@@ -77,11 +77,7 @@ def rewrite(docs: DocumentBuilder, store: SessionStore, keep: set[Key], runs: se
     known = set(idx.cps)
     for run in store.runs() if runs is None else sorted(runs):
         # Writes may land before their checkpoint (LangGraph's async durability): those are kept.
-        recs = [
-            r
-            for r in store.all_records(run, items=False)
-            if r["k"] != "i" and ((key := (r["checkpoint_ns"], r["checkpoint_id"])) in keep or key not in known)
-        ]
+        recs = store.records_at(run, _kept_places(store, run, keep, known))
         per_run[run] = recs
         kept_cps.extend(r for r in recs if r["k"] == "c")
     moved: dict[tuple[str, str, str, str], str] = {}
@@ -106,6 +102,18 @@ def rewrite(docs: DocumentBuilder, store: SessionStore, keep: set[Key], runs: se
         store.replace_run(run, out, head=head)
     del idx
     store.forget()
+
+
+def _kept_places(store: SessionStore, run: str, keep: set[Key], known: set[Key]) -> list[tuple[int, int]]:
+    """Where (offset, line) the checkpoint and writes records of `run` that a rewrite keeps are: the
+    kept checkpoints and their writes, and writes whose checkpoint is not stored (yet). The index
+    locates every record of the file, so only those are read."""
+    idx = store.index
+    places = [(loc.off, loc.line) for key, loc in idx.cps.items() if loc.run == run and key in keep]
+    for key, wlocs in idx.writes.items():
+        if key in keep or key not in known:
+            places.extend((w.off, w.line) for w in wlocs if w.run == run)
+    return places
 
 
 def _rehome(

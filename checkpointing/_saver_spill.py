@@ -10,6 +10,7 @@ CHUNK references, `{"$m": hash}` for shared metadata); the new ones are collecte
 from __future__ import annotations
 
 import hashlib
+from operator import is_
 from typing import Any
 
 import orjson
@@ -24,6 +25,7 @@ CHUNK = 64
 META_MIN = 256  # metadata strings at least this long together are one shared item
 TEXT_MIN = 1024  # a text at least this long inside a stored item is an item of its own (stored once)
 MEMO = 20_000  # messages remembered per session (object -> its stored reference)
+CHUNK_MEMO = 1024  # chunks remembered per session (their references -> the chunk's hash)
 Items = dict[str, bytes]
 
 
@@ -41,26 +43,33 @@ class ItemSpiller:
         if type(items) is not list:
             return self.spill(self.codec.encode(value), store, new)
         memo = store.memo
-        refs = []
+        known = store.index.items
+        refs: list[Any] = []
+        add = refs.append
+        # The loop runs over the whole list at every put (plain `add_messages` hands the saver all of
+        # it): a memo hit costs a dict lookup and the identity of the message's fields, nothing more.
         for x in items:
-            msg = isinstance(x, BaseMessage)
-            # add_messages assigns ids in place: a memo entry holds only while no field was reassigned.
-            shape = tuple(map(id, x.__dict__.values())) if msg else ()
-            hit = memo.get(id(x)) if msg else None
+            if not isinstance(x, BaseMessage):
+                add(self._item(self.codec.encode(x), store, new))
+                continue
+            # add_messages assigns ids in place: a memo entry holds only while no field was reassigned
+            # (the same objects in every field; compared by identity, without building anything).
+            fields = x.__dict__
+            hit = memo.get(id(x))
             if (
                 hit is not None
                 and hit[0] is x
-                and hit[2] == shape
-                and (not _is_ref(hit[1]) or _known(hit[1], store, new))
+                and len(hit[2]) == len(fields)
+                and all(map(is_, fields.values(), hit[2]))
+                and (hit[3] is None or hit[3] in known or hit[3] in new)
             ):
-                refs.append(hit[1])
+                add(hit[1])
                 continue
             ref = self._item(self.codec.encode(x), store, new)
-            if msg:
-                memo[id(x)] = (x, ref, shape)
-                if len(memo) > MEMO:
-                    memo.pop(next(iter(memo)))
-            refs.append(ref)
+            memo[id(x)] = (x, ref, tuple(fields.values()), ref[ITEM_KEY] if _is_ref(ref) else None)
+            if len(memo) > MEMO:
+                memo.pop(next(iter(memo)))
+            add(ref)
         out = self._chunked(refs, store, new)
         return {TAG: "delta_snapshot", "v": out} if isinstance(value, _DeltaSnapshot) else out
 
@@ -82,9 +91,19 @@ class ItemSpiller:
             return refs
         full = len(refs) - len(refs) % CHUNK
         out: list[Any] = []
+        memo, known = store.chunk_memo, store.index.items
         for i in range(0, full, CHUNK):
-            raw = orjson.dumps(refs[i : i + CHUNK])
-            h = _stored(raw, store, new)
+            part = refs[i : i + CHUNK]
+            # The memo's references are the same objects put after put (never changed once made):
+            # a chunk of the very same ones is the same JSON, already hashed (and stored, if known).
+            hit = memo.get(id(part[0]))
+            if hit is not None and all(map(is_, part, hit[0])) and (hit[1] in known or hit[1] in new):
+                out.append({CHUNK_KEY: hit[1]})
+                continue
+            h = _stored(orjson.dumps(part), store, new)
+            memo[id(part[0])] = (tuple(part), h)
+            if len(memo) > CHUNK_MEMO:
+                memo.pop(next(iter(memo)))
             out.append({CHUNK_KEY: h})
         return out + refs[full:]
 
@@ -157,8 +176,3 @@ def _stored(raw: bytes, store: SessionStore, new: Items) -> str:
     if h not in new and h not in store.index.items:
         new[h] = raw
     return h
-
-
-def _known(ref: dict[str, Any], store: SessionStore, new: Items) -> bool:
-    h = ref[ITEM_KEY]
-    return h in new or h in store.index.items

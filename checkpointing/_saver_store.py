@@ -62,8 +62,11 @@ class SessionStore(RecordReads):
         self._checked = False
         self._saved: dict[str, int] = {}  # run -> end of the file its persisted index covers
         self._saved_due: set[str] = set()  # runs appended to since their index was persisted
-        # id(message) -> (message, its stored form): each message object is encoded and hashed once.
-        self.memo: dict[int, tuple[Any, Any, tuple[int, ...]]] = {}
+        # id(message) -> (message, its stored form, its fields' values, its item hash or None): each
+        # message object is encoded and hashed once.
+        self.memo: dict[int, tuple[Any, Any, tuple[Any, ...], str | None]] = {}
+        # id(first reference) -> (the chunk's references, its hash): see `_saver_spill._chunked`.
+        self.chunk_memo: dict[int, tuple[tuple[Any, ...], str]] = {}
 
     # -- index ---------------------------------------------------------------------------------
 

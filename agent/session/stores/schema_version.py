@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -88,7 +89,7 @@ def upgrade(engine: sa.Engine, table_prefix: str = "", schema: str | None = None
     """Apply the migrations up to `target`; returns the revision before (None: a fresh database)."""
     if target == "head" and current(engine, table_prefix, schema) == HEAD:
         return HEAD  # the common case, without the file lock or importing Alembic
-    from alembic import command
+    command = _alembic_command()
 
     with _file_lock(engine):
         before = current(engine, table_prefix, schema)
@@ -99,6 +100,21 @@ def upgrade(engine: sa.Engine, table_prefix: str = "", schema: str | None = None
                 conn.execute(sa.schema.CreateSchema(schema, if_not_exists=True))
             command.upgrade(_alembic_config(conn, table_prefix, schema), target)
         return before
+
+
+def _alembic_command() -> Any:
+    """`alembic.command`, imported without Pygments: Alembic's Mako loads Pygments' lexers (~5 MB a
+    process keeps) only to colour template errors, and falls back to plain text without them."""
+    if "pygments" in sys.modules or "mako" in sys.modules:
+        from alembic import command
+    else:
+        sys.modules["pygments"] = None  # type: ignore[assignment]  # an import of it then raises ImportError
+        try:
+            from alembic import command
+        finally:
+            if sys.modules.get("pygments", 0) is None:
+                del sys.modules["pygments"]
+    return command
 
 
 def downgrade(engine: sa.Engine, target: str, table_prefix: str = "", schema: str | None = None) -> None:
