@@ -104,7 +104,7 @@ class PostgresSessionStreams(PostgresSessionDocs):
 
     def create(self, run: str, frames: list[bytes], policy: FsyncPolicy | None) -> bool:
         """One synchronous transaction: the stream row and its lines; False when the row exists."""
-        offs, _ = _offsets(frames)
+        offs, rel = _offsets(frames)
         self.path(run)  # an unknown session stream is refused before any query
         with self.store.connection("creating a stream") as conn, conn.transaction():
             row = conn.execute(self.q["create"], (self.tenant, self.thread, run)).fetchone()
@@ -112,6 +112,8 @@ class PostgresSessionStreams(PostgresSessionDocs):
                 return False
             conn.execute(self.q["insert"], (int(row[0]), offs, frames))
         self._ids[run] = int(row[0])
+        if rel:
+            self._ends[run] = (int(row[0]), rel)
         return True
 
     def scan(self, run: str, start: int = 0, first_line: int = 1) -> Scan:
@@ -220,7 +222,7 @@ class PostgresSessionStreams(PostgresSessionDocs):
         """One synchronous transaction: lock the stream row (`FOR UPDATE`), compare its end with
         `expect_end` and insert the lines there; None, nothing written, when it moved (an append
         in flight that read the same end collides with these lines on the rows' key: one fails)."""
-        offs, _ = _offsets(frames)
+        offs, rel = _offsets(frames)
         self.path(run)  # an unknown session stream is refused before any query
         key = (self.tenant, self.thread, run)
         try:
@@ -230,6 +232,7 @@ class PostgresSessionStreams(PostgresSessionDocs):
         if sid is None:
             return None
         self._ids[run] = sid
+        self._ends[run] = (sid, expect_end + rel)
         return [expect_end + off for off in offs]
 
     def _append_if(

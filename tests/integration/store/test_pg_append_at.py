@@ -101,3 +101,16 @@ def test_appends_that_do_not_wait_for_the_flush_are_checked_by_commit(pg: SaverK
         streams.append(RUN, [_line(n)], "batch", 1)
     streams.commit(RUN)
     assert _read(_streams(pg)) == [_line(0), _line(1), _line(2)]
+
+
+def test_appends_after_a_created_stream_and_a_conditional_append_follow_them(pg: SaverKit) -> None:
+    streams, other = _streams(pg), _streams(pg)
+    assert streams.create(RUN, [_line(0), _line(1)], None)
+    end = len(_line(0)) + len(_line(1))
+    assert streams.append(RUN, [_line(2)], None, 1)[0] == [end]
+    end += len(_line(2))
+    assert streams.append_if(RUN, [_line(3)], end) == [end]
+    other.append(RUN, [_line(4)], None, 1)  # moves the end this object remembers
+    assert streams.append_if(RUN, [_line(5)], end) is None
+    streams.append(RUN, [_line(6)], None, 1)
+    assert _read(streams) == [_line(n) for n in (0, 1, 2, 3, 4, 6)]
