@@ -9,13 +9,15 @@ N processes, each appending one framed record at a time to a session of its own 
 runtime passes it). Both on the same database, in a schema of their own (dropped at the end), with
 the same `synchronous_commit`, measured in the same run at 1, 8 and 32 concurrent sessions.
 
-A third side, the fenced floor, shows where the gap comes from: the least SQL any fenced append
-at a stream position can send, from a bare connection, in one round trip: one statement that reads
-the session's fence token, finds the stream's end and inserts the record there (a plain table per
-side, no function, no row lock, no client library of ours). It is a lower bound for a store that
-refuses a stale writer and keeps records in order (ours also locks the fence and stream rows so a
-lease taken over mid-append cannot interleave): when the store is close to the fenced floor and
-the fenced floor is below the goal, the goal is below what a fenced append costs on this server.
+A third side, the fenced floor: the checks a fenced append at a stream position needs (the
+session's fence token, the stream's end) and the insert, as the one statement a client would
+write for them, sent from a bare connection in one round trip (a plain table per side, no
+function, no lock, no client library of ours). The server parses and plans that statement on every
+call (nothing is prepared, as behind PgBouncer's transaction pooling), so it shows what those checks
+cost written the plain way. The store makes the same checks (and takes the session's lock shared,
+so a lease taken over mid-append cannot interleave) in procedures whose plans each server process
+keeps, and a writer appending where its own last append ended sends that end for the procedure to
+check instead of looking the stream up (`jsonl_append_at`): so it can beat the fenced floor.
 
 Processes, not threads: one Python process cannot drive 32 connections without the GIL becoming
 the bottleneck, and the server runs one backend process per connection either way. Each process
@@ -29,9 +31,9 @@ much as commits; they are noisy on a busy machine: compare ratios within one run
 
 Printed: the core count, the load average, the server's synchronous_commit, then records/s for the
 floor, the fenced floor and the store, the store's ratio to the floor at each level, and the two
-steps of that ratio (fenced floor / floor: what fencing and ordering cost in SQL; store / fenced
-floor: what the store adds to them), and whether the goal (>= 0.7x the floor at
-every level) is met. Nothing is asserted. AGENTRT_DATABASE_URL picks the server (default
+steps of that ratio (fenced floor / floor: what fencing and ordering cost written as one plain
+statement; store / fenced floor: the store against that), and whether the goal (>= 0.7x the floor
+at every level) is met. Nothing is asserted. AGENTRT_DATABASE_URL picks the server (default
 postgresql://postgres@127.0.0.1:5432/test).
 """
 

@@ -37,6 +37,11 @@ QUERIES: dict[str, str] = {
     # The whole append (`pg_schema`'s procedure `jsonl_append`): (stream id, start), (NULL, NULL)
     # when the fence is not at the token.
     "append": "CALL {s}.jsonl_append(%s, %s, %s, %s, %s, %s, %s, NULL, NULL)",
+    # The same, with libpq's own placeholders (`pg_libpq` sends it without psycopg's adaptation).
+    "append_now": "CALL {s}.jsonl_append($1, $2, $3, $4, $5, $6, $7, NULL, NULL)",
+    # One line at the end the writer's last append left (`pg_schema`'s `jsonl_append_at`: SQLSTATE
+    # JS001, nothing written, when the stream does not end there or the fence is not at the token).
+    "append_at": "CALL {s}.jsonl_append_at($1, $2, $3, $4, $5, $6, $7)",
     # append_if, replace_if: the stream row locked until commit (a row lock, not a session advisory
     # lock: PgBouncer's transaction pooling keeps it), so no other of them slips in between.
     "head_lock": "SELECT id FROM {s}.jsonl_streams WHERE tenant = %s AND thread = %s AND run = %s FOR UPDATE",

@@ -17,6 +17,7 @@
     jsonl_store_migrations   which of `MIGRATIONS` ran
     jsonl_append      the append, a procedure (`PostgresSessionStreams.append`): fence, stream,
                       lines, under the session's advisory lock held shared (`SESSION_LOCK`)
+    jsonl_append_at   the same for one line at a stream end the writer knows, checked
 
 `jsonl_streams_outbox` indexes the sessions that hold an `@outbox` stream (what a layer still
 owes), so finding every debtor of the store (`PostgresStore.outbox_holders`) reads that index only.
@@ -203,13 +204,45 @@ MIGRATIONS: tuple[str, ...] = (
     END
     $fn$;
     """,
+    # The usual append again, for a writer that knows where the stream ends (its own last append
+    # left it there): `jsonl_append_at` takes the stream's row id and that end, checks both (the
+    # stream's last row ends there, the fence is at the token) under the session's lock held
+    # shared, and inserts the line there; nothing to find by name, no result row to send. When
+    # either check fails it writes nothing and raises SQLSTATE `JS001`: the writer runs
+    # `jsonl_append` instead. A stream that was cut, rewritten or dropped since (a new row id, no
+    # rows) or appended to by another writer fails the first check; two writers racing for one
+    # end collide on the rows' key.
+    """
+    CREATE OR REPLACE PROCEDURE {schema}.jsonl_append_at(
+        p_tenant text, p_thread text, p_token bigint, p_stream bigint, p_pos bigint, p_line bytea, p_quick boolean
+    ) LANGUAGE plpgsql AS $fn$
+    BEGIN
+        PERFORM pg_advisory_xact_lock_shared(hashtext('{schema}'), hashtext(p_tenant || '/' || p_thread)),
+            CASE WHEN p_quick THEN set_config('synchronous_commit', 'off', true) END;
+        INSERT INTO {schema}.jsonl_records (stream, pos, line)
+            SELECT p_stream, p_pos, p_line
+            WHERE (SELECT r.pos + octet_length(r.line) FROM {schema}.jsonl_records r
+                    WHERE r.stream = p_stream ORDER BY r.pos DESC LIMIT 1) = p_pos
+                AND (p_token IS NULL OR EXISTS (SELECT FROM {schema}.jsonl_fences f
+                    WHERE f.tenant = p_tenant AND f.thread = p_thread AND f.token = p_token));
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'JS001',
+                MESSAGE = 'the stream does not end at the given position, or the fence is not at the token';
+        END IF;
+    END
+    $fn$;
+    """,
 )
 """Schema changes, oldest first; never edit one that shipped, append a new one."""
 
 SESSION_LOCK = "hashtext('{s}'), hashtext(%s || '/' || %s)"
 """The key of a session's transaction-scoped advisory lock (schema, then tenant and thread, bound),
-as `jsonl_append` computes it: an append holds it shared, a fence raise or a rewrite exclusive.
+as `jsonl_append` and `jsonl_append_at` compute it: an append holds it shared, a fence raise or a rewrite exclusive.
 Two sessions whose keys collide only wait for each other."""
+
+MOVED = "JS001"
+"""The SQLSTATE `jsonl_append_at` raises when the stream does not end where the writer said, or the
+fence is not at its token (nothing was written)."""
 
 MIGRATIONS_TABLE = "CREATE TABLE IF NOT EXISTS {schema}.jsonl_store_migrations (v integer PRIMARY KEY)"
 SETUP_LOCK = 0x6A736F6E_73746F72  # "jsonstor": the advisory lock key setup() takes per transaction

@@ -16,6 +16,12 @@
   next synchronous commit that writes (the superstep's checkpoint, or `sync`, which locks those
   streams' rows and checks their ends) makes them durable together. A server crash before that
   loses them: `sync` then raises rather than report them durable.
+- A one-line append at the end this object's own last append left (or `head` read) is `CALL
+  jsonl_append_at` instead, under the same lock: it checks that the stream's last row ends there
+  and that the fence is at the token, and inserts the line there (no stream to find by name, no
+  row to send back). A stream appended to by another writer, cut, rewritten or dropped since, or a
+  fence that moved, fails the check: nothing is written and the append runs as above. One-line
+  appends go to libpq as they are (`pg_libpq`), not through psycopg's adaptation.
 - A conditional append (`append_if`, the inbox's) is one transaction that locks the stream row
   (`SELECT ... FOR UPDATE`, so no other conditional append or rewrite is in flight), reads its
   end, compares it and inserts the lines; a plain append in flight that read the same end
@@ -40,6 +46,7 @@ from checkpointing.exceptions import CorruptRecordError, StaleFencingTokenError,
 from checkpointing.layout import folder_name
 from checkpointing.record_log import Durable
 from checkpointing.records import FsyncPolicy, Scan, scan_bytes
+from checkpointing.store import pg_libpq
 from checkpointing.store.pg_docs import PostgresSessionDocs, _index_doc
 from checkpointing.verify import FileReport, Repair
 
@@ -62,8 +69,13 @@ class PostgresSessionStreams(PostgresSessionDocs):
         self.thread = thread
         self.fsync = fsync
         self.key = f"{store.name}#{tenant}/{thread}"
+        self._key = (tenant.encode(), thread.encode())
+        """Tenant and thread as the connection's encoding (UTF-8, `PostgresStore`) spells them."""
         self.label = Path(f"{store.label}/tenants/{tenant}/sessions/{folder_name(thread)}/runs")
         self._ids: dict[str, int] = {}
+        self._ends: dict[str, tuple[int, int]] = {}
+        """Streams this object appended to: run -> (stream row id, where its last append ended); the
+        next one-line append goes there (`jsonl_append_at` checks it, so a stale one costs a retry)."""
         self._unflushed: dict[str, tuple[int, int]] = {}
         """Streams appended to by commits that did not wait for the WAL flush: run -> (stream
         row id, the stream's end after the last such append)."""
@@ -82,13 +94,17 @@ class PostgresSessionStreams(PostgresSessionDocs):
             row = conn.execute(self.q["head"], (self.tenant, self.thread, run)).fetchone()
         if row is None:
             self._ids.pop(run, None)
+            self._ends.pop(run, None)
             return 0, 0
-        sid = self._ids[run] = int(row[0])
-        return int(row[1]), sid
+        sid, end = int(row[0]), int(row[1])
+        self._ids[run] = sid
+        if end:  # where the next append of this object goes, unless another writer's goes first
+            self._ends[run] = (sid, end)
+        return end, sid
 
     def create(self, run: str, frames: list[bytes], policy: FsyncPolicy | None) -> bool:
         """One synchronous transaction: the stream row and its lines; False when the row exists."""
-        offs, _ = _offsets(frames)
+        offs, rel = _offsets(frames)
         self.path(run)  # an unknown session stream is refused before any query
         with self.store.connection("creating a stream") as conn, conn.transaction():
             row = conn.execute(self.q["create"], (self.tenant, self.thread, run)).fetchone()
@@ -96,6 +112,8 @@ class PostgresSessionStreams(PostgresSessionDocs):
                 return False
             conn.execute(self.q["insert"], (int(row[0]), offs, frames))
         self._ids[run] = int(row[0])
+        if rel:
+            self._ends[run] = (int(row[0]), rel)
         return True
 
     def scan(self, run: str, start: int = 0, first_line: int = 1) -> Scan:
@@ -141,38 +159,70 @@ class PostgresSessionStreams(PostgresSessionDocs):
     ) -> tuple[list[int], int, Durable | None]:
         """One statement (its own transaction): check the fence, find (or create) the stream, insert
         the lines at its end; refused whole by a stale `token`. A fence not at `token` yet is
-        raised first (a statement of its own), then the append runs again."""
-        offs, rel = _offsets(frames)
+        raised first (a statement of its own), then the append runs again. One line at the end
+        this object's last append left: `jsonl_append_at` there (checked; `jsonl_append` when it
+        does not hold)."""
         quick = (policy or self.fsync) != "always"
-        args = (self.tenant, self.thread, run, token, frames[0], frames[1:] or None, quick)
-        with self.store.connection("appending records") as conn:
-            row = self._append(conn, args)
-            if row is None or row[0] is None:  # the fence is not at `token`: raise it, or refuse
-                assert token is not None
-                self._fence(conn, token)
-                row = self._append(conn, args)
-                if row is None or row[0] is None:  # a newer owner raised it meanwhile
-                    self._refuse(conn, token)
-        sid, start = int(row[0]), int(row[1])
+        one = len(frames) == 1
+        offs, rel = ([0], len(frames[0])) if one else _offsets(frames)
+        at = self._ends.get(run) if one else None
+        conn = self.store.getconn("appending records")
+        try:
+            if at is not None and pg_libpq.append_at(conn, self.q["append_at"], self._at(at, frames[0], token, quick)):
+                sid, start = at
+            else:
+                sid, start = self._append(conn, run, frames, token, quick)
+        except (psycopg.OperationalError, psycopg.InterfaceError) as err:
+            raise self.store.lost("appending records", err) from err
+        finally:
+            self.store.pool.putconn(conn)
+        end = self._ends[run] = (sid, start + rel)
         if quick:
-            self._unflushed[run] = (sid, start + rel)
+            self._unflushed[run] = end
         self._ids[run] = sid
-        return [start + off for off in offs], sid, None
+        return ([start] if one else [start + off for off in offs]), sid, None
 
-    def _append(self, conn: psycopg.Connection[Any], args: tuple[Any, ...]) -> Any:
+    def _at(self, at: tuple[int, int], line: bytes, token: int | None, quick: bool) -> list[Any]:
+        tok = None if token is None else b"%d" % token
+        return [self._key[0], self._key[1], tok, b"%d" % at[0], b"%d" % at[1], line, b"t" if quick else b"f"]
+
+    def _append(
+        self, conn: psycopg.Connection[Any], run: str, frames: list[bytes], token: int | None, quick: bool
+    ) -> tuple[int, int]:
+        """`jsonl_append`: (stream id, start); the fence raised first when it is not at `token`."""
+        if len(frames) == 1:  # its parameters as libpq takes them (`pg_libpq`)
+            tok = None if token is None else b"%d" % token
+            args: list[Any] = [self._key[0], self._key[1], run.encode(), tok, frames[0], None, b"t" if quick else b"f"]
+        else:
+            args = [self.tenant, self.thread, run, token, frames[0], frames[1:], quick]
+        row = self._call(conn, args)
+        if row[0] is None:  # the fence is not at `token`: raise it, or refuse
+            assert token is not None
+            self._fence(conn, token)
+            row = self._call(conn, args)
+            if row[0] is None:  # a newer owner raised it meanwhile
+                self._refuse(conn, token)
+        return int(row[0]), int(row[1])
+
+    def _call(self, conn: psycopg.Connection[Any], args: list[Any]) -> tuple[Any, Any]:
+        """`jsonl_append`'s (stream id, start), (None, None) when the fence is not at the token."""
         for attempt in itertools.count(1):
             try:
-                return conn.execute(self.q["append"], args).fetchone()
+                if isinstance(args[0], bytes):
+                    return pg_libpq.append(conn, self.q["append_now"], args)
+                row = conn.execute(self.q["append"], args).fetchone()
+                return (None, None) if row is None else (row[0], row[1])
             except psycopg.errors.UniqueViolation:
                 # Another append to this stream committed at the end this one read: read it again.
                 if attempt >= _RETRIES:
                     raise
+        raise AssertionError("unreachable")
 
     def append_if(self, run: str, frames: list[bytes], expect_end: int) -> list[int] | None:
         """One synchronous transaction: lock the stream row (`FOR UPDATE`), compare its end with
         `expect_end` and insert the lines there; None, nothing written, when it moved (an append
         in flight that read the same end collides with these lines on the rows' key: one fails)."""
-        offs, _ = _offsets(frames)
+        offs, rel = _offsets(frames)
         self.path(run)  # an unknown session stream is refused before any query
         key = (self.tenant, self.thread, run)
         try:
@@ -182,6 +232,7 @@ class PostgresSessionStreams(PostgresSessionDocs):
         if sid is None:
             return None
         self._ids[run] = sid
+        self._ends[run] = (sid, expect_end + rel)
         return [expect_end + off for off in offs]
 
     def _append_if(
@@ -210,6 +261,7 @@ class PostgresSessionStreams(PostgresSessionDocs):
             _drop(conn, self.q, "drop_run", key)
             conn.execute(self.q["doc_drop"], (self.tenant, self.thread, _index_doc(run)))
             self._ids.pop(run, None)
+            self._ends.pop(run, None)
             if not frames:
                 return
             offs, _ = _offsets(frames)
@@ -228,6 +280,7 @@ class PostgresSessionStreams(PostgresSessionDocs):
                 return False
             _drop(conn, self.q, "drop_run", key)
             self._ids.pop(run, None)
+            self._ends.pop(run, None)
             if frames:
                 offs, _ = _offsets(frames)
                 made = conn.execute(self.q["create"], key).fetchone()
@@ -245,6 +298,7 @@ class PostgresSessionStreams(PostgresSessionDocs):
             for q in ("drop_docs", "drop_fence"):
                 conn.execute(self.q[q], key)
         self._ids.clear()
+        self._ends.clear()
 
     def advance_fence(self, token: int) -> None:
         """Raise the session's fence to `token`, or refuse a stale one."""
@@ -290,6 +344,7 @@ class PostgresSessionStreams(PostgresSessionDocs):
     def forget(self, run: str) -> None:
         """Drop what this object remembers of stream `run` (its row id), after it was cut."""
         self._ids.pop(run, None)
+        self._ends.pop(run, None)
         self._unflushed.pop(run, None)
 
     def verify(self) -> list[FileReport]:

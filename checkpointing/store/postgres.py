@@ -69,7 +69,7 @@ class PostgresStore:
             min_size=1,
             max_size=max_connections,
             timeout=timeout,
-            kwargs={"autocommit": True, "prepare_threshold": None},
+            kwargs={"autocommit": True, "prepare_threshold": None, "client_encoding": "UTF8"},
             open=False,
             name=f"jsonl-store-{self.schema}",
         )
@@ -87,10 +87,22 @@ class PostgresStore:
         except (PoolTimeout, PoolClosed) as err:  # before OperationalError: they are ones
             raise StoreUnavailableError(f"{self.name}: {what}: no connection ({err})") from err
         except (psycopg.OperationalError, psycopg.InterfaceError) as err:
-            raise StoreUnavailableError(
-                f"{self.name}: {what} failed, PostgreSQL is unreachable or the connection was lost ({err}). "
-                "A write in progress was committed whole or not at all: read the thread again and retry."
-            ) from err
+            raise self.lost(what, err) from err
+
+    def getconn(self, what: str) -> psycopg.Connection[Any]:
+        """A connection of the pool, for a caller that gives it back (`pool.putconn`) itself and maps
+        a lost one with `lost`: `connection` without its two context managers (the append's path)."""
+        try:
+            return self.pool.getconn()
+        except (PoolTimeout, PoolClosed) as err:
+            raise StoreUnavailableError(f"{self.name}: {what}: no connection ({err})") from err
+
+    def lost(self, what: str, err: Exception) -> StoreUnavailableError:
+        """The error for `what` failing on a lost or unreachable database."""
+        return StoreUnavailableError(
+            f"{self.name}: {what} failed, PostgreSQL is unreachable or the connection was lost ({err}). "
+            "A write in progress was committed whole or not at all: read the thread again and retry."
+        )
 
     def setup(self) -> None:
         """Create the schema and tables if missing (apply the migrations not run yet). Safe to call

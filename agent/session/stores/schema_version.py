@@ -28,7 +28,7 @@ from sqlalchemy.exc import OperationalError, ProgrammingError, SQLAlchemyError
 from agent.core.errors import BackendUnavailable, SchemaOutdated
 from agent.session.stores.sql_lazy import HEAD as HEAD  # one constant: the light SQLite path checks it too
 
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
 """Every revision this agentrt knows, oldest first."""
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 

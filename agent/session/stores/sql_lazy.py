@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from agent.session.session import ChatSession, PageMessage
     from agent.session.stores.sql import SqlSessionStore
 
-HEAD = "0007"
+HEAD = "0008"
 """The newest session schema revision this agentrt ships (a test checks it equals the migration
 scripts' head; `schema.HEAD` is this one)."""
 

@@ -124,3 +124,19 @@ def test_a_conditional_append_racing_an_append_in_flight_for_the_same_end_writes
     assert out == {"value": None}
     assert pg.raw(THREAD, RUN, TENANT) == _line(0) + _line(1)
     assert streams.append_if(RUN, [_line(5)], end + len(_line(1))) == [end + len(_line(1))]
+
+
+def test_a_fence_raised_during_an_append_at_a_known_end_waits_for_it_and_refuses_the_next(pg: SaverKit) -> None:
+    streams = _streams(pg)
+    streams.append(RUN, [_line(0)], None, 1)
+    sid = pg.sql("SELECT id FROM {s}.jsonl_streams WHERE run = %s", (RUN,))[0][0]
+    statement = "CALL {s}.jsonl_append_at(%s, %s, %s, %s, %s, %s, false)"
+    with _in_flight(pg, statement, (TENANT, THREAD, 1, sid, len(_line(0)), _line(1))):
+        worker, out = _waiting(pg, lambda: streams.advance_fence(2))
+        assert pg.raw(THREAD, RUN, TENANT) == _line(0)
+    worker.join()
+    assert "error" not in out
+    assert pg.raw(THREAD, RUN, TENANT) == _line(0) + _line(1)  # the append in flight landed before it
+    with pytest.raises(StaleFencingTokenError):
+        streams.append(RUN, [_line(2)], None, 1)  # at the end it remembers, with the old token
+    assert pg.raw(THREAD, RUN, TENANT) == _line(0) + _line(1)
