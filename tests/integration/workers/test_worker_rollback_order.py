@@ -6,7 +6,8 @@ The first turn plans and calls `gate`, which blocks while the test holds the thr
 rollback lands mid-run). Then, with no barrier between them, one plain thread queues the second
 turn as `agentrt submit` does and another cancels the first run with `action="rollback"` through
 `langgraph_sdk`; the gate opens. Repeated on fresh threads: whichever lands first, the worker
-renews the thread before it takes the queued turn.
+renews the thread before it takes the queued turn. On the files store and on PostgreSQL's (where
+a reader that kept the inbox's stream id finds the renewed inbox all the same).
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ SCRIPT = [  # the model's calls along a branch: a renewed thread plays it again 
 ]
 
 
-@pytest.fixture
-def on_workers(tmp_path: Path) -> Iterator[tuple[Cluster, Server]]:
-    """A cluster (unique queue, Redis prefixes, PG schema) with one worker, and a server on its config."""
-    cluster = open_cluster(tmp_path, "redis", SCRIPT)
+@pytest.fixture(params=["files", "postgres"])
+def on_workers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Cluster, Server]]:
+    """A cluster (unique queue, Redis prefixes, PG schema; on the files store or PostgreSQL's) with
+    one worker, and a server on its config."""
+    cluster = open_cluster(tmp_path, "redis", SCRIPT, store=request.param)
     try:
         data = yaml.safe_load(cluster.config.read_text())
         data["serve"] = {"api_keys": [{"key": KEY, "tenant_id": cluster.tenant}]}
