@@ -65,6 +65,9 @@ OFFLINE_ENV = {
 
 
 KINDS = ("agentrt", "langgraph-dev")
+KEEPALIVE_S = 3.0
+"""How long the client keeps an idle connection: less than the servers' (uvicorn's 5 s), so it never
+sends a request on a connection the server is closing (a dropped request, not a server's fault)."""
 Figures = dict[str, float]
 
 
@@ -265,7 +268,7 @@ def percentile(values: list[float], q: float) -> float:
 
 async def measure(url: str, pid: int, args: argparse.Namespace, headers: dict[str, str] | None = None) -> Figures:
     """All figures of one running server (see the module docstring for what each is)."""
-    limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
+    limits = httpx.Limits(max_connections=100, max_keepalive_connections=100, keepalive_expiry=KEEPALIVE_S)
     out: Figures = {}
     async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits, headers=headers) as http:
         out["server RSS at start, MiB"] = rss_mib(pid)

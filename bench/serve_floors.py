@@ -72,7 +72,7 @@ def floors(
     batch.write_text(yaml.safe_dump(data, sort_keys=False))
 
     async def measure(url: str) -> dict[str, float]:
-        limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
+        limits = httpx.Limits(max_connections=100, max_keepalive_connections=100, keepalive_expiry=3.0)
         async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as http:
             return await first_events(http, args)
 
