@@ -32,8 +32,9 @@ that step boundary (resumable, as `agentrt resume` continues it) and settled as 
 moves the session back to before the turn's run, here, before the next queued turn can start: the
 session is forked at the entry before the run began (the run's entries stay on the branch left).
 The turn's result says what became of the run under `rollback`: `forked`, `nothing` (it never
-began), `first_turn` (no state before it: the server renews the thread) or `kept` (a continuation
-of an earlier run, which cannot be undone this way).
+began), `renewed` (a first turn, with no state before it: the session was removed and made again,
+empty, its queued turns kept: agent/runner/renewal.py) or `kept` (a continuation of an earlier
+run, which cannot be undone this way).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from agent.runner.agent_runner import AgentRunner
 from agent.runner.chunks import GRAPH_EVENT, clean_stop
 from agent.runner.live import END, LiveChannel, encode_event
 from agent.runner.options import RunOptions
+from agent.runner.renewal import renew_session
 from agent.runner.routing import session_graph_version
 from agent.runner.run_lifecycle import fork_before_run
 from agent.runner.services import postgres_lease
@@ -287,10 +289,13 @@ def _roll_back(runner: AgentRunner, tenant: str, sid: str, run_id: str | None) -
         return "kept"
     try:
         forked = fork_before_run(runner.runner, tenant, sid, run_id)
+        if forked is False:
+            # Renewed here, under the drain lease: the turns queued behind it run on the empty session.
+            return "renewed" if renew_session(runner.runner, tenant, sid) else "nothing"
     except Exception as err:  # the run stays, interrupted and resumable, as after a plain cancel
         log.warning("turn of session %s: run %s not rolled back: %s", sid, run_id, err, exc_info=True)
         return "kept"
-    return "nothing" if forked is None else "forked" if forked else "first_turn"
+    return "nothing" if forked is None else "forked"
 
 
 def _new_turn(runner: AgentRunner, turn: Turn, last: str) -> Iterator[RunEvent]:

@@ -28,6 +28,9 @@ from agent.session.record_store import event_log as record_event_log
 from agent.session.record_store import inbox as record_inbox
 from agent.session.record_store import turn_index
 
+RENEWAL_GRACE_S = 5.0
+"""How long a turn missing from its session's inbox is looked for again before it is reported unknown."""
+
 
 class TurnHandle:
     """A submitted turn: `status()`, `turn()`, `wait()`."""
@@ -43,7 +46,16 @@ class TurnHandle:
 
     def turn(self) -> Turn:
         """The turn as its inbox records say now."""
-        return self._inbox.turn(self.turn_id)
+        deadline = time.monotonic() + RENEWAL_GRACE_S
+        while True:
+            try:
+                return self._inbox.turn(self.turn_id)
+            except ConfigError:
+                # A session whose first turn was rolled back is made again with its inbox carried
+                # over (agent/runner/renewal.py): for a moment its turns are not there to read.
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.02)
 
     def status(self) -> TurnStatus:
         """PENDING, RUNNING, PAUSED (waits for approval), COMPLETED or FAILED."""

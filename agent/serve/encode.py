@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
 from langgraph.types import StateSnapshot
 from starlette.responses import Response
 
@@ -74,7 +75,14 @@ def empty_state(thread_id: str) -> dict[str, Any]:
     }
 
 
+def dumps(data: Any) -> bytes:
+    """Plain data as compact UTF-8 JSON (anything without a JSON form as its `repr`)."""
+    try:
+        return orjson.dumps(data, default=repr, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # an int beyond 64 bits, a nesting deeper than orjson's: the standard encoder
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=repr).encode()
+
+
 def json_response(data: Any, status_code: int = 200) -> Response:
     """A JSON response of already-plain data (skips FastAPI's response-model pass on hot paths)."""
-    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=repr).encode()
-    return Response(body, status_code=status_code, media_type="application/json")
+    return Response(dumps(data), status_code=status_code, media_type="application/json")

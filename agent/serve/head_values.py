@@ -1,4 +1,5 @@
-"""A thread's values and pending interrupts as JSON, read from its checkpoint and kept by checkpoint.
+"""A thread's values and pending interrupts, or its whole state, as JSON, read from its checkpoint
+and kept by checkpoint.
 
 What LangGraph's `get_state` shows for a checkpoint depends only on the graph, the checkpoint and its
 pending writes: a checkpoint never changes once written, its ordinary writes are only added to, and
@@ -6,14 +7,18 @@ a special write (an interrupt, a resume, an error) replaces the one before it fo
 the JSON of a thread's values is kept under (thread, checkpoint id, pending writes, with the special
 writes' content), in a bounded least-recently-used map. A run on any server or worker writes a new
 head checkpoint or new writes, which make another key: nothing kept ever has to be dropped for
-being stale, only for room. Each read still loads the checkpoint (one `get_tuple`); what a kept
-answer saves is building the snapshot and its JSON.
+being stale, only for room. On the JSONL saver a read first takes the thread's head mark
+(`checkpointing.saver_marks`: the checkpoint id and the run files' ends, no load): an answer kept
+under the same mark is given without loading the checkpoint at all; otherwise (and on another
+saver) it loads the checkpoint (one `get_tuple`) and what a kept answer saves is building the
+snapshot and its JSON.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -21,10 +26,12 @@ from langchain_core.runnables.config import merge_configs
 from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver, CheckpointTuple
 from langgraph.types import StateSnapshot
 
-from agent.serve.encode import jsonable
+from agent.serve.encode import jsonable, thread_state
+from checkpointing.saver import JsonlCheckpointSaver
+from checkpointing.saver_marks import head_mark
 
 Values = tuple[dict[str, Any], dict[str, list[Any]]]
-_KEPT = 256  # threads kept: a few pages of the lists agent-chat-ui shows; each holds its values (messages)
+_KEPT = 1024  # answers kept: a few pages of the lists agent-chat-ui shows, and the states of their histories
 
 
 class HeadValues:
@@ -39,32 +46,63 @@ class HeadValues:
     def read(self, config: RunnableConfig) -> Values:
         """What `graph.get_state(config)` shows as JSON, from the kept answer when the checkpoint and
         its writes are the ones it was made from."""
+        found = self._kept_or_made(config, "values", _json)
+        return found if found is not None else ({}, {})
+
+    def state(self, config: RunnableConfig) -> dict[str, Any] | None:
+        """The API's ThreadState of the checkpoint `config` names (None: the thread has none there),
+        kept as the values are; shared between callers, never to be changed."""
+        thread_id = str((config.get("configurable") or {})["thread_id"])
+        return self._kept_or_made(config, "state", lambda snap: thread_state(thread_id, snap))
+
+    def _kept_or_made(self, config: RunnableConfig, kind: str, make: Callable[[StateSnapshot], Any]) -> Any:
+        """`make(snapshot)` of the checkpoint `config` names, kept by (kind, checkpoint, writes); None
+        when there is no checkpoint."""
         graph = self._graph
         saver = graph.checkpointer
         build = getattr(graph, "_prepare_state_snapshot", None)
         conf = config.get("configurable") or {}
         if not isinstance(saver, BaseCheckpointSaver) or build is None or conf.get("checkpoint_ns"):
-            return _json(graph.get_state(config))
+            snap = graph.get_state(config)
+            return None if snap.metadata is None else make(snap)
         # get_state's own steps for a root graph (no namespace), so the snapshot is built from the
         # very tuple the key is made of (a second load could see newer writes than the key says)
         full = merge_configs(graph.config, config) if graph.config else config
         full = {**full, "configurable": {**full["configurable"], "thread_id": str(conf["thread_id"])}}
+        live = "checkpoint_id" not in conf
+        marked = None
+        if isinstance(saver, JsonlCheckpointSaver):  # the files' ends say whether anything was written
+            mark = head_mark(saver, full)
+            if mark is None:
+                return None
+            marked = (kind, conf.get("tenant_id"), str(conf["thread_id"]), live, mark)
+            found = self._get(marked)
+            if found is not None:
+                return found
         saved = saver.get_tuple(full)
         if saved is None:
-            return {}, {}
-        live = "checkpoint_id" not in conf
-        key = _key(conf, saved, live)
+            return None
+        key = (kind, *_key(conf, saved, live))
+        made = self._get(key)
+        if made is None:
+            made = make(build(full, saved, saver=saver, recurse=False, live=live))
+            self._put(key, made)
+        if marked is not None:
+            self._put(marked, made)
+        return made
+
+    def _get(self, key: tuple[Any, ...]) -> Any:
         with self._lock:
             kept = self._kept.get(key)
             if kept is not None:
                 self._kept.move_to_end(key)
-                return kept
-        values = _json(build(full, saved, saver=saver, recurse=False, live=live))
+            return kept
+
+    def _put(self, key: tuple[Any, ...], made: Any) -> None:
         with self._lock:
-            self._kept[key] = values
+            self._kept[key] = made
             while len(self._kept) > self._size:
                 self._kept.popitem(last=False)
-        return values
 
 
 def _json(snap: StateSnapshot) -> Values:

@@ -122,12 +122,14 @@ class RunExecutor:
             return
         outcome = (rec.result or {}).get("rollback")
         if status is ApiRunStatus.INTERRUPTED and rec.cancel_action is CancelAction.ROLLBACK and started:
-            # On the workers the worker made the fork (or found nothing to undo); a first turn's
-            # thread is renewed here, as in-process.
+            # On the workers the worker made the fork or renewed a first turn's thread (or found
+            # nothing to undo) before it took the thread's next turn; `first_turn` is an older
+            # worker's answer, whose thread is renewed here, as in-process.
             if outcome is None:
                 rec.deleted = self._roll_back(rec) if not self.on_workers else False
             else:
-                rec.deleted = outcome in ("forked", "nothing") or (outcome == "first_turn" and self._roll_back(rec))
+                done = ("forked", "renewed", "nothing")
+                rec.deleted = outcome in done or (outcome == "first_turn" and self._roll_back(rec))
         if rec.deleted:
             rec.error = {"error": "RunRolledBack", "message": f"run {rec.run_id} was rolled back"}
             status = ApiRunStatus.ERROR

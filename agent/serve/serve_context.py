@@ -22,7 +22,7 @@ from agent.runner.live import redis_url
 from agent.runner.turns import SessionHold
 from agent.serve.assistants import ASSISTANT_ID, GRAPH_ID, AssistantStore
 from agent.serve.auth import Authenticator, Principal
-from agent.serve.encode import empty_state, jsonable, thread_state
+from agent.serve.encode import empty_state, jsonable
 from agent.serve.engine import RunEngine
 from agent.serve.head_values import HeadValues
 from agent.serve.run_record import RunRecord
@@ -134,13 +134,20 @@ class ServeContext:
         return self.runner.graph.get_state(config)
 
     def state(self, session: ChatSession, checkpoint_id: str | None = None) -> dict[str, Any]:
-        """The API's ThreadState."""
-        snap = self.snapshot(session, checkpoint_id)
-        if snap.metadata is None:
+        """The API's ThreadState (kept by checkpoint: agent/serve/head_values.py; not to be changed)."""
+        found = self.state_at(session, checkpoint_id)
+        if found is None:
             if checkpoint_id:
                 raise SessionNotFound(f"checkpoint {checkpoint_id} not found in thread {session.session_id}")
             return empty_state(session.session_id)
-        return thread_state(session.session_id, snap)
+        return found
+
+    def state_at(self, session: ChatSession, checkpoint_id: str | None = None) -> dict[str, Any] | None:
+        """The API's ThreadState at the head (or at `checkpoint_id`); None: no checkpoint there."""
+        config = self.head_config(session)
+        if checkpoint_id:
+            config["configurable"]["checkpoint_id"] = checkpoint_id
+        return self.head_values.state(config)
 
     def history(
         self,

@@ -13,8 +13,8 @@ from agent.session.stores.memory_cache import MemorySessionStore
 
 # The server lives long next to CLI runs and workers on the same sessions: a session cached in
 # this process (L1) could miss their changes, and a run started from a stale copy would append
-# its entries to an old leaf. So the server reads every session from the shared layers.
-L1_TTL_S = 1e-6
+# its entries to an old leaf. So the server reads every session from the shared layers, and its
+# L1 keeps nothing (not even a copy made to be dropped at the next read).
 
 
 def serve_runner(settings: AgentSettings) -> AgentRunner:
@@ -23,9 +23,9 @@ def serve_runner(settings: AgentSettings) -> AgentRunner:
 
 
 def uncached_manager(settings: AgentSettings) -> ChatSessionManager:
-    """The session manager, without a process-local cache worth the name (see `L1_TTL_S`)."""
+    """The session manager, without a process-local cache (see above)."""
     manager = build_manager(settings)
     for layer in manager.read_order:
         if isinstance(layer, MemorySessionStore):
-            layer.ttl_seconds = L1_TTL_S
+            layer.off()
     return manager

@@ -15,11 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from langgraph.types import StateSnapshot
-
 from agent.runner.branches import fork_point_of, head_of
 from agent.runner.run_lifecycle import ROLLED_BACK_BRANCH
-from agent.serve.encode import thread_state
 from agent.session.branch_book import read_book
 from agent.session.session import ChatSession
 
@@ -54,44 +51,49 @@ def thread_history(
     metadata: dict[str, Any] | None,
 ) -> list[dict[str, Any]]:
     """Up to `limit` states, newest first: from `checkpoint_id` down its parents when given, else of
-    every branch shown; only those older than `before` and whose metadata holds `metadata`."""
+    every branch shown; only those older than `before` and whose metadata holds `metadata`. Each
+    state is read as JSON kept by checkpoint (`ServeContext.state_at`): shared, never changed."""
     others = [] if checkpoint_id else other_heads(ctx, session)
     if not others:
-        snap: StateSnapshot | None = ctx.snapshot(session, checkpoint_id)
+        state = ctx.state_at(session, checkpoint_id)
         if before:
-            snap = ctx.parent(session, ctx.snapshot(session, before))
-        return _page(session, _chain(ctx, session, snap), limit, metadata)
-    seen: dict[str, StateSnapshot] = {}
+            state = _parent(ctx, session, ctx.state_at(session, before))
+        return _page(_chain(ctx, session, state), limit, metadata)
+    seen: dict[str, dict[str, Any]] = {}
     for start in (None, *others):
-        for found in _chain(ctx, session, ctx.snapshot(session, start), seen):
+        for found in _chain(ctx, session, ctx.state_at(session, start), seen):
             seen[_id(found)] = found
     ordered = sorted(seen.values(), key=_id, reverse=True)  # checkpoint ids are time-ordered
     if before:
         ordered = [s for s in ordered if _id(s) < before]
-    return _page(session, iter(ordered), limit, metadata)
+    return _page(iter(ordered), limit, metadata)
 
 
 def _chain(
-    ctx: ServeContext, session: ChatSession, snap: StateSnapshot | None, stop: dict[str, Any] | None = None
-) -> Iterator[StateSnapshot]:
-    """`snap` and its parents, newest first (up to a checkpoint in `stop`, already read)."""
-    while snap is not None and snap.metadata is not None and (stop is None or _id(snap) not in stop):
-        yield snap
-        snap = ctx.parent(session, snap)
+    ctx: ServeContext, session: ChatSession, state: dict[str, Any] | None, stop: dict[str, Any] | None = None
+) -> Iterator[dict[str, Any]]:
+    """`state` and its parents, newest first (up to a checkpoint in `stop`, already read)."""
+    while state is not None and (stop is None or _id(state) not in stop):
+        yield state
+        state = _parent(ctx, session, state)
 
 
-def _page(
-    session: ChatSession, snaps: Iterable[StateSnapshot], limit: int, metadata: dict[str, Any] | None
-) -> list[dict[str, Any]]:
+def _parent(ctx: ServeContext, session: ChatSession, state: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The state before `state` on its branch (None at the first)."""
+    parent = (state or {}).get("parent_checkpoint") or {}
+    return ctx.state_at(session, str(parent["checkpoint_id"])) if parent.get("checkpoint_id") else None
+
+
+def _page(states: Iterable[dict[str, Any]], limit: int, metadata: dict[str, Any] | None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for snap in snaps:
+    for state in states:
         if len(out) >= max(1, limit):
             break
-        meta = dict(snap.metadata or {})
+        meta = state.get("metadata") or {}
         if not metadata or all(meta.get(k) == v for k, v in metadata.items()):
-            out.append(thread_state(session.session_id, snap))
+            out.append(state)
     return out
 
 
-def _id(snap: StateSnapshot) -> str:
-    return str(snap.config["configurable"].get("checkpoint_id") or "")
+def _id(state: dict[str, Any]) -> str:
+    return str(state["checkpoint"].get("checkpoint_id") or "")

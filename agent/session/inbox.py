@@ -145,6 +145,15 @@ class Inbox:
             if self.streams.append_if(INBOX, [frame], seen.size) is not None:
                 return
 
+    def carry(self, records: list[dict[str, Any]]) -> None:
+        """Append `records` (another inbox's, as `records()` read them) as they were, in their order,
+        after whatever this inbox holds: a renewed session keeps its queued turns."""
+        if not records:
+            return
+        frames = [encode_record(r) for r in records]
+        while self.streams.append_if(INBOX, frames, self.streams.scan(INBOX).size) is None:
+            pass
+
     def records(self) -> list[dict[str, Any]]:
         """Every record, oldest first, read by `checkpointing.records` (its torn-tail rule).
 

@@ -126,6 +126,14 @@ class PostgresSessionStreams(PostgresSessionDocs):
             return out
         with self.store.connection("reading a stream") as conn:
             rows = conn.execute(self.q["scan"], (sid, start)).fetchall()
+            if not rows and start == 0:
+                # Nothing under the id kept: the stream may have been dropped and made again since
+                # (rewritten, or its session renewed, by another process): look its id up again.
+                self._ids.pop(run, None)
+                row = conn.execute(self.q["stream_id"], (self.tenant, self.thread, run)).fetchone()
+                if row is not None and int(row[0]) != sid:
+                    sid = self._ids[run] = int(row[0])
+                    rows = conn.execute(self.q["scan"], (sid, start)).fetchall()
         line = first_line
         for pos, raw in rows:
             raw = bytes(raw)

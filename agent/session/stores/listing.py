@@ -20,6 +20,7 @@ never written (a crash between the two writes of its first save) lists after tha
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from agent.session.stores.jsonl import JsonlSessionStore
     from agent.session.stores.sql import SqlSessionStore
 
+_rebuilding = threading.Lock()
 log = logging.getLogger("agentrt.sessions")
 EXPIRY = (SessionStatus.ACTIVE.value, SessionStatus.EXPIRED.value)
 """An ACTIVE row whose expiry time has passed lists as EXPIRED."""
@@ -167,10 +169,14 @@ def _usable(store: JsonlSessionStore) -> bool:
         return True
     if health.state == "missing" and not tenants_root(store.base_dir).is_dir():
         return False
-    log.warning(
-        "the session index %s is %s; rebuilding it from the session folders (once)", store.index.path, health.state
-    )
-    rebuild_index(store)
+    with _rebuilding:  # many requests at once find it incomplete: one walk of the folders, not one each
+        health = store.index.health(count=False)
+        if health.state == "ok":
+            return True
+        log.warning(
+            "the session index %s is %s; rebuilding it from the session folders (once)", store.index.path, health.state
+        )
+        rebuild_index(store)
     return True
 
 
@@ -294,12 +300,12 @@ def search_rows(
 
     For callers that need only what a row holds (the API's thread search): no session.json is read.
     """
-    if not _usable(store):
-        return 0 if count_only else []
     try:
-        return store.index.count(tenant_id, where) if count_only else store.index.page(tenant_id, where, **paging)
-    except IndexUnusable:
-        rebuild_index(store)
-        return search_rows(store, tenant_id, where, count_only=count_only, **paging)
+        try:
+            return store.index.count(tenant_id, where) if count_only else store.index.page(tenant_id, where, **paging)
+        except IndexUnusable:  # the read checks the index itself: no look before each query
+            if not _usable(store):
+                return 0 if count_only else []
+            return store.index.count(tenant_id, where) if count_only else store.index.page(tenant_id, where, **paging)
     except ValueError as err:
         raise InputError(str(err)) from None

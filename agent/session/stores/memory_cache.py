@@ -33,6 +33,13 @@ class MemorySessionStore:
         self._clock = clock
         self._lock = threading.Lock()
         self._items: OrderedDict[tuple[str, str], tuple[float, ChatSession]] = OrderedDict()
+        self._off = False
+
+    def off(self) -> None:
+        """Keep nothing from now on (a process whose sessions change under it in other processes):
+        every read misses, and a put copies nothing."""
+        self._off = True
+        self.clear()
 
     def _fresh(self, stored_at: float) -> bool:
         return self.ttl_seconds <= 0 or self._clock() - stored_at < self.ttl_seconds
@@ -52,6 +59,8 @@ class MemorySessionStore:
 
     def put(self, session: ChatSession) -> None:
         """Cache a copy, evicting the least recently used entry beyond `max_entries`."""
+        if self._off:
+            return
         key = session.key()
         with self._lock:
             self._items[key] = (self._clock(), session.model_copy(deep=True))

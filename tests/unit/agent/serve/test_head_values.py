@@ -1,22 +1,29 @@
-"""HeadValues answers what LangGraph's get_state shows, and a kept answer never outlives its checkpoint."""
+"""HeadValues answers what LangGraph's get_state shows, and a kept answer never outlives its checkpoint:
+on LangGraph's in-memory saver and on the JSONL saver (whose kept answers are found by the thread's
+head mark, without loading the checkpoint), also when another saver instance (another process)
+writes the thread."""
 
 from __future__ import annotations
 
 from typing import Any, TypedDict
 
+import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
-from agent.serve.encode import jsonable
+from agent.serve.encode import jsonable, thread_state
 from agent.serve.head_values import HeadValues
+from checkpointing.saver import JsonlCheckpointSaver
+
+SAVERS = ["memory", "jsonl"]
 
 
 class _State(TypedDict, total=False):
     notes: list[str]
 
 
-def _graph() -> Any:
+def _graph(saver: Any = None) -> Any:
     def ask(state: _State) -> _State:
         first = interrupt("first?")
         second = interrupt("second?")
@@ -26,7 +33,12 @@ def _graph() -> Any:
     builder.add_node("ask", ask)
     builder.add_edge(START, "ask")
     builder.add_edge("ask", END)
-    return builder.compile(checkpointer=InMemorySaver())
+    return builder.compile(checkpointer=saver or InMemorySaver())
+
+
+@pytest.fixture(params=SAVERS)
+def graph(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
+    return _graph(JsonlCheckpointSaver(tmp_path) if request.param == "jsonl" else InMemorySaver())
 
 
 def _expected(graph: Any, config: Any) -> tuple[dict[str, Any], dict[str, list[Any]]]:
@@ -34,8 +46,7 @@ def _expected(graph: Any, config: Any) -> tuple[dict[str, Any], dict[str, list[A
     return jsonable(snap.values or {}), {t.id: [jsonable(i) for i in t.interrupts] for t in snap.tasks if t.interrupts}
 
 
-def test_read_matches_get_state_through_interrupts_and_resumes() -> None:
-    graph = _graph()
+def test_read_matches_get_state_through_interrupts_and_resumes(graph: Any) -> None:
     heads = HeadValues(graph)
     config = {"configurable": {"thread_id": "t1"}}
     assert heads.read(config) == ({}, {})
@@ -50,8 +61,7 @@ def test_read_matches_get_state_through_interrupts_and_resumes() -> None:
     assert seen[2] == ({"notes": ["start", "a", "b"]}, {})
 
 
-def test_read_at_a_past_checkpoint_matches_get_state() -> None:
-    graph = _graph()
+def test_read_at_a_past_checkpoint_matches_get_state(graph: Any) -> None:
     heads = HeadValues(graph)
     config = {"configurable": {"thread_id": "t2"}}
     graph.invoke({"notes": ["x"]}, config)
@@ -68,3 +78,28 @@ def test_kept_answers_are_bounded() -> None:
         graph.invoke({"notes": [str(n)]}, config)
         assert heads.read(config) == _expected(graph, config)
     assert len(heads._kept) == 2
+
+
+def test_state_matches_get_state_at_the_head_and_at_past_checkpoints(graph: Any) -> None:
+    heads = HeadValues(graph)
+    config = {"configurable": {"thread_id": "t3"}}
+    assert heads.state(config) is None
+    graph.invoke({"notes": ["x"]}, config)
+    assert heads.state(config) == thread_state("t3", graph.get_state(config))
+    graph.invoke(Command(resume="a"), config)
+    assert heads.state(config) == thread_state("t3", graph.get_state(config))
+    for snap in graph.get_state_history(config):
+        assert heads.state(snap.config) == thread_state("t3", snap)
+
+
+def test_writes_of_another_process_are_seen(tmp_path: Any) -> None:
+    reader, writer = _graph(JsonlCheckpointSaver(tmp_path)), _graph(JsonlCheckpointSaver(tmp_path))
+    heads = HeadValues(reader)
+    config = {"configurable": {"thread_id": "t4"}}
+    writer.invoke({"notes": ["x"]}, config)
+    first = heads.read(config)
+    assert first == _expected(writer, config) and first[1]
+    writer.invoke(Command(resume="a"), config)  # a new interrupt on the same checkpoint
+    assert heads.read(config) == _expected(writer, config) != first
+    writer.invoke(Command(resume="b"), config)
+    assert heads.read(config) == ({"notes": ["x", "a", "b"]}, {})
