@@ -56,6 +56,12 @@ def shadow(row: dict[str, Any], tenant_id: str) -> RunRecord:
     )
 
 
+def remote_row(settings: AgentSettings, tenant_id: str, thread_id: str, run_id: str) -> dict[str, Any] | None:
+    """The run's row when another server process holds it and it is in flight (None otherwise)."""
+    row = RunTable(settings, tenant_id, thread_id).read().rows.get(run_id)
+    return row if row is not None and is_remote(row) and in_flight(row) else None
+
+
 class RemoteRows:
     """The rows of other servers' runs appended to one thread's run table since the last read."""
 

@@ -4,13 +4,14 @@ no run and deletes no thread."""
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from agent.core.errors import ConfigError, SessionNotFound
+from agent.core.errors import ConfigError, LeaseHeld, SessionNotFound
 from agent.serve.auth import Principal
 from agent.serve.deps import get_ctx, get_principal
 from agent.serve.engine import ThreadBusy
@@ -19,8 +20,9 @@ from agent.serve.run_requests import check_request, strategy_of, with_assistant
 from agent.serve.run_service import start
 from agent.serve.serve_context import ServeContext
 from agent.serve.stream_bodies import BatchRun, ThreadPrune
-from agent.serve.thread_ops import delete_thread
+from agent.serve.thread_ops import remove_thread
 
+log = logging.getLogger("agentrt.serve")
 router = APIRouter(tags=["batch"])
 
 
@@ -62,22 +64,30 @@ def _check_all(ctx: ServeContext, principal: Principal, threads: list[str | None
 
 
 @router.post("/threads/prune")
-def prune_threads(
+async def prune_threads(
     request: ThreadPrune, ctx: ServeContext = Depends(get_ctx), principal: Principal = Depends(get_principal)
 ) -> dict[str, Any]:
-    """Delete the caller's threads named (`strategy: delete`), as deleting each would; answers
-    `{"pruned_count": N}`. An id the caller cannot see answers 404, a thread with a run going 409,
-    and then none is deleted."""
+    """Delete the caller's threads named (`strategy: delete`), each as `threads.delete` does (as
+    LangGraph's server prunes): a run going on it here is cancelled and waited for, its pending runs
+    never start. Answers `{"pruned_count": N}`. An id the caller cannot see answers 404, and then
+    none is deleted; a thread a run of another server holds is skipped, not counted (as the
+    reference skips a thread it could not delete)."""
     if request.strategy == "keep_latest":
         raise ConfigError(
             "strategy keep_latest is not offered: agentrt keeps a session's checkpoints, and retention "
             "(persistence.keep_last) already drops the old ones; send strategy delete"
         )
-    sessions = [ctx.session(principal, tid) for tid in dict.fromkeys(request.thread_ids)]
-    for session in sessions:
-        if ctx.engine.active(session.tenant_id, session.session_id) is not None:
-            raise ThreadBusy(f"thread {session.session_id} has a run going; cancel it or wait for it, then prune")
-    for session in sessions:
-        ctx.engine.forget(session.tenant_id, session.session_id)
-        delete_thread(ctx, session)
-    return {"pruned_count": len(sessions)}
+    named = list(dict.fromkeys(request.thread_ids))
+    for tid in named:
+        await run_in_threadpool(ctx.session, principal, tid)  # 404 before any is deleted
+    pruned = 0
+    for tid in named:
+        try:
+            await remove_thread(ctx, principal, tid)
+        except LeaseHeld as err:
+            log.warning("prune skipped thread %s: %s", tid, err)
+            continue
+        except SessionNotFound:  # deleted meanwhile
+            continue
+        pruned += 1
+    return {"pruned_count": pruned}

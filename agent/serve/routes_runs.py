@@ -20,10 +20,11 @@ from agent.core.errors import ConfigError, SessionNotFound, quote_id
 from agent.serve.auth import Principal
 from agent.serve.bodies import MAX_LIMIT, RunCreate, RunStatusName, StreamMode
 from agent.serve.deps import get_ctx, get_principal
-from agent.serve.remote_runs import IN_FLIGHT, REMOTE_POLL_S
+from agent.serve.remote_runs import IN_FLIGHT, REMOTE_POLL_S, remote_row, shadow
 from agent.serve.run_record import CancelAction
 from agent.serve.run_service import (
     final_values,
+    followed_elsewhere,
     listed_run,
     live_run,
     location,
@@ -200,8 +201,9 @@ async def join_stream(
     principal: Principal = Depends(get_principal),
 ) -> StreamingResponse:
     """Stream a run's events after `Last-Event-ID` (all of them without it) to its end: a run live
-    here is followed; a finished one (also from before a restart) is replayed from the record store
-    while its events are kept (`serve.stream_ttl_s`)."""
+    here is followed; one another server over the same store runs is read from the store as that
+    server appends its events; a finished one (also from before a restart, or run by another
+    server) is replayed from the record store while its events are kept (`serve.stream_ttl_s`)."""
     after = parse_event_id(last_event_id)
     asked = [m for m in stream_mode or () if m]  # the SDK sends `stream_mode=` when it names none
     rec = await run_in_threadpool(live_run, ctx, principal, thread_id, run_id)
@@ -213,12 +215,16 @@ async def join_stream(
     except InvalidIdError:
         raise SessionNotFound(f"run {quote_id(run_id)} not found in thread {quote_id(thread_id)}") from None
     await run_in_threadpool(listed_run, ctx, principal, thread_id, run_id)
+    modes = normalize_modes(asked) if asked else SUPPORTED_MODES
+    location = {"Content-Location": f"/threads/{thread_id}/runs/{run_id}"}
+    row = await run_in_threadpool(remote_row, ctx.settings, principal.tenant_id, thread_id, run_id)
+    if row is not None:  # another server runs it: its events are followed in the store
+        events = followed_elsewhere(ctx, shadow(row, principal.tenant_id), modes, after, cancel_on_disconnect)
+        return StreamingResponse(events, media_type="text/event-stream", headers=stream_headers(location))
     kept = StreamLog(ctx.settings, principal.tenant_id, thread_id, run_id)
     replay = await run_in_threadpool(kept.read, after)
     if replay is None:
         raise SessionNotFound(f"run {quote_id(run_id)} has no stream kept in thread {quote_id(thread_id)}")
-    modes = normalize_modes(asked) if asked else SUPPORTED_MODES
-    location = {"Content-Location": f"/threads/{thread_id}/runs/{run_id}"}
     return StreamingResponse(replayed(replay, modes), media_type="text/event-stream", headers=stream_headers(location))
 
 

@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from agent.core.errors import AgentrtError, LeaseHeld, SessionNotFound, quote_id
 from agent.serve.auth import Principal
 from agent.serve.encode import INTERRUPT_KEY
+from agent.serve.remote_runs import follow_remote
 from agent.serve.run_log import logged_runs, thread_runs
 from agent.serve.run_record import ApiRunStatus, CancelAction, RunRecord
 from agent.serve.run_requests import (
@@ -191,6 +192,43 @@ async def replayed(replay: Replay, modes: frozenset[str]) -> AsyncIterator[bytes
     for event_id, name, data in replay.events:
         if wanted(name, modes):
             yield sse(name, data, str(event_id))
+
+
+async def followed_elsewhere(
+    ctx: ServeContext, rec: RunRecord, modes: frozenset[str], after: int, cancel: bool
+) -> AsyncIterator[bytes]:
+    """A run another server holds, from after id `after` to its end, read from the record store as
+    that server appends its events (`cancel`: the run is cancelled when the client goes away first)."""
+    queue: asyncio.Queue[tuple[int, str | None, Any]] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for item in follow_remote(ctx.settings, rec, after):
+                await queue.put(item)
+        except Exception as err:  # the store could not be read: the stream ends short
+            log.warning("could not follow run %s of another server: %s", rec.run_id, err)
+            await queue.put((0, None, None))
+
+    task = asyncio.create_task(pump())
+    finished = False
+    try:
+        while True:
+            try:
+                event_id, name, data = await asyncio.wait_for(queue.get(), HEARTBEAT_S)
+            except TimeoutError:
+                yield b": heartbeat\n\n"
+                continue
+            if name is None:
+                finished = True
+                return
+            if wanted(name, modes):
+                yield sse(name, data, str(event_id))
+    finally:
+        task.cancel()
+        if not finished and cancel:
+            table = RunTable(ctx.settings, rec.tenant_id, rec.thread_id)
+            # Not awaited here: the response is being cancelled, an await would not finish.
+            background(asyncio.to_thread(table.cancel, rec.run_id, CancelAction.INTERRUPT.value))
 
 
 def stream_response(
