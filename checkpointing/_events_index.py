@@ -210,8 +210,15 @@ class StreamIndex:
         except (KeyError, TypeError, ValueError) as err:
             _log.warning("index of %s has an unknown shape (%s): scanning the log", self.path, err)
             return False
-        # The header is read from the log itself (verified): it is the session's identity.
-        header = self.read_at(0, 1)
+        # The header is read from the log itself (verified): it is the session's identity. A header
+        # that does not read back whole is not trusted from the saved index: the log is scanned
+        # instead, which reports a damaged log as it always does (and reads one that was removed
+        # and written again meanwhile as it now is).
+        try:
+            header = self.read_at(0, 1)
+        except CorruptRecordError as err:
+            _log.warning("index of %s does not match the log (%s): scanning the log", self.path, err)
+            return False
         if header.get("kind") != "header":
             raise CorruptRecordError(str(self.path), 1, "the first record is not the session header")
         self._set_header(header)

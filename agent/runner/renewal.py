@@ -34,18 +34,24 @@ def renew_session(rt: Runner, tenant_id: str, session_id: str) -> bool:
     except SessionNotFound:
         return False
     metadata = session.context.get(THREAD_METADATA)
-    records = record_inbox(rt.settings, tenant_id, session_id).records()
+    # Sealed first: a turn submitted from now on is refused (submit again) rather than appended to
+    # an inbox that is about to be removed.
+    sealed = record_inbox(rt.settings, tenant_id, session_id)
+    records = sealed.seal(rt.settings.persistence.lease_ttl_s)
     out = Removal()
     try:
         remove_session(rt, tenant_id, session_id, out, held_raises=True)
-    finally:
+    except BaseException:
+        sealed.unseal()  # not removed: the session goes on as it was, open to submitters again
         finish(rt, out)
-    # The inbox before the session: until it is made again a submitter is refused (no session),
-    # so no turn can be queued ahead of the ones carried over.
+        raise
+    # The inbox first, at once: until the session is made again a submitter is refused (no
+    # session), so no turn can be queued ahead of the ones carried over.
+    record_inbox(rt.settings, tenant_id, session_id).carry(records)
+    finish(rt, out)
     index = turn_index(rt.settings, tenant_id)
     for turn in dict.fromkeys(str(r["turn_id"]) for r in records if r.get("kind") == "submitted"):
         index.reserve(turn, session_id)
-    record_inbox(rt.settings, tenant_id, session_id).carry(records)
     context: dict[str, Any] = {THREAD_METADATA: metadata} if metadata else {}
     with SessionHold(rt.settings, rt.lease, tenant_id, session_id):  # made under its lease, as at first
         rt.manager.create(

@@ -138,7 +138,12 @@ def submit_turn(
         inbox.submit(text, tid, user_id)  # raises the one-line error
     _check_session(settings, inbox, user_id, new_session)
     turn_index(settings, tenant).reserve(tid, sid)
-    inbox.submit(text, tid, user_id, live, new_session=new_session, options=options)
+
+    def exists() -> bool:  # the session removed and made again since the check above: see `Inbox.seal`
+        return record_event_log(settings, tenant, sid).header() is not None
+
+    guard = None if new_session else exists
+    inbox.submit(text, tid, user_id, live, new_session=new_session, options=options, exists=guard)
     _send(settings, tenant, sid, tid, tid)
     return TurnHandle(settings, tenant, sid, tid)
 
@@ -190,6 +195,10 @@ def _check_session(settings: AgentSettings, inbox: Inbox, user_id: str | None, n
         raise SessionNotFound(
             f"no session {quote_id(sid)} for {whose}; `agentrt sessions` lists yours "
             "(a new session: `agentrt submit --new-session ID ...`)"
+        )
+    if inbox.sealed():  # checked again when the turn is appended; refused here before reserving its id
+        raise SessionNotFound(
+            f"session {quote_id(sid)} is being made again (its first turn was rolled back); submit again in a moment"
         )
 
 

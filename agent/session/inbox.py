@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -38,12 +39,16 @@ from typing import Any
 
 import orjson
 
-from agent.core.errors import ConfigError
+from agent.core.errors import ConfigError, SessionNotFound
 from checkpointing.exceptions import InvalidIdError
 from checkpointing.ids import validate_id
 from checkpointing.records import Scan, encode_record
 from checkpointing.store.base import INBOX, SessionStreams
 from checkpointing.store.file_store import FileStore
+
+SEALED, UNSEALED = "sealed", "unsealed"
+"""The kinds of the records that close an inbox about to be carried into a renewed session, and
+open it again when the renewal does not happen."""
 
 
 class TurnStatus(StrEnum):
@@ -131,17 +136,55 @@ class Inbox:
     def _append(self, kind: str, turn_id: str, **payload: Any) -> None:
         self._append_if(kind, turn_id, payload)
 
-    def _append_if(self, kind: str, turn_id: str, payload: dict[str, Any]) -> None:
+    def _append_if(
+        self, kind: str, turn_id: str, payload: dict[str, Any], exists: Callable[[], bool] | None = None
+    ) -> None:
         """Append to the store's stream at the end just read (a submission of a turn the inbox
         already holds is refused, decided on that same state); read again when another writer
-        appended first."""
+        appended first. `exists`: asked when the inbox is empty (a session removed since the
+        caller checked it leaves none; one made again gets its old records first)."""
         while True:
             seen = self.streams.scan(INBOX)
+            if not seen.records and exists is not None and not exists():
+                raise SessionNotFound(f"no session {self.session_id}; `agentrt sessions` lists yours")
+            if _sealed(seen):
+                raise SessionNotFound(
+                    f"session {self.session_id} is being made again (its first turn was rolled back); "
+                    "submit again in a moment"
+                )
             if kind == "submitted" and any(
                 r.get("kind") == "submitted" and r.get("turn_id") == turn_id for r in _decoded(seen)
             ):
                 raise ConfigError(f"turn id {turn_id} was used before: give each turn a new id (or none)")
             frame = encode_record({"kind": kind, "turn_id": turn_id, "ts": time.time(), **payload})
+            if self.streams.append_if(INBOX, [frame], seen.size) is not None:
+                return
+
+    def seal(self, for_s: float) -> list[dict[str, Any]]:
+        """Close the inbox to every other writer for `for_s` seconds (the holder's lease time: a
+        seal whose writer died lapses with its lease) and return its records, seals left out. A
+        session about to be removed and made again carries these into its new inbox, so a turn
+        submitted meanwhile is refused (`SessionNotFound`: submit again) instead of appended to
+        an inbox that is about to go. `unseal` opens it again when the renewal fails."""
+        while True:
+            seen = self.streams.scan(INBOX)
+            records = [r for r in _decoded(seen) if r.get("kind") not in (SEALED, UNSEALED)]
+            now = time.time()
+            frame = encode_record({"kind": SEALED, "turn_id": "", "ts": now, "until": now + for_s})
+            if self.streams.append_if(INBOX, [frame], seen.size) is not None:
+                return records
+
+    def sealed(self) -> bool:
+        """Whether a seal in force closes the inbox (its session is being made again)."""
+        return _sealed(self.streams.scan(INBOX))
+
+    def unseal(self) -> None:
+        """Open a sealed inbox again (its session was not renewed after all)."""
+        while True:
+            seen = self.streams.scan(INBOX)
+            if not _sealed(seen):
+                return
+            frame = encode_record({"kind": UNSEALED, "turn_id": "", "ts": time.time()})
             if self.streams.append_if(INBOX, [frame], seen.size) is not None:
                 return
 
@@ -211,9 +254,11 @@ class Inbox:
         live: bool = False,
         new_session: bool = False,
         options: dict[str, Any] | None = None,
+        exists: Callable[[], bool] | None = None,
     ) -> None:
         """Append a new turn (the caller reserved `turn_id` in the tenant's turn index first);
-        `new_session`: the turn's run creates the session; `options`: its `RunOptions` as a dict."""
+        `new_session`: the turn's run creates the session; `options`: its `RunOptions` as a dict;
+        `exists`: whether the session is there, asked when the inbox is found empty."""
         if not text or not text.strip():
             raise ConfigError('empty input: give the agent something to do, e.g. agentrt submit --session ID "..."')
         extra: dict[str, Any] = {"new_session": True} if new_session else {}
@@ -221,7 +266,7 @@ class Inbox:
             extra["live"] = True
         if options:
             extra["options"] = options
-        self._append("submitted", turn_id, text=text, user_id=user_id, **extra)
+        self._append_if("submitted", turn_id, {"text": text, "user_id": user_id, **extra}, exists)
 
     def submit_resume(
         self,
@@ -257,6 +302,15 @@ class Inbox:
     def mark_done(self, turn_id: str, result: dict[str, Any], worker: str) -> None:
         """The turn's run ended; `result["status"]` is COMPLETED or FAILED."""
         self._append("done", turn_id, result=result, worker=worker)
+
+
+def _sealed(seen: Scan) -> bool:
+    """Whether the inbox's last record is a seal still in force (while it is, only its writer
+    appends: an unseal, or nothing before the inbox is removed)."""
+    if not seen.records:
+        return False
+    last = orjson.loads(seen.records[-1][1])
+    return bool(last.get("kind") == SEALED and time.time() < float(last.get("until") or 0))
 
 
 def _decoded(seen: Scan) -> list[dict[str, Any]]:

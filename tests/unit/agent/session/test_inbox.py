@@ -182,3 +182,35 @@ def test_live_and_continuation_turns_keep_their_flags_and_decision(tmp_path: Pat
     assert cont.decision == {"approved": False, "reason": "no"}
     inbox.mark_paused("c1", {"status": "PAUSED"}, "w1")  # paused again: the decision was used
     assert inbox.turn("c1").decision is None and inbox.turn("c1").resume is True
+
+
+def test_a_sealed_inbox_refuses_submitters_until_unsealed_or_lapsed(tmp_path: Path) -> None:
+    """A session being made again seals its inbox first: its records are handed over whole, a turn
+    submitted meanwhile is refused with "submit again" (never appended to an inbox about to go),
+    and an unseal (renewal not done) or a lapsed seal (its writer died) lets submitters in again."""
+    a, b = _submit(tmp_path, "s1", "a"), _submit(tmp_path, "s1", "b")
+    inbox = Inbox(tmp_path, "acme", "s1")
+    handed = inbox.seal(60.0)
+    assert [r["turn_id"] for r in handed] == [a, b] and all(r["kind"] == "submitted" for r in handed)
+    with pytest.raises(SessionNotFound, match="submit again"):
+        _submit(tmp_path, "s1", "c")
+    assert [t.turn_id for t in inbox.turns()] == [a, b]  # the refused turn left nothing behind
+    inbox.unseal()
+    c = _submit(tmp_path, "s1", "c")
+    assert [t.turn_id for t in inbox.turns()] == [a, b, c]
+    assert [r["turn_id"] for r in inbox.seal(0.0)] == [a, b, c]  # seals are never handed over
+    d = _submit(tmp_path, "s1", "d")  # a seal of 0 s has lapsed at once
+    assert [t.turn_id for t in inbox.turns()] == [a, b, c, d]
+
+
+def test_a_turn_for_a_session_removed_since_its_check_is_refused_not_queued(tmp_path: Path) -> None:
+    """The submitter checked the session, then it was removed (to be made again, its old turns
+    carried over first): an empty inbox is not taken as the session's, so the turn never runs
+    ahead of the carried ones; a session that is there takes its first turn as before."""
+    inbox = Inbox(tmp_path, "acme", "s1")
+    with pytest.raises(SessionNotFound, match="no session s1"):
+        inbox.submit("late", new_turn_id(), None, exists=lambda: False)
+    assert inbox.turns() == []
+    tid = new_turn_id()
+    inbox.submit("first", tid, None, exists=lambda: True)
+    assert [t.turn_id for t in inbox.turns()] == [tid]
