@@ -9,6 +9,7 @@ line, and a record that is not the one the index says (an index is a cache) too.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,10 @@ _CACHE_BYTES = 1024 * 1024
 """Parsed records kept per session, by their size on disk (parsed, they take several times more).
 A run's own reads are of its newest records (a put's parent, the DeltaChannel history back to the
 last snapshot, re-read per step only for the tail); a larger cache made a long turn's memory grow."""
+
+
+_FRAMES_BATCH = 64
+"""Item records `iter_item_frames` reads at a time (each run file read once per batch)."""
 
 
 class RecordReads:
@@ -162,9 +167,21 @@ class RecordReads:
                 out[i] = self._keyed(rec, (run, off, line), "h", hashes[i])["v"]
         return out
 
-    def item_frames(self, hashes: list[str]) -> list[bytes]:
+    def iter_item_frames(self, hashes: Iterable[str]) -> Iterator[bytes]:
         """The framed lines of the item records `hashes`, each verified, in the order asked (a
-        rewrite copies them byte for byte instead of decoding and encoding every value again)."""
+        rewrite copies them byte for byte instead of decoding and encoding every value again),
+        read `_FRAMES_BATCH` at a time as the caller takes them (a rewrite streams a long run's
+        items into its new file instead of holding them all)."""
+        batch: list[str] = []
+        for h in hashes:
+            batch.append(h)
+            if len(batch) >= _FRAMES_BATCH:
+                yield from self._frames(batch)
+                batch = []
+        if batch:
+            yield from self._frames(batch)
+
+    def _frames(self, hashes: list[str]) -> list[bytes]:
         idx = self.index
         out: list[bytes] = [b""] * len(hashes)
         todo: dict[str, list[tuple[int, int, int]]] = {}

@@ -12,6 +12,7 @@ reference. Rewrites replace files via temp file + fsync + rename; the index is r
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from checkpointing._saver_docs import DocumentBuilder
@@ -86,8 +87,11 @@ def rewrite(docs: DocumentBuilder, store: SessionStore, keep: set[Key], runs: se
         new = _with_histories(docs, store, _rehome(docs, store, rec, keep, moved), keep)
         if new is not rec:
             replaced[id(rec)] = new
-    # Every run's item lines are read before any file is replaced (an item may live in another run).
-    planned: list[tuple[str, list[dict[str, Any]], list[bytes]]] = []
+    # With several runs, every run's item lines are read before any file is replaced (an item may
+    # live in another run). One run's are streamed into its new file as they are read and
+    # verified: the only file replaced is renamed after the last of them (a long run's retention
+    # then never holds its items all at once).
+    planned: list[tuple[str, list[dict[str, Any]], Iterable[bytes]]] = []
     for run, recs in per_run.items():
         out = [replaced.get(id(r), r) for r in recs]
         if runs is None:
@@ -97,7 +101,8 @@ def rewrite(docs: DocumentBuilder, store: SessionStore, keep: set[Key], runs: se
             hashes = list(dict.fromkeys(texts + inner + tops))
         else:
             hashes = store.items_in(run)
-        planned.append((run, out, store.item_frames(hashes)))
+        frames = store.iter_item_frames(hashes)
+        planned.append((run, out, frames if len(per_run) == 1 else list(frames)))
     for run, out, head in planned:
         store.replace_run(run, out, head=head)
     del idx

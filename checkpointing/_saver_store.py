@@ -22,7 +22,8 @@ tail is skipped, a damaged complete record raises `CorruptCheckpointError` namin
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -288,10 +289,11 @@ class SessionStore(RecordReads):
         self._saved.clear()
         self._saved_due.clear()
 
-    def replace_run(self, run: str, records: list[dict[str, Any]], head: list[bytes] | None = None) -> None:
+    def replace_run(self, run: str, records: list[dict[str, Any]], head: Iterable[bytes] = ()) -> None:
         """Atomically replace a run file with the framed lines `head` (verified item records copied
-        as they are, see `item_frames`) then `records` (or remove the run when both are empty)."""
-        self.streams.replace(run, [*(head or []), *(frame(orjson.dumps(disk_form(r))) for r in records)])
+        as they are, see `iter_item_frames`; an iterator is written as it yields) then `records` (or
+        remove the run when both are empty)."""
+        self.streams.replace(run, itertools.chain(head, (frame(orjson.dumps(disk_form(r))) for r in records)))
 
     def items_in(self, run: str) -> list[str]:
         """The hashes of the item records run file `run` holds, in file order."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections.abc import Iterable
 from pathlib import Path
 
 _fsyncs = 0
@@ -51,18 +52,48 @@ def fsync_dir(path: Path) -> None:
 
 def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
     """Write `data` to `path` via temp file + fsync + rename + fsync of the folder."""
+    atomic_write_frames(path, (data,), durable)
+
+
+_WRITE_CHUNK = 256 * 1024
+"""`atomic_write_frames` writes its pieces in writes of about this many bytes."""
+
+
+def atomic_write_frames(path: Path, frames: Iterable[bytes], durable: bool = True) -> None:
+    """`atomic_write` of the concatenation of `frames`, consumed one at a time (a rewrite of a long
+    file never holds it whole). When `frames` raises, the temp file is removed and `path` is
+    left as it was."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, data)
-        if durable:
-            datasync_fd(fd)
-    finally:
-        os.close(fd)
+        try:
+            pending: list[bytes] = []
+            size = 0
+            for piece in frames:
+                pending.append(piece)
+                size += len(piece)
+                if size >= _WRITE_CHUNK:
+                    _write_all(fd, b"".join(pending))
+                    pending, size = [], 0
+            if pending:
+                _write_all(fd, b"".join(pending))
+            if durable:
+                datasync_fd(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
     if durable:
         fsync_dir(path.parent)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 class _FileSync:

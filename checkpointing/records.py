@@ -283,7 +283,8 @@ def read_line_at(path: Path, offset: int) -> bytes:
 
 def read_lines_at(path: Path, offsets: Sequence[int], seeks_max: int = 32) -> list[bytes]:
     """`read_line_at` for each of `offsets` (ascending) with one open: a seek each for fewer than
-    `seeks_max`, else one read from the first offset on (a long history: one read, not a seek each)."""
+    `seeks_max`, else one read from the first offset to the end of the last line (a long history:
+    one read, not a seek each, and never the file past what was asked)."""
     if not offsets:
         return []
     with open(path, "rb") as fh:
@@ -295,7 +296,7 @@ def read_lines_at(path: Path, offsets: Sequence[int], seeks_max: int = 32) -> li
             return out
         start = offsets[0]
         fh.seek(start)
-        data = fh.read()
+        data = fh.read(offsets[-1] - start) + fh.readline()
     lines = []
     for off in offsets:
         nl = data.find(b"\n", off - start)

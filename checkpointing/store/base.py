@@ -36,6 +36,7 @@ only the files backend can have a torn tail (an incomplete last line), skipped b
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -152,8 +153,9 @@ class SessionStreams(Protocol):
         nothing changed, when it moved (an append slipped in: read it again)."""
         ...
 
-    def replace(self, run: str, frames: list[bytes]) -> None:
-        """Replace stream `run` whole with `frames` atomically (no frames: remove the run)."""
+    def replace(self, run: str, frames: Iterable[bytes]) -> None:
+        """Replace stream `run` whole with `frames` atomically (no frames: remove the run); when
+        `frames` raises, the stream is left as it was."""
         ...
 
     def remove(self) -> None:

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import os
 import shutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from typing import Any
 from checkpointing import indexfile
 from checkpointing.commit_group import TIER_EVENTS, TIER_LAZY, TIER_STATE, CommitGroup
 from checkpointing.fencing import FencingGuard
-from checkpointing.fsyncs import atomic_write
+from checkpointing.fsyncs import atomic_write_frames
 from checkpointing.layout import (
     OUTBOX_DUE,
     checkpoints_file,
@@ -266,17 +267,20 @@ class FileSessionStreams(FolderDocs):
             self.replace(run, frames)
             return True
 
-    def replace(self, run: str, frames: list[bytes]) -> None:
-        """Atomic rewrite of the stream's file (its persisted index removed first)."""
+    def replace(self, run: str, frames: Iterable[bytes]) -> None:
+        """Atomic rewrite of the stream's file (its persisted index removed first), `frames` written
+        as they come (a long run's rewrite never holds the file whole)."""
         self.close()
         indexfile.remove(self.path(run))
-        if not frames:
+        pieces = iter(frames)
+        first = next(pieces, None)
+        if first is None:
             if is_session_stream(run):
                 self.path(run).unlink(missing_ok=True)
             else:
                 shutil.rmtree(run_dir(self.dir, run), ignore_errors=True)
             return
-        atomic_write(self.path(run), b"".join(frames))
+        atomic_write_frames(self.path(run), itertools.chain((first,), pieces))
 
     def remove(self) -> None:
         """Delete the session folder (and its outbox's due marker)."""

@@ -36,6 +36,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -260,8 +261,9 @@ class PostgresSessionStreams(PostgresSessionDocs):
             conn.execute(self.q["insert"], (int(row[0]), [start + off for off in offs], frames))
         return int(row[0])
 
-    def replace(self, run: str, frames: list[bytes]) -> None:
+    def replace(self, run: str, frames: Iterable[bytes]) -> None:
         """One transaction: drop the stream, create it again (a new identity) with `frames`."""
+        rows = list(frames)  # one insert of every row: consumed before the transaction begins
         key = (self.tenant, self.thread, run)
         self._unflushed.pop(run, None)
         with self.store.connection("rewriting a stream") as conn, conn.transaction():
@@ -270,12 +272,12 @@ class PostgresSessionStreams(PostgresSessionDocs):
             conn.execute(self.q["doc_drop"], (self.tenant, self.thread, _index_doc(run)))
             self._ids.pop(run, None)
             self._ends.pop(run, None)
-            if not frames:
+            if not rows:
                 return
-            offs, _ = _offsets(frames)
+            offs, _ = _offsets(rows)
             row = conn.execute(self.q["create"], key).fetchone()
             assert row is not None
-            conn.execute(self.q["insert"], (int(row[0]), offs, frames))
+            conn.execute(self.q["insert"], (int(row[0]), offs, rows))
 
     def replace_if(self, run: str, frames: list[bytes], expect_end: int) -> bool:
         """`replace`, in one transaction, only while the stream ends at `expect_end` (its row locked

@@ -252,3 +252,27 @@ def test_prune_reads_every_item_it_keeps_before_it_replaces_a_file(tmp_path: Pat
     fresh.prune(["t"])
     assert _values(fresh, ids[2]) == {"x": [*big, "n" * 80], "y": 2}
     assert len(list(JsonlCheckpointSaver(tmp_path).list({"configurable": {"thread_id": "t"}}))) == 1
+
+
+def test_a_damaged_item_stops_retention_and_leaves_the_run_file_as_it_was(tmp_path: Path) -> None:
+    """A retention pass that meets an item record damaged since the saver opened the session (its
+    items are copied as they are read) raises naming the file, and the run file stays byte for
+    byte what it was, nothing left beside it."""
+    from checkpointing.exceptions import CorruptCheckpointError
+
+    start = {"messages": [HumanMessage("go", id="h0")], "n": 0}
+    build(JsonlCheckpointSaver(tmp_path, fsync="batch"), 300).invoke(start, _cfg("t"))
+    saver = JsonlCheckpointSaver(tmp_path, keep_last=KEEP)
+    assert len(list(saver.list(_cfg("t")))) > KEEP
+    log = next(tmp_path.rglob("checkpoints.jsonl"))
+    lines = log.read_bytes().splitlines(keepends=True)
+    items = [i for i, line in enumerate(lines) if b'"k":"i"' in line[:40]]
+    hit = items[-1]  # copied after others were written to the new file
+    at = len(lines[hit]) - 10
+    lines[hit] = lines[hit][:at] + b"#" + lines[hit][at + 1 :]
+    damaged = b"".join(lines)
+    log.write_bytes(damaged)
+    with pytest.raises(CorruptCheckpointError, match=r"checkpoints\.jsonl"):
+        saver.retain(_cfg("t"))
+    assert log.read_bytes() == damaged
+    assert sorted(p.name for p in log.parent.iterdir() if not p.name.endswith(".idx")) == [log.name]
