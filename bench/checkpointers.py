@@ -23,7 +23,7 @@ the same), `growth^` that of the bytes stored. Nothing is asserted.
 
 "jsonl" uses `--jsonl-fsync` (default "always": every put and put_writes durable when it returns);
 "jsonl-ckpt" uses "checkpoint" (pending writes reach disk with the next checkpoint of the run: one
-fdatasync per superstep, the group commit of issue 12).
+fdatasync per superstep, the group commit).
 
 PostgreSQL: AGENTRT_DATABASE_URL (default postgresql://postgres@127.0.0.1:5432/test); the bench
 works in a schema of its own and drops it at the end.

@@ -1,4 +1,4 @@
-"""How fast hostile `query_dataset` calls end, and what memory they leave (issue 13 §6).
+"""How fast hostile `query_dataset` calls end, and what memory they leave.
 
 Runs each hostile query of tests/unit/agent/tools/test_dataset_limits.py in a fresh interpreter and prints the
 seconds until the tool error, the error, and the process's peak RSS. Target: every query ends with

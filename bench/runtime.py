@@ -1,4 +1,4 @@
-"""Benchmark: whole-runtime cost of one agentrt turn against a bare LangGraph ReAct loop (issue 14).
+"""Benchmark: whole-runtime cost of one agentrt turn against a bare LangGraph ReAct loop.
 
 Workload: the scripted model asks for one tool call per model call; the tool returns 2 KB. One
 turn of N tool steps (planning off, compression on with a window large enough never to compress,
@@ -35,7 +35,7 @@ invocation of this script. Each child calls `gc.freeze()` once its runner or gra
     python bench/runtime.py --steps 50 200 --rounds 3
     python bench/runtime.py --steps 50 --strace --profile /tmp/agentrt.prof
 
-Nothing is asserted: the goals of issue 14 are printed beside the figures.
+Nothing is asserted: the goals are printed beside the figures.
 """
 
 from __future__ import annotations

@@ -141,56 +141,38 @@ def report(args: argparse.Namespace, res: dict[tuple[str, int], list[dict[str, A
     ]
     for label, kind, key, div, fmt in rows:
         print(f"{label:30}" + "".join(f"{fmt.format(med(kind, n, key) / div):>14}" for n in args.steps))
-    print(
-        f"{'ratio agentrt/bare sqlite':30}"
-        + "".join(f"{med('agentrt', n, 'steps') / med('bare-sqlite', n, 'steps'):>13.2f}x" for n in args.steps)
-        + "   (goal <= 1.0x at N=50, 200)"
-    )
-    print(
-        f"{'ratio agentrt/bare JSONL':30}"
-        + "".join(f"{med('agentrt', n, 'steps') / med('bare-jsonl', n, 'steps'):>13.2f}x" for n in args.steps)
-        + "   (goal <= 1.2x at N=1,000)"
-    )
-    print(
-        f"{'CPU ratio agentrt/bare sqlite':30}"
-        + "".join(f"{med('agentrt', n, 'cpu_ms') / med('bare-sqlite', n, 'cpu_ms'):>13.2f}x" for n in args.steps)
-        + "   (CPU of all threads per tool step; steadier on a busy machine)"
-    )
-    print(
-        f"{'CPU ratio agentrt/bare JSONL':30}"
-        + "".join(f"{med('agentrt', n, 'cpu_ms') / med('bare-jsonl', n, 'cpu_ms'):>13.2f}x" for n in args.steps)
-    )
-    for floor in ("bare-memory", "bare-none"):
-        print(
-            f"{'ratio ' + floor + '/bare sqlite':30}"
-            + "".join(f"{med(floor, n, 'steps') / med('bare-sqlite', n, 'steps'):>13.2f}x" for n in args.steps)
-            + "   (floor)"
-        )
-    print(
-        f"{'agentrt own: minus no-ckpt floor':30}"
-        + "".join(f"{med('agentrt', n, 'steps') - med('bare-none', n, 'steps'):>14.2f}" for n in args.steps)
-        + "   ms/step"
-    )
-    print(
-        f"{'bare sqlite own: minus floor':30}"
-        + "".join(f"{med('bare-sqlite', n, 'steps') - med('bare-none', n, 'steps'):>14.2f}" for n in args.steps)
-        + "   ms/step"
-    )
+    ratios = [  # (label, kind, anchor, key, note): kind / anchor per N
+        ("ratio agentrt/bare sqlite", "agentrt", "bare-sqlite", "steps", "   (goal <= 1.0x at N=50, 200)"),
+        ("ratio agentrt/bare JSONL", "agentrt", "bare-jsonl", "steps", "   (goal <= 1.2x at N=1,000)"),
+        (
+            "CPU ratio agentrt/bare sqlite",
+            "agentrt",
+            "bare-sqlite",
+            "cpu_ms",
+            "   (CPU of all threads per tool step; steadier on a busy machine)",
+        ),
+        ("CPU ratio agentrt/bare JSONL", "agentrt", "bare-jsonl", "cpu_ms", ""),
+        ("ratio bare-memory/bare sqlite", "bare-memory", "bare-sqlite", "steps", "   (floor)"),
+        ("ratio bare-none/bare sqlite", "bare-none", "bare-sqlite", "steps", "   (floor)"),
+    ]
+
+    def ratio_line(label: str, kind: str, anchor: str, key: str, note: str) -> None:
+        print(f"{label:30}" + "".join(f"{med(kind, n, key) / med(anchor, n, key):>13.2f}x" for n in args.steps) + note)
+
+    for label, kind, anchor, key, note in ratios:
+        ratio_line(label, kind, anchor, key, note)
+    owns = (("agentrt own: minus no-ckpt floor", "agentrt"), ("bare sqlite own: minus floor", "bare-sqlite"))
+    for label, kind in owns:
+        own = [med(kind, n, "steps") - med("bare-none", n, "steps") for n in args.steps]
+        print(f"{label:30}" + "".join(f"{v:>14.2f}" for v in own) + "   ms/step")
     own_lines(args, med)
-    print(
-        f"{'ratio bytes agentrt/JSONL alone':30}"
-        + "".join(f"{med('agentrt', n, 'bytes') / med('bare-jsonl', n, 'bytes'):>13.2f}x" for n in args.steps)
-        + "   (goal <= 3x)"
-    )
-    print(
-        f"{'agentrt/bare sqlite peak RSS':30}"
-        + "".join(f"{med('agentrt', n, 'rss_mb') / med('bare-sqlite', n, 'rss_mb'):>13.2f}x" for n in args.steps)
-        + "   (goal <= 1.2x at N=1,000; VmHWM of each child)"
-    )
-    print(
-        f"{'agentrt/bare JSONL peak RSS':30}"
-        + "".join(f"{med('agentrt', n, 'rss_mb') / med('bare-jsonl', n, 'rss_mb'):>13.2f}x" for n in args.steps)
-    )
+    memory = [
+        ("ratio bytes agentrt/JSONL alone", "bare-jsonl", "bytes", "   (goal <= 3x)"),
+        ("agentrt/bare sqlite peak RSS", "bare-sqlite", "rss_mb", "   (goal <= 1.2x at N=1,000; VmHWM of each child)"),
+        ("agentrt/bare JSONL peak RSS", "bare-jsonl", "rss_mb", ""),
+    ]
+    for label, anchor, key, note in memory:
+        ratio_line(label, "agentrt", anchor, key, note)
     for kind_name in res[("agentrt", args.steps[0])][0]["by_kind"]:  # in the order of runtime.KINDS
         vals = [statistics.median(d["by_kind"][kind_name] for d in res[("agentrt", n)]) / 1e6 for n in args.steps]
         print(f"{'  agentrt ' + kind_name + ' (MB)':30}" + "".join(f"{v:>14.2f}" for v in vals))

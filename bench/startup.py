@@ -1,6 +1,6 @@
 """Startup time of the `agentrt` console script: `--help`, `--version` and `sessions`.
 
-Targets (issue 15): `agentrt --help` under 0.3 s, `agentrt sessions` under 0.6 s on this machine.
+Targets: `agentrt --help` under 0.3 s, `agentrt sessions` under 0.6 s on this machine.
 Each command runs N times in a fresh process from a temporary directory holding a few sessions;
 prints the best and the median wall time. The machine is shared, so the best run is the figure
 to compare; `--pythonpath DIR` measures another checkout (e.g. the main branch, for "before").
