@@ -71,6 +71,15 @@ class Server:
             pass
 
 
+def answering_config(tmp_path: Path, **sections: Any) -> Path:
+    """A config whose model answers "Done." to every call, with no planning step (`sections` added)."""
+    import yaml
+
+    script = tmp_path / "answer.yaml"
+    script.write_text(yaml.safe_dump({"on_exhausted": "restart", "responses": [{"content": "Done."}]}))
+    return make_config(tmp_path, model={"script": str(script)}, loop={"planning": "never"}, **sections)
+
+
 def env() -> dict[str, str]:
     """The environment of our subprocesses: this worktree's code first."""
     return {**os.environ, "PYTHONPATH": str(ROOT), "AGENTRT_DEBUG": ""}

@@ -12,12 +12,10 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
-from tests.support.runners import make_config
-from tests.support.serve import Server, serving
+from tests.support.serve import Server, answering_config, serving
 
 A = "agentrt"
 BOUND_S = 60.0
@@ -26,9 +24,7 @@ BOUND_S = 60.0
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("fork-replay")
-    script = tmp / "answer.yaml"
-    script.write_text(yaml.safe_dump({"on_exhausted": "restart", "responses": [{"content": "Done."}]}))
-    config = make_config(tmp, model={"script": str(script)}, loop={"planning": "never"})
+    config = answering_config(tmp)
     with serving(config, tmp) as srv:
         yield srv
 

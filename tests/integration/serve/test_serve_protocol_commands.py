@@ -17,13 +17,12 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 from websockets.sync.client import ClientConnection, connect
 
 from tests.support.runners import make_config
-from tests.support.serve import Server, serving
+from tests.support.serve import Server, answering_config, serving
 
 A = "agentrt"
 ACME, GLOBEX = "acme-key-0123456789ab", "globex-key-0123456789"
@@ -35,9 +34,7 @@ TRANSPORTS = ["sse", "websocket"]
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("protocol-commands")
-    script = tmp / "answer.yaml"
-    script.write_text(yaml.safe_dump({"on_exhausted": "restart", "responses": [{"content": "Done."}]}))
-    config = make_config(tmp, model={"script": str(script)}, loop={"planning": "never"}, serve={"api_keys": KEYS})
+    config = answering_config(tmp, serve={"api_keys": KEYS})
     with serving(config, tmp) as srv:
         yield srv
 

@@ -18,7 +18,7 @@ from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError
 
 from tests.support.runners import make_config
-from tests.support.serve import SLOW_TOOLS, Server, serving
+from tests.support.serve import SLOW_TOOLS, Server, answering_config, serving
 
 A = "agentrt"
 ACME, GLOBEX = "acme-key-0123456789ab", "globex-key-0123456789"
@@ -29,9 +29,7 @@ NOTE = "Remember: the answer is 42."
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("editstate")
-    script = tmp / "answer.yaml"
-    script.write_text(yaml.safe_dump({"on_exhausted": "restart", "responses": [{"content": "Done."}]}))
-    config = make_config(tmp, model={"script": str(script)}, loop={"planning": "never"}, serve={"api_keys": KEYS})
+    config = answering_config(tmp, serve={"api_keys": KEYS})
     with serving(config, tmp) as srv:
         yield srv
 

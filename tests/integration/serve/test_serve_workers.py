@@ -16,15 +16,15 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
-import yaml
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import ConflictError
 
 from agent.session.inbox import TurnStatus
-from tests.support.celery_drill import Cluster, open_cluster
+from tests.support.celery_drill import Cluster
 from tests.support.cron_tools import make_due
 from tests.support.runners import make_config
 from tests.support.serve import Server, cli, serving
+from tests.support.worker_serve import served_cluster
 
 BOUND_S = 120.0
 KEY = "worker-test-key-0123456789"
@@ -42,16 +42,8 @@ SCRIPT = [
 @pytest.fixture
 def on_workers(tmp_path: Path) -> Iterator[tuple[Cluster, Server]]:
     """A cluster (unique queue, Redis prefixes, PG schema) with one worker, and a server on its config."""
-    cluster = open_cluster(tmp_path, "redis", SCRIPT)
-    try:
-        data = yaml.safe_load(cluster.config.read_text())  # the key acts as the cluster's own tenant
-        data["serve"] = {"api_keys": [{"key": KEY, "tenant_id": cluster.tenant}]}
-        cluster.config.write_text(yaml.safe_dump(data, sort_keys=False))
-        cluster.start_worker("w1", concurrency=1)
-        with serving(cluster.config, tmp_path) as server:
-            yield cluster, server
-    finally:
-        cluster.close()
+    with served_cluster(tmp_path, SCRIPT, KEY) as (cluster, server):
+        yield cluster, server
 
 
 GATED = [PLAN, {"tool_calls": [{"name": "gate", "args": {}}]}, PLAN, {"content": "Answer 2."}]
@@ -60,16 +52,8 @@ GATED = [PLAN, {"tool_calls": [{"name": "gate", "args": {}}]}, PLAN, {"content":
 @pytest.fixture
 def gated(tmp_path: Path) -> Iterator[tuple[Cluster, Server]]:
     """As `on_workers`, on a script whose first turn waits in `gate`, then a plan and an answer."""
-    cluster = open_cluster(tmp_path, "redis", GATED)
-    try:
-        data = yaml.safe_load(cluster.config.read_text())
-        data["serve"] = {"api_keys": [{"key": KEY, "tenant_id": cluster.tenant}]}
-        cluster.config.write_text(yaml.safe_dump(data, sort_keys=False))
-        cluster.start_worker("w1", concurrency=1)
-        with serving(cluster.config, tmp_path) as server:
-            yield cluster, server
-    finally:
-        cluster.close()
+    with served_cluster(tmp_path, GATED, KEY) as (cluster, server):
+        yield cluster, server
 
 
 def _is_worker(executor: str, cluster: Cluster, server: Server) -> bool:

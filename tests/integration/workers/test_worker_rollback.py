@@ -20,14 +20,14 @@ from typing import Any
 
 import pytest
 import redis
-import yaml
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import NotFoundError
 
 from agent.session.inbox import TurnStatus
-from tests.support.celery_drill import Cluster, open_cluster
-from tests.support.serve import Server, serving
+from tests.support.celery_drill import Cluster
+from tests.support.serve import Server
+from tests.support.worker_serve import served_cluster
 
 BOUND_S = 120.0
 KEY = "rollback-test-key-0123456789"
@@ -44,16 +44,8 @@ SCRIPT = [
 @pytest.fixture
 def on_workers(tmp_path: Path) -> Iterator[tuple[Cluster, Server]]:
     """A cluster (unique queue, Redis prefixes, PG schema) with one worker, and a server on its config."""
-    cluster = open_cluster(tmp_path, "redis", SCRIPT)
-    try:
-        data = yaml.safe_load(cluster.config.read_text())  # the key acts as the cluster's own tenant
-        data["serve"] = {"api_keys": [{"key": KEY, "tenant_id": cluster.tenant}]}
-        cluster.config.write_text(yaml.safe_dump(data, sort_keys=False))
-        cluster.start_worker("w1", concurrency=1)
-        with serving(cluster.config, tmp_path) as server:
-            yield cluster, server
-    finally:
-        cluster.close()
+    with served_cluster(tmp_path, SCRIPT, KEY) as (cluster, server):
+        yield cluster, server
 
 
 def _wait_for(r: redis.Redis, key: str) -> None:

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import NotFoundError
@@ -28,8 +27,9 @@ from langgraph_sdk.errors import NotFoundError
 from agent.core.errors import SessionNotFound
 from agent.runner.submit import TurnHandle, submit_turn
 from agent.session.inbox import TurnStatus
-from tests.support.celery_drill import Cluster, open_cluster
-from tests.support.serve import Server, serving
+from tests.support.celery_drill import Cluster
+from tests.support.serve import Server
+from tests.support.worker_serve import served_cluster
 
 BOUND_S = 120.0
 ROUNDS = 3
@@ -45,16 +45,8 @@ SCRIPT = [  # the model's calls along a branch: a renewed thread plays it again 
 def on_workers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Cluster, Server]]:
     """A cluster (unique queue, Redis prefixes, PG schema; on the files store or PostgreSQL's) with
     one worker, and a server on its config."""
-    cluster = open_cluster(tmp_path, "redis", SCRIPT, store=request.param)
-    try:
-        data = yaml.safe_load(cluster.config.read_text())
-        data["serve"] = {"api_keys": [{"key": KEY, "tenant_id": cluster.tenant}]}
-        cluster.config.write_text(yaml.safe_dump(data, sort_keys=False))
-        cluster.start_worker("w1", concurrency=1)
-        with serving(cluster.config, tmp_path) as server:
-            yield cluster, server
-    finally:
-        cluster.close()
+    with served_cluster(tmp_path, SCRIPT, KEY, store=request.param) as (cluster, server):
+        yield cluster, server
 
 
 def _wait_for(cluster: Cluster, key: str) -> None:
