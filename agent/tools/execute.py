@@ -36,7 +36,8 @@ log = logging.getLogger("agentrt.tools")
 ExecStatus = Literal["success", "error", "outcome_unknown", "needs_human"]
 
 
-def _unknown_outcome_text(name: str, call_id: str, hitl: bool) -> str:
+def unknown_outcome_text(name: str, call_id: str, hitl: bool) -> str:
+    """What the model (or, with `hitl`, the human) is told of an unsafe call a crash interrupted."""
     if hitl:
         return (
             f"The tool {name} (call {call_id}) was started before a crash and its outcome is unknown. "
@@ -103,7 +104,7 @@ def execute_with_journal(
             return result, "success", True
         if settled is RoomOutcome.UNKNOWN:
             status: ExecStatus = "needs_human" if hitl_enabled else "outcome_unknown"
-            return _unknown_outcome_text(spec.name, call_id, hitl_enabled), status, False
+            return unknown_outcome_text(spec.name, call_id, hitl_enabled), status, False
     try:
         room = spec.expected_effect(ctx, args) if spec.effect not in RERUNNABLE else None
     except Exception:
