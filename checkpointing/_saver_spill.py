@@ -43,8 +43,8 @@ class ItemSpiller:
         """`spill(codec.encode(value))`, encoding and hashing each message of a list only once per
         session: a message object seen before (same object, still stored) reuses its reference.
         With `key` (a channel's `(checkpoint_ns, channel)`), a list that begins with the messages the
-        channel's last one began with, unchanged, reuses their references and chunks at once
-        (`_saver_prefix`): a put's cost does not grow with the length of the history."""
+        channel's last one began with, unchanged, reuses their references and chunks after one pass
+        of C code over them (`_saver_prefix`), not a Python step per message."""
         items = value.value if isinstance(value, _DeltaSnapshot) else value
         if type(items) is not list:
             return self.spill(self.codec.encode(value), store, new)
