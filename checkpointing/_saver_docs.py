@@ -34,7 +34,7 @@ same write.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -64,9 +64,10 @@ class DocumentBuilder:
         self.spiller = ItemSpiller(codec, item_min)
         self.loader = ItemLoader(codec)
 
-    def encode_spill(self, value: Any, store: SessionStore, new: Items) -> Any:
-        """`value` encoded, its big parts stored as items (`_saver_spill.ItemSpiller.encode_spill`)."""
-        return self.spiller.encode_spill(value, store, new)
+    def encode_spill(self, value: Any, store: SessionStore, new: Items, key: Hashable | None = None) -> Any:
+        """`value` encoded, its big parts stored as items (`_saver_spill.ItemSpiller.encode_spill`;
+        `key`: the channel whose value it is, `(checkpoint_ns, channel)`)."""
+        return self.spiller.encode_spill(value, store, new, key)
 
     def load(self, enc: Any, store: SessionStore) -> Any:
         """A stored value read back (`_saver_load.ItemLoader.load`)."""
@@ -130,7 +131,7 @@ class DocumentBuilder:
                 if home is not None and (loc := idx.cps.get((ns, home))) is not None and loc.run != ids["run"]:
                     home = None
             if home is None:
-                encoded[ch] = self.encode_spill(value, store, new)
+                encoded[ch] = self.encode_spill(value, store, new, (ns, ch))
                 home = cp_id
             task_state[ch] = [ver, home]
         meta_enc = self.spiller.meta(self.codec.encode(metadata), store, new)

@@ -10,6 +10,8 @@ CHUNK references, `{"$m": hash}` for shared metadata); the new ones are collecte
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Hashable
+from itertools import islice
 from operator import is_
 from typing import Any
 
@@ -17,6 +19,7 @@ import orjson
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from checkpointing._saver_prefix import remember, reusable
 from checkpointing._saver_refs import _CONTAINER_TAGS, CHUNK_KEY, ITEM_KEY, META_KEY, _is_ref
 from checkpointing._saver_store import SessionStore
 from checkpointing.codec import TAG, CheckpointStateCodec
@@ -36,19 +39,23 @@ class ItemSpiller:
         self.codec = codec
         self.item_min = item_min
 
-    def encode_spill(self, value: Any, store: SessionStore, new: Items) -> Any:
+    def encode_spill(self, value: Any, store: SessionStore, new: Items, key: Hashable | None = None) -> Any:
         """`spill(codec.encode(value))`, encoding and hashing each message of a list only once per
-        session: a message object seen before (same object, still stored) reuses its reference."""
+        session: a message object seen before (same object, still stored) reuses its reference.
+        With `key` (a channel's `(checkpoint_ns, channel)`), a list that begins with the messages the
+        channel's last one began with, unchanged, reuses their references and chunks after one pass
+        of C code over them (`_saver_prefix`), not a Python step per message."""
         items = value.value if isinstance(value, _DeltaSnapshot) else value
         if type(items) is not list:
             return self.spill(self.codec.encode(value), store, new)
-        memo = store.memo
         known = store.index.items
-        refs: list[Any] = []
+        reused = reusable(store.lists, key, items, known) if key is not None else None
+        refs: list[Any] = reused.refs[:] if reused is not None else []
+        start = len(refs)
+        memo = store.memo
         add = refs.append
-        # The loop runs over the whole list at every put (plain `add_messages` hands the saver all of
-        # it): a memo hit costs a dict lookup and the identity of the message's fields, nothing more.
-        for x in items:
+        # A memo hit costs a dict lookup and the identity of the message's fields, nothing more.
+        for x in islice(items, start, None):
             if not isinstance(x, BaseMessage):
                 add(self._item(self.codec.encode(x), store, new))
                 continue
@@ -70,42 +77,55 @@ class ItemSpiller:
             if len(memo) > MEMO:
                 memo.pop(next(iter(memo)))
             add(ref)
-        out = self._chunked(refs, store, new)
+        done = reused.chunks[: start // CHUNK] if reused is not None else []
+        out, chunks, fresh = self._chunked(refs, store, new, done)
+        if key is not None:
+            pending = [r[ITEM_KEY] for r in islice(refs, start, None) if _is_ref(r)] + fresh
+            remember(store.lists, key, items, refs, chunks, reused, known, pending)
         return {TAG: "delta_snapshot", "v": out} if isinstance(value, _DeltaSnapshot) else out
 
     def spill(self, enc: Any, store: SessionStore, new: Items) -> Any:
         """`enc` with its big items (one level deep) replaced by item references; new ones in `new`."""
         if isinstance(enc, list):
-            return self._chunked([self._item(x, store, new) for x in enc], store, new)
+            return self._chunked([self._item(x, store, new) for x in enc], store, new)[0]
         if isinstance(enc, dict):
             if TAG not in enc:
                 return {k: self._item(x, store, new) for k, x in enc.items()}
             if enc[TAG] in _CONTAINER_TAGS and isinstance(enc.get("v"), list):
-                return {**enc, "v": self._chunked([self._item(x, store, new) for x in enc["v"]], store, new)}
+                return {**enc, "v": self._chunked([self._item(x, store, new) for x in enc["v"]], store, new)[0]}
         return self._item(enc, store, new)
 
-    def _chunked(self, refs: list[Any], store: SessionStore, new: Items) -> list[Any]:
+    def _chunked(
+        self, refs: list[Any], store: SessionStore, new: Items, done: list[Any] | None = None
+    ) -> tuple[list[Any], list[Any], list[str]]:
         """Full runs of CHUNK elements (from index 0) become one shared chunk item each, so a list
-        that only grew writes a few chunk references plus its tail, not one reference per item."""
+        that only grew writes a few chunk references plus its tail, not one reference per item.
+
+        `done`: the chunk references of the first full chunks of `refs`, known to be those (the
+        same references as in the list they were made for). Returns the stored form, its chunk
+        references, and the hashes of the chunks made here."""
         if len(refs) < 2 * CHUNK:
-            return refs
+            return refs, [], []
         full = len(refs) - len(refs) % CHUNK
-        out: list[Any] = []
+        out: list[Any] = list(done or ())
+        fresh: list[str] = []
         memo, known = store.chunk_memo, store.index.items
-        for i in range(0, full, CHUNK):
+        for i in range(len(out) * CHUNK, full, CHUNK):
             part = refs[i : i + CHUNK]
             # The memo's references are the same objects put after put (never changed once made):
             # a chunk of the very same ones is the same JSON, already hashed (and stored, if known).
             hit = memo.get(id(part[0]))
             if hit is not None and all(map(is_, part, hit[0])) and (hit[1] in known or hit[1] in new):
                 out.append({CHUNK_KEY: hit[1]})
+                fresh.append(hit[1])
                 continue
             h = _stored(orjson.dumps(part), store, new)
             memo[id(part[0])] = (tuple(part), h)
             if len(memo) > CHUNK_MEMO:
                 memo.pop(next(iter(memo)))
             out.append({CHUNK_KEY: h})
-        return out + refs[full:]
+            fresh.append(h)
+        return out + refs[full:], out, fresh
 
     def _item(self, x: Any, store: SessionStore, new: Items) -> Any:
         if not isinstance(x, (dict, list, str)) or (isinstance(x, str) and len(x) < self.item_min):

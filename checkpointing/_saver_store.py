@@ -23,7 +23,7 @@ tail is skipped, a damaged complete record raises `CorruptCheckpointError` namin
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 import orjson
@@ -40,6 +40,7 @@ from checkpointing._saver_index import (
     saved_state,
     versions_into,
 )
+from checkpointing._saver_prefix import ListMemo
 from checkpointing._saver_reads import RecordReads
 from checkpointing.exceptions import CorruptCheckpointError, CorruptRecordError
 from checkpointing.record_log import Durable
@@ -68,6 +69,8 @@ class SessionStore(RecordReads):
         self.memo: dict[int, tuple[Any, Any, tuple[Any, ...], str | None]] = {}
         # id(first reference) -> (the chunk's references, its hash): see `_saver_spill._chunked`.
         self.chunk_memo: dict[int, tuple[tuple[Any, ...], str]] = {}
+        # (checkpoint_ns, channel) -> the head of the channel's last list stored (`_saver_prefix`).
+        self.lists: dict[Hashable, ListMemo] = {}
 
     # -- index ---------------------------------------------------------------------------------
 
