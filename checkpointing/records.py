@@ -82,8 +82,10 @@ def frame(body: bytes) -> bytes:
     """Frame the JSON object bytes `body` as one checksummed line."""
     if not body.startswith(b"{") or not body.endswith(b"}"):
         raise ValueError("a record must be a JSON object")
-    rest = b"}" if body == b"{}" else b"," + body[1:]
-    return _PREFIX + _crc(body) + b'"' + rest + b"\n"
+    if body == b"{}":
+        return _PREFIX + _crc(body) + b'"}\n'
+    # One copy of the body (a persisted index is a large record: chained `+` copied it three times).
+    return b"".join((_PREFIX, _crc(body), b'",', memoryview(body)[1:], b"\n"))
 
 
 def encode_record(record: dict[str, Any]) -> bytes:
