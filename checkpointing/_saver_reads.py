@@ -59,14 +59,14 @@ class RecordReads:
         self.decoded.clear()
         self.decoded_bytes = 0
 
-    def read(self, run: str, off: int, line: int) -> dict[str, Any]:
-        """The record at `off` of a run file (cached), verified by checksum."""
+    def read(self, run: str, off: int, line: int, cache: bool = True) -> dict[str, Any]:
+        """The record at `off` of a run file (cached unless not `cache`), verified by checksum."""
         key = (run, off)
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)
             return hit[0]
-        return self._verified(self.streams.read_at(run, [off])[0], run, off, line)
+        return self._verified(self.streams.read_at(run, [off])[0], run, off, line, cache)
 
     def _verified(self, raw: bytes, run: str, off: int, line: int, cache: bool = True) -> dict[str, Any]:
         """Verify (`records.check_line`) and parse the line read at `off` of a run file, and cache
@@ -90,17 +90,19 @@ class RecordReads:
             _, (_, old) = self._cache.popitem(last=False)
             self._cache_bytes -= old
 
-    def doc(self, ns: str, cp_id: str) -> dict[str, Any] | None:
-        """The checkpoint record (ns, cp_id), or None when it is not in this session."""
+    def doc(self, ns: str, cp_id: str, cache: bool = True) -> dict[str, Any] | None:
+        """The checkpoint record (ns, cp_id), or None when it is not in this session (a walk
+        over many ancestors reads them without `cache`: it would only push the newest out)."""
         loc = self.index.cps.get((ns, cp_id))
         if loc is None:
             return None
-        return self._keyed(self.read(loc.run, loc.off, loc.line), (loc.run, loc.off, loc.line), "checkpoint_id", cp_id)
+        rec = self.read(loc.run, loc.off, loc.line, cache)
+        return self._keyed(rec, (loc.run, loc.off, loc.line), "checkpoint_id", cp_id)
 
-    def writes_records(self, ns: str, cp_id: str) -> list[dict[str, Any]]:
+    def writes_records(self, ns: str, cp_id: str, cache: bool = True) -> list[dict[str, Any]]:
         """The pending-writes records of checkpoint (ns, cp_id), in append order."""
         return [
-            self._keyed(self.read(w.run, w.off, w.line), (w.run, w.off, w.line), "checkpoint_id", cp_id)
+            self._keyed(self.read(w.run, w.off, w.line, cache), (w.run, w.off, w.line), "checkpoint_id", cp_id)
             for w in self.index.writes.get((ns, cp_id), [])
         ]
 

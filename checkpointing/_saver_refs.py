@@ -46,12 +46,13 @@ def resolve(enc: Any, store: SessionStore) -> Any:
 
 
 def pending_writes_raw(
-    store: SessionStore, ns: str, cp_id: str, only: set[str] | None = None
+    store: SessionStore, ns: str, cp_id: str, only: set[str] | None = None, cache: bool = True
 ) -> list[tuple[str, str, Any]]:
     """A checkpoint's pending writes (task id, channel, value as stored), in LangGraph's order:
-    the first ordinary write per (task, idx), the last special one."""
+    the first ordinary write per (task, idx), the last special one (read without `cache`: see
+    `SessionStore.doc`)."""
     merged: dict[tuple[str, int], tuple[str, str, Any, str]] = {}
-    for rec in store.writes_records(ns, cp_id):
+    for rec in store.writes_records(ns, cp_id, cache):
         task, path = rec["task_id"], rec.get("task_path", "")
         for idx, ch, enc in rec["writes"]:
             key = (task, idx)
@@ -190,25 +191,36 @@ def check_parent_writes(store: SessionStore, ns: str, child: dict[str, Any]) -> 
 def raw_history(store: SessionStore, ns: str, target: str, ch: str) -> dict[str, Any]:
     """Channel `ch`'s DeltaChannel history at checkpoint `target` as stored (values encoded, item
     references unresolved): what retention keeps in a checkpoint whose ancestors it drops."""
-    writes: list[list[Any]] = []
-    hist: dict[str, Any] = {}
+    return raw_histories(store, ns, target, [ch])[ch]
+
+
+def raw_histories(store: SessionStore, ns: str, target: str, channels: list[str]) -> dict[str, dict[str, Any]]:
+    """`raw_history` of each of `channels`, in one walk up the parent chain. The walk may pass
+    hundreds of checkpoints (back to a channel's last snapshot): their records are read once
+    each, uncached (they would fill the read cache only to push the newest records out)."""
+    writes: dict[str, list[list[Any]]] = {ch: [] for ch in channels}
+    hists: dict[str, dict[str, Any]] = {ch: {} for ch in channels}
+    todo = list(channels)
     child = store.doc(ns, target)
-    while child is not None:
-        kept = (child.get(HISTORIES) or {}).get(ch)
-        if kept is not None:
-            writes.extend(reversed(kept.get("writes") or []))
-            if "seed" in kept:
-                hist["seed"] = kept["seed"]
-            break
+    while child is not None and todo:
+        for ch in list(todo):
+            kept = (child.get(HISTORIES) or {}).get(ch)
+            if kept is not None:
+                writes[ch].extend(reversed(kept.get("writes") or []))
+                if "seed" in kept:
+                    hists[ch]["seed"] = kept["seed"]
+                todo.remove(ch)
         cursor = child.get("parent_checkpoint_id")
-        if not cursor or (ns, cursor) not in store.index.cps:
+        if not todo or not cursor or (ns, cursor) not in store.index.cps:
             break
-        doc = store.doc(ns, cursor)
+        doc = store.doc(ns, cursor, cache=False)
         assert doc is not None
-        writes.extend([t, enc] for t, _, enc in reversed(pending_writes_raw(store, ns, cursor, only={ch})))
-        if ch in doc["task_state"]:
-            hist["seed"] = stored_value(store, ns, doc, ch)
-            break
+        for t, ch, enc in reversed(pending_writes_raw(store, ns, cursor, only=set(todo), cache=False)):
+            writes[ch].append([t, enc])
+        for ch in [c for c in todo if c in doc["task_state"]]:
+            hists[ch]["seed"] = stored_value(store, ns, doc, ch)
+            todo.remove(ch)
         child = doc
-    hist["writes"] = list(reversed(writes))
-    return hist
+    for ch in channels:
+        hists[ch]["writes"] = list(reversed(writes[ch]))
+    return hists

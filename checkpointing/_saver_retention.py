@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from checkpointing._saver_docs import DocumentBuilder
-from checkpointing._saver_refs import HISTORIES, chunk_refs, raw_history, refs_of, text_refs
+from checkpointing._saver_refs import HISTORIES, chunk_refs, raw_histories, refs_of, text_refs
 from checkpointing._saver_store import SessionStore
 
 Key = tuple[str, str]
@@ -159,8 +159,7 @@ def _with_histories(docs: DocumentBuilder, store: SessionStore, rec: dict[str, A
     todo = [ch for ch in missing if ch not in have]
     if not todo:
         return rec
-    for ch in todo:
-        have[ch] = raw_history(store, ns, rec["checkpoint_id"], ch)
+    have.update(raw_histories(store, ns, rec["checkpoint_id"], todo))
     return {**rec, HISTORIES: have}
 
 

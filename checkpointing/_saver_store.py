@@ -47,6 +47,8 @@ from checkpointing.record_log import Durable
 from checkpointing.records import FsyncPolicy, frame
 from checkpointing.store.base import SessionStreams
 
+_SCAN_WINDOW = 1024 * 1024
+"""Bytes of a run file indexed at a time (opening a long session, or after a rewrite)."""
 _SAVE_EVERY = 256 * 1024
 """A run's index is persisted when the file grew this much (or by half) since it last was."""
 PINS_DOC = "pins.json"
@@ -112,27 +114,35 @@ class SessionStore(RecordReads):
             idx.inodes[run] = ino
             if run not in idx.ends and size and (snap := self.streams.load_index(run)) is not None:
                 end, lines = self._restore(idx, run, snap) or (end, lines)
-            if size == end:
-                continue
-            try:
-                found = self.streams.scan(run, end, lines + 1)
-            except CorruptRecordError as err:
-                raise CorruptCheckpointError(err.path, err.line, err.reason) from err
-            last = -1
-            for i, (off, body) in enumerate(found.records):
-                h = item_hash(body)
-                if h is not None:  # an item's value is parsed when it is read, not to index it
-                    add_item(idx, h, run, off, lines + 1 + i)
-                    continue
-                rec = parse_record(body, path, lines + 1 + i)
-                apply_record(idx, run, off, lines + 1 + i, rec)
-                last = i
-            if last >= 0:
-                off, body = found.records[last]
-                after = found.records[last + 1][0] if last + 1 < len(found.records) else found.good
-                idx.lasts[run] = (off, indexfile.record_crc(body), after, lines + last + 1)
-            idx.ends[run] = (found.good, lines + len(found.records))
+            while end < size:
+                end, lines, more = self._scan_window(idx, run, path, end, lines)
+                if not more:
+                    break
         return None
+
+    def _scan_window(self, idx: SessionIndex, run: str, path: Any, end: int, lines: int) -> tuple[int, int, bool]:
+        """Index the records of one window of run file `run` from `end` (its `lines` records before
+        it); the new (end, lines) and whether any record was found (a long file is indexed a
+        window at a time: its bytes and record bodies are never all in memory at once)."""
+        try:
+            found = self.streams.scan(run, end, lines + 1, _SCAN_WINDOW)
+        except CorruptRecordError as err:
+            raise CorruptCheckpointError(err.path, err.line, err.reason) from err
+        last = -1
+        for i, (off, body) in enumerate(found.records):
+            h = item_hash(body)
+            if h is not None:  # an item's value is parsed when it is read, not to index it
+                add_item(idx, h, run, off, lines + 1 + i)
+                continue
+            rec = parse_record(body, path, lines + 1 + i)
+            apply_record(idx, run, off, lines + 1 + i, rec)
+            last = i
+        if last >= 0:
+            off, body = found.records[last]
+            after = found.records[last + 1][0] if last + 1 < len(found.records) else found.good
+            idx.lasts[run] = (off, indexfile.record_crc(body), after, lines + last + 1)
+        idx.ends[run] = (found.good, lines + len(found.records))
+        return found.good, lines + len(found.records), bool(found.records)
 
     # -- the persisted index -------------------------------------------------------------------
 

@@ -82,8 +82,10 @@ def frame(body: bytes) -> bytes:
     """Frame the JSON object bytes `body` as one checksummed line."""
     if not body.startswith(b"{") or not body.endswith(b"}"):
         raise ValueError("a record must be a JSON object")
-    rest = b"}" if body == b"{}" else b"," + body[1:]
-    return _PREFIX + _crc(body) + b'"' + rest + b"\n"
+    if body == b"{}":
+        return _PREFIX + _crc(body) + b'"}\n'
+    # One copy of the body (a persisted index is a large record: chained `+` copied it three times).
+    return b"".join((_PREFIX, _crc(body), b'",', memoryview(body)[1:], b"\n"))
 
 
 def encode_record(record: dict[str, Any]) -> bytes:
@@ -251,13 +253,24 @@ def scan_bytes(path: Path, data: bytes, start: int = 0, first_line: int = 1) -> 
     return out
 
 
-def scan(path: Path, start: int = 0, first_line: int = 1) -> Scan:
-    """Scan `path` from byte `start` (missing file: empty scan). Never modifies the file."""
+def scan(path: Path, start: int = 0, first_line: int = 1, limit: int | None = None) -> Scan:
+    """Scan `path` from byte `start` (missing file: empty scan). Never modifies the file.
+
+    With `limit`, only a window is read: about `limit` bytes, up to the end of the line the limit
+    falls in (a longer line is read whole), so the window ends at a line's end or at the file's
+    end, and the torn-tail rule applies only there. `size` is then the window's end: a caller
+    scans on from `good` until a window ends at the end of the file (a long file read a window
+    at a time, never held whole)."""
     try:
         with open(path, "rb") as fh:
             if start:
                 fh.seek(start)
-            data = fh.read()
+            if limit is None:
+                data = fh.read()
+            else:
+                data = fh.read(limit)
+                if len(data) == limit and not data.endswith(b"\n"):
+                    data += fh.readline()
     except FileNotFoundError:
         return Scan(path)
     return scan_bytes(path, data, start, first_line)

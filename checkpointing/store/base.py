@@ -123,8 +123,10 @@ class SessionStreams(Protocol):
         False, nothing written, when the stream already holds lines (of two creators, one wins)."""
         ...
 
-    def scan(self, run: str, start: int = 0, first_line: int = 1) -> Scan:
-        """The verified lines of stream `run` from position `start` (its line `first_line`)."""
+    def scan(self, run: str, start: int = 0, first_line: int = 1, limit: int | None = None) -> Scan:
+        """The verified lines of stream `run` from position `start` (its line `first_line`); with
+        `limit`, a store may return only the lines of about that many bytes (`Scan.size` then
+        ends there: the caller scans on from `Scan.good`, see `records.scan`)."""
         ...
 
     def read_at(self, run: str, offsets: list[int]) -> list[bytes]:

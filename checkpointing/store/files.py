@@ -186,9 +186,9 @@ class FileSessionStreams(FolderDocs):
             wait()
         return True
 
-    def scan(self, run: str, start: int = 0, first_line: int = 1) -> Scan:
-        """`records.scan` of the run's file (the torn-tail rule applies)."""
-        return scan(self.path(run), start, first_line)
+    def scan(self, run: str, start: int = 0, first_line: int = 1, limit: int | None = None) -> Scan:
+        """`records.scan` of the run's file (the torn-tail rule applies; `limit`: one window of it)."""
+        return scan(self.path(run), start, first_line, limit)
 
     def read_at(self, run: str, offsets: list[int]) -> list[bytes]:
         """The lines at `offsets`: a seek each, or one read for many."""

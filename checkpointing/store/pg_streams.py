@@ -117,9 +117,10 @@ class PostgresSessionStreams(PostgresSessionDocs):
             self._ends[run] = (int(row[0]), rel)
         return True
 
-    def scan(self, run: str, start: int = 0, first_line: int = 1) -> Scan:
+    def scan(self, run: str, start: int = 0, first_line: int = 1, limit: int | None = None) -> Scan:
         """The stream's rows from `start`, each verified: a row that fails its checksum, has no
-        newline, or leaves a gap is `CorruptRecordError` naming the stream and line."""
+        newline, or leaves a gap is `CorruptRecordError` naming the stream and line. Every row
+        from `start` is returned whatever `limit` (the rows are fetched together)."""
         path = self.path(run)
         out = Scan(path, size=start, good=start)
         sid = self._id(run)

@@ -12,8 +12,10 @@ A turn (`agentrt run`) writes the session row and its chat messages and counts t
 at the newest schema revision (`HEAD`), `put`, `put_if_newer`, `add_messages` and `count_messages`
 run here with `sqlite3` as the same statements, in one transaction each, committed before they
 return (SQLite's default `synchronous=FULL`, as through SQLAlchemy), storing datetimes in the text
-form SQLAlchemy gives them. A database not made yet, at another revision, or a `sqlite3` error
-hands the call to the real store, which creates or migrates the tables, or reports the failure.
+form SQLAlchemy gives them. A database not made yet is made here at `HEAD` by the first write
+(`sql_lazy_schema`: the migrations' statements, without Alembic). A database at another
+revision, or a `sqlite3` error, hands the call to the real store, which migrates the tables or
+reports the failure.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import threading
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from agent.session.stores.sql_lazy_schema import create_at_head
 
 if TYPE_CHECKING:
     from agent.session.session import ChatSession, PageMessage
@@ -105,14 +109,20 @@ class LazySqlSessionStore:
 
     # -- the turn's writes, at HEAD ---------------------------------------------------------------
 
-    def _writer(self) -> sqlite3.Connection | None:
-        """A connection to write with here, or None: the real store must take the call (no
-        database yet, another revision, or the real store already open)."""
+    def _writer(self, make: bool = False) -> sqlite3.Connection | None:
+        """A connection to write with here, or None: the real store must take the call (another
+        revision, or the real store already open). A missing database is made at `HEAD` when
+        `make` (a write), else None (a count makes nothing)."""
         if self._real is not None:
             return None
         if self._conn is None:
             if not self.file.exists():
-                return None  # the real store makes the file and its tables
+                if not make:
+                    return None
+                try:
+                    create_at_head(self.file, HEAD)  # False: another process made it meanwhile
+                except (sqlite3.Error, OSError):
+                    return None  # the real store makes it, or reports why it cannot
             try:
                 conn = sqlite3.connect(self.file, isolation_level=None, check_same_thread=False)
                 try:
@@ -131,7 +141,7 @@ class LazySqlSessionStore:
         """Run `statements` in one transaction here; the rows they changed, or None when the real
         store must take the call (nothing was written then)."""
         with self._lock:
-            conn = self._writer()
+            conn = self._writer(make=True)
             if conn is None:
                 return None
             try:

@@ -144,9 +144,9 @@ def test_a_new_saver_reads_the_index_row_and_scans_only_the_tail(pg: SaverKit, m
     starts: list[int] = []
     real = PostgresSessionStreams.scan
 
-    def spy(self: Any, run: str, start: int = 0, first_line: int = 1) -> Any:
+    def spy(self: Any, run: str, start: int = 0, first_line: int = 1, limit: int | None = None) -> Any:
         starts.append(start)
-        return real(self, run, start, first_line)
+        return real(self, run, start, first_line, limit)
 
     monkeypatch.setattr(PostgresSessionStreams, "scan", spy)
     expected = [t.checkpoint["id"] for t in saver.list(_cfg("s1"))]

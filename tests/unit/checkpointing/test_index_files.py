@@ -21,7 +21,7 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import END, START, StateGraph
 
 from agent.core.events import session_event_log
-from checkpointing import indexfile
+from checkpointing import _saver_store, indexfile
 from checkpointing.entry_log import EventLog
 from checkpointing.exceptions import CheckpointingError
 from checkpointing.records import encode_record, verify_line
@@ -86,10 +86,10 @@ def scans(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple[str, in
     seen: list[tuple[str, int]] = []
 
     def spy(real: Any) -> Any:
-        def scan(path: Path, start: int = 0, first_line: int = 1) -> Any:
+        def scan(path: Path, start: int = 0, first_line: int = 1, limit: int | None = None) -> Any:
             if tmp_path in Path(path).parents:
                 seen.append((path.name, start))
-            return real(path, start, first_line)
+            return real(path, start, first_line, limit)
 
         return scan
 
@@ -129,6 +129,22 @@ def test_records_appended_after_the_index_are_caught_up(tmp_path: Path, scans: l
     got = _state(base)
     assert ("checkpoints.jsonl", covered) in scans and ("checkpoints.jsonl", 0) not in scans, scans
     assert got == _state(_without_index(base, tmp_path))
+
+
+def test_a_log_longer_than_a_scan_window_is_indexed_a_window_at_a_time(
+    tmp_path: Path, scans: list[tuple[str, int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no index to start from, the run file is scanned in windows, each from where the last
+    one ended: what the saver reads is the same as from one scan of the whole file."""
+    base = tmp_path / "a"
+    _session(base)
+    bare = _without_index(base, tmp_path)
+    whole = _state(bare)
+    monkeypatch.setattr(_saver_store, "_SCAN_WINDOW", 2000)
+    scans.clear()
+    assert _state(bare) == whole
+    starts = [start for name, start in scans if name == "checkpoints.jsonl"]
+    assert len(starts) > 5 and starts[0] == 0 and starts == sorted(set(starts)), starts
 
 
 def test_a_copied_session_keeps_its_index(tmp_path: Path, scans: list[tuple[str, int]]) -> None:

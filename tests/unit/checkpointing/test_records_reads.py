@@ -107,3 +107,24 @@ def test_readable_part_of_a_damaged_file(tmp_path: Path) -> None:
     before = scan_before(path, err.value.line)
     assert [off for off, _ in before.records] == offs[:2]
     assert before.good == offs[2] and before.size == len(data)
+
+
+@pytest.mark.parametrize("limit", [1, 30, 100, 10_000])
+def test_a_file_scanned_a_window_at_a_time_reads_as_one_scan(tmp_path: Path, limit: int) -> None:
+    """Windows end at a line's end (a line longer than the window is read whole); scanning on from
+    each window's `good` gives the records of one scan, and only the file's end is a torn tail."""
+    path = tmp_path / "log.jsonl"
+    _log(path, 7)
+    with path.open("ab") as fh:
+        fh.write(encode_record({"k": "r", "i": 99})[:-5])  # a torn tail
+    whole = scan(path)
+    got: list[tuple[int, bytes]] = []
+    good = lines = 0
+    while True:
+        window = scan(path, good, lines + 1, limit)
+        assert window.size >= window.good
+        got += window.records
+        good, lines = window.good, lines + len(window.records)
+        if not window.records:
+            break
+    assert got == whole.records and good == whole.good < whole.size

@@ -3,7 +3,8 @@
 A session row and chat messages written through `LazySqlSessionStore` (stdlib `sqlite3`) hold the
 very values `SqlSessionStore` writes for the same session, and SQLAlchemy reads them back equal; an
 older copy never replaces a newer row; a database not made yet is made (with its tables) by the
-first write; a database at another schema revision is left to the real store, which migrates it.
+first write, without Alembic, with the very schema the migrations make; a database at another
+schema revision, or a file that is not empty, is left to the real store, which migrates it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import pytest
 
 from agent.session.session import ChatSession, PageMessage
 from agent.session.stores.sql import SqlSessionStore, sqlite_url
-from agent.session.stores.sql_lazy import LazySqlSessionStore
+from agent.session.stores.sql_lazy import HEAD, LazySqlSessionStore
+from agent.session.stores.sql_lazy_schema import create_at_head
 
 
 def _session(sid: str, version: int = 1) -> ChatSession:
@@ -79,6 +81,35 @@ def test_first_write_makes_the_database_and_its_tables(tmp_path: Path) -> None:
     assert not (tmp_path / "new" / "agentrt.db").exists()  # a count makes nothing
     lazy.put(_session("s-1"))
     assert SqlSessionStore(sqlite_url(tmp_path / "new")).get("t", "s-1") is not None
+
+
+def _schema(db: Path) -> list[tuple[object, ...]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name").fetchall()
+
+
+def test_the_first_write_makes_the_schema_the_migrations_make(tmp_path: Path) -> None:
+    SqlSessionStore(sqlite_url(tmp_path / "alembic"), create=True).init()
+    lazy = LazySqlSessionStore(sqlite_url(tmp_path / "light"))
+    lazy.put(_session("s-1"))
+    assert lazy._real is None  # neither SQLAlchemy's store nor Alembic made it
+    assert _schema(tmp_path / "light" / "agentrt.db") == _schema(tmp_path / "alembic" / "agentrt.db")
+    real = SqlSessionStore(sqlite_url(tmp_path / "light"), create=True)
+    assert real.revision() == HEAD
+    real.check_schema()
+    assert real.get("t", "s-1") is not None
+
+
+def test_a_file_with_tables_of_its_own_is_left_to_the_real_store(tmp_path: Path) -> None:
+    db = tmp_path / "agentrt.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE other (x)")
+    assert not create_at_head(db, HEAD)  # nothing added to a database that has tables
+    assert [r[1] for r in _schema(db)] == ["other"]
+    lazy = LazySqlSessionStore(sqlite_url(tmp_path))
+    lazy.put(_session("s-1"))  # the real store migrates it (Alembic adopts the file), then writes
+    assert lazy._real is not None
+    assert SqlSessionStore(sqlite_url(tmp_path)).revision() == HEAD
 
 
 def test_a_database_at_another_revision_is_left_to_the_real_store(tmp_path: Path) -> None:
