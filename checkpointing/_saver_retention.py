@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from checkpointing._saver_docs import DocumentBuilder
-from checkpointing._saver_refs import HISTORIES, chunk_refs, raw_history, refs_of, text_refs
+from checkpointing._saver_refs import HISTORIES, chunk_refs, pending_writes_raw, refs_of, stored_value, text_refs
 from checkpointing._saver_store import SessionStore
 
 Key = tuple[str, str]
@@ -159,9 +159,70 @@ def _with_histories(docs: DocumentBuilder, store: SessionStore, rec: dict[str, A
     todo = [ch for ch in missing if ch not in have]
     if not todo:
         return rec
-    for ch in todo:
-        have[ch] = raw_history(store, ns, rec["checkpoint_id"], ch)
+    have.update(raw_histories(store, ns, rec["checkpoint_id"], todo))
     return {**rec, HISTORIES: have}
+
+
+_PREFETCH = 32
+"""Checkpoints (with their pending writes) a history walk reads at a time, one open per run file."""
+
+
+def raw_histories(store: SessionStore, ns: str, target: str, channels: list[str]) -> dict[str, dict[str, Any]]:
+    """`raw_history` of each of `channels` at checkpoint `target`, in one walk up its ancestors: the
+    records on the way are read `_PREFETCH` checkpoints at a time (a pass drops hundreds of them:
+    one read each, for each channel, made retention the costliest part of a long run's steps)."""
+    idx = store.index
+    chain: list[str] = []  # target's ancestors, nearest first, as the index links them
+    cur = idx.cps[(ns, target)].parent if (ns, target) in idx.cps else None
+    while cur and (ns, cur) in idx.cps and len(chain) <= len(idx.cps):
+        chain.append(cur)
+        cur = idx.cps[(ns, cur)].parent
+    fetched = 0
+
+    def prefetch(upto: int) -> None:
+        nonlocal fetched
+        if upto < fetched:
+            return
+        batch = chain[fetched : fetched + _PREFETCH]
+        fetched += len(batch)
+        places = []
+        for cp in batch:
+            loc = idx.cps[(ns, cp)]
+            places.append((loc.run, loc.off, loc.line))
+            places.extend((w.run, w.off, w.line) for w in idx.writes.get((ns, cp), []))
+        store.prefetch(places)
+
+    writes: dict[str, list[list[Any]]] = {ch: [] for ch in channels}
+    hists: dict[str, dict[str, Any]] = {ch: {} for ch in channels}
+    active = list(channels)
+    child = store.doc(ns, target)
+    depth = 0
+    while child is not None and active:
+        for ch in list(active):
+            kept = (child.get(HISTORIES) or {}).get(ch)
+            if kept is not None:
+                writes[ch].extend(reversed(kept.get("writes") or []))
+                if "seed" in kept:
+                    hists[ch]["seed"] = kept["seed"]
+                active.remove(ch)
+        cursor = child.get("parent_checkpoint_id")
+        if not active or not cursor or (ns, cursor) not in idx.cps:
+            break
+        if depth < len(chain) and chain[depth] == cursor:
+            prefetch(depth)
+        depth += 1
+        doc = store.doc(ns, cursor)
+        assert doc is not None
+        for t, ch, enc in reversed(pending_writes_raw(store, ns, cursor, only=set(active))):
+            writes[ch].append([t, enc])
+        for ch in list(active):
+            if ch in doc["task_state"]:
+                hists[ch]["seed"] = stored_value(store, ns, doc, ch)
+                active.remove(ch)
+        child = doc
+    for ch in channels:
+        hists[ch]["writes"] = list(reversed(writes[ch]))
+    return hists
 
 
 def copy_session(source: SessionStore, target: SessionStore, target_thread: str) -> None:
