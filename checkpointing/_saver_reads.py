@@ -90,6 +90,20 @@ class RecordReads:
             _, (_, old) = self._cache.popitem(last=False)
             self._cache_bytes -= old
 
+    def prefetch(self, places: Iterable[tuple[str, int, int]]) -> None:
+        """Read the records at `places` ((run, offset, line)) that are not cached into the cache, each
+        run file opened once (a walk over many records, e.g. retention's history walk, then finds
+        them there instead of opening the file once per record)."""
+        todo: dict[str, list[tuple[int, int]]] = {}
+        for run, off, line in places:
+            if (run, off) not in self._cache:
+                todo.setdefault(run, []).append((off, line))
+        for run, wanted in todo.items():
+            wanted = sorted(set(wanted))
+            raws = self.streams.read_at(run, [off for off, _ in wanted])
+            for (off, line), raw in zip(wanted, raws, strict=True):
+                self._verified(raw, run, off, line)
+
     def doc(self, ns: str, cp_id: str, cache: bool = True) -> dict[str, Any] | None:
         """The checkpoint record (ns, cp_id), or None when it is not in this session (a walk
         over many ancestors reads them without `cache`: it would only push the newest out)."""

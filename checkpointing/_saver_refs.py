@@ -194,32 +194,64 @@ def raw_history(store: SessionStore, ns: str, target: str, ch: str) -> dict[str,
     return raw_histories(store, ns, target, [ch])[ch]
 
 
+_PREFETCH = 32
+"""Checkpoints (with their pending writes) a history walk reads at a time, one open per run file."""
+
+
 def raw_histories(store: SessionStore, ns: str, target: str, channels: list[str]) -> dict[str, dict[str, Any]]:
-    """`raw_history` of each of `channels`, in one walk up the parent chain. The walk may pass
-    hundreds of checkpoints (back to a channel's last snapshot): their records are read once
-    each, uncached (they would fill the read cache only to push the newest records out)."""
+    """`raw_history` of each of `channels` at checkpoint `target`, in one walk up its ancestors. The
+    walk may pass hundreds of checkpoints (back to a channel's last snapshot): their records are
+    read `_PREFETCH` checkpoints at a time, one open per run file, and once each (a read for each
+    channel made retention the costliest part of a long run's steps); none is added to the read
+    cache beyond the batch in hand (they would only push the newest records out)."""
+    idx = store.index
+    chain: list[str] = []  # target's ancestors, nearest first, as the index links them
+    cur = idx.cps[(ns, target)].parent if (ns, target) in idx.cps else None
+    while cur and (ns, cur) in idx.cps and len(chain) <= len(idx.cps):
+        chain.append(cur)
+        cur = idx.cps[(ns, cur)].parent
+    fetched = 0
+
+    def prefetch(upto: int) -> None:
+        nonlocal fetched
+        if upto < fetched:
+            return
+        batch = chain[fetched : fetched + _PREFETCH]
+        fetched += len(batch)
+        places = []
+        for cp in batch:
+            loc = idx.cps[(ns, cp)]
+            places.append((loc.run, loc.off, loc.line))
+            places.extend((w.run, w.off, w.line) for w in idx.writes.get((ns, cp), []))
+        store.prefetch(places)
+
     writes: dict[str, list[list[Any]]] = {ch: [] for ch in channels}
     hists: dict[str, dict[str, Any]] = {ch: {} for ch in channels}
-    todo = list(channels)
+    active = list(channels)
     child = store.doc(ns, target)
-    while child is not None and todo:
-        for ch in list(todo):
+    depth = 0
+    while child is not None and active:
+        for ch in list(active):
             kept = (child.get(HISTORIES) or {}).get(ch)
             if kept is not None:
                 writes[ch].extend(reversed(kept.get("writes") or []))
                 if "seed" in kept:
                     hists[ch]["seed"] = kept["seed"]
-                todo.remove(ch)
+                active.remove(ch)
         cursor = child.get("parent_checkpoint_id")
-        if not todo or not cursor or (ns, cursor) not in store.index.cps:
+        if not active or not cursor or (ns, cursor) not in idx.cps:
             break
+        if depth < len(chain) and chain[depth] == cursor:
+            prefetch(depth)
+        depth += 1
         doc = store.doc(ns, cursor, cache=False)
         assert doc is not None
-        for t, ch, enc in reversed(pending_writes_raw(store, ns, cursor, only=set(todo), cache=False)):
+        for t, ch, enc in reversed(pending_writes_raw(store, ns, cursor, only=set(active), cache=False)):
             writes[ch].append([t, enc])
-        for ch in [c for c in todo if c in doc["task_state"]]:
-            hists[ch]["seed"] = stored_value(store, ns, doc, ch)
-            todo.remove(ch)
+        for ch in list(active):
+            if ch in doc["task_state"]:
+                hists[ch]["seed"] = stored_value(store, ns, doc, ch)
+                active.remove(ch)
         child = doc
     for ch in channels:
         hists[ch]["writes"] = list(reversed(writes[ch]))

@@ -10,8 +10,9 @@ an exclusive `flock` on `<session dir>/fence.lock`, so the rule holds across pro
 
 Cheap on the hot path: the last value read is cached with the file's identity (inode, mtime,
 size); a check with the cached token costs one `stat`, and the file is re-read only when another
-process replaced it. `fenced(token)` additionally holds a shared lock for the duration of a write,
-so a new owner's first check waits for in-flight writes of the old one and none can slip past it.
+process replaced it. `fenced(token)` (`hold` on the hot path) additionally holds a shared lock for
+the duration of a write, so a new owner's first check waits for in-flight writes of the old one and
+none can slip past it; its check is made under that lock, so a write costs one `stat`, not two.
 
 A token of `None` means "no lease in use": the guard lets the write through.
 """
@@ -75,15 +76,39 @@ class FencingGuard:
         if token is None:
             yield
             return
-        self.check_and_raise(token)
-        with self._flock(fcntl.LOCK_SH):
-            with self._lock:
-                if self._file_id() != self._cached_id:
+        fd = self.hold(token)
+        try:
+            yield
+        finally:
+            os.close(fd)
+
+    def hold(self, token: int) -> int:
+        """`fenced` without a context manager (the hot path of every append): check `token`, take
+        the shared lock, and return the descriptor whose closing (`os.close`) releases it.
+
+        The check is `check_and_raise`'s, made under the shared lock: while the fence file is the
+        one last read with `token` in it, one `stat` covers both; when it changed, a higher token
+        refuses the write and a lower one (or none) is raised to `token` first, as
+        `check_and_raise` does, before the lock is taken again."""
+        while True:
+            if self._cached != token:
+                self.check_and_raise(token)
+            fd = self._open_lock()
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+                with self._lock:
+                    if self._file_id() == self._cached_id:
+                        return fd
                     value, file_id = self._read()
                     self._cached, self._cached_id = value, file_id
                     if value is not None and token < value:
                         self._refuse(token, value)
-            yield
+                    if value == token:
+                        return fd
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)  # behind `token` (replaced or removed): raised by `check_and_raise` above
 
     def _advance(self, token: int) -> None:
         """Under the exclusive lock: compare with the file and raise it to `token` if higher."""
@@ -124,13 +149,16 @@ class FencingGuard:
             return None
         return (st.st_ino, st.st_mtime_ns, st.st_size)
 
-    @contextmanager
-    def _flock(self, mode: int) -> Iterator[None]:
+    def _open_lock(self) -> int:
         try:  # every fenced write comes here: the folder is made only when it is missing
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            return os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         except FileNotFoundError:
             self.directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            return os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+
+    @contextmanager
+    def _flock(self, mode: int) -> Iterator[None]:
+        fd = self._open_lock()
         try:
             fcntl.flock(fd, mode)
             yield

@@ -181,6 +181,7 @@ class AgentRunner:
         """Run one turn until it ends or pauses (status PAUSED: a tool awaits approval) and return the result.
 
         The session rules are those of `stream`: `session_id` must exist; `new_session_id` names a new one.
+        Nothing is streamed while it runs (`RunOptions.live_events`): each node runs in the calling thread.
         """
         return final(
             self.stream(
@@ -190,6 +191,7 @@ class AgentRunner:
                 user_id=user_id,
                 skill=skill,
                 new_session_id=new_session_id,
+                options=RunOptions(live_events=False),
             )
         )
 
@@ -217,7 +219,17 @@ class AgentRunner:
         that approval is no longer pending it raises `ApprovalNotPending` and changes nothing.
         """
         return final(
-            self.stream_resume(session_id, tenant_id, user_id, decision, accept_changes, operator, reason, interrupt_id)
+            self.stream_resume(
+                session_id,
+                tenant_id,
+                user_id,
+                decision,
+                accept_changes,
+                operator,
+                reason,
+                interrupt_id,
+                RunOptions(live_events=False),
+            )
         )
 
     def stream_resume(

@@ -21,6 +21,9 @@ STREAM_MODES: list[StreamMode] = ["updates", "custom", "checkpoints"]
 `messages` mode, whose handler rescans every node's input (a step would cost more as history grows).
 A sink that asks for `messages` (the server's, whose API offers that mode) gets tokens from it."""
 
+QUIET_MODES: list[StreamMode] = [m for m in STREAM_MODES if m != "custom"]
+"""What a run streams when its caller takes only the result (`RunOptions.live_events` False)."""
+
 GRAPH_EVENT = "graph"
 """The kind of the `RunEvent`s `GraphChunks` puts in a run's stream, each carrying one raw graph chunk."""
 

@@ -27,6 +27,11 @@ class RunOptions:
     while an approval is pending or the stop left a model's tool calls without results."""
     overrides: Mapping[str, Any] | None = None
     """The server settings this run changes (an assistant's: `agent.runner.overrides`)."""
+    live_events: bool = True
+    """Stream the nodes' events (tool calls, model calls, tokens) as they happen. A caller that takes
+    only the result (`AgentRunner.run`, `resume`) sets False: LangGraph then runs each node in the
+    calling thread instead of handing it to a pool thread at every step (what streaming events while
+    a node runs needs). The events are recorded in the session's log either way."""
     from_fork_point: bool = False
     """A run without input on a branch that has not run yet continues from the branch's fork point,
     as LangGraph continues from a checkpoint: the nodes that checkpoint still has next run again

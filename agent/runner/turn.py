@@ -24,7 +24,7 @@ from langgraph.types import StreamMode
 from agent.core.errors import RunInterrupted, SessionError
 from agent.core.results import RunEvent, RunResult, result_from_snapshot
 from agent.core.statuses import RunStatus
-from agent.runner.chunks import STREAM_MODES, translate
+from agent.runner.chunks import QUIET_MODES, STREAM_MODES, translate
 from agent.runner.options import RunOptions
 from agent.runner.reading import light_snapshot, result
 from agent.runner.tokens import TokenStream
@@ -103,7 +103,7 @@ class Turn:
                 graph_input,
                 config,
                 context=context,
-                stream_mode=[*STREAM_MODES, *wanted],
+                stream_mode=[*(STREAM_MODES if opts.live_events else QUIET_MODES), *wanted],
                 durability="sync",
                 subgraphs=subgraphs,
                 interrupt_before=opts.interrupt_before,

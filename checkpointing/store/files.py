@@ -201,8 +201,16 @@ class FileSessionStreams(FolderDocs):
     ) -> tuple[list[int], int, Durable | None]:
         """One write of `frames` to the stream's file, fenced by `token` (shared `flock`)."""
         log = self._log(run)
-        with self._fenced(token):
+        if token is None:
             offs, wait = log.write_frames(frames, policy)
+            return offs, log.inode(), wait
+        if self._guard is None:
+            self._guard = FencingGuard(self.dir)
+        held = self._guard.hold(token)  # `_fenced` without its two context managers: every append comes here
+        try:
+            offs, wait = log.write_frames(frames, policy)
+        finally:
+            os.close(held)
         return offs, log.inode(), wait
 
     def _stream_lock(self, run: str) -> Path:
