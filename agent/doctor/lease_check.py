@@ -7,17 +7,19 @@ lock table, or the Redis key, is read, never taken.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agent.core.errors import AgentrtError, DataCorrupt
 from agent.doctor.facts import Check, SessionFacts
 from agent.doctor.finding import finding
 from agent.session.lease import InProcessLease
-from agent.session.lease_file import FileLease, read_lease_state
-from agent.session.lease_redis import RedisLease
 from checkpointing.layout import lease_files
+
+if TYPE_CHECKING:
+    from agent.session.lease_redis import RedisLease
 
 # --- lease -----------------------------------------------------------------------------------------------
 
@@ -75,9 +77,10 @@ def _iso(ts: Any) -> str:
 def lease_info(f: SessionFacts) -> dict[str, Any]:
     """The lease's kind, holder, expiry (unix time) and, for the file lease, whether the lock is held."""
     held = f.ctx.lease
-    if isinstance(held, FileLease):
+    if _is(held, "agent.session.lease_file", "FileLease"):
         return _file_lease(f.dir)
-    if isinstance(held, RedisLease):
+    if _is(held, "agent.session.lease_redis", "RedisLease"):
+        held = cast("RedisLease", held)
         key = held.lease_key(f.tenant_id, f.session_id)
         try:
             value, pttl = held.client.get(key), held.client.pttl(key)
@@ -110,7 +113,16 @@ def lease_info(f: SessionFacts) -> dict[str, Any]:
     return {"kind": type(held).__name__, "error": "unknown lease type: cannot be inspected"}
 
 
+def _is(held: object, module: str, name: str) -> bool:
+    """`isinstance(held, <module>.<name>)`, the module not imported for it: no instance of its
+    classes exists before it is (the lease of each kind loads only its own module)."""
+    loaded = sys.modules.get(module)
+    return loaded is not None and isinstance(held, getattr(loaded, name))
+
+
 def _file_lease(directory: Path) -> dict[str, Any]:
+    from agent.session.lease_file import read_lease_state
+
     files = lease_files(directory)
     info: dict[str, Any] = {"kind": "file", "path": str(files.state)}
     try:

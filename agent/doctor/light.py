@@ -36,6 +36,8 @@ from agent.runner.readable import RunnerFree
 from checkpointing.tail import ABSENT, History, NeedsGraph, StoredMessage, ThreadTail
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from agent.core.config import AgentSettings
     from agent.doctor.facts import SessionFacts
     from agent.loop.surface import SurfacePins
@@ -100,16 +102,21 @@ class LightContext(RunnerFree, DoctorContext):
         return self._lease
 
     def read_checkpoint(self, facts: SessionFacts) -> None:
-        """The branch's checkpoint facts from the saver's records (`NeedsGraph`: see the module doc)."""
+        """The branch's checkpoint facts from the saver's records (`NeedsGraph`: see the module doc),
+        read where the other checks read them (on the PostgreSQL store, the copy of its rows)."""
         try:
-            _read(ThreadTail(_record_store(self.settings), facts.tenant_id), facts)
+            _read(ThreadTail(_record_store(self.settings, facts.base), facts.tenant_id), facts)
         except NeedsGraph:
             raise
         except Exception as err:  # damaged records: the runner's reads word what the checks report
             raise NeedsGraph(f"the checkpoint records cannot be read here: {type(err).__name__}: {err}") from err
 
 
-def _record_store(settings: AgentSettings) -> Any:
+def _record_store(settings: AgentSettings, copy: Path | None) -> Any:
+    if copy is not None:  # the rows are written out already: reading them again costs a query each
+        from checkpointing.store.file_store import FileStore
+
+        return FileStore(copy)
     from agent.session.record_store import store
 
     return store(settings)

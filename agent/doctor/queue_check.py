@@ -15,10 +15,13 @@ from typing import TYPE_CHECKING
 
 from agent.doctor.facts import Check, SessionFacts
 from agent.doctor.finding import finding
+from checkpointing.layout import EVENTS_FILE, INBOX_FILE
+from checkpointing.verify import Health
 
 if TYPE_CHECKING:  # the inbox and the routing load when a broker is configured (these checks run)
     from agent.core.config import AgentSettings
     from agent.doctor.subject import RuntimeParts
+    from checkpointing.store.base import SessionStreams
 
 NAME = "worker_queue"
 UPGRADE = "see 'Rolling upgrade' in docs/production.md"
@@ -26,19 +29,20 @@ UPGRADE = "see 'Rolling upgrade' in docs/production.md"
 
 def worker_queue(f: SessionFacts) -> Check:
     """OK unless turns of a session of another graph version than this agentrt's wait for a worker (WARN)."""
-    from agent.runner.routing import session_graph_version, version_queue
-    from agent.session.inbox import TurnStatus
-    from agent.session.record_store import inbox as record_inbox
+    from agent.runner.routing import logged_graph_version, version_queue
+    from agent.session.inbox import Inbox, TurnStatus
+    from agent.session.record_store import event_log, session_streams
 
     settings = f.ctx.settings
-    found = session_graph_version(settings, f.tenant_id, f.session_id)
+    found = logged_graph_version(event_log(settings, f.tenant_id, f.session_id, _intact_copy(f, EVENTS_FILE)))
     own = f.ctx.pins.graph_version
     if found is None:
         return finding(
             NAME, "OK", f"no run yet: its turns go to queue {settings.workers.queue}, for any worker", "nothing to do"
         )
     queue = version_queue(settings, found)
-    turns = record_inbox(settings, f.tenant_id, f.session_id).turns()
+    inbox = _intact_copy(f, INBOX_FILE) or session_streams(settings, f.tenant_id, f.session_id)
+    turns = Inbox.over(inbox).turns()
     waiting = [t.turn_id for t in turns if t.status in (TurnStatus.PENDING, TurnStatus.RUNNING)]
     where = {"graph_version": found, "this_agentrt": own, "queue": queue, "waiting": waiting}
     if found == own or not waiting:
@@ -54,6 +58,17 @@ def worker_queue(f: SessionFacts) -> Check:
         f"session over (workers.adopt_graph_versions: [{found}]); {UPGRADE}",
         **where,
     )
+
+
+def _intact_copy(f: SessionFacts, name: str) -> SessionStreams | None:
+    """The session's streams in the copy the other checks read (`agent.doctor.store_copy`) when
+    the record store found stream `name` (a session log) intact: the copy then holds its very
+    bytes, and reading them costs no query. None: read the record store itself."""
+    if f.base is None or any(r.name == name and r.health is not Health.OK for r in f.reports):
+        return None
+    from checkpointing.store.file_store import FileStore
+
+    return FileStore(f.base).session(f.tenant_id, f.session_id, "batch")
 
 
 QUEUES = "worker_queues"

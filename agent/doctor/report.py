@@ -66,12 +66,11 @@ def run_doctor(
     if store is None:
         report.checks = doctor_checks.run_all(gather(ctx, session_id, tenant, user_id))
         return report
-    from agent.doctor.store_copy import copied_session, relabel
+    from agent.doctor.store_copy import relabel, verified_copy
 
     # The store's own verdicts name the damaged rows (a bad tail that `--repair` cuts); the copy
     # holds the same bytes, read by every other check as a session folder.
-    verified = store.session(tenant, session_id, "batch").verify()
-    with copied_session(store, tenant, session_id) as root:
+    with verified_copy(store, tenant, session_id) as (root, verified):
         checks = doctor_checks.run_all(gather(ctx, session_id, tenant, user_id, base=root, verified=verified))
         report.checks = [
             Check(

@@ -18,17 +18,35 @@ from pathlib import Path
 from checkpointing.layout import session_dir
 from checkpointing.store.files import FileSessionStreams
 from checkpointing.store.postgres import PostgresStore
+from checkpointing.verify import FileReport
 
 
 @contextmanager
 def copied_session(store: PostgresStore, tenant_id: str, session_id: str) -> Iterator[Path]:
     """A temporary base_dir holding session (tenant, session) as the files store would: its streams
     and documents (persisted stream indexes left out: the saver rebuilds them)."""
+    streams, docs = store.session(tenant_id, session_id, "batch").dump()
+    with _written(tenant_id, session_id, streams, docs) as root:
+        yield root
+
+
+@contextmanager
+def verified_copy(store: PostgresStore, tenant_id: str, session_id: str) -> Iterator[tuple[Path, list[FileReport]]]:
+    """`copied_session` and the store's verdicts on the same rows (`SessionStreams.verify`), from
+    one read of them: (the copy's base_dir, the verdicts)."""
+    from checkpointing.store.verify_ops import verified_dump
+
+    reports, streams, docs = verified_dump(store.session(tenant_id, session_id, "batch"))
+    with _written(tenant_id, session_id, streams, docs) as root:
+        yield root, reports
+
+
+@contextmanager
+def _written(tenant_id: str, session_id: str, streams: dict[str, bytes], docs: dict[str, bytes]) -> Iterator[Path]:
     root = Path(tempfile.mkdtemp(prefix="agentrt-doctor-"))
     try:
         folder = session_dir(root, tenant_id, session_id)
         files = FileSessionStreams(folder, tenant_id, session_id, "batch", None)
-        streams, docs = store.session(tenant_id, session_id, "batch").dump()
         for run, data in streams.items():
             _write(files.path(run), data)
         for name, body in docs.items():

@@ -20,6 +20,7 @@ written leaves every read a miss.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -35,6 +36,7 @@ from agent.loop.skills import load_skills
 from agent.loop.surface import SurfacePins, ToolsetDigests, pins_of, skills_digest
 from checkpointing.digest import digest_of
 from checkpointing.fsyncs import atomic_write
+from checkpointing.records import canonical_json
 
 PACKAGES = ("agent", "graph", "nodes", "checkpointing")
 """agentrt's top-level packages: their source files are part of the key."""
@@ -118,13 +120,19 @@ def _code_key() -> str:
     files: list[tuple[str, int, int]] = []
     for package in PACKAGES:
         spec = importlib.util.find_spec(package)
-        for root in (spec.submodule_search_locations or []) if spec else []:
-            for folder, _, names in os.walk(root):
-                for name in names:
-                    if name.endswith(".py"):
-                        st = os.stat(os.path.join(folder, name))
-                        files.append((os.path.join(folder, name), st.st_size, st.st_mtime_ns))
-    return digest_of({"files": sorted(files), "libraries": _versions()})
+        folders = list(spec.submodule_search_locations or []) if spec else []
+        while folders:  # `os.walk` without following links, and without the bytecode folders
+            with os.scandir(folders.pop()) as found:
+                for entry in found:
+                    if entry.name.endswith(".py"):
+                        if entry.is_file():
+                            st = entry.stat()
+                            files.append((entry.path, st.st_size, st.st_mtime_ns))
+                    elif entry.name != "__pycache__" and entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+    # `digest_of` of these (no key looks secret, orjson writes tuples as lists), without its walk
+    key = canonical_json({"files": sorted(files), "libraries": _versions()})
+    return "sha256:" + hashlib.sha256(key).hexdigest()
 
 
 def _versions() -> dict[str, list[str]]:

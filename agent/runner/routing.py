@@ -17,8 +17,13 @@ moved on between submission and delivery) sends it on to that version's queue (a
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from agent.core.config import AgentSettings, valid_version
 from agent.session.record_store import event_log as record_event_log
+
+if TYPE_CHECKING:
+    from checkpointing.entry_log import EventLog
 
 _START = frozenset({"run_start"})
 _OVERRIDE = frozenset({"recovery_override"})
@@ -34,7 +39,11 @@ def version_queue(settings: AgentSettings, version: str) -> str:
 def session_graph_version(settings: AgentSettings, tenant_id: str, session_id: str) -> str | None:
     """The graph version the session's latest run was checkpointed under (None: no run yet, or a
     run recorded without a readable version)."""
-    log = record_event_log(settings, tenant_id, session_id)
+    return logged_graph_version(record_event_log(settings, tenant_id, session_id))
+
+
+def logged_graph_version(log: EventLog) -> str | None:
+    """`session_graph_version` of the session whose event log is `log`."""
     start = log.newest(_START)
     if start is None:
         return None
@@ -54,4 +63,4 @@ def turn_queue(settings: AgentSettings, tenant_id: str, session_id: str) -> str:
     return settings.workers.queue if version is None else version_queue(settings, version)
 
 
-__all__ = ["session_graph_version", "turn_queue", "valid_version", "version_queue"]
+__all__ = ["logged_graph_version", "session_graph_version", "turn_queue", "valid_version", "version_queue"]

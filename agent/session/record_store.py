@@ -118,13 +118,16 @@ def session_streams(
     return store(settings).session(tenant_id, session_id, fsync)
 
 
-def event_log(settings: AgentSettings, tenant_id: str, session_id: str) -> EventLog:
-    """The session's event log on the record store, to read (the manager keeps the logs it writes)."""
+def event_log(
+    settings: AgentSettings, tenant_id: str, session_id: str, streams: SessionStreams | None = None
+) -> EventLog:
+    """The session's event log on the record store, to read (the manager keeps the logs it writes);
+    `streams`: the session's streams to read it from instead (a copy of them)."""
     from agent.core.events import SESSION_EVENTS
     from checkpointing.entry_log import EventLog
 
     return EventLog.over(
-        session_streams(settings, tenant_id, session_id, "batch"),
+        streams or session_streams(settings, tenant_id, session_id, "batch"),
         blobs(settings),
         inline_payload_max_bytes=settings.persistence.inline_payload_max_bytes,
         schema=SESSION_EVENTS,

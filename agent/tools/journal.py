@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,6 @@ from agent.tools.journal_records import (
     RERUNNABLE,
     CallIndex,
     JournalAnomaly,
-    JournalEntryState,
     JournalStatus,
     ResultTexts,
     anomalies,
@@ -66,6 +66,20 @@ from checkpointing.store.files import FileSessionStreams
 JOURNAL_VERSION = 1
 log = logging.getLogger(__name__)
 DEFAULT_INLINE_MAX_BYTES = 16 * 1024
+
+
+@dataclass(frozen=True)
+class JournalEntryState:
+    """The journal's view of one (run_id, tool_call_id)."""
+
+    status: JournalStatus
+    tool_name: str | None = None
+    effect: str | None = None
+    args_digest: str | None = None
+    result: str | None = None  # COMPLETED: the recorded result text (blob loaded and verified)
+    error: str | None = None  # FAILED: the recorded error text
+    room: dict[str, Any] | None = None  # the INTENT's RoomEffect fields, when the tool declared one
+    room_manifest: dict[str, str] | None = None  # COMPLETED: the sandbox room right after the call
 
 
 def _now() -> str:

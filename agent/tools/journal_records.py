@@ -1,5 +1,6 @@
-"""The values of the tool execution journal (`agent.tools.journal`): a call's status and state,
-the anomalies doctor shows, the arguments' digest records carry, and the in-memory index of one call."""
+"""The values of the tool execution journal (`agent.tools.journal`): a call's status (its state,
+`JournalEntryState`, is the journal's), the anomalies doctor shows, the arguments' digest records
+carry, and the in-memory index of one call: what `agentrt doctor` reads of the journal."""
 
 from __future__ import annotations
 
@@ -28,20 +29,6 @@ class JournalStatus(StrEnum):
     INTENT_ONLY = "intent_only"
     COMPLETED = "completed"
     FAILED = "failed"
-
-
-@dataclass(frozen=True)
-class JournalEntryState:
-    """The journal's view of one (run_id, tool_call_id)."""
-
-    status: JournalStatus
-    tool_name: str | None = None
-    effect: str | None = None
-    args_digest: str | None = None
-    result: str | None = None  # COMPLETED: the recorded result text (blob loaded and verified)
-    error: str | None = None  # FAILED: the recorded error text
-    room: dict[str, Any] | None = None  # the INTENT's RoomEffect fields, when the tool declared one
-    room_manifest: dict[str, str] | None = None  # COMPLETED: the sandbox room right after the call
 
 
 @dataclass(frozen=True)

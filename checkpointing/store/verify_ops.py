@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DOCUMENTS", "has_doc", "repair_rows", "stream_name", "verify_rows"]
+__all__ = ["DOCUMENTS", "has_doc", "repair_rows", "stream_name", "verified_dump", "verify_rows"]
 
 DOCUMENTS = ("session.json", "pins.json")
 """The one-record documents of a session on the PostgreSQL store that `verify_rows` verifies."""
@@ -120,21 +120,29 @@ def verify_stream(name: str, path: Path, rows: list[tuple[int, bytes]], end: int
 def verify_rows(streams: PostgresSessionStreams) -> list[FileReport]:
     """Every stream, document and persisted index of the session, verified (read-only), in the
     order `checkpointing.verify.verify_session` reports a session folder: streams, documents, indexes."""
+    return verified_dump(streams)[0]
+
+
+def verified_dump(streams: PostgresSessionStreams) -> tuple[list[FileReport], dict[str, bytes], dict[str, bytes]]:
+    """`verify_rows` and what `PostgresSessionDocs.dump` gives (each stream's rows concatenated as
+    stored, each document's body), from one read of the rows: (reports, {stream: bytes}, {document: bytes})."""
     base = streams.label.parent
     out: list[FileReport] = []
+    data: dict[str, bytes] = {}
     with streams.store.connection("verifying a session") as conn:
         found = conn.execute(_q(streams, "streams"), (streams.tenant, streams.thread)).fetchall()
         ordered = sorted(found, key=lambda r: (not is_session_stream(str(r[0])), str(r[0])))
         for run, sid, end in ordered:
             rows = [(int(p), bytes(b)) for p, b in conn.execute(_q(streams, "rows"), (sid,))]
             out.append(verify_stream(stream_name(str(run)), streams.path(str(run)), rows, int(end)))
+            data[str(run)] = b"".join(raw for _, raw in rows)
         docs = {str(n): bytes(b) for n, b in conn.execute(_q(streams, "docs"), (streams.tenant, streams.thread))}
     for name in DOCUMENTS:
         if name in docs:
             out.append(verify_bytes(base, name, docs[name], FileKind.DOCUMENT))
     for name in sorted(n for n in docs if n.endswith(indexfile.SUFFIX)):
         out.append(verify_bytes(base, name, docs[name], FileKind.INDEX))
-    return out
+    return out, data, docs
 
 
 def _run_of(name: str) -> str:

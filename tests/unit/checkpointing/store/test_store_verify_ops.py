@@ -77,6 +77,18 @@ def test_postgres_damage_inside_a_stream_is_left(saver_kit: Any) -> None:
     assert streams.repair(report) is None
 
 
+def test_postgres_verified_dump_is_verify_and_dump_from_one_read(saver_kit: Any) -> None:
+    """What the doctor copies and the verdicts it reports come from one read of the rows, damaged
+    ones included: the same as `verify()` and `dump()`."""
+    if saver_kit.kind != "postgres":
+        pytest.skip("rows of the PostgreSQL store")
+    from checkpointing.store.verify_ops import verified_dump
+
+    streams = _fill(saver_kit)
+    _flip_pg(saver_kit, 3)
+    assert verified_dump(streams) == (streams.verify(), *streams.dump())
+
+
 def test_postgres_damaged_documents(saver_kit: Any) -> None:
     """A damaged session.json is moved aside; a damaged index is dropped."""
     if saver_kit.kind != "postgres":
