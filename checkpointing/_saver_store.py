@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -40,12 +40,14 @@ from checkpointing._saver_index import (
     saved_state,
     versions_into,
 )
-from checkpointing._saver_prefix import ListMemo
 from checkpointing._saver_reads import RecordReads
 from checkpointing.exceptions import CorruptCheckpointError, CorruptRecordError
 from checkpointing.record_log import Durable
 from checkpointing.records import FsyncPolicy, frame
 from checkpointing.store.base import SessionStreams
+
+if TYPE_CHECKING:  # the memo's module loads langchain_core, which read commands must not
+    from checkpointing._saver_prefix import ListMemo
 
 _SCAN_WINDOW = 1024 * 1024
 """Bytes of a run file indexed at a time (opening a long session, or after a rewrite)."""
