@@ -14,8 +14,10 @@ no-saver ms/step of the same round) as a ratio to SqliteSaver's own cost. Then "
 its durable floor: an untimed run records the very bytes it appended and the fdatasyncs it issued
 (`durable_floor.trace`), each round replays them alone in a fresh folder (`durable_floor.replay`),
 and the floor is that round's no-saver ms/step plus the replay's ms/step (goal: jsonl within
-1.15x). `time^` is the growth exponent of the run's time (steps/4 -> steps; 1.0: each step costs
-the same), `growth^` that of the bytes stored. Nothing is asserted.
+1.15x); "floor" does those appends and syncs at the saver's calls in a graph run, and jsonl's CPU
+in its calls is printed (`durable_floor.floor_report`). `time^` is the growth exponent of the
+run's time (steps/4 -> steps; 1.0: each step costs the same), `growth^` that of the bytes stored.
+Nothing is asserted.
 
     python bench/checkpointers.py                      # defaults finish in about 2-3 minutes
     python bench/checkpointers.py --plain-steps 400 --delta-steps 2000 --rounds 3
@@ -41,6 +43,7 @@ import statistics
 import string
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -60,11 +63,14 @@ from checkpointing.fsyncs import fsync_count
 from checkpointing.saver import JsonlCheckpointSaver
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from durable_floor import replay, summary, trace
+from durable_floor import ReplaySaver, floor_report, replay, summary, trace
 
-SAVERS = ("jsonl", "jsonl-ckpt", "memory", "sqlite", "postgres", "none")
+import checkpointing._saver_spill as spill_module
+
+SAVERS = ("jsonl", "jsonl-ckpt", "memory", "sqlite", "postgres", "none", "floor")
 MILESTONES = (100, 1000)
 JSONL_FSYNC = {"policy": "always"}
+FLOOR_OPS: list = []  # what "floor" replays: the untimed jsonl run's trace (`durable_floor.ReplaySaver`)
 
 
 def _delta_add_messages(state: list, writes: list) -> list:
@@ -129,6 +135,9 @@ def make_saver(name: str, work: Path) -> tuple[Any, Callable[[], int | None], Ca
         return mem, lambda: _memory_bytes(mem), lambda: None
     if name == "none":
         return None, lambda: None, lambda: None
+    if name == "floor":
+        replayer = ReplaySaver(FLOOR_OPS, work / "floor")
+        return replayer, lambda: None, replayer.close
     if name == "sqlite":
         import sqlite3
 
@@ -197,6 +206,9 @@ def _run_in(work: Path, name: str, mode: str, steps: int) -> dict[str, Any]:
     out: dict[str, Any] = {"bytes": {}, "get_state": {}, "get_tuple": {}, "ms": 0.0, "elapsed": {}}
     elapsed, state = 0.0, None
     fsyncs = fsync_count()
+    cpu: dict[str, float] = {"calls": 0.0, "list check": 0.0}
+    if name.startswith("jsonl"):
+        _cpu_counted(saver, cpu)
     try:
         for mark in marks:
             limit["n"] = mark
@@ -217,10 +229,37 @@ def _run_in(work: Path, name: str, mode: str, steps: int) -> dict[str, Any]:
         out["ms"] = elapsed * 1000 / steps
         # Counted in checkpointing/fsyncs.py; only our saver's fsyncs go through it (and reads cost none).
         out["fsync"] = (fsync_count() - fsyncs) / steps if name.startswith("jsonl") else None
+        out["cpu"] = {k: v * 1000 / steps for k, v in cpu.items()} if name.startswith("jsonl") else None
     finally:
+        spill_module.reusable = _REUSABLE
         close()
         shutil.rmtree(work, ignore_errors=True)
     return out
+
+
+_REUSABLE = spill_module.reusable
+
+
+def _cpu_counted(saver: Any, cpu: dict[str, float]) -> None:
+    """Add to `cpu` the CPU seconds of the calling thread in the saver's put and put_writes, and
+    in its list check (`_saver_prefix.reusable`, for one run: `_run_in` puts it back)."""
+
+    lock = threading.Lock()
+
+    def counted(fn: Callable[..., Any], key: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent = time.thread_time() - t0
+                with lock:
+                    cpu[key] += spent
+
+        return call
+
+    saver.put, saver.put_writes = counted(saver.put, "calls"), counted(saver.put_writes, "calls")
+    spill_module.reusable = counted(_REUSABLE, "list check")
 
 
 def _fmt_bytes(n: float | None) -> str:
@@ -274,38 +313,7 @@ def report(mode: str, steps: int, runs: dict[str, list[dict[str, Any]]], io_ms: 
         print(row)
     floor_and_own_cost(runs)
     if io_ms:
-        durable_floor_report(runs, io_ms, steps)
-
-
-def durable_floor_report(runs: dict[str, list[dict[str, Any]]], io_ms: list[float], steps: int) -> None:
-    """Print "jsonl" against its durable floor: per round, the no-saver ms/step of that round plus
-    the ms/step of replaying the saver's own writes and syncs (`durable_floor.replay`); medians."""
-    jsonl, none = runs.get("jsonl", []), runs.get("none", [])
-    if not jsonl or len(none) != len(io_ms):
-        return
-    floors = [n["ms"] + io for n, io in zip(none, io_ms, strict=True)]
-    ratios = [j["ms"] / f for j, f in zip(jsonl, floors, strict=True)]
-    j_ms, f_ms = statistics.median(r["ms"] for r in jsonl), statistics.median(floors)
-    print(
-        f"durable floor at {steps} steps: no saver {statistics.median(n['ms'] for n in none):.2f} + the saver's "
-        f"appends and syncs replayed {statistics.median(io_ms):.2f} = {f_ms:.2f} ms/step; "
-        f"jsonl {j_ms:.2f} ms/step = {statistics.median(ratios):.2f}x the floor "
-        f"(per-round ratios {' '.join(f'{r:.2f}' for r in ratios)}; goal <= 1.15x)"
-    )
-    floor_exp = [e for r in none if (e := _exponent(r["elapsed"], steps)) is not None]
-    saver_exp = [e for r in jsonl if (e := _exponent(r["elapsed"], steps)) is not None]
-    if floor_exp and saver_exp:
-        print(
-            f"  time exponent (steps/4 -> steps): the floor's graph alone {statistics.median(floor_exp):.2f}, "
-            f"jsonl {statistics.median(saver_exp):.2f} (above 1.0 the floor itself grows per step: plain "
-            "add_messages merges the whole list at every step, and LangGraph hands a saver the whole list)"
-        )
-    own = [j["ms"] - n["ms"] for j, n in zip(jsonl, none, strict=True)]
-    beyond = statistics.median(o / i for o, i in zip(own, io_ms, strict=True))
-    print(
-        f"  the saver's own cost {statistics.median(own):.2f} ms/step against its I/O alone "
-        f"{statistics.median(io_ms):.2f} ms/step: {beyond:.2f}x"
-    )
+        floor_report(runs, io_ms, steps, _exponent)
 
 
 def floor_and_own_cost(runs: dict[str, list[dict[str, Any]]]) -> None:
@@ -366,14 +374,16 @@ def main(argv: list[str] | None = None) -> None:
     for mode in args.modes.split(","):
         steps = args.delta_steps if mode == "delta" else args.plain_steps
         runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
-        ops: list = []
+        ops: list = FLOOR_OPS
+        ops.clear()
         if "jsonl" in names and "none" in names:  # an untimed run that records what the floor replays
             run_one("jsonl", mode, steps, ops)
             writes, size, syncs = summary(ops)
             print(f"  [{mode}] jsonl wrote {writes} times ({size / 1e6:.2f} MB) and synced {syncs} times")
         io_ms: list[float] = []
         for r in range(args.rounds):
-            order = names[r % len(names) :] + names[: r % len(names)]
+            mine = [n for n in names if n != "floor" or ops]  # "floor" replays the trace
+            order = mine[r % len(mine) :] + mine[: r % len(mine)]
             for name in order:
                 t0 = time.perf_counter()
                 runs[name].append(run_one(name, mode, steps))
