@@ -15,6 +15,7 @@ the one before has let go of the session (its lease released), so a session neve
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import threading
 import time
@@ -67,6 +68,9 @@ class RunEngine:
         self._lock = threading.Lock()
         self._threads: dict[tuple[str, str], _Thread] = {}
         self._runs: OrderedDict[tuple[str, str], RunRecord] = OrderedDict()
+        self._untrimmed: OrderedDict[tuple[str, str], RunRecord] = OrderedDict()
+        """The runs of `_runs` not trimmed yet (in flight, or among the newest finished), in its order:
+        keeping a run costs the same whether the process has served ten runs or thousands."""
         self._starts: dict[str, Callable[[BaseException | None], None]] = {}
         self._timers: list[threading.Timer] = []
         self._closed = False
@@ -204,17 +208,28 @@ class RunEngine:
     def _unlist(self, rec: RunRecord) -> None:
         with self._lock:
             self._runs.pop((rec.tenant_id, rec.run_id), None)
+            self._untrimmed.pop((rec.tenant_id, rec.run_id), None)
 
     def _remember(self, rec: RunRecord) -> None:
         """Keep the record (under the lock); old finished ones drop their buffers, then themselves."""
-        self._runs[(rec.tenant_id, rec.run_id)] = rec
-        self._runs.move_to_end((rec.tenant_id, rec.run_id))
-        finished = [r for r in self._runs.values() if r.done.is_set()]
-        for old in finished[: max(0, len(finished) - KEEP_EVENTS_OF)]:
-            # their subscribers are gone; keep the record, drop the states it holds (replays read the store)
-            old.events, old.streamed, old.trimmed = [], [], True
-        for k in [k for k, r in self._runs.items() if r.done.is_set()][:-KEEP_FINISHED_RUNS]:
-            del self._runs[k]
+        key = (rec.tenant_id, rec.run_id)
+        self._runs[key] = rec
+        self._runs.move_to_end(key)
+        self._untrimmed[key] = rec
+        self._untrimmed.move_to_end(key)
+        finished = [k for k, r in self._untrimmed.items() if r.done.is_set()]
+        for k in finished[: max(0, len(finished) - KEEP_EVENTS_OF)]:
+            # their subscribers are gone; keep the record, drop what only a run in flight needs
+            # (replays read the store)
+            self._untrimmed.pop(k).trim()
+        # A run not finished is never trimmed: the others are finished, the oldest go first.
+        unfinished = len(self._untrimmed) - min(len(finished), KEEP_EVENTS_OF)
+        excess = len(self._runs) - unfinished - KEEP_FINISHED_RUNS
+        if excess > 0:
+            old = [k for k, r in itertools.islice(self._runs.items(), excess + unfinished) if r.done.is_set()]
+            for k in old[:excess]:
+                del self._runs[k]
+                self._untrimmed.pop(k, None)
 
     # --- running -----------------------------------------------------------------------------------------
     def _pump(self, key: tuple[str, str]) -> None:

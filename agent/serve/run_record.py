@@ -192,6 +192,14 @@ class RunRecord:
             self.done.set()
         self._wake()
 
+    def trim(self) -> None:
+        """An old finished run: drop its buffers (replays read the record store) and what only a run
+        in flight needs (its job, its stream translator and log), so that the many finished runs a
+        server keeps hold little for the collector to walk."""
+        with self._lock:
+            self.events, self.streamed, self.trimmed = [], [], True
+        self.job = self._translator = self._log = None
+
     async def wait(self) -> None:
         """Until the run is over (no thread held while waiting)."""
         async for _ in self.follow():
