@@ -18,6 +18,9 @@ TOO_MANY_FAILURES = "too_many_failures"
 CONTEXT_EXHAUSTED = "context_exhausted"
 REJECTED = "rejected"
 
+# loop_signal of a step that goes on to the next model call.
+CONTINUE = "CONTINUE"
+
 
 def decide(state: TaskExecutionState, settings: Any) -> dict[str, Any]:
     """The pure decision: the state update of one refining step."""
@@ -64,7 +67,7 @@ def decide(state: TaskExecutionState, settings: Any) -> dict[str, Any]:
             "finish_reason": MAX_ITERATIONS,
             "error": f"stopped after max_iterations={loop.max_iterations}",
         }
-    return {**update, "loop_signal": "CONTINUE"}
+    return {**update, "loop_signal": CONTINUE}
 
 
 def refining_node(state: TaskExecutionState, config: RunnableConfig, runtime: Runtime[AgentContext]) -> dict[str, Any]:
@@ -82,10 +85,10 @@ def refining_node(state: TaskExecutionState, config: RunnableConfig, runtime: Ru
 
 
 def route_after_refining(state: TaskExecutionState) -> str:
-    """memory (then reasoning) to continue, planning to replan, END to finish."""
+    """reasoning to continue (it compresses first when due), planning to replan, END to finish."""
     signal = state.get("loop_signal")
     if signal == "FINISH":
         return "__end__"
     if signal == "REPLAN":
         return "planning"
-    return "memory"
+    return "reasoning"
