@@ -17,7 +17,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from graph.context import AgentContext, loop_runtime
-from graph.state import TaskExecutionState, normalize_decision
+from graph.state import RouteInput, TaskExecutionState, normalize_decision
 from nodes import _model_output as out
 from nodes._util import last_ai
 from nodes.refining import CONTINUE, decide
@@ -83,7 +83,7 @@ def _with_guards(state: TaskExecutionState, update: dict[str, Any], settings: An
     return update
 
 
-def route_after_acting(state: TaskExecutionState) -> str:
+def route_after_acting(state: RouteInput) -> str:
     """reasoning when the step continues (its guards are recorded); refining to replan or finish."""
     return "reasoning" if state.get("loop_signal") == CONTINUE else "refining"
 

@@ -8,7 +8,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from graph.context import AgentContext, loop_runtime
-from graph.state import TaskExecutionState
+from graph.state import RouteInput, TaskExecutionState
 from nodes._util import last_ai
 
 # finish_reason values a run can end with (the CLI and the runner report them as they are).
@@ -84,7 +84,7 @@ def refining_node(state: TaskExecutionState, config: RunnableConfig, runtime: Ru
     return update
 
 
-def route_after_refining(state: TaskExecutionState) -> str:
+def route_after_refining(state: RouteInput) -> str:
     """reasoning to continue (it compresses first when due), planning to replan, END to finish."""
     signal = state.get("loop_signal")
     if signal == "FINISH":
