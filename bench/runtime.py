@@ -6,12 +6,10 @@ durability sync, `fsync: always`). The anchor is a bare LangGraph ReAct loop doi
 the same run: a model node (the same scripted model) + `ToolNode` + `add_messages`, with
 SqliteSaver, and the same loop on agentrt's JsonlCheckpointSaver ("the saver alone").
 
-Beside them, the same loop in agentrt's graph shape ("shape4"): four supersteps per tool step (model,
-tools, then two nodes that write nothing, as agentrt's refining and memory), on SqliteSaver, on the
-JSONL saver, on InMemorySaver and with no checkpointer (SqliteSaver and InMemorySaver only up to
-N=200, where they are not yet quadratic). agentrt / shape4+JSONL is what the runtime adds around
-the saver for the same supersteps; agentrt / shape4 with no checkpointer is its own cost beyond
-LangGraph's.
+Both make two supersteps per tool step (agentrt's reasoning and acting; the bare loop's model and
+tools), so agentrt / bare loop on the JSONL saver is what the runtime adds around the saver, and
+each side minus the bare loop with no checkpointer is its own cost beyond LangGraph's. The bare
+loop also runs on InMemorySaver and with no checkpointer (the floors).
 
 Every measurement runs in a fresh child process (so peak memory is that run's), in the same
 invocation of this script. Each child calls `gc.freeze()` once its runner or graph is built, as
@@ -60,10 +58,6 @@ STAMPS: list[float] = []
 CPU_STAMPS: list[float] = []
 RESULT_BYTES = 2048
 NEXT_TURN = "And one more thing?"
-SHAPE4 = ("shape4-sqlite", "shape4-jsonl", "shape4-memory", "shape4-none")
-"""The bare loop in agentrt's graph shape: four supersteps per tool step."""
-QUADRATIC = frozenset({"shape4-sqlite", "shape4-memory"})
-"""Run up to N=200 only (their cost per step grows with N: at 1,000 they add minutes and no anchor)."""
 
 
 def blob2k(i: int) -> str:
@@ -168,9 +162,8 @@ def child_agentrt(work: Path, n: int, profile: str | None) -> dict[str, Any]:
     }
 
 
-def child_bare(work: Path, n: int, saver_name: str, shape: int = 2) -> dict[str, Any]:
-    """The bare LangGraph ReAct loop: model node + ToolNode + add_messages, checkpointed; with
-    `shape` 4, two more nodes that write nothing after the tools (agentrt's supersteps per step)."""
+def child_bare(work: Path, n: int, saver_name: str) -> dict[str, Any]:
+    """The bare LangGraph ReAct loop: model node + ToolNode + add_messages, checkpointed."""
     counts = _count_fsyncs()
     sys.path.insert(0, str(CODE))
     import sqlite3
@@ -192,14 +185,7 @@ def child_bare(work: Path, n: int, saver_name: str, shape: int = 2) -> dict[str,
     g.add_node("tools", ToolNode([me.blob2k]))
     g.add_edge(START, "model")
     g.add_conditional_edges("model", tools_condition)
-    if shape == 4:
-        g.add_node("refine", lambda state: {})
-        g.add_node("memory", lambda state: {})
-        g.add_edge("tools", "refine")
-        g.add_edge("refine", "memory")
-        g.add_edge("memory", "model")
-    else:
-        g.add_edge("tools", "model")
+    g.add_edge("tools", "model")
     root = work / saver_name
     root.mkdir(parents=True)
     saver: Any
@@ -223,7 +209,7 @@ def child_bare(work: Path, n: int, saver_name: str, shape: int = 2) -> dict[str,
     t0, c0 = time.perf_counter(), time.process_time()
     graph.invoke(
         {"messages": [HumanMessage("Call the tool until done.")]},
-        {"configurable": {"thread_id": "s-bench"}, "recursion_limit": 2 * shape * n + 20},
+        {"configurable": {"thread_id": "s-bench"}, "recursion_limit": 4 * n + 20},
         # LangGraph refuses a durability without a checkpointer (the floor without one).
         **({"durability": "sync"} if saver is not None else {}),
     )
@@ -336,8 +322,7 @@ def main() -> None:
         elif args.child == "commands":
             data = child_commands(work)
         else:
-            shape, _, saver_name = args.child.partition("-")
-            data = child_bare(work, args.n, saver_name, 4 if shape == "shape4" else 2)
+            data = child_bare(work, args.n, args.child.partition("-")[2])
         print(json.dumps(data))
         return
 
@@ -348,14 +333,12 @@ def main() -> None:
         finally:
             shutil.rmtree(top, ignore_errors=True)
         return
-    kinds = ("agentrt", "bare-sqlite", "bare-jsonl", "bare-memory", "bare-none", *SHAPE4)
+    kinds = ("agentrt", "bare-sqlite", "bare-jsonl", "bare-memory", "bare-none")
     res: dict[tuple[str, int], list[dict[str, Any]]] = {}
     try:
         for n in args.steps:
             for r in range(args.rounds):
                 for kind in kinds:  # interleaved: the same machine state for all of them
-                    if kind in QUADRATIC and n > 200:
-                        continue
                     work = top / f"{kind}-{n}-{r}"
                     profile = args.profile if (kind == "agentrt" and n == max(args.steps) and r == 0) else None
                     data = run_child(kind, work, n, strace=args.strace, profile=profile)

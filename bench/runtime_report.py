@@ -54,23 +54,17 @@ def parse_strace(text: str) -> dict[str, int]:
 
 
 def own_lines(args: argparse.Namespace, med: Any) -> None:
-    """The ratios against the same graph shape (four supersteps per tool step), wall and CPU, and
-    each side's own cost: its figure minus the same shape with no checkpointer."""
+    """Each side's own cost, wall and CPU: its figure minus the bare loop with no checkpointer
+    (agentrt makes the same two supersteps per tool step as the bare loop)."""
     for key, what in (("steps", "wall"), ("cpu_ms", "CPU")):
-        for anchor in ("shape4-sqlite", "shape4-jsonl"):
-            print(
-                f"{what + ' agentrt/' + anchor:30}"
-                + "".join(f"{med('agentrt', n, key) / med(anchor, n, key):>13.2f}x" for n in args.steps)
-                + "   (same supersteps per tool step)"
-            )
-        floor = {n: med("shape4-none", n, key) for n in args.steps}
-        for kind in ("agentrt", "shape4-sqlite", "shape4-jsonl"):
+        floor = {n: med("bare-none", n, key) for n in args.steps}
+        for kind in ("agentrt", "bare-sqlite", "bare-jsonl"):
             print(
                 f"{what + ' ' + kind + ' own':30}"
                 + "".join(f"{med(kind, n, key) - floor[n]:>14.2f}" for n in args.steps)
-                + "   ms/step beyond shape4 with no checkpointer"
+                + "   ms/step beyond the bare loop with no checkpointer"
             )
-        for anchor in ("shape4-sqlite", "shape4-jsonl"):
+        for anchor in ("bare-sqlite", "bare-jsonl"):
             print(
                 f"{what + ' own agentrt/' + anchor:30}"
                 + "".join(
@@ -119,18 +113,11 @@ def report(args: argparse.Namespace, res: dict[tuple[str, int], list[dict[str, A
         ("bare+JSONL saver ms/tool step", "bare-jsonl", "steps", 1.0, "{:.2f}"),
         ("floor: bare+InMemorySaver", "bare-memory", "steps", 1.0, "{:.2f}"),
         ("floor: bare, no checkpointer", "bare-none", "steps", 1.0, "{:.2f}"),
-        ("shape4+SqliteSaver ms/tool step", "shape4-sqlite", "steps", 1.0, "{:.2f}"),
-        ("shape4+JSONL saver ms/tool step", "shape4-jsonl", "steps", 1.0, "{:.2f}"),
-        ("floor: shape4+InMemorySaver", "shape4-memory", "steps", 1.0, "{:.2f}"),
-        ("floor: shape4, no checkpointer", "shape4-none", "steps", 1.0, "{:.2f}"),
         ("agentrt CPU ms/tool step", "agentrt", "cpu_ms", 1.0, "{:.2f}"),
         ("bare+SqliteSaver CPU ms/step", "bare-sqlite", "cpu_ms", 1.0, "{:.2f}"),
         ("bare+JSONL saver CPU ms/step", "bare-jsonl", "cpu_ms", 1.0, "{:.2f}"),
         ("floor: InMemorySaver CPU ms/step", "bare-memory", "cpu_ms", 1.0, "{:.2f}"),
         ("floor: no ckpt CPU ms/step", "bare-none", "cpu_ms", 1.0, "{:.2f}"),
-        ("shape4+SqliteSaver CPU ms/step", "shape4-sqlite", "cpu_ms", 1.0, "{:.2f}"),
-        ("shape4+JSONL saver CPU ms/step", "shape4-jsonl", "cpu_ms", 1.0, "{:.2f}"),
-        ("floor: shape4 no ckpt CPU ms/step", "shape4-none", "cpu_ms", 1.0, "{:.2f}"),
         ("agentrt bytes (MB)", "agentrt", "bytes", 1e6, "{:.2f}"),
         ("bare+SqliteSaver bytes (MB)", "bare-sqlite", "bytes", 1e6, "{:.2f}"),
         ("bare+JSONL saver bytes (MB)", "bare-jsonl", "bytes", 1e6, "{:.2f}"),
@@ -198,7 +185,7 @@ def report(args: argparse.Namespace, res: dict[tuple[str, int], list[dict[str, A
                 vals = [res[(kind, n)][0].get("strace", {}).get(call, 0) / n for n in args.steps]
                 print(f"{kind + ' strace ' + call + '/step':30}" + "".join(f"{v:>14.1f}" for v in vals))
     for n in args.steps:
-        for kind in ("agentrt", "bare-sqlite", "bare-jsonl", "bare-none", "shape4-jsonl", "shape4-none"):
+        for kind in ("agentrt", "bare-sqlite", "bare-jsonl", "bare-none"):
             for key, what in (("steps", ""), ("cpu_steps", " CPU")):
                 flatness(res, kind, n, key, what)
     if len(args.steps) > 1:

@@ -1,9 +1,13 @@
 """build_graph(): the StateGraph wiring of DESIGN §3, its routing, and GRAPH_VERSION.
 
     START -> init -> planning -> reasoning -> {acting | memory | refining}
-    acting -> refining
-    refining -> {memory | planning (replan) | END}
+    acting -> {reasoning (the step continues) | refining (replan or finish)}
+    refining -> {reasoning | planning (replan) | END}
     memory -> {reasoning | refining (compression exhausted)}
+
+A tool step is two supersteps, reasoning and acting, as in a bare ReAct loop: acting records the
+loop's guards itself when the step continues (nodes.acting), and reasoning sends the state to
+memory first whenever compression is due, so memory runs only when it has work.
 
 The graph's `context_schema` is `graph.context.AgentContext`: callers pass one per run
 (`context=AgentContext(factory)`), and nodes read it from LangGraph's injected `Runtime`. A caller
@@ -30,7 +34,7 @@ from langgraph.runtime import Runtime
 
 from graph.context import AgentContext
 from graph.state import SCHEMA_VERSION, GraphInput, TaskExecutionState
-from nodes.acting import acting_node
+from nodes.acting import acting_node, route_after_acting
 from nodes.init import init_node
 from nodes.memory import memory_node, route_after_memory
 from nodes.planning import planning_node
@@ -79,9 +83,9 @@ def build_state_graph(default_context: DefaultContext | None = None) -> AgentGra
     g.add_conditional_edges(
         "reasoning", route_after_reasoning, {"acting": "acting", "memory": "memory", "refining": "refining"}
     )
-    g.add_edge("acting", "refining")
+    g.add_conditional_edges("acting", route_after_acting, {"reasoning": "reasoning", "refining": "refining"})
     g.add_conditional_edges(
-        "refining", route_after_refining, {"memory": "memory", "planning": "planning", "__end__": END}
+        "refining", route_after_refining, {"reasoning": "reasoning", "planning": "planning", "__end__": END}
     )
     g.add_conditional_edges("memory", route_after_memory, {"reasoning": "reasoning", "refining": "refining"})
     return g

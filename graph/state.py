@@ -237,6 +237,15 @@ FIELD_REGISTRY: dict[str, tuple[FieldGroup, str]] = {
 }
 
 
+class RouteInput(TypedDict, total=False):
+    """What the routing functions read. Typed with it, a router gets these two channels from
+    LangGraph, which then re-applies only their writes to route (not the messages reducer over
+    the whole history, twice a tool step)."""
+
+    loop_signal: LoopSignal | None
+    last_iteration_result: dict[str, Any] | None
+
+
 class GraphInput(TypedDict, total=False):
     """What a caller may send: `user_input`, or Studio's chat `messages`."""
 

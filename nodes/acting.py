@@ -1,4 +1,11 @@
-"""acting: execute the tool calls of the last AI message (through the journal), pair the results."""
+"""acting: execute the tool calls of the last AI message (through the journal), pair the results.
+
+A step that simply continues records refining's guards in acting's own update and goes straight
+back to reasoning: refining's decision is a pure function of the state, so giving it a durable
+superstep of its own when it only says CONTINUE would cost one more checkpoint per tool step and
+protect nothing. Any other decision (REPLAN, FINISH) goes through the refining node, which makes
+the same decision on the same state and records it.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +17,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from graph.context import AgentContext, loop_runtime
-from graph.state import TaskExecutionState, normalize_decision
+from graph.state import RouteInput, TaskExecutionState, normalize_decision
 from nodes import _model_output as out
 from nodes._util import last_ai
+from nodes.refining import CONTINUE, decide
 
 
 def acting_node(state: TaskExecutionState, config: RunnableConfig, runtime: Runtime[AgentContext]) -> dict[str, Any]:
@@ -23,7 +31,7 @@ def acting_node(state: TaskExecutionState, config: RunnableConfig, runtime: Runt
     invalid = {"invalid_tool_calls": ai.invalid_tool_calls} if ai is not None else None
     unparsed = out.invalid_call_answers(invalid, rt.emit)  # calls whose arguments were not JSON
     if not calls and not unparsed:
-        return {"last_iteration_result": {"tool_calls": 0, "failures": 0}}
+        return _with_guards(state, {"last_iteration_result": {"tool_calls": 0, "failures": 0}}, rt.settings)
     decisions = ask_approvals(rt, calls)
     rejected = {cid: d.get("reason") or "rejected" for cid, d in decisions.items() if not d["approved"]}
     results = rt.execute_tool_calls(state, calls, rejected=rejected)
@@ -64,7 +72,20 @@ def acting_node(state: TaskExecutionState, config: RunnableConfig, runtime: Runt
     todo_update = rt.todo_update(state)
     if todo_update:
         update.update(todo_update)
+    return _with_guards(state, update, rt.settings)
+
+
+def _with_guards(state: TaskExecutionState, update: dict[str, Any], settings: Any) -> dict[str, Any]:
+    """`update` plus refining's decision when that decision is CONTINUE (see the module doc)."""
+    step = decide({**state, "last_iteration_result": update["last_iteration_result"]}, settings)
+    if step.get("loop_signal") == CONTINUE:
+        update.update(step)
     return update
+
+
+def route_after_acting(state: RouteInput) -> str:
+    """reasoning when the step continues (its guards are recorded); refining to replan or finish."""
+    return "reasoning" if state.get("loop_signal") == CONTINUE else "refining"
 
 
 def ask_approvals(runtime: Any, calls: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

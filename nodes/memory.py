@@ -8,7 +8,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from graph.context import AgentContext, loop_runtime
-from graph.state import TaskExecutionState
+from graph.state import RouteInput, TaskExecutionState
 
 
 def memory_node(state: TaskExecutionState, config: RunnableConfig, runtime: Runtime[AgentContext]) -> dict[str, Any]:
@@ -27,6 +27,6 @@ def memory_node(state: TaskExecutionState, config: RunnableConfig, runtime: Runt
     return update
 
 
-def route_after_memory(state: TaskExecutionState) -> str:
+def route_after_memory(state: RouteInput) -> str:
     """reasoning normally; refining when compression is exhausted (it replans or fails)."""
     return "refining" if state.get("loop_signal") == "REPLAN" else "reasoning"

@@ -9,7 +9,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from graph.context import AgentContext, invoke_model, loop_runtime
-from graph.state import TaskExecutionState
+from graph.state import RouteInput, TaskExecutionState
 from nodes import _model_output as out
 from nodes._util import prompt_messages
 
@@ -85,7 +85,7 @@ def unique_tool_call_ids(reply: AIMessage, answered: set[str], prefix: str) -> A
     return reply.model_copy(update={"tool_calls": fixed}) if changed else reply
 
 
-def route_after_reasoning(state: TaskExecutionState) -> str:
+def route_after_reasoning(state: RouteInput) -> str:
     """acting when the model asked for tools; memory to compress; refining otherwise."""
     if state.get("loop_signal") == "COMPRESS":
         return "memory"

@@ -8,7 +8,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from graph.context import AgentContext, loop_runtime
-from graph.state import TaskExecutionState
+from graph.state import RouteInput, TaskExecutionState
 from nodes._util import last_ai
 
 # finish_reason values a run can end with (the CLI and the runner report them as they are).
@@ -17,6 +17,9 @@ MAX_ITERATIONS = "max_iterations"
 TOO_MANY_FAILURES = "too_many_failures"
 CONTEXT_EXHAUSTED = "context_exhausted"
 REJECTED = "rejected"
+
+# loop_signal of a step that goes on to the next model call.
+CONTINUE = "CONTINUE"
 
 
 def decide(state: TaskExecutionState, settings: Any) -> dict[str, Any]:
@@ -64,7 +67,7 @@ def decide(state: TaskExecutionState, settings: Any) -> dict[str, Any]:
             "finish_reason": MAX_ITERATIONS,
             "error": f"stopped after max_iterations={loop.max_iterations}",
         }
-    return {**update, "loop_signal": "CONTINUE"}
+    return {**update, "loop_signal": CONTINUE}
 
 
 def refining_node(state: TaskExecutionState, config: RunnableConfig, runtime: Runtime[AgentContext]) -> dict[str, Any]:
@@ -81,11 +84,11 @@ def refining_node(state: TaskExecutionState, config: RunnableConfig, runtime: Ru
     return update
 
 
-def route_after_refining(state: TaskExecutionState) -> str:
-    """memory (then reasoning) to continue, planning to replan, END to finish."""
+def route_after_refining(state: RouteInput) -> str:
+    """reasoning to continue (it compresses first when due), planning to replan, END to finish."""
     signal = state.get("loop_signal")
     if signal == "FINISH":
         return "__end__"
     if signal == "REPLAN":
         return "planning"
-    return "memory"
+    return "reasoning"

@@ -96,7 +96,9 @@ class Turn:
             rt.builder.attach(session.session_id, recorder)
             # The nodes get this run's LoopRuntime through LangGraph's context (built by init).
             context = AgentContext(rt.builder)
-            if "messages" not in wanted:  # the `messages` mode streams tokens itself
+            if opts.live_events and "messages" not in wanted:  # the `messages` mode streams tokens itself
+                # Tokens are live events only: a caller taking just the result gets the model's
+                # reply in one piece, with no per-token chunks made and merged.
                 config = {**config, "callbacks": [TokenStream()]}
             item: Any  # (mode, chunk), or (namespace, mode, chunk) with subgraphs
             for item in rt.graph_for(session.tenant_id).stream(

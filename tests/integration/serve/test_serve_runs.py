@@ -186,7 +186,7 @@ def test_interrupt_before_pauses_the_run_and_a_run_without_input_continues(clien
     [paused] = client.runs.list(tid)
     assert paused["status"] == "success" and paused["kwargs"]["interrupt_before"] == ["acting"]
     after = client.runs.wait(tid, A, input=None, interrupt_after=["acting"])
-    assert client.threads.get_state(tid)["next"] == ["refining"] and _tools_of(client, tid) == 1
+    assert client.threads.get_state(tid)["next"] == ["reasoning"] and _tools_of(client, tid) == 1
     assert after["messages"][-1]["type"] == "tool"
     done = client.runs.wait(tid, A, input=None)
     assert done["finish_reason"] == "completed" and _tools_of(client, tid) == 4

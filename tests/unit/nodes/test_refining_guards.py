@@ -31,6 +31,8 @@ def test_failures_replan_then_fail(tmp_path: Path) -> None:
     events = list(runner.stream("use a tool that does not exist"))
     nodes = [e.data["node"] for e in events if e.kind == "node"]
     assert nodes.count("planning") == 2
+    replan_at = [i for i, node in enumerate(nodes) if node == "planning"][1]
+    assert nodes[replan_at - 2 : replan_at] == ["acting", "refining"]  # refining records the replan
     result = events[-1].data
     assert result["status"] == "FAILED"
     assert result["finish_reason"] == "too_many_failures"
