@@ -178,13 +178,16 @@ def _doctor(args: argparse.Namespace, ctx: DoctorContext) -> int:
         return _doctor_store(args, ctx, tenant)
     streams = session_streams(ctx.settings, tenant, args.session_id)
     on_pg = not isinstance(streams, FileSessionStreams)
-    if on_pg:  # the PostgreSQL store's rows (psycopg is loaded already)
-        from checkpointing.store.postgres import PostgresSessionStreams
 
-        nothing_on_disk = isinstance(streams, PostgresSessionStreams) and not streams.has_rows()
-    else:
-        nothing_on_disk = not ctx.session_dir(tenant, args.session_id).exists()
-    if args.repair and on_pg and nothing_on_disk:
+    def nothing_on_disk() -> bool:  # asked only when it decides something (on PostgreSQL: a query)
+        if on_pg:  # the PostgreSQL store's rows (psycopg is loaded already)
+            from checkpointing.store.postgres import PostgresSessionStreams
+
+            return isinstance(streams, PostgresSessionStreams) and not streams.has_rows()
+        return not ctx.session_dir(tenant, args.session_id).exists()
+
+    before_repair = nothing_on_disk() if args.repair else None  # what the repair found, as it found it
+    if on_pg and before_repair:
         raise NotFound(f"no session {args.session_id} in tenant {tenant}; list the sessions with `agentrt sessions`")
     if args.repair:
         from agent.doctor.repair import repair_session
@@ -195,7 +198,11 @@ def _doctor(args: argparse.Namespace, ctx: DoctorContext) -> int:
             say(printable(done), err=args.json)
     report = run_doctor(ctx, args.session_id, tenant_id=tenant, user_id=args.user)
     found = next((c for c in report.checks if c.name == "session_found"), None)
-    if found is not None and found.status == "FAIL" and (nothing_on_disk or len(report.checks) == 1):
+    if (
+        found is not None
+        and found.status == "FAIL"
+        and (len(report.checks) == 1 or (before_repair if before_repair is not None else nothing_on_disk()))
+    ):
         raise NotFound(f"{found.summary}; {found.next_step}" if found.next_step else found.summary)
     if args.json:
         print_json(report.to_json())

@@ -39,6 +39,10 @@ class RunnerFree:
         if self._manager is None:
             from agent.runner.services import build_manager
 
+            if self.settings.persistence.redis_url:  # a one-shot reader: redis-py's metrics stay off
+                from agent.session.stores.redis import load_redis_without_metrics
+
+                load_redis_without_metrics()
             self._manager = build_manager(self.settings, lazy_sql=True)
         return self._manager
 

@@ -3,23 +3,42 @@
 Key: `<prefix>:<tenant_id>:session:<session_id>` (default prefix `agentrt`). Tenant and session ids
 are validated (no `:` or glob characters), so one tenant's key can never match another's pattern.
 Every value read back is decoded into `ChatSession` and checked against the key's tenant.
+The client (and redis-py) is made on first use: a command that never reads the layer never loads it.
 """
 
 from __future__ import annotations
 
 import builtins
 import math
+import sys
 from collections.abc import Sequence
-from typing import Any
-
-import redis
-from redis.exceptions import RedisError
+from typing import TYPE_CHECKING, Any
 
 from agent.core.errors import BackendUnavailable
 from agent.session.session import ChatSession, SessionDocumentCorrupt, SessionStatus, utcnow
 from checkpointing.ids import validate_id
 
+if TYPE_CHECKING:
+    import redis
+
 DEFAULT_PREFIX = "agentrt"
+METRICS_SDK = "opentelemetry.sdk.metrics"
+"""The OpenTelemetry SDK module redis-py loads, when it is installed, for metrics agentrt never turns on."""
+
+
+def load_redis_without_metrics() -> None:
+    """Load redis-py as if the OpenTelemetry SDK were not installed (a case redis-py supports: it
+    is an optional extra), for a one-shot read command, which never turns redis-py's metrics on:
+    the SDK's metrics are about a fifth of what loading redis-py costs. Later imports of the SDK in
+    the process work as usual; redis-py's own metrics stay off in it."""
+    if "redis" in sys.modules or METRICS_SDK in sys.modules:
+        return
+    sys.modules[METRICS_SDK] = None  # type: ignore[assignment]  # import raises ImportError
+    try:
+        import redis  # noqa: F401
+    finally:
+        if METRICS_SDK in sys.modules and sys.modules[METRICS_SDK] is None:
+            del sys.modules[METRICS_SDK]
 
 
 class RedisSessionStore:
@@ -36,19 +55,28 @@ class RedisSessionStore:
         ended_ttl_seconds: int = 3600,
         socket_timeout: float = 2.0,
     ) -> None:
-        if client is None:
-            if url is None:
-                raise ValueError("RedisSessionStore needs a url or a client")
-            client = redis.Redis.from_url(
-                url,
-                socket_timeout=socket_timeout,
-                socket_connect_timeout=socket_timeout,
-                decode_responses=False,
-            )
-        self.client = client
+        if client is None and url is None:
+            raise ValueError("RedisSessionStore needs a url or a client")
+        self._client = client
+        self._url = url
+        self._socket_timeout = socket_timeout
         self.key_prefix = key_prefix
         self.min_ttl_seconds = min_ttl_seconds
         self.ended_ttl_seconds = ended_ttl_seconds
+
+    @property
+    def client(self) -> redis.Redis:
+        """The Redis client (made, and redis-py loaded, on first use)."""
+        if self._client is None:
+            import redis
+
+            self._client = redis.Redis.from_url(
+                str(self._url),
+                socket_timeout=self._socket_timeout,
+                socket_connect_timeout=self._socket_timeout,
+                decode_responses=False,
+            )
+        return self._client
 
     def key(self, tenant_id: str, session_id: str) -> str:
         """The Redis key of one session."""
@@ -78,7 +106,7 @@ class RedisSessionStore:
         key = self.key(tenant_id, session_id)
         try:
             raw = self.client.get(key)
-        except RedisError as err:
+        except _redis_error() as err:
             raise self._fail("GET", err) from err
         if raw is None:
             return None
@@ -92,7 +120,7 @@ class RedisSessionStore:
         key = self.key(session.tenant_id, session.session_id)
         try:
             self.client.set(key, session.to_json().encode("utf-8"), ex=self.ttl_for(session))
-        except RedisError as err:
+        except _redis_error() as err:
             raise self._fail("SET", err) from err
 
     def put_if_absent(self, session: ChatSession) -> None:
@@ -100,14 +128,14 @@ class RedisSessionStore:
         key = self.key(session.tenant_id, session.session_id)
         try:
             self.client.set(key, session.to_json().encode("utf-8"), ex=self.ttl_for(session), nx=True)
-        except RedisError as err:
+        except _redis_error() as err:
             raise self._fail("SET NX", err) from err
 
     def delete(self, tenant_id: str, session_id: str) -> None:
         """DEL the session's key."""
         try:
             self.client.delete(self.key(tenant_id, session_id))
-        except RedisError as err:
+        except _redis_error() as err:
             raise self._fail("DEL", err) from err
 
     def erase(self, keys: Sequence[str], patterns: Sequence[str] = ()) -> int:
@@ -118,7 +146,7 @@ class RedisSessionStore:
             for pattern in patterns:
                 found += [_text(k) for k in self.client.scan_iter(match=pattern, count=500)]
             return int(self.client.delete(*found)) if found else 0
-        except RedisError as err:
+        except _redis_error() as err:
             raise self._fail("DEL", err) from err
 
     def list(self, tenant_id: str, user_id: str | None = None) -> builtins.list[ChatSession]:
@@ -129,7 +157,7 @@ class RedisSessionStore:
         try:
             keys = builtins.list(self.client.scan_iter(match=pattern, count=500))
             values = self.client.mget(keys) if keys else []
-        except RedisError as err:
+        except _redis_error() as err:
             raise self._fail("SCAN", err) from err
         for key, raw in zip(keys, values, strict=True):
             if raw is None:
@@ -143,8 +171,16 @@ class RedisSessionStore:
         """Whether Redis answers."""
         try:
             return bool(self.client.ping())
-        except RedisError:
+        except _redis_error():
             return False
+
+
+def _redis_error() -> type[Exception]:
+    """redis-py's base error (a handler's class is looked up only when an error reaches it, after
+    the client, and so redis-py, is loaded)."""
+    from redis.exceptions import RedisError
+
+    return RedisError
 
 
 def _text(key: Any) -> str:
