@@ -239,6 +239,14 @@ class PersistenceSettings(_Strict):
             raise ValueError("store: postgres keeps checkpoints with saver: jsonl; remove saver or set it to jsonl")
         return self
 
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, v: str | None) -> str | None:
+        # Checked here: the client is made only when a command first reads Redis.
+        if v and not v.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("redis_url must start with redis://, rediss:// or unix:// (e.g. redis://127.0.0.1:6379/0)")
+        return v
+
     @field_validator("inline_payload_max_bytes", "keyframe_every")
     @classmethod
     def _positive(cls, v: int) -> int:

@@ -60,3 +60,16 @@ def test_the_cut_keeps_the_next_step():
         "k… (a bug: run again with AGENTRT_DEBUG=1 for the traceback) (shortened: AGENTRT_DEBUG=1 shows all)"
     )
     assert brief("short; do this") == "short; do this"
+
+
+def test_a_redis_url_without_a_redis_scheme_is_a_config_error_for_every_command(tmp_path: Path):
+    """`persistence.redis_url: localhost:6379` (no scheme): `run` and `show` both stop with exit 2
+    naming the key and the schemes it takes, before anything is written (the Redis client itself
+    is made only when a command first reads Redis)."""
+    (tmp_path / "bad.yaml").write_text("persistence:\n  redis_url: localhost:6379\n")
+    for args in (("run", "--config", "bad.yaml", "hi"), ("show", "s-1", "--config", "bad.yaml")):
+        ran = agentrt(*args, cwd=tmp_path)
+        assert ran.code == 2, ran.both
+        line = ran.error_line()
+        assert "invalid config bad.yaml: persistence.redis_url:" in line and "redis://" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]
