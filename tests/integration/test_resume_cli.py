@@ -16,7 +16,7 @@ from tests.support.crash import (
 from tests.support.zygote import Zygote
 
 SID = "done-1"
-LAST_CHECKPOINT = 34  # checkpoint puts of one drill run (see test_crash_drills)
+LAST_CHECKPOINT = 20  # checkpoint puts of one drill run (see test_crash_drills)
 
 
 def test_resume_of_finished_session_prints_its_result(tmp_path: Path) -> None:

@@ -41,10 +41,10 @@ CASES = [
     ("after_tool_execute:3", "same"),  # write_file (idempotent) re-runs
     ("after_tool_execute:6", "same"),  # calculator (read-only) re-runs
     ("after_tool_execute:8", "unknown:call_5_3"),  # bump delta, second unsafe call of one message
-    ("before_checkpoint_put:10", "same"),  # acting's writes saved, its checkpoint not
-    ("before_checkpoint_put:25", "same"),
+    ("before_checkpoint_put:11", "same"),  # acting's writes saved, its checkpoint not (puts: input, init,
+    ("before_checkpoint_put:17", "same"),  # planning, then reasoning and acting a tool step: acting is odd)
     ("after_checkpoint_put:5", "same"),
-    ("after_checkpoint_put:25", "same"),
+    ("after_checkpoint_put:18", "same"),
     ("before_journal_append:7", "same"),  # before bump beta's INTENT: it never started
     ("before_journal_append:14", "unknown:call_5_2"),  # bump gamma ran, its COMPLETED not appended
     ("after_journal_append:1", "unknown:call_2_1"),  # INTENT of bump alpha durable, tool never called

@@ -138,7 +138,7 @@ def _calls(n: int) -> list[dict[str, Any]]:
 
 
 def test_keep_last_on_a_real_agentrt_run_keeps_the_newest_identical(tmp_path: Path) -> None:
-    """agentrt's own graph (its DeltaChannels snapshot every 500 updates): a 130-tool-step turn,
+    """agentrt's own graph (its DeltaChannels snapshot every 500 updates): a 260-tool-step turn,
     retention at keep_last=5 keeps 5 checkpoints (plus the branch head), each reading back with
     exactly the state it had before, byte for byte, and the next turn continues the whole context."""
     from agent.runner import AgentRunner
@@ -146,11 +146,11 @@ def test_keep_last_on_a_real_agentrt_run_keeps_the_newest_identical(tmp_path: Pa
     from checkpointing.records import canonical_json
     from tests.support.runners import make_config
 
-    loop = {"planning": "never", "max_iterations": 200}
-    cfg = make_config(tmp_path, _calls(130), persistence={"keep_last": None}, loop=loop, datasets=[])
+    loop = {"planning": "never", "max_iterations": 300}
+    cfg = make_config(tmp_path, _calls(260), persistence={"keep_last": None}, loop=loop, datasets=[])
     runner = AgentRunner.from_config(cfg)
     first = runner.run("count", new_session_id="s-keep", tenant_id="acme")
-    assert first.status == "COMPLETED" and first.tool_calls == 130
+    assert first.status == "COMPLETED" and first.tool_calls == 260
     thread: RunnableConfig = {"configurable": {"thread_id": "s-keep", "tenant_id": "acme"}}
     codec = CheckpointStateCodec()
 
@@ -164,7 +164,7 @@ def test_keep_last_on_a_real_agentrt_run_keeps_the_newest_identical(tmp_path: Pa
     assert len(before) > 500
     saver = JsonlCheckpointSaver(tmp_path / "agentrt", keep_last=KEEP)
     saver.retain({"configurable": {**thread["configurable"], "run_id": first.run_id}})
-    again = [*_calls(130), {"content": "Done again.", "usage": {"input_tokens": 90, "output_tokens": 2}}]
+    again = [*_calls(260), {"content": "Done again.", "usage": {"input_tokens": 90, "output_tokens": 2}}]
     after_runner = AgentRunner.from_config(make_config(tmp_path, again, loop=loop, datasets=[]))
     after = states(after_runner)
     assert len(after) == KEEP, len(after)
@@ -176,7 +176,7 @@ def test_keep_last_on_a_real_agentrt_run_keeps_the_newest_identical(tmp_path: Pa
     nxt = after_runner.run("and again", session_id="s-keep", tenant_id="acme")
     assert nxt.status == "COMPLETED"
     msgs = after_runner.state("s-keep", "acme")["messages"]
-    assert sum(1 for m in msgs if m.type == "tool") == 130 and msgs[-1].content == "Done again."
+    assert sum(1 for m in msgs if m.type == "tool") == 260 and msgs[-1].content == "Done again."
     assert any(m.content == "Done." for m in msgs)  # the first turn's answer is still in the context
 
 
