@@ -143,11 +143,12 @@ def _report(what: str, times: dict[str, list[float]]) -> None:
         print(f"{name:<28} {med[name]:>9.3f} {min(ts):>8.3f} {med[name] / bare:>6.2f}x {med[name] - floor:>15.3f}")
     print(f"agentrt run / bare turn: {ours / bare:.2f}x (goal <= {GOAL:.1f}x)")
     print(f"import floor / bare turn: {floor / bare:.2f}x")
-    beyond = (ours - floor) / (bare - floor) if bare > floor else float("nan")
-    print(
-        f"cost beyond the import floor: agentrt {ours - floor:.3f} s, bare {bare - floor:.3f} s = {beyond:.2f}x "
-        "(the goal where 1.0x overall is below what the imports allow: <= 1.0x)"
-    )
+    said = f"cost beyond the import floor: agentrt {ours - floor:.3f} s, bare {bare - floor:.3f} s"
+    if bare > floor:
+        ratio = (ours - floor) / (bare - floor)
+        print(f"{said} = {ratio:.2f}x (the goal where 1.0x overall is below what the imports allow: <= 1.0x)")
+    else:  # the bare turn costs no more than its imports: a ratio would divide by noise
+        print(f"{said} (the bare turn is within its import floor here: no ratio; the overall ratio above applies)")
 
 
 def _fresh(work: Path, i: int, env: dict[str, str]) -> tuple[float, float]:
