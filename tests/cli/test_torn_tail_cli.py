@@ -42,13 +42,14 @@ ALL = switch("AGENTRT_TORN_ALL")
 STATUSES = ("COMPLETED", "PAUSED", "RUNNING") if ALL else ("COMPLETED",)
 OFFSETS = ("0", "1", "mid", "len-2", "len-1", "flip")
 # The CI sample: every offset where the headline bug lived, a spread elsewhere (every file of a
-# kind goes through the same rule, which the in-process sweep checks at every byte).
+# kind goes through the same rule, which the in-process sweep checks at every byte). A document
+# replaced whole is refused whatever its damage: one offset each (a flipped last byte, a missing newline).
 SAMPLE = {
     "checkpoints.jsonl": OFFSETS,
     "events.jsonl": ("0", "flip"),
     "journal.jsonl": ("1", "len-1"),
-    "session.json": ("mid", "flip"),
-    "fence.json": ("0", "len-1"),
+    "session.json": ("flip",),
+    "fence.json": ("len-1",),
     "lease.token": ("mid",),
     "events.jsonl.idx": ("mid",),
     "checkpoints.jsonl.idx": ("len-1",),

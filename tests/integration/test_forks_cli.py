@@ -17,7 +17,6 @@ import random
 import shutil
 import signal
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -261,41 +260,48 @@ def _spawn_killed(u: User, args: list[str], delay: float) -> int:
     proc = subprocess.Popen(
         [script(), *u.args(*args)], cwd=u.cwd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    time.sleep(delay)  # the random instant itself, not a wait for a condition
-    proc.send_signal(signal.SIGKILL)
+    try:
+        return proc.wait(timeout=delay)  # the random instant itself; a turn that ended sooner is not waited out
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
     return proc.wait(timeout=60)
 
 
 @pytest.mark.parametrize("alice", ["default"], indirect=True)
-def test_sigkill_in_the_first_turn_on_a_fork_resumes_on_the_fork(alice: User) -> None:
+def test_sigkill_in_the_first_turn_on_a_fork_resumes_on_the_fork(alice: User, tmp_path: Path) -> None:
     """SIGKILL at a random instant of the fork's first turn, then `agentrt resume`: the turn continues
-    on the fork from its fork point; the old branch's entries and room never change."""
+    on the fork from its fork point; the old branch's entries and room never change. The paused,
+    ended and forked session is made once; each kill runs in a copy of its folder."""
+    sid, answer = _paused_session(alice)
+    alice.ok("end", sid)
+    branch = alice.json("fork", sid, "--from", answer)["branch_id"]
     rng = random.Random(SEED)
-    for _ in range(KILLS):
-        sid, answer = _paused_session(alice)
-        alice.ok("end", sid)
-        main_lines = _raw_lines(alice, sid, "main")
-        main_room = _tree(_session_dir(alice, sid) / "workspace")
-        branch = alice.json("fork", sid, "--from", answer)["branch_id"]
-        _spawn_killed(alice, ["run", "--session", sid, "turn three"], rng.uniform(0.5, 6.0))
+    for kill in range(KILLS):
+        cwd = tmp_path / f"kill-{kill}"
+        shutil.copytree(alice.cwd, cwd, symlinks=True)
+        u = User(cwd, alice.tenant, alice.user, alice.config)
+        main_lines = _raw_lines(u, sid, "main")
+        main_room = _tree(_session_dir(u, sid) / "workspace")
+        _spawn_killed(u, ["run", "--session", sid, "turn three"], rng.uniform(0.5, 6.0))
         result: dict[str, Any] = {"status": "UNKNOWN"}
         for _attempt in range(6):
             if result["status"] == "COMPLETED":
                 break
             if result["status"] == "PAUSED":
-                result = alice.json("resume", sid, "--approve")
+                result = u.json("resume", sid, "--approve")
                 continue
-            ran = alice("resume", sid, "--json")
+            ran = u("resume", sid, "--json")
             if ran.code == 0:
                 result = json.loads(ran.out)
             elif "has not run a turn yet" in ran.err:  # killed before the turn was recorded: run it again
-                result = alice.json("run", "--session", sid, "turn three")
+                result = u.json("run", "--session", sid, "turn three")
             else:
                 assert "waiting for a human decision" in ran.err, ran.err
                 result = {"status": "PAUSED"}
         assert result is not None and result["status"] == "COMPLETED", result
-        shown = alice.json("show", sid)
+        shown = u.json("show", sid)
         assert shown["session"]["current_branch_id"] == branch
         assert [c for _, c in _pages(shown)[branch]][0::2] == ["turn one", "turn three"]
-        assert _raw_lines(alice, sid, "main") == main_lines
-        assert _tree(_session_dir(alice, sid) / "workspace") == main_room
+        assert _raw_lines(u, sid, "main") == main_lines
+        assert _tree(_session_dir(u, sid) / "workspace") == main_room
+        shutil.rmtree(cwd)

@@ -18,6 +18,12 @@ tool call). Every case must go:
 
 A damaged row followed by intact ones is corruption, as a bad line inside a file is: the doctor
 names a backup, and `--repair` leaves it as it is.
+
+By default each status damages one stream, in rotation (COMPLETED its checkpoints, PAUSED its
+`@events`, RUNNING its `@journal`), so every status and every stream is tried once;
+`AGENTRT_PG_REPAIR_ALL=1` (or `AGENTRT_FULL_DRILLS=1`) damages every stream under every status:
+
+    AGENTRT_PG_REPAIR_ALL=1 python -m pytest -q tests/integration/doctor/test_pg_repair_cli.py
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import pytest
 
 from tests.cli.console import Ran, agentrt
 from tests.support.celery_drill import database_url
+from tests.support.drills import switch
 from tests.support.store_configs import StoreSetup
 
 TEXT = "Summarise the 2026 sales by region"
@@ -44,6 +51,7 @@ STATUSES = ("COMPLETED", "PAUSED", "RUNNING")
 STREAMS = ("checkpoints", "@events", "@journal")
 FILES = {"checkpoints": "checkpoints.jsonl", "@events": "events.jsonl", "@journal": "journal.jsonl"}
 TENANT, OTHER = "acme", "globex"
+ALL = switch("AGENTRT_PG_REPAIR_ALL")
 LEASE_TTL_S = 2.0
 """Short, so the lease of a run killed mid-way lapses soon (what `resume` and `--repair` wait for)."""
 
@@ -76,6 +84,18 @@ def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pg]:
     assert setup.database is not None
     yield Pg(where, config, setup.database)
     setup.close()
+
+
+@pytest.fixture(scope="module")
+def other(pg: Pg) -> tuple[str, dict[str, bytes]]:
+    """The other tenant's COMPLETED session and its rows, made once: every case must leave them as they are."""
+    other_sid = _make(pg, "COMPLETED", tenant=OTHER)
+    return other_sid, _rows(pg, OTHER, other_sid)
+
+
+def _streams(status: str) -> tuple[str, ...]:
+    """The streams damaged under `status`: all of them, or the status's one in the rotation."""
+    return STREAMS if ALL else STREAMS[STATUSES.index(status) :: len(STATUSES)]
 
 
 def _make(pg: Pg, status: str, tenant: str = TENANT) -> str:
@@ -222,13 +242,12 @@ def _case(pg: Pg, status: str, stream: str, other: tuple[str, dict[str, bytes]])
 
 
 @pytest.mark.parametrize("status", STATUSES)
-def test_a_damaged_last_row_is_refused_then_repaired(pg: Pg, status: str) -> None:
-    """Each stream of a session of this status: refused or going on, the doctor's FAIL names
-    --repair, the repair cuts the row (kept aside), the session goes on; the other tenant untouched."""
-    other_sid = _make(pg, "COMPLETED", tenant=OTHER)
-    other = (other_sid, _rows(pg, OTHER, other_sid))
+def test_a_damaged_last_row_is_refused_then_repaired(pg: Pg, other: tuple[str, dict[str, bytes]], status: str) -> None:
+    """Each stream damaged under this status (see the module's docstring): refused or going on, the
+    doctor's FAIL names --repair, the repair cuts the row (kept aside), the session goes on; the
+    other tenant untouched."""
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for done in [pool.submit(_case, pg, status, stream, other) for stream in STREAMS]:
+        for done in [pool.submit(_case, pg, status, stream, other) for stream in _streams(status)]:
             done.result()
 
 
