@@ -170,7 +170,7 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         if w.server is not None:
             w.server.stop()
         if w.zygote is not None:
-            w.zygote.__exit__()
+            w.zygote.close()
         setup.close()
 
 
