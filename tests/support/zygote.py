@@ -126,6 +126,8 @@ class Zygote:
         )
         assert self._read().get("ready"), "fork server did not start"
         self.count = 0
+        self._unwaited: int | None = None
+        """The spawned process nobody waited for yet (the server serves the next one after it)."""
 
     def __enter__(self) -> Zygote:
         return self
@@ -134,7 +136,8 @@ class Zygote:
         self.close()
 
     def close(self) -> None:
-        """Stop the server (after the process it waits for, if any)."""
+        """Stop the server (a spawned process nobody waited for is killed first)."""
+        self._reap()
         assert self.proc.stdin is not None
         self.proc.stdin.close()
         self.proc.wait(timeout=30)
@@ -150,6 +153,7 @@ class Zygote:
     def spawn(self, argv: list[str], env: dict[str, str], cwd: Path | None = None, entry: str | None = None) -> int:
         """Fork an `agentrt ARGV` process (in `cwd`, default the repository); returns its pid
         (call `wait` next)."""
+        self._reap()
         self.count += 1
         out, err = self.workdir / f"p{self.count}.out", self.workdir / f"p{self.count}.err"
         assert self.proc.stdin is not None
@@ -160,6 +164,7 @@ class Zygote:
         self.proc.stdin.flush()
         self._last = (out, err)
         pid: int = self._read()["pid"]
+        self._unwaited = pid
         return pid
 
     @property
@@ -181,6 +186,7 @@ class Zygote:
         if timer is not None:
             timer.start()
         code = int(self._read()["code"])
+        self._unwaited = None
         if timer is not None:
             timer.cancel()
         out, err = self._last
@@ -203,6 +209,13 @@ class Zygote:
         `entry`: "module:function" called with `argv` instead of `agent.cli.main`."""
         pid = self.spawn(argv, env, cwd, entry)
         return self.wait(timeout, pid)
+
+    def _reap(self) -> None:
+        """Kill and collect the spawned process a caller left unwaited (a test that failed meanwhile),
+        so the next test's processes run."""
+        if self._unwaited is not None and self.proc.poll() is None:
+            self.kill(self._unwaited)
+            self.wait()
 
     @staticmethod
     def ended(pid: int) -> bool:
