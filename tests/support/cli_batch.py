@@ -5,7 +5,8 @@ script's entry point (`agent.cli.main:main`) with each in turn and prints a JSON
 `{"code", "out", "err"}`: the exit status, stdout and stderr a user of that command would see. One
 start-up for a whole batch, so a test can ask every principal every read path in seconds; and since
 one process then answers several tenants and users in turn, whatever a command leaves in memory
-(caches, pools) must never serve another principal. `run_batch` starts it with this checkout's code.
+(caches, pools) must never serve another principal. `run_batch` starts it with this checkout's code,
+or forks it from a fork server that imported it already (`tests.support.zygote`).
 """
 
 from __future__ import annotations
@@ -17,27 +18,38 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tests.cli.console import Ran as Said  # what one command did (code, out, err)
 from tests.cli.console import env
 
+if TYPE_CHECKING:
+    from tests.support.zygote import Zygote
 COLLECT_EVERY = 8
 """Commands between two collections: each may leave a few database connections until then."""
 
 
-def run_batch(commands: list[list[str]], cwd: Path, timeout: float = 300) -> list[Said]:
-    """Run `commands` (argument lists, without `agentrt`) in one new process, in order."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.support.cli_batch"],
-        input=json.dumps(commands),
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env(),
-        timeout=timeout,
-    )
-    assert proc.returncode == 0, proc.stderr
-    said = [Said(**r) for r in json.loads(proc.stdout)]
+def run_batch(commands: list[list[str]], cwd: Path, timeout: float = 300, zygote: Zygote | None = None) -> list[Said]:
+    """Run `commands` (argument lists, without `agentrt`) in one new process, in order (forked
+    from `zygote` when given)."""
+    if zygote is None:
+        proc = subprocess.run(
+            [sys.executable, "-m", "tests.support.cli_batch"],
+            input=json.dumps(commands),
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            env=env(),
+            timeout=timeout,
+        )
+        code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+    else:
+        listed = zygote.workdir / f"batch-{zygote.count + 1}.json"
+        listed.write_text(json.dumps(commands), encoding="utf-8")
+        done = zygote.run([str(listed)], env(), timeout, cwd, entry="tests.support.cli_batch:run_file")
+        code, stdout, stderr = done.code, done.stdout, done.stderr
+    assert code == 0, stderr
+    said = [Said(**r) for r in json.loads(stdout)]
     assert len(said) == len(commands)
     return said
 
@@ -64,8 +76,18 @@ def _text(stream: io.TextIOWrapper) -> str:
     return raw.getvalue().decode("utf-8", errors="replace")
 
 
+def run_file(argv: list[str]) -> int:
+    """The batch as a fork server runs it: the commands in the JSON file `argv[0]`, their results as
+    JSON on stdout."""
+    _run_all(json.loads(Path(argv[0]).read_text(encoding="utf-8")))
+    return 0
+
+
 def _main() -> None:
-    commands = json.loads(sys.stdin.read())
+    _run_all(json.loads(sys.stdin.read()))
+
+
+def _run_all(commands: list[list[str]]) -> None:
     results = []
     for n, argv in enumerate(commands, 1):
         results.append(_one([str(a) for a in argv]))

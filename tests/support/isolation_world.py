@@ -16,6 +16,7 @@ import pytest
 from tests.support.cli_batch import Said, run_batch
 from tests.support.serve import Server, start_server
 from tests.support.store_configs import KINDS, StoreSetup
+from tests.support.zygote import LAYERS, Zygote
 
 SEES = {"alice": ["alice"], "bob": ["bob"], "galice": ["galice"], "globex": ["galice"], "acme": ["alice", "bob"]}
 """Whose sessions each principal acts for (a tenant's operator: every user of the tenant)."""
@@ -58,10 +59,12 @@ class World:
     entry: str = ""  # the answer entry of A's main branch (acme's alice)
     server: Server | None = None
     alice_export: str = ""  # `agentrt export A` as acme's alice, before any test
+    zygote: Zygote | None = None  # the fork server each batch's process is forked from
 
     def cli(self, commands: list[tuple[str, list[str]]]) -> list[Said]:
         """`agentrt ARGS` as each named principal, in order, in one process."""
-        return run_batch([[*args, *self.who[name].args()] for name, args in commands], cwd=self.dir)
+        argvs = [[*args, *self.who[name].args()] for name, args in commands]
+        return run_batch(argvs, cwd=self.dir, zygote=self.zygote)
 
     def one(self, name: str, *args: str) -> Said:
         """One command as `name`."""
@@ -129,6 +132,8 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     ids = {"A": f"s-a-{u}", "A2": f"s-a2-{u}", "B": f"s-b-{u}", "missing": f"s-none-{u}"}
     w = World(request.param, root, u, setup, who, ids)
     try:
+        (root / "zygote").mkdir()
+        w.zygote = Zygote(root / "zygote", (*LAYERS, "tests.support.cli_batch"))
         made = w.cli(
             [
                 ("alice", ["run", "--new-session", ids["A"], "--json", f"{who['alice'].word} first"]),
@@ -164,6 +169,8 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     finally:
         if w.server is not None:
             w.server.stop()
+        if w.zygote is not None:
+            w.zygote.close()
         setup.close()
 
 

@@ -2,7 +2,8 @@
 
 Real servers: PostgreSQL and Redis, each reached through a cuttable TCP relay in this test
 process, so cutting a relay is an outage of that layer only (the shared servers keep running);
-every step is its own `agentrt` process (`python -m agent.cli`, this checkout). A CLI run while
+every step is its own `agentrt` process (forked by a fork server that imported this checkout's
+`agent.cli` once, `tests.support.zygote`, so a step does not pay the import time). A CLI run while
 the layer is cut leaves a debt in the session's outbox and exits; the layer comes back; then, with
 no command on that session, a running `agentrt serve`, a running Celery worker or
 `agentrt store converge` replays it: the SQL row is at the session's newest version (a session
@@ -21,6 +22,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,7 @@ from agent.runner.turns import SessionHold
 from tests.integration.test_stores_support import DATABASE_URL, REDIS_URL, Relay, pg_host_port
 from tests.support.runners import ROOT, make_config
 from tests.support.serve import serving
+from tests.support.zygote import LAYERS, Outcome, Zygote
 
 SCRIPT: list[dict[str, Any]] = [
     {"content": '{"plan": "add", "todos": ["add"]}'},
@@ -49,6 +52,13 @@ def _host_port(url: str) -> tuple[str, int]:
     rest = url.split("//", 1)[-1].split("@", 1)[-1].split("/", 1)[0]
     host, _, port = rest.partition(":")
     return host, int(port or 6379)
+
+
+@pytest.fixture(scope="module")
+def zygote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Zygote]:
+    """The fork server every `agentrt` command of this file's tests is forked from."""
+    with Zygote(tmp_path_factory.mktemp("zygote"), LAYERS) as z:
+        yield z
 
 
 @pytest.fixture
@@ -141,15 +151,21 @@ def _env() -> dict[str, str]:
     return {**env, "PYTHONPATH": str(ROOT)}
 
 
-def agentrt(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """One `agentrt` process (python -m agent.cli, this checkout first on the path)."""
-    cmd = [sys.executable, "-m", "agent.cli", *args, "--config", str(cfg)]
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=cfg.parent, env=_env(), timeout=240)
+@dataclass(frozen=True)
+class Cli:
+    """`agentrt ARGS --config cfg`, each command its own process, forked from `zygote`."""
+
+    zygote: Zygote
+    cfg: Path
+
+    def __call__(self, *args: str) -> Outcome:
+        """One `agentrt` process, run to its end."""
+        return self.zygote.run([*args, "--config", str(self.cfg)], _env(), timeout=240, cwd=self.cfg.parent)
 
 
-def _run(cfg: Path, *args: str) -> str:
-    done = agentrt(cfg, "run", "--json", *args)
-    assert done.returncode == 0, done.stderr
+def _run(agentrt: Cli, *args: str) -> str:
+    done = agentrt("run", "--json", *args)
+    assert done.code == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["status"] == "COMPLETED", result
     return str(result["session_id"])
@@ -166,15 +182,15 @@ def _sql_version(schema: str, tenant: str, sid: str) -> int | None:
     return None if got is None else int(got)
 
 
-def _version(cfg: Path, sid: str) -> int:
+def _version(agentrt: Cli, sid: str) -> int:
     """The session's version as agentrt reports it (read once nothing is owed: no replay left)."""
-    shown = agentrt(cfg, "show", sid, "--json")
-    assert shown.returncode == 0, shown.stderr
+    shown = agentrt("show", sid, "--json")
+    assert shown.code == 0, shown.stderr
     return int(json.loads(shown.stdout)["session"]["version"])
 
 
-def _outbox_check(cfg: Path) -> dict[str, Any]:
-    done = agentrt(cfg, "doctor", "--json")
+def _outbox_check(agentrt: Cli) -> dict[str, Any]:
+    done = agentrt("doctor", "--json")
     return next(c for c in json.loads(done.stdout)["checks"] if c["name"] == "outbox")
 
 
@@ -187,58 +203,61 @@ def _wait(what: str, ok: Callable[[], bool], log: Callable[[], str] = lambda: ""
     raise AssertionError(f"{what} did not happen within {BOUND_S}s\n{log()}")
 
 
-def _sql_outage(tmp_path: Path, store: str, tenant: str, schema: str, relay: Relay) -> tuple[Path, str, str, int]:
+def _sql_outage(
+    zygote: Zygote, tmp_path: Path, store: str, tenant: str, schema: str, relay: Relay
+) -> tuple[Cli, str, str, int]:
     """Session A made with PostgreSQL up; then, with it cut, a turn of A and a new session B, each
-    a CLI run that exits. Returns (config, A, B, A's SQL version before the outage)."""
-    cfg = _config(tmp_path, store, tenant, schema, relay.url_for(DATABASE_URL), REDIS_URL)
-    up = agentrt(cfg, "db", "upgrade")
-    assert up.returncode == 0, up.stderr
-    a = _run(cfg, "one")
+    a CLI run that exits. Returns (the CLI on its config, A, B, A's SQL version before the outage)."""
+    agentrt = Cli(zygote, _config(tmp_path, store, tenant, schema, relay.url_for(DATABASE_URL), REDIS_URL))
+    up = agentrt("db", "upgrade")
+    assert up.code == 0, up.stderr
+    a = _run(agentrt, "one")
     before = _sql_version(schema, tenant, a)
     assert before is not None
 
     relay.cut()
-    assert _run(cfg, "--session", a, "two") == a
-    b = _run(cfg, "fresh")
+    assert _run(agentrt, "--session", a, "two") == a
+    b = _run(agentrt, "fresh")
     assert _sql_version(schema, tenant, a) == before  # the exited run left SQL behind ...
     assert _sql_version(schema, tenant, b) is None  # ... and no row at all for B
-    check = _outbox_check(cfg)
+    check = _outbox_check(agentrt)
     assert check["status"] == "WARN" and {a, b} <= set(check["evidence"]["sessions"]), check
     relay.restore()
-    return cfg, a, b, before
+    return agentrt, a, b, before
 
 
-def _converged(cfg: Path, schema: str, tenant: str, a: str, b: str, before: int) -> None:
+def _converged(agentrt: Cli, schema: str, tenant: str, a: str, b: str, before: int) -> None:
     """SQL holds both sessions at their newest version; the doctor says nothing is owed."""
-    check = _outbox_check(cfg)
+    check = _outbox_check(agentrt)
     assert check["status"] == "OK", check
+    shown = {sid: _version(agentrt, sid) for sid in (a, b)}
     for sid in (a, b):
-        assert _sql_version(schema, tenant, sid) == _version(cfg, sid)
-    assert _version(cfg, a) > before
+        assert _sql_version(schema, tenant, sid) == shown[sid]
+    assert shown[a] > before
 
 
 @pytest.mark.parametrize("store", ["files", "postgres"])
 def test_serve_replays_what_sql_missed_while_a_cli_run_exited(
-    tmp_path: Path, pg_relay: Relay, schema: str, tenant: str, store: str
+    zygote: Zygote, tmp_path: Path, pg_relay: Relay, schema: str, tenant: str, store: str
 ) -> None:
     """PostgreSQL cut during CLI runs that exit; back; a running `agentrt serve` (no request) pays."""
-    cfg, a, b, before = _sql_outage(tmp_path, store, tenant, schema, pg_relay)
-    with serving(cfg, tmp_path) as server:
+    agentrt, a, b, before = _sql_outage(zygote, tmp_path, store, tenant, schema, pg_relay)
+    with serving(agentrt.cfg, tmp_path) as server:
         _wait(
             "serve replaying the SQL debts",
             lambda: _sql_version(schema, tenant, b) is not None and _sql_version(schema, tenant, a) != before,
             lambda: server.log.read_text()[-3000:],
         )
-    _converged(cfg, schema, tenant, a, b, before)
+    _converged(agentrt, schema, tenant, a, b, before)
 
 
 @pytest.mark.parametrize("store", ["files", "postgres"])
 def test_an_idle_worker_replays_what_sql_missed(
-    tmp_path: Path, pg_relay: Relay, schema: str, tenant: str, store: str
+    zygote: Zygote, tmp_path: Path, pg_relay: Relay, schema: str, tenant: str, store: str
 ) -> None:
     """The same outage; a Celery worker with no task to run pays the debts."""
-    cfg, a, b, before = _sql_outage(tmp_path, store, tenant, schema, pg_relay)
-    queue = yaml.safe_load(cfg.read_text())["workers"]["queue"]
+    agentrt, a, b, before = _sql_outage(zygote, tmp_path, store, tenant, schema, pg_relay)
+    queue = yaml.safe_load(agentrt.cfg.read_text())["workers"]["queue"]
     log = tmp_path / "worker.log"
     cmd = [sys.executable, "-m", "celery", "-A", "agent.worker", "worker", "-Q", queue, "--concurrency", "1"]
     cmd += ["--hostname", f"{queue}@%h", "--loglevel", "INFO", "--without-gossip", "--without-mingle"]
@@ -246,7 +265,7 @@ def test_an_idle_worker_replays_what_sql_missed(
         proc = subprocess.Popen(
             cmd,
             cwd=ROOT,
-            env={**_env(), "AGENTRT_CONFIG": str(cfg)},
+            env={**_env(), "AGENTRT_CONFIG": str(agentrt.cfg)},
             stdout=out,
             stderr=out,
             start_new_session=True,
@@ -264,93 +283,94 @@ def test_an_idle_worker_replays_what_sql_missed(
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
-    _converged(cfg, schema, tenant, a, b, before)
+    _converged(agentrt, schema, tenant, a, b, before)
 
 
 @pytest.mark.parametrize("store", ["files", "postgres"])
 def test_store_converge_replays_what_redis_missed(
-    tmp_path: Path, redis_relay: Relay, schema: str, tenant: str, store: str
+    zygote: Zygote, tmp_path: Path, redis_relay: Relay, schema: str, tenant: str, store: str
 ) -> None:
     """Redis cut during a CLI run that exits leaves the older copy cached; `agentrt store converge
     --tenant T` removes it, says what it replayed, and a second run finds nothing owed."""
     extra = {"lease": "postgres"} if store == "postgres" else {}
     cfg = _config(tmp_path, store, tenant, schema, DATABASE_URL, redis_relay.url_for(REDIS_URL), **extra)
-    up = agentrt(cfg, "db", "upgrade")
-    assert up.returncode == 0, up.stderr
-    sid = _run(cfg, "one")
+    agentrt = Cli(zygote, cfg)
+    up = agentrt("db", "upgrade")
+    assert up.code == 0, up.stderr
+    sid = _run(agentrt, "one")
     client = redis.Redis.from_url(REDIS_URL)
     key = f"agentrt:{tenant}:session:{sid}"
     try:
-        _run(cfg, "--session", sid, "again")  # a read fills Redis with the copy of turn one's end
+        _run(agentrt, "--session", sid, "again")  # a read fills Redis with the copy of turn one's end
         cached = client.get(key)
         assert cached is not None
 
         redis_relay.cut()
-        _run(cfg, "--session", sid, "two")
+        _run(agentrt, "--session", sid, "two")
         stale = json.loads(client.get(key) or b"{}")
         assert stale, "the cached copy went away during the outage"
         redis_relay.restore()
 
-        other = agentrt(cfg, "store", "converge", "--tenant", "someone-else")
-        assert other.returncode == 0, other.stderr
+        other = agentrt("store", "converge", "--tenant", "someone-else")
+        assert other.code == 0, other.stderr
         assert "no session owes" in other.stdout
         assert client.get(key) is not None  # another tenant's converge left it
 
-        done = agentrt(cfg, "store", "converge", "--tenant", tenant)
-        assert done.returncode == 0, done.stderr
+        done = agentrt("store", "converge", "--tenant", tenant)
+        assert done.code == 0, done.stderr
         assert f"replayed {tenant}/{sid}: L2" in done.stdout, done.stdout
         now = client.get(key)
         assert now is None or json.loads(now)["version"] > stale["version"]
-        assert _version(cfg, sid) > stale["version"]
-        again = agentrt(cfg, "store", "converge", "--json")
-        assert again.returncode == 0, again.stderr
+        assert _version(agentrt, sid) > stale["version"]
+        again = agentrt("store", "converge", "--json")
+        assert again.code == 0, again.stderr
         assert json.loads(again.stdout)["sessions"] == []
-        assert _outbox_check(cfg)["status"] == "OK"
+        assert _outbox_check(agentrt)["status"] == "OK"
     finally:
         client.close()
 
 
 def test_store_converge_leaves_a_held_session_and_a_layer_still_down(
-    tmp_path: Path, pg_relay: Relay, schema: str, tenant: str
+    zygote: Zygote, tmp_path: Path, pg_relay: Relay, schema: str, tenant: str
 ) -> None:
     """While PostgreSQL is still cut, `store converge` replays nothing and exits 6; while a run holds
     the session, it skips it (exit 4, SQL untouched); once free, it replays it (exit 0)."""
     cfg = _config(tmp_path, "files", tenant, schema, pg_relay.url_for(DATABASE_URL), REDIS_URL)
-    up = agentrt(cfg, "db", "upgrade")
-    assert up.returncode == 0, up.stderr
-    sid = _run(cfg, "one")
+    agentrt = Cli(zygote, cfg)
+    up = agentrt("db", "upgrade")
+    assert up.code == 0, up.stderr
+    sid = _run(agentrt, "one")
     before = _sql_version(schema, tenant, sid)
     pg_relay.cut()
-    _run(cfg, "--session", sid, "two")
+    _run(agentrt, "--session", sid, "two")
 
-    down = agentrt(cfg, "store", "converge")
-    assert down.returncode == 6, down.stderr
+    down = agentrt("store", "converge")
+    assert down.code == 6, down.stderr
     assert f"still owed {tenant}/{sid}: SQL" in down.stdout, down.stdout
     assert "run this again" in down.stderr
     pg_relay.restore()
 
     settings = load_settings(str(cfg))
     with SessionHold(settings, build_lease(settings), tenant, sid):
-        held = agentrt(cfg, "store", "converge", "--json")
-        assert held.returncode == 4, held.stderr
+        held = agentrt("store", "converge", "--json")
+        assert held.code == 4, held.stderr
         (found,) = json.loads(held.stdout)["sessions"]
         assert found["session_id"] == sid and "a run holds it" in found["skipped"], found
         assert _sql_version(schema, tenant, sid) == before
 
-    done = agentrt(cfg, "store", "converge")
-    assert done.returncode == 0, done.stderr
+    done = agentrt("store", "converge")
+    assert done.code == 0, done.stderr
     assert f"replayed {tenant}/{sid}: SQL" in done.stdout, done.stdout
-    assert _sql_version(schema, tenant, sid) == _version(cfg, sid) > (before or 0)
+    assert _sql_version(schema, tenant, sid) == _version(agentrt, sid) > (before or 0)
 
 
-def test_the_debtors_of_the_store_come_from_an_index(tmp_path: Path, schema: str, tenant: str) -> None:
+def test_the_debtors_of_the_store_come_from_an_index(zygote: Zygote, tmp_path: Path, schema: str, tenant: str) -> None:
     """`agentrt db upgrade` makes the partial index of the sessions holding an outbox, and both
     listings of debtors (every tenant, one tenant) are answered from it, not from every stream row."""
     from checkpointing.store.pg_queries import QUERIES
 
-    cfg = _config(tmp_path, "postgres", tenant, schema, DATABASE_URL, REDIS_URL)
-    up = agentrt(cfg, "db", "upgrade")
-    assert up.returncode == 0, up.stderr
+    up = Cli(zygote, _config(tmp_path, "postgres", tenant, schema, DATABASE_URL, REDIS_URL))("db", "upgrade")
+    assert up.code == 0, up.stderr
     engine = _engine(_url(DATABASE_URL, schema))
     try:
         with engine.connect() as conn:

@@ -1,5 +1,6 @@
 """Tenant isolation across every layer: random (tenant, user, session) triples with colliding ids,
-the JSONL layer on the files store (1,000 triples) and on the PostgreSQL record store (200)."""
+the JSONL layer on the files store (400 triples, 1,000 with AGENTRT_FULL_DRILLS=1) and on the
+PostgreSQL record store (200)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,14 @@ from agent.session.manager import ChatSessionManager
 from agent.session.stores.redis import RedisSessionStore
 from agent.session.stores.sql import SqlSessionStore
 from tests.integration.test_stores_support import build_manager, drop_redis_prefix, redis_store, sql_store
+from tests.support.drills import size
 from tests.support.savers import KINDS, SaverKit
 
-TRIPLES = {"files": 1000, "postgres": 200}
-"""How many (tenant, session) pairs: on PostgreSQL every write is a round trip, so fewer (they still
-collide: 25 tenants share 60 session ids)."""
+TRIPLES = {"files": size("AGENTRT_ISOLATION_TRIPLES", sample=400, full=1000), "postgres": 200}
+"""How many (tenant, session) pairs: every one is written durably (session.json fsynced twice), then
+read about a dozen times, each read that misses the caches a PostgreSQL round trip; on the
+PostgreSQL record store every write is one too, so fewer (they still collide: 25 tenants share 60
+session ids)."""
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """Layers converge after outages, across processes: the durable outbox (issue 13 §4).
 
 Real servers: PostgreSQL behind a cuttable TCP relay (in this test process), real Redis, every
-turn a separate `agentrt` process with a production.yaml-like config (PRIMARY, PostgreSQL L3 in
+turn a separate `agentrt` process (forked by a fork server that imported this checkout's
+`agent.cli` once, `tests.support.zygote`) with a production.yaml-like config (PRIMARY, PostgreSQL L3 in
 a schema of its own, Redis L2; the file lease, so a killed process's lease frees at once).
 PostgreSQL is cut during a turn, the process is killed (SIGKILL, or the crash drill's exit at a
 checkpoint), PostgreSQL comes back, and the next processes leave every page-history row of the
@@ -13,8 +14,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from agent.session.stores import schema_version as sql_schema
 from checkpointing.entry_log import EventLog
 from tests.integration.test_stores_support import DATABASE_URL, REDIS_URL, Relay, pg_host_port
 from tests.support.runners import ROOT, make_config
+from tests.support.zygote import LAYERS, Outcome, Zygote
 
 SCRIPT: list[dict[str, Any]] = [
     {"content": '{"plan": "add", "todos": ["add"]}'},
@@ -38,6 +38,13 @@ SCRIPT: list[dict[str, Any]] = [
     {"content": "the answer is 35"},
 ]
 TENANT = "default"
+
+
+@pytest.fixture(scope="module")
+def zygote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Zygote]:
+    """The fork server every `agentrt` command of this file's tests is forked from."""
+    with Zygote(tmp_path_factory.mktemp("zygote"), LAYERS) as z:
+        yield z
 
 
 @pytest.fixture
@@ -96,10 +103,9 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, "PYTHONPATH": str(ROOT), **extra}
 
 
-def agentrt(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """One `agentrt` process (python -m agent.cli, this checkout first on the path)."""
-    cmd = ["python", "-m", "agent.cli", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=_env(**env), timeout=240)
+def agentrt(z: Zygote, *args: str, cwd: Path, **env: str) -> Outcome:
+    """One `agentrt` process, forked from `z`, run to its end."""
+    return z.run(list(args), _env(**env), timeout=240, cwd=cwd)
 
 
 def _pg_rows(schema: str, sid: str) -> list[tuple[str, str, str]]:
@@ -138,58 +144,58 @@ def _outbox(base_dir: Path, sid: str) -> Path:
     return base_dir / "tenants" / TENANT / "sessions" / sid / OUTBOX_FILE
 
 
-def _first_turn(tmp_path: Path, cfg: str) -> str:
-    up = agentrt("db", "upgrade", "--config", cfg, cwd=tmp_path)
-    assert up.returncode == 0, up.stderr
-    done = agentrt("run", "--config", cfg, "--json", "one", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+def _first_turn(z: Zygote, tmp_path: Path, cfg: str) -> str:
+    up = agentrt(z, "db", "upgrade", "--config", cfg, cwd=tmp_path)
+    assert up.code == 0, up.stderr
+    done = agentrt(z, "run", "--config", cfg, "--json", "one", cwd=tmp_path)
+    assert done.code == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["status"] == "COMPLETED", result
     return str(result["session_id"])
 
 
-def _finish(tmp_path: Path, cfg: str, sid: str) -> None:
+def _finish(z: Zygote, tmp_path: Path, cfg: str, sid: str) -> None:
     """What a user does next: resume the killed turn if it is unfinished, then run the next turn."""
-    ran = agentrt("run", "--config", cfg, "--session", sid, "three", cwd=tmp_path)
-    if ran.returncode != 0 and "unfinished run" in ran.stderr:
-        resumed = agentrt("resume", sid, "--config", cfg, cwd=tmp_path)
-        assert resumed.returncode == 0, resumed.stderr
-        ran = agentrt("run", "--config", cfg, "--session", sid, "three", cwd=tmp_path)
-    assert ran.returncode == 0, ran.stderr
+    ran = agentrt(z, "run", "--config", cfg, "--session", sid, "three", cwd=tmp_path)
+    if ran.code != 0 and "unfinished run" in ran.stderr:
+        resumed = agentrt(z, "resume", sid, "--config", cfg, cwd=tmp_path)
+        assert resumed.code == 0, resumed.stderr
+        ran = agentrt(z, "run", "--config", cfg, "--session", sid, "three", cwd=tmp_path)
+    assert ran.code == 0, ran.stderr
 
 
 @pytest.mark.parametrize("mode", ["PRIMARY", "MIRROR"])
 def test_rows_missed_while_postgres_was_cut_reach_it_after_a_crash(
-    tmp_path: Path, relay: Relay, pg_schema: str, mode: str
+    zygote: Zygote, tmp_path: Path, relay: Relay, pg_schema: str, mode: str
 ) -> None:
     """Cut PostgreSQL, turn 2 dies at a checkpoint (exit 137), PostgreSQL returns: after the next
     processes every page row is in PostgreSQL once, in log order, the session row is the newest,
     and the outbox is empty."""
     cfg = _config(tmp_path, relay, pg_schema, mode)
-    sid = _first_turn(tmp_path, cfg)
+    sid = _first_turn(zygote, tmp_path, cfg)
     base = tmp_path / "agentrt"
     assert [r[1:] for r in _pg_rows(pg_schema, sid)] == [("user", "one"), ("assistant", "the answer is 35")]
 
     relay.cut()
     crashed = agentrt(
-        "run", "--config", cfg, "--session", sid, "two", cwd=tmp_path, AGENTRT_CRASH_AT="after_checkpoint_put:2"
+        zygote, "run", "--config", cfg, "--session", sid, "two", cwd=tmp_path, AGENTRT_CRASH_AT="after_checkpoint_put:2"
     )
-    assert crashed.returncode == 137, crashed.stderr
+    assert crashed.code == 137, crashed.stderr
     assert _outbox(base, sid).stat().st_size > 0  # the missed rows are owed, on disk
     assert len(_pg_rows(pg_schema, sid)) == 2
-    doctor = agentrt("doctor", sid, "--config", cfg, "--json", cwd=tmp_path)
+    doctor = agentrt(zygote, "doctor", sid, "--config", cfg, "--json", cwd=tmp_path)
     found = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "session_found")
     assert found["status"] == "WARN" and "SQL messages" in found["evidence"]["outbox_owes"], found
     assert _outbox(base, sid).stat().st_size > 0  # the doctor only looked
 
     relay.restore()
-    shown = agentrt("show", sid, "--config", cfg, cwd=tmp_path)  # a new process that only reads the session
-    assert shown.returncode == 0, shown.stderr
+    shown = agentrt(zygote, "show", sid, "--config", cfg, cwd=tmp_path)  # a new process that only reads the session
+    assert shown.code == 0, shown.stderr
     assert _pg_rows(pg_schema, sid) == _log_rows(base, sid)  # its read replayed the outbox first
     assert [r[2] for r in _pg_rows(pg_schema, sid)] == ["one", "the answer is 35", "two"]
     assert _outbox(base, sid).stat().st_size == 0
 
-    _finish(tmp_path, cfg, sid)
+    _finish(zygote, tmp_path, cfg, sid)
     log_rows = _log_rows(base, sid)
     assert [r[2] for r in log_rows] == [
         "one",
@@ -208,29 +214,23 @@ def test_rows_missed_while_postgres_was_cut_reach_it_after_a_crash(
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_sigkill_at_a_random_instant_while_postgres_is_cut(
-    tmp_path: Path, relay: Relay, pg_schema: str, seed: int
+    zygote: Zygote, tmp_path: Path, relay: Relay, pg_schema: str, seed: int
 ) -> None:
     """SIGKILL at a random instant of a turn that runs with PostgreSQL cut; the next processes
     (with PostgreSQL back) leave PostgreSQL holding exactly the event log's page rows, in order."""
     cfg = _config(tmp_path, relay, pg_schema)
-    sid = _first_turn(tmp_path, cfg)
+    sid = _first_turn(zygote, tmp_path, cfg)
     base = tmp_path / "agentrt"
     relay.cut()
-    proc = subprocess.Popen(
-        ["python", "-m", "agent.cli", "run", "--config", cfg, "--session", sid, "two"],
-        cwd=tmp_path,
-        env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    pid = zygote.spawn(["run", "--config", cfg, "--session", sid, "two"], _env(), tmp_path)
     deadline = time.monotonic() + 120
-    while not _outbox(base, sid).exists() and proc.poll() is None and time.monotonic() < deadline:
+    while not _outbox(base, sid).exists() and not zygote.ended(pid) and time.monotonic() < deadline:
         time.sleep(0.02)
     time.sleep(random.Random(seed).uniform(0.0, 1.5))
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=60)
+    zygote.kill(pid)
+    zygote.wait(timeout=60, pid=pid)
     relay.restore()
-    _finish(tmp_path, cfg, sid)
+    _finish(zygote, tmp_path, cfg, sid)
     log_rows = _log_rows(base, sid)
     assert [r[2] for r in log_rows][:3] == ["one", "the answer is 35", "two"]
     assert _pg_rows(pg_schema, sid) == log_rows

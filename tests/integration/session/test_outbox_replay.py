@@ -1,7 +1,8 @@
 """After a PostgreSQL outage every layer converges without waiting for the session's next turn.
 
 Real servers: PostgreSQL behind a cuttable TCP relay (this test process), real Redis, every
-command a separate `agentrt` process on a production.yaml config (PRIMARY, PostgreSQL L3 in a
+command a separate `agentrt` process (forked by a fork server that imported this checkout's
+`agent.cli` once, `tests.support.zygote`) on a production.yaml config (PRIMARY, PostgreSQL L3 in a
 schema of its own, Redis L2, the file lease), a non-default tenant and a fresh session id. The
 run holds inside its `bump` tool at a gate the test opens, so PostgreSQL can come back mid-run.
 What is asserted is what a user sees: `agentrt show --json`'s version, the PostgreSQL row read
@@ -12,8 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,6 +25,7 @@ import yaml
 
 from tests.integration.test_stores_support import DATABASE_URL, REDIS_URL, Relay, pg_host_port
 from tests.support.runners import ROOT, make_config
+from tests.support.zygote import LAYERS, Outcome, Zygote
 
 TENANT = "acme-outbox"
 SCRIPT: list[dict[str, Any]] = [
@@ -37,6 +37,13 @@ TOOLS = {
     "builtins": ["calculator", "update_todo"],
     "custom": [{"path": "tests.support.drill_tools:bump", "effect": "unsafe"}],
 }
+
+
+@pytest.fixture(scope="module")
+def zygote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Zygote]:
+    """The fork server every `agentrt` command of this file's tests is forked from."""
+    with Zygote(tmp_path_factory.mktemp("zygote"), LAYERS) as z:
+        yield z
 
 
 @pytest.fixture
@@ -60,9 +67,10 @@ def schema() -> Iterator[str]:
 
 
 class Cli:
-    """`agentrt` commands in child processes on one config (this checkout's code)."""
+    """`agentrt` commands in child processes on one config, forked from `zygote`."""
 
-    def __init__(self, tmp_path: Path, relay: Relay, schema: str) -> None:
+    def __init__(self, zygote: Zygote, tmp_path: Path, relay: Relay, schema: str) -> None:
+        self.zygote = zygote
         self.cwd = tmp_path
         self.base = tmp_path / "agentrt"
         self.gate = tmp_path / "gate"
@@ -98,20 +106,27 @@ class Cli:
         }
 
     def argv(self, *args: str, tenant: bool = True) -> list[str]:
-        return ["python", "-m", "agent.cli", *args, "--config", self.config, *(["--tenant", TENANT] if tenant else [])]
+        return [*args, "--config", self.config, *(["--tenant", TENANT] if tenant else [])]
 
-    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
-        argv = self.argv(*args)
-        return subprocess.run(argv, capture_output=True, text=True, cwd=self.cwd, env=self.env(), timeout=240)
+    def __call__(self, *args: str, tenant: bool = True) -> Outcome:
+        return self.zygote.run(self.argv(*args, tenant=tenant), self.env(), timeout=240, cwd=self.cwd)
 
-    def start(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            self.argv(*args), cwd=self.cwd, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
+    def start(self, *args: str) -> int:
+        """Start a command without waiting; its pid (`finish` or `kill` it before the next one)."""
+        return self.zygote.spawn(self.argv(*args), self.env(), self.cwd)
+
+    def finish(self, pid: int, timeout: float) -> Outcome:
+        """Wait for the started command to end."""
+        return self.zygote.wait(timeout, pid)
+
+    def kill(self, pid: int) -> None:
+        """SIGKILL the started command and wait for it."""
+        self.zygote.kill(pid)
+        self.zygote.wait(60, pid)
 
     def shown_version(self, sid: str) -> int:
         shown = self("show", sid, "--json")
-        assert shown.returncode == 0, shown.stderr
+        assert shown.code == 0, shown.stderr
         return int(json.loads(shown.stdout)["session"]["version"])
 
     def file_version(self, sid: str) -> int:
@@ -121,12 +136,12 @@ class Cli:
 
     def doctor(self, sid: str) -> dict[str, Any]:
         done = self("doctor", sid, "--json")
-        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.code == 0, done.stdout + done.stderr
         return next(c for c in json.loads(done.stdout)["checks"] if c["name"] == "session_found")
 
     def store_doctor(self) -> dict[str, Any]:
         done = self("doctor", "--json")
-        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.code == 0, done.stdout + done.stderr
         return next(c for c in json.loads(done.stdout)["checks"] if c["name"] == "outbox")
 
     def open_gate(self) -> None:
@@ -136,9 +151,11 @@ class Cli:
         self.gate.unlink()
         Path(str(self.gate) + ".waiting").unlink()
 
-    def wait_at_gate(self, proc: subprocess.Popen[str]) -> None:
-        _until(lambda: Path(str(self.gate) + ".waiting").exists() or proc.poll() is not None, 120)
-        assert proc.poll() is None, proc.communicate()
+    def wait_at_gate(self, pid: int) -> None:
+        _until(lambda: Path(str(self.gate) + ".waiting").exists() or self.zygote.ended(pid), 120)
+        if self.zygote.ended(pid):
+            done = self.finish(pid, 60)
+            raise AssertionError(f"the run ended ({done.code}) before the gate: {done.stderr[-3000:]}")
 
 
 def _until(cond: Callable[[], bool], timeout: float) -> bool:
@@ -163,35 +180,35 @@ def _row(schema: str, sid: str) -> tuple[int, int] | None:
 
 
 def _upgrade(cli: Cli) -> None:
-    up = subprocess.run(cli.argv("db", "upgrade", tenant=False), capture_output=True, text=True, env=cli.env())
-    assert up.returncode == 0, up.stderr
+    up = cli("db", "upgrade", tenant=False)
+    assert up.code == 0, up.stderr
 
 
 def _first_turn(cli: Cli, sid: str) -> None:
     cli.open_gate()
     done = cli("run", "--new-session", sid, "--json", "first")
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert json.loads(done.stdout)["status"] == "COMPLETED"
     cli.close_gate()
 
 
 @pytest.mark.parametrize("hold_s", [0.0, 8.0], ids=["restored-just-before-the-end", "restored-mid-run"])
 def test_postgres_back_before_the_run_ends_gets_the_newest_row(
-    tmp_path: Path, relay: Relay, schema: str, hold_s: float
+    zygote: Zygote, tmp_path: Path, relay: Relay, schema: str, hold_s: float
 ) -> None:
     """PostgreSQL is cut while a turn starts (its first saves and page row miss it) and comes
     back while the turn is still inside its tool: when the run is over, the PostgreSQL row has
     session.json's version and every page row. Held in the tool past the retry interval, the
     row is already there before the run ends (the background retry)."""
-    cli = Cli(tmp_path, relay, schema)
+    cli = Cli(zygote, tmp_path, relay, schema)
     sid = f"cut-{uuid.uuid4().hex[:8]}"
     _upgrade(cli)
     _first_turn(cli, sid)
     assert _row(schema, sid) == (cli.file_version(sid), 2)
 
     relay.cut()
-    proc = cli.start("run", "--session", sid, "--json", "second")
-    cli.wait_at_gate(proc)  # the turn's start is saved: PostgreSQL missed it
+    pid = cli.start("run", "--session", sid, "--json", "second")
+    cli.wait_at_gate(pid)  # the turn's start is saved: PostgreSQL missed it
     row = _row(schema, sid)
     assert row is not None and row[0] < cli.file_version(sid)
     relay.restore()
@@ -200,9 +217,9 @@ def test_postgres_back_before_the_run_ends_gets_the_newest_row(
             "the background retry did not bring the row while the run was still going"
         )
     cli.open_gate()
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err
-    assert json.loads(out)["status"] == "COMPLETED"
+    done = cli.finish(pid, 120)
+    assert done.code == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "COMPLETED"
 
     version = cli.file_version(sid)
     assert _row(schema, sid) == (version, 4)  # before any other command touched the session
@@ -211,18 +228,18 @@ def test_postgres_back_before_the_run_ends_gets_the_newest_row(
 
 
 def test_a_run_with_postgres_down_is_listed_by_the_doctor_and_replayed_when_it_answers(
-    tmp_path: Path, relay: Relay, schema: str
+    zygote: Zygote, tmp_path: Path, relay: Relay, schema: str
 ) -> None:
     """A whole new session runs with PostgreSQL down (the CLI stays in PRIMARY): no row; the
     doctor says SQL is behind, by how many changes, for the session and store-wide; once
     PostgreSQL answers, the next command reading the session writes the row and the doctor is OK."""
-    cli = Cli(tmp_path, relay, schema)
+    cli = Cli(zygote, tmp_path, relay, schema)
     sid = f"down-{uuid.uuid4().hex[:8]}"
     _upgrade(cli)
     relay.cut()
     cli.open_gate()
     done = cli("run", "--new-session", sid, "--json", "while down")
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert json.loads(done.stdout)["status"] == "COMPLETED"
     relay.restore()
     assert _row(schema, sid) is None
@@ -247,18 +264,19 @@ def test_a_run_with_postgres_down_is_listed_by_the_doctor_and_replayed_when_it_a
     assert cli.store_doctor()["status"] == "OK"
 
 
-def test_debts_survive_a_kill_and_the_doctor_repairs_them(tmp_path: Path, relay: Relay, schema: str) -> None:
+def test_debts_survive_a_kill_and_the_doctor_repairs_them(
+    zygote: Zygote, tmp_path: Path, relay: Relay, schema: str
+) -> None:
     """SIGKILL a run while PostgreSQL is down: its debts are on disk; the doctor says how far
     behind PostgreSQL is; once it answers, `agentrt doctor ID --repair` replays them."""
-    cli = Cli(tmp_path, relay, schema)
+    cli = Cli(zygote, tmp_path, relay, schema)
     sid = f"kill-{uuid.uuid4().hex[:8]}"
     _upgrade(cli)
     _first_turn(cli, sid)
     relay.cut()
-    proc = cli.start("run", "--session", sid, "--json", "then killed")
-    cli.wait_at_gate(proc)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=60)
+    pid = cli.start("run", "--session", sid, "--json", "then killed")
+    cli.wait_at_gate(pid)
+    cli.kill(pid)
     relay.restore()
     row = _row(schema, sid)
     assert row is not None and row[0] < cli.file_version(sid)
@@ -269,7 +287,7 @@ def test_debts_survive_a_kill_and_the_doctor_repairs_them(tmp_path: Path, relay:
     assert _row(schema, sid) == row
 
     repaired = cli("doctor", sid, "--repair", "--json")
-    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert repaired.code == 0, repaired.stdout + repaired.stderr
     assert "replayed what SQL" in repaired.stderr, repaired.stderr
     assert _row(schema, sid) == (cli.file_version(sid), 3)
     assert not cli.doctor(sid)["evidence"].get("behind")
