@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +35,12 @@ class Ran:
 
 
 def script() -> str:
-    """The installed console script."""
+    """The installed console script: the one pip put beside this interpreter, else the first on PATH."""
+    # Not `which` first: a version manager's shim on PATH (pyenv) re-resolves the interpreter in a
+    # shell on every call, doubling the cost of each of the suite's many short commands.
+    beside = Path(sysconfig.get_path("scripts")) / "agentrt"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
     found = shutil.which("agentrt")
     assert found, "the agentrt console script is not installed (pip install -e '.[dev]')"
     return found

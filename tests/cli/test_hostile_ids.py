@@ -8,18 +8,21 @@ still no file. A NUL cannot be passed in argv (the kernel ends each argument at 
 through the HTTP API of `agentrt serve`, tested at the end.
 
 Every command meets every kind: a refused id exits before any store is opened, so each of the
-~190 processes takes a fraction of a second.
+~230 processes takes a fraction of a second; they run a few at a time, each in a folder of its own.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import time
 import unicodedata
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from urllib.parse import quote
 
@@ -42,6 +45,9 @@ HOSTILE = {
     "line_separator": "a\u2028b",
 }
 MAX_ERROR_CHARS = 300
+AT_ONCE = 4
+"""Commands of the id tests run at a time (each is short and independent; most of its time is the
+interpreter starting)."""
 
 # Each place a command takes an id: ID is the hostile value; S, E and C are a real session, one of
 # its entries and one of its call ids (so only the hostile one can be wrong).
@@ -124,19 +130,59 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return {"dir": str(work), "S": sid, "E": entries[0]["id"], "C": calls[0][0]}
 
 
-def _run(demo: dict[str, str], slot: str, value: str) -> tuple[Ran, set[str]]:
-    """The command of `slot` with `value` as its id; the paths it added under the directory."""
-    work = Path(demo["dir"])
+def _run(demo: dict[str, str], slot: str, value: str, work: Path | None = None) -> tuple[Ran, set[str]]:
+    """The command of `slot` with `value` as its id, in `work` (a copy of the demo folder) or the demo
+    folder; the paths it added under that folder."""
+    work = work or Path(demo["dir"])
     args = [value if a == "ID" else demo.get(a, a) if a in ("S", "E", "C") else a for a in SLOTS[slot]]
     before = files(work)
     ran = agentrt(*args, cwd=work)
     return ran, files(work) - before
 
 
+def _in_empty_folder(slot: str, work: Path) -> tuple[Ran, set[str]]:
+    """The command of `slot` on ids that name nothing, in the empty folder `work`; every path in it after."""
+    stand_in = {"S": "s-nothere", "E": UNKNOWN["fork --from"], "C": "call_nothere", "ID": UNKNOWN[slot]}
+    return agentrt(*[stand_in.get(a, a) for a in SLOTS[slot]], cwd=work), files(work)
+
+
+Outcome = tuple[Ran, set[str]]
+
+
+@pytest.fixture(scope="module")
+def ahead(
+    demo: dict[str, str], request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[tuple[str, ...], Future[Outcome]]]:
+    """The commands of the three id tests below that this session selected, started a few at a
+    time when the first of those tests runs, each in a folder of its own (a fresh copy of the demo
+    folder, or an empty one), so what a command made is its own. Keyed by (test name, its params)."""
+    jobs: dict[tuple[str, ...], Callable[[], Outcome]] = {}
+    for item in request.session.items:
+        spec = getattr(item, "callspec", None)
+        if getattr(item, "module", None) is not request.module or spec is None:
+            continue
+        name, slot, kind = item.originalname, spec.params["slot"], spec.params.get("kind", "")
+        work = tmp_path_factory.mktemp("case")
+        if name == "test_an_id_that_can_never_be_valid_is_refused_briefly_and_safely":
+            shutil.copytree(demo["dir"], work, dirs_exist_ok=True)
+            jobs[(name, slot, kind)] = partial(_run, demo, slot, HOSTILE[kind], work)
+        elif name == "test_a_well_formed_id_that_names_nothing_is_not_found_and_leaves_nothing":
+            shutil.copytree(demo["dir"], work, dirs_exist_ok=True)
+            jobs[(name, slot)] = partial(_run, demo, slot, UNKNOWN[slot], work)
+        elif name == "test_a_command_that_fails_in_an_empty_directory_creates_nothing":
+            jobs[(name, slot)] = partial(_in_empty_folder, slot, work)
+    with ThreadPoolExecutor(max_workers=AT_ONCE) as pool:
+        yield {key: pool.submit(job) for key, job in jobs.items()}
+
+
+def _outcome(ahead: dict[tuple[str, ...], Future[Outcome]], key: tuple[str, ...]) -> Outcome:
+    return ahead[key].result(timeout=600)
+
+
 @pytest.mark.parametrize(("slot", "kind"), _cases())
-def test_an_id_that_can_never_be_valid_is_refused_briefly_and_safely(demo: dict[str, str], slot: str, kind: str):
+def test_an_id_that_can_never_be_valid_is_refused_briefly_and_safely(ahead, slot: str, kind: str):
     """Exit 2, one `agentrt: error:` line under 300 characters naming the id's kind, nothing raw, nothing made."""
-    ran, made = _run(demo, slot, HOSTILE[kind])
+    ran, made = _outcome(ahead, ("test_an_id_that_can_never_be_valid_is_refused_briefly_and_safely", slot, kind))
     assert ran.code == 2, ran.both
     line = ran.error_line()
     assert len(line) < MAX_ERROR_CHARS, line
@@ -149,10 +195,10 @@ def test_an_id_that_can_never_be_valid_is_refused_briefly_and_safely(demo: dict[
 
 
 @pytest.mark.parametrize("slot", sorted(UNKNOWN))
-def test_a_well_formed_id_that_names_nothing_is_not_found_and_leaves_nothing(demo: dict[str, str], slot: str):
+def test_a_well_formed_id_that_names_nothing_is_not_found_and_leaves_nothing(ahead, slot: str):
     """Exit 3 with one line naming the id; no file appears (no lease or fence files for a session
     that never existed)."""
-    ran, made = _run(demo, slot, UNKNOWN[slot])
+    ran, made = _outcome(ahead, ("test_a_well_formed_id_that_names_nothing_is_not_found_and_leaves_nothing", slot))
     assert ran.code == 3, ran.both
     line = ran.error_line()
     assert UNKNOWN[slot] in line and len(line) < MAX_ERROR_CHARS, line
@@ -160,14 +206,13 @@ def test_a_well_formed_id_that_names_nothing_is_not_found_and_leaves_nothing(dem
 
 
 @pytest.mark.parametrize("slot", sorted(UNKNOWN))
-def test_a_command_that_fails_in_an_empty_directory_creates_nothing(tmp_path: Path, slot: str):
+def test_a_command_that_fails_in_an_empty_directory_creates_nothing(ahead, slot: str):
     """Where no store exists yet, a command on an id that names nothing exits 3 and leaves the
     directory empty: no `.agentrt/`, no database, no migration lock."""
-    stand_in = {"S": "s-nothere", "E": UNKNOWN["fork --from"], "C": "call_nothere", "ID": UNKNOWN[slot]}
-    ran = agentrt(*[stand_in.get(a, a) for a in SLOTS[slot]], cwd=tmp_path)
+    ran, left = _outcome(ahead, ("test_a_command_that_fails_in_an_empty_directory_creates_nothing", slot))
     assert ran.code == 3, ran.both
     assert "s-nothere" in ran.error_line() or UNKNOWN[slot] in ran.error_line()
-    assert files(tmp_path) == set()
+    assert left == set()
 
 
 def test_listing_sessions_in_an_empty_directory_creates_nothing(tmp_path: Path):
@@ -267,9 +312,13 @@ def _psql(sql: str) -> str:
 
 
 def _rows(schema: str) -> dict[str, str]:
-    """The row count of every table in `schema`."""
-    tables = _psql(f"SELECT tablename FROM pg_tables WHERE schemaname = '{schema}'").split()
-    return {t: _psql(f'SELECT count(*) FROM {schema}."{t}"').strip() for t in tables}
+    """The row count of every table in `schema` (one query: a table made meanwhile is counted too)."""
+    counted = _psql(
+        "SELECT tablename, (xpath('/row/c/text()', query_to_xml("
+        "format('SELECT count(*) AS c FROM %I.%I', schemaname, tablename), false, true, '')))[1]::text "
+        f"FROM pg_tables WHERE schemaname = '{schema}'"
+    )
+    return dict(line.split("|", 1) for line in counted.splitlines())
 
 
 def test_production_config_makes_no_key_row_or_file_for_a_refused_command(tmp_path: Path):

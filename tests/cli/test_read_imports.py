@@ -6,7 +6,8 @@ a second tenant, an unknown id and an empty id; `agentrt doctor` also on a damag
 tails, a corrupt journal record, a lost blob). At exit the process lists which of the four
 packages are in `sys.modules`: none may be. The same command run the way every read command ran
 before (an AgentRunner answers: the reader and the doctor's light context are turned off in that
-process only) prints the very same bytes and exits with the same status. A session whose
+process only) prints the very same bytes and exits with the same status; the two run side by side,
+each in a copy of the folder made just before. A session whose
 checkpoint records are damaged is diagnosed with LangGraph (`agent.doctor.light`), in the same words.
 """
 
@@ -14,8 +15,11 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -49,6 +53,26 @@ def _cli(work: Path, args: list[str], *, runner: bool = False) -> tuple[int, str
     )
     err, _, loaded = p.stderr.rpartition(_MARK)
     return p.returncode, _calm(p.stdout), _calm(err), [m for m in loaded.strip().split(",") if m]
+
+
+def _both(work: Path, args: list[str]) -> tuple[tuple[int, str, str, list[str]], tuple[int, str, str, list[str]]]:
+    """`_cli` as a user runs it and as a runner answers it, at the same time, each in a copy of
+    `work` made now (so neither sees what the other writes, as when they ran one after the other)."""
+    copies = []
+    for name in ("reader", "runner"):
+        copy = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=work.parent))
+        shutil.copytree(work, copy, dirs_exist_ok=True)
+        copies.append(copy)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        reader = pool.submit(_cli, copies[0], args)
+        runner = pool.submit(_cli, copies[1], args, runner=True)
+        return _at(reader.result(), copies[0], work), _at(runner.result(), copies[1], work)
+
+
+def _at(ran: tuple[int, str, str, list[str]], copy: Path, work: Path) -> tuple[int, str, str, list[str]]:
+    """`ran` as printed in `work`: the paths the doctor prints name the copy's folder."""
+    code, out, err, loaded = ran
+    return code, out.replace(str(copy), str(work)), err.replace(str(copy), str(work)), loaded
 
 
 def _calm(text: str) -> str:
@@ -104,9 +128,9 @@ def test_a_read_command_loads_none_of_the_four_and_prints_what_it_did(
     """No LangGraph, LangChain, SQLAlchemy or psycopg in the process; the same bytes as a runner's."""
     work, first, second = sessions
     args = _commands(first, second)[index]
-    code, out, err, loaded = _cli(work, args)
+    (code, out, err, loaded), by_runner = _both(work, args)
     assert loaded == [], f"agentrt {' '.join(args)} loaded {loaded}"
-    assert (code, out, err) == _cli(work, args, runner=True)[:3], f"agentrt {' '.join(args)} changed its output"
+    assert (code, out, err) == by_runner[:3], f"agentrt {' '.join(args)} changed its output"
 
 
 def _doctor_commands(first: str, second: str) -> list[list[str]]:
@@ -138,9 +162,9 @@ def test_the_doctor_loads_none_of_the_four_and_reports_what_a_runner_does(
     the report and exit status of a runner's."""
     work, first, second = sessions
     args = _doctor_commands(first, second)[index]
-    code, out, err, loaded = _cli(work, args)
+    (code, out, err, loaded), by_runner = _both(work, args)
     assert loaded == [], f"agentrt {' '.join(args)} loaded {loaded}"
-    assert (code, out, err) == _cli(work, args, runner=True)[:3], f"agentrt {' '.join(args)} changed its output"
+    assert (code, out, err) == by_runner[:3], f"agentrt {' '.join(args)} changed its output"
 
 
 def _session_dir(work: Path, sid: str) -> Path:
@@ -182,7 +206,7 @@ def test_the_doctor_of_a_damaged_session_loads_none_of_the_four(
     """Torn tails, a corrupt journal record, a lost blob: FAILs and WARNs in a runner's words, exit 1."""
     work, torn, _ = damaged
     args = ["doctor", torn, *(["--json"] if json_out else [])]
-    code, out, err, loaded = _cli(work, args)
+    (code, out, err, loaded), by_runner = _both(work, args)
     assert loaded == [], f"agentrt {' '.join(args)} loaded {loaded}"
     failed = (
         {c["name"] for c in json.loads(out)["checks"] if c["status"] == "FAIL"}
@@ -190,12 +214,12 @@ def test_the_doctor_of_a_damaged_session_loads_none_of_the_four(
         else {line.split()[1].rstrip(":") for line in out.splitlines() if line.startswith("[FAIL]")}
     )
     assert code == 1 and failed == {"files", "tool_journal", "blobs"}, out
-    assert (code, out, err) == _cli(work, args, runner=True)[:3]
+    assert (code, out, err) == by_runner[:3]
 
 
 def test_the_doctor_of_a_damaged_checkpoint_reports_what_a_runner_does(damaged: tuple[Path, str, str]) -> None:
     """A corrupt checkpoint record: LangGraph's reads word the findings, so the doctor asks it."""
     work, _, broken = damaged
-    code, out, err, _ = _cli(work, ["doctor", broken])
+    (code, out, err, _), by_runner = _both(work, ["doctor", broken])
     assert code == 1 and "corrupt" in out, out
-    assert (code, out, err) == _cli(work, ["doctor", broken], runner=True)[:3]
+    assert (code, out, err) == by_runner[:3]

@@ -27,8 +27,10 @@ from tests.support.serve import Server, cli, serving, slow_config
 ASK = {"messages": [{"role": "user", "content": "How did each region do against its target?"}]}
 
 
-@pytest.fixture
-def demo(tmp_path: Path) -> Iterator[tuple[Server, Path]]:
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path]]:
+    """One demo server for the tests of this file (each works on threads of its own)."""
+    tmp_path = tmp_path_factory.mktemp("api")
     config = make_config(tmp_path)
     with serving(config, tmp_path) as server:
         yield server, config

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
 from tests.support.serve import SLOW_SCRIPT, SLOW_TOOLS, Server, serving
-from tests.support.store_configs import StoreSetup
+from tests.support.store_configs import KINDS, StoreSetup
 
 A = "agentrt"
 BOUND_S = 60.0
@@ -43,6 +44,22 @@ def two_servers(
         yield one, other
 
 
+@pytest.fixture(scope="module", params=KINDS)
+def slow_pair(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Server, Server]]:
+    """Two servers running the slow script over one store of each kind, shared by a file's tests
+    (each works on threads of its own, and leaves no run going)."""
+    setup = StoreSetup(request.param)
+    try:
+        with two_servers(
+            tmp_path_factory.mktemp(f"pair-{request.param}"), setup, SLOW_SCRIPT, tools=SLOW_TOOLS
+        ) as pair:
+            yield pair
+    finally:
+        setup.close()
+
+
 def _status_within(client: SyncLangGraphClient, tid: str, run_id: str, wanted: set[str]) -> str:
     deadline = time.monotonic() + BOUND_S
     while (status := client.runs.get(tid, run_id)["status"]) not in wanted:
@@ -51,44 +68,44 @@ def _status_within(client: SyncLangGraphClient, tid: str, run_id: str, wanted: s
     return str(status)
 
 
-def test_deleting_an_assistant_on_one_server_stops_its_runs_on_the_other(tmp_path: Path, store: StoreSetup) -> None:
-    with two_servers(tmp_path, store, SLOW_SCRIPT, tools=SLOW_TOOLS) as (one, other):
-        here, there = get_sync_client(url=one.url), get_sync_client(url=other.url)
-        aid = here.assistants.create(A, name="Doomed")["assistant_id"]
-        tid, queued_tid, kept_tid = (there.threads.create()["thread_id"] for _ in range(3))
-        running = there.runs.create(tid, aid, input={"user_input": "rest"})
-        queued = there.runs.create(queued_tid, aid, input={"user_input": "later"}, after_seconds=600)
-        kept = there.runs.create(kept_tid, A, input={"user_input": "later"}, after_seconds=600)
-        _status_within(there, tid, running["run_id"], {"running"})
+def test_deleting_an_assistant_on_one_server_stops_its_runs_on_the_other(slow_pair: tuple[Server, Server]) -> None:
+    one, other = slow_pair
+    here, there = get_sync_client(url=one.url), get_sync_client(url=other.url)
+    aid = here.assistants.create(A, name="Doomed")["assistant_id"]
+    tid, queued_tid, kept_tid = (there.threads.create()["thread_id"] for _ in range(3))
+    running = there.runs.create(tid, aid, input={"user_input": "rest"})
+    queued = there.runs.create(queued_tid, aid, input={"user_input": "later"}, after_seconds=600)
+    kept = there.runs.create(kept_tid, A, input={"user_input": "later"}, after_seconds=600)
+    _status_within(there, tid, running["run_id"], {"running"})
 
-        here.assistants.delete(aid)
+    here.assistants.delete(aid)
 
-        assert _status_within(there, tid, running["run_id"], TERMINAL) == "interrupted"
-        assert _status_within(there, queued_tid, queued["run_id"], TERMINAL) == "interrupted"
-        said = [m["content"] for m in there.threads.get_state(tid)["values"].get("messages") or []]
-        assert "Rested four times." not in said  # stopped before its last step
-        time.sleep(1.0)  # several checks later, another assistant's run is still waiting
-        assert there.runs.get(kept_tid, kept["run_id"])["status"] == "pending"
-        there.runs.cancel(kept_tid, kept["run_id"])
+    assert _status_within(there, tid, running["run_id"], TERMINAL) == "interrupted"
+    assert _status_within(there, queued_tid, queued["run_id"], TERMINAL) == "interrupted"
+    said = [m["content"] for m in there.threads.get_state(tid)["values"].get("messages") or []]
+    assert "Rested four times." not in said  # stopped before its last step
+    time.sleep(1.0)  # several checks later, another assistant's run is still waiting
+    assert there.runs.get(kept_tid, kept["run_id"])["status"] == "pending"
+    there.runs.cancel(kept_tid, kept["run_id"])
 
 
-def test_a_run_cancelled_through_one_server_stops_on_the_other(tmp_path: Path, store: StoreSetup) -> None:
-    with two_servers(tmp_path, store, SLOW_SCRIPT, tools=SLOW_TOOLS) as (one, other):
-        here, there = get_sync_client(url=one.url), get_sync_client(url=other.url)
-        tid, queued_tid = (there.threads.create()["thread_id"] for _ in range(2))
-        running = there.runs.create(tid, A, input={"user_input": "rest"})
-        queued = there.runs.create(queued_tid, A, input={"user_input": "later"}, after_seconds=600)
-        _status_within(there, tid, running["run_id"], {"running"})
-        assert here.runs.get(tid, running["run_id"])["status"] == "running"  # as the server holding it says
+def test_a_run_cancelled_through_one_server_stops_on_the_other(slow_pair: tuple[Server, Server]) -> None:
+    one, other = slow_pair
+    here, there = get_sync_client(url=one.url), get_sync_client(url=other.url)
+    tid, queued_tid = (there.threads.create()["thread_id"] for _ in range(2))
+    running = there.runs.create(tid, A, input={"user_input": "rest"})
+    queued = there.runs.create(queued_tid, A, input={"user_input": "later"}, after_seconds=600)
+    _status_within(there, tid, running["run_id"], {"running"})
+    assert here.runs.get(tid, running["run_id"])["status"] == "running"  # as the server holding it says
 
-        here.runs.cancel(tid, running["run_id"])
-        here.runs.cancel_many(thread_id=queued_tid)
+    here.runs.cancel(tid, running["run_id"])
+    here.runs.cancel_many(thread_id=queued_tid)
 
-        for client in (there, here):
-            assert _status_within(client, tid, running["run_id"], TERMINAL) == "interrupted"
-            assert _status_within(client, queued_tid, queued["run_id"], TERMINAL) == "interrupted"
-        said = [m["content"] for m in there.threads.get_state(tid)["values"].get("messages") or []]
-        assert "Rested four times." not in said  # stopped before its last step
+    for client in (there, here):
+        assert _status_within(client, tid, running["run_id"], TERMINAL) == "interrupted"
+        assert _status_within(client, queued_tid, queued["run_id"], TERMINAL) == "interrupted"
+    said = [m["content"] for m in there.threads.get_state(tid)["values"].get("messages") or []]
+    assert "Rested four times." not in said  # stopped before its last step
 
 
 def _answer_config(tmp_path: Path) -> dict[str, Any]:
