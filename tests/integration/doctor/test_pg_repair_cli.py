@@ -246,8 +246,10 @@ def test_a_damaged_last_row_is_refused_then_repaired(pg: Pg, other: tuple[str, d
     """Each stream damaged under this status (see the module's docstring): refused or going on, the
     doctor's FAIL names --repair, the repair cuts the row (kept aside), the session goes on; the
     other tenant untouched."""
+    streams = _streams(status)
+    assert streams, f"the sample damages no stream under {status}"
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for done in [pool.submit(_case, pg, status, stream, other) for stream in _streams(status)]:
+        for done in [pool.submit(_case, pg, status, stream, other) for stream in streams]:
             done.result()
 
 
