@@ -88,8 +88,9 @@ class DeltaState(TypedDict):
     i: int
 
 
-def build_graph(mode: str, checkpointer: Any, limit: dict[str, int]) -> Any:
-    """The agent loop; it stops when the step counter reaches limit["n"]."""
+def build_graph(mode: str, checkpointer: Any, limit: dict[str, int], state: Any = None) -> Any:
+    """The agent loop; it stops when the step counter reaches limit["n"]. `state`: another state
+    schema than the mode's (e.g. a DeltaChannel snapshotting at another frequency)."""
     rnd = random.Random(7)
 
     def agent(s: dict[str, Any]) -> dict[str, Any]:
@@ -101,7 +102,7 @@ def build_graph(mode: str, checkpointer: Any, limit: dict[str, int]) -> Any:
         body = "".join(rnd.choices(string.ascii_letters + " ", k=size))
         return {"messages": [ToolMessage(body, tool_call_id=f"c{s['i'] - 1}")]}
 
-    b: Any = StateGraph(DeltaState if mode == "delta" else PlainState)
+    b: Any = StateGraph(state or (DeltaState if mode == "delta" else PlainState))
     b.add_node("agent", agent)
     b.add_node("tools", tools)
     b.add_edge(START, "agent")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
@@ -60,18 +61,20 @@ class ItemLoader:
         hit = cache.get(h)
         if hit is not None:
             cache.move_to_end(h)
-            return fresh_message(hit[0])
-        raw = fetched[h] if h in fetched else store.item(h)
-        value = self.decode(expand(raw, store, fetched))
-        if not isinstance(value, BaseMessage):
-            return value
-        size = len(value.content) if isinstance(value.content, str) else 1024
-        cache[h] = (value, size)
+            kept = hit[0]
+            return fresh_message(kept) if isinstance(kept, BaseMessage) else self.decode(kept)
+        raw = expand(fetched[h] if h in fetched else store.item(h), store, fetched)
+        value = self.decode(raw)
+        if isinstance(value, BaseMessage):
+            kept, size = value, len(value.content) if isinstance(value.content, str) else 1024
+        else:  # kept as stored (JSON, never changed by decoding): each read decodes its own copy
+            kept, size = raw, len(orjson.dumps(raw))
+        cache[h] = (kept, size)
         store.decoded_bytes += size
         while len(cache) > 1 and (len(cache) > MEMO or store.decoded_bytes > _DECODED_BYTES):
             _, (_, old) = cache.popitem(last=False)
             store.decoded_bytes -= old
-        return fresh_message(value)
+        return fresh_message(value) if isinstance(value, BaseMessage) else value
 
 
 def fresh_message(msg: BaseMessage) -> BaseMessage:
@@ -79,20 +82,24 @@ def fresh_message(msg: BaseMessage) -> BaseMessage:
     fields (tool calls, kwargs, metadata, extra attributes) are copied too, so a caller may change
     what it got."""
     out = msg.model_copy()
-    for fields in (out.__dict__, out.__pydantic_extra__ or {}):
-        for k, v in fields.items():
-            if v and (type(v) is dict or type(v) is list):
-                fields[k] = _copy_json(v)
+    fields = out.__dict__
+    for k, v in fields.items():
+        if type(v) is dict:  # empty ones too: a caller may fill them
+            fields[k] = _copy_json(v) if v else {}
+        elif type(v) is list:
+            fields[k] = _copy_json(v) if v else []
+    extra = out.__pydantic_extra__
+    if extra:
+        for k, v in extra.items():
+            if type(v) is dict or type(v) is list:
+                extra[k] = _copy_json(v)
     return out
 
 
 def _copy_json(v: Any) -> Any:
-    t = type(v)
-    if t is dict:
-        return {k: _copy_json(x) for k, x in v.items()}
-    if t is list:
-        return [_copy_json(x) for x in v]
-    return v
+    if type(v) is dict:
+        return {k: _copy_json(x) if type(x) is dict or type(x) is list else x for k, x in v.items()}
+    return [_copy_json(x) if type(x) is dict or type(x) is list else x for x in v]
 
 
 def _prefetch(flat: list[Any], store: SessionStore) -> dict[str, Any]:

@@ -42,6 +42,7 @@ class RecordReads:
         # item hash -> decoded value (messages) for reads; see `_saver_load.ItemLoader.load`.
         self.decoded: OrderedDict[str, tuple[Any, int]] = OrderedDict()
         self.decoded_bytes = 0
+        self.walk: object | None = None  # the last DeltaChannel history walk (`_saver_walk.HistoryWalk`)
 
     @property
     def index(self) -> SessionIndex:
@@ -58,6 +59,7 @@ class RecordReads:
         self._cache_bytes = 0
         self.decoded.clear()
         self.decoded_bytes = 0
+        self.walk = None
 
     def read(self, run: str, off: int, line: int, cache: bool = True) -> dict[str, Any]:
         """The record at `off` of a run file (cached unless not `cache`), verified by checksum."""

@@ -16,8 +16,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from checkpointing._saver_docs import DocumentBuilder
-from checkpointing._saver_refs import HISTORIES, chunk_refs, raw_histories, refs_of, text_refs
+from checkpointing._saver_refs import HISTORIES, chunk_refs, refs_of, text_refs
 from checkpointing._saver_store import SessionStore
+from checkpointing._saver_walk import raw_histories
 
 Key = tuple[str, str]
 

@@ -38,20 +38,18 @@ from typing import Any
 
 from checkpointing._saver_refs import (
     CHUNK_KEY,
-    HISTORIES,
     ITEM_KEY,
     TAG,
     _is_chunk,
     _is_ref,
-    check_parent_writes,
     expand,
     metadata_json,
     pending_writes_raw,
-    raw_history,
     resolve,
     stored_value,
 )
 from checkpointing._saver_store import SessionStore
+from checkpointing._saver_walk import raw_histories
 from checkpointing.ids import validate_id
 from checkpointing.store.base import Store
 
@@ -245,7 +243,8 @@ class ThreadTail:
         if channel in doc["task_state"]:
             value = load(stored_value(rec, "", doc, channel), rec, messages=messages)
             return value.value if isinstance(value, _Snapshot) else value
-        hist = _checked_history(rec, doc, channel)
+        # With the checks `get_delta_channel_history` makes on each step of its walk.
+        hist = raw_histories(rec, "", checkpoint_id, [channel], check=True)[channel]
         seed = load(hist["seed"], rec, messages=messages) if "seed" in hist else None
         writes = []
         for _, enc in hist["writes"]:
@@ -274,22 +273,6 @@ class ThreadTail:
             else:
                 out.append(w)
         return out
-
-
-def _checked_history(rec: SessionStore, doc: dict[str, Any], channel: str) -> dict[str, Any]:
-    """`raw_history`, after the checks `get_delta_channel_history` makes on each step of its walk
-    (every pending write a checkpoint was built from is still stored)."""
-    child = doc
-    while channel not in (child.get(HISTORIES) or {}):
-        cursor = child.get("parent_checkpoint_id")
-        if not cursor or ("", cursor) not in rec.index.cps:
-            break
-        check_parent_writes(rec, "", child)
-        parent = rec.doc("", cursor)
-        if parent is None or channel in parent["task_state"]:
-            break
-        child = parent
-    return raw_history(rec, "", doc["checkpoint_id"], channel)
 
 
 def _overwrites(value: Any) -> bool:

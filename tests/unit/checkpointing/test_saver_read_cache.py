@@ -38,3 +38,21 @@ def test_changing_a_read_message_never_changes_the_next_read(tmp_path: Path) -> 
     assert again.checkpoint["channel_values"]["messages"][1] is not got
     fresh = JsonlCheckpointSaver(tmp_path).get_tuple(cfg)
     assert fresh is not None and fresh.checkpoint["channel_values"] == again.checkpoint["channel_values"]
+
+
+def test_filling_an_empty_field_of_a_read_message_never_changes_the_next_read(tmp_path: Path) -> None:
+    """Empty dicts and lists (kwargs, tool calls) are a read's own too, not the cached message's."""
+    saver = JsonlCheckpointSaver(tmp_path)
+    ai = AIMessage("plain " * 40, id="a2")
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"messages": [ai]}
+    cp["channel_versions"] = {"messages": "1"}
+    cfg = saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, cp, {}, {"messages": "1"})
+    first = saver.get_tuple(cfg)
+    assert first is not None
+    got = first.checkpoint["channel_values"]["messages"][0]
+    got.additional_kwargs["k"] = 1
+    got.response_metadata["model"] = "m"
+    got.tool_calls.append({"id": "c9", "name": "search", "args": {}, "type": "tool_call"})
+    again = saver.get_tuple(cfg)
+    assert again is not None and again.checkpoint["channel_values"]["messages"][0] == ai
