@@ -5,7 +5,9 @@ What LangGraph's `get_state` shows for a checkpoint depends only on the graph, t
 pending writes: a checkpoint never changes once written, its ordinary writes are only added to, and
 a special write (an interrupt, a resume, an error) replaces the one before it for the same task. So
 the JSON of a thread's values is kept under (thread, checkpoint id, pending writes, with the special
-writes' content), in a bounded least-recently-used map. A run on any server or worker writes a new
+writes' content), in a least-recently-used map bounded by entries and by the size of their JSON
+(the states of a long thread are large: a 260-tool-step thread's 526 states are 350 MB of JSON,
+150 MB in memory, so one history request would otherwise keep them all). A run on any server or worker writes a new
 head checkpoint or new writes, which make another key: nothing kept ever has to be dropped for
 being stale, only for room. On the JSONL saver a read first takes the thread's head mark
 (`checkpointing.saver_marks`: the checkpoint id and the run files' ends, no load): an answer kept
@@ -21,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs
 from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver, CheckpointTuple
@@ -32,15 +35,19 @@ from checkpointing.saver_marks import head_mark
 
 Values = tuple[dict[str, Any], dict[str, list[Any]]]
 _KEPT = 1024  # answers kept: a few pages of the lists agent-chat-ui shows, and the states of their histories
+_KEPT_BYTES = 64 * 1024 * 1024  # ... and their JSON's size in all (in memory: about half of it)
 
 
 class HeadValues:
     """The values and pending interrupts (by task id) of the checkpoint a config names, as JSON."""
 
-    def __init__(self, graph: Any, size: int = _KEPT) -> None:
+    def __init__(self, graph: Any, size: int = _KEPT, max_bytes: int = _KEPT_BYTES) -> None:
         self._graph = graph
         self._size = size
-        self._kept: OrderedDict[tuple[Any, ...], Values] = OrderedDict()
+        self._max_bytes = max_bytes
+        self._kept: OrderedDict[tuple[Any, ...], tuple[Any, int]] = OrderedDict()  # key -> (answer, JSON size)
+        self.kept_bytes = 0
+        """The JSON size of the answers kept (the newest one is kept whatever its size)."""
         self._lock = threading.Lock()
 
     def read(self, config: RunnableConfig) -> Values:
@@ -88,21 +95,27 @@ class HeadValues:
             made = make(build(full, saved, saver=saver, recurse=False, live=live))
             self._put(key, made)
         if marked is not None:
-            self._put(marked, made)
+            self._put(marked, made, 0)  # the same answer under its second key: counted once
         return made
 
     def _get(self, key: tuple[Any, ...]) -> Any:
         with self._lock:
             kept = self._kept.get(key)
-            if kept is not None:
-                self._kept.move_to_end(key)
-            return kept
+            if kept is None:
+                return None
+            self._kept.move_to_end(key)
+            return kept[0]
 
-    def _put(self, key: tuple[Any, ...], made: Any) -> None:
+    def _put(self, key: tuple[Any, ...], made: Any, size: int | None = None) -> None:
+        if size is None:
+            size = len(orjson.dumps(made, default=repr))
         with self._lock:
-            self._kept[key] = made
-            while len(self._kept) > self._size:
-                self._kept.popitem(last=False)
+            old = self._kept.pop(key, None)
+            self.kept_bytes += size - (old[1] if old else 0)
+            self._kept[key] = (made, size)
+            while len(self._kept) > 1 and (len(self._kept) > self._size or self.kept_bytes > self._max_bytes):
+                _, (_, dropped) = self._kept.popitem(last=False)
+                self.kept_bytes -= dropped
 
 
 def _json(snap: StateSnapshot) -> Values:

@@ -80,6 +80,27 @@ def test_kept_answers_are_bounded() -> None:
     assert len(heads._kept) == 2
 
 
+def test_kept_answers_are_bounded_by_their_size() -> None:
+    """Large states (a long thread's history) are not all kept: their JSON in all stays under the
+    bound, the newest is kept whatever its size, and every answer is still what get_state shows."""
+    graph = _graph()
+    heads = HeadValues(graph, max_bytes=50_000)
+    configs = []
+    for n in range(8):
+        config = {"configurable": {"thread_id": f"big{n}"}}
+        graph.invoke({"notes": [f"{n}" * 20_000]}, config)
+        configs.append(config)
+        assert heads.read(config) == _expected(graph, config)
+        assert heads.state(config) == thread_state(f"big{n}", graph.get_state(config))
+        assert 20_000 < heads.kept_bytes <= 50_000
+    assert len(heads._kept) == 2  # the last two answers (values and state) of the last thread
+    huge = {"configurable": {"thread_id": "huge"}}
+    graph.invoke({"notes": ["h" * 80_000]}, huge)
+    assert heads.read(huge) == _expected(graph, huge) and heads.kept_bytes > 80_000
+    assert heads.read(huge) == _expected(graph, huge) and len(heads._kept) == 1
+    assert heads.read(configs[0]) == _expected(graph, configs[0])
+
+
 def test_state_matches_get_state_at_the_head_and_at_past_checkpoints(graph: Any) -> None:
     heads = HeadValues(graph)
     config = {"configurable": {"thread_id": "t3"}}
