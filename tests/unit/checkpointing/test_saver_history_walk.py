@@ -1,9 +1,9 @@
 """Reading every state of a long DeltaChannel thread: one walk answers for the ancestors it passed,
-each answer decoded afresh, and a walk is never reused once the session changed."""
+each answer decoded afresh, and a walk is never reused once the session changed; on both stores
+(a PostgreSQL saver made after another shares nothing with it but the database)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import HumanMessage
@@ -11,16 +11,16 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from checkpointing.saver import JsonlCheckpointSaver
+from tests.support.savers import SaverKit
 from tests.unit.checkpointing.test_saver_graph import add_message_batches, agent_loop
 
 THREAD: RunnableConfig = {"configurable": {"thread_id": "long", "tenant_id": "acme"}}
 
 
-def _forked_thread(root: Path, steps: int) -> list[str]:
+def _forked_thread(kit: SaverKit, steps: int) -> list[str]:
     """A thread of `steps` supersteps, then a branch forked from an early state and run on; returns
     the checkpoint ids of the fork's head and of the main line's head."""
-    graph = agent_loop(steps).compile(checkpointer=JsonlCheckpointSaver(root, fsync="batch"))
+    graph = agent_loop(steps).compile(checkpointer=kit(fsync="batch"))
     graph.invoke({"messages": [HumanMessage("go", id="h0")], "i": 0}, THREAD)
     main_head = graph.get_state(THREAD).config
     early = list(graph.get_state_history(THREAD))[-9]
@@ -30,11 +30,11 @@ def _forked_thread(root: Path, steps: int) -> list[str]:
     return [fork_head["configurable"]["checkpoint_id"], main_head["configurable"]["checkpoint_id"]]
 
 
-def test_every_history_of_a_forked_thread_is_langgraphs_own_walk(tmp_path: Path) -> None:
+def test_every_history_of_a_forked_thread_is_langgraphs_own_walk(saver_kit: SaverKit) -> None:
     """Newest first over both branches (the order that reuses walks), every checkpoint's history is
     what LangGraph's default walk (`get_tuple` up the parents) finds, and so is every state."""
-    heads = _forked_thread(tmp_path, 70)
-    saver = JsonlCheckpointSaver(tmp_path)
+    heads = _forked_thread(saver_kit, 70)
+    saver = saver_kit()
     tuples = list(saver.list(THREAD))
     assert len(tuples) > 70 and set(heads) <= {t.config["configurable"]["checkpoint_id"] for t in tuples}
     for tup in tuples:
@@ -43,16 +43,16 @@ def test_every_history_of_a_forked_thread_is_langgraphs_own_walk(tmp_path: Path)
         assert fast == slow, tup.config
     states = list(agent_loop(70).compile(checkpointer=saver).get_state_history(THREAD))
     for state in states[::9]:
-        alone = agent_loop(70).compile(checkpointer=JsonlCheckpointSaver(tmp_path)).get_state(state.config)
+        alone = agent_loop(70).compile(checkpointer=saver_kit()).get_state(state.config)
         assert alone.values == state.values
     assert any(m.content == "fork" for m in states[0].values["messages"])
 
 
-def test_each_state_gets_its_own_messages(tmp_path: Path) -> None:
+def test_each_state_gets_its_own_messages(saver_kit: SaverKit) -> None:
     """States read from one walk share no message object: changing one state's messages changes
     neither the other states nor the next read."""
-    _forked_thread(tmp_path, 40)
-    graph = agent_loop(40).compile(checkpointer=JsonlCheckpointSaver(tmp_path))
+    _forked_thread(saver_kit, 40)
+    graph = agent_loop(40).compile(checkpointer=saver_kit())
     first = list(graph.get_state_history(THREAD, limit=5))
     newer, older = first[0].values["messages"], first[1].values["messages"]
     shared = [m for m in older if any(m is n for n in newer)]
@@ -71,14 +71,14 @@ class _NoSnapshotState(TypedDict):
     i: int
 
 
-def test_reading_every_state_costs_the_thread_not_its_square(tmp_path: Path) -> None:
+def test_reading_every_state_costs_the_thread_not_its_square(saver_kit: SaverKit) -> None:
     """200 supersteps and no snapshot: each state's history goes back to the first checkpoint, yet
     reading all 201 states looks up fewer records (read or cached) than twice the records stored,
     where a walk per state would look up each ancestor again (~40,000 lookups)."""
     cfg: RunnableConfig = {"configurable": {"thread_id": "t"}}
-    graph = agent_loop(200, state=_NoSnapshotState).compile(checkpointer=JsonlCheckpointSaver(tmp_path, fsync="batch"))
+    graph = agent_loop(200, state=_NoSnapshotState).compile(checkpointer=saver_kit(fsync="batch"))
     graph.invoke({"messages": [HumanMessage("go", id="h0")], "i": 0}, cfg)
-    saver = JsonlCheckpointSaver(tmp_path)
+    saver = saver_kit()
     store = saver._store(saver.default_tenant, "t")
     lookups: list[tuple[str, int]] = []
     read = store.read
@@ -93,18 +93,19 @@ def test_reading_every_state_costs_the_thread_not_its_square(tmp_path: Path) -> 
     assert [len(s.values.get("messages", [])) for s in states] == sorted(
         (len(s.values.get("messages", [])) for s in states), reverse=True
     )
-    records = sum(p.read_bytes().count(b"\n") for p in tmp_path.rglob("checkpoints.jsonl"))
+    records = saver_kit.raw("t").count(b"\n")
+    assert records > 400
     assert len(lookups) < 2 * records
 
 
-def test_a_thread_deleted_by_another_saver_is_not_read_from_the_last_walk(tmp_path: Path) -> None:
+def test_a_thread_deleted_by_another_saver_is_not_read_from_the_last_walk(saver_kit: SaverKit) -> None:
     """After another process deleted the thread, its former checkpoints have no history and no
     state, though this saver's last walk had passed them."""
-    _forked_thread(tmp_path, 30)
-    saver = JsonlCheckpointSaver(tmp_path)
+    _forked_thread(saver_kit, 30)
+    saver = saver_kit()
     graph = agent_loop(30).compile(checkpointer=saver)
     old = list(graph.get_state_history(THREAD))[3].config
     assert saver.get_delta_channel_history(config=old, channels=["messages"])["messages"]["writes"]
-    JsonlCheckpointSaver(tmp_path).delete_thread("long", tenant_id="acme")
+    saver_kit().delete_thread("long", tenant_id="acme")
     assert saver.get_delta_channel_history(config=old, channels=["messages"]) == {"messages": {"writes": []}}
     assert graph.get_state(old).values == {}
