@@ -96,10 +96,20 @@ def result_from_snapshot(session_id: str, snap: StateSnapshot) -> RunResult:
     )
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 def jsonable(value: Any) -> Any:
     """`value` as plain JSON types: how events and graph values leave the process (the server's API,
     the live events of a worker). LangChain messages become their `model_dump()`, interrupts
     `{"value", "id"}`; anything else without a JSON form becomes its `repr`, never a pickle."""
+    t = type(value)
+    if t in _PLAIN:
+        return value
+    if t is dict:  # the common containers first, their plain items without a call each
+        return {k if type(k) is str else str(k): v if type(v) in _PLAIN else jsonable(v) for k, v in value.items()}
+    if t is list:
+        return [v if type(v) in _PLAIN else jsonable(v) for v in value]
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, Mapping):

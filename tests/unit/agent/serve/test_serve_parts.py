@@ -116,6 +116,27 @@ def test_sse_framing_and_jsonable_fallbacks():
     assert jsonable({"x": (1, Odd()), 2: b"b"}) == {"x": [1, "<odd>"], "2": "b"}
 
 
+def test_jsonable_of_nested_values_is_plain_json():
+    """Dicts and lists in dicts and lists, keys that are not strings, enums, messages and
+    interrupts come out as plain JSON types at every depth."""
+    import enum
+
+    from langchain_core.messages import AIMessage
+
+    class Color(enum.StrEnum):
+        RED = "red"
+
+    msg = AIMessage("hi", id="m1", tool_calls=[{"id": "c1", "name": "t", "args": {"k": [1, {"x": None}]}}])
+    value = {"a": [1, {"b": None, 3: [True, 2.5, Color.RED]}], "m": [msg], "i": [Interrupt("ok?", id="i1")]}
+    out = jsonable(value)
+    assert out == {
+        "a": [1, {"b": None, "3": [True, 2.5, "red"]}],
+        "m": [msg.model_dump()],
+        "i": [{"value": "ok?", "id": "i1"}],
+    }
+    assert json.loads(json.dumps(out)) == out
+
+
 async def test_a_follower_gets_the_backlog_heartbeats_then_live_events_until_the_end():
     import asyncio
     import threading
