@@ -9,6 +9,8 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.shell_env import environ_copy
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -48,7 +50,7 @@ def script() -> str:
 
 def env(**extra: str) -> dict[str, str]:
     """The environment of a user's shell, importing this checkout's code."""
-    out = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTRT_", "PYTEST_"))}
+    out = {k: v for k, v in environ_copy().items() if not k.startswith(("AGENTRT_", "PYTEST_"))}
     out["PYTHONPATH"] = str(ROOT)
     out.update(extra)
     return out

@@ -39,6 +39,7 @@ from agent.session.record_store import close_stores
 from agent.session.record_store import inbox as record_inbox
 from agent.session.stores.sql import SqlSessionStore
 from tests.support.runners import ROOT, make_config
+from tests.support.shell_env import environ_copy
 
 REDIS_URL = os.environ.get("AGENTRT_REDIS_URL", "redis://127.0.0.1:6379")
 DATABASE_URL = os.environ.get("AGENTRT_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -279,7 +280,7 @@ def open_cluster(
         datasets=[],
         skills_dir=None,
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRT_")}
+    env = {k: v for k, v in environ_copy().items() if not k.startswith("AGENTRT_")}
     env.update(
         AGENTRT_CONFIG=str(config),
         AGENTRT_TEST_KEYS=keys,

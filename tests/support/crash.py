@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from tests.support.runners import ROOT
+from tests.support.shell_env import environ_copy
 
 DRILL_SCRIPT = "builtin:scripts/drill.yaml"
 DRILL_TOOLS: dict[str, Any] = {
@@ -71,7 +72,7 @@ def make_drill_config(tmp_path: Path, name: str = "config.yaml", **sections: Any
 
 def child_env(counter: Path, crash_at: str | None = None, **extra: str) -> dict[str, str]:
     """The environment of a drill child: the counter file, and the crash spec when given."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRT_")}
+    env = {k: v for k, v in environ_copy().items() if not k.startswith("AGENTRT_")}
     env["AGENTRT_DRILL_COUNTER"] = str(counter)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     if crash_at:

@@ -18,6 +18,7 @@ import pytest
 
 from tests.support.runners import ROOT
 from tests.support.serve import free_port
+from tests.support.shell_env import environ_copy
 
 START_BOUND_S = 90.0
 # Everything the server or the CLI would otherwise send out (analytics, version checks, tracing).
@@ -55,7 +56,7 @@ def langgraph_dev(tmp_path: Path, config: Path) -> Iterator[str]:
     """A `langgraph dev` server on the agent graph with `config`; yields its base URL."""
     project = studio_project(tmp_path)
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_"))}
+    env = {k: v for k, v in environ_copy().items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_"))}
     env.update(OFFLINE_ENV, AGENTRT_CONFIG=str(config), PYTHONPATH=str(ROOT))
     env.pop("AGENTRT_BASE_DIR", None)
     log_path = tmp_path / "server.log"

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.support.shell_env import environ_copy
+
 ROOT = Path(__file__).resolve().parents[2]
 LAYERS = (
     "agent.cli.common",
@@ -114,7 +116,7 @@ class Zygote:
 
     def __init__(self, workdir: Path, preload: tuple[str, ...] = ()) -> None:
         self.workdir = workdir
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRT_")}
+        env = {k: v for k, v in environ_copy().items() if not k.startswith("AGENTRT_")}
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         self.proc = subprocess.Popen(
             [sys.executable, "-c", f"from tests.support.zygote import serve; serve({tuple(preload)!r})"],
