@@ -20,7 +20,10 @@ messages from their stored bytes once, with LangGraph's serializer (`decode floo
 Then the same reads of an agentrt turn of `--agentrt-steps` tool steps (agentrt's own graph, whose
 state holds three DeltaChannels), beside the decode floor of its messages.
 
-    python bench/state_history.py [--steps 300] [--snapshot-every 500] [--agentrt-steps 260]
+    python bench/state_history.py [--steps 300] [--snapshot-every 500] [--agentrt-steps 260] [--postgres]
+
+`--postgres` adds the JSONL saver over PostgreSQL (AGENTRT_DATABASE_URL, default the local `test`
+database; a schema of its own, dropped at the end), read by a saver with a store of its own.
 
 Nothing is asserted.
 """
@@ -29,10 +32,12 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import shutil
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -66,15 +71,51 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - t0, out
 
 
+def _savers(name: str, work: Path) -> tuple[Callable[[], Any], Callable[[], None]]:
+    """(a new saver over the same data, close): `name` is jsonl (files), jsonl-pg (the JSONL saver
+    over PostgreSQL, a schema of its own dropped at the end) or memory (one InMemorySaver)."""
+    if name == "memory":
+        mem = InMemorySaver()
+        return lambda: mem, lambda: None
+    if name == "jsonl":
+        return lambda: JsonlCheckpointSaver(work / "jsonl", fsync="batch"), lambda: None
+    from checkpointing.store.postgres import PostgresStore
+
+    url = os.environ.get("AGENTRT_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    stores = [PostgresStore(url, schema=schema)]
+    stores[0].setup()
+
+    def new() -> JsonlCheckpointSaver:  # a store of its own: nothing shared but the database
+        stores.append(PostgresStore(url, schema=schema))
+        return JsonlCheckpointSaver(store=stores[-1], fsync="batch")
+
+    def close() -> None:
+        with stores[0].connection("dropping the bench schema") as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        for store in stores:
+            store.close()
+
+    return new, close
+
+
 def measure(name: str, work: Path, steps: int, snapshot_every: int) -> dict[str, Any]:
-    """Run the loop on saver `name`, then time the three reads (seconds, and what they read)."""
-    saver = JsonlCheckpointSaver(work / "jsonl", fsync="batch") if name == "jsonl" else InMemorySaver()
+    """Run the loop on saver `name`, then time the three reads (seconds, and what they read) on
+    a new saver over the same data (as a new process would read it)."""
+    new, close = _savers(name, work)
+    try:
+        return _measure(new, steps, snapshot_every)
+    finally:
+        close()
+
+
+def _measure(new: Callable[[], Any], steps: int, snapshot_every: int) -> dict[str, Any]:
+    saver = new()
     graph = build(saver, steps, snapshot_every)
     graph.invoke({"messages": [HumanMessage("go", id="h0")], "i": 0}, THREAD, durability="sync")
-    if name == "jsonl":
+    if hasattr(saver, "flush"):
         saver.flush()
-        saver = JsonlCheckpointSaver(work / "jsonl")  # a fresh process's saver: nothing cached
-        graph = build(saver, steps, snapshot_every)
+    graph = build(new(), steps, snapshot_every)
     history_s, history = _timed(lambda: list(graph.get_state_history(THREAD)))
 
     def walk() -> int:
@@ -138,22 +179,30 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=300, help="tool steps of the thread (2 checkpoints each)")
     ap.add_argument("--snapshot-every", type=int, default=500, help="DeltaChannel snapshot_frequency")
+    ap.add_argument(
+        "--postgres", action="store_true", help="also the JSONL saver over PostgreSQL (AGENTRT_DATABASE_URL)"
+    )
     ap.add_argument("--agentrt-steps", type=int, default=260, help="tool steps of the agentrt turn (0: none)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-history-"))
+    names = ["jsonl", *(["jsonl-pg"] if args.postgres else []), "memory"]
     try:
-        runs = {name: measure(name, work, args.steps, args.snapshot_every) for name in ("jsonl", "memory")}
+        runs = {name: measure(name, work, args.steps, args.snapshot_every) for name in names}
     finally:
         shutil.rmtree(work, ignore_errors=True)
     states = len(runs["jsonl"]["history"])
-    same = _contents(runs["jsonl"]["history"]) == _contents(runs["memory"]["history"])
+    same = all(_contents(runs[n]["history"]) == _contents(runs["memory"]["history"]) for n in names)
     floor = decode_floor(runs["memory"]["history"])
     print(f"{args.steps} steps, {states} states, snapshot every {args.snapshot_every} updates; same states: {same}")
-    print(f"{'read':<14}{'jsonl ms/state':>16}{'memory ms/state':>17}{'ratio':>8}")
+    print(
+        f"{'read':<14}"
+        + "".join(f"{n + ' ms/state':>18}" for n in names)
+        + "".join(f"{n + ' / memory':>20}" for n in names[:-1])
+    )
     for key, label, n in (("history_s", "history", states), ("walk_s", "parent walk", states), ("head_s", "head", 1)):
-        a, b = runs["jsonl"][key] * 1000 / n, runs["memory"][key] * 1000 / n
-        print(f"{label:<14}{a:>16.2f}{b:>17.2f}{a / b:>7.2f}x")
-    print(f"{'decode floor':<14}{floor * 1000 / states:>16.2f}")
+        ms = [runs[name][key] * 1000 / n for name in names]
+        print(f"{label:<14}" + "".join(f"{m:>18.2f}" for m in ms) + "".join(f"{m / ms[-1]:>19.2f}x" for m in ms[:-1]))
+    print(f"{'decode floor':<14}{floor * 1000 / states:>18.2f}")
     if args.agentrt_steps:
         runs.clear()  # 600 states of messages alive would make each collector pass walk them all
         gc.collect()
