@@ -28,11 +28,14 @@ def delta_history(
     walk = store.walk
     if not (isinstance(walk, HistoryWalk) and walk.answers(store, ns, target, channels)):
         walk = store.walk = HistoryWalk.run(store, ns, target, channels, check=True)
+    hists = {ch: walk.history(target, ch) for ch in channels}
+    encs = [enc for h in hists.values() for enc in ([h["seed"]] if "seed" in h else []) + [e for _, e in h["writes"]]]
+    values = iter(docs.load_all(encs, store))
     out: dict[str, DeltaChannelHistory] = {}
-    for ch in channels:
-        hist = walk.history(target, ch)
-        entry: DeltaChannelHistory = {"writes": [(task, ch, docs.load(enc, store)) for task, enc in hist["writes"]]}
+    for ch, hist in hists.items():
+        seed = next(values) if "seed" in hist else None
+        entry: DeltaChannelHistory = {"writes": [(task, ch, next(values)) for task, _ in hist["writes"]]}
         if "seed" in hist:
-            entry["seed"] = docs.load(hist["seed"], store)
+            entry["seed"] = seed
         out[ch] = entry
     return out

@@ -73,6 +73,10 @@ class DocumentBuilder:
         """A stored value read back (`_saver_load.ItemLoader.load`)."""
         return self.loader.load(enc, store)
 
+    def load_all(self, encs: list[Any], store: SessionStore) -> list[Any]:
+        """Stored values read back, their items in one pass (`_saver_load.ItemLoader.load_all`)."""
+        return self.loader.load_all(encs, store)
+
     def text_ref(self, text: str, store: SessionStore, new: Items) -> dict[str, str]:
         """The item reference of a long text (`ItemSpiller.text_ref`)."""
         return self.spiller.text_ref(text, store, new)

@@ -31,17 +31,25 @@ class ItemLoader:
         """Decode stored JSON (item references already resolved) into a fresh Python value."""
         return self.codec.decode(enc)
 
-    def load(self, enc: Any, store: SessionStore) -> Any:
+    def load(self, enc: Any, store: SessionStore, fetched: dict[str, Any] | None = None) -> Any:
         """`decode(resolve(enc))`, decoding each stored message of a list once per session: a
         message item (content-addressed, so never stale) is decoded on first read and every read
-        gets its own copy (`fresh_message`)."""
+        gets its own copy (`fresh_message`). `fetched`: items already read (hash -> JSON), and
+        where the ones read now are added."""
         if isinstance(enc, list):
-            return self._load_list(enc, store)
+            return self._load_list(enc, store, {} if fetched is None else fetched)
         if isinstance(enc, dict) and enc.get(TAG) == "delta_snapshot" and isinstance(enc.get("v"), list):
-            return _DeltaSnapshot(self._load_list(enc["v"], store))
+            return _DeltaSnapshot(self._load_list(enc["v"], store, {} if fetched is None else fetched))
         return self.decode(resolve(enc, store))
 
-    def _load_list(self, items: list[Any], store: SessionStore) -> list[Any]:
+    def load_all(self, encs: list[Any], store: SessionStore) -> list[Any]:
+        """`load` of each of `encs` (a DeltaChannel history: hundreds of one-message writes), the
+        items of all of them read in one pass per run file, not one pass per value."""
+        fetched: dict[str, Any] = {}
+        _prefetch([x for enc in encs for x in _listed(enc)], store, fetched)
+        return [self.load(enc, store, fetched) for enc in encs]
+
+    def _load_list(self, items: list[Any], store: SessionStore, fetched: dict[str, Any]) -> list[Any]:
         chunks = [x[CHUNK_KEY] for x in items if _is_chunk(x)]
         chunk_refs = dict(zip(chunks, store.items(chunks), strict=True)) if chunks else {}
         flat: list[Any] = []
@@ -50,7 +58,7 @@ class ItemLoader:
                 flat.extend(chunk_refs[x[CHUNK_KEY]])
             else:
                 flat.append(x)
-        fetched = _prefetch(flat, store)
+        _prefetch(flat, store, fetched)
         return [self._load_item(x, store, fetched) for x in flat]
 
     def _load_item(self, x: Any, store: SessionStore, fetched: dict[str, Any]) -> Any:
@@ -75,6 +83,15 @@ class ItemLoader:
             _, (_, old) = cache.popitem(last=False)
             store.decoded_bytes -= old
         return fresh_message(value) if isinstance(value, BaseMessage) else value
+
+
+def _listed(enc: Any) -> list[Any]:
+    """The stored list `enc` is (a list, or a DeltaChannel snapshot of one); [] otherwise."""
+    if isinstance(enc, list):
+        return enc
+    if isinstance(enc, dict) and enc.get(TAG) == "delta_snapshot" and isinstance(enc.get("v"), list):
+        return enc["v"]
+    return []
 
 
 def fresh_message(msg: BaseMessage) -> BaseMessage:
@@ -102,14 +119,16 @@ def _copy_json(v: Any) -> Any:
     return [_copy_json(x) if type(x) is dict or type(x) is list else x for x in v]
 
 
-def _prefetch(flat: list[Any], store: SessionStore) -> dict[str, Any]:
-    """The items (and the texts they reference) that decoding `flat` will read, fetched in one pass
-    per run file (`SessionStore.items`) instead of one open and seek per item."""
-    wanted = list(dict.fromkeys(x[ITEM_KEY] for x in flat if _is_ref(x) and x[ITEM_KEY] not in store.decoded))
+def _prefetch(flat: list[Any], store: SessionStore, got: dict[str, Any]) -> None:
+    """Add to `got` the items (and the texts they reference) that decoding `flat` will read and
+    that neither `got` nor the decoded cache holds, fetched in one pass per run file
+    (`SessionStore.items`) instead of one open and seek per item."""
+    decoded = store.decoded
+    wanted = list(dict.fromkeys(h for x in flat if _is_ref(x) and (h := x[ITEM_KEY]) not in decoded and h not in got))
     if not wanted:
-        return {}
-    got = dict(zip(wanted, store.items(wanted), strict=True))
-    texts = list(dict.fromkeys(t for v in got.values() for t in text_refs(v) if t not in got))
+        return
+    new = dict(zip(wanted, store.items(wanted), strict=True))
+    texts = list(dict.fromkeys(t for v in new.values() for t in text_refs(v) if t not in got and t not in new))
+    got.update(new)
     if texts:
         got.update(zip(texts, store.items(texts), strict=True))
-    return got

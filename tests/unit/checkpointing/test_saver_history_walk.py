@@ -98,6 +98,29 @@ def test_reading_every_state_costs_the_thread_not_its_square(saver_kit: SaverKit
     assert len(lookups) < 2 * records
 
 
+def test_the_first_read_of_a_long_threads_head_reads_in_batches(saver_kit: SaverKit) -> None:
+    """A new saver's first `get_state` of a 200-superstep thread with no snapshot rebuilds the head
+    from every write since the first checkpoint: it reads the records (and the messages they
+    reference) a batch at a time, a few dozen reads of the store, not one read per record."""
+    cfg: RunnableConfig = {"configurable": {"thread_id": "t"}}
+    graph = agent_loop(200, state=_NoSnapshotState).compile(checkpointer=saver_kit(fsync="batch"))
+    graph.invoke({"messages": [HumanMessage("go", id="h0")], "i": 0}, cfg)
+    expected = graph.get_state(cfg).values
+    saver = saver_kit()
+    streams = saver._store(saver.default_tenant, "t").streams
+    reads: list[int] = []
+    read_at = streams.read_at
+
+    def counted(run: str, offsets: list[int]) -> Any:
+        reads.append(len(offsets))
+        return read_at(run, offsets)
+
+    streams.read_at = counted  # type: ignore[method-assign]
+    state = agent_loop(200, state=_NoSnapshotState).compile(checkpointer=saver).get_state(cfg)
+    assert state.values == expected and len(state.values["messages"]) == 200
+    assert sum(reads) > 400 and len(reads) < 30, (len(reads), sum(reads))
+
+
 def test_a_thread_deleted_by_another_saver_is_not_read_from_the_last_walk(saver_kit: SaverKit) -> None:
     """After another process deleted the thread, its former checkpoints have no history and no
     state, though this saver's last walk had passed them."""
