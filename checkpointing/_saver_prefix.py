@@ -62,20 +62,11 @@ def reusable(
     return memo if all(map(is_, chain.from_iterable(map(dict.values, fields)), memo.flat)) else None
 
 
-def remember(
-    memos: dict[Hashable, ListMemo],
-    key: Hashable,
-    items: list[Any],
-    refs: list[Any],
-    chunks: list[Any],
-    reused: ListMemo | None,
-    known: dict[str, Any],
-    pending: list[str],
-) -> None:
-    """Remember what a put stored for channel `key`'s list `items` (`refs`: one reference per item;
-    `chunks`: the chunk references its stored form begins with; `reused`: the memo it started from,
-    extended in place; `pending`: the item hashes this put referenced that the memo did not cover)."""
-    start = len(reused.items) if reused is not None else 0
+def taken(items: list[Any], start: int) -> tuple[list[Any], list[int], list[Any]]:
+    """The messages `items` holds from `start` on (up to the first that is not one), the number of
+    fields of each and their values, taken before they are encoded: LangGraph's `add_messages`
+    assigns a message's id in place, in another thread while a put encodes the same object, so
+    fields read after encoding could claim an id the stored form does not have."""
     end = start
     for x in items[start:]:
         if not isinstance(x, BaseMessage):
@@ -83,14 +74,33 @@ def remember(
         end += 1
     tail = items[start:end]
     fields = list(map(_DICT, tail))
+    return tail, list(map(len, fields)), list(chain.from_iterable(map(dict.values, fields)))
+
+
+def remember(
+    memos: dict[Hashable, ListMemo],
+    key: Hashable,
+    fields: tuple[list[Any], list[int], list[Any]],
+    refs: list[Any],
+    chunks: list[Any],
+    reused: ListMemo | None,
+    known: dict[str, Any],
+    pending: list[str],
+) -> None:
+    """Remember what a put stored for channel `key`'s list (`fields`: what `taken` gave before the
+    put encoded it; `refs`: one reference per item; `chunks`: the chunk references its stored form
+    begins with; `reused`: the memo it started from, extended in place; `pending`: the item hashes
+    this put referenced that the memo did not cover)."""
+    tail, lens, flat = fields
+    start = len(reused.items) if reused is not None else 0
+    end = start + len(tail)
     if reused is None:
-        memo = ListMemo(tail, list(map(len, fields)), [], [], [], known, [])
-        memo.flat.extend(chain.from_iterable(map(dict.values, fields)))
+        memo = ListMemo(tail, lens, flat, [], [], known, [])
     else:
         memo = reused
         memo.items.extend(tail)
-        memo.lens.extend(map(len, fields))
-        memo.flat.extend(chain.from_iterable(map(dict.values, fields)))
+        memo.lens.extend(lens)
+        memo.flat.extend(flat)
     memo.refs = refs[:end]
     memo.chunks = chunks
     memo.pending = pending

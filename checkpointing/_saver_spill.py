@@ -19,7 +19,7 @@ import orjson
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from checkpointing._saver_prefix import remember, reusable
+from checkpointing._saver_prefix import remember, reusable, taken
 from checkpointing._saver_refs import _CONTAINER_TAGS, CHUNK_KEY, ITEM_KEY, META_KEY, _is_ref
 from checkpointing._saver_store import SessionStore
 from checkpointing.codec import TAG, CheckpointStateCodec
@@ -52,6 +52,7 @@ class ItemSpiller:
         reused = reusable(store.lists, key, items, known) if key is not None else None
         refs: list[Any] = reused.refs[:] if reused is not None else []
         start = len(refs)
+        fields_before = taken(items, start) if key is not None else None
         memo = store.memo
         add = refs.append
         # A memo hit costs a dict lookup and the identity of the message's fields, nothing more.
@@ -72,8 +73,10 @@ class ItemSpiller:
             ):
                 add(hit[1])
                 continue
+            # The fields as they were before encoding (see `_saver_prefix.taken`).
+            before = tuple(fields.values())
             ref = self._item(self.codec.encode(x), store, new)
-            memo[id(x)] = (x, ref, tuple(fields.values()), ref[ITEM_KEY] if _is_ref(ref) else None)
+            memo[id(x)] = (x, ref, before, ref[ITEM_KEY] if _is_ref(ref) else None)
             if len(memo) > MEMO:
                 memo.pop(next(iter(memo)))
             add(ref)
@@ -81,7 +84,8 @@ class ItemSpiller:
         out, chunks, fresh = self._chunked(refs, store, new, done)
         if key is not None:
             pending = [r[ITEM_KEY] for r in islice(refs, start, None) if _is_ref(r)] + fresh
-            remember(store.lists, key, items, refs, chunks, reused, known, pending)
+            assert fields_before is not None
+            remember(store.lists, key, fields_before, refs, chunks, reused, known, pending)
         return {TAG: "delta_snapshot", "v": out} if isinstance(value, _DeltaSnapshot) else out
 
     def spill(self, enc: Any, store: SessionStore, new: Items) -> Any:
