@@ -128,10 +128,13 @@ class ReplaySaver(BaseCheckpointSaver):  # type: ignore[type-arg]
         self._latest: dict[tuple[str, str], CheckpointTuple] = {}
 
     def _one_part(self) -> None:
+        # The writes in trace order under the lock (LangGraph calls put and put_writes from several
+        # threads); the syncs after it, so concurrent calls share them as the saver's do.
         with self._lock:
             part = self._parts[self._next] if self._next < len(self._parts) else []
             self._next += 1
-        _do(part, self._fds, self._written)
+            _do([op for op in part if op[0] == "w"], self._fds, self._written)
+        _do([op for op in part if op[0] != "w"], self._fds, self._written)
 
     def get_tuple(self, config: Any) -> CheckpointTuple | None:
         """The latest checkpoint put for the thread and namespace (kept in memory)."""
