@@ -1,6 +1,7 @@
 """Stored values back to Python values: item references resolved (each run file read once per
-value, `_prefetch`), then decoded by the codec; a stored message is decoded once per session and
-every read gets its own copy (`fresh_message`).
+value, or once per DeltaChannel history with `load_all`: `_prefetch`), then decoded by the codec; a
+stored message is decoded once per session and every read gets its own copy (`fresh_message`);
+another item's stored JSON is kept too, and decoded again for each read.
 
 The inverse of `_saver_spill`.
 """

@@ -39,7 +39,7 @@ class RecordReads:
         self.runs_dir = streams.label
         self._cache: OrderedDict[tuple[str, int], tuple[dict[str, Any], int]] = OrderedDict()
         self._cache_bytes = 0
-        # item hash -> decoded value (messages) for reads; see `_saver_load.ItemLoader.load`.
+        # item hash -> a message decoded, or another item's stored JSON; see `_saver_load.ItemLoader.load`.
         self.decoded: OrderedDict[str, tuple[Any, int]] = OrderedDict()
         self.decoded_bytes = 0
         self.walk: object | None = None  # the last DeltaChannel history walk (`_saver_walk.HistoryWalk`)
