@@ -5,15 +5,15 @@ What LangGraph's `get_state` shows for a checkpoint depends only on the graph, t
 pending writes: a checkpoint never changes once written, its ordinary writes are only added to, and
 a special write (an interrupt, a resume, an error) replaces the one before it for the same task. So
 the JSON of a thread's values is kept under (thread, checkpoint id, pending writes, with the special
-writes' content), in a least-recently-used map bounded by entries and by the size of their JSON
-(the states of a long thread are large: a 260-tool-step thread's 526 states are 350 MB of JSON,
-150 MB in memory, so one history request would otherwise keep them all). A run on any server or worker writes a new
-head checkpoint or new writes, which make another key: nothing kept ever has to be dropped for
+writes' content), in a least-recently-used map bounded by entries and by the size of their JSON (the
+states of a long thread are large: a 260-tool-step thread's 526 states are 350 MB of JSON, 150 MB in
+memory, so one history request would otherwise keep them all). A run on any server or worker writes
+a new head checkpoint or new writes, which make another key: nothing kept ever has to be dropped for
 being stale, only for room. On the JSONL saver a read first takes the thread's head mark
 (`checkpointing.saver_marks`: the checkpoint id and the run files' ends, no load): an answer kept
-under the same mark is given without loading the checkpoint at all; otherwise (and on another
-saver) it loads the checkpoint (one `get_tuple`) and what a kept answer saves is building the
-snapshot and its JSON.
+under the same mark is given without loading the checkpoint at all; otherwise (and on another saver)
+it loads the checkpoint (one `get_tuple`) and what a kept answer saves is building the snapshot and
+its JSON.
 """
 
 from __future__ import annotations
