@@ -59,6 +59,12 @@ class ServeSettings(_Strict):
     """How often (seconds) the server looks for crons that are due and starts their runs; a cron
     fires at most this late. Every server over one store may poll: each firing starts one run.
     null: this server fires no crons (its API still manages them)."""
+    cron_takeover_s: float = Field(default=60.0, gt=0)
+    """How long (seconds) a firing claimed by a server may wait for that server to record the run it
+    started; after that, a server (any one, this one after a restart) takes the firing over: it
+    records the firing's run if it did start, and starts it otherwise. Keep it above the time a
+    run takes to start under load: a firing taken over while its first server is still starting
+    it would run twice."""
     assistant_configs: dict[str, AssistantOverrides] = Field(default_factory=dict)
     """Named overrides an assistant may pick with `config_name` in its configurable (or context):
     name -> {model_name, temperature, max_output_tokens, system_prompt, planning, max_iterations}."""

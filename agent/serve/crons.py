@@ -11,11 +11,18 @@ row of the PostgreSQL store. Every change is a compare-and-swap of that document
 one store never lose each other's changes, and a firing is claimed by moving the cron's
 `next_run_date` in one such swap: of several servers (or worker processes) that see a cron due,
 exactly one wins the swap and starts the run.
+
+A claimed firing stays `pending` with no run id until its server records the run it started. One
+still so `takeover_s` after its claim (its server stopped in between) is claimed again, by the same
+swap, by the next server that looks; the run a firing starts has an id drawn from the cron and the
+firing's time (`firing_run_id`), so a server taking it over first looks for that run and records
+it when it did start, and starts it otherwise: a firing is neither lost nor run twice.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -28,6 +35,11 @@ from agent.core.errors import NotFound, quote_id
 from agent.session.cron_doc import change_crons, crons_session, read_crons
 
 _PENDING = {"run_id": None, "status": "pending", "error": None}
+_FIRINGS = uuid.UUID("5b0c4a52-0f4e-4d55-9a43-6f1f0c7e2a19")
+"""The namespace of the ids a firing's run and thread get (`firing_run_id`)."""
+_NOT_OVER = ("pending", "running")
+TAKEOVER_S = 60.0
+"""How long after its claim a firing with no run recorded is taken over (`serve.cron_takeover_s`)."""
 T = TypeVar("T")
 Cron = dict[str, Any]
 """A cron as stored and answered (LangGraph's `Cron`, plus `last_run`):
@@ -37,7 +49,8 @@ Cron = dict[str, Any]
 - `payload`: the body of the runs it starts; `metadata`: the payload's metadata;
 - `on_run_completed`: `delete` / `keep` the thread of a stateless cron's run (None for a thread's);
 - `next_run_date` (ISO; None: it fires no more), `created_at`, `updated_at`;
-- `last_run`: its newest firing, `{run_id, thread_id, status, error, fired_at}` (None before the first).
+- `last_run`: its newest firing, `{run_id, thread_id, status, error, fired_at}` (None before the
+  first), and while it is `pending` with no run, `claimed_at` and `attempt` (`claim_due`).
 """
 
 
@@ -205,23 +218,37 @@ class CronBook:
 
         return self.change(edit) if any(c.get("assistant_id") == assistant_id for c in self.all()) else 0
 
-    def claim_due(self, now: datetime) -> list[Cron]:
-        """Claim every firing due at `now`: each due cron's `next_run_date` moves past `now` (missed
-        times are skipped: one run, not one per missed time) in one swap. The crons claimed, as
-        they were; a server that lost the swap to another reads them again, no longer due."""
+    def claim_due(self, now: datetime, takeover_s: float = TAKEOVER_S) -> list[Cron]:
+        """Claim, in one swap, every firing due at `now` and every firing claimed `takeover_s` or
+        more before `now` that still has no run (its server stopped before recording one). A due
+        cron's `next_run_date` moves past `now` (missed times are skipped: one run, not one per
+        missed time) and its `last_run` becomes the new firing, `pending`, `fired_at` now; a firing
+        taken over keeps its `fired_at` and counts one more `attempt`. The crons claimed, as they
+        are after the claim; a server that lost the swap to another reads them again, not due."""
 
         def edit(crons: dict[str, Cron]) -> list[Cron]:
             claimed = []
             for cron in crons.values():
-                if not _due(cron, now):
+                if _due(cron, now):
+                    cron["next_run_date"] = plan_next(cron, now)
+                    fired = {"fired_at": iso(now), "claimed_at": iso(now), "attempt": 1}
+                    cron["last_run"] = {**_PENDING, "thread_id": cron["thread_id"], **fired}
+                elif _stranded(cron, now, takeover_s):
+                    last = cron["last_run"]
+                    last.update(claimed_at=iso(now), attempt=int(last.get("attempt") or 1) + 1)
+                else:
                     continue
                 claimed.append(copy.deepcopy(cron))
-                cron["next_run_date"] = plan_next(cron, now)
-                cron["last_run"] = {**_PENDING, "thread_id": cron["thread_id"], "fired_at": iso(now)}
             return claimed
 
-        due = [c for c in self.all() if _due(c, now)]
-        return self.change(edit) if due else []
+        if not any(_due(c, now) or _stranded(c, now, takeover_s) for c in self.all()):
+            return []
+        return self.change(edit)
+
+    def unsettled(self, now: datetime, after_s: float) -> list[Cron]:
+        """The crons whose newest firing, `after_s` or more before `now`, names a run not over yet
+        as last recorded (its server may have stopped before recording the run's end)."""
+        return [c for c in self.all() if _unsettled(c, now, after_s)]
 
     def record_run(self, cron_id: str, fired_at: str | None, run: dict[str, Any]) -> None:
         """Keep what became of the firing at `fired_at` (`run`: run_id, thread_id, status, error); a
@@ -238,6 +265,40 @@ class CronBook:
 def _due(cron: Cron, now: datetime) -> bool:
     due = parse(cron.get("next_run_date"))
     return due is not None and due <= now and bool(cron.get("enabled", True))
+
+
+def _stranded(cron: Cron, now: datetime, takeover_s: float) -> bool:
+    """A firing claimed at least `takeover_s` before `now` whose server recorded no run (a firing
+    whose run could not start is recorded as an error, with no run: not stranded)."""
+    last = cron.get("last_run") or {}
+    if last.get("status") != "pending" or last.get("run_id") is not None or not cron.get("enabled", True):
+        return False
+    claimed = parse(last.get("claimed_at") or last.get("fired_at"))
+    return claimed is not None and (now - claimed).total_seconds() >= takeover_s
+
+
+def _unsettled(cron: Cron, now: datetime, after_s: float) -> bool:
+    last = cron.get("last_run") or {}
+    fired = parse(last.get("fired_at"))
+    if last.get("run_id") is None or last.get("status") not in _NOT_OVER or fired is None:
+        return False
+    return (now - fired).total_seconds() >= after_s
+
+
+def firing_run_id(tenant_id: str, cron_id: str, fired_at: str) -> str:
+    """The id of the run the firing of cron `cron_id` at `fired_at` starts: the same on every server
+    and every attempt, so one that takes the firing over finds the run if it started. A UUIDv7 as
+    every run id is (runs sort by creation): its time is the firing's, its other bits a hash."""
+    when = parse(fired_at)
+    ms = int(when.timestamp() * 1000) if when is not None else 0
+    rand = int.from_bytes(hashlib.sha256(f"{tenant_id}/{cron_id}/{fired_at}".encode()).digest()[:10], "big")
+    rand_a, rand_b = rand >> 68, rand & ((1 << 62) - 1)  # 12 and 62 bits of the 80
+    return str(uuid.UUID(int=(ms & (1 << 48) - 1) << 80 | 0x7 << 76 | rand_a << 64 | 0b10 << 62 | rand_b))
+
+
+def firing_thread_id(tenant_id: str, cron_id: str, fired_at: str) -> str:
+    """The new thread of a stateless cron's firing (as `firing_run_id`, for its thread)."""
+    return str(uuid.uuid5(_FIRINGS, f"{tenant_id}/{cron_id}/{fired_at}/thread"))
 
 
 def visible(cron: Cron, user_id: str | None) -> bool:

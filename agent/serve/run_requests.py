@@ -11,7 +11,7 @@ from agent.core.results import RunEvent
 from agent.runner.options import RunOptions
 from agent.runner.overrides import check_overrides
 from agent.serve.auth import Principal
-from agent.serve.run_record import CancelAction, Job, RunRecord, Strategy
+from agent.serve.run_record import CancelAction, Job, RunRecord, Strategy, new_run_id
 from agent.serve.serve_context import ASSISTANT_ID, ServeContext
 from agent.serve.state_edit import fork_for_run, run_fork_point
 from agent.serve.streams import SUPPORTED_MODES, normalize_modes
@@ -203,9 +203,12 @@ def start_point(ctx: ServeContext, principal: Principal, thread_id: str, body: d
     return {**body, FORK_AT: at, FROM_FORK: input_text(body.get("input")) is None}
 
 
-def make_record(body: dict[str, Any], thread_id: str, principal: Principal, streaming: bool = True) -> RunRecord:
-    """The run's record (not started yet) from the request body. A run started without a stream
-    (create, wait) streams every mode to whoever joins it, unless it names its modes."""
+def make_record(
+    body: dict[str, Any], thread_id: str, principal: Principal, streaming: bool = True, run_id: str | None = None
+) -> RunRecord:
+    """The run's record (not started yet) from the request body, with id `run_id` (default: a new
+    one). A run started without a stream (create, wait) streams every mode to whoever joins it,
+    unless it names its modes."""
     given = body.get("stream_mode")
     modes = normalize_modes(given) if given is not None or streaming else SUPPORTED_MODES
     text = None if resume_decision(body.get("command")) is not None else input_text(body.get("input"))
@@ -221,6 +224,7 @@ def make_record(body: dict[str, Any], thread_id: str, principal: Principal, stre
         subgraphs=bool(body.get("stream_subgraphs")),
         due=time.time() + after,
         has_input=text is not None,
+        run_id=run_id or new_run_id(),
     )
 
 

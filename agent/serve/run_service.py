@@ -57,16 +57,24 @@ def background(coro: Coroutine[Any, Any, None]) -> None:
 
 
 async def start(
-    ctx: ServeContext, principal: Principal, thread_id: str | None, body: dict[str, Any], streaming: bool = False
+    ctx: ServeContext,
+    principal: Principal,
+    thread_id: str | None,
+    body: dict[str, Any],
+    streaming: bool = False,
+    *,
+    run_id: str | None = None,
+    new_thread_id: str | None = None,
 ) -> RunRecord:
     """Check the request, find or make its thread, and hand the run to the engine (`thread_id` None:
-    a stateless run). A refused request leaves no thread behind."""
+    a stateless run, on a new thread, `new_thread_id` if given). A refused request leaves no thread
+    behind. `run_id`: the run's id (default: a new one)."""
     stateless = thread_id is None
     body = await run_in_threadpool(with_assistant, ctx, principal, body)
     check_request(body, ctx, stateless)  # before any session is made
     created = None
     if thread_id is None:
-        created = await run_in_threadpool(ctx.create_session, principal, None, body.get("metadata"))
+        created = await run_in_threadpool(ctx.create_session, principal, new_thread_id, body.get("metadata"))
         thread_id = created.session_id
     else:
         try:
@@ -78,7 +86,7 @@ async def start(
         if created is None:
             body = await run_in_threadpool(remote_resume, ctx, principal, thread_id, body)
             body = await run_in_threadpool(start_point, ctx, principal, thread_id, body)
-    rec = make_record(body, thread_id, principal, streaming)
+    rec = make_record(body, thread_id, principal, streaming, run_id)
     try:
         rec = await ctx.engine.submit(rec, make_job(ctx, principal, thread_id, body, rec), strategy_of(body))
     except BaseException:
