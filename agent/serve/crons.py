@@ -15,8 +15,8 @@ exactly one wins the swap and starts the run.
 A claimed firing stays `pending` with no run id until its server records the run it started. One
 still so `takeover_s` after its claim (its server stopped in between) is claimed again, by the same
 swap, by the next server that looks; the run a firing starts has an id drawn from the cron and the
-firing's time (`firing_run_id`), so a server taking it over first looks for that run and records
-it when it did start, and starts it otherwise: a firing is neither lost nor run twice.
+firing's time (`firing_run_id`), so a server taking it over reads off the thread what became of
+it (`agent.serve.cron_takeover`): a firing is neither lost nor run twice.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from agent.session.cron_doc import change_crons, crons_session, read_crons
 
 _PENDING = {"run_id": None, "status": "pending", "error": None}
 _FIRINGS = uuid.UUID("5b0c4a52-0f4e-4d55-9a43-6f1f0c7e2a19")
-"""The namespace of the ids a firing's run and thread get (`firing_run_id`)."""
+"""The namespace of the ids a stateless firing's thread gets (`firing_thread_id`)."""
 _NOT_OVER = ("pending", "running")
 TAKEOVER_S = 60.0
 """How long after its claim a firing with no run recorded is taken over (`serve.cron_takeover_s`)."""

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from agent.serve.crons import check_schedule, check_time, next_time, plan_next
+from agent.serve.crons import check_schedule, check_time, firing_run_id, firing_thread_id, iso, next_time, plan_next
 
 NOON = datetime(2026, 3, 10, 12, 0, 30, tzinfo=UTC)
 
@@ -40,3 +41,29 @@ def test_a_time_without_a_zone_is_utc() -> None:
     assert check_time(datetime(2026, 1, 1, 9, 0)) == datetime(2026, 1, 1, 9, 0, tzinfo=UTC)  # noqa: DTZ001
     with pytest.raises(ValueError, match="out of range"):
         check_time(datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5))))
+
+
+def test_a_firings_run_id_is_the_same_on_every_server_and_sorts_by_the_firings_time() -> None:
+    """The id a firing's run gets: the same for the same firing (a server taking it over finds the
+    run), another for another cron, tenant or time; a UUIDv7 whose time is the firing's, so runs
+    sort by creation as every run id does."""
+    fired = iso(NOON)
+    assert fired is not None
+    one = firing_run_id("acme", "c1", fired)
+    assert one == firing_run_id("acme", "c1", fired)
+    later = iso(NOON + timedelta(milliseconds=1)) or ""
+    others = {
+        firing_run_id("acme", "c2", fired),
+        firing_run_id("globex", "c1", fired),
+        firing_run_id("acme", "c1", later),
+    }
+    assert one not in others and len(others) == 3
+    parsed = uuid.UUID(one)
+    assert parsed.version == 7 and parsed.variant == uuid.RFC_4122
+    assert parsed.int >> 80 == int(NOON.timestamp() * 1000)
+    assert sorted([firing_run_id("acme", "c1", later), one]) == [one, firing_run_id("acme", "c1", later)]
+    thread = firing_thread_id("acme", "c1", fired)
+    assert thread == firing_thread_id("acme", "c1", fired) and thread not in (
+        one,
+        firing_thread_id("acme", "c2", fired),
+    )
