@@ -70,7 +70,7 @@ def run_ids(client: SyncLangGraphClient, thread_id: str) -> list[str]:
 
 
 def test_a_stranded_firing_runs_once_on_the_server_that_takes_it_over(tmp_path: Path, store: StoreSetup) -> None:
-    """Firings claimed two minutes ago with no run start on the next server's poll, each once,
+    """Firings claimed ten minutes ago with no run start on the next server's poll, each once,
     with the run id (and a stateless firing's thread id) the firing's time gives and its `fired_at`
     kept; a firing claimed just now by a server that may still be starting it is left alone."""
     base = {"persistence": {"base_dir": str(tmp_path / "shared")}} if store.kind == "files" else {}
@@ -83,13 +83,13 @@ def test_a_stranded_firing_runs_once_on_the_server_that_takes_it_over(tmp_path: 
         recent = alice.crons.create_for_thread(quiet_tid, A, schedule=YEARLY, input=INPUT)
 
     now = datetime.now(UTC)
-    fired_at = iso(now - timedelta(minutes=2))
+    fired_at = iso(now - timedelta(minutes=10))
     assert fired_at is not None
     for cron in (on_thread, stateless):
         strand(made_by, "acme", cron["cron_id"], fired_at, fired_at)
     strand(made_by, "acme", recent["cron_id"], iso(now) or "", iso(now) or "")
 
-    serve = {"api_keys": KEYS, "cron_poll_s": 0.1, "cron_takeover_s": 30}
+    serve = {"api_keys": KEYS, "cron_poll_s": 0.1, "cron_takeover_s": 300}
     takes_over = store.config(tmp_path / "b", HELLO, loop=LOOP, serve=serve, **base)
     with serving(takes_over, tmp_path / "b") as second:
         alice = get_sync_client(url=second.url, api_key=KEY)
