@@ -11,7 +11,7 @@ A server that stops between its claim and recording the run it started leaves th
 it again (`CronBook.claim_due`) and goes on from where the stopped server was
 (`agent.serve.cron_takeover`): each firing runs once, unless its first server took longer than
 `cron_takeover_s` to start it. A firing whose run's end its server did not record (it stopped
-while the run ran) gets the status its thread lists for the run (`CronScheduler.settle`).
+while the run ran) gets the status its thread lists for the run (`cron_takeover.settle`).
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from agent.core.errors import AgentrtError, LeaseHeld, SessionNotFound
+from agent.core.errors import AgentrtError, LeaseHeld
 from agent.serve.auth import Principal
-from agent.serve.cron_takeover import Next, take_over
+from agent.serve.cron_takeover import Next, remove_when_over, settle, take_over
 from agent.serve.crons import Cron, CronBook, firing_run_id, firing_thread_id, utcnow
 from agent.serve.run_record import RunRecord
-from agent.serve.run_service import background, runs_of, start
+from agent.serve.run_service import background, start
 from agent.serve.serve_context import ServeContext
 from agent.session.cron_doc import cron_tenants
 
@@ -71,27 +71,10 @@ class CronScheduler:
                 if rec is not None:
                     started.append(rec)
             try:
-                await run_in_threadpool(self.settle, book, now)
+                await run_in_threadpool(settle, self.ctx, book, now, self.takeover_s)
             except Exception as err:
                 log.warning("could not bring the crons of tenant %s up to date: %s", tenant, err)
         return started
-
-    def settle(self, book: CronBook, now: datetime) -> None:
-        """Record the status of firings' runs whose end their server did not record (it stopped
-        while the run was running: the run is listed on its thread as over, usually `interrupted`).
-        A run this process holds is left to it; one still running elsewhere is left as it is."""
-        for cron in book.unsettled(now, self.takeover_s):
-            last = cron["last_run"]
-            if self.ctx.engine.get(book.tenant_id, last["run_id"]) is not None:
-                continue
-            try:
-                runs = runs_of(self.ctx, book.tenant_id, last["thread_id"])
-            except SessionNotFound:
-                continue
-            for run in runs:
-                if run["run_id"] == last["run_id"] and run["status"] != last["status"]:
-                    now_is = {**last, "status": run["status"], "error": run.get("error")}
-                    book.record_run(cron["cron_id"], last["fired_at"], now_is)
 
     async def fire(self, book: CronBook, cron: Cron) -> RunRecord | None:
         """Start the run of the cron's claimed firing (its `last_run`); its outcome is kept as the
@@ -113,6 +96,7 @@ class CronScheduler:
             log.info("cron %s: its firing at %s, taken over: %s", cron["cron_id"], fired_at, what.next)
             if what.found is not None:
                 await run_in_threadpool(book.record_run, cron["cron_id"], fired_at, what.found)
+                await run_in_threadpool(remove_when_over, self.ctx, book.tenant_id, cron, what.found)
             if what.next in (Next.RECORD, Next.LATER):
                 return None
             if what.next is Next.CONTINUE:

@@ -12,24 +12,30 @@ from the cron and the firing's time, so what the stopped server did can be read 
   removed and the run starts afresh (a thread that cannot be removed yet, its lease held until its
   TTL, waits for the next takeover);
 - otherwise the run never started: it starts now.
+
+A run found over gets the thread of a stateless firing removed, unless its cron keeps them, as the
+stopped server would have. And a firing whose server stopped while its run ran (the cron's
+`last_run` says `running` for good) gets the status the thread lists for the run (`settle`).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from agent.core.errors import AgentrtError, SessionNotFound
 from agent.core.statuses import RunStatus
-from agent.serve.crons import parse
+from agent.serve.crons import Cron, CronBook, parse
 from agent.serve.run_service import runs_of
 from agent.serve.serve_context import ServeContext
 from agent.serve.thread_ops import delete_thread
 
 log = logging.getLogger("agentrt.serve")
 _RUN_START = frozenset({"run_start"})
+_OVER = frozenset({"success", "error", "interrupted", "timeout"})
 
 
 class Next(StrEnum):
@@ -87,3 +93,35 @@ def _turn_since(ctx: ServeContext, session: Any, fired_at: str) -> bool:
     start = events.newest(_RUN_START, {"run_id": session.last_run_id})
     began, fired = parse(start.ts) if start is not None else None, parse(fired_at)
     return began is not None and fired is not None and began >= fired
+
+
+def settle(ctx: ServeContext, book: CronBook, now: datetime, after_s: float) -> None:
+    """Record the status of firings' runs whose end their server did not record (it stopped while
+    the run was running: the thread lists the run as over, `interrupted`). A run this process holds
+    is left to it; one still running elsewhere is left as it is."""
+    for cron in book.unsettled(now, after_s):
+        last = cron["last_run"]
+        if ctx.engine.get(book.tenant_id, last["run_id"]) is not None:
+            continue
+        try:
+            runs = runs_of(ctx, book.tenant_id, last["thread_id"])
+        except SessionNotFound:
+            continue
+        for run in runs:
+            if run["run_id"] == last["run_id"] and run["status"] != last["status"]:
+                now_is = {**last, "status": run["status"], "error": run.get("error")}
+                book.record_run(cron["cron_id"], last["fired_at"], now_is)
+                remove_when_over(ctx, book.tenant_id, cron, now_is)
+
+
+def remove_when_over(ctx: ServeContext, tenant_id: str, cron: Cron, run: dict[str, Any]) -> None:
+    """Remove the thread of a stateless cron's firing once its run (`run`, in `last_run` form) is
+    over, unless the cron keeps them (a thread that cannot be removed now stays, listed)."""
+    if cron.get("thread_id") is not None or cron.get("on_run_completed") == "keep" or run["status"] not in _OVER:
+        return
+    try:
+        delete_thread(ctx, ctx.runner.manager.get(tenant_id, run["thread_id"]))
+    except SessionNotFound:
+        return
+    except AgentrtError as err:
+        log.warning("the thread %s of a stateless cron's run could not be removed: %s", run["thread_id"], err)

@@ -114,34 +114,41 @@ def test_a_stranded_firing_runs_once_on_the_server_that_takes_it_over(tmp_path: 
 def test_a_taken_over_firing_whose_run_had_started_is_not_run_again(tmp_path: Path, store: StoreSetup) -> None:
     """A server that started a firing's run and stopped before recording it: the server taking the
     firing over finds that run on its thread (a thread cron's, and a stateless cron's own) and
-    records it as the firing's run; no second run starts."""
+    records it as the firing's run; no second run starts. A stateless cron that does not keep its
+    threads gets the finished run's thread removed, as the stopped server would have."""
     serve = {"cron_poll_s": 0.1, "cron_takeover_s": 1}
     config = store.config(tmp_path, HELLO, loop=LOOP, serve=serve)
     with serving(config, tmp_path) as server:
         client = get_sync_client(url=server.url)
         tid = client.threads.create()["thread_id"]
         on_thread = client.crons.create_for_thread(tid, A, schedule=YEARLY, input=INPUT)
-        stateless = client.crons.create(A, schedule=YEARLY, input=INPUT, on_run_completed="keep")
+        kept, removed = (client.crons.create(A, schedule=YEARLY, input=INPUT, on_run_completed="keep") for _ in "12")
         firsts = {}
-        for cron in (on_thread, stateless):
+        for cron in (on_thread, kept, removed):
             make_due(config, "default", cron["cron_id"])
             firsts[cron["cron_id"]] = until(lambda c=cron: finished(client, c["cron_id"]), "the firing's run")
-        threads = len(client.threads.search(limit=100))
+        threads = {t["thread_id"] for t in client.threads.search(limit=100)}
+        assert firsts[removed["cron_id"]]["thread_id"] in threads
 
+        book = CronBook(load_settings(config), "default")
+        book.update(removed["cron_id"], None, lambda c: c.update(on_run_completed="delete"))  # its server died first
         for cron_id, first in firsts.items():
             assert first["run_id"] == firing_run_id("default", cron_id, first["fired_at"])
             long_ago = iso(datetime.now(UTC) - timedelta(minutes=5)) or ""
             strand(config, "default", cron_id, first["fired_at"], long_ago)
         for cron_id in firsts:
             until(lambda c=cron_id: (cron_of(client, c)["last_run"] or {}).get("run_id"), "the takeover recorded")
+        gone = firsts[removed["cron_id"]]["thread_id"]
+        until(lambda: gone not in {t["thread_id"] for t in client.threads.search(limit=100)}, "its thread removed")
         time.sleep(SETTLE_S)
 
         for cron_id, first in firsts.items():
             again = cron_of(client, cron_id)["last_run"]
             assert (again["run_id"], again["fired_at"]) == (first["run_id"], first["fired_at"])
             assert again["status"] == "success"
-            assert run_ids(client, first["thread_id"]) == [first["run_id"]]
-        assert len(client.threads.search(limit=100)) == threads
+            if first["thread_id"] != gone:
+                assert run_ids(client, first["thread_id"]) == [first["run_id"]]
+        assert {t["thread_id"] for t in client.threads.search(limit=100)} == threads - {gone}
 
 
 CYCLES = size("AGENTRT_CRON_KILLS", sample=5, full=30)
