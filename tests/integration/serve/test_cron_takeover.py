@@ -34,9 +34,9 @@ from tests.integration.serve.test_serve_crons import (
     A,
     cron_of,
     finished,
-    make_due,
     until,
 )
+from tests.support.cron_tools import make_due, strand
 from tests.support.drills import size
 from tests.support.serve import env, free_port, serving
 from tests.support.store_configs import StoreSetup
@@ -44,24 +44,6 @@ from tests.support.store_configs import StoreSetup
 KEY = "acme-alice-key-0123456789"
 KEYS = [{"key": KEY, "tenant_id": "acme", "user_id": "alice"}]
 LOOP = {"planning": "never"}
-
-
-def strand(config: Path, tenant: str, cron_id: str, fired_at: str, claimed_at: str) -> None:
-    """Leave the cron's firing at `fired_at` as a server that claimed it at `claimed_at` and then
-    stopped, before recording the run it started (or before starting it), leaves it."""
-
-    def stranded(cron: dict[str, Any]) -> None:
-        cron["last_run"] = {
-            "run_id": None,
-            "thread_id": cron["thread_id"],
-            "status": "pending",
-            "error": None,
-            "fired_at": fired_at,
-            "claimed_at": claimed_at,
-            "attempt": 1,
-        }
-
-    CronBook(load_settings(config), tenant).update(cron_id, None, stranded)
 
 
 def run_ids(client: SyncLangGraphClient, thread_id: str) -> list[str]:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -19,9 +21,10 @@ import redis
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import ConflictError
 
+from agent.serve.crons import iso
 from agent.session.inbox import TurnStatus
 from tests.support.celery_drill import Cluster
-from tests.support.cron_tools import make_due
+from tests.support.cron_tools import make_due, strand
 from tests.support.runners import make_config
 from tests.support.serve import Server, cli, serving
 from tests.support.worker_serve import served_cluster
@@ -234,6 +237,23 @@ def test_a_due_cron_runs_on_the_worker(on_workers):
     [run] = client.runs.list(tid)
     assert _is_worker(run["metadata"]["executed_by"], cluster, server)
     assert run["metadata"]["cron_id"] == cron["cron_id"]
+
+    # A server that handed the run to the worker and stopped before recording it: the server taking
+    # the firing over finds the worker's run and records it; no second run is sent.
+    fired_at = _last_run(client, cron["cron_id"])["fired_at"]
+    long_ago = iso(datetime.now(UTC) - timedelta(minutes=5)) or ""
+    strand(cluster.config, cluster.tenant, cron["cron_id"], fired_at, long_ago)
+    while _last_run(client, cron["cron_id"])["run_id"] is None:
+        assert time.monotonic() < deadline + BOUND_S, "the firing was not taken over"
+        time.sleep(0.2)
+    time.sleep(1.0)  # more polls: a second start would show now
+    last = _last_run(client, cron["cron_id"])
+    assert (last["run_id"], last["status"]) == (run["run_id"], "success")
+    assert [r["run_id"] for r in client.runs.list(tid)] == [run["run_id"]]
+
+
+def _last_run(client: Any, cron_id: str) -> dict[str, Any]:
+    return next(c for c in client.crons.search(limit=100) if c["cron_id"] == cron_id)["last_run"]
 
 
 def test_an_approval_asked_by_a_cli_run_is_answered_through_the_api_on_the_worker(on_workers, tmp_path: Path):
