@@ -33,12 +33,14 @@ async def create_batch(
     principal: Principal = Depends(get_principal),
 ) -> JSONResponse:
     """Start several runs in the background, each as `runs.create` would (an item with a `thread_id`
-    on that thread, one without it on a new thread deleted when it is over); the Runs, in order."""
+    on that thread, one without it on a new thread deleted when it is over); the Runs, in order,
+    each as it was when it started (as `runs.create` answers: a quick first run is not reported
+    over because the later ones took time to start)."""
     items = [item.given() for item in request]
     threads = [item.pop("thread_id", None) for item in items]
     await run_in_threadpool(_check_all, ctx, principal, threads, items)
-    runs = [await start(ctx, principal, tid, body) for tid, body in zip(threads, items, strict=True)]
-    return JSONResponse([rec.to_json() for rec in runs])
+    runs = [(await start(ctx, principal, tid, body)).to_json() for tid, body in zip(threads, items, strict=True)]
+    return JSONResponse(runs)
 
 
 def _check_all(ctx: ServeContext, principal: Principal, threads: list[str | None], items: list[dict[str, Any]]) -> None:
