@@ -62,7 +62,8 @@ class CronScheduler:
         for tenant in await run_in_threadpool(cron_tenants, self.ctx.settings):
             book = CronBook(self.ctx.settings, tenant)
             try:
-                claimed = await run_in_threadpool(book.claim_due, now, self.takeover_s)
+                seen = await run_in_threadpool(book.all)
+                claimed = await run_in_threadpool(book.claim_due, now, self.takeover_s, seen)
             except Exception as err:  # one tenant's unreadable crons do not hold back the others'
                 log.warning("could not claim the due crons of tenant %s: %s", tenant, err)
                 continue
@@ -70,8 +71,8 @@ class CronScheduler:
                 rec = await self.fire(book, cron)
                 if rec is not None:
                     started.append(rec)
-            try:
-                await run_in_threadpool(settle, self.ctx, book, now, self.takeover_s)
+            try:  # a firing recorded since `seen` was read is not overwritten: `record_run` checks its time
+                await run_in_threadpool(settle, self.ctx, book, now, self.takeover_s, seen)
             except Exception as err:
                 log.warning("could not bring the crons of tenant %s up to date: %s", tenant, err)
         return started
@@ -86,10 +87,11 @@ class CronScheduler:
         fired_at = cron["last_run"]["fired_at"]
         run_id = firing_run_id(book.tenant_id, cron["cron_id"], fired_at)
         thread_id: str | None = cron.get("thread_id")
-        new_thread = firing_thread_id(book.tenant_id, cron["cron_id"], fired_at) if thread_id is None else None
+        own_thread = firing_thread_id(book.tenant_id, cron["cron_id"], fired_at)
+        new_thread = own_thread if thread_id is None else None
         takeover = int(cron["last_run"].get("attempt") or 1) > 1
         if takeover:
-            target = thread_id or firing_thread_id(book.tenant_id, cron["cron_id"], fired_at)
+            target = own_thread if thread_id is None else thread_id
             what = await run_in_threadpool(
                 take_over, self.ctx, book.tenant_id, target, run_id, fired_at, thread_id is None
             )

@@ -95,11 +95,11 @@ def _turn_since(ctx: ServeContext, session: Any, fired_at: str) -> bool:
     return began is not None and fired is not None and began >= fired
 
 
-def settle(ctx: ServeContext, book: CronBook, now: datetime, after_s: float) -> None:
+def settle(ctx: ServeContext, book: CronBook, now: datetime, after_s: float, seen: list[Cron] | None = None) -> None:
     """Record the status of firings' runs whose end their server did not record (it stopped while
     the run was running: the thread lists the run as over, `interrupted`). A run this process holds
-    is left to it; one still running elsewhere is left as it is."""
-    for cron in book.unsettled(now, after_s):
+    is left to it; one still running elsewhere is left as it is. `seen`: the crons as just read."""
+    for cron in book.unsettled(now, after_s, seen):
         last = cron["last_run"]
         if ctx.engine.get(book.tenant_id, last["run_id"]) is not None:
             continue

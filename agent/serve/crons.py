@@ -218,13 +218,14 @@ class CronBook:
 
         return self.change(edit) if any(c.get("assistant_id") == assistant_id for c in self.all()) else 0
 
-    def claim_due(self, now: datetime, takeover_s: float = TAKEOVER_S) -> list[Cron]:
+    def claim_due(self, now: datetime, takeover_s: float = TAKEOVER_S, seen: list[Cron] | None = None) -> list[Cron]:
         """Claim, in one swap, every firing due at `now` and every firing claimed `takeover_s` or
         more before `now` that still has no run (its server stopped before recording one). A due
         cron's `next_run_date` moves past `now` (missed times are skipped: one run, not one per
         missed time) and its `last_run` becomes the new firing, `pending`, `fired_at` now; a firing
         taken over keeps its `fired_at` and counts one more `attempt`. The crons claimed, as they
-        are after the claim; a server that lost the swap to another reads them again, not due."""
+        are after the claim; a server that lost the swap to another reads them again, not due.
+        `seen`: the crons as just read (no swap is tried when none of them has anything to claim)."""
 
         def edit(crons: dict[str, Cron]) -> list[Cron]:
             claimed = []
@@ -241,14 +242,15 @@ class CronBook:
                 claimed.append(copy.deepcopy(cron))
             return claimed
 
-        if not any(_due(c, now) or _stranded(c, now, takeover_s) for c in self.all()):
+        if not any(_due(c, now) or _stranded(c, now, takeover_s) for c in (self.all() if seen is None else seen)):
             return []
         return self.change(edit)
 
-    def unsettled(self, now: datetime, after_s: float) -> list[Cron]:
-        """The crons whose newest firing, `after_s` or more before `now`, names a run not over yet
-        as last recorded (its server may have stopped before recording the run's end)."""
-        return [c for c in self.all() if _unsettled(c, now, after_s)]
+    def unsettled(self, now: datetime, after_s: float, seen: list[Cron] | None = None) -> list[Cron]:
+        """The crons (of `seen`, the crons as just read, if given) whose newest firing, `after_s` or
+        more before `now`, names a run not over yet as last recorded (its server may have stopped
+        before recording the run's end)."""
+        return [c for c in (self.all() if seen is None else seen) if _unsettled(c, now, after_s)]
 
     def record_run(self, cron_id: str, fired_at: str | None, run: dict[str, Any]) -> None:
         """Keep what became of the firing at `fired_at` (`run`: run_id, thread_id, status, error); a
