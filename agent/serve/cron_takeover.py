@@ -28,14 +28,13 @@ from typing import Any
 
 from agent.core.errors import AgentrtError, SessionNotFound
 from agent.core.statuses import RunStatus
-from agent.serve.crons import Cron, CronBook, parse
+from agent.serve.crons import Cron, CronBook, parse, run_over
 from agent.serve.run_service import runs_of
 from agent.serve.serve_context import ServeContext
 from agent.serve.thread_ops import delete_thread
 
 log = logging.getLogger("agentrt.serve")
 _RUN_START = frozenset({"run_start"})
-_OVER = frozenset({"success", "error", "interrupted", "timeout"})
 
 
 class Next(StrEnum):
@@ -117,7 +116,7 @@ def settle(ctx: ServeContext, book: CronBook, now: datetime, after_s: float, see
 def remove_when_over(ctx: ServeContext, tenant_id: str, cron: Cron, run: dict[str, Any]) -> None:
     """Remove the thread of a stateless cron's firing once its run (`run`, in `last_run` form) is
     over, unless the cron keeps them (a thread that cannot be removed now stays, listed)."""
-    if cron.get("thread_id") is not None or cron.get("on_run_completed") == "keep" or run["status"] not in _OVER:
+    if cron.get("thread_id") is not None or cron.get("on_run_completed") == "keep" or not run_over(run["status"]):
         return
     try:
         delete_thread(ctx, ctx.runner.manager.get(tenant_id, run["thread_id"]))

@@ -37,7 +37,8 @@ from agent.session.cron_doc import change_crons, crons_session, read_crons
 _PENDING = {"run_id": None, "status": "pending", "error": None}
 _FIRINGS = uuid.UUID("5b0c4a52-0f4e-4d55-9a43-6f1f0c7e2a19")
 """The namespace of the ids a stateless firing's thread gets (`firing_thread_id`)."""
-_NOT_OVER = ("pending", "running")
+_NOT_OVER = frozenset({"pending", "running"})
+"""The statuses of a run not over yet (the rest of the API's run statuses are ends)."""
 TAKEOVER_S = 60.0
 """How long after its claim a firing with no run recorded is taken over (`serve.cron_takeover_s`)."""
 T = TypeVar("T")
@@ -282,9 +283,14 @@ def _stranded(cron: Cron, now: datetime, takeover_s: float) -> bool:
 def _unsettled(cron: Cron, now: datetime, after_s: float) -> bool:
     last = cron.get("last_run") or {}
     fired = parse(last.get("fired_at"))
-    if last.get("run_id") is None or last.get("status") not in _NOT_OVER or fired is None:
+    if last.get("run_id") is None or run_over(last.get("status")) or fired is None:
         return False
     return (now - fired).total_seconds() >= after_s
+
+
+def run_over(status: str | None) -> bool:
+    """Whether a run with this API status is over (success, error, interrupted, timeout)."""
+    return status not in _NOT_OVER
 
 
 def firing_run_id(tenant_id: str, cron_id: str, fired_at: str) -> str:
